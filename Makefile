@@ -1,0 +1,182 @@
+# opdispatch — build, test, bench, run.
+#
+#   make run     set up, build, start opdispatchd on 127.0.0.1:8000
+#   make test    set up, build, run every test (normal build, then ASan+UBSan)
+#   make bench   run the benchmarks (never part of `make test`)
+#
+# Build trees: build/ (release, -O2) and build/asan/ (AddressSanitizer +
+# UndefinedBehaviorSanitizer, -fno-sanitize-recover=all). Sources are found by
+# wildcard, so a new .c file in a module folder or a new tests/unit/test_*.c
+# needs no edit here.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+
+CC      ?= gcc
+NVCC    ?= nvcc
+PREFIX  ?= /usr/local
+B       ?= build
+SAN     ?= 0
+CUDA    ?= auto
+
+# ---- toolchain flags ----------------------------------------------------------
+WARN     := -Wall -Wextra -Werror -Wno-error=deprecated-declarations
+CSTD     := -std=c11 -D_GNU_SOURCE
+INCLUDES := -Idispatcher -Ikernels -Iproto -Iserver
+BASE_CFLAGS := $(CSTD) $(WARN) $(INCLUDES) -fPIC -pthread -MMD -MP
+ifeq ($(SAN),1)
+OPT_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+SAN_LDFLAGS := -fsanitize=address,undefined
+else
+OPT_CFLAGS := -O2 -g -march=x86-64-v2 -mtune=native
+SAN_LDFLAGS :=
+endif
+CFLAGS  += $(BASE_CFLAGS) $(OPT_CFLAGS)
+LDLIBS  := -lopenblas -lm -lpthread
+SERVER_LDLIBS := -lmicrohttpd -ljansson
+
+# ---- CUDA detection ---------------------------------------------------------
+NVCC_PATH := $(shell command -v $(NVCC) 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+ifeq ($(CUDA),auto)
+  ifneq ($(NVCC_PATH),)
+    CUDA_ON := 1
+  else
+    CUDA_ON := 0
+  endif
+else ifeq ($(CUDA),1)
+  ifeq ($(NVCC_PATH),)
+    $(error CUDA=1 but nvcc was not found; install the CUDA toolkit or use CUDA=0)
+  endif
+  CUDA_ON := 1
+else
+  CUDA_ON := 0
+endif
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC_PATH))
+NVCC_ARCH := -gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90 \
+             -gencode=arch=compute_90,code=compute_90
+NVCCFLAGS := -O3 -std=c++17 $(NVCC_ARCH) $(INCLUDES) -Xcompiler -fPIC,-Wall,-Wextra,-Werror \
+             --expt-relaxed-constexpr -Werror all-warnings
+
+# ---- sources ----------------------------------------------------------------
+LIB_SRC  := $(wildcard dispatcher/*.c) $(wildcard kernels/*.c) \
+            $(foreach d,cpu meta composite autograd batched reference,$(wildcard kernels/$(d)/*.c))
+CUDA_C   := $(wildcard kernels/cuda/*.c)
+CUDA_CU  := $(wildcard kernels/cuda/*.cu)
+ifeq ($(CUDA_ON),1)
+  LIB_SRC += $(CUDA_C)
+  CFLAGS  += -DOD_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+  LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
+endif
+PROTO_SRC  := $(wildcard proto/*.c)
+SERVER_SRC := $(filter-out server/main.c,$(wildcard server/*.c))
+UNIT_SRC   := $(wildcard tests/unit/test_*.c)
+BENCH_SRC  := $(wildcard bench/bench_*.c)
+
+LIB_OBJ    := $(LIB_SRC:%.c=$(B)/obj/%.o)
+CU_OBJ     := $(if $(filter 1,$(CUDA_ON)),$(CUDA_CU:%.cu=$(B)/obj/%.cu.o))
+PROTO_OBJ  := $(PROTO_SRC:%.c=$(B)/obj/%.o)
+SERVER_OBJ := $(SERVER_SRC:%.c=$(B)/obj/%.o)
+UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
+BENCH_BIN  := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
+
+LIB_A  := $(B)/libopdispatch.a
+LIB_SO := $(B)/libopdispatch.so
+SERVER := $(if $(wildcard server/main.c),$(B)/opdispatchd)
+
+# ---- top-level targets --------------------------------------------------------
+.PHONY: all lib setup test test-unit test-asan test-integration bench run clean check-cuda
+
+all: $(LIB_A) $(LIB_SO) $(SERVER) $(UNIT_BIN)
+
+lib: $(LIB_A) $(LIB_SO)
+
+# Debian packages this project needs; installed by `make setup` when missing.
+DEB_PKGS := build-essential pkg-config libopenblas-dev libmicrohttpd-dev libjansson-dev \
+            libcriterion-dev libcurl4-openssl-dev python3 python3-venv curl wrk
+SETUP_STAMP := .setup/debs-$(shell echo $(DEB_PKGS) | md5sum | cut -c1-8)
+
+setup: $(SETUP_STAMP)
+$(SETUP_STAMP):
+	@bash tools/setup-debs.sh $(DEB_PKGS)
+	@mkdir -p .setup && touch $@
+
+$(LIB_A): $(LIB_OBJ) $(CU_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIB_SO): $(LIB_OBJ) $(CU_OBJ)
+	@mkdir -p $(@D)
+	$(CC) -shared -o $@ $^ $(SAN_LDFLAGS) $(LDLIBS) -pthread
+
+$(B)/obj/%.o: %.c | $(SETUP_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(B)/obj/%.cu.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC_PATH) $(NVCCFLAGS) -c $< -o $@
+
+# Unit tests link the whole static library with --whole-archive so the
+# built-in registrations (constructors) are kept.
+$(B)/tests/%: tests/unit/%.c $(LIB_A) $(PROTO_OBJ) | $(SETUP_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Itests/unit $< -o $@ -Wl,--whole-archive $(LIB_A) -Wl,--no-whole-archive \
+	  $(PROTO_OBJ) $(SAN_LDFLAGS) -lcriterion $(SERVER_LDLIBS) $(LDLIBS)
+
+$(B)/opdispatchd: server/main.c $(SERVER_OBJ) $(PROTO_OBJ) $(LIB_A)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $< $(SERVER_OBJ) $(PROTO_OBJ) -o $@ -Wl,--whole-archive $(LIB_A) \
+	  -Wl,--no-whole-archive $(SAN_LDFLAGS) $(SERVER_LDLIBS) $(LDLIBS)
+
+$(B)/bench/%: bench/%.c $(LIB_A) $(PROTO_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -O3 $< -o $@ -Wl,--whole-archive $(LIB_A) -Wl,--no-whole-archive \
+	  $(PROTO_OBJ) $(SAN_LDFLAGS) $(SERVER_LDLIBS) $(LDLIBS)
+
+# ---- tests --------------------------------------------------------------------
+# Criterion prints its own summary per binary; we stop at the first failure.
+test-unit: $(UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; OPENBLAS_NUM_THREADS=1 $$t --jobs 2; done
+
+test-integration: all
+	@if [ -d tests/integration ] && ls tests/integration/test_*.py >/dev/null 2>&1; then \
+	  $(MAKE) --no-print-directory venv && OD_SERVER=$(abspath $(B)/opdispatchd) \
+	  .venv/bin/python -m pytest -q tests/integration; \
+	else echo "integration: no tests yet"; fi
+
+test-asan:
+	@$(MAKE) --no-print-directory SAN=1 B=build/asan test-unit
+
+test: setup
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory test-unit
+	@$(MAKE) --no-print-directory test-integration
+	@$(MAKE) --no-print-directory test-asan
+	@bash tools/gpu-tests.sh skip-report
+	@echo "make test: all suites passed"
+
+# ---- python virtualenv for integration tests and benchmarks -----------------
+VENV_STAMP := .venv/.stamp-$(shell md5sum tools/requirements.txt 2>/dev/null | cut -c1-8)
+.PHONY: venv
+venv: $(VENV_STAMP)
+$(VENV_STAMP): tools/requirements.txt | $(SETUP_STAMP)
+	/usr/bin/python3 -m venv .venv
+	.venv/bin/pip install -q -r tools/requirements.txt
+	touch $@
+
+# ---- benchmarks ---------------------------------------------------------------
+bench: setup $(LIB_A) $(BENCH_BIN)
+	@set -e; for b in $(BENCH_BIN); do echo "== $$b"; $$b; done
+
+run: setup all
+	@echo "opdispatchd: http://127.0.0.1:8000/"
+	$(B)/opdispatchd --host 127.0.0.1 --port 8000
+
+check-cuda:
+	@echo "CUDA_ON=$(CUDA_ON) NVCC=$(NVCC_PATH) CUDA_HOME=$(CUDA_HOME)"
+
+clean:
+	rm -rf build
+
+-include $(wildcard mk/*.mk)
+-include $(shell find $(B)/obj $(B)/tests $(B)/bench -name '*.d' 2>/dev/null)

@@ -1,0 +1,64 @@
+/* error.c — the od_error record. Messages are truncated, never overflowed. */
+#include <stdio.h>
+#include <string.h>
+
+#include "od_error.h"
+
+od_status od_error_vset(od_error *err, od_status st, const char *fmt, va_list ap)
+{
+    if (err) {
+        err->status = st;
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+    }
+    return st;
+}
+
+od_status od_error_set(od_error *err, od_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    od_error_vset(err, st, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+void od_error_prefix(od_error *err, const char *fmt, ...)
+{
+    if (!err)
+        return;
+    char prefix[256], old[OD_ERROR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, err->message, sizeof old);
+    snprintf(err->message, sizeof err->message, "%s: %s", prefix, old);
+}
+
+void od_error_clear(od_error *err)
+{
+    if (err) {
+        err->status = OD_OK;
+        err->message[0] = '\0';
+    }
+}
+
+const char *od_status_code(od_status st)
+{
+    static const char *const codes[OD_NUM_STATUS] = {
+        [OD_OK] = "ok",
+        [OD_EINVAL] = "invalid_argument",
+        [OD_ENOTFOUND] = "not_found",
+        [OD_EMISMATCH] = "mismatch",
+        [OD_EUNSUPPORTED] = "unsupported",
+        [OD_ENOKERNEL] = "no_kernel",
+        [OD_EUNAVAIL] = "device_unavailable",
+        [OD_ENOMEM] = "out_of_memory",
+        [OD_EDEVMEM] = "out_of_device_memory",
+        [OD_ETOOLARGE] = "too_large",
+        [OD_EDUPLICATE] = "duplicate",
+        [OD_EFROZEN] = "registry_frozen",
+        [OD_EINTERNAL] = "internal",
+    };
+    return (unsigned)st < OD_NUM_STATUS && codes[st] ? codes[st] : "internal";
+}

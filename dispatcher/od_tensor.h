@@ -1,0 +1,194 @@
+/* od_tensor.h — dtypes, devices, reference-counted storage and strided views.
+ *
+ * Invariants:
+ *  - A tensor is a view (sizes, strides in elements, offset in elements) over
+ *    one storage. Views share the storage and hold a reference on it.
+ *  - Tensors and storages are reference counted with atomics; a new tensor
+ *    starts at 1. od_tensor_release(NULL) is a no-op.
+ *  - t->keys is derived state: backend key of t->device, plus its Autograd
+ *    key when requires_grad, plus Batched for a batched wrapper. Only
+ *    od_tensor_refresh_keys() writes it.
+ *  - ndim <= OD_MAX_DIMS; every size >= 0; numel fits in int64_t and the
+ *    byte size of any storage fits in size_t (checked at creation).
+ *  - Meta tensors have a storage with data == NULL: shapes only.
+ */
+#ifndef OD_TENSOR_H
+#define OD_TENSOR_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "od_error.h"
+#include "od_keys.h"
+
+#define OD_MAX_DIMS 16
+
+/* X(enum suffix, torch name, OIP datatype, element size, c type) */
+#define OD_DTYPES(X)                                   \
+    X(BOOL, "bool", "BOOL", 1, bool)                   \
+    X(UINT8, "uint8", "UINT8", 1, uint8_t)             \
+    X(INT8, "int8", "INT8", 1, int8_t)                 \
+    X(INT16, "int16", "INT16", 2, int16_t)             \
+    X(INT32, "int32", "INT32", 4, int32_t)             \
+    X(INT64, "int64", "INT64", 8, int64_t)             \
+    X(FLOAT16, "float16", "FP16", 2, uint16_t)         \
+    X(BFLOAT16, "bfloat16", "BF16", 2, uint16_t)       \
+    X(FLOAT32, "float32", "FP32", 4, float)            \
+    X(FLOAT64, "float64", "FP64", 8, double)
+
+typedef enum od_dtype {
+#define OD_X_(e, n, o, s, c) OD_##e,
+    OD_DTYPES(OD_X_)
+#undef OD_X_
+    OD_NUM_DTYPES
+} od_dtype;
+
+size_t od_dtype_size(od_dtype dt);
+const char *od_dtype_name(od_dtype dt);       /* "float32"; static */
+const char *od_dtype_oip_name(od_dtype dt);   /* "FP32"; static */
+/* Accepts torch names, their aliases ("float", "double", "half", "long",
+ * "int", "short", "torch.float32") and OIP names. OD_NUM_DTYPES if unknown. */
+od_dtype od_dtype_from_name(const char *name);
+bool od_dtype_is_floating(od_dtype dt);
+bool od_dtype_is_integral(od_dtype dt, bool include_bool);
+
+/* PyTorch's promoteTypes table (c10/core/ScalarType.h). */
+od_dtype od_promote_types(od_dtype a, od_dtype b);
+/* torch.get_default_dtype(): float32. */
+#define OD_DEFAULT_FLOAT OD_FLOAT32
+
+typedef enum od_device_type { OD_DEV_CPU, OD_DEV_CUDA, OD_DEV_META, OD_NUM_DEVICE_TYPES } od_device_type;
+
+typedef struct od_device {
+    od_device_type type;
+    int index; /* CUDA ordinal; 0 for cpu and meta */
+} od_device;
+
+/* Parses "cpu", "cuda", "cuda:1", "meta". Returns OD_EINVAL with a message. */
+od_status od_device_parse(const char *s, od_device *out, od_error *err);
+/* Writes "cpu" / "cuda:0" / "meta"; returns the length needed. */
+int od_device_print(od_device d, char *buf, size_t cap);
+bool od_device_eq(od_device a, od_device b);
+od_key od_device_key(od_device d); /* CPU, CUDA or Meta */
+
+/* A device allocator. Backends register one per device type; the runtime owns
+ * the CPU allocator. alloc returns NULL and fills err on failure. */
+typedef struct od_allocator {
+    void *(*alloc)(void *ctx, int device_index, size_t nbytes, od_error *err);
+    void (*free)(void *ctx, int device_index, void *ptr, size_t nbytes);
+    void *ctx;
+} od_allocator;
+
+/* Borrowed: the allocator must outlive every storage it allocates. */
+void od_register_allocator(od_device_type type, const od_allocator *a);
+
+typedef struct od_storage {
+    atomic_long refcount;
+    void *data;       /* NULL for meta and for zero bytes */
+    size_t nbytes;
+    od_device device;
+    const od_allocator *allocator; /* NULL: data is not ours to free */
+    void (*deleter)(void *ctx, void *data); /* for wrapped external memory */
+    void *deleter_ctx;
+} od_storage;
+
+/* New storage of nbytes on device (uninitialised). */
+od_status od_storage_new(od_device device, size_t nbytes, od_storage **out, od_error *err);
+/* New storage around external memory; deleter (may be NULL) runs on last release. */
+od_status od_storage_wrap(od_device device, void *data, size_t nbytes,
+                          void (*deleter)(void *ctx, void *data), void *deleter_ctx,
+                          od_storage **out, od_error *err);
+void od_storage_retain(od_storage *s);
+void od_storage_release(od_storage *s);
+
+typedef struct od_tensor {
+    atomic_long refcount;
+    od_storage *storage; /* owned reference */
+    od_dtype dtype;
+    od_device device;
+    int ndim;
+    int64_t sizes[OD_MAX_DIMS];
+    int64_t strides[OD_MAX_DIMS]; /* in elements */
+    int64_t offset;               /* in elements */
+    bool requires_grad;
+    od_keyset keys;
+    /* Batched wrapper (vmap): value is the physical tensor, bdim its batch
+     * dimension, level the vmap level; NULL value for ordinary tensors. */
+    struct od_tensor *batched_value;
+    int bdim, level;
+    /* Autograd metadata, owned by the autograd engine (NULL when none). */
+    void *autograd;
+    void (*autograd_free)(void *autograd);
+} od_tensor;
+
+/* ---- creation (all return a new reference in *out) ---- */
+
+/* Contiguous, uninitialised. Checks sizes (non-negative, rank, overflow). */
+od_status od_tensor_empty(const int64_t *sizes, int ndim, od_dtype dtype, od_device device,
+                          od_tensor **out, od_error *err);
+/* Contiguous tensor over an existing storage (storage: borrowed, retained). */
+od_status od_tensor_from_storage(od_storage *storage, const int64_t *sizes, int ndim,
+                                 od_dtype dtype, od_tensor **out, od_error *err);
+/* Uninitialised tensor with the same sizes, dtype and device as t (contiguous). */
+od_status od_tensor_empty_like(const od_tensor *t, od_tensor **out, od_error *err);
+/* 0-dim CPU tensor holding v converted to dtype. */
+od_status od_tensor_scalar(double v, od_dtype dtype, od_tensor **out, od_error *err);
+
+void od_tensor_retain(od_tensor *t);
+void od_tensor_release(od_tensor *t);
+/* Recomputes t->keys from device, requires_grad and batched_value. */
+void od_tensor_refresh_keys(od_tensor *t);
+
+/* ---- queries (borrowed t) ---- */
+int64_t od_tensor_numel(const od_tensor *t);
+size_t od_tensor_nbytes(const od_tensor *t); /* numel * element size */
+bool od_tensor_is_contiguous(const od_tensor *t);
+/* Address of element [0,...,0] (storage data + offset). NULL for meta. */
+void *od_tensor_data(const od_tensor *t);
+/* Writes "[2, 3]"; returns length needed. */
+int od_shape_print(const int64_t *sizes, int ndim, char *buf, size_t cap);
+/* Wraps a possibly negative dim into [0, ndim); for ndim == 0 accepts -1 and 0
+ * (PyTorch's scalar rule). Error names the op's argument "dim". */
+od_status od_wrap_dim(int64_t dim, int ndim, int *out, od_error *err);
+
+/* ---- views: new tensor sharing t's storage (t borrowed) ---- */
+od_status od_view_as_strided(od_tensor *t, const int64_t *sizes, const int64_t *strides, int ndim,
+                             int64_t offset, od_tensor **out, od_error *err);
+/* view(): fails with OD_EMISMATCH when strides are incompatible (like torch). */
+od_status od_view(od_tensor *t, const int64_t *sizes, int ndim, od_tensor **out, od_error *err);
+/* Infers one -1 in sizes against numel; writes the result into out_sizes. */
+od_status od_infer_size(const int64_t *sizes, int ndim, int64_t numel, int64_t *out_sizes,
+                        od_error *err);
+/* True when view() of t to sizes is possible without a copy; fills strides. */
+bool od_compute_view_strides(const od_tensor *t, const int64_t *sizes, int ndim, int64_t *strides);
+od_status od_transpose(od_tensor *t, int64_t d0, int64_t d1, od_tensor **out, od_error *err);
+od_status od_t(od_tensor *t, od_tensor **out, od_error *err); /* ndim <= 2 */
+od_status od_permute(od_tensor *t, const int64_t *dims, int ndims, od_tensor **out, od_error *err);
+od_status od_slice(od_tensor *t, int64_t dim, int64_t start, int64_t end, int64_t step,
+                   od_tensor **out, od_error *err); /* clamps like torch; step > 0 */
+od_status od_select(od_tensor *t, int64_t dim, int64_t index, od_tensor **out, od_error *err);
+od_status od_expand(od_tensor *t, const int64_t *sizes, int ndim, od_tensor **out, od_error *err);
+od_status od_squeeze(od_tensor *t, od_tensor **out, od_error *err);
+od_status od_squeeze_dim(od_tensor *t, int64_t dim, od_tensor **out, od_error *err);
+od_status od_unsqueeze(od_tensor *t, int64_t dim, od_tensor **out, od_error *err);
+
+/* ---- broadcasting and type promotion ---- */
+
+/* Broadcast shape of a and b (torch.broadcast_shapes); error names both shapes. */
+od_status od_broadcast_shapes(const int64_t *a, int na, const int64_t *b, int nb, int64_t *out,
+                              int *nout, od_error *err);
+
+/* One participant of torch.result_type: a tensor (borrowed), or a Python
+ * scalar (bool, int or float literal with no dtype of its own). */
+typedef struct od_result_arg {
+    const od_tensor *tensor; /* NULL for a scalar */
+    enum { OD_SCALAR_BOOL, OD_SCALAR_INT, OD_SCALAR_FLOAT } scalar_kind;
+} od_result_arg;
+
+/* torch.result_type: dimensioned tensors > 0-dim tensors > Python scalars,
+ * a higher category (bool < integral < floating) lifting the result. */
+od_dtype od_result_type(const od_result_arg *args, int n);
+
+#endif
