@@ -26,13 +26,23 @@ void od_error_prefix(od_error *err, const char *fmt, ...)
 {
     if (!err)
         return;
-    char prefix[256], old[OD_ERROR_MSG_MAX];
+    char prefix[256];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    int n = vsnprintf(prefix, sizeof prefix - 2, fmt, ap);
     va_end(ap);
-    memcpy(old, err->message, sizeof old);
-    snprintf(err->message, sizeof err->message, "%s: %s", prefix, old);
+    if (n < 0)
+        return;
+    size_t pl = strlen(prefix);
+    memcpy(prefix + pl, ": ", 3);
+    pl += 2;
+    /* Shift the old message right (truncating its tail), then put the prefix in front. */
+    size_t ml = strnlen(err->message, sizeof err->message - 1);
+    if (pl + ml > sizeof err->message - 1)
+        ml = sizeof err->message - 1 - pl;
+    memmove(err->message + pl, err->message, ml);
+    memcpy(err->message, prefix, pl);
+    err->message[pl + ml] = '\0';
 }
 
 void od_error_clear(od_error *err)
