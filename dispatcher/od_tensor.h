@@ -103,6 +103,43 @@ od_status od_storage_wrap(od_device device, void *data, size_t nbytes,
 void od_storage_retain(od_storage *s);
 void od_storage_release(od_storage *s);
 
+/* Registered allocator of a device type, or NULL (borrowed). */
+const od_allocator *od_get_allocator(od_device_type type);
+
+/* Per-thread cap on the bytes of one allocation (0 = unlimited, the default).
+ * od_storage_new (so od_tensor_empty and every output) checks it before
+ * allocating and fails with OD_ETOOLARGE "output of N bytes exceeds the limit
+ * of M bytes". It applies to meta storages too, which allocate nothing, so
+ * running a call on Meta checks its outputs against the limit for free.
+ * od_storage_wrap is not limited (the memory already exists). */
+void od_set_alloc_limit(size_t max_bytes);
+size_t od_get_alloc_limit(void);
+
+/* ---- the CPU allocator (alloc.c) ----
+ * 64-byte aligned. Blocks of at least OD_CPU_CACHE_MIN_BLOCK bytes are rounded
+ * up to a size class (4 classes per power of two, at most 25% slack) and kept
+ * in a cache when freed, so a repeated large allocation reuses memory that is
+ * already mapped and faulted in. Smaller blocks go straight to the C library.
+ * Thread-safe. The free callback must receive the nbytes given to alloc. */
+#define OD_CPU_CACHE_MIN_BLOCK ((size_t)256 * 1024)
+#define OD_CPU_CACHE_DEFAULT_LIMIT ((size_t)1 << 30)
+const od_allocator *od_cpu_allocator(void); /* static; registered for OD_DEV_CPU */
+
+typedef struct od_cpu_alloc_info {
+    size_t in_use_bytes;  /* requested bytes of live CPU allocations */
+    size_t cached_bytes;  /* bytes of free blocks held by the cache */
+    size_t cache_limit;   /* cap on cached_bytes */
+    uint64_t hits;        /* large allocations served from the cache */
+    uint64_t misses;      /* large allocations that went to the system */
+    uint64_t evictions;   /* cached blocks returned to the system */
+} od_cpu_alloc_info;
+void od_cpu_alloc_stats(od_cpu_alloc_info *out); /* out: caller's */
+/* Sets the cap (default OD_CPU_CACHE_DEFAULT_LIMIT; 0 disables caching) and
+ * evicts down to it at once. */
+void od_cpu_cache_set_limit(size_t max_bytes);
+/* Returns every cached block to the system. */
+void od_cpu_cache_empty(void);
+
 typedef struct od_tensor {
     atomic_long refcount;
     od_storage *storage; /* owned reference */
@@ -141,9 +178,19 @@ void od_tensor_release(od_tensor *t);
 /* Recomputes t->keys from device, requires_grad and batched_value. */
 void od_tensor_refresh_keys(od_tensor *t);
 
+/* ---- shape helpers (borrowed arrays) ---- */
+/* Product of sizes with the creation checks: ndim in [0, OD_MAX_DIMS]
+ * (OD_EINVAL), every size >= 0 (OD_EINVAL naming the dim), no int64 overflow
+ * (OD_ETOOLARGE). */
+od_status od_shape_numel(const int64_t *sizes, int ndim, int64_t *numel, od_error *err);
+/* Row-major strides of a contiguous tensor, as torch computes them: stride[i]
+ * is the product of max(size[j], 1) over j > i. */
+void od_contiguous_strides(const int64_t *sizes, int ndim, int64_t *strides);
+
 /* ---- queries (borrowed t) ---- */
 int64_t od_tensor_numel(const od_tensor *t);
 size_t od_tensor_nbytes(const od_tensor *t); /* numel * element size */
+/* (SIZE_MAX when an expanded view names more bytes than size_t holds.) */
 bool od_tensor_is_contiguous(const od_tensor *t);
 /* Address of element [0,...,0] (storage data + offset). NULL for meta. */
 void *od_tensor_data(const od_tensor *t);
@@ -154,6 +201,11 @@ int od_shape_print(const int64_t *sizes, int ndim, char *buf, size_t cap);
 od_status od_wrap_dim(int64_t dim, int ndim, int *out, od_error *err);
 
 /* ---- views: new tensor sharing t's storage (t borrowed) ---- */
+/* A view holds its own reference on the storage, not on t, so it outlives t.
+ * Views are plain tensors: requires_grad false, no autograd metadata, not
+ * batched (the autograd and vmap kernels add those). Errors use PyTorch's
+ * messages; OD_EINVAL for bad arguments (dims, indices, steps), OD_EMISMATCH
+ * for shapes that do not fit (view, expand, as_strided bounds). */
 od_status od_view_as_strided(od_tensor *t, const int64_t *sizes, const int64_t *strides, int ndim,
                              int64_t offset, od_tensor **out, od_error *err);
 /* view(): fails with OD_EMISMATCH when strides are incompatible (like torch). */
@@ -190,5 +242,7 @@ typedef struct od_result_arg {
 /* torch.result_type: dimensioned tensors > 0-dim tensors > Python scalars,
  * a higher category (bool < integral < floating) lifting the result. */
 od_dtype od_result_type(const od_result_arg *args, int n);
+/* (n == 0 gives OD_NUM_DTYPES. A Python float counts as OD_DEFAULT_FLOAT, an
+ * int as int64, a bool as bool.) */
 
 #endif

@@ -1,0 +1,45 @@
+/* od_parallel.h — one persistent worker pool for data-parallel loops.
+ *
+ * Invariants:
+ *  - At most one parallel region runs at a time in the process. A caller that
+ *    finds the pool busy (another server request holds it) runs its loop
+ *    serially on its own thread instead of waiting: concurrent requests never
+ *    oversubscribe the cores.
+ *  - A call from inside a parallel region (a worker or the thread that opened
+ *    the region) runs serially: no nested parallelism.
+ *  - fn is called on disjoint [begin, end) chunks that together cover [0, n)
+ *    exactly once; the calling thread runs a chunk itself. od_parallel_for
+ *    returns only after every chunk has finished.
+ *  - Workers are created lazily on the first parallel region and joined by
+ *    od_parallel_shutdown() (also run by a destructor at exit).
+ *  - BLAS threading is not managed here; BLAS kernels read od_get_num_threads().
+ */
+#ifndef OD_PARALLEL_H
+#define OD_PARALLEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "od_error.h"
+
+/* Runs fn(ctx, begin, end) over [0, n) in chunks of at least grain elements
+ * (grain < 1 counts as 1). Serial when n <= grain, inside a parallel region,
+ * when the pool is busy, or with one thread. ctx: borrowed for the call.
+ * Returns OD_EINVAL for a NULL fn or a negative n; n == 0 calls nothing. */
+od_status od_parallel_for(int64_t n, int64_t grain, void (*fn)(void *ctx, int64_t begin, int64_t end),
+                          void *ctx);
+
+/* Threads a parallel region may use, the caller included: the value set by
+ * od_set_num_threads, else the OD_NUM_THREADS environment variable, else the
+ * number of online cores. Always >= 1. */
+int od_get_num_threads(void);
+/* n >= 1 sets the count; n <= 0 goes back to the default. The pool takes
+ * the new size at its next region. */
+void od_set_num_threads(int n);
+/* True on a pool worker and on a thread inside its own parallel region. */
+bool od_in_parallel_region(void);
+/* Stops and joins the workers, waiting for a running region to end
+ * (idempotent; the pool restarts on next use; a no-op inside a region). */
+void od_parallel_shutdown(void);
+
+#endif

@@ -1,0 +1,279 @@
+/* parallel.c — the worker pool behind od_parallel_for (see od_parallel.h).
+ *
+ * Invariants:
+ *  - pool.region is held for the whole of a parallel region, and by resize
+ *    and shutdown. od_parallel_for only try-locks it: a caller that finds
+ *    it held runs serially, so concurrent requests never queue on the pool
+ *    or oversubscribe the cores.
+ *  - A job is published under pool.m by bumping pool.gen. Workers
+ *    0..wanted-1 must take part in it (the caller waits until `running`
+ *    drops to 0, so the job's fields stay valid while any worker reads
+ *    them); the other workers see the new generation and go back to sleep.
+ *  - Chunks are handed out by an atomic counter, so each index of [0, n) is
+ *    passed to fn exactly once whichever threads turn up first.
+ *  - Workers block every signal (signals belong to the application's
+ *    threads) and mark themselves as inside a region, so a nested
+ *    od_parallel_for on a worker runs serially.
+ *  - After fork() the child starts with an empty pool (its workers do not
+ *    exist there).
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "od_parallel.h"
+
+#define MAX_THREADS 1024
+
+typedef void (*range_fn)(void *ctx, int64_t begin, int64_t end);
+
+static struct {
+    pthread_mutex_t region;
+    pthread_mutex_t m;
+    pthread_cond_t wake, done;
+    pthread_t *threads;
+    int nworkers; /* running workers */
+    int target;   /* workers asked for when they were started */
+    bool stop;
+    uint64_t gen;
+    uint64_t start_gen; /* gen when the workers were created: their first "seen" */
+    /* the current job */
+    range_fn fn;
+    void *ctx;
+    int64_t n, chunk, nchunks;
+    atomic_int_fast64_t next;
+    int wanted, running;
+} pool = {
+    .region = PTHREAD_MUTEX_INITIALIZER,
+    .m = PTHREAD_MUTEX_INITIALIZER,
+    .wake = PTHREAD_COND_INITIALIZER,
+    .done = PTHREAD_COND_INITIALIZER,
+};
+
+static atomic_int configured_threads; /* 0: default */
+static _Thread_local bool in_region;
+
+static int default_threads(void)
+{
+    static atomic_int cached;
+    int n = atomic_load(&cached);
+    if (n > 0)
+        return n;
+    const char *env = getenv("OD_NUM_THREADS");
+    if (env && *env) {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (*end == '\0' && v >= 1)
+            n = v > MAX_THREADS ? MAX_THREADS : (int)v;
+    }
+    if (n <= 0) {
+        /* Cores this process may run on (cpusets, taskset), else online ones. */
+        cpu_set_t set;
+        if (sched_getaffinity(0, sizeof set, &set) == 0)
+            n = CPU_COUNT(&set);
+        if (n <= 0)
+            n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+        if (n <= 0)
+            n = 1;
+        if (n > MAX_THREADS)
+            n = MAX_THREADS;
+    }
+    atomic_store(&cached, n);
+    return n;
+}
+
+int od_get_num_threads(void)
+{
+    int n = atomic_load(&configured_threads);
+    return n > 0 ? n : default_threads();
+}
+
+bool od_in_parallel_region(void) { return in_region; }
+
+static void run_chunks(range_fn fn, void *ctx, int64_t n, int64_t chunk, int64_t nchunks)
+{
+    for (;;) {
+        int64_t c = atomic_fetch_add_explicit(&pool.next, 1, memory_order_relaxed);
+        if (c >= nchunks)
+            return;
+        int64_t begin = c * chunk;
+        int64_t end = n - begin > chunk ? begin + chunk : n;
+        fn(ctx, begin, end);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    in_region = true;
+    pthread_mutex_lock(&pool.m);
+    /* Not pool.gen: the first job may already be published by the time this
+     * thread runs, and it must still take part in it. */
+    uint64_t seen = pool.start_gen;
+    for (;;) {
+        while (!pool.stop && pool.gen == seen)
+            pthread_cond_wait(&pool.wake, &pool.m);
+        if (pool.stop)
+            break;
+        seen = pool.gen;
+        if (id >= pool.wanted)
+            continue;
+        range_fn fn = pool.fn;
+        void *ctx = pool.ctx;
+        int64_t n = pool.n, chunk = pool.chunk, nchunks = pool.nchunks;
+        pthread_mutex_unlock(&pool.m);
+        run_chunks(fn, ctx, n, chunk, nchunks);
+        pthread_mutex_lock(&pool.m);
+        if (--pool.running == 0)
+            pthread_cond_signal(&pool.done);
+    }
+    pthread_mutex_unlock(&pool.m);
+    return NULL;
+}
+
+static void atfork_child(void)
+{
+    /* The workers were not copied into this process: forget them (their
+     * thread handles mean nothing here) and start from a clean state. */
+    free(pool.threads);
+    pool.threads = NULL;
+    pool.nworkers = 0;
+    pool.stop = false;
+    pthread_mutex_init(&pool.region, NULL);
+    pthread_mutex_init(&pool.m, NULL);
+    pthread_cond_init(&pool.wake, NULL);
+    pthread_cond_init(&pool.done, NULL);
+    in_region = false;
+}
+
+static void register_atfork(void) { pthread_atfork(NULL, NULL, atfork_child); }
+
+/* Caller holds pool.region. Creates up to `want` workers; keeps however many
+ * the system let it create. */
+static void start_workers(int want)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, register_atfork);
+    pool.target = want;
+    pool.threads = calloc((size_t)want, sizeof *pool.threads);
+    if (!pool.threads)
+        return;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* inherited by the workers */
+    pthread_mutex_lock(&pool.m);
+    pool.start_gen = pool.gen;
+    int made = 0;
+    while (made < want &&
+           pthread_create(&pool.threads[made], NULL, worker_main, (void *)(intptr_t)made) == 0)
+        made++;
+    pool.nworkers = made;
+    pthread_mutex_unlock(&pool.m);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (made == 0) {
+        free(pool.threads);
+        pool.threads = NULL;
+    }
+}
+
+/* Caller holds pool.region. */
+static void stop_workers(void)
+{
+    if (!pool.threads)
+        return;
+    pthread_mutex_lock(&pool.m);
+    pool.stop = true;
+    pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.m);
+    for (int i = 0; i < pool.nworkers; i++)
+        pthread_join(pool.threads[i], NULL);
+    free(pool.threads);
+    pool.threads = NULL;
+    pthread_mutex_lock(&pool.m);
+    pool.nworkers = 0;
+    pool.stop = false;
+    pthread_mutex_unlock(&pool.m);
+}
+
+od_status od_parallel_for(int64_t n, int64_t grain, range_fn fn, void *ctx)
+{
+    if (!fn || n < 0)
+        return OD_EINVAL;
+    if (n == 0)
+        return OD_OK;
+    if (grain < 1)
+        grain = 1;
+    int threads = od_get_num_threads();
+    int64_t useful = n / grain + (n % grain != 0); /* chunks of at least grain */
+    if (useful < threads)
+        threads = (int)useful;
+    if (threads <= 1 || in_region || pthread_mutex_trylock(&pool.region) != 0) {
+        fn(ctx, 0, n);
+        return OD_OK;
+    }
+    int need = od_get_num_threads() - 1;
+    if (pool.threads && pool.target != need)
+        stop_workers(); /* the thread count changed since the pool started */
+    if (!pool.threads)
+        start_workers(need);
+    int wanted = threads - 1 < pool.nworkers ? threads - 1 : pool.nworkers;
+    if (wanted <= 0) {
+        pthread_mutex_unlock(&pool.region);
+        fn(ctx, 0, n);
+        return OD_OK;
+    }
+    int64_t chunk = n / (wanted + 1) + (n % (wanted + 1) != 0);
+    pthread_mutex_lock(&pool.m);
+    pool.fn = fn;
+    pool.ctx = ctx;
+    pool.n = n;
+    pool.chunk = chunk;
+    pool.nchunks = n / chunk + (n % chunk != 0);
+    atomic_store(&pool.next, 0);
+    pool.wanted = wanted;
+    pool.running = wanted;
+    pool.gen++;
+    pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.m);
+
+    in_region = true;
+    run_chunks(fn, ctx, n, chunk, pool.nchunks);
+    in_region = false;
+
+    pthread_mutex_lock(&pool.m);
+    while (pool.running > 0)
+        pthread_cond_wait(&pool.done, &pool.m);
+    pthread_mutex_unlock(&pool.m);
+    pthread_mutex_unlock(&pool.region);
+    return OD_OK;
+}
+
+void od_set_num_threads(int n)
+{
+    if (n > MAX_THREADS)
+        n = MAX_THREADS;
+    /* The next region resizes the pool; nothing to wait for here. */
+    atomic_store(&configured_threads, n > 0 ? n : 0);
+}
+
+void od_parallel_shutdown(void)
+{
+    if (in_region) /* the region's own lock is held by this thread */
+        return;
+    pthread_mutex_lock(&pool.region);
+    stop_workers();
+    pthread_mutex_unlock(&pool.region);
+}
+
+/* Join the workers at exit so leak checkers see no live threads. A region
+ * still running on another thread at exit keeps its workers (try-lock). */
+__attribute__((destructor)) static void parallel_at_exit(void)
+{
+    if (pthread_mutex_trylock(&pool.region) == 0) {
+        stop_workers();
+        pthread_mutex_unlock(&pool.region);
+    }
+}
