@@ -53,4 +53,70 @@ od_status od_reduce_dims(const od_value *dim_arg, int ndim, uint32_t *mask, od_e
 /* Dtype a Scalar argument contributes to result_type (bool/int/float). */
 od_result_arg od_result_arg_of_value(const od_value *v);
 
+/* ---- reductions: the parsed arguments of sum ... var.correction, shared by
+ * od_shape_reduce and every backend's reduction kernel ---- */
+typedef enum od_reduce_kind {
+    OD_RED_SUM,
+    OD_RED_MEAN,
+    OD_RED_AMAX,
+    OD_RED_AMIN,
+    OD_RED_ARGMAX,
+    OD_RED_VAR
+} od_reduce_kind;
+
+typedef struct od_reduce_info {
+    od_reduce_kind kind;
+    uint32_t mask;       /* bit d set: dim d of self is reduced */
+    bool keepdim;
+    od_dtype out_dtype;  /* the result's dtype; sum/mean cast self to it first */
+    int64_t correction;  /* var: the divisor is max(0, N - correction) */
+} od_reduce_info;
+
+/* Validates the arguments of reduction built-in id (s: borrowed) like torch
+ * (dtype rules, empty reductions, duplicate dims) and describes it in *info. */
+od_status od_reduce_parse(od_opid id, const od_stack *s, od_reduce_info *info, od_error *err);
+
+/* torch.cat's legacy rule: a 1-D tensor of size 0 takes no part in the shape
+ * checks and contributes nothing (t: borrowed). */
+static inline bool od_cat_should_skip(const od_tensor *t)
+{
+    return t->ndim == 1 && t->sizes[0] == 0;
+}
+
+/* ---- elementwise helpers (kernels/shape_elementwise.c), shared by the CPU,
+ * CUDA and Meta kernels so they agree on every rule ---- */
+
+/* The dtype every input is converted to before the per-element math: the
+ * output dtype, except for comparisons (torch's common dtype of the two
+ * operands; the output is bool). Validates the call like the shape function.
+ * s: borrowed. */
+od_status od_elementwise_common_dtype(od_opid id, const od_stack *s, od_dtype *out, od_error *err);
+
+/* div's rounding_mode as OD_DIV_* (OD_DIV_TRUE for the overloads without
+ * one); OD_EINVAL with torch's message for any other string. s: borrowed. */
+enum { OD_DIV_TRUE = 0, OD_DIV_TRUNC = 1, OD_DIV_FLOOR = 2 };
+od_status od_div_rounding_mode(od_opid id, const od_stack *s, int *mode, od_error *err);
+
+/* gelu's approximate argument (s->args[1], borrowed): "none" or "tanh",
+ * else OD_EINVAL. */
+od_status od_gelu_approximate(const od_stack *s, bool *tanh_form, od_error *err);
+
+/* c10's checked_convert: OD_EINVAL "value cannot be converted to type int8_t
+ * without overflow" when the Scalar v (borrowed) does not fit dt. */
+od_status od_scalar_check_fits(const od_value *v, od_dtype dt, od_error *err);
+
+/* arange's validated arguments: values are istart + i * istep (computed in
+ * int64 with wraparound, then cast) when integral, else fstart + i * fstep
+ * computed in double and rounded to dtype. */
+typedef struct od_arange_params {
+    od_dtype dtype;
+    od_device device;
+    int64_t size;
+    bool integral;
+    int64_t istart, istep;
+    double fstart, fstep;
+} od_arange_params;
+/* Reads and validates arange's arguments (s borrowed) into *p (caller's). */
+od_status od_arange_params_of(od_opid id, const od_stack *s, od_arange_params *p, od_error *err);
+
 #endif

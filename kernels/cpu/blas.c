@@ -1,0 +1,338 @@
+/* blas.c — CPU mm, bmm, addmm and dot.
+ *
+ * Invariants:
+ *  - od_shape_matmul (kernels/shape_reduce.c) has validated ranks, sizes and
+ *    dtypes; the result comes from od_alloc_outputs (contiguous).
+ *  - float32 / float64 go to OpenBLAS (sgemm/dgemm, sdot/ddot). An operand
+ *    that is row-major or column-major with a usable leading dimension (a
+ *    transpose, a slice of rows or columns) is passed as it is, through the
+ *    trans flag and lda; only other layouts are copied, so contiguous and
+ *    transposed operands cost no copy.
+ *  - float16 / bfloat16 are widened exactly to float32, multiplied by sgemm
+ *    (float accumulation, as torch's opmath) and rounded back once.
+ *  - Integer dtypes multiply in uint64 (modular, so truncating to the output
+ *    width gives torch's wraparound, with no signed-overflow UB). bool is
+ *    rejected, as torch's CPU matmuls do.
+ *  - addmm: out = beta * self + alpha * (mat1 @ mat2) with self broadcast to
+ *    the output; beta == 0 never reads self, so NaN/inf there do not leak
+ *    (BLAS ignores C when beta is 0).
+ *  - Threads: OpenBLAS (pthreads build) runs its own pool. It is sized once,
+ *    on the first BLAS call, to od_get_num_threads(), so BLAS and
+ *    od_parallel_for each use every core and never more; neither nests in the
+ *    other (no BLAS call is made from inside an od_parallel_for region here).
+ */
+#include <cblas.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "od_parallel.h"
+#include "od_shape.h"
+
+static pthread_once_t g_blas_threads_once = PTHREAD_ONCE_INIT;
+
+static void blas_threads_init(void)
+{
+    openblas_set_num_threads(od_get_num_threads());
+}
+
+/* Operands are 2-D matrices or 3-D batches of them (bmm): the matrix is the
+ * last two dims, the batch stride 0 for a plain matrix. Read in place, no
+ * view objects, so a small mm costs no extra allocation. */
+static inline int64_t rows_of(const od_tensor *t) { return t->sizes[t->ndim - 2]; }
+static inline int64_t cols_of(const od_tensor *t) { return t->sizes[t->ndim - 1]; }
+static inline int64_t batches_of(const od_tensor *t) { return t->ndim == 3 ? t->sizes[0] : 1; }
+static inline int64_t batch_stride(const od_tensor *t) { return t->ndim == 3 ? t->strides[0] : 0; }
+
+/* BLAS view of t's matrix: no copy needed when one of its dims has unit
+ * stride and the other a leading dimension at least as large as the
+ * unit-stride dim's size. Size-1 dims may have any stride. */
+static bool blas_layout(const od_tensor *t, CBLAS_TRANSPOSE *tr, int64_t *ld)
+{
+    int nd = t->ndim;
+    int64_t r = t->sizes[nd - 2], c = t->sizes[nd - 1], s0 = t->strides[nd - 2], s1 = t->strides[nd - 1];
+    int64_t lr = r > 1 ? r : 1, lc = c > 1 ? c : 1;
+    if ((c == 1 || s1 == 1) && (r == 1 || s0 >= lc)) {
+        *tr = CblasNoTrans;
+        *ld = r == 1 ? lc : s0;
+    } else if ((r == 1 || s0 == 1) && (c == 1 || s1 >= lr)) {
+        *tr = CblasTrans;
+        *ld = c == 1 ? lr : s1;
+    } else {
+        return false;
+    }
+    return *ld <= INT_MAX;
+}
+
+/* alpha / beta as the dtype's compute type; integral dtypes take no floats. */
+static od_status scalar_arg(const od_value *v, const char *name, bool integral, double *d,
+                            int64_t *i, od_error *err)
+{
+    if (integral && v->tag == OD_T_DOUBLE)
+        return od_error_set(err, OD_EINVAL,
+                            "For integral input tensors, argument %s must not be a floating point "
+                            "number.",
+                            name);
+    *d = od_value_as_double(v);
+    *i = v->tag == OD_T_INT ? v->u.i : v->tag == OD_T_BOOL ? (int64_t)v->u.b : 0;
+    return OD_OK;
+}
+
+/* ---- float32 / float64 through cblas ------------------------------------------------ */
+
+/* C[b] = alpha * A[b] @ B[b] + beta * C[b] for every batch b. a, b: f32/f64
+ * matrices or batches (the batch dim may have any stride, 0 included); c:
+ * contiguous, same dtype. */
+static od_status gemm_blas(od_tensor *a, od_tensor *b, od_tensor *c, double alpha, double beta,
+                           od_error *err)
+{
+    od_tensor *ac = NULL, *bc = NULL;
+    CBLAS_TRANSPOSE ta, tb;
+    int64_t lda, ldb;
+    od_status st = OD_OK;
+    if (!blas_layout(a, &ta, &lda)) {
+        if ((st = od_cpu_to_dtype(a, a->dtype, &ac, err)))
+            return st;
+        a = ac;
+        blas_layout(a, &ta, &lda);
+    }
+    if (!blas_layout(b, &tb, &ldb)) {
+        if ((st = od_cpu_to_dtype(b, b->dtype, &bc, err))) {
+            od_tensor_release(ac);
+            return st;
+        }
+        b = bc;
+        blas_layout(b, &tb, &ldb);
+    }
+    int64_t batch = batches_of(c), n = rows_of(c), m = cols_of(c), k = cols_of(a);
+    if (n > INT_MAX || m > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX) {
+        st = od_error_set(err, OD_ETOOLARGE,
+                          "matrix product of %lldx%lld and %lldx%lld exceeds OpenBLAS's 32-bit sizes",
+                          (long long)n, (long long)k, (long long)k, (long long)m);
+    } else {
+        pthread_once(&g_blas_threads_once, blas_threads_init);
+        size_t es = od_dtype_size(c->dtype);
+        const char *pa = od_tensor_data(a), *pb = od_tensor_data(b);
+        char *pc = od_tensor_data(c);
+        for (int64_t i = 0; i < batch; i++) {
+            const void *ai = pa + (size_t)(i * batch_stride(a)) * es;
+            const void *bi = pb + (size_t)(i * batch_stride(b)) * es;
+            void *ci = pc + (size_t)(i * n * m) * es;
+            if (c->dtype == OD_FLOAT32)
+                cblas_sgemm(CblasRowMajor, ta, tb, (int)n, (int)m, (int)k, (float)alpha, ai, (int)lda,
+                            bi, (int)ldb, (float)beta, ci, (int)m);
+            else
+                cblas_dgemm(CblasRowMajor, ta, tb, (int)n, (int)m, (int)k, alpha, ai, (int)lda, bi,
+                            (int)ldb, beta, ci, (int)m);
+        }
+    }
+    od_tensor_release(ac);
+    od_tensor_release(bc);
+    return st;
+}
+
+/* ---- integer dtypes: uint64 loop --------------------------------------------------- */
+
+typedef struct igemm_ctx {
+    const uint64_t *a, *b; /* contiguous int64 [batch, n, k], [batch, k, m] */
+    uint64_t *c;           /* contiguous int64 [batch, n, m], holds self when use_beta */
+    int64_t n, m, k;
+    uint64_t alpha, beta;
+    bool use_beta;
+} igemm_ctx;
+
+static void igemm_rows(void *ctx, int64_t begin, int64_t end)
+{
+    const igemm_ctx *g = ctx;
+    for (int64_t r = begin; r < end; r++) {
+        int64_t bt = r / g->n;
+        const uint64_t *a = g->a + r * g->k;
+        const uint64_t *b = g->b + bt * g->k * g->m;
+        uint64_t *c = g->c + r * g->m;
+        for (int64_t j = 0; j < g->m; j++)
+            c[j] = g->use_beta ? g->beta * c[j] : 0u;
+        for (int64_t kk = 0; kk < g->k; kk++) {
+            uint64_t av = g->alpha * a[kk];
+            const uint64_t *brow = b + kk * g->m;
+            for (int64_t j = 0; j < g->m; j++)
+                c[j] += av * brow[j];
+        }
+    }
+}
+
+/* ---- the kernel ---------------------------------------------------------------------- */
+
+static od_status matmul(od_opid id, od_tensor *A, od_tensor *B, od_tensor *self, const od_value *beta_v,
+                        const od_value *alpha_v, od_tensor *out, od_error *err)
+{
+    od_dtype dt = out->dtype;
+    bool integral = od_dtype_is_integral(dt, false);
+    double alpha = 1.0, beta = 0.0;
+    int64_t ialpha = 1, ibeta = 0;
+    od_status st;
+    if (alpha_v && (st = scalar_arg(alpha_v, "alpha", integral, &alpha, &ialpha, err)))
+        return st;
+    if (beta_v && (st = scalar_arg(beta_v, "beta", integral, &beta, &ibeta, err)))
+        return st;
+    bool use_beta = self && (integral ? ibeta != 0 : beta != 0.0);
+    if (od_tensor_numel(out) == 0)
+        return OD_OK;
+    if (use_beta && (st = od_cpu_copy_into(out, self, err)))
+        return st;
+
+    od_tensor *aw = NULL, *bw = NULL, *cw = NULL;
+    od_dtype wdt = integral ? OD_INT64 : dt == OD_FLOAT64 ? OD_FLOAT64 : OD_FLOAT32;
+    /* Working copies only where the dtype differs (half types, narrow ints) or
+     * the integer loop wants contiguous rows. */
+    if (wdt != dt || integral) {
+        if ((st = od_cpu_to_dtype(A, wdt, &aw, err)) || (st = od_cpu_to_dtype(B, wdt, &bw, err)))
+            goto done;
+        if (use_beta || out->dtype == wdt) { /* out itself when it is already int64 */
+            st = od_cpu_to_dtype(out, wdt, &cw, err);
+        } else {
+            st = od_tensor_empty(out->sizes, out->ndim, wdt, out->device, &cw, err);
+        }
+        if (st)
+            goto done;
+    } else {
+        od_tensor_retain(A);
+        od_tensor_retain(B);
+        od_tensor_retain(out);
+        aw = A;
+        bw = B;
+        cw = out;
+    }
+    int64_t k = cols_of(aw);
+    if (integral) {
+        igemm_ctx g = {od_tensor_data(aw), od_tensor_data(bw), od_tensor_data(cw), rows_of(cw),
+                       cols_of(cw), k, (uint64_t)ialpha, (uint64_t)ibeta, use_beta};
+        int64_t rows = batches_of(cw) * rows_of(cw);
+        st = od_parallel_for(rows, 65536 / (g.m * k + 1) + 1, igemm_rows, &g);
+    } else if (k == 0) {
+        /* An empty sum: out = beta * self (or 0); BLAS wants lda >= 1 here. */
+        int64_t n = od_tensor_numel(cw);
+        if (wdt == OD_FLOAT32) {
+            float *c = od_tensor_data(cw);
+            for (int64_t i = 0; i < n; i++)
+                c[i] = use_beta ? (float)beta * c[i] : 0.0f;
+        } else {
+            double *c = od_tensor_data(cw);
+            for (int64_t i = 0; i < n; i++)
+                c[i] = use_beta ? beta * c[i] : 0.0;
+        }
+    } else {
+        st = gemm_blas(aw, bw, cw, alpha, use_beta ? beta : 0.0, err);
+    }
+    if (!st && cw != out)
+        st = od_cpu_copy_into(out, cw, err);
+done:
+    od_tensor_release(aw);
+    od_tensor_release(bw);
+    od_tensor_release(cw);
+    (void)id;
+    return st;
+}
+
+static od_status dot(od_tensor *x, od_tensor *y, od_tensor *out, od_error *err)
+{
+    int64_t n = x->sizes[0];
+    od_dtype dt = out->dtype;
+    od_status st = OD_OK;
+    if (od_dtype_is_integral(dt, false)) {
+        od_tensor *xw = NULL, *yw = NULL;
+        if ((st = od_cpu_to_dtype(x, OD_INT64, &xw, err)) ||
+            (st = od_cpu_to_dtype(y, OD_INT64, &yw, err))) {
+            od_tensor_release(xw);
+            return st;
+        }
+        const uint64_t *a = od_tensor_data(xw), *b = od_tensor_data(yw);
+        uint64_t acc = 0;
+        for (int64_t i = 0; i < n; i++)
+            acc += a[i] * b[i];
+        od_tensor_release(xw);
+        od_tensor_release(yw);
+        int64_t v = (int64_t)acc;
+        od_tensor *t = NULL;
+        if ((st = od_tensor_scalar(0.0, OD_INT64, &t, err)))
+            return st;
+        *(int64_t *)od_tensor_data(t) = v;
+        st = od_cpu_copy_into(out, t, err);
+        od_tensor_release(t);
+        return st;
+    }
+    od_tensor *xw = x, *yw = y, *own_x = NULL, *own_y = NULL;
+    /* Half types widen exactly to float32; a broadcast (stride 0) vector is
+     * copied, since BLAS leaves incx == 0 undefined. */
+    if ((dt != OD_FLOAT32 && dt != OD_FLOAT64) || (n > 1 && (x->strides[0] == 0 || y->strides[0] == 0))) {
+        od_dtype wdt = dt == OD_FLOAT64 ? OD_FLOAT64 : OD_FLOAT32;
+        if ((st = od_cpu_to_dtype(x, wdt, &own_x, err)) || (st = od_cpu_to_dtype(y, wdt, &own_y, err))) {
+            od_tensor_release(own_x);
+            return st;
+        }
+        xw = own_x;
+        yw = own_y;
+    }
+    if (n > INT_MAX || xw->strides[0] > INT_MAX || yw->strides[0] > INT_MAX) {
+        st = od_error_set(err, OD_ETOOLARGE, "dot: %lld elements exceed OpenBLAS's 32-bit sizes",
+                          (long long)n);
+    } else {
+        pthread_once(&g_blas_threads_once, blas_threads_init);
+        double r;
+        if (xw->dtype == OD_FLOAT64)
+            r = cblas_ddot((int)n, od_tensor_data(xw), (int)xw->strides[0], od_tensor_data(yw),
+                           (int)yw->strides[0]);
+        else
+            r = cblas_sdot((int)n, od_tensor_data(xw), (int)xw->strides[0], od_tensor_data(yw),
+                           (int)yw->strides[0]);
+        od_tensor *t = NULL;
+        if (!(st = od_tensor_scalar(r, xw->dtype, &t, err))) {
+            st = od_cpu_copy_into(out, t, err);
+            od_tensor_release(t);
+        }
+    }
+    od_tensor_release(own_x);
+    od_tensor_release(own_y);
+    return st;
+}
+
+od_status od_cpu_blas(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)op;
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_out_spec spec;
+    int nouts = 0;
+    od_status st = od_shape_matmul(id, s, &spec, &nouts, err);
+    if (st)
+        return st;
+    if (spec.dtype == OD_BOOL)
+        return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for 'Bool'",
+                            id == OD_OPID_dot   ? "dot"
+                            : id == OD_OPID_bmm ? "bmm"
+                                                : "addmm_impl_cpu_");
+    od_tensor *out = NULL;
+    if ((st = od_alloc_outputs(s, &spec, 1, &out, err)))
+        return st;
+    switch (id) {
+    case OD_OPID_mm:
+    case OD_OPID_bmm:
+        st = matmul(id, s->args[0].u.t, s->args[1].u.t, NULL, NULL, NULL, out, err);
+        break;
+    case OD_OPID_addmm:
+        st = matmul(id, s->args[1].u.t, s->args[2].u.t, s->args[0].u.t, &s->args[3], &s->args[4],
+                    out, err);
+        break;
+    default:
+        st = dot(s->args[0].u.t, s->args[1].u.t, out, err);
+        break;
+    }
+    if (st) {
+        od_tensor_release(out);
+        return st;
+    }
+    s->rets[0] = od_tensor_v(out);
+    s->nrets = 1;
+    return OD_OK;
+}

@@ -1,0 +1,72 @@
+/* cpu_kernels.h — private header of the CPU kernel family (kernels/cpu/).
+ *
+ * Invariants: every od_cpu_* name in the CPU column of kernels/ops.def is
+ * declared here with the od_boxed_fn signature, so register.c can take their
+ * addresses; ctx is (void *)(intptr_t)OD_OPID_<id> (see OD_OPID_OF_CTX). Each
+ * kernel follows the boxed convention of od_value.h: s->args borrowed,
+ * s->rets new on OD_OK, nrets == 0 on error. Only files of kernels/cpu/
+ * include this header (DESIGN.md: no kernel family reads another's private
+ * header).
+ */
+#ifndef OD_CPU_KERNELS_H
+#define OD_CPU_KERNELS_H
+
+#include <stdint.h>
+
+#include "od_dispatch.h"
+#include "od_ops.h"
+
+#define OD_CPU_KERNEL_(name) \
+    od_status name(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err);
+
+/* elementwise.c */
+OD_CPU_KERNEL_(od_cpu_binary)  /* add sub mul div pow maximum minimum */
+OD_CPU_KERNEL_(od_cpu_compare) /* eq ne lt le gt ge */
+OD_CPU_KERNEL_(od_cpu_where)
+OD_CPU_KERNEL_(od_cpu_unary)   /* neg abs exp log sqrt rsqrt sin cos tanh sigmoid relu gelu silu */
+OD_CPU_KERNEL_(od_cpu_clamp)
+/* fill.c */
+OD_CPU_KERNEL_(od_cpu_copy)    /* clone, copy_ */
+OD_CPU_KERNEL_(od_cpu_fill)    /* fill_.Scalar */
+OD_CPU_KERNEL_(od_cpu_arange)
+OD_CPU_KERNEL_(od_cpu_random)  /* rand, randn */
+/* reductions, normalisation, BLAS, joins (other files of kernels/cpu/) */
+OD_CPU_KERNEL_(od_cpu_reduce)
+OD_CPU_KERNEL_(od_cpu_softmax)
+OD_CPU_KERNEL_(od_cpu_layer_norm)
+OD_CPU_KERNEL_(od_cpu_blas)
+OD_CPU_KERNEL_(od_cpu_cat)
+OD_CPU_KERNEL_(od_cpu_index_select)
+
+#undef OD_CPU_KERNEL_
+
+/* ---- helpers shared by the CPU kernels (fill.c) ---- */
+
+/* Seeds the calling thread's generator (xoshiro256**) for rand/randn, so
+ * tests are reproducible. Other threads keep their own /dev/urandom seeds. */
+void od_cpu_manual_seed(uint64_t seed);
+
+/* Copies src into dst elementwise with broadcasting of src to dst's shape and
+ * dtype conversion (torch's copy_ semantics, minus the device copy). Both
+ * borrowed, both CPU. Safe when src and dst overlap in memory. */
+od_status od_cpu_copy_into(od_tensor *dst, const od_tensor *src, od_error *err);
+
+/* src (borrowed, CPU) as a contiguous tensor of dtype dt: a new reference to
+ * src itself when it already is one, else a new converted copy. *out new. */
+od_status od_cpu_to_dtype(od_tensor *src, od_dtype dt, od_tensor **out, od_error *err);
+
+/* Writes scalar v (bool/int/double od_value, borrowed) converted to dt into
+ * buf (at least 8 bytes), wrapping integers and rounding floats like a torch
+ * cast. */
+void od_cpu_scalar_to_dtype(const od_value *v, od_dtype dt, void *buf);
+
+/* ---- contiguous row sums shared by the reductions and normalisations
+ * (reduce.c). x: borrowed, n >= 0. Accumulate in double with independent
+ * lanes (vectorised); float64 is pairwise above 1024 elements. ---- */
+double od_cpu_sum_f32(const float *x, int64_t n);
+double od_cpu_sum_f64(const double *x, int64_t n);
+/* Sum of (x[i] - mean)^2, accumulated the same way. */
+double od_cpu_sqdev_f32(const float *x, int64_t n, double mean);
+double od_cpu_sqdev_f64(const double *x, int64_t n, double mean);
+
+#endif

@@ -1,0 +1,823 @@
+/* reduce.c — CPU reductions: sum, mean, amax, amin, argmax, var.
+ *
+ * Invariants:
+ *  - od_reduce_parse (kernels/shape_reduce.c) validates every argument; this
+ *    file only computes. The output comes from od_alloc_outputs, so it is
+ *    contiguous and its linear index enumerates the kept dims in order.
+ *  - Floating data accumulates in double (exact for every float16, bfloat16
+ *    and float32 value, so half types are "computed in float" or better);
+ *    float64 sums are pairwise. Integer and bool data accumulates in uint64
+ *    (modular, like torch's int64 wraparound, and free of signed-overflow UB).
+ *  - var is two-pass (mean, then the sum of squared deviations): more accurate
+ *    than a one-pass formula and still vectorisable. The mean is taken as
+ *    K + sum(x - K) / N with K the first element, so constant data gives a
+ *    variance of exactly 0 (like torch's Welford), not rounding noise. The
+ *    divisor is max(0, N - correction), so N <= correction gives inf or nan
+ *    like torch.
+ *  - Partial sums (runs, buffers, parallel chunks, column updates) combine
+ *    with Neumaier compensation, so the error does not grow with their count.
+ *  - amax/amin propagate NaN; argmax returns the first NaN, else the first
+ *    maximum (ties break toward the smaller index).
+ *  - sum/mean with a dtype argument read self cast to that dtype. When that
+ *    cast is exact for every value the loads do it on the fly; otherwise
+ *    (rounding, overflow to inf, wraparound) self is converted first, as torch
+ *    does, so the result matches torch's cast-then-reduce.
+ *  - Two layouts cover every stride pattern without copying: "row" reduces a
+ *    run of the reduced dims into one output (parallel over outputs, or over
+ *    chunks of the run when there are few outputs); "column" walks the reduced
+ *    dims and updates a block of outputs that are adjacent in memory
+ *    (sum(dim=0) of a row-major matrix), so every load is contiguous.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "iter.h"
+#include "od_parallel.h"
+#include "od_shape.h"
+
+#define RBUF 256          /* elements gathered into a buffer at a time */
+#define COLB 256          /* outputs updated together in column mode */
+#define SPLIT_CHUNK 32768 /* reduced elements per task when outputs are few */
+#define GRAIN_WORK 32768  /* elements of work per parallel task, at least */
+
+typedef struct red_plan {
+    od_reduce_kind kind;
+    bool acc_float;      /* accumulate in double; else in uint64/int64 */
+    od_dtype w;          /* dtype of the data read */
+    size_t esz;
+    const char *base;    /* element [0, ..., 0] of the data read */
+    int nk, nr;          /* kept / reduced dims after dropping size 1 and coalescing */
+    int64_t ksize[OD_MAX_DIMS], kstride[OD_MAX_DIMS];
+    int64_t rsize[OD_MAX_DIMS], rstride[OD_MAX_DIMS];
+    int64_t M, N;        /* outputs, reduced elements per output */
+    int64_t correction;
+    od_dtype out_dtype;
+    char *out;
+} red_plan;
+
+/* A partial result over part of one output's reduced elements. */
+typedef struct part {
+    double s, c; /* float sum, compensated (Neumaier): the value is s + c;
+                  * var: sum(x - K) in pass 0, squared deviations in pass 1 */
+    uint64_t u;  /* integer sum (modular) */
+    double m;    /* float max/min, argmax's best value */
+    int64_t im;  /* integer max/min, argmax's best value */
+    int64_t idx; /* argmax: index of the best value, -1 before any */
+} part;
+
+/* Compensated addition: partial sums of runs and buffers (which may be many
+ * and short) add up with O(1) rounding error instead of O(count). */
+static inline void kadd(double *s, double *c, double v)
+{
+    double t = *s + v;
+    *c += fabs(*s) >= fabs(v) ? (*s - t) + v : (v - t) + *s;
+    *s = t;
+}
+
+/* s + c; once s is inf or NaN the compensation is meaningless (inf - inf). */
+static inline double ksum(double s, double c) { return isfinite(s) ? s + c : s; }
+
+static void part_init(const red_plan *P, part *a)
+{
+    a->s = a->c = 0.0;
+    a->u = 0;
+    a->m = P->kind == OD_RED_AMIN ? INFINITY : -INFINITY;
+    a->im = P->kind == OD_RED_AMIN ? INT64_MAX : INT64_MIN;
+    a->idx = -1;
+}
+
+/* ---- loads ---------------------------------------------------------------------- */
+
+/* n elements of dtype dt at p (stride in elements) as doubles / as int64,
+ * through the element traits of iter.h. */
+static void gather_f64(const char *p, od_dtype dt, int64_t stride, int64_t n, double *dst)
+{
+    switch (dt) {
+#define G_(X)                                                                    \
+    case OD_##X: {                                                               \
+        const OD_CPU_T_##X *x = (const OD_CPU_T_##X *)(const void *)p;           \
+        for (int64_t i = 0; i < n; i++)                                          \
+            dst[i] = (double)OD_CPU_LD_##X(x[i * stride]);                       \
+        break;                                                                   \
+    }
+        OD_CPU_ALL_DTYPES(G_)
+#undef G_
+    default:
+        break;
+    }
+}
+
+/* Only integer and bool dtypes reach this (floats accumulate in double). */
+static void gather_i64(const char *p, od_dtype dt, int64_t stride, int64_t n, int64_t *dst)
+{
+    switch (dt) {
+#define G_(X)                                                                    \
+    case OD_##X: {                                                               \
+        const OD_CPU_T_##X *x = (const OD_CPU_T_##X *)(const void *)p;           \
+        for (int64_t i = 0; i < n; i++)                                          \
+            dst[i] = (int64_t)OD_CPU_LD_##X(x[i * stride]);                      \
+        break;                                                                   \
+    }
+        G_(BOOL) G_(UINT8) G_(INT8) G_(INT16) G_(INT32) G_(INT64)
+#undef G_
+    default:
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = 0;
+        break;
+    }
+}
+
+static void store_f64(char *out, od_dtype dt, int64_t i, double v)
+{
+    switch (dt) {
+#define S_(X)                                                                    \
+    case OD_##X:                                                                 \
+        ((OD_CPU_T_##X *)(void *)out)[i] = OD_CPU_FROM_F64_##X(v);               \
+        break;
+        OD_CPU_ALL_DTYPES(S_)
+#undef S_
+    default:
+        break;
+    }
+}
+
+/* Integer results truncate to the output's width (modular, like torch). */
+static void store_i64(char *out, od_dtype dt, int64_t i, int64_t v)
+{
+    switch (dt) {
+#define S_(X)                                                                    \
+    case OD_##X:                                                                 \
+        ((OD_CPU_T_##X *)(void *)out)[i] = OD_CPU_FROM_I64_##X(v);               \
+        break;
+        OD_CPU_ALL_DTYPES(S_)
+#undef S_
+    default:
+        break;
+    }
+}
+
+/* ---- contiguous kernels ------------------------------------------------------------
+ * Eight independent accumulators held in scalars: gcc -O2 packs them into
+ * vector registers (an accumulator array indexed in a loop would stay in
+ * memory and serialise on store forwarding, 2x slower). TERM maps one
+ * element (p: the shift or mean) to what is added. */
+#define LANE_SUM_(name, T, TERM)                                                       \
+    static double name(const T *restrict x, int64_t n, double p)                      \
+    {                                                                                  \
+        (void)p;                                                                       \
+        double a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;          \
+        int64_t i = 0;                                                                 \
+        for (; i + 8 <= n; i += 8) {                                                   \
+            a0 += TERM(x[i]), a1 += TERM(x[i + 1]), a2 += TERM(x[i + 2]);              \
+            a3 += TERM(x[i + 3]), a4 += TERM(x[i + 4]), a5 += TERM(x[i + 5]);          \
+            a6 += TERM(x[i + 6]), a7 += TERM(x[i + 7]);                                \
+        }                                                                              \
+        double s = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7));                  \
+        for (; i < n; i++)                                                             \
+            s += TERM(x[i]);                                                           \
+        return s;                                                                      \
+    }
+#define T_PLAIN_(v) ((double)(v))
+#define T_DEV_(v) ((double)(v) - p)
+#define T_SQDEV_(v) (((double)(v) - p) * ((double)(v) - p))
+LANE_SUM_(lanes_sum_f32, float, T_PLAIN_)
+LANE_SUM_(lanes_sum_f64, double, T_PLAIN_)
+LANE_SUM_(lanes_dev_f32, float, T_DEV_)
+LANE_SUM_(lanes_dev_f64, double, T_DEV_)
+LANE_SUM_(lanes_sqdev_f32, float, T_SQDEV_)
+LANE_SUM_(lanes_sqdev_f64, double, T_SQDEV_)
+#undef LANE_SUM_
+
+/* float64 sums are pairwise above 1024 elements, so their error grows with
+ * log n, not n; float32 data summed in double needs no such care. */
+static double pairwise_f64(double (*leaf)(const double *restrict, int64_t, double), const double *x,
+                           int64_t n, double p)
+{
+    if (n <= 1024)
+        return leaf(x, n, p);
+    int64_t h = (n / 2 + 7) & ~(int64_t)7;
+    return pairwise_f64(leaf, x, h, p) + pairwise_f64(leaf, x + h, n - h, p);
+}
+
+double od_cpu_sum_f32(const float *x, int64_t n) { return lanes_sum_f32(x, n, 0.0); }
+double od_cpu_sum_f64(const double *x, int64_t n) { return pairwise_f64(lanes_sum_f64, x, n, 0.0); }
+double od_cpu_sqdev_f32(const float *x, int64_t n, double mean) { return lanes_sqdev_f32(x, n, mean); }
+double od_cpu_sqdev_f64(const double *x, int64_t n, double mean)
+{
+    return pairwise_f64(lanes_sqdev_f64, x, n, mean);
+}
+/* sum(x - shift): var's first pass. */
+static double sumdev_f32(const float *x, int64_t n, double shift) { return lanes_dev_f32(x, n, shift); }
+static double sumdev_f64(const double *x, int64_t n, double shift)
+{
+    return pairwise_f64(lanes_dev_f64, x, n, shift);
+}
+
+/* NaN-propagating max / min: once a lane holds NaN, no comparison replaces it. */
+#define MAXNAN_(acc, v) ((v) > (acc) || (v) != (v) ? (v) : (acc))
+#define MINNAN_(acc, v) ((v) < (acc) || (v) != (v) ? (v) : (acc))
+
+static double maxmin_f32(const float *x, int64_t n, bool is_max, double init)
+{
+    float a[8];
+    for (int j = 0; j < 8; j++)
+        a[j] = (float)init;
+    int64_t i = 0;
+    if (is_max) {
+        for (; i + 8 <= n; i += 8)
+            for (int j = 0; j < 8; j++)
+                a[j] = MAXNAN_(a[j], x[i + j]);
+    } else {
+        for (; i + 8 <= n; i += 8)
+            for (int j = 0; j < 8; j++)
+                a[j] = MINNAN_(a[j], x[i + j]);
+    }
+    double r = init;
+    for (int j = 0; j < 8; j++)
+        r = is_max ? MAXNAN_(r, (double)a[j]) : MINNAN_(r, (double)a[j]);
+    for (; i < n; i++)
+        r = is_max ? MAXNAN_(r, (double)x[i]) : MINNAN_(r, (double)x[i]);
+    return r;
+}
+
+static double maxmin_f64(const double *x, int64_t n, bool is_max, double init)
+{
+    double a[4] = {init, init, init, init};
+    int64_t i = 0;
+    if (is_max) {
+        for (; i + 4 <= n; i += 4)
+            for (int j = 0; j < 4; j++)
+                a[j] = MAXNAN_(a[j], x[i + j]);
+    } else {
+        for (; i + 4 <= n; i += 4)
+            for (int j = 0; j < 4; j++)
+                a[j] = MINNAN_(a[j], x[i + j]);
+    }
+    double r = init;
+    for (int j = 0; j < 4; j++)
+        r = is_max ? MAXNAN_(r, a[j]) : MINNAN_(r, a[j]);
+    for (; i < n; i++)
+        r = is_max ? MAXNAN_(r, x[i]) : MINNAN_(r, x[i]);
+    return r;
+}
+
+/* ---- one run of reduced elements into a partial ------------------------------ */
+
+/* pass 0: sum / max / min / argmax, and var's sum of (x - mean) with mean
+ * holding the shift K; pass 1: var's squared deviations from mean.
+ * idx0: R-space index of the run's first element. */
+static void run_update(const red_plan *P, const char *p, int64_t stride, int64_t n, int64_t idx0,
+                       int pass, double mean, part *a)
+{
+    od_reduce_kind k = P->kind;
+    bool sumlike = k == OD_RED_SUM || k == OD_RED_MEAN || k == OD_RED_VAR;
+    if (P->acc_float && stride == 1 && (P->w == OD_FLOAT32 || P->w == OD_FLOAT64) &&
+        k != OD_RED_ARGMAX) {
+        bool f32 = P->w == OD_FLOAT32;
+        const void *x = p;
+        if (sumlike && pass == 0 && k == OD_RED_VAR)
+            kadd(&a->s, &a->c, f32 ? sumdev_f32(x, n, mean) : sumdev_f64(x, n, mean));
+        else if (sumlike && pass == 0)
+            kadd(&a->s, &a->c, f32 ? od_cpu_sum_f32(x, n) : od_cpu_sum_f64(x, n));
+        else if (sumlike)
+            kadd(&a->s, &a->c, f32 ? od_cpu_sqdev_f32(x, n, mean) : od_cpu_sqdev_f64(x, n, mean));
+        else
+            a->m = f32 ? maxmin_f32(x, n, k == OD_RED_AMAX, a->m)
+                       : maxmin_f64(x, n, k == OD_RED_AMAX, a->m);
+        return;
+    }
+    double bd[RBUF];
+    int64_t bi[RBUF];
+    for (int64_t c = 0; c < n; c += RBUF) {
+        int64_t len = n - c < RBUF ? n - c : RBUF;
+        const char *q = p + (size_t)(c * stride) * P->esz;
+        if (P->acc_float) {
+            gather_f64(q, P->w, stride, len, bd);
+            switch (k) {
+            case OD_RED_SUM:
+            case OD_RED_MEAN:
+            case OD_RED_VAR:
+                kadd(&a->s, &a->c,
+                     pass == 1           ? od_cpu_sqdev_f64(bd, len, mean)
+                     : k == OD_RED_VAR ? sumdev_f64(bd, len, mean)
+                                       : od_cpu_sum_f64(bd, len));
+                break;
+            case OD_RED_AMAX:
+            case OD_RED_AMIN:
+                a->m = maxmin_f64(bd, len, k == OD_RED_AMAX, a->m);
+                break;
+            case OD_RED_ARGMAX:
+                if (a->idx >= 0 && a->m != a->m)
+                    return; /* a NaN was found: nothing later can win */
+                for (int64_t i = 0; i < len; i++) {
+                    double v = bd[i];
+                    if (a->idx < 0 || v > a->m || v != v) {
+                        a->m = v;
+                        a->idx = idx0 + c + i;
+                        if (v != v)
+                            return;
+                    }
+                }
+                break;
+            }
+        } else {
+            gather_i64(q, P->w, stride, len, bi);
+            switch (k) {
+            case OD_RED_SUM:
+            case OD_RED_MEAN:
+            case OD_RED_VAR: {
+                uint64_t u = 0;
+                for (int64_t i = 0; i < len; i++)
+                    u += (uint64_t)bi[i];
+                a->u += u;
+                break;
+            }
+            case OD_RED_AMAX:
+                for (int64_t i = 0; i < len; i++)
+                    a->im = bi[i] > a->im ? bi[i] : a->im;
+                break;
+            case OD_RED_AMIN:
+                for (int64_t i = 0; i < len; i++)
+                    a->im = bi[i] < a->im ? bi[i] : a->im;
+                break;
+            case OD_RED_ARGMAX:
+                for (int64_t i = 0; i < len; i++)
+                    if (a->idx < 0 || bi[i] > a->im) {
+                        a->im = bi[i];
+                        a->idx = idx0 + c + i;
+                    }
+                break;
+            }
+        }
+    }
+}
+
+/* Folds b (covering later elements) into a. */
+static void part_combine(const red_plan *P, part *a, const part *b)
+{
+    switch (P->kind) {
+    case OD_RED_SUM:
+    case OD_RED_MEAN:
+    case OD_RED_VAR:
+        kadd(&a->s, &a->c, b->s);
+        a->c += b->c;
+        a->u += b->u;
+        break;
+    case OD_RED_AMAX:
+        a->m = MAXNAN_(a->m, b->m);
+        a->im = b->im > a->im ? b->im : a->im;
+        break;
+    case OD_RED_AMIN:
+        a->m = MINNAN_(a->m, b->m);
+        a->im = b->im < a->im ? b->im : a->im;
+        break;
+    case OD_RED_ARGMAX:
+        if (b->idx < 0 || (a->idx >= 0 && P->acc_float && a->m != a->m))
+            break;
+        if (a->idx < 0 || (P->acc_float ? (b->m > a->m || b->m != b->m) : b->im > a->im))
+            *a = *b;
+        break;
+    }
+}
+
+/* Reduces R-space indices [r0, r1) of the output whose data starts at base. */
+static void reduce_range(const red_plan *P, const char *base, int64_t r0, int64_t r1, int pass,
+                         double mean, part *a)
+{
+    int nr = P->nr;
+    int64_t n0 = P->rsize[nr - 1], s0 = P->rstride[nr - 1];
+    int64_t q = r0 / n0, i = r0 % n0;
+    int64_t ix[OD_MAX_DIMS];
+    int64_t off = 0;
+    for (int d = nr - 2; d >= 0; d--) {
+        ix[d] = q % P->rsize[d];
+        q /= P->rsize[d];
+        off += ix[d] * P->rstride[d];
+    }
+    while (r0 < r1) {
+        int64_t len = n0 - i < r1 - r0 ? n0 - i : r1 - r0;
+        run_update(P, base + (size_t)(off + i * s0) * P->esz, s0, len, r0, pass, mean, a);
+        r0 += len;
+        i = 0;
+        for (int d = nr - 2; d >= 0; d--) {
+            off += P->rstride[d];
+            if (++ix[d] < P->rsize[d])
+                break;
+            off -= ix[d] * P->rstride[d];
+            ix[d] = 0;
+        }
+    }
+}
+
+static double var_of(const red_plan *P, double m2)
+{
+    double div = (double)P->N - (double)P->correction;
+    return m2 / (div > 0.0 ? div : 0.0);
+}
+
+/* Writes the final value of output o from its (complete) partial. */
+static void finish(const red_plan *P, int64_t o, const part *a)
+{
+    switch (P->kind) {
+    case OD_RED_SUM:
+        if (P->acc_float)
+            store_f64(P->out, P->out_dtype, o, ksum(a->s, a->c));
+        else
+            store_i64(P->out, P->out_dtype, o, (int64_t)a->u);
+        break;
+    case OD_RED_MEAN:
+        store_f64(P->out, P->out_dtype, o, ksum(a->s, a->c) / (double)P->N);
+        break;
+    case OD_RED_VAR:
+        store_f64(P->out, P->out_dtype, o, var_of(P, ksum(a->s, a->c)));
+        break;
+    case OD_RED_AMAX:
+    case OD_RED_AMIN:
+        if (P->acc_float)
+            store_f64(P->out, P->out_dtype, o, a->m);
+        else
+            store_i64(P->out, P->out_dtype, o, a->im);
+        break;
+    case OD_RED_ARGMAX:
+        store_i64(P->out, P->out_dtype, o, a->idx);
+        break;
+    }
+}
+
+/* ---- row mode ------------------------------------------------------------------ */
+
+/* var's shift K: the output's first reduced element (R-space index 0 is at
+ * offset 0 from its base). */
+static double first_value(const red_plan *P, const char *base)
+{
+    double k;
+    gather_f64(base, P->w, 0, 1, &k);
+    return k;
+}
+
+static void reduce_one(const red_plan *P, const char *base, part *a)
+{
+    part_init(P, a);
+    if (P->kind != OD_RED_VAR) {
+        reduce_range(P, base, 0, P->N, 0, 0.0, a);
+        return;
+    }
+    double k = first_value(P, base);
+    reduce_range(P, base, 0, P->N, 0, k, a);
+    double mean = k + ksum(a->s, a->c) / (double)P->N;
+    a->s = a->c = 0.0;
+    reduce_range(P, base, 0, P->N, 1, mean, a);
+}
+
+static void row_task(void *ctx, int64_t begin, int64_t end)
+{
+    const red_plan *P = ctx;
+    int64_t ix[OD_MAX_DIMS], off = 0, q = begin;
+    for (int d = P->nk - 1; d >= 0; d--) {
+        ix[d] = q % P->ksize[d];
+        q /= P->ksize[d];
+        off += ix[d] * P->kstride[d];
+    }
+    for (int64_t o = begin; o < end; o++) {
+        part a;
+        reduce_one(P, P->base + (size_t)off * P->esz, &a);
+        finish(P, o, &a);
+        for (int d = P->nk - 1; d >= 0; d--) {
+            off += P->kstride[d];
+            if (++ix[d] < P->ksize[d])
+                break;
+            off -= ix[d] * P->kstride[d];
+            ix[d] = 0;
+        }
+    }
+}
+
+/* Few outputs, many elements each: split each output's run across threads. */
+typedef struct split_ctx {
+    const red_plan *P;
+    const char *base;
+    part *parts;
+    int pass;
+    double mean;
+} split_ctx;
+
+static void split_task(void *ctx, int64_t begin, int64_t end)
+{
+    split_ctx *c = ctx;
+    for (int64_t t = begin; t < end; t++) {
+        int64_t r0 = t * SPLIT_CHUNK;
+        int64_t r1 = r0 + SPLIT_CHUNK < c->P->N ? r0 + SPLIT_CHUNK : c->P->N;
+        part_init(c->P, &c->parts[t]);
+        reduce_range(c->P, c->base, r0, r1, c->pass, c->mean, &c->parts[t]);
+    }
+}
+
+static od_status reduce_split(const red_plan *P, od_error *err)
+{
+    int64_t nchunks = (P->N + SPLIT_CHUNK - 1) / SPLIT_CHUNK;
+    part *parts = malloc((size_t)nchunks * sizeof *parts);
+    if (!parts)
+        return od_error_set(err, OD_ENOMEM, "reduction: out of memory for %lld partial results",
+                            (long long)nchunks);
+    int64_t ix[OD_MAX_DIMS] = {0}, off = 0;
+    for (int64_t o = 0; o < P->M; o++) {
+        split_ctx c = {P, P->base + (size_t)off * P->esz, parts, 0, 0.0};
+        double k = P->kind == OD_RED_VAR ? first_value(P, c.base) : 0.0;
+        c.mean = k;
+        part a;
+        for (int pass = 0; pass < (P->kind == OD_RED_VAR ? 2 : 1); pass++) {
+            c.pass = pass;
+            od_parallel_for(nchunks, 1, split_task, &c);
+            a = parts[0];
+            for (int64_t t = 1; t < nchunks; t++)
+                part_combine(P, &a, &parts[t]);
+            c.mean = k + ksum(a.s, a.c) / (double)P->N;
+        }
+        finish(P, o, &a);
+        for (int d = P->nk - 1; d >= 0; d--) {
+            off += P->kstride[d];
+            if (++ix[d] < P->ksize[d])
+                break;
+            off -= ix[d] * P->kstride[d];
+            ix[d] = 0;
+        }
+    }
+    free(parts);
+    return OD_OK;
+}
+
+/* ---- column mode ----------------------------------------------------------------- */
+
+/* Outputs along the last kept dim (stride ks in the input) are updated
+ * together, COLB at a time, while the reduced dims are walked in order. */
+static void col_block(const red_plan *P, const char *base, int64_t o0, int64_t b)
+{
+    int64_t ks = P->kstride[P->nk - 1];
+    od_reduce_kind k = P->kind;
+    double s[COLB], cs[COLB], m[COLB], mean[COLB], bd[COLB];
+    uint64_t u[COLB];
+    int64_t im[COLB], idx[COLB], bi[COLB];
+    part init;
+    part_init(P, &init);
+    for (int64_t j = 0; j < b; j++) {
+        s[j] = cs[j] = 0.0;
+        u[j] = 0;
+        m[j] = init.m;
+        im[j] = init.im;
+        idx[j] = -1;
+    }
+    int passes = k == OD_RED_VAR ? 2 : 1;
+    if (k == OD_RED_VAR) /* the shift K: the first reduced row (offset 0) */
+        gather_f64(base, P->w, ks, b, mean);
+    for (int pass = 0; pass < passes; pass++) {
+        int64_t ix[OD_MAX_DIMS] = {0}, off = 0;
+        for (int64_t r = 0; r < P->N; r++) {
+            const char *q = base + (size_t)off * P->esz;
+            if (P->acc_float) {
+                gather_f64(q, P->w, ks, b, bd);
+                switch (k) {
+                case OD_RED_SUM:
+                case OD_RED_MEAN:
+                case OD_RED_VAR:
+                    if (pass == 0 && k == OD_RED_VAR)
+                        for (int64_t j = 0; j < b; j++)
+                            kadd(&s[j], &cs[j], bd[j] - mean[j]);
+                    else if (pass == 0)
+                        for (int64_t j = 0; j < b; j++)
+                            kadd(&s[j], &cs[j], bd[j]);
+                    else
+                        for (int64_t j = 0; j < b; j++) {
+                            double d = bd[j] - mean[j];
+                            kadd(&s[j], &cs[j], d * d);
+                        }
+                    break;
+                case OD_RED_AMAX:
+                    for (int64_t j = 0; j < b; j++)
+                        m[j] = MAXNAN_(m[j], bd[j]);
+                    break;
+                case OD_RED_AMIN:
+                    for (int64_t j = 0; j < b; j++)
+                        m[j] = MINNAN_(m[j], bd[j]);
+                    break;
+                case OD_RED_ARGMAX:
+                    for (int64_t j = 0; j < b; j++)
+                        if (idx[j] < 0 || (m[j] == m[j] && (bd[j] > m[j] || bd[j] != bd[j]))) {
+                            m[j] = bd[j];
+                            idx[j] = r;
+                        }
+                    break;
+                }
+            } else {
+                gather_i64(q, P->w, ks, b, bi);
+                switch (k) {
+                case OD_RED_SUM:
+                case OD_RED_MEAN:
+                case OD_RED_VAR:
+                    for (int64_t j = 0; j < b; j++)
+                        u[j] += (uint64_t)bi[j];
+                    break;
+                case OD_RED_AMAX:
+                    for (int64_t j = 0; j < b; j++)
+                        im[j] = bi[j] > im[j] ? bi[j] : im[j];
+                    break;
+                case OD_RED_AMIN:
+                    for (int64_t j = 0; j < b; j++)
+                        im[j] = bi[j] < im[j] ? bi[j] : im[j];
+                    break;
+                case OD_RED_ARGMAX:
+                    for (int64_t j = 0; j < b; j++)
+                        if (idx[j] < 0 || bi[j] > im[j]) {
+                            im[j] = bi[j];
+                            idx[j] = r;
+                        }
+                    break;
+                }
+            }
+            for (int d = P->nr - 1; d >= 0; d--) {
+                off += P->rstride[d];
+                if (++ix[d] < P->rsize[d])
+                    break;
+                off -= ix[d] * P->rstride[d];
+                ix[d] = 0;
+            }
+        }
+        if (pass == 0 && k == OD_RED_VAR)
+            for (int64_t j = 0; j < b; j++) {
+                mean[j] += ksum(s[j], cs[j]) / (double)P->N;
+                s[j] = cs[j] = 0.0;
+            }
+    }
+    for (int64_t j = 0; j < b; j++) {
+        part a = {s[j], cs[j], u[j], m[j], im[j], idx[j]};
+        finish(P, o0 + j, &a);
+    }
+}
+
+static void col_task(void *ctx, int64_t begin, int64_t end)
+{
+    const red_plan *P = ctx;
+    int64_t last = P->ksize[P->nk - 1];
+    int64_t nb = (last + COLB - 1) / COLB;
+    for (int64_t t = begin; t < end; t++) {
+        int64_t p = t / nb, j0 = (t % nb) * COLB;
+        int64_t b = last - j0 < COLB ? last - j0 : COLB;
+        int64_t off = j0 * P->kstride[P->nk - 1], q = p;
+        for (int d = P->nk - 2; d >= 0; d--) {
+            off += (q % P->ksize[d]) * P->kstride[d];
+            q /= P->ksize[d];
+        }
+        col_block(P, P->base + (size_t)off * P->esz, p * last + j0, b);
+    }
+}
+
+/* ---- planning -------------------------------------------------------------------- */
+
+/* Merges neighbours (outer d-1, inner d) that form one strided run, keeping the
+ * linear order of the multi-index (so argmax's flat index is unchanged). */
+static void coalesce(int *n, int64_t *size, int64_t *stride)
+{
+    int m = 0;
+    for (int d = 0; d < *n; d++) {
+        if (m > 0 && stride[m - 1] == size[d] * stride[d]) {
+            size[m - 1] *= size[d];
+            stride[m - 1] = stride[d];
+        } else {
+            size[m] = size[d];
+            stride[m] = stride[d];
+            m++;
+        }
+    }
+    *n = m;
+}
+
+static void build_plan(red_plan *P, const od_tensor *x, uint32_t mask)
+{
+    P->nk = P->nr = 0;
+    P->M = P->N = 1;
+    for (int d = 0; d < x->ndim; d++) {
+        bool red = (mask >> d) & 1u;
+        if (red)
+            P->N *= x->sizes[d];
+        else
+            P->M *= x->sizes[d];
+        if (x->sizes[d] == 1)
+            continue;
+        if (red) {
+            P->rsize[P->nr] = x->sizes[d];
+            P->rstride[P->nr++] = x->strides[d];
+        } else {
+            P->ksize[P->nk] = x->sizes[d];
+            P->kstride[P->nk++] = x->strides[d];
+        }
+    }
+    if (P->kind != OD_RED_ARGMAX) {
+        /* Order is free: walk the reduced dims outermost-stride first. */
+        for (int i = 1; i < P->nr; i++)
+            for (int j = i; j > 0 && P->rstride[j - 1] < P->rstride[j]; j--) {
+                int64_t ts = P->rsize[j], tt = P->rstride[j];
+                P->rsize[j] = P->rsize[j - 1];
+                P->rstride[j] = P->rstride[j - 1];
+                P->rsize[j - 1] = ts;
+                P->rstride[j - 1] = tt;
+            }
+    }
+    coalesce(&P->nk, P->ksize, P->kstride);
+    coalesce(&P->nr, P->rsize, P->rstride);
+    if (P->nr == 0) {
+        P->nr = 1;
+        P->rsize[0] = 1;
+        P->rstride[0] = 0;
+    }
+}
+
+static void fill_empty(const red_plan *P)
+{
+    for (int64_t o = 0; o < P->M; o++) {
+        if (P->kind == OD_RED_SUM && !P->acc_float)
+            store_i64(P->out, P->out_dtype, o, 0);
+        else
+            store_f64(P->out, P->out_dtype, o, P->kind == OD_RED_SUM ? 0.0 : NAN);
+    }
+}
+
+/* Is every value of dtype `in` exactly representable in `out`? */
+static bool cast_is_exact(od_dtype in, od_dtype out)
+{
+    static const int bits[OD_NUM_DTYPES] = {
+        [OD_BOOL] = 1,     [OD_UINT8] = 8,     [OD_INT8] = 7,     [OD_INT16] = 15,    [OD_INT32] = 31,
+        [OD_INT64] = 63,   [OD_FLOAT16] = 11,  [OD_BFLOAT16] = 8, [OD_FLOAT32] = 24,  [OD_FLOAT64] = 53,
+    };
+    if (in == out || in == OD_BOOL)
+        return true;
+    if (od_dtype_is_floating(in))
+        return out == OD_FLOAT64 || (out == OD_FLOAT32 && in != OD_FLOAT64);
+    if (od_dtype_is_floating(out))
+        return bits[in] <= bits[out];
+    return out != OD_BOOL && out != OD_UINT8 && bits[in] <= bits[out]; /* signed and wide enough */
+}
+
+od_status od_cpu_reduce(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)op;
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_reduce_info info;
+    od_out_spec spec;
+    int nouts = 0;
+    od_status st = od_reduce_parse(id, s, &info, err);
+    if (st || (st = od_shape_reduce(id, s, &spec, &nouts, err)))
+        return st;
+    od_tensor *self = s->args[0].u.t, *src = self, *conv = NULL, *out = NULL;
+    bool sumlike = info.kind == OD_RED_SUM || info.kind == OD_RED_MEAN;
+    if (sumlike && !cast_is_exact(self->dtype, info.out_dtype)) {
+        if ((st = od_cpu_to_dtype(self, info.out_dtype, &conv, err)))
+            return st;
+        src = conv;
+    }
+    if ((st = od_alloc_outputs(s, &spec, 1, &out, err))) {
+        od_tensor_release(conv);
+        return st;
+    }
+    red_plan P;
+    memset(&P, 0, sizeof P);
+    P.kind = info.kind;
+    P.w = src->dtype;
+    P.esz = od_dtype_size(src->dtype);
+    P.base = od_tensor_data(src);
+    P.correction = info.correction;
+    P.out_dtype = info.out_dtype;
+    P.out = od_tensor_data(out);
+    P.acc_float = od_dtype_is_floating(sumlike ? info.out_dtype : src->dtype);
+    build_plan(&P, src, info.mask);
+
+    if (P.M > 0 && P.N == 0) {
+        fill_empty(&P);
+    } else if (P.M > 0) {
+        int nt = od_get_num_threads();
+        int64_t klast = P.nk > 0 ? P.ksize[P.nk - 1] : 0;
+        int64_t rmin = INT64_MAX;
+        for (int d = 0; d < P.nr; d++)
+            if (P.rsize[d] > 1 && P.rstride[d] < rmin)
+                rmin = P.rstride[d];
+        if (P.nk > 0 && klast >= 4 && P.kstride[P.nk - 1] < rmin && P.N > 1) {
+            int64_t nb = (klast + COLB - 1) / COLB;
+            int64_t ntasks = (P.M / klast) * nb;
+            int64_t per = (klast < COLB ? klast : COLB) * P.N;
+            st = od_parallel_for(ntasks, GRAIN_WORK / per + 1, col_task, &P);
+        } else if (P.M < 4 * (int64_t)nt && P.N >= 2 * SPLIT_CHUNK) {
+            st = reduce_split(&P, err);
+        } else {
+            st = od_parallel_for(P.M, GRAIN_WORK / P.N + 1, row_task, &P);
+        }
+    }
+    od_tensor_release(conv);
+    if (st) {
+        od_tensor_release(out);
+        return st;
+    }
+    s->rets[0] = od_tensor_v(out);
+    s->nrets = 1;
+    return OD_OK;
+}

@@ -1,0 +1,325 @@
+/* od_math.h — per-element math shared by the CPU and CUDA kernels.
+ *
+ * Invariants:
+ *  - Every function is `static inline OD_HD` and pure: it compiles as C11 for
+ *    the host and as C++17 host+device code under nvcc, so both backends
+ *    compute the same formula for every element.
+ *  - Three compute families: _f32 (float16, bfloat16 and float32 are computed
+ *    in float and rounded back by the caller), _f64, and _i64 (every integer
+ *    dtype and bool is computed in int64 and truncated back by the caller:
+ *    wraparound is modular, so truncating a 64-bit result gives the same low
+ *    bits PyTorch's narrower arithmetic gives).
+ *  - Integer arithmetic never overflows a signed type (UBSan runs in CI):
+ *    add/sub/mul/neg/abs/pow go through uint64_t. Integer division functions
+ *    have the precondition b != 0; callers check it and report
+ *    "ZeroDivisionError" instead (PyTorch raises, it does not return garbage).
+ *  - NaN semantics follow PyTorch: maximum/minimum/clamp propagate NaN from
+ *    any operand; relu keeps NaN; comparisons with NaN are false except ne.
+ *  - float16/bfloat16 conversions come from dispatcher/od_half.h (one copy).
+ */
+#ifndef OD_MATH_H
+#define OD_MATH_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "od_half.h"
+
+#define OD_MATH_FN static inline OD_HD
+
+/* ---- integer family (int64 compute, modular wraparound) ---- */
+
+OD_MATH_FN int64_t od_math_wrap_add_i64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+OD_MATH_FN int64_t od_math_wrap_sub_i64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+OD_MATH_FN int64_t od_math_wrap_mul_i64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+
+/* a + alpha * b, a - alpha * b (torch.add / torch.sub with alpha). */
+OD_MATH_FN int64_t od_math_add_i64(int64_t a, int64_t b, int64_t alpha)
+{
+    return od_math_wrap_add_i64(a, od_math_wrap_mul_i64(alpha, b));
+}
+OD_MATH_FN int64_t od_math_sub_i64(int64_t a, int64_t b, int64_t alpha)
+{
+    return od_math_wrap_sub_i64(a, od_math_wrap_mul_i64(alpha, b));
+}
+OD_MATH_FN int64_t od_math_mul_i64(int64_t a, int64_t b) { return od_math_wrap_mul_i64(a, b); }
+OD_MATH_FN int64_t od_math_neg_i64(int64_t a) { return (int64_t)(0u - (uint64_t)a); }
+OD_MATH_FN int64_t od_math_abs_i64(int64_t a) { return a < 0 ? od_math_neg_i64(a) : a; }
+OD_MATH_FN int64_t od_math_relu_i64(int64_t a) { return a < 0 ? 0 : a; }
+
+/* Truncating division. Precondition: b != 0. INT64_MIN / -1 wraps to
+ * INT64_MIN (C leaves it undefined; narrower dtypes never reach it). */
+OD_MATH_FN int64_t od_math_div_trunc_i64(int64_t a, int64_t b)
+{
+    return b == -1 ? od_math_neg_i64(a) : a / b;
+}
+/* Floor division like torch's div(rounding_mode='floor') / Python's //:
+ * rounds toward -inf. Precondition: b != 0. */
+OD_MATH_FN int64_t od_math_div_floor_i64(int64_t a, int64_t b)
+{
+    if (b == -1)
+        return od_math_neg_i64(a);
+    int64_t q = a / b;
+    int64_t r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0)))
+        q -= 1;
+    return q;
+}
+
+/* Integer power by squaring with wraparound. Negative exponents follow
+ * torch's powi for tensor exponents: 1 -> 1, -1 -> +-1, otherwise 0 (a
+ * negative *scalar* exponent is rejected earlier, by the shape function). */
+OD_MATH_FN int64_t od_math_pow_i64(int64_t a, int64_t b)
+{
+    if (b < 0) {
+        if (a == 1)
+            return 1;
+        if (a == -1)
+            return (b & 1) ? -1 : 1;
+        return 0;
+    }
+    uint64_t base = (uint64_t)a, r = 1u, e = (uint64_t)b;
+    while (e) {
+        if (e & 1u)
+            r *= base;
+        base *= base;
+        e >>= 1;
+    }
+    return (int64_t)r;
+}
+
+OD_MATH_FN int64_t od_math_maximum_i64(int64_t a, int64_t b) { return a < b ? b : a; }
+OD_MATH_FN int64_t od_math_minimum_i64(int64_t a, int64_t b) { return b < a ? b : a; }
+/* clamp: max first, then min, so min > max gives max (torch). */
+OD_MATH_FN int64_t od_math_clamp_i64(int64_t x, int64_t lo, int64_t hi)
+{
+    return od_math_minimum_i64(od_math_maximum_i64(x, lo), hi);
+}
+
+/* ---- floating families ---- */
+
+/* The f32 and f64 variants are the same text; one macro keeps them in step.
+ * SFX: f32/f64, T: float/double, F(name): the libm function for T. */
+#define OD_MATH_FLOAT_FAMILY_(SFX, T)                                                          \
+    OD_MATH_FN T od_math_add_##SFX(T a, T b, T alpha) { return a + alpha * b; }                \
+    OD_MATH_FN T od_math_sub_##SFX(T a, T b, T alpha) { return a - alpha * b; }                \
+    OD_MATH_FN T od_math_mul_##SFX(T a, T b) { return a * b; }                                 \
+    OD_MATH_FN T od_math_div_##SFX(T a, T b) { return a / b; }                                 \
+    OD_MATH_FN T od_math_neg_##SFX(T a) { return -a; }                                         \
+    /* NaN from either side wins (torch.maximum / torch.minimum). */                           \
+    OD_MATH_FN T od_math_maximum_##SFX(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? b : a)); } \
+    OD_MATH_FN T od_math_minimum_##SFX(T a, T b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); } \
+    /* NaN in x, lo or hi gives NaN; lo > hi gives hi (torch.clamp). */                        \
+    OD_MATH_FN T od_math_clamp_##SFX(T x, T lo, T hi)                                          \
+    {                                                                                          \
+        return od_math_minimum_##SFX(od_math_maximum_##SFX(x, lo), hi);                        \
+    }                                                                                          \
+    /* relu keeps NaN (clamp_min semantics); -0.0 stays -0.0. */                               \
+    OD_MATH_FN T od_math_relu_##SFX(T a) { return a < (T)0 ? (T)0 : a; }
+
+OD_MATH_FLOAT_FAMILY_(f32, float)
+OD_MATH_FLOAT_FAMILY_(f64, double)
+#undef OD_MATH_FLOAT_FAMILY_
+
+OD_MATH_FN float od_math_abs_f32(float a) { return fabsf(a); }
+OD_MATH_FN double od_math_abs_f64(double a) { return fabs(a); }
+
+/* Truncating and flooring division of floats, exactly as ATen's
+ * div_trunc / div_floor_floating (b == 0 gives the IEEE quotient). */
+OD_MATH_FN float od_math_div_trunc_f32(float a, float b) { return truncf(a / b); }
+OD_MATH_FN double od_math_div_trunc_f64(double a, double b) { return trunc(a / b); }
+OD_MATH_FN float od_math_div_floor_f32(float a, float b)
+{
+    if (b == 0.0f)
+        return a / b;
+    float mod = fmodf(a, b);
+    float div = (a - mod) / b;
+    if (mod != 0.0f && ((b < 0.0f) != (mod < 0.0f)))
+        div -= 1.0f;
+    float fl;
+    if (div != 0.0f) {
+        fl = floorf(div);
+        if (div - fl > 0.5f)
+            fl += 1.0f;
+    } else {
+        fl = copysignf(0.0f, a / b);
+    }
+    return fl;
+}
+OD_MATH_FN double od_math_div_floor_f64(double a, double b)
+{
+    if (b == 0.0)
+        return a / b;
+    double mod = fmod(a, b);
+    double div = (a - mod) / b;
+    if (mod != 0.0 && ((b < 0.0) != (mod < 0.0)))
+        div -= 1.0;
+    double fl;
+    if (div != 0.0) {
+        fl = floor(div);
+        if (div - fl > 0.5)
+            fl += 1.0;
+    } else {
+        fl = copysign(0.0, a / b);
+    }
+    return fl;
+}
+
+OD_MATH_FN float od_math_pow_f32(float a, float b) { return powf(a, b); }
+OD_MATH_FN double od_math_pow_f64(double a, double b) { return pow(a, b); }
+
+/* expf written so gcc can vectorise it on the host (no calls, no branches,
+ * no float->int conversion that NaN could make undefined): Cody-Waite range
+ * reduction, Cephes' degree-6 polynomial (~1 ulp), and 2^n applied as two
+ * factors so subnormal results come out right. Device code uses expf. */
+OD_MATH_FN float od_math_exp_f32(float x)
+{
+#ifdef __CUDA_ARCH__
+    return expf(x);
+#else
+    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    /* Written as min/max patterns (NaN becomes a bound here; restored below). */
+    float xc = x < 88.8f ? x : 88.8f;
+    xc = xc > -104.0f ? xc : -104.0f;
+    float t = xc * 1.44269504088896341f + magic;
+    float n = t - magic;
+    int32_t ni = (int32_t)(od_f32_bits(t) - od_f32_bits(magic)); /* the integer n, from bits */
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float y = p * r * r + r + 1.0f;
+    /* 2^n as 2^n1 * 2^n2, both normal floats for n in [-150, 128]. */
+    int32_t n1 = ni >> 1;
+    int32_t n2 = ni - n1;
+    float s1 = od_f32_from_bits((uint32_t)(n1 + 127) << 23);
+    float s2 = od_f32_from_bits((uint32_t)(n2 + 127) << 23);
+    float res = y * s1 * s2;
+    return x != x ? x : res;
+#endif
+}
+OD_MATH_FN double od_math_exp_f64(double x) { return exp(x); }
+
+OD_MATH_FN float od_math_log_f32(float a) { return logf(a); }
+OD_MATH_FN double od_math_log_f64(double a) { return log(a); }
+OD_MATH_FN float od_math_sqrt_f32(float a) { return sqrtf(a); }
+OD_MATH_FN double od_math_sqrt_f64(double a) { return sqrt(a); }
+OD_MATH_FN float od_math_rsqrt_f32(float a) { return 1.0f / sqrtf(a); }
+OD_MATH_FN double od_math_rsqrt_f64(double a) { return 1.0 / sqrt(a); }
+OD_MATH_FN float od_math_sin_f32(float a) { return sinf(a); }
+OD_MATH_FN double od_math_sin_f64(double a) { return sin(a); }
+OD_MATH_FN float od_math_cos_f32(float a) { return cosf(a); }
+OD_MATH_FN double od_math_cos_f64(double a) { return cos(a); }
+OD_MATH_FN float od_math_tanh_f32(float a) { return tanhf(a); }
+OD_MATH_FN double od_math_tanh_f64(double a) { return tanh(a); }
+
+/* 1 / (1 + e^-x): e^-x overflows to inf for very negative x, giving 0. */
+OD_MATH_FN float od_math_sigmoid_f32(float a) { return 1.0f / (1.0f + od_math_exp_f32(-a)); }
+OD_MATH_FN double od_math_sigmoid_f64(double a) { return 1.0 / (1.0 + exp(-a)); }
+/* x * sigmoid(x), written as a division so large negative x gives -0, not NaN. */
+OD_MATH_FN float od_math_silu_f32(float a) { return a / (1.0f + od_math_exp_f32(-a)); }
+OD_MATH_FN double od_math_silu_f64(double a) { return a / (1.0 + exp(-a)); }
+
+/* gelu(approximate='none'): x/2 * (1 + erf(x / sqrt 2)). */
+OD_MATH_FN float od_math_gelu_f32(float a) { return 0.5f * a * (1.0f + erff(a * 0.70710678118654752f)); }
+OD_MATH_FN double od_math_gelu_f64(double a) { return 0.5 * a * (1.0 + erf(a * 0.70710678118654752440)); }
+/* gelu(approximate='tanh'): x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))). */
+OD_MATH_FN float od_math_gelu_tanh_f32(float a)
+{
+    float inner = 0.79788456080286536f * (a + 0.044715f * a * a * a);
+    return 0.5f * a * (1.0f + tanhf(inner));
+}
+OD_MATH_FN double od_math_gelu_tanh_f64(double a)
+{
+    double inner = 0.79788456080286535588 * (a + 0.044715 * a * a * a);
+    return 0.5 * a * (1.0 + tanh(inner));
+}
+
+/* ---- comparisons (one per family; NaN compares false except ne) ---- */
+#define OD_MATH_CMP_(SFX, T)                                                 \
+    OD_MATH_FN bool od_math_eq_##SFX(T a, T b) { return a == b; }            \
+    OD_MATH_FN bool od_math_ne_##SFX(T a, T b) { return a != b; }            \
+    OD_MATH_FN bool od_math_lt_##SFX(T a, T b) { return a < b; }             \
+    OD_MATH_FN bool od_math_le_##SFX(T a, T b) { return a <= b; }            \
+    OD_MATH_FN bool od_math_gt_##SFX(T a, T b) { return a > b; }             \
+    OD_MATH_FN bool od_math_ge_##SFX(T a, T b) { return a >= b; }
+OD_MATH_CMP_(i64, int64_t)
+OD_MATH_CMP_(f32, float)
+OD_MATH_CMP_(f64, double)
+#undef OD_MATH_CMP_
+
+/* ---- dtype conversions of one element (torch's static_cast on x86) ---- */
+
+/* Floating -> narrower integer: via int32 for dtypes of <= 32 bits, as C++
+ * compilers do (out-of-range and NaN give INT32_MIN's low bits). */
+OD_MATH_FN int32_t od_math_f64_to_i32(double d)
+{
+    if (d > -2147483649.0 && d < 2147483648.0)
+        return (int32_t)d;
+    return INT32_MIN;
+}
+
+/* ---- counter-based random numbers (added by the CUDA backend) ----
+ * Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2,
+ * 3", SC'11): element i of a rand/randn call with (seed, offset) depends on
+ * (seed, offset + i) alone, so any device, any thread layout and the host
+ * produce the same tensor. */
+OD_MATH_FN void od_math_philox4x32_raw(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4])
+{
+    uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
+    uint32_t k0 = key[0], k1 = key[1];
+    for (int r = 0; r < 10; r++) {
+        uint64_t p0 = (uint64_t)0xD2511F53u * c0;
+        uint64_t p1 = (uint64_t)0xCD9E8D57u * c2;
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
+        uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+        c1 = (uint32_t)p1;
+        c3 = (uint32_t)p0;
+        c0 = n0;
+        c2 = n2;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    out[0] = c0;
+    out[1] = c1;
+    out[2] = c2;
+    out[3] = c3;
+}
+
+/* The stream of (seed, counter): counter in words 0-1, subsequence 0. */
+OD_MATH_FN void od_math_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4])
+{
+    uint32_t ctr[4] = {(uint32_t)counter, (uint32_t)(counter >> 32), 0u, 0u};
+    uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+    od_math_philox4x32_raw(ctr, key, out);
+}
+
+/* One random element as a double: uniform on [0, 1) with `bits` bits of
+ * precision (8 bfloat16, 11 float16, 24 float32, 53 float64), so rounding to
+ * the dtype is exact and never reaches 1.0; or, when normal, a standard
+ * normal by Box-Muller from two 53-bit uniforms (u1 in (0, 1]). */
+OD_MATH_FN double od_math_random_f64(uint64_t seed, uint64_t counter, bool normal, int bits)
+{
+    uint32_t w[4];
+    od_math_philox4x32(seed, counter, w);
+    const double two_m53 = 1.1102230246251565e-16; /* 2^-53 */
+    if (normal) {
+        uint64_t a = (((uint64_t)w[0] << 32) | w[1]) >> 11;
+        uint64_t b = (((uint64_t)w[2] << 32) | w[3]) >> 11;
+        double u1 = (double)(a + 1) * two_m53;
+        double u2 = (double)b * two_m53;
+        return sqrt(-2.0 * log(u1)) * cos(6.283185307179586476925 * u2);
+    }
+    if (bits >= 53)
+        return (double)((((uint64_t)w[0] << 32) | w[1]) >> 11) * two_m53;
+    if (bits < 1)
+        bits = 1;
+    return (double)(w[0] >> (32 - bits)) / (double)((uint64_t)1 << bits);
+}
+
+#endif

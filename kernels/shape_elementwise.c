@@ -1,0 +1,828 @@
+/* shape_elementwise.c — shape and dtype functions of the elementwise
+ * operators, the copies, fill_ and the factories.
+ *
+ * Invariants: everything a backend must check before allocating lives here,
+ * so Meta, CPU and CUDA agree on broadcasting, type promotion (torch's
+ * result_type, Python numbers for Scalar arguments), device placement and on
+ * error text (PyTorch 1.13's wording). Nothing here touches tensor data or
+ * allocates. Arguments are read from the boxed stack (borrowed); a value of
+ * the wrong tag is OD_EINVAL naming the argument, never a crash.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "od_half.h"
+#include "od_shape.h"
+
+/* ---- names for messages ----------------------------------------------------- */
+
+/* Short operator name ("add") and argument names from the schema, so messages
+ * read like PyTorch's argument parser. Falls back when called before od_init. */
+static const char *op_name(od_opid id)
+{
+    const od_op *op = od_builtin(id);
+    return op ? od_op_schema(op)->name : "op";
+}
+
+static const char *arg_name(od_opid id, int i)
+{
+    const od_op *op = od_builtin(id);
+    if (op && i < od_op_schema(op)->nargs && od_op_schema(op)->args[i].name)
+        return od_op_schema(op)->args[i].name;
+    return "?";
+}
+
+/* The C++ scalar_type names PyTorch's dispatch macros print ('Long'). */
+static const char *torch_type_name(od_dtype dt)
+{
+    static const char *const names[OD_NUM_DTYPES] = {
+        [OD_BOOL] = "Bool",   [OD_UINT8] = "Byte",        [OD_INT8] = "Char",
+        [OD_INT16] = "Short", [OD_INT32] = "Int",         [OD_INT64] = "Long",
+        [OD_FLOAT16] = "Half", [OD_BFLOAT16] = "BFloat16", [OD_FLOAT32] = "Float",
+        [OD_FLOAT64] = "Double",
+    };
+    return (unsigned)dt < OD_NUM_DTYPES ? names[dt] : "Undefined";
+}
+
+static od_status not_implemented(od_opid id, od_dtype dt, od_error *err)
+{
+    return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'", op_name(id),
+                        torch_type_name(dt));
+}
+
+/* ---- argument access ---------------------------------------------------------- */
+
+static od_status bad_arg(od_opid id, const od_stack *s, int i, const char *expected, od_error *err)
+{
+    const char *got = i < s->nargs ? od_tag_name(s->args[i].tag) : "nothing";
+    return od_error_set(err, OD_EINVAL, "%s(): argument '%s' (position %d) must be %s, not %s",
+                        op_name(id), arg_name(id, i), i + 1, expected, got);
+}
+
+static od_status need_nargs(od_opid id, const od_stack *s, int n, od_error *err)
+{
+    if (s->nargs != n)
+        return od_error_set(err, OD_EINVAL, "%s(): expected %d arguments, got %d", op_name(id), n,
+                            s->nargs);
+    return OD_OK;
+}
+
+static od_status arg_tensor(od_opid id, const od_stack *s, int i, const od_tensor **t, od_error *err)
+{
+    if (i < s->nargs && s->args[i].tag == OD_T_TENSOR && s->args[i].u.t) {
+        *t = s->args[i].u.t;
+        return OD_OK;
+    }
+    return bad_arg(id, s, i, "Tensor", err);
+}
+
+static od_status arg_scalar(od_opid id, const od_stack *s, int i, od_error *err)
+{
+    if (i < s->nargs && od_value_is_number(&s->args[i]))
+        return OD_OK;
+    return bad_arg(id, s, i, "Number", err);
+}
+
+/* A Tensor or a Scalar argument, as the overload says. */
+static od_status arg_operand(od_opid id, const od_stack *s, int i, bool is_tensor, od_error *err)
+{
+    const od_tensor *t = NULL;
+    return is_tensor ? arg_tensor(id, s, i, &t, err) : arg_scalar(id, s, i, err);
+}
+
+/* ---- shared rules ------------------------------------------------------------- */
+
+od_result_arg od_result_arg_of_value(const od_value *v)
+{
+    od_result_arg a = {NULL, OD_SCALAR_BOOL};
+    if (v->tag == OD_T_TENSOR)
+        a.tensor = v->u.t;
+    else if (v->tag == OD_T_INT)
+        a.scalar_kind = OD_SCALAR_INT;
+    else if (v->tag == OD_T_DOUBLE)
+        a.scalar_kind = OD_SCALAR_FLOAT;
+    return a;
+}
+
+/* The device of the call and the check that every tensor argument is on it.
+ * Like TensorIterator, a 0-dim CPU tensor may join tensors of another device
+ * (it is read as a scalar); the device is that of the first other tensor. */
+static od_status common_device(const od_stack *s, od_device *out, od_error *err)
+{
+    const od_tensor *first = NULL, *lead = NULL;
+    for (int i = 0; i < s->nargs; i++) {
+        if (s->args[i].tag != OD_T_TENSOR || !s->args[i].u.t)
+            continue;
+        const od_tensor *t = s->args[i].u.t;
+        if (!first)
+            first = t;
+        if (!lead && !(t->ndim == 0 && t->device.type == OD_DEV_CPU))
+            lead = t;
+    }
+    if (!lead)
+        lead = first;
+    out->type = OD_DEV_CPU;
+    out->index = 0;
+    if (!lead)
+        return OD_OK;
+    *out = lead->device;
+    for (int i = 0; i < s->nargs; i++) {
+        if (s->args[i].tag != OD_T_TENSOR || !s->args[i].u.t)
+            continue;
+        const od_tensor *t = s->args[i].u.t;
+        if (od_device_eq(t->device, lead->device) || (t->ndim == 0 && t->device.type == OD_DEV_CPU))
+            continue;
+        char a[32], b[32];
+        od_device_print(lead->device, a, sizeof a);
+        od_device_print(t->device, b, sizeof b);
+        return od_error_set(err, OD_EMISMATCH,
+                            "Expected all tensors to be on the same device, but found at least two "
+                            "devices, %s and %s!",
+                            a, b);
+    }
+    return OD_OK;
+}
+
+/* Broadcast shape of the tensor arguments among idx[0..n) (Scalars are 0-dim). */
+static od_status broadcast_args(const od_stack *s, const int *idx, int n, int64_t *sizes, int *ndim,
+                                od_error *err)
+{
+    *ndim = 0;
+    for (int k = 0; k < n; k++) {
+        const od_value *v = &s->args[idx[k]];
+        if (v->tag != OD_T_TENSOR || !v->u.t)
+            continue;
+        int64_t tmp[OD_MAX_DIMS];
+        int nt;
+        od_status st = od_broadcast_shapes(sizes, *ndim, v->u.t->sizes, v->u.t->ndim, tmp, &nt, err);
+        if (st)
+            return st;
+        memcpy(sizes, tmp, sizeof(int64_t) * (size_t)nt);
+        *ndim = nt;
+    }
+    return OD_OK;
+}
+
+/* result_type over the (tensor or number) arguments idx[0..n); None skipped. */
+static od_dtype result_type_of(const od_stack *s, const int *idx, int n)
+{
+    od_result_arg ra[4];
+    int m = 0;
+    for (int k = 0; k < n && m < 4; k++) {
+        const od_value *v = &s->args[idx[k]];
+        if (v->tag == OD_T_NONE || (v->tag == OD_T_TENSOR && !v->u.t))
+            continue;
+        ra[m++] = od_result_arg_of_value(v);
+    }
+    return od_result_type(ra, m);
+}
+
+static bool value_is_bool(const od_value *v)
+{
+    return v->tag == OD_T_BOOL || (v->tag == OD_T_TENSOR && v->u.t && v->u.t->dtype == OD_BOOL);
+}
+
+static void spec_set(od_out_spec *o, od_dtype dt, od_device dev, const int64_t *sizes, int ndim)
+{
+    memset(o, 0, sizeof *o);
+    o->dtype = dt;
+    o->device = dev;
+    o->ndim = ndim;
+    if (ndim > 0)
+        memcpy(o->sizes, sizes, sizeof(int64_t) * (size_t)ndim);
+    o->alias_of = -1;
+}
+
+/* ---- scalar range checks (c10's checked_convert) ------------------------------------ */
+
+static const char *c_type_name(od_dtype dt)
+{
+    static const char *const names[OD_NUM_DTYPES] = {
+        [OD_BOOL] = "bool",       [OD_UINT8] = "uint8_t",       [OD_INT8] = "int8_t",
+        [OD_INT16] = "int16_t",   [OD_INT32] = "int",           [OD_INT64] = "int64_t",
+        [OD_FLOAT16] = "c10::Half", [OD_BFLOAT16] = "c10::BFloat16", [OD_FLOAT32] = "float",
+        [OD_FLOAT64] = "double",
+    };
+    return (unsigned)dt < OD_NUM_DTYPES ? names[dt] : "?";
+}
+
+/* c10's overflows<To, From>: doubles must lie within the dtype's range
+ * (infinities and NaN pass for floating dtypes only); integers likewise, except
+ * that uint8 also accepts -255..-1, which wrap (a - b as a + 255 * b). */
+od_status od_scalar_check_fits(const od_value *v, od_dtype dt, od_error *err)
+{
+    bool overflow = false;
+    if (dt == OD_BOOL || v->tag == OD_T_BOOL)
+        return OD_OK;
+    if (od_dtype_is_floating(dt)) {
+        double lim = dt == OD_FLOAT16 ? 65504.0 : dt == OD_BFLOAT16 ? 3.3895313892515355e38
+                     : dt == OD_FLOAT32 ? 3.4028234663852886e38 : INFINITY;
+        double d = od_value_as_double(v);
+        overflow = isfinite(d) && fabs(d) > lim;
+    } else {
+        int bits = (int)od_dtype_size(dt) * 8;
+        int64_t lo = dt == OD_UINT8 ? 0 : bits == 64 ? INT64_MIN : -((int64_t)1 << (bits - 1));
+        int64_t hi = dt == OD_UINT8 ? 255 : bits == 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1;
+        if (v->tag == OD_T_DOUBLE) {
+            double d = v->u.d;
+            overflow = bits == 64 ? !(d >= -9223372036854775808.0 && d < 9223372036854775808.0)
+                                  : !(d >= (double)lo && d <= (double)hi);
+        } else {
+            int64_t i = v->u.i;
+            overflow = i > hi || i < (dt == OD_UINT8 ? -255 : lo);
+        }
+    }
+    if (overflow)
+        return od_error_set(err, OD_EINVAL, "value cannot be converted to type %s without overflow",
+                            c_type_name(dt));
+    return OD_OK;
+}
+
+/* ---- binary arithmetic ---------------------------------------------------------- */
+
+/* Which arguments are tensors: bit 0 = args[0], bit 1 = args[1]. */
+static unsigned binary_tensor_mask(od_opid id)
+{
+    switch (id) {
+    case OD_OPID_add_Scalar:
+    case OD_OPID_sub_Scalar:
+    case OD_OPID_mul_Scalar:
+    case OD_OPID_div_Scalar:
+    case OD_OPID_div_Scalar_mode:
+    case OD_OPID_pow_Tensor_Scalar:
+    case OD_OPID_eq_Scalar:
+    case OD_OPID_ne_Scalar:
+    case OD_OPID_lt_Scalar:
+    case OD_OPID_le_Scalar:
+    case OD_OPID_gt_Scalar:
+    case OD_OPID_ge_Scalar:
+        return 1u;
+    case OD_OPID_pow_Scalar:
+        return 2u;
+    default:
+        return 3u;
+    }
+}
+
+static int binary_nargs(od_opid id)
+{
+    switch (id) {
+    case OD_OPID_add_Tensor:
+    case OD_OPID_add_Scalar:
+    case OD_OPID_sub_Tensor:
+    case OD_OPID_sub_Scalar:
+    case OD_OPID_div_Tensor_mode:
+    case OD_OPID_div_Scalar_mode:
+        return 3;
+    default:
+        return 2;
+    }
+}
+
+od_status od_div_rounding_mode(od_opid id, const od_stack *s, int *mode, od_error *err)
+{
+    *mode = OD_DIV_TRUE;
+    if (id != OD_OPID_div_Tensor_mode && id != OD_OPID_div_Scalar_mode)
+        return OD_OK;
+    if (s->nargs < 3)
+        return bad_arg(id, s, 2, "str or None", err);
+    const od_value *v = &s->args[2];
+    if (v->tag == OD_T_NONE)
+        return OD_OK;
+    if (v->tag != OD_T_STRING || !v->u.s)
+        return bad_arg(id, s, 2, "str or None", err);
+    if (!strcmp(v->u.s, "trunc"))
+        *mode = OD_DIV_TRUNC;
+    else if (!strcmp(v->u.s, "floor"))
+        *mode = OD_DIV_FLOOR;
+    else
+        return od_error_set(err, OD_EINVAL,
+                            "div expected rounding_mode to be one of None, 'trunc', or 'floor' but "
+                            "found '%s'",
+                            v->u.s);
+    return OD_OK;
+}
+
+static bool is_add_sub(od_opid id)
+{
+    return id == OD_OPID_add_Tensor || id == OD_OPID_add_Scalar || id == OD_OPID_sub_Tensor ||
+           id == OD_OPID_sub_Scalar;
+}
+
+od_status od_shape_binary(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
+{
+    od_status st;
+    unsigned tm = binary_tensor_mask(id);
+    if ((st = need_nargs(id, s, binary_nargs(id), err)) ||
+        (st = arg_operand(id, s, 0, tm & 1u, err)) || (st = arg_operand(id, s, 1, tm & 2u, err)))
+        return st;
+    static const int ab[2] = {0, 1};
+    od_device dev;
+    int64_t sizes[OD_MAX_DIMS];
+    int ndim;
+    if ((st = common_device(s, &dev, err)) || (st = broadcast_args(s, ab, 2, sizes, &ndim, err)))
+        return st;
+    od_dtype dt = result_type_of(s, ab, 2);
+    const od_value *a = &s->args[0], *b = &s->args[1];
+
+    if (is_add_sub(id)) {
+        if ((st = arg_scalar(id, s, 2, err)))
+            return st;
+        const od_value *alpha = &s->args[2];
+        if (id == OD_OPID_sub_Tensor || id == OD_OPID_sub_Scalar) {
+            if (value_is_bool(a) && value_is_bool(b))
+                return od_error_set(err, OD_EINVAL,
+                                    "Subtraction, the `-` operator, with two bool tensors is not "
+                                    "supported. Use the `^` or `logical_xor()` operator instead.");
+            if (value_is_bool(a) || value_is_bool(b))
+                return od_error_set(err, OD_EINVAL,
+                                    "Subtraction, the `-` operator, with a bool tensor is not "
+                                    "supported. If you are trying to invert a mask, use the `~` or "
+                                    "`logical_not()` operator instead.");
+        }
+        if (alpha->tag == OD_T_BOOL && dt != OD_BOOL)
+            return od_error_set(err, OD_EINVAL, "Boolean alpha only supported for Boolean results.");
+        if (alpha->tag == OD_T_DOUBLE && !od_dtype_is_floating(dt))
+            return od_error_set(err, OD_EINVAL,
+                                "For integral input tensors, argument alpha must not be a floating "
+                                "point number.");
+    } else if (id == OD_OPID_div_Tensor || id == OD_OPID_div_Scalar ||
+               id == OD_OPID_div_Tensor_mode || id == OD_OPID_div_Scalar_mode) {
+        int mode;
+        if ((st = od_div_rounding_mode(id, s, &mode, err)))
+            return st;
+        if (mode == OD_DIV_TRUE) {
+            if (!od_dtype_is_floating(dt))
+                dt = OD_DEFAULT_FLOAT;
+        } else if (dt == OD_BOOL) {
+            return od_error_set(err, OD_EUNSUPPORTED, "\"div_%s\" not implemented for 'Bool'",
+                                mode == OD_DIV_TRUNC ? "trunc" : "floor");
+        }
+    } else if (id == OD_OPID_pow_Tensor_Tensor || id == OD_OPID_pow_Tensor_Scalar ||
+               id == OD_OPID_pow_Scalar) {
+        if (id == OD_OPID_pow_Tensor_Scalar && od_dtype_is_integral(a->u.t->dtype, true) &&
+            b->tag == OD_T_INT && b->u.i < 0)
+            return od_error_set(err, OD_EINVAL, "Integers to negative integer powers are not allowed.");
+        if (dt == OD_BOOL)
+            return not_implemented(id, dt, err);
+    }
+    spec_set(&outs[0], dt, dev, sizes, ndim);
+    *nouts = 1;
+    return OD_OK;
+}
+
+/* ---- comparisons ------------------------------------------------------------------- */
+
+od_status od_shape_compare(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts,
+                           od_error *err)
+{
+    od_status st;
+    unsigned tm = binary_tensor_mask(id);
+    if ((st = need_nargs(id, s, 2, err)) || (st = arg_operand(id, s, 0, tm & 1u, err)) ||
+        (st = arg_operand(id, s, 1, tm & 2u, err)))
+        return st;
+    static const int ab[2] = {0, 1};
+    od_device dev;
+    int64_t sizes[OD_MAX_DIMS];
+    int ndim;
+    if ((st = common_device(s, &dev, err)) || (st = broadcast_args(s, ab, 2, sizes, &ndim, err)))
+        return st;
+    spec_set(&outs[0], OD_BOOL, dev, sizes, ndim);
+    *nouts = 1;
+    return OD_OK;
+}
+
+/* ---- where ---------------------------------------------------------------------------- */
+
+od_status od_shape_where(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
+{
+    od_status st;
+    bool self_t = id == OD_OPID_where_self || id == OD_OPID_where_ScalarOther;
+    bool other_t = id == OD_OPID_where_self || id == OD_OPID_where_ScalarSelf;
+    const od_tensor *cond = NULL;
+    if ((st = need_nargs(id, s, 3, err)) || (st = arg_tensor(id, s, 0, &cond, err)) ||
+        (st = arg_operand(id, s, 1, self_t, err)) || (st = arg_operand(id, s, 2, other_t, err)))
+        return st;
+    if (cond->dtype != OD_BOOL && cond->dtype != OD_UINT8)
+        return od_error_set(err, OD_EMISMATCH,
+                            "where expected condition to be a boolean tensor, but got a tensor with "
+                            "dtype %s",
+                            torch_type_name(cond->dtype));
+    static const int all[3] = {0, 1, 2};
+    od_device dev;
+    int64_t sizes[OD_MAX_DIMS];
+    int ndim;
+    if ((st = common_device(s, &dev, err)) || (st = broadcast_args(s, all, 3, sizes, &ndim, err)))
+        return st;
+    od_dtype dt = result_type_of(s, all + 1, 2);
+    spec_set(&outs[0], dt, dev, sizes, ndim);
+    *nouts = 1;
+    return OD_OK;
+}
+
+/* ---- unary ------------------------------------------------------------------------------ */
+
+od_status od_gelu_approximate(const od_stack *s, bool *tanh_form, od_error *err)
+{
+    const od_value *v = s->nargs > 1 ? &s->args[1] : NULL;
+    *tanh_form = false;
+    if (!v || v->tag != OD_T_STRING || !v->u.s)
+        return bad_arg(OD_OPID_gelu, s, 1, "str", err);
+    if (!strcmp(v->u.s, "tanh"))
+        *tanh_form = true;
+    else if (strcmp(v->u.s, "none"))
+        return od_error_set(err, OD_EINVAL, "approximate argument must be either none or tanh.");
+    return OD_OK;
+}
+
+od_status od_shape_unary(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
+{
+    od_status st;
+    const od_tensor *self = NULL;
+    if ((st = need_nargs(id, s, id == OD_OPID_gelu ? 2 : 1, err)) ||
+        (st = arg_tensor(id, s, 0, &self, err)))
+        return st;
+    od_dtype dt = self->dtype;
+    switch (id) {
+    case OD_OPID_neg:
+        if (dt == OD_BOOL)
+            return od_error_set(err, OD_EINVAL,
+                                "Negation, the `-` operator, on a bool tensor is not supported. If "
+                                "you are trying to invert a mask, use the `~` or `logical_not()` "
+                                "operator instead.");
+        break;
+    case OD_OPID_abs:
+        if (dt == OD_BOOL)
+            return not_implemented(id, dt, err);
+        break;
+    case OD_OPID_relu:
+        if (dt == OD_BOOL)
+            return od_error_set(err, OD_EINVAL, "Boolean inputs not supported for relu");
+        break;
+    case OD_OPID_gelu: {
+        bool tf;
+        if ((st = od_gelu_approximate(s, &tf, err)))
+            return st;
+    }
+        /* fall through */
+    case OD_OPID_silu:
+        if (!od_dtype_is_floating(dt))
+            return not_implemented(id, dt, err);
+        break;
+    default: /* exp log sqrt rsqrt sin cos tanh sigmoid: integers compute in float */
+        if (!od_dtype_is_floating(dt))
+            dt = OD_DEFAULT_FLOAT;
+        break;
+    }
+    spec_set(&outs[0], dt, self->device, self->sizes, self->ndim);
+    *nouts = 1;
+    return OD_OK;
+}
+
+/* ---- clamp --------------------------------------------------------------------------------- */
+
+od_status od_shape_clamp(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
+{
+    od_status st;
+    const od_tensor *self = NULL;
+    if ((st = need_nargs(id, s, 3, err)) || (st = arg_tensor(id, s, 0, &self, err)))
+        return st;
+    bool tensors = id == OD_OPID_clamp_Tensor;
+    for (int i = 1; i < 3; i++) {
+        if (s->args[i].tag == OD_T_NONE)
+            continue;
+        if ((st = arg_operand(id, s, i, tensors, err)))
+            return st;
+    }
+    if (s->args[1].tag == OD_T_NONE && s->args[2].tag == OD_T_NONE)
+        return od_error_set(err, OD_EINVAL,
+                            "torch.clamp: At least one of 'min' or 'max' must not be None");
+    static const int all[3] = {0, 1, 2};
+    od_device dev;
+    int64_t sizes[OD_MAX_DIMS];
+    int ndim;
+    if ((st = common_device(s, &dev, err)) || (st = broadcast_args(s, all, 3, sizes, &ndim, err)))
+        return st;
+    /* Scalar bounds promote only a non-floating self (torch 1.13's manual
+     * promotion); tensor bounds always take part. */
+    od_dtype dt = (!tensors && od_dtype_is_floating(self->dtype)) ? self->dtype
+                                                                  : result_type_of(s, all, 3);
+    if (dt == OD_BOOL)
+        return not_implemented(id, dt, err);
+    /* Scalar bounds are converted to the result dtype with c10's checks. */
+    for (int i = 1; !tensors && i < 3; i++)
+        if (s->args[i].tag != OD_T_NONE && (st = od_scalar_check_fits(&s->args[i], dt, err)))
+            return st;
+    spec_set(&outs[0], dt, dev, sizes, ndim);
+    *nouts = 1;
+    return OD_OK;
+}
+
+/* ---- common dtype of the computation --------------------------------------------------- */
+
+od_status od_elementwise_common_dtype(od_opid id, const od_stack *s, od_dtype *out, od_error *err)
+{
+    od_out_spec spec[1];
+    int n = 0;
+    od_shape_fn fn = NULL;
+    switch (id) {
+    case OD_OPID_eq_Tensor: case OD_OPID_eq_Scalar: case OD_OPID_ne_Tensor: case OD_OPID_ne_Scalar:
+    case OD_OPID_lt_Tensor: case OD_OPID_lt_Scalar: case OD_OPID_le_Tensor: case OD_OPID_le_Scalar:
+    case OD_OPID_gt_Tensor: case OD_OPID_gt_Scalar: case OD_OPID_ge_Tensor: case OD_OPID_ge_Scalar: {
+        od_status st = od_shape_compare(id, s, spec, &n, err);
+        if (st)
+            return st;
+        static const int ab[2] = {0, 1};
+        *out = result_type_of(s, ab, 2);
+        return OD_OK;
+    }
+    default:
+        fn = od_builtin_shape_fn(id);
+        break;
+    }
+    if (!fn)
+        return od_error_set(err, OD_EINTERNAL, "%s has no shape function", op_name(id));
+    od_status st = fn(id, s, spec, &n, err);
+    if (st)
+        return st;
+    *out = spec[0].dtype;
+    return OD_OK;
+}
+
+/* ---- clone, copy_, fill_ ---------------------------------------------------------------------- */
+
+static od_status check_memory_format(od_opid id, const od_stack *s, int i, od_error *err)
+{
+    const od_value *v = &s->args[i];
+    if (v->tag == OD_T_NONE)
+        return OD_OK;
+    if (v->tag == OD_T_INT) {
+        if (v->u.i == 0 || v->u.i == 1) /* contiguous_format, preserve_format */
+            return OD_OK;
+    } else if (v->tag == OD_T_STRING && v->u.s) {
+        const char *n = strncmp(v->u.s, "torch.", 6) == 0 ? v->u.s + 6 : v->u.s;
+        if (!strcmp(n, "contiguous_format") || !strcmp(n, "preserve_format"))
+            return OD_OK;
+    } else {
+        return bad_arg(id, s, i, "torch.memory_format or None", err);
+    }
+    return od_error_set(err, OD_EUNSUPPORTED,
+                        "%s(): argument '%s' (position %d): only torch.contiguous_format and "
+                        "torch.preserve_format are supported",
+                        op_name(id), arg_name(id, i), i + 1);
+}
+
+od_status od_shape_same(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
+{
+    od_status st;
+    const od_tensor *self = NULL;
+    if ((st = need_nargs(id, s, 2, err)) || (st = arg_tensor(id, s, 0, &self, err)) ||
+        (st = check_memory_format(id, s, 1, err)))
+        return st;
+    spec_set(&outs[0], self->dtype, self->device, self->sizes, self->ndim);
+    *nouts = 1;
+    return OD_OK;
+}
+
+od_status od_shape_inplace(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts,
+                           od_error *err)
+{
+    od_status st;
+    const od_tensor *self = NULL;
+    if (id == OD_OPID_copy_) {
+        const od_tensor *src = NULL;
+        if ((st = need_nargs(id, s, 3, err)) || (st = arg_tensor(id, s, 0, &self, err)) ||
+            (st = arg_tensor(id, s, 1, &src, err)))
+            return st;
+        if (s->args[2].tag != OD_T_BOOL)
+            return bad_arg(id, s, 2, "bool", err);
+        /* src must broadcast to self's shape exactly (torch's expand_inplace). */
+        bool ok = src->ndim <= self->ndim;
+        for (int i = 0; ok && i < src->ndim; i++) {
+            int64_t a = src->sizes[src->ndim - 1 - i], b = self->sizes[self->ndim - 1 - i];
+            ok = a == b || a == 1;
+        }
+        if (!ok) {
+            char ss[256], ds[256];
+            od_shape_print(src->sizes, src->ndim, ss, sizeof ss);
+            od_shape_print(self->sizes, self->ndim, ds, sizeof ds);
+            return od_error_set(err, OD_EMISMATCH,
+                                "copy_(): the source of shape %s cannot be broadcast to the "
+                                "destination of shape %s",
+                                ss, ds);
+        }
+    } else if (id == OD_OPID_fill__Scalar) {
+        if ((st = need_nargs(id, s, 2, err)) || (st = arg_tensor(id, s, 0, &self, err)) ||
+            (st = arg_scalar(id, s, 1, err)) ||
+            (st = od_scalar_check_fits(&s->args[1], self->dtype, err)))
+            return st;
+    } else {
+        return od_error_set(err, OD_EINTERNAL, "od_shape_inplace: unexpected operator %s",
+                            op_name(id));
+    }
+    spec_set(&outs[0], self->dtype, self->device, self->sizes, self->ndim);
+    outs[0].alias_of = 0;
+    *nouts = 1;
+    return OD_OK;
+}
+
+/* ---- factories ----------------------------------------------------------------------------- */
+
+/* dtype? layout? device? pin_memory? starting at argument k. */
+static od_status factory_options(od_opid id, const od_stack *s, int k, bool *has_dt, od_dtype *dt,
+                                 od_device *dev, od_error *err)
+{
+    const od_value *v = &s->args[k];
+    *has_dt = false;
+    if (v->tag == OD_T_DTYPE && (unsigned)v->u.dtype < OD_NUM_DTYPES) {
+        *has_dt = true;
+        *dt = v->u.dtype;
+    } else if (v->tag == OD_T_STRING && v->u.s) {
+        *dt = od_dtype_from_name(v->u.s);
+        if (*dt == OD_NUM_DTYPES)
+            return od_error_set(err, OD_EINVAL, "%s(): argument '%s' (position %d): unknown dtype '%s'",
+                                op_name(id), arg_name(id, k), k + 1, v->u.s);
+        *has_dt = true;
+    } else if (v->tag != OD_T_NONE) {
+        return bad_arg(id, s, k, "torch.dtype or None", err);
+    }
+    v = &s->args[k + 1];
+    if (!(v->tag == OD_T_NONE || (v->tag == OD_T_INT && v->u.i == 0) ||
+          (v->tag == OD_T_STRING && v->u.s &&
+           (!strcmp(v->u.s, "strided") || !strcmp(v->u.s, "torch.strided"))))) {
+        if (v->tag == OD_T_INT || v->tag == OD_T_STRING)
+            return od_error_set(err, OD_EUNSUPPORTED,
+                                "%s(): argument '%s' (position %d): only the strided layout "
+                                "(torch.strided) is supported",
+                                op_name(id), arg_name(id, k + 1), k + 2);
+        return bad_arg(id, s, k + 1, "torch.layout or None", err);
+    }
+    v = &s->args[k + 2];
+    dev->type = OD_DEV_CPU;
+    dev->index = 0;
+    if (v->tag == OD_T_DEVICE && (unsigned)v->u.device.type < OD_NUM_DEVICE_TYPES) {
+        *dev = v->u.device;
+    } else if (v->tag == OD_T_STRING && v->u.s) {
+        od_status st = od_device_parse(v->u.s, dev, err);
+        if (st) {
+            od_error_prefix(err, "%s(): argument '%s' (position %d)", op_name(id), arg_name(id, k + 2),
+                            k + 3);
+            return st;
+        }
+    } else if (v->tag != OD_T_NONE) {
+        return bad_arg(id, s, k + 2, "torch.device or None", err);
+    }
+    v = &s->args[k + 3];
+    if (v->tag != OD_T_NONE && v->tag != OD_T_BOOL)
+        return bad_arg(id, s, k + 3, "bool or None", err);
+    if (v->tag == OD_T_BOOL && v->u.b)
+        return od_error_set(err, OD_EUNSUPPORTED,
+                            "%s(): pinned memory is not supported; pass pin_memory=False or None",
+                            op_name(id));
+    return OD_OK;
+}
+
+od_status od_shape_factory(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts,
+                           od_error *err)
+{
+    od_status st;
+    int k = id == OD_OPID_full ? 2 : 1;
+    int nargs = k + 4 + (id == OD_OPID_empty_memory_format);
+    if ((st = need_nargs(id, s, nargs, err)))
+        return st;
+    const od_value *size = &s->args[0];
+    if (size->tag != OD_T_INT_LIST)
+        return bad_arg(id, s, 0, "tuple of ints", err);
+    const int64_t *sz = size->u.list.items;
+    size_t n = size->u.list.n;
+    if (n > OD_MAX_DIMS)
+        return od_error_set(err, OD_ETOOLARGE, "%s(): %zu dimensions requested; at most %d are supported",
+                            op_name(id), n, OD_MAX_DIMS);
+    int64_t numel = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (sz[i] < 0) {
+            char buf[256];
+            od_shape_print(sz, (int)n, buf, sizeof buf);
+            return od_error_set(err, OD_EINVAL, "Trying to create tensor with negative dimension %" PRId64
+                                ": %s", sz[i], buf);
+        }
+        if (sz[i] != 0 && numel > INT64_MAX / sz[i])
+            return od_error_set(err, OD_ETOOLARGE, "%s(): the number of elements overflows int64",
+                                op_name(id));
+        numel *= sz[i];
+    }
+    bool has_dt;
+    od_dtype dt = OD_DEFAULT_FLOAT;
+    od_device dev;
+    if ((st = factory_options(id, s, k, &has_dt, &dt, &dev, err)))
+        return st;
+    if (id == OD_OPID_empty_memory_format && (st = check_memory_format(id, s, k + 4, err)))
+        return st;
+    if (id == OD_OPID_full) {
+        if ((st = arg_scalar(id, s, 1, err)))
+            return st;
+        if (!has_dt) /* torch.full infers the dtype from fill_value */
+            dt = s->args[1].tag == OD_T_BOOL ? OD_BOOL
+                 : s->args[1].tag == OD_T_INT ? OD_INT64 : OD_DEFAULT_FLOAT;
+        if ((st = od_scalar_check_fits(&s->args[1], dt, err)))
+            return st;
+    } else if (!has_dt) {
+        dt = OD_DEFAULT_FLOAT;
+    }
+    if ((id == OD_OPID_rand || id == OD_OPID_randn) && !od_dtype_is_floating(dt))
+        return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'",
+                            id == OD_OPID_rand ? "check_uniform_bounds" : "normal_kernel_cpu",
+                            torch_type_name(dt));
+    spec_set(&outs[0], dt, dev, sz, (int)n);
+    *nouts = 1;
+    return OD_OK;
+}
+
+/* ---- arange ---------------------------------------------------------------------------------- */
+
+static int64_t value_to_i64(const od_value *v)
+{
+    return v->tag == OD_T_INT ? v->u.i : v->tag == OD_T_BOOL ? (int64_t)v->u.b : od_double_to_i64(v->u.d);
+}
+
+od_status od_arange_params_of(od_opid id, const od_stack *s, od_arange_params *p, od_error *err)
+{
+    od_status st;
+    int nsc = id == OD_OPID_arange ? 1 : id == OD_OPID_arange_start ? 2 : 3;
+    if ((st = need_nargs(id, s, nsc + 4, err)))
+        return st;
+    for (int i = 0; i < nsc; i++)
+        if ((st = arg_scalar(id, s, i, err)))
+            return st;
+    od_value zero = od_int(0), one = od_int(1);
+    const od_value *start = nsc == 1 ? &zero : &s->args[0];
+    const od_value *end = nsc == 1 ? &s->args[0] : &s->args[1];
+    const od_value *step = nsc == 3 ? &s->args[2] : &one;
+    bool has_dt;
+    od_dtype dt = OD_DEFAULT_FLOAT;
+    if ((st = factory_options(id, s, nsc, &has_dt, &dt, &p->device, err)))
+        return st;
+    if (!has_dt) /* int64 when every bound is an integer (bools count), else float */
+        dt = (start->tag != OD_T_DOUBLE && end->tag != OD_T_DOUBLE && step->tag != OD_T_DOUBLE)
+                 ? OD_INT64 : OD_DEFAULT_FLOAT;
+    if (dt == OD_BOOL)
+        return od_error_set(err, OD_EUNSUPPORTED, "\"arange_cpu\" not implemented for 'Bool'");
+    p->dtype = dt;
+    p->integral = !od_dtype_is_floating(dt);
+    double size_d;
+    if (p->integral) {
+        /* ATen computes integer ranges in int64 (Scalar::to<int64_t> is checked). */
+        if ((st = od_scalar_check_fits(start, OD_INT64, err)) ||
+            (st = od_scalar_check_fits(end, OD_INT64, err)) ||
+            (st = od_scalar_check_fits(step, OD_INT64, err)))
+            return st;
+        int64_t xs = value_to_i64(start), xe = value_to_i64(end), xst = value_to_i64(step);
+        if (xst == 0)
+            return od_error_set(err, OD_EINVAL, "step must be nonzero");
+        if (!((xst > 0 && xe >= xs) || (xst < 0 && xe <= xs)))
+            return od_error_set(err, OD_EINVAL, "upper bound and larger bound inconsistent with step sign");
+        if (dt == OD_INT64) {
+            __int128 sgn = xst > 0 ? 1 : -1;
+            __int128 q = ((__int128)xe - xs + xst - sgn) / xst;
+            size_d = (double)q;
+        } else {
+            size_d = ceil((od_value_as_double(end) - od_value_as_double(start)) /
+                          od_value_as_double(step));
+        }
+        p->istart = xs;
+        p->istep = xst;
+        p->fstart = (double)xs;
+        p->fstep = (double)xst;
+    } else {
+        double xs = od_value_as_double(start), xe = od_value_as_double(end),
+               xst = od_value_as_double(step);
+        size_d = ceil((xe - xs) / xst);
+        if (!(xst > 0 || xst < 0))
+            return od_error_set(err, OD_EINVAL, "step must be nonzero");
+        if (!isfinite(xs) || !isfinite(xe))
+            return od_error_set(err, OD_EINVAL, "unsupported range: %g -> %g", xs, xe);
+        if (!((xst > 0 && xe >= xs) || (xst < 0 && xe <= xs)))
+            return od_error_set(err, OD_EINVAL, "upper bound and larger bound inconsistent with step sign");
+        p->fstart = xs;
+        p->fstep = xst;
+        p->istart = 0;
+        p->istep = 0;
+    }
+    if (!(size_d >= 0 && size_d <= 9.2233720368547758e18))
+        return od_error_set(err, OD_EINVAL, "invalid size, possible overflow?");
+    p->size = (int64_t)size_d;
+    return OD_OK;
+}
+
+od_status od_shape_arange(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
+{
+    od_arange_params p;
+    od_status st = od_arange_params_of(id, s, &p, err);
+    if (st)
+        return st;
+    spec_set(&outs[0], p.dtype, p.device, &p.size, 1);
+    *nouts = 1;
+    return OD_OK;
+}

@@ -1,0 +1,704 @@
+/* shape_reduce.c — shape and dtype functions of the reductions, softmax,
+ * layer norm, matrix products, cat and index_select.
+ *
+ * Invariants: every check a backend needs before it allocates lives here, so
+ * the Meta, CPU and CUDA kernels agree on shapes, dtypes and error messages
+ * (which follow PyTorch 1.13's wording). Nothing here touches tensor data or
+ * allocates. Arguments are read from the boxed stack (borrowed); a value of
+ * the wrong tag is OD_EINVAL naming the argument, never a crash.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "od_shape.h"
+
+/* ---- argument access ------------------------------------------------------ */
+
+static od_status arg_tensor(const od_stack *s, int i, const char *op, const char *name,
+                            od_tensor **out, od_error *err)
+{
+    if (i >= s->nargs || s->args[i].tag != OD_T_TENSOR || !s->args[i].u.t)
+        return od_error_set(err, OD_EINVAL, "%s(): argument '%s' must be a Tensor", op, name);
+    *out = s->args[i].u.t;
+    return OD_OK;
+}
+
+/* Tensor? argument: NULL for None. */
+static od_status arg_opt_tensor(const od_stack *s, int i, const char *op, const char *name,
+                                od_tensor **out, od_error *err)
+{
+    if (i < s->nargs && s->args[i].tag == OD_T_NONE) {
+        *out = NULL;
+        return OD_OK;
+    }
+    return arg_tensor(s, i, op, name, out, err);
+}
+
+static od_status arg_int(const od_stack *s, int i, const char *op, const char *name, int64_t *out,
+                         od_error *err)
+{
+    if (i >= s->nargs || s->args[i].tag != OD_T_INT)
+        return od_error_set(err, OD_EINVAL, "%s(): argument '%s' must be an int", op, name);
+    *out = s->args[i].u.i;
+    return OD_OK;
+}
+
+static od_status arg_bool(const od_stack *s, int i, const char *op, const char *name, bool *out,
+                          od_error *err)
+{
+    if (i >= s->nargs || (s->args[i].tag != OD_T_BOOL && s->args[i].tag != OD_T_INT))
+        return od_error_set(err, OD_EINVAL, "%s(): argument '%s' must be a bool", op, name);
+    *out = s->args[i].tag == OD_T_BOOL ? s->args[i].u.b : s->args[i].u.i != 0;
+    return OD_OK;
+}
+
+/* ScalarType? argument: *has false for None. */
+static od_status arg_opt_dtype(const od_stack *s, int i, const char *op, const char *name,
+                               bool *has, od_dtype *out, od_error *err)
+{
+    *has = false;
+    if (i >= s->nargs || s->args[i].tag == OD_T_NONE)
+        return OD_OK;
+    if (s->args[i].tag != OD_T_DTYPE || (unsigned)s->args[i].u.dtype >= OD_NUM_DTYPES)
+        return od_error_set(err, OD_EINVAL, "%s(): argument '%s' must be a ScalarType or None", op,
+                            name);
+    *has = true;
+    *out = s->args[i].u.dtype;
+    return OD_OK;
+}
+
+/* torch's ScalarType names, as its error messages print them ("Long"). */
+static const char *torch_type_name(od_dtype dt)
+{
+    static const char *const names[OD_NUM_DTYPES] = {
+        [OD_BOOL] = "Bool",   [OD_UINT8] = "Byte",    [OD_INT8] = "Char",
+        [OD_INT16] = "Short", [OD_INT32] = "Int",     [OD_INT64] = "Long",
+        [OD_FLOAT16] = "Half", [OD_BFLOAT16] = "BFloat16", [OD_FLOAT32] = "Float",
+        [OD_FLOAT64] = "Double",
+    };
+    return (unsigned)dt < OD_NUM_DTYPES ? names[dt] : "Undefined";
+}
+
+/* caffe2::TypeMeta names, as torch prints tensor.dtype() inside C++ messages. */
+static const char *torch_meta_name(od_dtype dt)
+{
+    static const char *const names[OD_NUM_DTYPES] = {
+        [OD_BOOL] = "bool",         [OD_UINT8] = "unsigned char", [OD_INT8] = "signed char",
+        [OD_INT16] = "short int",   [OD_INT32] = "int",           [OD_INT64] = "long int",
+        [OD_FLOAT16] = "c10::Half", [OD_BFLOAT16] = "c10::BFloat16", [OD_FLOAT32] = "float",
+        [OD_FLOAT64] = "double",
+    };
+    return (unsigned)dt < OD_NUM_DTYPES ? names[dt] : "unknown";
+}
+
+static od_status check_same_device(const char *op, const od_tensor *a, const od_tensor *b,
+                                   od_error *err)
+{
+    if (!b || od_device_eq(a->device, b->device))
+        return OD_OK;
+    char da[32], db[32];
+    od_device_print(a->device, da, sizeof da);
+    od_device_print(b->device, db, sizeof db);
+    return od_error_set(err, OD_EMISMATCH,
+                        "%s(): Expected all tensors to be on the same device, but found at least "
+                        "two devices, %s and %s!",
+                        op, da, db);
+}
+
+static void spec_init(od_out_spec *o, od_dtype dt, od_device dev, const int64_t *sizes, int ndim)
+{
+    memset(o, 0, sizeof *o);
+    o->dtype = dt;
+    o->device = dev;
+    o->ndim = ndim;
+    if (ndim > 0)
+        memcpy(o->sizes, sizes, (size_t)ndim * sizeof(int64_t));
+    o->alias_of = -1;
+}
+
+static const char *op_short_name(od_opid id)
+{
+    const od_op *op = od_builtin(id);
+    const char *n = op ? od_op_name(op) : "op";
+    const char *c = strstr(n, "::");
+    return c ? c + 2 : n;
+}
+
+/* ---- reductions ------------------------------------------------------------- */
+
+od_status od_reduce_dims(const od_value *dim_arg, int ndim, uint32_t *mask, od_error *err)
+{
+    uint32_t all = ndim > 0 ? (uint32_t)((1ull << ndim) - 1) : 0;
+    const int64_t *dims;
+    size_t n;
+    switch (dim_arg ? dim_arg->tag : OD_T_NONE) {
+    case OD_T_NONE:
+        *mask = all;
+        return OD_OK;
+    case OD_T_INT:
+        dims = &dim_arg->u.i;
+        n = 1;
+        break;
+    case OD_T_INT_LIST:
+        dims = dim_arg->u.list.items;
+        n = dim_arg->u.list.n;
+        if (n == 0) {
+            *mask = all;
+            return OD_OK;
+        }
+        break;
+    default:
+        return od_error_set(err, OD_EINVAL, "argument 'dim' must be an int, a list of ints or None, "
+                                            "but got %s", od_tag_name(dim_arg->tag));
+    }
+    uint32_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        int d;
+        od_status st = od_wrap_dim(dims[i], ndim, &d, err);
+        if (st)
+            return st;
+        /* A 0-dim tensor has one nameable dim (0 or -1) but no bit to reduce. */
+        if (m & (1u << d))
+            return od_error_set(err, OD_EINVAL, "dim %d appears multiple times in the list of dims", d);
+        m |= 1u << d;
+    }
+    *mask = m & all;
+    return OD_OK;
+}
+
+/* Argument positions of each reduction overload (-1: absent). */
+typedef struct red_layout {
+    od_reduce_kind kind;
+    const char *name;
+    int dim, keepdim, dtype, unbiased, correction;
+} red_layout;
+
+static bool red_layout_of(od_opid id, red_layout *l)
+{
+    static const struct {
+        od_opid id;
+        red_layout l;
+    } tab[] = {
+        {OD_OPID_sum, {OD_RED_SUM, "sum", -1, -1, 1, -1, -1}},
+        {OD_OPID_sum_dim_IntList, {OD_RED_SUM, "sum", 1, 2, 3, -1, -1}},
+        {OD_OPID_mean, {OD_RED_MEAN, "mean", -1, -1, 1, -1, -1}},
+        {OD_OPID_mean_dim, {OD_RED_MEAN, "mean", 1, 2, 3, -1, -1}},
+        {OD_OPID_amax, {OD_RED_AMAX, "amax", 1, 2, -1, -1, -1}},
+        {OD_OPID_amin, {OD_RED_AMIN, "amin", 1, 2, -1, -1, -1}},
+        {OD_OPID_argmax, {OD_RED_ARGMAX, "argmax", 1, 2, -1, -1, -1}},
+        {OD_OPID_var, {OD_RED_VAR, "var", -1, -1, -1, 1, -1}},
+        {OD_OPID_var_dim, {OD_RED_VAR, "var", 1, 3, -1, 2, -1}},
+        {OD_OPID_var_correction, {OD_RED_VAR, "var", 1, 3, -1, -1, 2}},
+    };
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
+        if (tab[i].id == id) {
+            *l = tab[i].l;
+            return true;
+        }
+    return false;
+}
+
+/* torch's zero_numel_check_dims for one dim: the reduced dim must be non-empty. */
+static od_status check_nonempty_dim(const char *fn, const od_tensor *self, int64_t dim_as_given,
+                                    int wrapped, od_error *err)
+{
+    if (self->ndim > 0 && self->sizes[wrapped] == 0)
+        return od_error_set(err, OD_EINVAL, "%s(): Expected reduction dim %" PRId64 " to have non-zero size.",
+                            fn, dim_as_given);
+    return OD_OK;
+}
+
+od_status od_reduce_parse(od_opid id, const od_stack *s, od_reduce_info *info, od_error *err)
+{
+    red_layout l;
+    if (!red_layout_of(id, &l))
+        return od_error_set(err, OD_EINTERNAL, "od_reduce_parse: %s is not a reduction",
+                            op_short_name(id));
+    od_tensor *self = NULL;
+    od_status st = arg_tensor(s, 0, l.name, "self", &self, err);
+    if (st)
+        return st;
+    memset(info, 0, sizeof *info);
+    info->kind = l.kind;
+    if (l.keepdim >= 0 && (st = arg_bool(s, l.keepdim, l.name, "keepdim", &info->keepdim, err)))
+        return st;
+    const od_value *dim_arg = l.dim >= 0 && l.dim < s->nargs ? &s->args[l.dim] : NULL;
+    if (l.kind == OD_RED_ARGMAX && dim_arg && dim_arg->tag != OD_T_NONE && dim_arg->tag != OD_T_INT)
+        return od_error_set(err, OD_EINVAL, "argmax(): argument 'dim' must be an int or None");
+    if ((st = od_reduce_dims(dim_arg, self->ndim, &info->mask, err)))
+        return st;
+
+    od_dtype in = self->dtype;
+    bool has_dt = false;
+    od_dtype dt = in;
+    if (l.dtype >= 0 && (st = arg_opt_dtype(s, l.dtype, l.name, "dtype", &has_dt, &dt, err)))
+        return st;
+    int64_t numel = od_tensor_numel(self);
+
+    switch (l.kind) {
+    case OD_RED_SUM:
+    case OD_RED_MEAN: {
+        /* get_dtype_from_self(self, dtype, promote_integers=true) */
+        od_dtype out = has_dt ? dt : od_dtype_is_integral(in, true) ? OD_INT64 : in;
+        if (l.kind == OD_RED_MEAN && !od_dtype_is_floating(out))
+            return od_error_set(err, OD_EUNSUPPORTED,
+                                "mean(): could not infer output dtype. %s dtype must be either a "
+                                "floating point or complex dtype. Got: %s",
+                                has_dt ? "Optional" : "Input", torch_type_name(has_dt ? dt : in));
+        info->out_dtype = out;
+        break;
+    }
+    case OD_RED_AMAX:
+    case OD_RED_AMIN: {
+        info->out_dtype = in;
+        if (numel == 0) {
+            const char *fn = l.kind == OD_RED_AMAX ? "amax" : "amin";
+            size_t n = dim_arg && dim_arg->tag == OD_T_INT_LIST ? dim_arg->u.list.n
+                       : dim_arg && dim_arg->tag == OD_T_INT    ? 1
+                                                                : 0;
+            if (n == 0)
+                return od_error_set(err, OD_EINVAL,
+                                    "%s(): Expected reduction dim to be specified for input.numel() "
+                                    "== 0. Specify the reduction dim with the 'dim' argument.",
+                                    fn);
+            const int64_t *dims = dim_arg->tag == OD_T_INT ? &dim_arg->u.i : dim_arg->u.list.items;
+            for (size_t i = 0; i < n; i++) {
+                int w;
+                if ((st = od_wrap_dim(dims[i], self->ndim, &w, err)) ||
+                    (st = check_nonempty_dim(fn, self, dims[i], w, err)))
+                    return st;
+            }
+        }
+        break;
+    }
+    case OD_RED_ARGMAX:
+        if (in == OD_BOOL)
+            return od_error_set(err, OD_EUNSUPPORTED, "\"argmax_cpu\" not implemented for 'Bool'");
+        info->out_dtype = OD_INT64;
+        if (dim_arg && dim_arg->tag == OD_T_INT) {
+            int w;
+            if ((st = od_wrap_dim(dim_arg->u.i, self->ndim, &w, err)) ||
+                (st = check_nonempty_dim("argmax", self, w, w, err)))
+                return st;
+        } else if (numel == 0) {
+            return od_error_set(err, OD_EINVAL,
+                                "argmax(): Expected reduction dim to be specified for input.numel() == 0.");
+        }
+        break;
+    case OD_RED_VAR: {
+        if (!od_dtype_is_floating(in))
+            return od_error_set(err, OD_EUNSUPPORTED,
+                                "std and var only support floating point and complex dtypes");
+        info->out_dtype = in;
+        info->correction = 1;
+        if (l.unbiased >= 0) {
+            bool unbiased = true;
+            if ((st = arg_bool(s, l.unbiased, l.name, "unbiased", &unbiased, err)))
+                return st;
+            info->correction = unbiased ? 1 : 0;
+        } else if (l.correction >= 0 && l.correction < s->nargs &&
+                   s->args[l.correction].tag != OD_T_NONE) {
+            if ((st = arg_int(s, l.correction, l.name, "correction", &info->correction, err)))
+                return st;
+        }
+        break;
+    }
+    }
+    return OD_OK;
+}
+
+od_status od_shape_reduce(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
+{
+    od_reduce_info info;
+    od_status st = od_reduce_parse(id, s, &info, err);
+    if (st)
+        return st;
+    const od_tensor *self = s->args[0].u.t;
+    int64_t sizes[OD_MAX_DIMS];
+    int nd = 0;
+    for (int d = 0; d < self->ndim; d++) {
+        if (info.mask & (1u << d)) {
+            if (info.keepdim)
+                sizes[nd++] = 1;
+        } else {
+            sizes[nd++] = self->sizes[d];
+        }
+    }
+    spec_init(&outs[0], info.out_dtype, self->device, sizes, nd);
+    *nouts = 1;
+    return OD_OK;
+}
+
+/* ---- softmax, layer norm ------------------------------------------------------ */
+
+od_status od_shape_softmax(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
+{
+    bool log = id == OD_OPID__log_softmax;
+    const char *name = log ? "_log_softmax" : "_softmax";
+    od_tensor *self = NULL;
+    int64_t dim = 0;
+    bool h2f = false;
+    od_status st;
+    if ((st = arg_tensor(s, 0, name, "self", &self, err)) ||
+        (st = arg_int(s, 1, name, "dim", &dim, err)) ||
+        (st = arg_bool(s, 2, name, "half_to_float", &h2f, err)))
+        return st;
+    int d;
+    if ((st = od_wrap_dim(dim, self->ndim, &d, err)))
+        return st;
+    if (!od_dtype_is_floating(self->dtype))
+        return od_error_set(err, OD_EUNSUPPORTED, "\"%s_lastdim_kernel_impl\" not implemented for '%s'",
+                            log ? "log_softmax" : "softmax", torch_type_name(self->dtype));
+    if (h2f && self->dtype != OD_FLOAT16)
+        return od_error_set(err, OD_EUNSUPPORTED,
+                            "%s(): conversion is supported for Half type only (half_to_float=True "
+                            "with a %s input)",
+                            name, od_dtype_name(self->dtype));
+    spec_init(&outs[0], h2f ? OD_FLOAT32 : self->dtype, self->device, self->sizes, self->ndim);
+    *nouts = 1;
+    return OD_OK;
+}
+
+static int print_int_list(const int64_t *v, size_t n, char *buf, size_t cap)
+{
+    return od_shape_print(v, (int)n, buf, cap);
+}
+
+od_status od_shape_layer_norm(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts,
+                              od_error *err)
+{
+    (void)id;
+    const char *name = "native_layer_norm";
+    od_tensor *input = NULL, *weight = NULL, *bias = NULL;
+    od_status st;
+    if ((st = arg_tensor(s, 0, name, "input", &input, err)) ||
+        (st = arg_opt_tensor(s, 2, name, "weight", &weight, err)) ||
+        (st = arg_opt_tensor(s, 3, name, "bias", &bias, err)))
+        return st;
+    if (s->nargs < 5 || !od_value_is_number(&s->args[4]))
+        return od_error_set(err, OD_EINVAL, "%s(): argument 'eps' must be a float", name);
+    if (s->args[1].tag != OD_T_INT_LIST)
+        return od_error_set(err, OD_EINVAL, "%s(): argument 'normalized_shape' must be a list of ints",
+                            name);
+    const int64_t *ns = s->args[1].u.list.items;
+    size_t nn = s->args[1].u.list.n;
+    char nsbuf[256], b2[256];
+    print_int_list(ns, nn, nsbuf, sizeof nsbuf);
+    if (nn < 1)
+        return od_error_set(err, OD_EINVAL,
+                            "Expected normalized_shape to be at least 1-dimensional, i.e., containing "
+                            "at least one element, but got normalized_shape = %s",
+                            nsbuf);
+    const struct {
+        od_tensor *t;
+        const char *what;
+    } affine[2] = {{weight, "weight"}, {bias, "bias"}};
+    for (int i = 0; i < 2; i++) {
+        od_tensor *t = affine[i].t;
+        if (!t)
+            continue;
+        bool same = (size_t)t->ndim == nn;
+        for (size_t k = 0; same && k < nn; k++)
+            same = t->sizes[k] == ns[k];
+        if (!same) {
+            od_shape_print(t->sizes, t->ndim, b2, sizeof b2);
+            return od_error_set(err, OD_EMISMATCH,
+                                "Expected %s to be of same shape as normalized_shape, but got %s of "
+                                "shape %s and normalized_shape = %s",
+                                affine[i].what, affine[i].what, b2, nsbuf);
+        }
+    }
+    bool ok = (size_t)input->ndim >= nn;
+    int axis = ok ? input->ndim - (int)nn : 0;
+    for (size_t k = 0; ok && k < nn; k++)
+        ok = input->sizes[axis + (int)k] == ns[k];
+    if (!ok) {
+        char star[300];
+        size_t p = (size_t)snprintf(star, sizeof star, "[*");
+        for (size_t k = 0; k < nn && p < sizeof star; k++)
+            p += (size_t)snprintf(star + p, sizeof star - p, ", %" PRId64, ns[k]);
+        if (p < sizeof star)
+            snprintf(star + p, sizeof star - p, "]");
+        od_shape_print(input->sizes, input->ndim, b2, sizeof b2);
+        return od_error_set(err, OD_EMISMATCH,
+                            "Given normalized_shape=%s, expected input with shape %s, but got input "
+                            "of size%s",
+                            nsbuf, star, b2);
+    }
+    if (!od_dtype_is_floating(input->dtype))
+        return od_error_set(err, OD_EUNSUPPORTED, "\"LayerNormKernelImpl\" not implemented for '%s'",
+                            torch_type_name(input->dtype));
+    for (int i = 0; i < 2; i++) {
+        od_tensor *t = affine[i].t;
+        if (!t)
+            continue;
+        if (t->dtype != input->dtype)
+            return od_error_set(err, OD_EMISMATCH,
+                                "%s(): expected %s to have the same dtype as input (%s), but got %s",
+                                name, affine[i].what, od_dtype_name(input->dtype),
+                                od_dtype_name(t->dtype));
+        if ((st = check_same_device(name, input, t, err)))
+            return st;
+    }
+    spec_init(&outs[0], input->dtype, input->device, input->sizes, input->ndim);
+    int64_t stat_sizes[OD_MAX_DIMS];
+    for (int d = 0; d < input->ndim; d++)
+        stat_sizes[d] = d < axis ? input->sizes[d] : 1;
+    spec_init(&outs[1], input->dtype, input->device, stat_sizes, input->ndim);
+    spec_init(&outs[2], input->dtype, input->device, stat_sizes, input->ndim);
+    *nouts = 3;
+    return OD_OK;
+}
+
+/* ---- matrix products ---------------------------------------------------------- */
+
+static od_status shape_mm(const char *op, const od_tensor *a, const od_tensor *b, const char *an,
+                          const char *bn, od_error *err)
+{
+    if (a->ndim != 2)
+        return od_error_set(err, OD_EMISMATCH, "%s must be a matrix, got %d-D tensor", an, a->ndim);
+    if (b->ndim != 2)
+        return od_error_set(err, OD_EMISMATCH, "%s must be a matrix, got %d-D tensor", bn, b->ndim);
+    if (a->sizes[1] != b->sizes[0])
+        return od_error_set(err, OD_EMISMATCH,
+                            "mat1 and mat2 shapes cannot be multiplied (%" PRId64 "x%" PRId64
+                            " and %" PRId64 "x%" PRId64 ")",
+                            a->sizes[0], a->sizes[1], b->sizes[0], b->sizes[1]);
+    if (a->dtype != b->dtype)
+        return od_error_set(err, OD_EMISMATCH,
+                            "expected m1 and m2 to have the same dtype, but got: %s != %s",
+                            torch_meta_name(a->dtype), torch_meta_name(b->dtype));
+    return check_same_device(op, a, b, err);
+}
+
+od_status od_shape_matmul(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
+{
+    od_tensor *a = NULL, *b = NULL, *self = NULL;
+    od_status st;
+    *nouts = 1;
+    switch (id) {
+    case OD_OPID_mm: {
+        if ((st = arg_tensor(s, 0, "mm", "self", &a, err)) ||
+            (st = arg_tensor(s, 1, "mm", "mat2", &b, err)))
+            return st;
+        /* torch's mm says "self must be a matrix" without the rank. */
+        if (a->ndim != 2)
+            return od_error_set(err, OD_EMISMATCH, "self must be a matrix");
+        if (b->ndim != 2)
+            return od_error_set(err, OD_EMISMATCH, "mat2 must be a matrix");
+        if ((st = shape_mm("mm", a, b, "self", "mat2", err)))
+            return st;
+        int64_t sz[2] = {a->sizes[0], b->sizes[1]};
+        spec_init(&outs[0], a->dtype, a->device, sz, 2);
+        return OD_OK;
+    }
+    case OD_OPID_addmm: {
+        if ((st = arg_tensor(s, 0, "addmm", "self", &self, err)) ||
+            (st = arg_tensor(s, 1, "addmm", "mat1", &a, err)) ||
+            (st = arg_tensor(s, 2, "addmm", "mat2", &b, err)))
+            return st;
+        if ((st = shape_mm("addmm", a, b, "mat1", "mat2", err)))
+            return st;
+        for (int i = 3; i <= 4; i++)
+            if (i >= s->nargs || !od_value_is_number(&s->args[i]))
+                return od_error_set(err, OD_EINVAL, "addmm(): argument '%s' must be a Scalar",
+                                    i == 3 ? "beta" : "alpha");
+        if (self->dtype != a->dtype)
+            return od_error_set(err, OD_EMISMATCH,
+                                "self and mat2 must have the same dtype, but got %s and %s",
+                                torch_type_name(self->dtype), torch_type_name(b->dtype));
+        if ((st = check_same_device("addmm", a, self, err)))
+            return st;
+        int64_t sz[2] = {a->sizes[0], b->sizes[1]};
+        /* self must expand to [n, m] (torch's expand_size). */
+        char ts[64], ss[256];
+        if (self->ndim > 2) {
+            od_shape_print(self->sizes, self->ndim, ss, sizeof ss);
+            return od_error_set(err, OD_EMISMATCH,
+                                "addmm(): expand(self of size %s, size=[%" PRId64 ", %" PRId64
+                                "]): the number of sizes provided (2) must be greater or equal to "
+                                "the number of dimensions in the tensor (%d)",
+                                ss, sz[0], sz[1], self->ndim);
+        }
+        for (int d = 0; d < self->ndim; d++) {
+            int td = 2 - self->ndim + d;
+            if (self->sizes[d] != 1 && self->sizes[d] != sz[td]) {
+                od_shape_print(sz, 2, ts, sizeof ts);
+                od_shape_print(self->sizes, self->ndim, ss, sizeof ss);
+                return od_error_set(err, OD_EMISMATCH,
+                                    "The expanded size of the tensor (%" PRId64
+                                    ") must match the existing size (%" PRId64
+                                    ") at non-singleton dimension %d.  Target sizes: %s.  Tensor "
+                                    "sizes: %s",
+                                    sz[td], self->sizes[d], td, ts, ss);
+            }
+        }
+        spec_init(&outs[0], a->dtype, a->device, sz, 2);
+        return OD_OK;
+    }
+    case OD_OPID_bmm: {
+        if ((st = arg_tensor(s, 0, "bmm", "self", &a, err)) ||
+            (st = arg_tensor(s, 1, "bmm", "mat2", &b, err)))
+            return st;
+        if (a->ndim != 3)
+            return od_error_set(err, OD_EMISMATCH, "batch1 must be a 3D tensor");
+        if (b->ndim != 3)
+            return od_error_set(err, OD_EMISMATCH, "batch2 must be a 3D tensor");
+        if (b->sizes[0] != a->sizes[0] || b->sizes[1] != a->sizes[2])
+            return od_error_set(err, OD_EMISMATCH,
+                                "Expected size for first two dimensions of batch2 tensor to be: [%" PRId64
+                                ", %" PRId64 "] but got: [%" PRId64 ", %" PRId64 "].",
+                                a->sizes[0], a->sizes[2], b->sizes[0], b->sizes[1]);
+        if (a->dtype != b->dtype)
+            return od_error_set(err, OD_EMISMATCH,
+                                "expected batch1 and batch2 to have the same dtype, but got: %s != %s",
+                                torch_meta_name(a->dtype), torch_meta_name(b->dtype));
+        if ((st = check_same_device("bmm", a, b, err)))
+            return st;
+        int64_t sz[3] = {a->sizes[0], a->sizes[1], b->sizes[2]};
+        spec_init(&outs[0], a->dtype, a->device, sz, 3);
+        return OD_OK;
+    }
+    case OD_OPID_dot: {
+        if ((st = arg_tensor(s, 0, "dot", "self", &a, err)) ||
+            (st = arg_tensor(s, 1, "dot", "tensor", &b, err)))
+            return st;
+        if (a->ndim != 1 || b->ndim != 1)
+            return od_error_set(err, OD_EMISMATCH, "1D tensors expected, but got %dD and %dD tensors",
+                                a->ndim, b->ndim);
+        if (a->dtype != b->dtype)
+            return od_error_set(err, OD_EMISMATCH,
+                                "dot : expected both vectors to have same dtype, but found %s and %s",
+                                torch_type_name(a->dtype), torch_type_name(b->dtype));
+        if (a->sizes[0] != b->sizes[0])
+            return od_error_set(err, OD_EMISMATCH,
+                                "inconsistent tensor size, expected tensor [%" PRId64
+                                "] and src [%" PRId64 "] to have the same number of elements, but "
+                                "got %" PRId64 " and %" PRId64 " elements respectively",
+                                a->sizes[0], b->sizes[0], a->sizes[0], b->sizes[0]);
+        if ((st = check_same_device("dot", a, b, err)))
+            return st;
+        spec_init(&outs[0], a->dtype, a->device, NULL, 0);
+        return OD_OK;
+    }
+    default:
+        return od_error_set(err, OD_EINTERNAL, "od_shape_matmul: %s is not a matrix product",
+                            op_short_name(id));
+    }
+}
+
+/* ---- cat, index_select ---------------------------------------------------------- */
+
+od_status od_shape_cat(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
+{
+    (void)id;
+    if (s->nargs < 2 || s->args[0].tag != OD_T_TENSOR_LIST)
+        return od_error_set(err, OD_EINVAL, "cat(): argument 'tensors' must be a list of Tensors");
+    int64_t dim = 0;
+    od_status st = arg_int(s, 1, "cat", "dim", &dim, err);
+    if (st)
+        return st;
+    od_tensor **ts = s->args[0].u.list.items;
+    size_t n = s->args[0].u.list.n;
+    if (n == 0)
+        return od_error_set(err, OD_EINVAL, "torch.cat(): expected a non-empty list of Tensors");
+    for (size_t i = 0; i < n; i++) {
+        if (!ts[i])
+            return od_error_set(err, OD_EINVAL, "cat(): tensors[%zu] is None; expected a Tensor", i);
+        if (ts[i]->ndim == 0)
+            return od_error_set(err, OD_EMISMATCH,
+                                "zero-dimensional tensor (at position %zu) cannot be concatenated", i);
+        if ((st = check_same_device("cat", ts[0], ts[i], err)))
+            return st;
+    }
+    /* torch.cat promotes across every input, skipped legacy empties included. */
+    od_result_arg ra[64];
+    od_dtype out_dt = ts[0]->dtype;
+    for (size_t i = 0; i < n; i += 64) {
+        size_t k = n - i < 64 ? n - i : 64;
+        for (size_t j = 0; j < k; j++) {
+            ra[j].tensor = ts[i + j];
+            ra[j].scalar_kind = OD_SCALAR_INT;
+        }
+        od_dtype part = od_result_type(ra, (int)k);
+        out_dt = i == 0 ? part : od_promote_types(out_dt, part);
+    }
+    size_t first = n;
+    for (size_t i = 0; i < n; i++)
+        if (!od_cat_should_skip(ts[i])) {
+            first = i;
+            break;
+        }
+    if (first == n) { /* everything skipped: torch returns shape [0] */
+        int64_t z = 0;
+        spec_init(&outs[0], out_dt, ts[0]->device, &z, 1);
+        *nouts = 1;
+        return OD_OK;
+    }
+    const od_tensor *ref = ts[first];
+    int d;
+    if ((st = od_wrap_dim(dim, ref->ndim, &d, err)))
+        return st;
+    int64_t sizes[OD_MAX_DIMS];
+    memcpy(sizes, ref->sizes, sizeof sizes);
+    sizes[d] = 0;
+    for (size_t i = 0; i < n; i++) {
+        const od_tensor *t = ts[i];
+        if (od_cat_should_skip(t))
+            continue;
+        if (t->ndim != ref->ndim)
+            return od_error_set(err, OD_EMISMATCH,
+                                "Tensors must have same number of dimensions: got %d and %d", ref->ndim,
+                                t->ndim);
+        for (int k = 0; k < ref->ndim; k++) {
+            if (k != d && t->sizes[k] != ref->sizes[k])
+                return od_error_set(err, OD_EMISMATCH,
+                                    "Sizes of tensors must match except in dimension %d. Expected "
+                                    "size %" PRId64 " but got size %" PRId64
+                                    " for tensor number %zu in the list.",
+                                    d, ref->sizes[k], t->sizes[k], i);
+        }
+        if (sizes[d] > INT64_MAX - t->sizes[d])
+            return od_error_set(err, OD_ETOOLARGE, "cat(): the result's size in dimension %d overflows", d);
+        sizes[d] += t->sizes[d];
+    }
+    spec_init(&outs[0], out_dt, ref->device, sizes, ref->ndim);
+    *nouts = 1;
+    return OD_OK;
+}
+
+od_status od_shape_index_select(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts,
+                                od_error *err)
+{
+    (void)id;
+    od_tensor *self = NULL, *index = NULL;
+    int64_t dim = 0;
+    od_status st;
+    if ((st = arg_tensor(s, 0, "index_select", "self", &self, err)) ||
+        (st = arg_int(s, 1, "index_select", "dim", &dim, err)) ||
+        (st = arg_tensor(s, 2, "index_select", "index", &index, err)))
+        return st;
+    int d;
+    if ((st = od_wrap_dim(dim, self->ndim, &d, err)))
+        return st;
+    if (index->ndim > 1)
+        return od_error_set(err, OD_EINVAL, "index_select(): Index is supposed to be a vector");
+    int64_t numel = od_tensor_numel(index);
+    if (self->ndim == 0 && numel != 1)
+        return od_error_set(err, OD_EINVAL,
+                            "index_select(): Index to scalar can have only 1 value, got %" PRId64
+                            " value(s)",
+                            numel);
+    if (index->dtype != OD_INT64 && index->dtype != OD_INT32)
+        return od_error_set(err, OD_EMISMATCH, "index_select(): Expected dtype int32 or int64 for index");
+    if ((st = check_same_device("index_select", self, index, err)))
+        return st;
+    int64_t sizes[OD_MAX_DIMS];
+    memcpy(sizes, self->sizes, sizeof sizes);
+    if (self->ndim > 0)
+        sizes[d] = numel;
+    spec_init(&outs[0], self->dtype, self->device, sizes, self->ndim);
+    *nouts = 1;
+    return OD_OK;
+}

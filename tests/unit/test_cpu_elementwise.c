@@ -1,0 +1,1573 @@
+/* test_cpu_elementwise.c — the CPU elementwise kernels, copies, fill_,
+ * arange and rand/randn, called through the dispatcher (od_init +
+ * od_call_builtin, so registration and the shape functions are exercised).
+ *
+ * Every numeric check compares with a reference computed here: in double
+ * (long double for rounding divisions) for floating results, in exact
+ * 64-bit modular arithmetic for integers, after casting the inputs to the
+ * common dtype the test computes with its own promotion table (torch's
+ * result_type rules). Inputs are fresh random tensors of random rank (0-4),
+ * sizes (0 included), dtypes and layouts (permuted, sliced with a step,
+ * expanded), with NaN/Inf and integer extremes mixed in; a few cases are
+ * large enough to take the parallel path. The seed is printed on failure;
+ * OD_TEST_SEED=<n> reruns it.
+ */
+/* cpu_testutil.h's helpers are plain static functions; not all are used here. */
+#pragma GCC diagnostic ignored "-Wunused-function"
+
+#include "cpu/cpu_kernels.h"
+#include "cpu_testutil.h"
+#include "od_shape.h"
+
+TestSuite(cpu_ew, .init = test_setup);
+
+/* ---- independent dtype rules ----------------------------------------------------- */
+
+static bool isflt(od_dtype dt)
+{
+    return dt == OD_FLOAT16 || dt == OD_BFLOAT16 || dt == OD_FLOAT32 || dt == OD_FLOAT64;
+}
+static int bytes_of(od_dtype dt)
+{
+    switch (dt) {
+    case OD_BOOL: case OD_UINT8: case OD_INT8: return 1;
+    case OD_INT16: case OD_FLOAT16: case OD_BFLOAT16: return 2;
+    case OD_INT32: case OD_FLOAT32: return 4;
+    default: return 8;
+    }
+}
+
+/* torch.promote_types */
+static od_dtype ref_promote(od_dtype a, od_dtype b)
+{
+    if (a == b)
+        return a;
+    if (a == OD_BOOL)
+        return b;
+    if (b == OD_BOOL)
+        return a;
+    if (isflt(a) != isflt(b))
+        return isflt(a) ? a : b;
+    if (isflt(a)) {
+        if ((a == OD_FLOAT16 && b == OD_BFLOAT16) || (a == OD_BFLOAT16 && b == OD_FLOAT16))
+            return OD_FLOAT32;
+        return bytes_of(a) >= bytes_of(b) ? a : b;
+    }
+    if (a == OD_UINT8 || b == OD_UINT8) {
+        od_dtype o = a == OD_UINT8 ? b : a;
+        return o == OD_INT8 ? OD_INT16 : o;
+    }
+    return bytes_of(a) >= bytes_of(b) ? a : b;
+}
+
+/* One participant of result_type: a tensor's dtype and rank, or a number. */
+typedef struct part {
+    enum { P_TENSOR, P_BOOL, P_INT, P_FLOAT, P_NONE } kind;
+    od_dtype dt;
+    int ndim;
+} part;
+
+#define UNDEF OD_NUM_DTYPES
+static od_dtype prom_u(od_dtype a, od_dtype b) { return a == UNDEF ? b : b == UNDEF ? a : ref_promote(a, b); }
+static od_dtype combine(od_dtype hi, od_dtype lo)
+{
+    if (hi == UNDEF)
+        return lo;
+    if (lo == UNDEF)
+        return hi;
+    if (isflt(hi))
+        return hi;
+    if (hi == OD_BOOL || isflt(lo))
+        return ref_promote(hi, lo);
+    return hi;
+}
+static od_dtype ref_result_type(const part *p, int n)
+{
+    od_dtype dim = UNDEF, zero = UNDEF, wrapped = UNDEF;
+    for (int i = 0; i < n; i++) {
+        switch (p[i].kind) {
+        case P_TENSOR:
+            if (p[i].ndim > 0)
+                dim = prom_u(dim, p[i].dt);
+            else
+                zero = prom_u(zero, p[i].dt);
+            break;
+        case P_BOOL: wrapped = prom_u(wrapped, OD_BOOL); break;
+        case P_INT: wrapped = prom_u(wrapped, OD_INT64); break;
+        case P_FLOAT: wrapped = prom_u(wrapped, OD_FLOAT32); break;
+        default: break;
+        }
+    }
+    return combine(dim, combine(zero, wrapped));
+}
+
+/* ---- reference values ------------------------------------------------------------------ */
+
+/* A value in the test's own representation: exact int64 or double. */
+typedef struct rv {
+    bool is_int;
+    int64_t i;
+    double d;
+} rv;
+
+static rv RI(int64_t i) { return (rv){true, i, (double)i}; }
+static rv RD(double d) { return (rv){false, 0, d}; }
+
+static int64_t wrapi(int64_t v, od_dtype dt) { return wrap_to(v, dt); }
+
+/* Float -> integer as torch casts on x86 (via int32 for <= 32-bit dtypes). */
+static int64_t f2i(double d, od_dtype dt)
+{
+    if (dt == OD_BOOL)
+        return d != 0;
+    if (dt == OD_INT64)
+        return (d >= -9223372036854775808.0 && d < 9223372036854775808.0) ? (int64_t)d : INT64_MIN;
+    int64_t v = (d > -2147483649.0 && d < 2147483648.0) ? (int64_t)d : (int64_t)INT32_MIN;
+    return wrapi(v, dt);
+}
+
+static double round_fp(double d, od_dtype dt)
+{
+    switch (dt) {
+    case OD_FLOAT16: return to_half_value(d);
+    case OD_BFLOAT16: return to_bf16_value(d);
+    case OD_FLOAT32: return (double)(float)d;
+    default: return d;
+    }
+}
+
+static rv ref_cast(rv v, od_dtype to)
+{
+    if (!isflt(to))
+        return RI(v.is_int ? wrapi(v.i, to) : f2i(v.d, to));
+    if (v.is_int) /* int -> double is direct; -> half goes through float, like c10::Half(float) */
+        return RD(to == OD_FLOAT64 ? (double)v.i : round_fp((double)(float)v.i, to));
+    return RD(round_fp(v.d, to));
+}
+
+static rv get_rv(const od_tensor *t, const int64_t *idx)
+{
+    return isflt(t->dtype) ? RD(get_d(t, idx)) : RI(get_i(t, idx));
+}
+
+/* ---- random inputs ---------------------------------------------------------------------- */
+
+static int64_t int_min_of(od_dtype dt)
+{
+    switch (dt) {
+    case OD_BOOL: case OD_UINT8: return 0;
+    case OD_INT8: return INT8_MIN;
+    case OD_INT16: return INT16_MIN;
+    case OD_INT32: return INT32_MIN;
+    default: return INT64_MIN;
+    }
+}
+static int64_t int_max_of(od_dtype dt)
+{
+    switch (dt) {
+    case OD_BOOL: return 1;
+    case OD_UINT8: return 255;
+    case OD_INT8: return INT8_MAX;
+    case OD_INT16: return INT16_MAX;
+    case OD_INT32: return INT32_MAX;
+    default: return INT64_MAX;
+    }
+}
+
+/* Random value of dt; `special` percent of them NaN/Inf/zero/huge/tiny for
+ * floats, or extremes (min, max, -1, 0, 1) for integers. */
+static rv gen_value(od_dtype dt, int special)
+{
+    if ((int)(rng_next() % 100) < special) {
+        if (isflt(dt)) {
+            static const double sp[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 1e-3, 50, -50, 100, -100, 1e4, -1e-4};
+            return RD(round_fp(sp[rng_next() % (sizeof sp / sizeof sp[0])], dt));
+        }
+        switch (rng_next() % 5) {
+        case 0: return RI(int_min_of(dt));
+        case 1: return RI(int_max_of(dt));
+        case 2: return RI(dt == OD_BOOL || dt == OD_UINT8 ? 0 : -1);
+        case 3: return RI(0);
+        default: return RI(1);
+        }
+    }
+    if (isflt(dt))
+        return RD(rand_value(dt));
+    return RI((int64_t)rand_value(dt));
+}
+
+static void put_rv(od_tensor *t, const int64_t *idx, rv v)
+{
+    if (v.is_int)
+        set_i(t, idx, v.i);
+    else
+        set_d(t, idx, v.d);
+}
+
+/* Fills every element of t (a view: writes go through its strides). */
+static void fill_gen(od_tensor *t, int special, int64_t lo, int64_t hi, bool nonzero)
+{
+    if (od_tensor_numel(t) == 0)
+        return;
+    int64_t idx[OD_MAX_DIMS] = {0};
+    do {
+        rv v;
+        if (lo <= hi) /* bounded integers (exponents) */
+            v = isflt(t->dtype) ? RD(round_fp((double)rng_int(lo, hi), t->dtype)) : RI(rng_int(lo, hi));
+        else
+            v = gen_value(t->dtype, special);
+        if (nonzero && ((v.is_int && v.i == 0) || (!v.is_int && v.d == 0)))
+            v = v.is_int ? RI(1) : RD(1.0);
+        put_rv(t, idx, v);
+    } while (next_index(idx, t->sizes, t->ndim));
+}
+
+/* A tensor of the given shape with layout 0 contiguous, 1 permuted/strided,
+ * 2 expanded (stride-0 dims; read-only use). Values from fill_gen. */
+static od_tensor *gen_tensor(const int64_t *sizes, int nd, od_dtype dt, int layout, int special)
+{
+    if (layout == 2 && nd > 0) {
+        int64_t small[OD_MAX_DIMS];
+        for (int d = 0; d < nd; d++)
+            small[d] = rng_next() % 2 ? 1 : sizes[d];
+        od_tensor *base = t_rand_layout(small, nd, dt, 1);
+        fill_gen(base, special, 1, 0, false);
+        od_tensor *e = NULL;
+        OKCALL(od_expand(base, sizes, nd, &e, &e_));
+        od_tensor_release(base);
+        return e;
+    }
+    od_tensor *t = t_rand_layout(sizes, nd, dt, layout);
+    fill_gen(t, special, 1, 0, false);
+    return t;
+}
+
+static int rand_layout(void) { return (int)(rng_next() % 3); }
+
+/* Random output shape: rank 0-4, sizes 0-5 (0 rarely); big => ~40-100K elements. */
+static int rand_shape(int64_t *sizes, bool big)
+{
+    int nd = (int)rng_int(0, 4);
+    if (big) {
+        nd = (int)rng_int(1, 3);
+        int64_t target = rng_int(40000, 100000);
+        for (int d = 0; d < nd; d++)
+            sizes[d] = d == nd - 1 ? target : rng_int(1, 4);
+        if (nd > 1) {
+            int64_t rest = 1;
+            for (int d = 0; d < nd - 1; d++)
+                rest *= sizes[d];
+            sizes[nd - 1] = target / rest;
+        }
+        return nd;
+    }
+    for (int d = 0; d < nd; d++)
+        sizes[d] = rng_next() % 12 == 0 ? 0 : rng_int(1, 5);
+    return nd;
+}
+
+/* A shape that broadcasts to out: leading dims dropped, some dims set to 1. */
+static int bcast_shape(const int64_t *out, int nd, int64_t *s)
+{
+    int drop = nd > 0 && rng_next() % 3 == 0 ? (int)rng_int(0, nd) : 0;
+    int n = nd - drop;
+    for (int d = 0; d < n; d++)
+        s[d] = rng_next() % 3 == 0 ? 1 : out[d + drop];
+    return n;
+}
+
+static od_dtype rand_dtype(void) { return PICK(ALL_DTS); }
+
+/* ---- comparison helpers ------------------------------------------------------------------ */
+
+static double abs_floor(od_dtype dt)
+{
+    switch (dt) {
+    case OD_FLOAT16: return ldexp(1.0, -23);
+    case OD_BFLOAT16: return 1e-37;
+    case OD_FLOAT32: return 1e-37;
+    default: return 1e-300;
+    }
+}
+
+/* got (in dtype dt) matches the unrounded reference r within ulps * eps * mag. */
+static bool fp_match(double got, double r, od_dtype dt, double ulps, double mag)
+{
+    if (isnan(r))
+        return isnan(got);
+    double rr = round_fp(r, dt);
+    if (isinf(rr) || isinf(r))
+        return got == rr || got == r || (isinf(got) && fabs(r) > 1e300) ||
+               (!isinf(got) && fabs(got - r) <= ulps * dtype_eps(dt) * fabs(r));
+    if (got == rr)
+        return true;
+    double m = fmax(fabs(r), mag);
+    return fabs(got - r) <= ulps * dtype_eps(dt) * m + abs_floor(dt);
+}
+
+static void idx_str(const int64_t *idx, int nd, char *buf, size_t cap)
+{
+    od_shape_print(idx, nd, buf, cap);
+}
+
+/* Index of out element idx into a broadcast operand t (aligned right). */
+static void bidx(const od_tensor *t, const int64_t *idx, int nd, int64_t *ti)
+{
+    for (int d = 0; d < t->ndim; d++) {
+        int od = d + nd - t->ndim;
+        ti[d] = t->sizes[d] == 1 ? 0 : idx[od];
+    }
+}
+
+/* An argument: a tensor, or a Python number. */
+typedef struct arg {
+    od_tensor *t; /* NULL: a number */
+    int kind;     /* P_BOOL / P_INT / P_FLOAT for numbers */
+    rv v;
+} arg;
+
+static od_value arg_value(const arg *a)
+{
+    if (a->t)
+        return tv(a->t);
+    if (a->kind == P_BOOL)
+        return od_bool(a->v.i != 0);
+    if (a->kind == P_INT)
+        return od_int(a->v.i);
+    return od_double(a->v.d);
+}
+
+static part arg_part(const arg *a)
+{
+    if (a->t)
+        return (part){P_TENSOR, a->t->dtype, a->t->ndim};
+    return (part){a->kind, UNDEF, 0};
+}
+
+/* The argument's value at output index idx. */
+static rv arg_at(const arg *a, const int64_t *idx, int nd)
+{
+    if (!a->t)
+        return a->v;
+    int64_t ti[OD_MAX_DIMS];
+    bidx(a->t, idx, nd, ti);
+    return get_rv(a->t, ti);
+}
+
+static arg scalar_arg(od_dtype like, int special)
+{
+    arg a = {NULL, P_INT, RI(0)};
+    switch (rng_next() % 3) {
+    case 0:
+        a.kind = P_BOOL;
+        a.v = RI((int64_t)(rng_next() & 1));
+        break;
+    case 1:
+        a.kind = P_INT;
+        a.v = gen_value(isflt(like) ? OD_INT16 : like == OD_BOOL ? OD_INT8 : like, special);
+        if (!a.v.is_int)
+            a.v = RI((int64_t)a.v.d);
+        break;
+    default:
+        a.kind = P_FLOAT;
+        a.v = gen_value(OD_FLOAT64, special);
+        break;
+    }
+    return a;
+}
+
+static arg tensor_arg(const int64_t *out, int nd, od_dtype dt, int special)
+{
+    int64_t s[OD_MAX_DIMS];
+    int n = bcast_shape(out, nd, s);
+    arg a = {gen_tensor(s, n, dt, rand_layout(), special), P_TENSOR, RI(0)};
+    return a;
+}
+
+static void arg_release(arg *a) { od_tensor_release(a->t); }
+
+/* Broadcast shape of the tensor arguments (numbers are 0-dim); false when
+ * they do not broadcast. Written here, independently of the library. */
+static bool ref_bshape(const arg *const *as, int n, int64_t *out, int *nd)
+{
+    *nd = 0;
+    for (int k = 0; k < n; k++) {
+        const od_tensor *t = as[k] ? as[k]->t : NULL;
+        if (!t)
+            continue;
+        int m = t->ndim > *nd ? t->ndim : *nd;
+        int64_t r[OD_MAX_DIMS];
+        for (int d = 0; d < m; d++) {
+            int da = d - (m - *nd), db = d - (m - t->ndim);
+            int64_t x = da >= 0 ? out[da] : 1, y = db >= 0 ? t->sizes[db] : 1;
+            if (x != y && x != 1 && y != 1)
+                return false;
+            r[d] = x == 1 ? y : x;
+        }
+        memcpy(out, r, sizeof(int64_t) * (size_t)m);
+        *nd = m;
+    }
+    return true;
+}
+
+/* ---- binary arithmetic ------------------------------------------------------------------ */
+
+typedef enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_DIVT, OP_DIVF, OP_POW, OP_MAX, OP_MIN } binop;
+static const char *const BNAME[] = {"add", "sub", "mul", "div", "div_trunc", "div_floor", "pow", "maximum", "minimum"};
+
+static uint64_t upow(uint64_t b, int64_t e)
+{
+    uint64_t r = 1;
+    for (int64_t k = 0; k < e; k++)
+        r *= b;
+    return r;
+}
+
+/* Reference of one element in compute dtype ct. *zero: integer division by 0. */
+static rv ref_binary(binop op, rv a, rv b, rv alpha, od_dtype ct, bool *zero)
+{
+    if (!isflt(ct)) {
+        uint64_t x = (uint64_t)a.i, y = (uint64_t)b.i, al = (uint64_t)(alpha.is_int ? alpha.i : (int64_t)alpha.d);
+        switch (op) {
+        case OP_ADD: return RI(wrapi((int64_t)(x + al * y), ct));
+        case OP_SUB: return RI(wrapi((int64_t)(x - al * y), ct));
+        case OP_MUL: return RI(wrapi((int64_t)(x * y), ct));
+        case OP_DIVT:
+        case OP_DIVF: {
+            if (b.i == 0) {
+                *zero = true;
+                return RI(0);
+            }
+            if (b.i == -1)
+                return RI(wrapi((int64_t)(0 - x), ct));
+            int64_t q = a.i / b.i;
+            if (op == OP_DIVF && a.i % b.i != 0 && ((a.i < 0) != (b.i < 0)))
+                q--;
+            return RI(wrapi(q, ct));
+        }
+        case OP_POW:
+            if (b.i < 0)
+                return RI(a.i == 1 ? 1 : a.i == -1 ? ((b.i % 2) ? -1 : 1) : 0);
+            return RI(wrapi((int64_t)upow(x, b.i), ct));
+        case OP_MAX: return RI(a.i > b.i ? a.i : b.i);
+        case OP_MIN: return RI(a.i < b.i ? a.i : b.i);
+        default: return RI(0);
+        }
+    }
+    double x = a.d, y = b.d, al = alpha.is_int ? (double)alpha.i : alpha.d;
+    switch (op) {
+    case OP_ADD: return RD(x + al * y);
+    case OP_SUB: return RD(x - al * y);
+    case OP_MUL: return RD(x * y);
+    case OP_DIV: return RD(x / y);
+    case OP_DIVT: /* torch: trunc of the quotient rounded in the compute type (float for halves) */
+        return RD(ct == OD_FLOAT64 ? trunc(x / y) : (double)truncf((float)x / (float)y));
+    case OP_DIVF:
+        if (y == 0)
+            return RD(x / y);
+        if (isinf(x) || isnan(x) || isnan(y))
+            return RD(NAN);
+        if (isinf(y)) /* ATen: fmod(a, inf) = a, then one is subtracted for opposite signs */
+            return RD(x == 0 ? copysign(0.0, x / y) : ((x < 0) != (y < 0) ? -1.0 : copysign(0.0, x / y)));
+        {
+            long double q = floorl((long double)x / (long double)y);
+            return RD(q == 0 ? copysign(0.0, x / y) : (double)q);
+        }
+    case OP_POW: return RD(pow(x, y));
+    case OP_MAX: return RD(isnan(x) || isnan(y) ? NAN : fmax(x, y));
+    case OP_MIN: return RD(isnan(x) || isnan(y) ? NAN : fmin(x, y));
+    }
+    return RD(0);
+}
+
+static od_opid binop_id(binop op, bool scalar, int div_mode_overload)
+{
+    switch (op) {
+    case OP_ADD: return scalar ? OD_OPID_add_Scalar : OD_OPID_add_Tensor;
+    case OP_SUB: return scalar ? OD_OPID_sub_Scalar : OD_OPID_sub_Tensor;
+    case OP_MUL: return scalar ? OD_OPID_mul_Scalar : OD_OPID_mul_Tensor;
+    case OP_DIV:
+        if (div_mode_overload)
+            return scalar ? OD_OPID_div_Scalar_mode : OD_OPID_div_Tensor_mode;
+        return scalar ? OD_OPID_div_Scalar : OD_OPID_div_Tensor;
+    case OP_DIVT:
+    case OP_DIVF: return scalar ? OD_OPID_div_Scalar_mode : OD_OPID_div_Tensor_mode;
+    case OP_POW: return scalar ? OD_OPID_pow_Tensor_Scalar : OD_OPID_pow_Tensor_Tensor;
+    case OP_MAX: return OD_OPID_maximum;
+    default: return OD_OPID_minimum;
+    }
+}
+
+/* Runs one random case of op; returns false when the combination is one
+ * torch rejects (the caller then checks that the call fails). */
+static void binary_case(binop op, bool big)
+{
+    int64_t out[OD_MAX_DIMS];
+    int nd = rand_shape(out, big);
+    bool scalar = (op != OP_MAX && op != OP_MIN) && rng_next() % 3 == 0;
+    bool pow_scalar_base = op == OP_POW && !scalar && rng_next() % 5 == 0;
+    int special = rng_next() % 2 ? 0 : 8;
+    arg a, b;
+    a = tensor_arg(out, nd, rand_dtype(), special);
+    if (pow_scalar_base) {
+        arg_release(&a);
+        a = scalar_arg(OD_FLOAT32, 0);
+    }
+    b = scalar ? scalar_arg(a.t->dtype, special) : tensor_arg(out, nd, rand_dtype(), special);
+    if (rng_next() % 4 == 0 && !scalar && a.t && nd > 0) { /* 0-dim tensor operand */
+        arg_release(&b);
+        b.t = gen_tensor(NULL, 0, rand_dtype(), 0, special);
+    }
+    part ps[2] = {arg_part(&a), arg_part(&b)};
+    od_dtype rt = ref_result_type(ps, 2);
+    /* Combinations torch rejects are covered by the error tests. */
+    bool a_bool = a.t ? a.t->dtype == OD_BOOL : a.kind == P_BOOL;
+    bool b_bool = b.t ? b.t->dtype == OD_BOOL : b.kind == P_BOOL;
+    if ((op == OP_SUB && (a_bool || b_bool)) || ((op == OP_DIVT || op == OP_DIVF || op == OP_POW) && rt == OD_BOOL) ||
+        (op == OP_POW && scalar && !isflt(a.t->dtype) && b.kind == P_INT && b.v.i < 0)) {
+        arg_release(&a);
+        arg_release(&b);
+        return;
+    }
+    od_dtype ct = rt, ot = rt;
+    if (op == OP_DIV && !isflt(rt))
+        ct = ot = OD_FLOAT32;
+    /* Integer exponents stay small; integer divisors non-zero (zero is its own test). */
+    if (!isflt(ct) && b.t && op == OP_POW)
+        fill_gen(b.t, 0, 0, 12, false);
+    if (!isflt(ct) && a.t && op == OP_POW && a.t->dtype == OD_BOOL)
+        fill_gen(a.t, 0, 0, 1, false);
+    if (!isflt(ct) && (op == OP_DIVT || op == OP_DIVF)) {
+        if (b.t) /* small values stay non-zero after the cast to ct */
+            fill_gen(b.t, 0, b.t->dtype == OD_UINT8 || b.t->dtype == OD_BOOL ? 1 : -100, 100, true);
+        else if (b.v.i == 0 && b.v.is_int)
+            b.v = RI(b.kind == P_BOOL ? 1 : 3);
+    }
+    if (op == OP_POW && scalar && !isflt(ct) && b.v.i < 0)
+        b.v = RI(2);
+    if (op == OP_POW && scalar && !isflt(ct))
+        b.v = RI(b.v.i % 13 < 0 ? -(b.v.i % 13) : b.v.i % 13);
+    /* alpha: bool only for bool results, floats only for floating results */
+    arg alpha = {NULL, P_INT, RI(1)};
+    if (op == OP_ADD || op == OP_SUB) {
+        int r = (int)(rng_next() % 3);
+        if (ct == OD_BOOL)
+            alpha = r == 0 ? (arg){NULL, P_BOOL, RI(rng_next() & 1)} : (arg){NULL, P_INT, RI(rng_int(0, 2))};
+        else if (isflt(ct) && r == 0)
+            alpha = (arg){NULL, P_FLOAT, RD(rng_uniform(-3, 3))};
+        else
+            alpha = (arg){NULL, P_INT, RI(rng_int(-3, 3))};
+    }
+    int mode_overload = op == OP_DIV && rng_next() % 2;
+    od_value args[3] = {arg_value(&a), arg_value(&b), od_none()};
+    int nargs = 2;
+    if (op == OP_ADD || op == OP_SUB) {
+        args[2] = arg_value(&alpha);
+        nargs = 3;
+    } else if (op == OP_DIVT || op == OP_DIVF || mode_overload) {
+        args[2] = op == OP_DIVT ? od_str("trunc") : op == OP_DIVF ? od_str("floor") : od_none();
+        nargs = 3;
+    }
+    od_opid id = pow_scalar_base ? OD_OPID_pow_Scalar : binop_id(op, scalar, mode_overload);
+    od_tensor *o = call1_ok(id, args, nargs);
+    const arg *ab[2] = {&a, &b};
+    TCHECK(ref_bshape(ab, 2, out, &nd), "test bug: shapes do not broadcast");
+    char sb[128], sw[128];
+    TCHECK(same_shape(o, out, nd), "%s: shape %s, want %s", BNAME[op], shape_str(o->sizes, o->ndim, sb, sizeof sb),
+           shape_str(out, nd, sw, sizeof sw));
+    TCHECK(o->dtype == ot, "%s(%s, %s): dtype %s, want %s", BNAME[op],
+           a.t ? dtn(a.t->dtype) : "number", b.t ? dtn(b.t->dtype) : "number", dtn(o->dtype), dtn(ot));
+    if (od_tensor_numel(o) > 0) {
+        int64_t idx[OD_MAX_DIMS] = {0};
+        double ulps = op == OP_POW ? 8 : (op == OP_ADD || op == OP_SUB) ? 4 : 2;
+        do {
+            rv x = ref_cast(arg_at(&a, idx, nd), ct), y = ref_cast(arg_at(&b, idx, nd), ct);
+            bool zero = false;
+            rv r = ref_binary(op, x, y, alpha.v, ct, &zero);
+            int64_t oi[OD_MAX_DIMS];
+            memcpy(oi, idx, sizeof oi);
+            rv g = get_rv(o, oi);
+            char is[64];
+            idx_str(idx, nd, is, sizeof is);
+            if (!isflt(ot)) {
+                int64_t want = ct == OD_BOOL ? (r.i != 0) : r.i;
+                TCHECK(g.i == want, "%s %s at %s: %" PRId64 " op %" PRId64 " = %" PRId64 ", want %" PRId64,
+                       BNAME[op], dtn(ct), is, x.i, y.i, g.i, want);
+            } else {
+                double mag = fmax(fabs(x.d), fabs(y.d) * (alpha.v.is_int ? fabs((double)alpha.v.i) : fabs(alpha.v.d)));
+                if (op == OP_MUL || op == OP_DIV || op == OP_POW || op == OP_DIVT || op == OP_DIVF || op == OP_MAX || op == OP_MIN)
+                    mag = 0;
+                TCHECK(fp_match(g.d, r.d, ot, ulps, isfinite(mag) ? mag : 0),
+                       "%s %s at %s: %.17g op %.17g = %.17g, want %.17g", BNAME[op], dtn(ct), is, x.d, y.d,
+                       g.d, r.d);
+            }
+        } while (next_index(idx, out, nd));
+    }
+    od_tensor_release(o);
+    arg_release(&a);
+    arg_release(&b);
+}
+
+#define BINARY_TEST(name, op, reps)                            \
+    Test(cpu_ew, name)                                         \
+    {                                                          \
+        for (int r = 0; r < (reps); r++)                       \
+            binary_case(op, r % 25 == 24);                     \
+    }
+BINARY_TEST(add_random, OP_ADD, 300)
+BINARY_TEST(sub_random, OP_SUB, 300)
+BINARY_TEST(mul_random, OP_MUL, 300)
+BINARY_TEST(div_true_random, OP_DIV, 300)
+BINARY_TEST(div_trunc_random, OP_DIVT, 300)
+BINARY_TEST(div_floor_random, OP_DIVF, 300)
+BINARY_TEST(pow_random, OP_POW, 300)
+BINARY_TEST(maximum_random, OP_MAX, 200)
+BINARY_TEST(minimum_random, OP_MIN, 200)
+
+/* ---- comparisons ------------------------------------------------------------------------- */
+
+static const od_opid CMP_T[6] = {OD_OPID_eq_Tensor, OD_OPID_ne_Tensor, OD_OPID_lt_Tensor,
+                                 OD_OPID_le_Tensor, OD_OPID_gt_Tensor, OD_OPID_ge_Tensor};
+static const od_opid CMP_S[6] = {OD_OPID_eq_Scalar, OD_OPID_ne_Scalar, OD_OPID_lt_Scalar,
+                                 OD_OPID_le_Scalar, OD_OPID_gt_Scalar, OD_OPID_ge_Scalar};
+
+static bool ref_cmp(int k, rv a, rv b)
+{
+    if (a.is_int && b.is_int) {
+        switch (k) {
+        case 0: return a.i == b.i;
+        case 1: return a.i != b.i;
+        case 2: return a.i < b.i;
+        case 3: return a.i <= b.i;
+        case 4: return a.i > b.i;
+        default: return a.i >= b.i;
+        }
+    }
+    switch (k) {
+    case 0: return a.d == b.d;
+    case 1: return a.d != b.d;
+    case 2: return a.d < b.d;
+    case 3: return a.d <= b.d;
+    case 4: return a.d > b.d;
+    default: return a.d >= b.d;
+    }
+}
+
+Test(cpu_ew, comparisons_random)
+{
+    for (int rep = 0; rep < 600; rep++) {
+        int k = (int)(rng_next() % 6);
+        int64_t out[OD_MAX_DIMS];
+        int nd = rand_shape(out, rep % 50 == 49);
+        bool scalar = rng_next() % 3 == 0;
+        int special = rng_next() % 2 ? 0 : 10;
+        arg a = tensor_arg(out, nd, rand_dtype(), special);
+        arg b = scalar ? scalar_arg(a.t->dtype, special) : tensor_arg(out, nd, rand_dtype(), special);
+        if (!scalar && rng_next() % 3 == 0) { /* equal values appear: compare a with itself, cast */
+            arg_release(&b);
+            b.t = a.t;
+            od_tensor_retain(b.t);
+        }
+        part ps[2] = {arg_part(&a), arg_part(&b)};
+        od_dtype ct = ref_result_type(ps, 2);
+        od_value args[2] = {arg_value(&a), arg_value(&b)};
+        od_tensor *o = call1_ok(scalar ? CMP_S[k] : CMP_T[k], args, 2);
+        const arg *ab[2] = {&a, &b};
+        TCHECK(ref_bshape(ab, 2, out, &nd), "test bug: shapes do not broadcast");
+        TCHECK(o->dtype == OD_BOOL && same_shape(o, out, nd), "compare %d: dtype %s", k, dtn(o->dtype));
+        if (od_tensor_numel(o) > 0) {
+            int64_t idx[OD_MAX_DIMS] = {0};
+            do {
+                rv x = ref_cast(arg_at(&a, idx, nd), ct), y = ref_cast(arg_at(&b, idx, nd), ct);
+                bool want = ref_cmp(k, x, y);
+                TCHECK(get_i(o, idx) == want, "compare %d in %s: %.17g vs %.17g gave %d", k, dtn(ct), x.d, y.d,
+                       (int)get_i(o, idx));
+            } while (next_index(idx, out, nd));
+        }
+        od_tensor_release(o);
+        arg_release(&a);
+        arg_release(&b);
+    }
+}
+
+/* ---- where ---------------------------------------------------------------------------------- */
+
+Test(cpu_ew, where_all_overloads)
+{
+    static const od_opid W[4] = {OD_OPID_where_self, OD_OPID_where_ScalarOther, OD_OPID_where_ScalarSelf,
+                                 OD_OPID_where_Scalar};
+    for (int rep = 0; rep < 400; rep++) {
+        int ov = (int)(rng_next() % 4);
+        int64_t out[OD_MAX_DIMS];
+        int nd = rand_shape(out, rep % 50 == 49);
+        arg c = tensor_arg(out, nd, rng_next() % 4 ? OD_BOOL : OD_UINT8, 0);
+        if (c.t->dtype == OD_UINT8)
+            fill_gen(c.t, 0, 0, 1, false);
+        int special = rng_next() % 2 ? 0 : 10;
+        od_dtype d1 = rand_dtype(), d2 = rand_dtype();
+        arg a = (ov == 0 || ov == 1) ? tensor_arg(out, nd, d1, special) : scalar_arg(d1, special);
+        arg b = (ov == 0 || ov == 2) ? tensor_arg(out, nd, d2, special) : scalar_arg(d2, special);
+        part ps[2] = {arg_part(&a), arg_part(&b)};
+        od_dtype rt = ref_result_type(ps, 2);
+        od_value args[3] = {tv(c.t), arg_value(&a), arg_value(&b)};
+        od_tensor *o = call1_ok(W[ov], args, 3);
+        /* the output shape broadcasts all three */
+        int64_t want[OD_MAX_DIMS];
+        int wn;
+        const arg *cab[3] = {&c, &a, &b};
+        TCHECK(ref_bshape(cab, 3, want, &wn), "test bug: shapes do not broadcast");
+        TCHECK(same_shape(o, want, wn) && o->dtype == rt, "where overload %d: dtype %s, want %s", ov, dtn(o->dtype),
+               dtn(rt));
+        if (od_tensor_numel(o) > 0) {
+            int64_t idx[OD_MAX_DIMS] = {0};
+            do {
+                rv m = arg_at(&c, idx, wn);
+                rv src = m.i ? arg_at(&a, idx, wn) : arg_at(&b, idx, wn);
+                rv w = ref_cast(src, rt);
+                rv g = get_rv(o, idx);
+                TCHECK(isflt(rt) ? (g.d == w.d || (isnan(g.d) && isnan(w.d))) : g.i == w.i,
+                       "where %s: got %.17g want %.17g", dtn(rt), g.d, w.d);
+            } while (next_index(idx, want, wn));
+        }
+        od_tensor_release(o);
+        arg_release(&a);
+        arg_release(&b);
+        arg_release(&c);
+    }
+}
+
+/* ---- unary -------------------------------------------------------------------------------------- */
+
+typedef enum { U_NEG, U_ABS, U_RELU, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_SIN, U_COS, U_TANH, U_SIGMOID, U_GELU,
+               U_GELU_TANH, U_SILU, NUM_UOPS } uop;
+static const char *const UNAME[] = {"neg", "abs", "relu", "exp", "log", "sqrt", "rsqrt", "sin", "cos",
+                                    "tanh", "sigmoid", "gelu", "gelu_tanh", "silu"};
+static const od_opid UID[] = {OD_OPID_neg, OD_OPID_abs, OD_OPID_relu, OD_OPID_exp, OD_OPID_log, OD_OPID_sqrt,
+                              OD_OPID_rsqrt, OD_OPID_sin, OD_OPID_cos, OD_OPID_tanh, OD_OPID_sigmoid,
+                              OD_OPID_gelu, OD_OPID_gelu, OD_OPID_silu};
+
+static double ref_unary_f(uop op, double x)
+{
+    switch (op) {
+    case U_NEG: return -x;
+    case U_ABS: return fabs(x);
+    case U_RELU: return isnan(x) ? x : x < 0 ? 0.0 : x;
+    case U_EXP: return exp(x);
+    case U_LOG: return log(x);
+    case U_SQRT: return sqrt(x);
+    case U_RSQRT: return 1.0 / sqrt(x);
+    case U_SIN: return sin(x);
+    case U_COS: return cos(x);
+    case U_TANH: return tanh(x);
+    case U_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case U_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case U_GELU_TANH: return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    default: return x / (1.0 + exp(-x));
+    }
+}
+
+static void unary_case(uop op, bool big)
+{
+    int64_t sz[OD_MAX_DIMS];
+    int nd = rand_shape(sz, big);
+    bool keeps = op == U_NEG || op == U_ABS || op == U_RELU;
+    bool float_only = op >= U_GELU;
+    od_dtype dt = rand_dtype();
+    if ((dt == OD_BOOL && keeps) || (float_only && !isflt(dt)))
+        dt = PICK(FLOAT_DTS);
+    int special = rng_next() % 2 ? 0 : 10;
+    od_tensor *x = gen_tensor(sz, nd, dt, rand_layout(), special);
+    od_dtype ot = keeps || isflt(dt) ? dt : OD_FLOAT32;
+    od_value args[2] = {tv(x), od_str(op == U_GELU_TANH ? "tanh" : "none")};
+    od_tensor *o = call1_ok(UID[op], args, op == U_GELU || op == U_GELU_TANH ? 2 : 1);
+    TCHECK(o->dtype == ot && same_shape(o, sz, nd), "%s(%s): dtype %s, want %s", UNAME[op], dtn(dt), dtn(o->dtype),
+           dtn(ot));
+    if (od_tensor_numel(o) > 0) {
+        int64_t idx[OD_MAX_DIMS] = {0};
+        do {
+            rv v = ref_cast(get_rv(x, idx), ot);
+            rv g = get_rv(o, idx);
+            if (!isflt(ot)) {
+                int64_t w = op == U_NEG ? (int64_t)(0 - (uint64_t)v.i) : op == U_ABS ? (v.i < 0 ? (int64_t)(0 - (uint64_t)v.i) : v.i)
+                                                                                  : (v.i < 0 ? 0 : v.i);
+                w = wrapi(w, ot);
+                TCHECK(g.i == w, "%s(%s %" PRId64 ") = %" PRId64 ", want %" PRId64, UNAME[op], dtn(ot), v.i, g.i, w);
+            } else {
+                double r = ref_unary_f(op, v.d);
+                double ulps = keeps ? 0.5 : op == U_SIN || op == U_COS ? 4 : 8;
+                /* gelu/silu near their zero crossings lose relative accuracy; scale by |x| */
+                double mag = (op == U_GELU || op == U_GELU_TANH || op == U_SILU) && isfinite(v.d) ? fabs(v.d) * 0.1 : 0;
+                TCHECK(fp_match(g.d, r, ot, ulps, mag), "%s(%s %.17g) = %.17g, want %.17g", UNAME[op], dtn(ot), v.d,
+                       g.d, r);
+            }
+        } while (next_index(idx, sz, nd));
+    }
+    od_tensor_release(o);
+    od_tensor_release(x);
+}
+
+Test(cpu_ew, unary_random_all_ops)
+{
+    for (int rep = 0; rep < 1400; rep++)
+        unary_case((uop)(rep % NUM_UOPS), rep % 70 >= 56);
+}
+
+/* exp/sigmoid over the whole float32 range, where the vectorised exp
+ * changes regime (overflow, subnormal results, underflow to 0). */
+Test(cpu_ew, exp_sigmoid_float32_extremes)
+{
+    int64_t n = 70001;
+    od_tensor *x = t_empty(&n, 1, OD_FLOAT32, CPU);
+    float *p = od_tensor_data(x);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = (float)(-110.0 + 220.0 * (double)i / (double)(n - 1)) + (float)rng_uniform(-1e-3, 1e-3);
+    p[0] = NAN;
+    p[1] = INFINITY;
+    p[2] = -INFINITY;
+    for (int k = 0; k < 3; k++) {
+        uop op = k == 0 ? U_EXP : k == 1 ? U_SIGMOID : U_SILU;
+        od_value a = tv(x);
+        od_tensor *o = call1_ok(UID[op], &a, 1);
+        const float *q = od_tensor_data(o);
+        for (int64_t i = 0; i < n; i++) {
+            double r = ref_unary_f(op, p[i]);
+            /* silu = x / (1 + e^-x): like ATen, e^-x overflows below -88.7 and gives -0 */
+            bool flushed = op == U_SILU && p[i] < -88.72f && q[i] == 0;
+            TCHECK(flushed || fp_match(q[i], r, OD_FLOAT32, 4, 0),
+                   "%s(%.9g) = %.9g, want %.9g", UNAME[op], p[i], q[i], r);
+        }
+        od_tensor_release(o);
+    }
+    od_tensor_release(x);
+}
+
+/* ---- clamp ---------------------------------------------------------------------------------------- */
+
+static rv ref_clamp(rv x, bool has_lo, rv lo, bool has_hi, rv hi)
+{
+    if (!x.is_int) {
+        if (isnan(x.d) || (has_lo && isnan(lo.d)) || (has_hi && isnan(hi.d)))
+            return RD(NAN);
+        double v = x.d;
+        if (has_lo && v < lo.d)
+            v = lo.d;
+        if (has_hi && v > hi.d)
+            v = hi.d;
+        return RD(v);
+    }
+    int64_t v = x.i;
+    if (has_lo && v < lo.i)
+        v = lo.i;
+    if (has_hi && v > hi.i)
+        v = hi.i;
+    return RI(v);
+}
+
+Test(cpu_ew, clamp_scalar_and_tensor_bounds)
+{
+    for (int rep = 0; rep < 500; rep++) {
+        bool tensors = rng_next() % 2;
+        int64_t out[OD_MAX_DIMS];
+        int nd = rand_shape(out, rep % 50 == 49);
+        od_dtype dt = rand_dtype();
+        int special = rng_next() % 2 ? 0 : 8;
+        arg x = tensor_arg(out, nd, dt, special);
+        int which = (int)(rng_next() % 3); /* 0 both, 1 min only, 2 max only */
+        bool has_lo = which != 2, has_hi = which != 1;
+        arg lo = {0}, hi = {0};
+        if (tensors) {
+            if (has_lo)
+                lo = tensor_arg(out, nd, rng_next() % 2 ? dt : rand_dtype(), special);
+            if (has_hi)
+                hi = tensor_arg(out, nd, rng_next() % 2 ? dt : rand_dtype(), special);
+        } else {
+            if (has_lo)
+                lo = scalar_arg(dt == OD_BOOL ? OD_INT8 : dt, special);
+            if (has_hi)
+                hi = scalar_arg(dt == OD_BOOL ? OD_INT8 : dt, special);
+        }
+        part ps[3] = {arg_part(&x), has_lo ? arg_part(&lo) : (part){P_NONE, UNDEF, 0},
+                      has_hi ? arg_part(&hi) : (part){P_NONE, UNDEF, 0}};
+        od_dtype rt = !tensors && isflt(dt) ? dt : ref_result_type(ps, 3);
+        od_value args[3] = {tv(x.t), has_lo ? arg_value(&lo) : od_none(), has_hi ? arg_value(&hi) : od_none()};
+        od_opid id = tensors ? OD_OPID_clamp_Tensor : OD_OPID_clamp;
+        /* scalar bounds must fit the result dtype (c10's checked conversion) */
+        bool fits = true;
+        for (int k = 0; !tensors && k < 2; k++) {
+            const arg *bnd = k ? &hi : &lo;
+            if (!(k ? has_hi : has_lo) || bnd->kind == P_BOOL)
+                continue;
+            if (!isflt(rt) && (bnd->kind == P_FLOAT || bnd->v.i < int_min_of(rt) - (rt == OD_UINT8 ? 255 : 0) ||
+                               bnd->v.i > int_max_of(rt)))
+                fits = false;
+            if (isflt(rt) && bnd->kind == P_FLOAT && isfinite(bnd->v.d) && rt == OD_FLOAT16 && fabs(bnd->v.d) > 65504)
+                fits = false;
+        }
+        if (rt == OD_BOOL || !fits) {
+            call_fails(id, args, 3, OD_OK, NULL);
+        } else {
+            od_tensor *o = call1_ok(id, args, 3);
+            int64_t want[OD_MAX_DIMS];
+            int wn;
+            const arg *xs[3] = {&x, has_lo ? &lo : NULL, has_hi ? &hi : NULL};
+            TCHECK(ref_bshape(xs, 3, want, &wn), "test bug: shapes do not broadcast");
+            TCHECK(o->dtype == rt && same_shape(o, want, wn), "clamp: dtype %s, want %s", dtn(o->dtype), dtn(rt));
+            if (od_tensor_numel(o) > 0) {
+                int64_t idx[OD_MAX_DIMS] = {0};
+                do {
+                    rv v = ref_cast(arg_at(&x, idx, o->ndim), rt);
+                    rv l = has_lo ? ref_cast(arg_at(&lo, idx, o->ndim), rt) : RI(0);
+                    rv h = has_hi ? ref_cast(arg_at(&hi, idx, o->ndim), rt) : RI(0);
+                    rv w = ref_clamp(v, has_lo, l, has_hi, h);
+                    rv g = get_rv(o, idx);
+                    TCHECK(isflt(rt) ? (g.d == w.d || (isnan(g.d) && isnan(w.d))) : g.i == w.i,
+                           "clamp %s(%.17g, %.17g, %.17g) = %.17g, want %.17g", dtn(rt), v.d, l.d, h.d, g.d, w.d);
+                } while (next_index(idx, o->sizes, o->ndim));
+            }
+            od_tensor_release(o);
+        }
+        arg_release(&x);
+        arg_release(&lo);
+        arg_release(&hi);
+    }
+}
+
+Test(cpu_ew, clamp_min_greater_than_max_gives_max)
+{
+    int64_t n = 5;
+    od_tensor *x = t_empty(&n, 1, OD_FLOAT32, CPU);
+    float *p = od_tensor_data(x);
+    for (int i = 0; i < 5; i++)
+        p[i] = (float)rng_uniform(-10, 10);
+    od_value args[3] = {tv(x), od_double(3.0), od_double(1.0)};
+    od_tensor *o = call1_ok(OD_OPID_clamp, args, 3);
+    for (int i = 0; i < 5; i++)
+        TCHECK(((float *)od_tensor_data(o))[i] == 1.0f, "clamp(min=3, max=1) must give 1");
+    od_tensor_release(o);
+    od_tensor_release(x);
+}
+
+/* ---- special cases with fixed meaning ---------------------------------------------------------- */
+
+static od_tensor *vec_i(od_dtype dt, const int64_t *v, int64_t n)
+{
+    od_tensor *t = t_empty(&n, 1, dt, CPU);
+    for (int64_t i = 0; i < n; i++)
+        set_i(t, &i, v[i]);
+    return t;
+}
+
+static od_tensor *vec_d(od_dtype dt, const double *v, int64_t n)
+{
+    od_tensor *t = t_empty(&n, 1, dt, CPU);
+    for (int64_t i = 0; i < n; i++)
+        set_d(t, &i, round_fp(v[i], dt));
+    return t;
+}
+
+Test(cpu_ew, integer_division_by_zero_is_an_error)
+{
+    static const od_dtype ints[] = {OD_UINT8, OD_INT8, OD_INT16, OD_INT32, OD_INT64};
+    for (int k = 0; k < 5; k++) {
+        int64_t n = 40000 + (int64_t)rng_int(0, 1000);
+        od_tensor *a = t_rand(&n, 1, ints[k]);
+        od_tensor *b = t_empty(&n, 1, ints[k], CPU);
+        for (int64_t i = 0; i < n; i++)
+            set_i(b, &i, rng_int(1, 5));
+        int64_t z = rng_int(0, n - 1);
+        set_i(b, &z, 0);
+        const char *modes[2] = {"trunc", "floor"};
+        for (int m = 0; m < 2; m++) {
+            od_value args[3] = {tv(a), tv(b), od_str(modes[m])};
+            call_fails(OD_OPID_div_Tensor_mode, args, 3, OD_EINVAL, "ZeroDivisionError");
+            od_value sargs[3] = {tv(a), od_int(0), od_str(modes[m])};
+            call_fails(OD_OPID_div_Scalar_mode, sargs, 3, OD_EINVAL, "ZeroDivisionError");
+        }
+        /* true division of integers is floating: x / 0 is inf or nan */
+        od_value args[2] = {tv(a), od_int(0)};
+        od_tensor *o = call1_ok(OD_OPID_div_Scalar, args, 2);
+        TCHECK(o->dtype == OD_FLOAT32, "int / 0 must be float32");
+        for (int64_t i = 0; i < n; i++) {
+            double av = (double)get_i(a, &i), g = get_d(o, &i);
+            TCHECK(av == 0 ? isnan(g) : isinf(g) && (g > 0) == (av > 0), "%g / 0 gave %g", av, g);
+        }
+        od_tensor_release(o);
+        od_tensor_release(a);
+        od_tensor_release(b);
+    }
+}
+
+Test(cpu_ew, rounding_modes_with_negatives)
+{
+    /* integers: trunc rounds toward zero, floor toward -inf */
+    int64_t av[] = {7, -7, 7, -7, 0, 6, -6, INT64_MIN, INT64_MIN};
+    int64_t bv[] = {2, 2, -2, -2, 3, -3, 3, -1, 1};
+    int64_t n = 9;
+    od_tensor *a = vec_i(OD_INT64, av, n), *b = vec_i(OD_INT64, bv, n);
+    od_value ta[3] = {tv(a), tv(b), od_str("trunc")}, fa[3] = {tv(a), tv(b), od_str("floor")};
+    od_tensor *t = call1_ok(OD_OPID_div_Tensor_mode, ta, 3), *f = call1_ok(OD_OPID_div_Tensor_mode, fa, 3);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t wt, wf;
+        if (bv[i] == -1) {
+            wt = wf = (int64_t)(0 - (uint64_t)av[i]);
+        } else {
+            wt = av[i] / bv[i];
+            wf = wt - ((av[i] % bv[i] != 0) && ((av[i] < 0) != (bv[i] < 0)));
+        }
+        TCHECK(get_i(t, &i) == wt && get_i(f, &i) == wf, "%" PRId64 " / %" PRId64 ": trunc %" PRId64 " floor %" PRId64,
+               av[i], bv[i], get_i(t, &i), get_i(f, &i));
+    }
+    TCHECK(get_i(f, &(int64_t){1}) == -4 && get_i(t, &(int64_t){1}) == -3, "-7 // 2 must be -4, trunc -3");
+    od_tensor_release(t);
+    od_tensor_release(f);
+    od_tensor_release(a);
+    od_tensor_release(b);
+    /* floats, incl. signed zeros and infinities */
+    double fx[] = {7.5, -7.5, 7.5, -7.5, -0.5, 0.5, 1.0, -1.0, 5.0, INFINITY};
+    double fy[] = {2, 2, -2, -2, 3, -3, INFINITY, INFINITY, 0.0, 2};
+    int64_t m = 10;
+    for (int k = 0; k < 4; k++) {
+        od_dtype dt = FLOAT_DTS[k];
+        od_tensor *x = vec_d(dt, fx, m), *y = vec_d(dt, fy, m);
+        od_value tf[3] = {tv(x), tv(y), od_str("floor")}, tt[3] = {tv(x), tv(y), od_str("trunc")};
+        od_tensor *of = call1_ok(OD_OPID_div_Tensor_mode, tf, 3), *ot = call1_ok(OD_OPID_div_Tensor_mode, tt, 3);
+        for (int64_t i = 0; i < m; i++) {
+            bool z = false;
+            rv rf = ref_binary(OP_DIVF, RD(fx[i]), RD(fy[i]), RI(1), dt, &z);
+            rv rt = ref_binary(OP_DIVT, RD(fx[i]), RD(fy[i]), RI(1), dt, &z);
+            double gf = get_d(of, &i), gt = get_d(ot, &i);
+            TCHECK((gf == rf.d && signbit(gf) == signbit(rf.d)) || (isnan(gf) && isnan(rf.d)),
+                   "%s floor(%g / %g) = %g, want %g", dtn(dt), fx[i], fy[i], gf, rf.d);
+            TCHECK(gt == rt.d || (isnan(gt) && isnan(rt.d)), "%s trunc(%g / %g) = %g, want %g", dtn(dt), fx[i], fy[i],
+                   gt, rt.d);
+        }
+        od_tensor_release(of);
+        od_tensor_release(ot);
+        od_tensor_release(x);
+        od_tensor_release(y);
+    }
+}
+
+Test(cpu_ew, integer_overflow_wraps)
+{
+    static const od_dtype ints[] = {OD_UINT8, OD_INT8, OD_INT16, OD_INT32, OD_INT64};
+    for (int k = 0; k < 5; k++) {
+        od_dtype dt = ints[k];
+        int64_t av[] = {int_max_of(dt), int_min_of(dt), int_max_of(dt), int_min_of(dt)};
+        int64_t bv[] = {1, -1 + (dt == OD_UINT8), int_max_of(dt), int_min_of(dt)};
+        int64_t n = 4;
+        od_tensor *a = vec_i(dt, av, n), *b = vec_i(dt, bv, n);
+        for (int op = 0; op < 3; op++) {
+            od_value args[3] = {tv(a), tv(b), od_int(1)};
+            od_opid id = op == 0 ? OD_OPID_add_Tensor : op == 1 ? OD_OPID_sub_Tensor : OD_OPID_mul_Tensor;
+            od_tensor *o = call1_ok(id, args, op == 2 ? 2 : 3);
+            for (int64_t i = 0; i < n; i++) {
+                uint64_t x = (uint64_t)av[i], y = (uint64_t)bv[i];
+                int64_t w = wrapi((int64_t)(op == 0 ? x + y : op == 1 ? x - y : x * y), dt);
+                TCHECK(get_i(o, &i) == w, "%s op %d: %" PRId64 ", %" PRId64 " -> %" PRId64 ", want %" PRId64, dtn(dt), op,
+                       av[i], bv[i], get_i(o, &i), w);
+            }
+            od_tensor_release(o);
+        }
+        /* neg / abs of the minimum wrap to itself; pow wraps */
+        od_value na = tv(a);
+        od_tensor *ng = call1_ok(OD_OPID_neg, &na, 1), *ab = call1_ok(OD_OPID_abs, &na, 1);
+        int64_t i1 = 1;
+        if (dt != OD_UINT8) {
+            TCHECK(get_i(ng, &i1) == int_min_of(dt) && get_i(ab, &i1) == int_min_of(dt), "%s: -min must wrap", dtn(dt));
+        }
+        od_value pa[2] = {tv(a), od_int(3)};
+        od_tensor *pw = call1_ok(OD_OPID_pow_Tensor_Scalar, pa, 2);
+        for (int64_t i = 0; i < n; i++)
+            TCHECK(get_i(pw, &i) == wrapi((int64_t)upow((uint64_t)av[i], 3), dt), "%s pow wraps", dtn(dt));
+        od_tensor_release(pw);
+        od_tensor_release(ng);
+        od_tensor_release(ab);
+        od_tensor_release(a);
+        od_tensor_release(b);
+    }
+}
+
+Test(cpu_ew, integer_pow_negative_exponents)
+{
+    int64_t base[] = {1, -1, -1, 2, -3, 0, 5};
+    int64_t ex[] = {-3, -3, -2, -1, -2, 2, 0};
+    int64_t n = 7;
+    od_tensor *a = vec_i(OD_INT32, base, n), *b = vec_i(OD_INT32, ex, n);
+    od_value args[2] = {tv(a), tv(b)};
+    od_tensor *o = call1_ok(OD_OPID_pow_Tensor_Tensor, args, 2);
+    for (int64_t i = 0; i < n; i++) {
+        bool z;
+        rv w = ref_binary(OP_POW, RI(base[i]), RI(ex[i]), RI(1), OD_INT32, &z);
+        TCHECK(get_i(o, &i) == w.i, "%" PRId64 " ** %" PRId64 " = %" PRId64 ", want %" PRId64, base[i], ex[i],
+               get_i(o, &i), w.i);
+    }
+    od_tensor_release(o);
+    od_value sargs[2] = {tv(a), od_int(-2)};
+    call_fails(OD_OPID_pow_Tensor_Scalar, sargs, 2, OD_EINVAL, "Integers to negative integer powers are not allowed.");
+    /* a float exponent promotes instead */
+    od_value fargs[2] = {tv(a), od_double(-2.0)};
+    o = call1_ok(OD_OPID_pow_Tensor_Scalar, fargs, 2);
+    TCHECK(o->dtype == OD_FLOAT32, "int ** -2.0 must be float32");
+    od_tensor_release(o);
+    od_tensor_release(a);
+    od_tensor_release(b);
+}
+
+Test(cpu_ew, maximum_minimum_propagate_nan)
+{
+    double av[] = {NAN, 1.0, NAN, -INFINITY, 2.0};
+    double bv[] = {1.0, NAN, NAN, INFINITY, -0.0};
+    for (int k = 0; k < 4; k++) {
+        od_tensor *a = vec_d(FLOAT_DTS[k], av, 5), *b = vec_d(FLOAT_DTS[k], bv, 5);
+        od_value args[2] = {tv(a), tv(b)};
+        od_tensor *mx = call1_ok(OD_OPID_maximum, args, 2), *mn = call1_ok(OD_OPID_minimum, args, 2);
+        for (int64_t i = 0; i < 5; i++) {
+            bool nan = isnan(av[i]) || isnan(bv[i]);
+            TCHECK(nan ? isnan(get_d(mx, &i)) && isnan(get_d(mn, &i))
+                       : get_d(mx, &i) == fmax(av[i], bv[i]) && get_d(mn, &i) == fmin(av[i], bv[i]),
+                   "%s maximum/minimum element %" PRId64, dtn(FLOAT_DTS[k]), i);
+        }
+        od_tensor_release(mx);
+        od_tensor_release(mn);
+        od_tensor_release(a);
+        od_tensor_release(b);
+    }
+}
+
+/* ---- type promotion and errors ---------------------------------------------------------------- */
+
+Test(cpu_ew, promotion_of_results)
+{
+    int64_t two = 2;
+    struct { od_dtype a; int bkind; od_dtype b; int bnd; od_opid id; od_dtype want; } cases[] = {
+        {OD_INT32, P_TENSOR, OD_FLOAT16, 1, OD_OPID_add_Tensor, OD_FLOAT16},
+        {OD_UINT8, P_TENSOR, OD_INT8, 1, OD_OPID_add_Tensor, OD_INT16},
+        {OD_FLOAT16, P_TENSOR, OD_BFLOAT16, 1, OD_OPID_mul_Tensor, OD_FLOAT32},
+        {OD_INT32, P_FLOAT, OD_NUM_DTYPES, 0, OD_OPID_mul_Scalar, OD_FLOAT32},
+        {OD_FLOAT16, P_FLOAT, OD_NUM_DTYPES, 0, OD_OPID_mul_Scalar, OD_FLOAT16},
+        {OD_INT8, P_INT, OD_NUM_DTYPES, 0, OD_OPID_add_Scalar, OD_INT8},
+        {OD_BOOL, P_INT, OD_NUM_DTYPES, 0, OD_OPID_add_Scalar, OD_INT64},
+        {OD_INT16, P_TENSOR, OD_FLOAT64, 0, OD_OPID_add_Tensor, OD_FLOAT64}, /* 0-dim float lifts the category */
+        {OD_FLOAT16, P_TENSOR, OD_FLOAT64, 0, OD_OPID_add_Tensor, OD_FLOAT16}, /* but not the width */
+        {OD_INT8, P_TENSOR, OD_INT64, 0, OD_OPID_add_Tensor, OD_INT8},
+        {OD_INT64, P_TENSOR, OD_INT64, 1, OD_OPID_div_Tensor, OD_FLOAT32},
+        {OD_BOOL, P_TENSOR, OD_BOOL, 1, OD_OPID_div_Tensor, OD_FLOAT32},
+        {OD_UINT8, P_TENSOR, OD_INT64, 1, OD_OPID_maximum, OD_INT64},
+        {OD_BOOL, P_TENSOR, OD_BOOL, 1, OD_OPID_add_Tensor, OD_BOOL},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        od_tensor *a = t_rand(&two, 1, cases[k].a);
+        od_tensor *b = cases[k].bkind == P_TENSOR ? t_rand(cases[k].bnd ? &two : NULL, cases[k].bnd, cases[k].b) : NULL;
+        od_value args[3] = {tv(a), b ? tv(b) : cases[k].bkind == P_FLOAT ? od_double(1.5) : od_int(3), od_int(1)};
+        int na = cases[k].id == OD_OPID_add_Tensor || cases[k].id == OD_OPID_add_Scalar ? 3 : 2;
+        od_tensor *o = call1_ok(cases[k].id, args, na);
+        TCHECK(o->dtype == cases[k].want, "case %zu: %s, want %s", k, dtn(o->dtype), dtn(cases[k].want));
+        od_tensor_release(o);
+        od_tensor_release(a);
+        od_tensor_release(b);
+    }
+    /* unary float ops on integers and bools compute in float32; abs keeps the dtype */
+    od_tensor *i = t_rand(&two, 1, OD_INT64), *bl = t_rand(&two, 1, OD_BOOL);
+    od_value ai = tv(i), ab = tv(bl);
+    od_tensor *o = call1_ok(OD_OPID_sqrt, &ai, 1);
+    TCHECK(o->dtype == OD_FLOAT32, "sqrt(int64) must be float32");
+    od_tensor_release(o);
+    o = call1_ok(OD_OPID_sigmoid, &ab, 1);
+    TCHECK(o->dtype == OD_FLOAT32, "sigmoid(bool) must be float32");
+    od_tensor_release(o);
+    o = call1_ok(OD_OPID_abs, &ai, 1);
+    TCHECK(o->dtype == OD_INT64, "abs keeps int64");
+    od_tensor_release(o);
+    od_tensor_release(i);
+    od_tensor_release(bl);
+}
+
+Test(cpu_ew, bad_inputs_report_statuses)
+{
+    int64_t two = 2, three = 3;
+    od_tensor *f = t_rand(&two, 1, OD_FLOAT32), *g = t_rand(&three, 1, OD_FLOAT32);
+    od_tensor *bl = t_rand(&two, 1, OD_BOOL), *in = t_rand(&two, 1, OD_INT32);
+    {
+        od_value a[3] = {tv(bl), tv(bl), od_int(1)};
+        call_fails(OD_OPID_sub_Tensor, a, 3, OD_EINVAL,
+                   "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+                   "`logical_xor()` operator instead.");
+        od_value b[3] = {tv(f), tv(bl), od_int(1)};
+        call_fails(OD_OPID_sub_Tensor, b, 3, OD_EINVAL, "with a bool tensor is not supported");
+        od_value c[3] = {tv(f), od_bool(true), od_int(1)};
+        call_fails(OD_OPID_sub_Scalar, c, 3, OD_EINVAL, "with a bool tensor is not supported");
+    }
+    {
+        od_value a[3] = {tv(in), tv(in), od_bool(true)};
+        call_fails(OD_OPID_add_Tensor, a, 3, OD_EINVAL, "Boolean alpha only supported for Boolean results.");
+        od_value b[3] = {tv(in), tv(in), od_double(0.5)};
+        call_fails(OD_OPID_add_Tensor, b, 3, OD_EINVAL, "alpha must not be a floating point number");
+    }
+    {
+        od_value a[3] = {tv(f), tv(f), od_str("round")};
+        call_fails(OD_OPID_div_Tensor_mode, a, 3, OD_EINVAL,
+                   "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found 'round'");
+        od_value b[2] = {tv(f), tv(g)};
+        call_fails(OD_OPID_mul_Tensor, b, 2, OD_OK, NULL); /* [2] and [3] do not broadcast */
+        od_value c[2] = {tv(f), od_str("x")};
+        call_fails(OD_OPID_mul_Tensor, c, 2, OD_OK, NULL);
+    }
+    {
+        od_value a = tv(bl);
+        call_fails(OD_OPID_neg, &a, 1, OD_EINVAL, "Negation, the `-` operator, on a bool tensor is not supported.");
+        call_fails(OD_OPID_relu, &a, 1, OD_EINVAL, "Boolean inputs not supported for relu");
+        call_fails(OD_OPID_abs, &a, 1, OD_EUNSUPPORTED, NULL);
+        od_value gi[2] = {tv(in), od_str("none")};
+        call_fails(OD_OPID_gelu, gi, 2, OD_EUNSUPPORTED, "not implemented for 'Int'");
+        od_value gb[2] = {tv(f), od_str("fast")};
+        call_fails(OD_OPID_gelu, gb, 2, OD_EINVAL, "approximate argument must be either none or tanh.");
+        od_value si = tv(in);
+        call_fails(OD_OPID_silu, &si, 1, OD_EUNSUPPORTED, NULL);
+    }
+    {
+        od_value a[3] = {tv(f), od_none(), od_none()};
+        call_fails(OD_OPID_clamp, a, 3, OD_EINVAL, "torch.clamp: At least one of 'min' or 'max' must not be None");
+        call_fails(OD_OPID_clamp_Tensor, a, 3, OD_EINVAL, "torch.clamp: At least one of 'min' or 'max' must not be None");
+        od_value w[3] = {tv(f), tv(f), tv(f)};
+        call_fails(OD_OPID_where_self, w, 3, OD_EMISMATCH, "where expected condition to be a boolean tensor");
+        od_value p[2] = {tv(bl), od_bool(true)};
+        call_fails(OD_OPID_pow_Tensor_Scalar, p, 2, OD_EUNSUPPORTED, NULL);
+    }
+    {
+        /* tensors on two devices (meta and cpu): torch's message */
+        od_tensor *m = t_empty(&two, 1, OD_FLOAT32, META);
+        od_value a[3] = {tv(m), tv(f), od_int(1)};
+        call_fails(OD_OPID_add_Tensor, a, 3, OD_EMISMATCH,
+                   "Expected all tensors to be on the same device, but found at least two devices, meta and cpu!");
+        od_tensor_release(m);
+    }
+    od_tensor_release(f);
+    od_tensor_release(g);
+    od_tensor_release(bl);
+    od_tensor_release(in);
+}
+
+/* 0-dim CPU tensors mix with tensors of any device in the shape rules. */
+Test(cpu_ew, zero_dim_cpu_tensor_is_a_scalar_for_device_checks)
+{
+    int64_t two = 2;
+    od_tensor *m = t_empty(&two, 1, OD_FLOAT32, META);
+    od_tensor *s = t_rand(NULL, 0, OD_FLOAT32);
+    od_value args[3] = {tv(m), tv(s), od_int(1)};
+    od_out_spec spec[1];
+    int n = 0;
+    od_error err;
+    od_stack st;
+    od_stack_init(&st, args, 3);
+    od_status rc = od_shape_binary(OD_OPID_add_Tensor, &st, spec, &n, &err);
+    TCHECK(rc == OD_OK && spec[0].device.type == OD_DEV_META && spec[0].ndim == 1, "meta + 0-dim cpu: %s",
+           rc ? err.message : "wrong spec");
+    od_tensor_release(m);
+    od_tensor_release(s);
+}
+
+/* ---- clone / copy_ / fill_ --------------------------------------------------------------------- */
+
+Test(cpu_ew, clone_makes_a_contiguous_copy)
+{
+    for (int rep = 0; rep < 200; rep++) {
+        int64_t sz[OD_MAX_DIMS];
+        int nd = rand_shape(sz, rep % 40 == 39);
+        od_dtype dt = rand_dtype();
+        od_tensor *x = gen_tensor(sz, nd, dt, rand_layout(), 10);
+        od_value args[2] = {tv(x), od_none()};
+        od_tensor *o = call1_ok(OD_OPID_clone, args, 2);
+        TCHECK(o->dtype == dt && same_shape(o, sz, nd) && od_tensor_is_contiguous(o) &&
+                   (od_tensor_numel(o) == 0 || od_tensor_data(o) != od_tensor_data(x)),
+               "clone: wrong metadata");
+        if (od_tensor_numel(o) > 0) {
+            int64_t idx[OD_MAX_DIMS] = {0};
+            do {
+                rv a = get_rv(x, idx), b = get_rv(o, idx);
+                TCHECK(a.is_int ? a.i == b.i : (a.d == b.d || (isnan(a.d) && isnan(b.d))), "clone value differs");
+            } while (next_index(idx, sz, nd));
+        }
+        od_tensor_release(o);
+        od_tensor_release(x);
+    }
+}
+
+Test(cpu_ew, copy_broadcasts_and_converts)
+{
+    for (int rep = 0; rep < 300; rep++) {
+        int64_t sz[OD_MAX_DIMS], ssz[OD_MAX_DIMS];
+        int nd = rand_shape(sz, rep % 40 == 39);
+        int snd = bcast_shape(sz, nd, ssz);
+        od_dtype dd = rand_dtype(), sd = rand_dtype();
+        int lay = (int)(rng_next() % 2); /* destination: contiguous or strided, never expanded */
+        od_tensor *dst = gen_tensor(sz, nd, dd, lay, 0);
+        /* float -> int casts of NaN/Inf/huge values are platform-defined: keep them finite there */
+        od_tensor *src = gen_tensor(ssz, snd, sd, rand_layout(), isflt(dd) ? 10 : 0);
+        od_value args[3] = {tv(dst), tv(src), od_bool(false)};
+        od_tensor *o = call1_ok(OD_OPID_copy_, args, 3);
+        TCHECK(o == dst, "copy_ must return self");
+        if (od_tensor_numel(dst) > 0) {
+            int64_t idx[OD_MAX_DIMS] = {0};
+            do {
+                int64_t si[OD_MAX_DIMS];
+                bidx(src, idx, nd, si);
+                rv w = ref_cast(get_rv(src, si), dd), g = get_rv(dst, idx);
+                TCHECK(isflt(dd) ? (g.d == w.d || (isnan(g.d) && isnan(w.d))) : g.i == w.i,
+                       "copy_ %s <- %s: got %.17g want %.17g", dtn(dd), dtn(sd), g.d, w.d);
+            } while (next_index(idx, sz, nd));
+        }
+        od_tensor_release(o);
+        od_tensor_release(dst);
+        od_tensor_release(src);
+    }
+}
+
+Test(cpu_ew, copy_between_overlapping_views)
+{
+    int64_t n = 50000 + (int64_t)rng_int(0, 999);
+    od_tensor *x = t_rand(&n, 1, OD_INT32);
+    int32_t *orig = malloc((size_t)n * sizeof *orig);
+    memcpy(orig, od_tensor_data(x), (size_t)n * sizeof *orig);
+    od_tensor *hi = NULL, *lo = NULL;
+    OKCALL(od_slice(x, 0, 1, n, 1, &hi, &e_));
+    OKCALL(od_slice(x, 0, 0, n - 1, 1, &lo, &e_));
+    od_value args[3] = {tv(hi), tv(lo), od_bool(false)}; /* x[1:] = x[:-1] */
+    od_tensor *o = call1_ok(OD_OPID_copy_, args, 3);
+    const int32_t *p = od_tensor_data(x);
+    TCHECK(p[0] == orig[0], "x[0] must be untouched");
+    for (int64_t i = 1; i < n; i++)
+        TCHECK(p[i] == orig[i - 1], "overlapping copy_ read an overwritten element at %" PRId64, i);
+    od_tensor_release(o);
+    /* copy_ into an expanded view is refused */
+    int64_t one = 1, four[2] = {4, 3};
+    od_tensor *small = t_rand(&one, 1, OD_FLOAT32), *e = NULL, *src = t_rand(four, 2, OD_FLOAT32);
+    OKCALL(od_expand(small, four, 2, &e, &e_));
+    od_value bad[3] = {tv(e), tv(src), od_bool(false)};
+    call_fails(OD_OPID_copy_, bad, 3, OD_EINVAL, "more than one element of the written-to tensor");
+    od_value bad2[3] = {tv(src), tv(x), od_bool(false)};
+    call_fails(OD_OPID_copy_, bad2, 3, OD_EMISMATCH, NULL);
+    od_tensor_release(e);
+    od_tensor_release(small);
+    od_tensor_release(src);
+    od_tensor_release(hi);
+    od_tensor_release(lo);
+    od_tensor_release(x);
+    free(orig);
+}
+
+Test(cpu_ew, fill_every_dtype_and_layout)
+{
+    for (int rep = 0; rep < 200; rep++) {
+        int64_t sz[OD_MAX_DIMS];
+        int nd = rand_shape(sz, rep % 40 == 39);
+        od_dtype dt = rand_dtype();
+        od_tensor *x = gen_tensor(sz, nd, dt, (int)(rng_next() % 2), 0);
+        arg v = scalar_arg(dt, 0);
+        if (v.kind == P_FLOAT && !isflt(dt)) /* in range: c10 refuses out-of-range doubles */
+            v.v = RD(trunc(rng_uniform(dt == OD_UINT8 ? 0 : -100, 100)));
+        if (v.kind == P_INT && !isflt(dt) && dt != OD_BOOL)
+            v.v = RI(rng_int(int_min_of(dt) > -1000 ? int_min_of(dt) : -1000, int_max_of(dt) < 1000 ? int_max_of(dt) : 1000));
+        od_value args[2] = {tv(x), arg_value(&v)};
+        od_tensor *o = call1_ok(OD_OPID_fill__Scalar, args, 2);
+        TCHECK(o == x, "fill_ must return self");
+        rv w = ref_cast(v.v, dt);
+        if (od_tensor_numel(x) > 0) {
+            int64_t idx[OD_MAX_DIMS] = {0};
+            do {
+                rv g = get_rv(x, idx);
+                TCHECK(isflt(dt) ? g.d == w.d : g.i == w.i, "fill_ %s: got %.17g want %.17g", dtn(dt), g.d, w.d);
+            } while (next_index(idx, sz, nd));
+        }
+        od_tensor_release(o);
+        od_tensor_release(x);
+    }
+    int64_t two = 2;
+    od_tensor *i8 = t_rand(&two, 1, OD_INT8), *u8 = t_rand(&two, 1, OD_UINT8), *h = t_rand(&two, 1, OD_FLOAT16);
+    od_value a[2] = {tv(i8), od_int(300)};
+    call_fails(OD_OPID_fill__Scalar, a, 2, OD_EINVAL, "value cannot be converted to type int8_t without overflow");
+    od_value b[2] = {tv(h), od_double(1e6)};
+    call_fails(OD_OPID_fill__Scalar, b, 2, OD_EINVAL, "without overflow");
+    od_value c[2] = {tv(u8), od_int(-1)}; /* wraps, like torch */
+    od_tensor *o = call1_ok(OD_OPID_fill__Scalar, c, 2);
+    TCHECK(get_i(u8, &(int64_t){0}) == 255, "uint8 fill_(-1) must wrap to 255");
+    od_tensor_release(o);
+    od_tensor_release(i8);
+    od_tensor_release(u8);
+    od_tensor_release(h);
+}
+
+/* ---- arange ---------------------------------------------------------------------------------------- */
+
+Test(cpu_ew, arange_sizes_values_and_dtypes)
+{
+    for (int rep = 0; rep < 400; rep++) {
+        int ov = (int)(rng_next() % 3); /* arange(end), .start, .start_step */
+        bool ints = rng_next() % 2;     /* Python ints or floats as bounds */
+        double s0, e0, st0;
+        if (ints) {
+            st0 = ov == 2 ? (double)(rng_int(1, 7) * (rng_next() % 2 ? 1 : -1)) : 1;
+            s0 = ov == 0 ? 0 : (double)rng_int(-50, 50);
+            e0 = s0 + st0 * (double)rng_int(0, 40) + (st0 > 0 ? 1 : -1) * (double)rng_int(0, (int64_t)fabs(st0) - 1);
+            if (rng_next() % 10 == 0) /* wrong direction */
+                e0 = s0 - st0 * 3;
+        } else {
+            st0 = ov == 2 ? rng_uniform(0.05, 3) * (rng_next() % 2 ? 1 : -1) : 1;
+            s0 = ov == 0 ? 0 : rng_uniform(-10, 10);
+            e0 = s0 + st0 * rng_uniform(0, 60);
+            if (rng_next() % 10 == 0)
+                e0 = s0 - st0 * 3;
+        }
+        od_value args[7];
+        int k = 0;
+#define NUM_(x) (ints ? od_int((int64_t)(x)) : od_double(x))
+        if (ov > 0)
+            args[k++] = NUM_(s0);
+        args[k++] = NUM_(e0);
+        if (ov == 2)
+            args[k++] = NUM_(st0);
+#undef NUM_
+        bool give_dt = rng_next() % 2 == 0;
+        od_dtype want = ints ? OD_INT64 : OD_FLOAT32;
+        if (give_dt)
+            do
+                want = PICK(ALL_DTS);
+            while (want == OD_BOOL);
+        args[k++] = give_dt ? od_dtype_v(want) : od_none();
+        args[k++] = od_none();
+        args[k++] = rng_next() % 2 ? od_none() : od_device_v(CPU);
+        args[k++] = od_none();
+        od_opid id = ov == 0 ? OD_OPID_arange : ov == 1 ? OD_OPID_arange_start : OD_OPID_arange_start_step;
+        /* ATen: integer dtypes take the bounds as int64 (truncated); the size
+         * comes from int64 arithmetic for int64 and from the original doubles
+         * for every other dtype. */
+        double xs = s0, xe = e0, xst = st0;
+        if (!isflt(want)) {
+            xs = trunc(s0);
+            xe = trunc(e0);
+            xst = trunc(st0);
+        }
+        if (xst == 0) {
+            call_fails(id, args, k, OD_EINVAL, "step must be nonzero");
+            continue;
+        }
+        if ((xst > 0 && xe < xs) || (xst < 0 && xe > xs)) {
+            call_fails(id, args, k, OD_EINVAL, "upper bound and larger bound inconsistent with step sign");
+            continue;
+        }
+        int64_t size;
+        if (want == OD_INT64) {
+            int64_t is = (int64_t)xs, ie = (int64_t)xe, ist = (int64_t)xst;
+            size = (ie - is + ist - (ist > 0 ? 1 : -1)) / ist;
+        } else {
+            size = (int64_t)ceil((e0 - s0) / st0);
+        }
+        od_tensor *o = call1_ok(id, args, k);
+        TCHECK(o->dtype == want && o->ndim == 1 && o->sizes[0] == size,
+               "arange(%g, %g, %g, %s): got %s size %" PRId64 ", want size %" PRId64, s0, e0, st0, dtn(want),
+               dtn(o->dtype), o->ndim ? o->sizes[0] : -1, size);
+        for (int64_t i = 0; i < size; i++) {
+            rv w = isflt(want) ? ref_cast(RD(xs + (double)i * xst), want)
+                               : RI(wrapi((int64_t)xs + i * (int64_t)xst, want));
+            rv g = get_rv(o, &i);
+            TCHECK(isflt(want) ? g.d == w.d : g.i == w.i, "arange(%g, %g, %g, %s)[%" PRId64 "] = %.17g, want %.17g", s0,
+                   e0, st0, dtn(want), i, g.d, w.d);
+        }
+        od_tensor_release(o);
+    }
+}
+
+Test(cpu_ew, arange_errors)
+{
+    od_value a[7] = {od_int(0), od_int(5), od_int(0), od_none(), od_none(), od_none(), od_none()};
+    call_fails(OD_OPID_arange_start_step, a, 7, OD_EINVAL, "step must be nonzero");
+    od_value b[7] = {od_int(5), od_int(0), od_int(1), od_none(), od_none(), od_none(), od_none()};
+    call_fails(OD_OPID_arange_start_step, b, 7, OD_EINVAL, "upper bound and larger bound inconsistent with step sign");
+    od_value c[6] = {od_double(0), od_double(INFINITY), od_none(), od_none(), od_none(), od_none()};
+    call_fails(OD_OPID_arange_start, c, 6, OD_EINVAL, "unsupported range");
+    od_value d[5] = {od_double(NAN), od_none(), od_none(), od_none(), od_none()};
+    call_fails(OD_OPID_arange, d, 5, OD_EINVAL, NULL);
+    od_value e[5] = {od_int(4), od_dtype_v(OD_BOOL), od_none(), od_none(), od_none()};
+    call_fails(OD_OPID_arange, e, 5, OD_EUNSUPPORTED, NULL);
+    /* a large range takes the parallel path */
+    od_value f[5] = {od_int(100000), od_none(), od_none(), od_none(), od_none()};
+    od_tensor *o = call1_ok(OD_OPID_arange, f, 5);
+    const int64_t *p = od_tensor_data(o);
+    for (int64_t i = 0; i < 100000; i++)
+        TCHECK(p[i] == i, "arange(100000)[%" PRId64 "] = %" PRId64, i, p[i]);
+    od_tensor_release(o);
+}
+
+/* ---- rand / randn ------------------------------------------------------------------------------- */
+
+static od_tensor *call_random(od_opid id, const int64_t *sz, int nd, od_value dtype)
+{
+    od_value args[5] = {ilist(sz, nd), dtype, od_none(), od_none(), od_none()};
+    return call1_ok(id, args, 5);
+}
+
+Test(cpu_ew, rand_uniform_in_unit_interval)
+{
+    for (int k = 0; k < 4; k++) {
+        od_dtype dt = FLOAT_DTS[k];
+        int64_t sz[2] = {300, 400};
+        od_tensor *o = call_random(OD_OPID_rand, sz, 2, od_dtype_v(dt));
+        TCHECK(o->dtype == dt && same_shape(o, sz, 2), "rand: metadata");
+        double sum = 0, sq = 0;
+        int64_t n = 120000, idx[2] = {0, 0};
+        do {
+            double v = get_d(o, idx);
+            TCHECK(v >= 0 && v < 1, "rand %s gave %g", dtn(dt), v);
+            sum += v;
+            sq += v * v;
+        } while (next_index(idx, sz, 2));
+        double mean = sum / n, var = sq / n - mean * mean;
+        TCHECK(fabs(mean - 0.5) < 0.01 && fabs(var - 1.0 / 12) < 0.01, "rand %s: mean %g var %g", dtn(dt), mean, var);
+        od_tensor_release(o);
+    }
+    int64_t one = 3;
+    od_tensor *o = call_random(OD_OPID_rand, &one, 1, od_none());
+    TCHECK(o->dtype == OD_FLOAT32, "rand defaults to float32");
+    od_tensor_release(o);
+    od_value bad[5] = {ilist(&one, 1), od_dtype_v(OD_INT64), od_none(), od_none(), od_none()};
+    call_fails(OD_OPID_rand, bad, 5, OD_EUNSUPPORTED, NULL);
+    int64_t neg = -1;
+    od_value bad2[5] = {ilist(&neg, 1), od_none(), od_none(), od_none(), od_none()};
+    call_fails(OD_OPID_randn, bad2, 5, OD_EINVAL, "negative dimension");
+}
+
+Test(cpu_ew, randn_normal_and_manual_seed)
+{
+    int64_t n = 200001;
+    od_tensor *o = call_random(OD_OPID_randn, &n, 1, od_dtype_v(OD_FLOAT64));
+    const double *p = od_tensor_data(o);
+    double sum = 0, sq = 0, c3 = 0;
+    for (int64_t i = 0; i < n; i++) {
+        TCHECK(isfinite(p[i]), "randn gave %g", p[i]);
+        sum += p[i];
+        sq += p[i] * p[i];
+        c3 += p[i] * p[i] * p[i];
+    }
+    double mean = sum / n, var = sq / n - mean * mean;
+    TCHECK(fabs(mean) < 0.015 && fabs(var - 1) < 0.02 && fabs(c3 / n) < 0.05, "randn: mean %g var %g skew %g", mean,
+           var, c3 / n);
+    od_tensor_release(o);
+    /* the seed fixes the stream; another seed changes it */
+    uint64_t seed = rng_next();
+    int64_t m = 1000;
+    od_cpu_manual_seed(seed);
+    od_tensor *a = call_random(OD_OPID_randn, &m, 1, od_none());
+    od_cpu_manual_seed(seed);
+    od_tensor *b = call_random(OD_OPID_randn, &m, 1, od_none());
+    od_cpu_manual_seed(seed + 1);
+    od_tensor *c = call_random(OD_OPID_randn, &m, 1, od_none());
+    TCHECK(!memcmp(od_tensor_data(a), od_tensor_data(b), (size_t)m * 4), "same seed, different stream");
+    TCHECK(memcmp(od_tensor_data(a), od_tensor_data(c), (size_t)m * 4), "different seeds, same stream");
+    od_tensor_release(a);
+    od_tensor_release(b);
+    od_tensor_release(c);
+    int64_t zero = 0;
+    o = call_random(OD_OPID_rand, &zero, 1, od_none());
+    TCHECK(od_tensor_numel(o) == 0, "rand([0]) is empty");
+    od_tensor_release(o);
+}

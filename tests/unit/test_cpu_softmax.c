@@ -1,0 +1,289 @@
+/* test_cpu_softmax.c — CPU _softmax, _log_softmax and native_layer_norm
+ * through the dispatcher.
+ *
+ * References are computed here in long double on fresh random inputs: every
+ * dim (negative too) of rank 0-4 tensors in random layouts, rows long enough
+ * to cross the vectorised blocks, values far outside exp's range (stability),
+ * NaN and -inf rows, float16 with half_to_float, and layer norm's (out, mean,
+ * rstd) with and without weight/bias. The seed is printed on failure.
+ */
+#include "cpu_testutil.h"
+
+TestSuite(cpu_softmax, .init = test_setup);
+
+/* Softmax reference over dim d of x (values v, row-major), into ref. */
+static void ref_softmax(const od_tensor *x, const double *v, int d, bool is_log, double *ref)
+{
+    int64_t outer = 1, D = 1, inner = 1;
+    for (int k = 0; k < x->ndim; k++) {
+        if (k < d)
+            outer *= x->sizes[k];
+        else if (k == d)
+            D = x->sizes[k];
+        else
+            inner *= x->sizes[k];
+    }
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            long double m = -INFINITY, s = 0;
+            bool nan = false;
+            for (int64_t r = 0; r < D; r++) {
+                double e = v[(o * D + r) * inner + i];
+                nan |= isnan(e);
+                if (e > m)
+                    m = e;
+            }
+            for (int64_t r = 0; r < D; r++)
+                s += expl(v[(o * D + r) * inner + i] - m);
+            for (int64_t r = 0; r < D; r++) {
+                int64_t at = (o * D + r) * inner + i;
+                long double y = is_log ? (v[at] - m) - logl(s) : expl(v[at] - m) / s;
+                ref[at] = nan || isinf((double)m) ? NAN : (double)y;
+            }
+        }
+}
+
+static void softmax_case(od_tensor *x, int64_t dim, bool is_log, bool h2f)
+{
+    int d = (int)(dim < 0 ? dim + (x->ndim ? x->ndim : 1) : dim);
+    od_value a[3] = {tv(x), od_int(dim), od_bool(h2f)};
+    od_tensor *y = call1_ok(is_log ? OD_OPID__log_softmax : OD_OPID__softmax, a, 3);
+    od_dtype odt = h2f ? OD_FLOAT32 : x->dtype;
+    TCHECK(y->dtype == odt && same_shape(y, x->sizes, x->ndim), "softmax dtype/shape");
+    int64_t n = od_tensor_numel(x);
+    double *v = get_all(x), *ref = malloc((size_t)(n + 1) * sizeof *ref), *got = get_all(y);
+    ref_softmax(x, v, d, is_log, ref);
+    /* float compute: exp and the sum carry a few float32 ulps */
+    double ceps = x->dtype == OD_FLOAT64 ? 1e-14 : 4e-6;
+    for (int64_t i = 0; i < n; i++) {
+        double r = cast_value(ref[i], odt);
+        double tol = 2 * dtype_eps(odt) * fabs(r) + ceps * (is_log ? 1 + fabs(v[i]) + fabs(r) : fabs(r)) + 1e-300;
+        if (!is_log && odt != OD_FLOAT64)
+            tol += 1e-37; /* tiny results may flush through float's subnormals */
+        TCHECK(close_to(got[i], r, tol), "%s(%s, dim=%" PRId64 ", ndim=%d)[%" PRId64 "] = %.10g, want %.10g",
+               is_log ? "log_softmax" : "softmax", dtn(x->dtype), dim, x->ndim, i, got[i], r);
+    }
+    free(v);
+    free(ref);
+    free(got);
+    od_tensor_release(y);
+}
+
+Test(cpu_softmax, every_dim_layout_and_dtype)
+{
+    for (int t = 0; t < 400; t++) {
+        od_dtype dt = PICK(FLOAT_DTS);
+        int nd = (int)rng_int(0, 4);
+        int64_t sz[OD_MAX_DIMS];
+        rand_sizes(sz, nd, 1, 7);
+        if (nd && rng_next() % 10 == 0)
+            sz[rng_next() % nd] = 0;
+        od_tensor *x = t_rand_any(sz, nd, dt);
+        int64_t n = od_tensor_numel(x);
+        if (n && rng_next() % 3 == 0) { /* far outside exp's range: needs the max shift */
+            double *v = get_all(x);
+            double shift = rng_next() % 2 ? 1000.0 : -1000.0;
+            if (dt == OD_FLOAT16)
+                shift /= 100; /* keep within half's range */
+            for (int64_t i = 0; i < n; i++)
+                v[i] = cast_value(v[i] + shift, dt);
+            set_all(x, v);
+            free(v);
+        }
+        int ndd = nd ? nd : 1;
+        softmax_case(x, rng_int(-ndd, ndd - 1), rng_next() % 2, false);
+        od_tensor_release(x);
+    }
+}
+
+Test(cpu_softmax, long_rows_and_wide_columns)
+{
+    /* last dim: several vectorised blocks plus a tail; dim 0 with inner > one
+     * column block (256) */
+    const int64_t shapes[][3] = {{3, 1, 4099}, {2, 7, 300}, {5, 600, 1}, {1, 33, 513}};
+    for (int s = 0; s < 4; s++)
+        for (int t = 0; t < 4; t++) {
+            od_dtype dt = t % 2 ? OD_FLOAT32 : OD_FLOAT64;
+            od_tensor *x = t_rand_layout(shapes[s], 3, dt, t / 2);
+            softmax_case(x, t / 2 ? 1 : 2, s % 2 == 0, false);
+            softmax_case(x, 0, s % 2 == 1, false);
+            od_tensor_release(x);
+        }
+}
+
+Test(cpu_softmax, nan_and_neg_inf_rows)
+{
+    int64_t sz[2] = {4, 9};
+    for (int t = 0; t < 20; t++) {
+        od_tensor *x = t_rand(sz, 2, OD_FLOAT32);
+        float *p = od_tensor_data(x);
+        p[rng_int(0, 8)] = NAN;                  /* row 0: NaN -> all NaN */
+        for (int j = 0; j < 9; j++)
+            p[9 + j] = -INFINITY;                /* row 1: all -inf -> NaN, like torch */
+        p[18 + rng_int(0, 8)] = -INFINITY;       /* row 2: one -inf -> exactly 0 there */
+        p[27 + rng_int(0, 8)] = 80.0f;           /* row 3: exp(80) overflows float without the shift */
+        softmax_case(x, 1, t % 2, false);
+        od_tensor_release(x);
+    }
+}
+
+/* The max shift must see every element: one huge value at each position in
+ * turn (exp would overflow without the shift), rows of every length that
+ * crosses the vectorised blocks. */
+Test(cpu_softmax, huge_value_at_every_position)
+{
+    for (int64_t n = 1; n <= 40; n++) {
+        int64_t sz[2] = {n, n};
+        for (int f = 0; f < 2; f++) {
+            od_dtype dt = f ? OD_FLOAT64 : OD_FLOAT32;
+            od_tensor *x = t_rand(sz, 2, dt);
+            double *v = get_all(x);
+            for (int64_t i = 0; i < n; i++)
+                v[i * n + i] = f ? 2000.0 : 200.0; /* row i: huge at column i */
+            set_all(x, v);
+            free(v);
+            softmax_case(x, 1, false, false);
+            softmax_case(x, 1, true, false);
+            softmax_case(x, 0, n % 2, false); /* column i: huge at row i */
+            od_tensor_release(x);
+        }
+    }
+}
+
+Test(cpu_softmax, half_to_float_and_errors)
+{
+    int64_t sz[2] = {3, 5};
+    od_tensor *h = t_rand_any(sz, 2, OD_FLOAT16);
+    softmax_case(h, -1, false, true);
+    softmax_case(h, 0, true, true);
+    od_tensor *f = t_rand(sz, 2, OD_FLOAT32), *i = t_rand(sz, 2, OD_INT64);
+    od_value a[3] = {tv(f), od_int(1), od_bool(true)};
+    call_fails(OD_OPID__softmax, a, 3, OD_OK, "conversion is supported for Half type only");
+    a[0] = tv(i);
+    a[2] = od_bool(false);
+    call_fails(OD_OPID__softmax, a, 3, OD_OK, "\"softmax_lastdim_kernel_impl\" not implemented for 'Long'");
+    call_fails(OD_OPID__log_softmax, a, 3, OD_OK, "\"log_softmax_lastdim_kernel_impl\" not implemented for 'Long'");
+    a[0] = tv(f);
+    a[1] = od_int(2);
+    call_fails(OD_OPID__softmax, a, 3, OD_OK, "Dimension out of range (expected to be in range of [-2, 1], but got 2)");
+    od_tensor_release(h);
+    od_tensor_release(f);
+    od_tensor_release(i);
+}
+
+/* ---- layer norm ---- */
+
+static void layer_norm_case(od_tensor *x, int k, od_tensor *w, od_tensor *b, double eps)
+{
+    int nd = x->ndim, axis = nd - k;
+    int64_t ns[OD_MAX_DIMS];
+    for (int i = 0; i < k; i++)
+        ns[i] = x->sizes[axis + i];
+    od_value a[5] = {tv(x), ilist(ns, k), w ? tv(w) : od_none(), b ? tv(b) : od_none(), od_double(eps)};
+    od_stack s;
+    od_error err;
+    od_status st = call_id(OD_OPID_native_layer_norm, a, 5, &s, &err);
+    TCHECK(st == OD_OK && s.nrets == 3, "native_layer_norm: %s", err.message);
+    od_tensor *y = s.rets[0].u.t, *mean = s.rets[1].u.t, *rstd = s.rets[2].u.t;
+    int64_t ssz[OD_MAX_DIMS];
+    int64_t M = 1, N = 1;
+    for (int i = 0; i < nd; i++) {
+        ssz[i] = i < axis ? x->sizes[i] : 1;
+        if (i < axis)
+            M *= x->sizes[i];
+        else
+            N *= x->sizes[i];
+    }
+    TCHECK(same_shape(y, x->sizes, nd) && y->dtype == x->dtype, "layer_norm out shape/dtype");
+    TCHECK(same_shape(mean, ssz, nd) && same_shape(rstd, ssz, nd), "layer_norm mean/rstd shape");
+    double *v = get_all(x), *gy = get_all(y), *gm = get_all(mean), *gr = get_all(rstd);
+    double *wv = w ? get_all(w) : NULL, *bv = b ? get_all(b) : NULL;
+    od_dtype dt = x->dtype;
+    double ceps = dt == OD_FLOAT64 ? 1e-13 : 2e-6;
+    for (int64_t r = 0; r < M; r++) {
+        long double mu = 0, var = 0;
+        for (int64_t j = 0; j < N; j++)
+            mu += v[r * N + j];
+        mu /= N;
+        for (int64_t j = 0; j < N; j++)
+            var += (v[r * N + j] - mu) * (v[r * N + j] - mu);
+        var /= N;
+        long double rs = 1.0L / sqrtl(var + eps);
+        double rm = cast_value((double)mu, dt), rr = cast_value((double)rs, dt);
+        TCHECK(close_to(gm[r], rm, 2 * dtype_eps(dt) * fabs(rm) + ceps * 4), "layer_norm mean[%" PRId64 "] = %.10g, want %.10g",
+               r, gm[r], rm);
+        TCHECK(close_to(gr[r], rr, (2 * dtype_eps(dt) + ceps) * fabs(rr)), "layer_norm rstd[%" PRId64 "] = %.10g, want %.10g",
+               r, gr[r], rr);
+        for (int64_t j = 0; j < N; j++) {
+            long double yv = (v[r * N + j] - mu) * rs * (wv ? wv[j] : 1.0) + (bv ? bv[j] : 0.0);
+            double ry = cast_value((double)yv, dt);
+            double tol = 2 * dtype_eps(dt) * fabs(ry) +
+                         ceps * 8 * (fabs((double)((v[r * N + j] - mu) * rs * (wv ? wv[j] : 1))) + 1);
+            if (dt == OD_FLOAT16 || dt == OD_BFLOAT16) /* mean and rstd are rounded to float, not half */
+                tol += 1e-5 * (1 + fabs(ry));
+            TCHECK(close_to(gy[r * N + j], ry, tol), "layer_norm(%s) out[%" PRId64 ",%" PRId64 "] = %.10g, want %.10g",
+                   dtn(dt), r, j, gy[r * N + j], ry);
+        }
+    }
+    free(v);
+    free(gy);
+    free(gm);
+    free(gr);
+    free(wv);
+    free(bv);
+    od_stack_release_rets(&s);
+}
+
+Test(cpu_softmax, layer_norm_random)
+{
+    for (int t = 0; t < 200; t++) {
+        od_dtype dt = PICK(FLOAT_DTS);
+        int nd = (int)rng_int(1, 4);
+        int64_t sz[OD_MAX_DIMS];
+        rand_sizes(sz, nd, 1, 6);
+        if (t % 20 == 0)
+            sz[0] = 0;
+        if (t % 7 == 0)
+            sz[nd - 1] = rng_int(100, 700); /* long rows: vectorised paths and tails */
+        int k = (int)rng_int(1, nd);
+        od_tensor *x = t_rand_any(sz, nd, dt);
+        od_tensor *w = rng_next() % 3 ? t_rand_any(sz + nd - k, k, dt) : NULL;
+        od_tensor *b = rng_next() % 3 ? t_rand_any(sz + nd - k, k, dt) : NULL;
+        layer_norm_case(x, k, w, b, rng_next() % 2 ? 1e-5 : rng_uniform(1e-6, 1e-1));
+        od_tensor_release(x);
+        od_tensor_release(w);
+        od_tensor_release(b);
+    }
+}
+
+Test(cpu_softmax, layer_norm_errors)
+{
+    int64_t sz[3] = {2, 3, 4}, ws[1] = {3}, ns2[2] = {3, 4}, ns1[1] = {4};
+    od_tensor *x = t_rand(sz, 3, OD_FLOAT32), *w = t_rand(ws, 1, OD_FLOAT32), *xi = t_rand(sz, 3, OD_INT64);
+    od_tensor *wd = t_rand(ns1, 1, OD_FLOAT64);
+    od_value a[5] = {tv(x), ilist(ns1, 1), tv(w), od_none(), od_double(1e-5)};
+    call_fails(OD_OPID_native_layer_norm, a, 5, OD_EMISMATCH,
+               "Expected weight to be of same shape as normalized_shape, but got weight of shape [3] and "
+               "normalized_shape = [4]");
+    a[2] = od_none();
+    a[3] = tv(w);
+    call_fails(OD_OPID_native_layer_norm, a, 5, OD_EMISMATCH, "Expected bias to be of same shape as normalized_shape");
+    a[3] = od_none();
+    int64_t bad[2] = {4, 3};
+    a[1] = ilist(bad, 2);
+    call_fails(OD_OPID_native_layer_norm, a, 5, OD_EMISMATCH,
+               "Given normalized_shape=[4, 3], expected input with shape [*, 4, 3], but got input of size[2, 3, 4]");
+    a[1] = ilist(NULL, 0);
+    call_fails(OD_OPID_native_layer_norm, a, 5, OD_EINVAL, "Expected normalized_shape to be at least 1-dimensional");
+    a[1] = ilist(ns2, 2);
+    a[0] = tv(xi);
+    call_fails(OD_OPID_native_layer_norm, a, 5, OD_OK, "not implemented for 'Long'");
+    a[0] = tv(x);
+    a[1] = ilist(ns1, 1);
+    a[2] = tv(wd);
+    call_fails(OD_OPID_native_layer_norm, a, 5, OD_EMISMATCH, "weight to have the same dtype as input");
+    od_tensor_release(x);
+    od_tensor_release(w);
+    od_tensor_release(xi);
+    od_tensor_release(wd);
+}
