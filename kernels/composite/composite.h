@@ -1,0 +1,99 @@
+/* composite.h — private to kernels/composite/: the composite and
+ * BackendSelect kernels, and the argument/call helpers they share.
+ *
+ * Invariants: every kernel here is boxed (od_value.h rules: arguments
+ * borrowed, returns new) and receives ctx = OD_OPID_<id>. Kernels reach other
+ * operators only through the dispatcher (od_cx_call*), never by calling
+ * another family's kernel functions, so the same composite serves CPU, CUDA
+ * and Meta tensors. Nothing outside this folder includes this header.
+ */
+#ifndef OD_COMPOSITE_H
+#define OD_COMPOSITE_H
+
+#include "od_ops.h"
+
+#define OD_CX_KERNEL(name) \
+    od_status name(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+
+/* Kernels named in ops.def's cea / cia / bs columns. */
+OD_CX_KERNEL(od_cea_view);
+OD_CX_KERNEL(od_cia_reshape);
+OD_CX_KERNEL(od_cia_contiguous);
+OD_CX_KERNEL(od_cea_to_copy);
+OD_CX_KERNEL(od_cia_to);
+OD_CX_KERNEL(od_cea_stack);
+OD_CX_KERNEL(od_cia_softmax);
+OD_CX_KERNEL(od_cia_layer_norm);
+OD_CX_KERNEL(od_cia_matmul);
+OD_CX_KERNEL(od_cia_linear);
+OD_CX_KERNEL(od_cia_embedding);
+OD_CX_KERNEL(od_cea_factory);
+OD_CX_KERNEL(od_bs_factory);
+
+/* Caches the positions of the factories' keyword arguments (start-up only). */
+void od_cx_factories_init(void);
+
+/* ---- calls through the dispatcher ---- */
+
+/* Runs built-in id (args borrowed, every argument given) and takes its single
+ * tensor return: *out is new. */
+od_status od_cx_call1(od_opid id, od_value *args, int nargs, od_tensor **out, od_error *err);
+
+/* One-line wrappers over od_cx_call1 (tensors borrowed, *out new). */
+od_status od_cx_view(od_tensor *t, const int64_t *sizes, int n, od_tensor **out, od_error *err);
+od_status od_cx_reshape(od_tensor *t, const int64_t *sizes, int n, od_tensor **out, od_error *err);
+od_status od_cx_expand(od_tensor *t, const int64_t *sizes, int n, od_tensor **out, od_error *err);
+od_status od_cx_unsqueeze(od_tensor *t, int64_t dim, od_tensor **out, od_error *err);
+od_status od_cx_t(od_tensor *t, od_tensor **out, od_error *err);
+od_status od_cx_mm(od_tensor *a, od_tensor *b, od_tensor **out, od_error *err);
+od_status od_cx_clone_contiguous(od_tensor *t, od_tensor **out, od_error *err);
+/* _to_copy(t, dtype=dtype) with every other argument defaulted. */
+od_status od_cx_to_dtype_copy(od_tensor *t, od_dtype dtype, od_tensor **out, od_error *err);
+
+/* Stores t (new) as the kernel's only return. */
+static inline od_status od_cx_return1(od_stack *s, od_tensor *t)
+{
+    s->rets[0] = od_tensor_v(t);
+    s->nrets = 1;
+    return OD_OK;
+}
+
+/* ---- argument readers: i is the schema position; errors name the op's
+ * argument like PyTorch's argument parser ("view(): argument 'size' must be
+ * ..."). Pointers written are borrowed from the stack. ---- */
+
+od_status od_cx_arg_tensor(const od_op *op, const od_stack *s, int i, od_tensor **t, od_error *err);
+/* *t = NULL for None. */
+od_status od_cx_arg_opt_tensor(const od_op *op, const od_stack *s, int i, od_tensor **t,
+                               od_error *err);
+od_status od_cx_arg_int(const od_op *op, const od_stack *s, int i, int64_t *v, od_error *err);
+/* *present = false for None (then *v is untouched). */
+od_status od_cx_arg_opt_int(const od_op *op, const od_stack *s, int i, bool *present, int64_t *v,
+                            od_error *err);
+od_status od_cx_arg_bool(const od_op *op, const od_stack *s, int i, bool *v, od_error *err);
+od_status od_cx_arg_int_list(const od_op *op, const od_stack *s, int i, const int64_t **items,
+                             int *n, od_error *err);
+/* Tensor[] whose elements are all non-NULL. */
+od_status od_cx_arg_tensor_list(const od_op *op, const od_stack *s, int i, od_tensor ***items,
+                                int *n, od_error *err);
+/* ScalarType?: a dtype value or a dtype name; *present false for None. */
+od_status od_cx_arg_opt_dtype(const od_op *op, const od_stack *s, int i, bool *present,
+                              od_dtype *dt, od_error *err);
+/* Device?: a device value or a device string; *present false for None. */
+od_status od_cx_arg_opt_device(const od_op *op, const od_stack *s, int i, bool *present,
+                               od_device *d, od_error *err);
+/* Layout?: only None or torch.strided (0 / "strided") are supported. */
+od_status od_cx_check_layout(const od_op *op, const od_stack *s, int i, od_error *err);
+/* bool? pin_memory: None or False. */
+od_status od_cx_check_pin_memory(const od_op *op, const od_stack *s, int i, od_error *err);
+
+/* MemoryFormat(?) values, numbered like c10::MemoryFormat. */
+enum { OD_CX_MF_CONTIGUOUS = 0, OD_CX_MF_PRESERVE = 1 };
+/* None reads as preserve; channels_last formats are OD_EUNSUPPORTED. */
+od_status od_cx_arg_memory_format(const od_op *op, const od_stack *s, int i, int *mf,
+                                  od_error *err);
+
+/* Position of the argument called name in op's schema, or -1. */
+int od_cx_arg_index(const od_op *op, const char *name);
+
+#endif

@@ -1,0 +1,146 @@
+/* convert.c — aten::_to_copy and aten::to (dtype / device conversion).
+ *
+ * Invariants: _to_copy always returns a fresh tensor; it allocates on the
+ * target device and moves the data with aten::copy_ through the dispatcher,
+ * whose key set then holds both devices (so a CPU<->CUDA copy lands on the
+ * CUDA backend, which owns cross-device copies). Meta tensors carry no data:
+ * converting to meta copies nothing, converting out of meta is an error.
+ * aten::to aliases self exactly when torch does (to_will_alias): nothing
+ * changes and copy=False.
+ */
+#include "composite.h"
+
+/* torch's "non-overlapping and dense": the dims of size > 1, ordered by
+ * stride, tile the storage exactly. Such tensors keep their strides under
+ * preserve_format (empty_like semantics). */
+static bool dense_non_overlapping(const od_tensor *t)
+{
+    int idx[OD_MAX_DIMS], m = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->sizes[d] == 0)
+            return false;
+        if (t->sizes[d] != 1)
+            idx[m++] = d;
+    }
+    for (int i = 1; i < m; i++) /* insertion sort by stride; m <= 16 */
+        for (int j = i; j > 0 && t->strides[idx[j]] < t->strides[idx[j - 1]]; j--) {
+            int x = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = x;
+        }
+    int64_t expect = 1;
+    for (int j = 0; j < m; j++) {
+        if (t->strides[idx[j]] != expect)
+            return false;
+        expect *= t->sizes[idx[j]];
+    }
+    return true;
+}
+
+/* Uninitialised destination for self: contiguous, or with self's strides
+ * when preserve_format applies. */
+static od_status alloc_like(od_tensor *self, od_dtype dtype, od_device dev, int mf,
+                            od_tensor **out, od_error *err)
+{
+    if (mf == OD_CX_MF_CONTIGUOUS || od_tensor_is_contiguous(self) || !dense_non_overlapping(self))
+        return od_tensor_empty(self->sizes, self->ndim, dtype, dev, out, err);
+    int64_t numel = od_tensor_numel(self);
+    od_tensor *flat = NULL;
+    od_status st = od_tensor_empty(&numel, 1, dtype, dev, &flat, err);
+    if (st)
+        return st;
+    st = od_view_as_strided(flat, self->sizes, self->strides, self->ndim, 0, out, err);
+    od_tensor_release(flat);
+    return st;
+}
+
+OD_CX_KERNEL(od_cea_to_copy)
+{
+    (void)ctx;
+    (void)ks;
+    od_tensor *self;
+    bool has_dtype, has_dev, non_blocking;
+    od_dtype dtype;
+    od_device dev;
+    int mf;
+    od_status st;
+    if ((st = od_cx_arg_tensor(op, s, 0, &self, err)) ||
+        (st = od_cx_arg_opt_dtype(op, s, 1, &has_dtype, &dtype, err)) ||
+        (st = od_cx_check_layout(op, s, 2, err)) ||
+        (st = od_cx_arg_opt_device(op, s, 3, &has_dev, &dev, err)) ||
+        (st = od_cx_check_pin_memory(op, s, 4, err)) ||
+        (st = od_cx_arg_bool(op, s, 5, &non_blocking, err)) ||
+        (st = od_cx_arg_memory_format(op, s, 6, &mf, err)))
+        return st;
+    if (!has_dtype)
+        dtype = self->dtype;
+    if (!has_dev)
+        dev = self->device;
+    if (self->device.type == OD_DEV_META && dev.type != OD_DEV_META)
+        return od_error_set(err, OD_EUNSUPPORTED, "Cannot copy out of meta tensor; no data!");
+
+    od_tensor *dst = NULL;
+    if ((st = alloc_like(self, dtype, dev, mf, &dst, err)))
+        return st;
+    if (dev.type == OD_DEV_META) /* shapes only: nothing to move */
+        return od_cx_return1(s, dst);
+
+    od_value a[3] = {od_tensor_v(dst), od_tensor_v(self), od_bool(non_blocking)};
+    od_stack cs;
+    st = od_call_builtin(OD_OPID_copy_, a, 3, &cs, err);
+    if (st) {
+        od_tensor_release(dst);
+        return st;
+    }
+    od_stack_release_rets(&cs); /* copy_ returns dst itself */
+    return od_cx_return1(s, dst);
+}
+
+/* to.dtype(self, dtype, non_blocking, copy, memory_format) and
+ * to.device(self, device, dtype, non_blocking, copy, memory_format). */
+OD_CX_KERNEL(od_cia_to)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    int base = id == OD_OPID_to_device ? 1 : 0; /* to.device has one more leading argument */
+    od_tensor *self;
+    od_device dev;
+    bool has_dtype, non_blocking, copy;
+    od_dtype dtype;
+    int mf;
+    od_status st;
+    if ((st = od_cx_arg_tensor(op, s, 0, &self, err)))
+        return st;
+    dev = self->device;
+    if (base) {
+        bool has_dev;
+        if ((st = od_cx_arg_opt_device(op, s, 1, &has_dev, &dev, err)))
+            return st;
+        if (!has_dev)
+            return od_error_set(err, OD_EINVAL,
+                                "to(): argument 'device' (position 2) must be torch.device, not None");
+    }
+    if ((st = od_cx_arg_opt_dtype(op, s, base + 1, &has_dtype, &dtype, err)) ||
+        (st = od_cx_arg_bool(op, s, base + 2, &non_blocking, err)) ||
+        (st = od_cx_arg_bool(op, s, base + 3, &copy, err)) ||
+        (st = od_cx_arg_memory_format(op, s, base + 4, &mf, err)))
+        return st;
+    if (!has_dtype)
+        return od_error_set(err, OD_EINVAL,
+                            "to(): argument 'dtype' (position %d) must be torch.dtype, not None",
+                            base + 2);
+    /* torch's to_will_alias: suggest_memory_format() is contiguous_format for
+     * every tensor we can hold, so both supported formats alias. */
+    if (!copy && dtype == self->dtype && od_device_eq(dev, self->device)) {
+        od_tensor_retain(self);
+        return od_cx_return1(s, self);
+    }
+    od_value a[7] = {od_tensor_v(self), od_dtype_v(dtype), od_none(), od_device_v(dev),
+                     od_none(),         od_bool(non_blocking), mf == OD_CX_MF_CONTIGUOUS
+                                                                   ? od_int(OD_CX_MF_CONTIGUOUS)
+                                                                   : od_none()};
+    od_tensor *out = NULL;
+    if ((st = od_cx_call1(OD_OPID__to_copy, a, 7, &out, err)))
+        return st;
+    return od_cx_return1(s, out);
+}

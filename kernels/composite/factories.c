@@ -1,0 +1,86 @@
+/* factories.c — factory operators: the BackendSelect kernel that picks a
+ * backend from the Device argument, and the CompositeExplicitAutograd
+ * kernel of empty / zeros / ones / full.
+ *
+ * Invariants: a factory has no tensor argument, so its call reaches
+ * BackendSelect (in the default included set); od_bs_factory adds the backend
+ * key of the requested device (cpu when None) to the keys below
+ * BackendSelect and redispatches, never reading TLS or scanning arguments.
+ * od_cea_factory then runs on that backend's slot: the shape function (the
+ * single source of truth for output shape, dtype and device, and the
+ * argument checks) describes the output, od_alloc_outputs allocates it, and
+ * zeros / ones / full fill it with aten::fill_ through the dispatcher. The
+ * Device argument's position is looked up by name once, at registration.
+ */
+#include <stdint.h>
+
+#include "composite.h"
+#include "od_shape.h"
+
+/* Position of each built-in's Device argument (-1: none), for BackendSelect. */
+static int8_t g_device_arg[OD_NUM_BUILTIN_OPS];
+
+void od_cx_factories_init(void)
+{
+    for (int id = 0; id < OD_NUM_BUILTIN_OPS; id++) {
+        const od_op *op = od_builtin((od_opid)id);
+        g_device_arg[id] = op ? (int8_t)od_cx_arg_index(op, "device") : -1;
+    }
+}
+
+OD_CX_KERNEL(od_bs_factory)
+{
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_device dev = {OD_DEV_CPU, 0};
+    bool has_dev = false;
+    int di = (unsigned)id < OD_NUM_BUILTIN_OPS ? g_device_arg[id] : -1;
+    if (di < 0)
+        return od_error_set(err, OD_EINTERNAL, "%s has no 'device' argument for BackendSelect",
+                            od_op_name(op));
+    od_status st = od_cx_arg_opt_device(op, s, di, &has_dev, &dev, err);
+    if (st)
+        return st;
+    if (!has_dev)
+        dev = (od_device){OD_DEV_CPU, 0};
+    od_keyset next = (ks & od_ks_below(OD_KEY_BackendSelect)) | OD_KS(od_device_key(dev));
+    return od_call_with_keys(op, next, s, err);
+}
+
+OD_CX_KERNEL(od_cea_factory)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_shape_fn shape = od_builtin_shape_fn(id);
+    if (!shape)
+        return od_error_set(err, OD_EINTERNAL, "%s is not a factory with a shape function",
+                            od_op_name(op));
+    /* The shape function validates size, dtype, layout, device, pin_memory
+     * and memory_format, and infers full's dtype from its fill value. */
+    od_out_spec spec[OD_MAX_RETURNS];
+    int n = 0;
+    od_status st = shape(id, s, spec, &n, err);
+    if (st)
+        return st;
+    if (n != 1 || spec[0].alias_of >= 0)
+        return od_error_set(err, OD_EINTERNAL, "shape function of %s described %d outputs",
+                            od_op_name(op), n);
+    od_tensor *out = NULL;
+    if ((st = od_alloc_outputs(s, spec, 1, &out, err)))
+        return st;
+
+    od_value fill;
+    switch (id) {
+    case OD_OPID_zeros: fill = od_int(0); break;
+    case OD_OPID_ones: fill = od_int(1); break;
+    case OD_OPID_full: fill = s->args[1]; break;
+    default: return od_cx_return1(s, out); /* empty: uninitialised */
+    }
+    od_value a[2] = {od_tensor_v(out), fill};
+    od_stack fs;
+    if ((st = od_call_builtin(OD_OPID_fill__Scalar, a, 2, &fs, err))) {
+        od_tensor_release(out);
+        return st;
+    }
+    od_stack_release_rets(&fs); /* fill_ returns out itself */
+    return od_cx_return1(s, out);
+}

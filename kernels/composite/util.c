@@ -1,0 +1,310 @@
+/* util.c — calls through the dispatcher and argument readers shared by the
+ * composite kernels.
+ *
+ * Invariants: od_cx_call1 leaves nothing allocated on error and checks that
+ * the callee really returned one tensor (a kernel bug becomes OD_EINTERNAL,
+ * not a crash). The argument readers never retain: what they hand out is
+ * borrowed from the caller's stack. Messages follow PyTorch's argument
+ * parser: "<op>(): argument '<name>' must be <type>, not <got>".
+ */
+#include <limits.h>
+#include <string.h>
+
+#include "composite.h"
+
+od_status od_cx_call1(od_opid id, od_value *args, int nargs, od_tensor **out, od_error *err)
+{
+    od_stack s;
+    od_status st = od_call_builtin(id, args, nargs, &s, err);
+    if (st)
+        return st;
+    if (s.nrets != 1 || s.rets[0].tag != OD_T_TENSOR || !s.rets[0].u.t) {
+        int n = s.nrets;
+        od_stack_release_rets(&s);
+        return od_error_set(err, OD_EINTERNAL, "%s returned %d values where one tensor was expected",
+                            od_op_name(od_builtin(id)), n);
+    }
+    *out = s.rets[0].u.t;
+    return OD_OK;
+}
+
+od_status od_cx_view(od_tensor *t, const int64_t *sizes, int n, od_tensor **out, od_error *err)
+{
+    od_value a[2] = {od_tensor_v(t), od_list_v(OD_T_INT_LIST, (void *)sizes, (size_t)n)};
+    return od_cx_call1(OD_OPID_view, a, 2, out, err);
+}
+
+od_status od_cx_reshape(od_tensor *t, const int64_t *sizes, int n, od_tensor **out, od_error *err)
+{
+    od_value a[2] = {od_tensor_v(t), od_list_v(OD_T_INT_LIST, (void *)sizes, (size_t)n)};
+    return od_cx_call1(OD_OPID_reshape, a, 2, out, err);
+}
+
+od_status od_cx_expand(od_tensor *t, const int64_t *sizes, int n, od_tensor **out, od_error *err)
+{
+    od_value a[3] = {od_tensor_v(t), od_list_v(OD_T_INT_LIST, (void *)sizes, (size_t)n),
+                     od_bool(false)};
+    return od_cx_call1(OD_OPID_expand, a, 3, out, err);
+}
+
+od_status od_cx_unsqueeze(od_tensor *t, int64_t dim, od_tensor **out, od_error *err)
+{
+    od_value a[2] = {od_tensor_v(t), od_int(dim)};
+    return od_cx_call1(OD_OPID_unsqueeze, a, 2, out, err);
+}
+
+od_status od_cx_t(od_tensor *t, od_tensor **out, od_error *err)
+{
+    od_value a[1] = {od_tensor_v(t)};
+    return od_cx_call1(OD_OPID_t, a, 1, out, err);
+}
+
+od_status od_cx_mm(od_tensor *a, od_tensor *b, od_tensor **out, od_error *err)
+{
+    od_value v[2] = {od_tensor_v(a), od_tensor_v(b)};
+    return od_cx_call1(OD_OPID_mm, v, 2, out, err);
+}
+
+od_status od_cx_clone_contiguous(od_tensor *t, od_tensor **out, od_error *err)
+{
+    od_value a[2] = {od_tensor_v(t), od_int(OD_CX_MF_CONTIGUOUS)};
+    return od_cx_call1(OD_OPID_clone, a, 2, out, err);
+}
+
+od_status od_cx_to_dtype_copy(od_tensor *t, od_dtype dtype, od_tensor **out, od_error *err)
+{
+    od_value a[7] = {od_tensor_v(t), od_dtype_v(dtype), od_none(), od_none(),
+                     od_none(),      od_bool(false),    od_none()};
+    return od_cx_call1(OD_OPID__to_copy, a, 7, out, err);
+}
+
+/* ------------------------------------------------------------ arguments */
+
+static const char *arg_name(const od_op *op, int i)
+{
+    const od_schema *sc = od_op_schema(op);
+    return i < sc->nargs && sc->args[i].name ? sc->args[i].name : "?";
+}
+
+static od_status bad_arg(const od_op *op, const od_stack *s, int i, const char *want, od_error *err)
+{
+    const char *got = i < s->nargs ? od_tag_name(s->args[i].tag) : "nothing";
+    if (i < s->nargs && s->args[i].tag == OD_T_TENSOR && !s->args[i].u.t)
+        got = "a null tensor";
+    return od_error_set(err, OD_EINVAL, "%s(): argument '%s' (position %d) must be %s, not %s",
+                        od_op_schema(op)->name, arg_name(op, i), i + 1, want, got);
+}
+
+static const od_value *arg_at(const od_stack *s, int i)
+{
+    return i >= 0 && i < s->nargs ? &s->args[i] : NULL;
+}
+
+od_status od_cx_arg_tensor(const od_op *op, const od_stack *s, int i, od_tensor **t, od_error *err)
+{
+    const od_value *v = arg_at(s, i);
+    if (!v || v->tag != OD_T_TENSOR || !v->u.t)
+        return bad_arg(op, s, i, "Tensor", err);
+    *t = v->u.t;
+    return OD_OK;
+}
+
+od_status od_cx_arg_opt_tensor(const od_op *op, const od_stack *s, int i, od_tensor **t,
+                               od_error *err)
+{
+    const od_value *v = arg_at(s, i);
+    if (v && v->tag == OD_T_NONE) {
+        *t = NULL;
+        return OD_OK;
+    }
+    if (!v || v->tag != OD_T_TENSOR || !v->u.t)
+        return bad_arg(op, s, i, "Tensor or None", err);
+    *t = v->u.t;
+    return OD_OK;
+}
+
+od_status od_cx_arg_int(const od_op *op, const od_stack *s, int i, int64_t *out, od_error *err)
+{
+    const od_value *v = arg_at(s, i);
+    if (!v || v->tag != OD_T_INT)
+        return bad_arg(op, s, i, "int", err);
+    *out = v->u.i;
+    return OD_OK;
+}
+
+od_status od_cx_arg_opt_int(const od_op *op, const od_stack *s, int i, bool *present, int64_t *out,
+                            od_error *err)
+{
+    const od_value *v = arg_at(s, i);
+    if (v && v->tag == OD_T_NONE) {
+        *present = false;
+        return OD_OK;
+    }
+    if (!v || v->tag != OD_T_INT)
+        return bad_arg(op, s, i, "int or None", err);
+    *present = true;
+    *out = v->u.i;
+    return OD_OK;
+}
+
+od_status od_cx_arg_bool(const od_op *op, const od_stack *s, int i, bool *out, od_error *err)
+{
+    const od_value *v = arg_at(s, i);
+    if (!v || v->tag != OD_T_BOOL)
+        return bad_arg(op, s, i, "bool", err);
+    *out = v->u.b;
+    return OD_OK;
+}
+
+od_status od_cx_arg_int_list(const od_op *op, const od_stack *s, int i, const int64_t **items,
+                             int *n, od_error *err)
+{
+    const od_value *v = arg_at(s, i);
+    if (!v || v->tag != OD_T_INT_LIST || v->u.list.n > INT_MAX)
+        return bad_arg(op, s, i, "a list of ints", err);
+    *items = v->u.list.items;
+    *n = (int)v->u.list.n;
+    return OD_OK;
+}
+
+od_status od_cx_arg_tensor_list(const od_op *op, const od_stack *s, int i, od_tensor ***items,
+                                int *n, od_error *err)
+{
+    const od_value *v = arg_at(s, i);
+    if (!v || v->tag != OD_T_TENSOR_LIST || v->u.list.n > INT_MAX)
+        return bad_arg(op, s, i, "a list of Tensors", err);
+    od_tensor **ts = v->u.list.items;
+    for (size_t j = 0; j < v->u.list.n; j++)
+        if (!ts[j])
+            return od_error_set(err, OD_EINVAL,
+                                "%s(): argument '%s' (position %d) must be a list of Tensors, "
+                                "but element %zu is None",
+                                od_op_schema(op)->name, arg_name(op, i), i + 1, j);
+    *items = ts;
+    *n = (int)v->u.list.n;
+    return OD_OK;
+}
+
+od_status od_cx_arg_opt_dtype(const od_op *op, const od_stack *s, int i, bool *present,
+                              od_dtype *dt, od_error *err)
+{
+    const od_value *v = arg_at(s, i);
+    if (v && v->tag == OD_T_NONE) {
+        *present = false;
+        return OD_OK;
+    }
+    if (v && v->tag == OD_T_DTYPE && (unsigned)v->u.dtype < OD_NUM_DTYPES) {
+        *present = true;
+        *dt = v->u.dtype;
+        return OD_OK;
+    }
+    if (v && v->tag == OD_T_STRING && v->u.s) {
+        od_dtype d = od_dtype_from_name(v->u.s);
+        if (d == OD_NUM_DTYPES)
+            return od_error_set(err, OD_EINVAL, "%s(): argument '%s' (position %d): unknown dtype '%s'",
+                                od_op_schema(op)->name, arg_name(op, i), i + 1, v->u.s);
+        *present = true;
+        *dt = d;
+        return OD_OK;
+    }
+    return bad_arg(op, s, i, "torch.dtype or None", err);
+}
+
+od_status od_cx_arg_opt_device(const od_op *op, const od_stack *s, int i, bool *present,
+                               od_device *d, od_error *err)
+{
+    const od_value *v = arg_at(s, i);
+    if (v && v->tag == OD_T_NONE) {
+        *present = false;
+        return OD_OK;
+    }
+    if (v && v->tag == OD_T_DEVICE && (unsigned)v->u.device.type < OD_NUM_DEVICE_TYPES) {
+        *present = true;
+        *d = v->u.device;
+        return OD_OK;
+    }
+    if (v && v->tag == OD_T_STRING && v->u.s) {
+        od_status st = od_device_parse(v->u.s, d, err);
+        if (st) {
+            od_error_prefix(err, "%s(): argument '%s' (position %d)", od_op_schema(op)->name,
+                            arg_name(op, i), i + 1);
+            return st;
+        }
+        *present = true;
+        return OD_OK;
+    }
+    return bad_arg(op, s, i, "torch.device or None", err);
+}
+
+od_status od_cx_check_layout(const od_op *op, const od_stack *s, int i, od_error *err)
+{
+    const od_value *v = arg_at(s, i);
+    if (v && (v->tag == OD_T_NONE || (v->tag == OD_T_INT && v->u.i == 0) ||
+              (v->tag == OD_T_STRING && v->u.s &&
+               (!strcmp(v->u.s, "strided") || !strcmp(v->u.s, "torch.strided")))))
+        return OD_OK;
+    if (v && (v->tag == OD_T_INT || v->tag == OD_T_STRING))
+        return od_error_set(err, OD_EUNSUPPORTED,
+                            "%s(): argument '%s' (position %d): only the strided layout "
+                            "(torch.strided) is supported",
+                            od_op_schema(op)->name, arg_name(op, i), i + 1);
+    return bad_arg(op, s, i, "torch.layout or None", err);
+}
+
+od_status od_cx_check_pin_memory(const od_op *op, const od_stack *s, int i, od_error *err)
+{
+    const od_value *v = arg_at(s, i);
+    if (v && (v->tag == OD_T_NONE || (v->tag == OD_T_BOOL && !v->u.b)))
+        return OD_OK;
+    if (v && v->tag == OD_T_BOOL)
+        return od_error_set(err, OD_EUNSUPPORTED,
+                            "%s(): argument '%s' (position %d): pinned memory is not supported; "
+                            "pass pin_memory=False or None",
+                            od_op_schema(op)->name, arg_name(op, i), i + 1);
+    return bad_arg(op, s, i, "bool or None", err);
+}
+
+od_status od_cx_arg_memory_format(const od_op *op, const od_stack *s, int i, int *mf,
+                                  od_error *err)
+{
+    static const char *const names[] = {"contiguous_format", "preserve_format", "channels_last",
+                                        "channels_last_3d"};
+    const od_value *v = arg_at(s, i);
+    int64_t code = -1;
+    if (v && v->tag == OD_T_NONE) {
+        *mf = OD_CX_MF_PRESERVE;
+        return OD_OK;
+    }
+    if (v && v->tag == OD_T_INT) {
+        code = v->u.i;
+    } else if (v && v->tag == OD_T_STRING && v->u.s) {
+        const char *name = strncmp(v->u.s, "torch.", 6) == 0 ? v->u.s + 6 : v->u.s;
+        for (int k = 0; k < 4; k++)
+            if (!strcmp(name, names[k]))
+                code = k;
+        if (code < 0)
+            return od_error_set(err, OD_EINVAL,
+                                "%s(): argument '%s' (position %d): unknown memory format '%s'",
+                                od_op_schema(op)->name, arg_name(op, i), i + 1, v->u.s);
+    } else {
+        return bad_arg(op, s, i, "torch.memory_format or None", err);
+    }
+    if (code == OD_CX_MF_CONTIGUOUS || code == OD_CX_MF_PRESERVE) {
+        *mf = (int)code;
+        return OD_OK;
+    }
+    return od_error_set(err, OD_EUNSUPPORTED,
+                        "%s(): argument '%s' (position %d): memory format %s is not supported; "
+                        "use torch.contiguous_format or torch.preserve_format",
+                        od_op_schema(op)->name, arg_name(op, i), i + 1,
+                        code >= 0 && code < 4 ? names[code] : "(unknown)");
+}
+
+int od_cx_arg_index(const od_op *op, const char *name)
+{
+    const od_schema *sc = od_op_schema(op);
+    for (int i = 0; i < sc->nargs; i++)
+        if (sc->args[i].name && !strcmp(sc->args[i].name, name))
+            return i;
+    return -1;
+}

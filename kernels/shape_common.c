@@ -1,0 +1,51 @@
+/* shape_common.c — output allocation from od_out_spec, and the table of the
+ * built-ins' shape functions.
+ *
+ * Invariants: od_builtin_shape_fn is generated from ops.def's shape column,
+ * so it cannot drift from the operator list (a name there that od_shape.h
+ * does not declare fails the build). od_alloc_outputs is all-or-nothing: on
+ * error every output it already made is released and outs[] is cleared. It
+ * sits on every kernel's hot path, so it does no more than allocate.
+ */
+#include "od_shape.h"
+
+static const od_shape_fn g_shape_fns[OD_NUM_BUILTIN_OPS] = {
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs) [OD_OPID_##id] = shape,
+#include "ops.def"
+#undef OD_OP
+};
+
+od_shape_fn od_builtin_shape_fn(od_opid id)
+{
+    return (unsigned)id < OD_NUM_BUILTIN_OPS ? g_shape_fns[id] : NULL;
+}
+
+od_status od_alloc_outputs(const od_stack *s, const od_out_spec *specs, int n, od_tensor **outs,
+                           od_error *err)
+{
+    for (int i = 0; i < n; i++) {
+        const od_out_spec *sp = &specs[i];
+        od_status st;
+        if (sp->alias_of >= 0) {
+            const od_value *v = sp->alias_of < s->nargs ? &s->args[sp->alias_of] : NULL;
+            if (v && v->tag == OD_T_TENSOR && v->u.t) {
+                od_tensor_retain(v->u.t);
+                outs[i] = v->u.t;
+                continue;
+            }
+            st = od_error_set(err, OD_EINTERNAL,
+                              "output %d aliases argument %d, which is not a tensor", i,
+                              sp->alias_of);
+        } else {
+            st = od_tensor_empty(sp->sizes, sp->ndim, sp->dtype, sp->device, &outs[i], err);
+            if (!st)
+                continue;
+        }
+        while (i > 0)
+            od_tensor_release(outs[--i]);
+        for (int j = 0; j < n; j++)
+            outs[j] = NULL;
+        return st;
+    }
+    return OD_OK;
+}
