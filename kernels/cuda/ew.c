@@ -1,0 +1,257 @@
+/* ew.c — boxed CUDA kernels of the elementwise operators: binary
+ * arithmetic, comparisons, where, unary, clamp, fill_.
+ *
+ * Invariants: each kernel validates through the operator's shape function
+ * (same checks and messages as CPU and Meta), allocates its output on the
+ * call's CUDA device, and runs one launch over an iterator whose inputs are
+ * read in their own dtypes and converted to the compute family of
+ * od_elementwise_common_dtype (PyTorch's opmath: float for float16 and
+ * bfloat16). 0-dim CPU tensors join as constants. Everything is released on
+ * every error path; nrets stays 0 on error.
+ */
+#include <string.h>
+
+#include "cuda_internal.h"
+#include "od_math.h"
+
+/* Allocates the output, adds the inputs in order (tensor or Scalar
+ * arguments; NULL entries skipped), runs op and returns the output. */
+static od_status run_ew(const od_op *op, od_opid id, od_stack *s, const od_value *const *inputs,
+                        int ninputs, od_cu_ew ewop, od_dtype compute, double alpha_d, int64_t alpha_i,
+                        bool int_div, od_error *err)
+{
+    int device;
+    od_status st = od_cu_call_device(op, s, true, &device, err);
+    if (st)
+        return st;
+    od_cu_env env;
+    if ((st = od_cu_begin(device, &env, err)))
+        return st;
+    od_tensor *out = NULL;
+    int nouts = 0;
+    if ((st = od_cu_outputs(id, s, device, &out, &nouts, err)))
+        return st;
+    od_cu_iter it;
+    od_cu_iter_init(&it, out);
+    for (int i = 0; i < ninputs && !st; i++) {
+        const od_value *v = inputs[i];
+        if (v->tag == OD_T_TENSOR)
+            st = od_cu_iter_add_tensor(&it, v->u.t, err);
+        else
+            od_cu_iter_add_scalar(&it, v);
+    }
+    if (!st)
+        st = od_cu_run_elementwise(&env, &it, ewop, compute, alpha_d, alpha_i,
+                                   int_div ? od_cu_op_name(op) : NULL, err);
+    if (st) {
+        od_tensor_release(out);
+        return st;
+    }
+    od_cu_return(s, &out, 1);
+    return OD_OK;
+}
+
+/* alpha of add/sub in both forms (an int alpha is exact in either family). */
+static void alpha_of(const od_value *a, double *d, int64_t *i)
+{
+    *d = od_value_as_double(a);
+    *i = a->tag == OD_T_INT ? a->u.i : a->tag == OD_T_BOOL ? (int64_t)a->u.b : od_double_to_i64(a->u.d);
+}
+
+od_status od_cuda_binary(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_dtype compute;
+    int mode = OD_DIV_TRUE;
+    od_status st;
+    if ((st = od_elementwise_common_dtype(id, s, &compute, err)) ||
+        (st = od_div_rounding_mode(id, s, &mode, err)))
+        return st;
+    od_cu_ew ewop;
+    double ad = 1;
+    int64_t ai = 1;
+    switch (id) {
+    case OD_OPID_add_Tensor:
+    case OD_OPID_add_Scalar:
+    case OD_OPID_sub_Tensor:
+    case OD_OPID_sub_Scalar:
+        ewop = id == OD_OPID_add_Tensor || id == OD_OPID_add_Scalar ? OD_CU_EW_ADD : OD_CU_EW_SUB;
+        alpha_of(&s->args[2], &ad, &ai);
+        break;
+    case OD_OPID_mul_Tensor:
+    case OD_OPID_mul_Scalar: ewop = OD_CU_EW_MUL; break;
+    case OD_OPID_div_Tensor:
+    case OD_OPID_div_Scalar:
+    case OD_OPID_div_Tensor_mode:
+    case OD_OPID_div_Scalar_mode:
+        ewop = mode == OD_DIV_TRUNC ? OD_CU_EW_DIV_TRUNC : mode == OD_DIV_FLOOR ? OD_CU_EW_DIV_FLOOR
+                                                                                : OD_CU_EW_DIV;
+        break;
+    case OD_OPID_pow_Tensor_Tensor:
+    case OD_OPID_pow_Tensor_Scalar:
+    case OD_OPID_pow_Scalar: ewop = OD_CU_EW_POW; break;
+    case OD_OPID_maximum: ewop = OD_CU_EW_MAXIMUM; break;
+    case OD_OPID_minimum: ewop = OD_CU_EW_MINIMUM; break;
+    default:
+        return od_error_set(err, OD_EINTERNAL, "od_cuda_binary: unexpected operator %s",
+                            od_cu_op_name(op));
+    }
+    const od_value *in[2] = {&s->args[0], &s->args[1]};
+    bool int_div = (ewop == OD_CU_EW_DIV_TRUNC || ewop == OD_CU_EW_DIV_FLOOR) &&
+                   !od_dtype_is_floating(compute);
+    return run_ew(op, id, s, in, 2, ewop, compute, ad, ai, int_div, err);
+}
+
+od_status od_cuda_compare(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_dtype compute;
+    od_status st = od_elementwise_common_dtype(id, s, &compute, err);
+    if (st)
+        return st;
+    od_cu_ew ewop;
+    switch (id) {
+    case OD_OPID_eq_Tensor: case OD_OPID_eq_Scalar: ewop = OD_CU_EW_EQ; break;
+    case OD_OPID_ne_Tensor: case OD_OPID_ne_Scalar: ewop = OD_CU_EW_NE; break;
+    case OD_OPID_lt_Tensor: case OD_OPID_lt_Scalar: ewop = OD_CU_EW_LT; break;
+    case OD_OPID_le_Tensor: case OD_OPID_le_Scalar: ewop = OD_CU_EW_LE; break;
+    case OD_OPID_gt_Tensor: case OD_OPID_gt_Scalar: ewop = OD_CU_EW_GT; break;
+    case OD_OPID_ge_Tensor: case OD_OPID_ge_Scalar: ewop = OD_CU_EW_GE; break;
+    default:
+        return od_error_set(err, OD_EINTERNAL, "od_cuda_compare: unexpected operator %s",
+                            od_cu_op_name(op));
+    }
+    const od_value *in[2] = {&s->args[0], &s->args[1]};
+    return run_ew(op, id, s, in, 2, ewop, compute, 0, 0, false, err);
+}
+
+od_status od_cuda_where(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_dtype compute;
+    od_status st = od_elementwise_common_dtype(id, s, &compute, err);
+    if (st)
+        return st;
+    const od_value *in[3] = {&s->args[0], &s->args[1], &s->args[2]};
+    return run_ew(op, id, s, in, 3, OD_CU_EW_WHERE, compute, 0, 0, false, err);
+}
+
+od_status od_cuda_unary(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_dtype compute;
+    od_status st = od_elementwise_common_dtype(id, s, &compute, err);
+    if (st)
+        return st;
+    od_cu_ew ewop;
+    switch (id) {
+    case OD_OPID_neg: ewop = OD_CU_EW_NEG; break;
+    case OD_OPID_abs: ewop = OD_CU_EW_ABS; break;
+    case OD_OPID_relu: ewop = OD_CU_EW_RELU; break;
+    case OD_OPID_exp: ewop = OD_CU_EW_EXP; break;
+    case OD_OPID_log: ewop = OD_CU_EW_LOG; break;
+    case OD_OPID_sqrt: ewop = OD_CU_EW_SQRT; break;
+    case OD_OPID_rsqrt: ewop = OD_CU_EW_RSQRT; break;
+    case OD_OPID_sin: ewop = OD_CU_EW_SIN; break;
+    case OD_OPID_cos: ewop = OD_CU_EW_COS; break;
+    case OD_OPID_tanh: ewop = OD_CU_EW_TANH; break;
+    case OD_OPID_sigmoid: ewop = OD_CU_EW_SIGMOID; break;
+    case OD_OPID_silu: ewop = OD_CU_EW_SILU; break;
+    case OD_OPID_gelu: {
+        bool tanh_form;
+        if ((st = od_gelu_approximate(s, &tanh_form, err)))
+            return st;
+        ewop = tanh_form ? OD_CU_EW_GELU_TANH : OD_CU_EW_GELU;
+        break;
+    }
+    default:
+        return od_error_set(err, OD_EINTERNAL, "od_cuda_unary: unexpected operator %s",
+                            od_cu_op_name(op));
+    }
+    const od_value *in[1] = {&s->args[0]};
+    return run_ew(op, id, s, in, 1, ewop, compute, 0, 0, false, err);
+}
+
+od_status od_cuda_clamp(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_dtype compute;
+    od_status st = od_elementwise_common_dtype(id, s, &compute, err);
+    if (st)
+        return st;
+    bool has_lo = s->args[1].tag != OD_T_NONE && !(s->args[1].tag == OD_T_TENSOR && !s->args[1].u.t);
+    bool has_hi = s->args[2].tag != OD_T_NONE && !(s->args[2].tag == OD_T_TENSOR && !s->args[2].u.t);
+    const od_value *in[3] = {&s->args[0], &s->args[1], &s->args[2]};
+    if (has_lo && has_hi)
+        return run_ew(op, id, s, in, 3, OD_CU_EW_CLAMP, compute, 0, 0, false, err);
+    if (has_lo)
+        return run_ew(op, id, s, in, 2, OD_CU_EW_CLAMP_MIN, compute, 0, 0, false, err);
+    in[1] = &s->args[2];
+    return run_ew(op, id, s, in, 2, OD_CU_EW_CLAMP_MAX, compute, 0, 0, false, err);
+}
+
+/* The bytes of scalar v converted to dt, like a torch cast (od_tensor_scalar's rules). */
+static uint64_t scalar_bits(const od_value *v, od_dtype dt)
+{
+    uint64_t bits = 0;
+    double d = od_value_as_double(v);
+    int64_t i = v->tag == OD_T_INT ? v->u.i : v->tag == OD_T_BOOL ? (int64_t)v->u.b : od_double_to_i64(d);
+    if (v->tag == OD_T_DOUBLE && dt != OD_INT64 && !od_dtype_is_floating(dt) && dt != OD_BOOL)
+        i = od_math_f64_to_i32(d);
+    switch (dt) {
+    case OD_BOOL: bits = v->tag == OD_T_DOUBLE ? d != 0 : i != 0; break;
+    case OD_UINT8: bits = (uint8_t)i; break;
+    case OD_INT8: bits = (uint8_t)(int8_t)i; break;
+    case OD_INT16: bits = (uint16_t)(int16_t)i; break;
+    case OD_INT32: bits = (uint32_t)(int32_t)i; break;
+    case OD_INT64: bits = (uint64_t)i; break;
+    case OD_FLOAT16: bits = v->tag == OD_T_DOUBLE ? od_double_to_half(d) : od_float_to_half((float)i); break;
+    case OD_BFLOAT16: bits = v->tag == OD_T_DOUBLE ? od_double_to_bf16(d) : od_float_to_bf16((float)i); break;
+    case OD_FLOAT32: {
+        float f = v->tag == OD_T_DOUBLE ? (float)d : (float)i;
+        uint32_t u;
+        memcpy(&u, &f, sizeof u);
+        bits = u;
+        break;
+    }
+    default: {
+        double x = v->tag == OD_T_DOUBLE ? d : (double)i;
+        memcpy(&bits, &x, sizeof bits);
+        break;
+    }
+    }
+    return bits;
+}
+
+od_status od_cuda_fill(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    int device;
+    od_status st = od_cu_call_device(op, s, false, &device, err);
+    if (st)
+        return st;
+    od_cu_env env;
+    od_tensor *out = NULL;
+    int nouts = 0;
+    if ((st = od_cu_begin(device, &env, err)) || (st = od_cu_outputs(id, s, device, &out, &nouts, err)))
+        return st;
+    od_cu_iter it;
+    od_cu_iter_init(&it, out);
+    od_cu_iter_coalesce(&it);
+    uint64_t bits = scalar_bits(&s->args[1], out->dtype);
+    if (it.numel > 0 &&
+        ((st = od_cu_status(od_cu_fill(&it, (int)od_dtype_size(out->dtype), bits, env.sm_count, env.stream),
+                            "fill kernel launch", err)) ||
+         (st = od_cu_finish(&env, "aten::fill_", err)))) {
+        od_tensor_release(out);
+        return st;
+    }
+    od_cu_return(s, &out, 1);
+    return OD_OK;
+}

@@ -1,0 +1,1080 @@
+/* test_cuda.c — every CUDA kernel against the CPU kernel (make test-gpu).
+ *
+ * Each check builds fresh random CPU arguments (seeded; the seed is printed
+ * on failure), mirrors every tensor onto the GPU with the same sizes,
+ * strides and offset (so non-contiguous views stay non-contiguous), runs the
+ * operator through the dispatcher on both devices and requires the same
+ * status; on success it compares every output: same dtype and shape, and
+ * ||cuda - cpu|| / ||cpu|| within the dtype's tolerance (exact for integers
+ * and bool), NaN and infinities at the same places. Device allocations are
+ * poisoned (od_cuda_set_poison: NaN / -1 bytes), so an element a kernel
+ * forgets to write fails the comparison. Cases cover broadcasting,
+ * non-contiguous views, empty and 0-dim tensors, sizes that are not a
+ * multiple of the block size, every dtype the op takes, the allocator's
+ * reuse, out-of-memory and data-dependent errors, and concurrent threads.
+ * Without a device every test is skipped (tools/gpu-tests.sh prints why).
+ */
+#include <pthread.h>
+
+#include "gpu_testutil.h"
+
+#include "od_cuda.h"
+#include "od_math.h"
+
+static void setup(void)
+{
+    seed_init();
+    char why[512];
+    if (!od_cuda_available(why, sizeof why))
+        cr_skip_test("%s", why);
+    od_error e;
+    cr_assert_eq(od_init(&e), OD_OK, "od_init: %s", e.message);
+    od_cuda_set_poison(true);
+}
+
+TestSuite(ew, .init = setup, .timeout = 600);
+TestSuite(red, .init = setup, .timeout = 600);
+TestSuite(blas, .init = setup, .timeout = 600);
+TestSuite(copy, .init = setup, .timeout = 600);
+TestSuite(fact, .init = setup, .timeout = 600);
+TestSuite(alloc, .init = setup, .timeout = 600);
+
+static const od_dtype ALL_DT[] = {OD_BOOL,    OD_UINT8,    OD_INT8,    OD_INT16,  OD_INT32,
+                                  OD_INT64,   OD_FLOAT16,  OD_BFLOAT16, OD_FLOAT32, OD_FLOAT64};
+#define NALL ((int)(sizeof ALL_DT / sizeof ALL_DT[0]))
+static const od_dtype FLT_DT[] = {OD_FLOAT16, OD_BFLOAT16, OD_FLOAT32, OD_FLOAT64};
+#define NFLT 4
+
+/* OD_TEST_QUICK=1 (the compute-sanitizer run): skip the largest cases and
+ * thin out the dtype cross products, keeping every kernel and code path. */
+static bool quick(void)
+{
+    const char *q = getenv("OD_TEST_QUICK");
+    return q && *q && strcmp(q, "0") != 0;
+}
+
+static double tol_for(od_dtype dt)
+{
+    switch (dt) {
+    case OD_FLOAT16:
+    case OD_BFLOAT16: return 1e-2;
+    case OD_FLOAT32: return 2e-5;
+    case OD_FLOAT64: return 1e-10;
+    default: return 0;
+    }
+}
+
+/* ---- mirroring and comparing ----------------------------------------------------------------- */
+
+/* The same view on the GPU: the whole storage copied, then the same sizes,
+ * strides and offset. New reference. */
+static od_tensor *mirror(od_tensor *t)
+{
+    size_t es = od_dtype_size(t->dtype);
+    int64_t nel = (int64_t)(t->storage->nbytes / es);
+    od_tensor *flat = NULL, *flat_cuda = NULL, *v = NULL;
+    OKCALL(od_tensor_from_storage(t->storage, &nel, 1, t->dtype, &flat, &e_));
+    OKCALL(od_to_device(flat, TU_CUDA, &flat_cuda, &e_));
+    OKCALL(od_view_as_strided(flat_cuda, t->sizes, t->strides, t->ndim, t->offset, &v, &e_));
+    od_tensor_release(flat);
+    od_tensor_release(flat_cuda);
+    return v;
+}
+
+static od_tensor *to_cpu(od_tensor *t)
+{
+    od_tensor *c = NULL;
+    OKCALL(od_to_device(t, TU_CPU, &c, &e_));
+    return c;
+}
+
+/* A random CUDA tensor (the CPU original released). */
+static od_tensor *dev_rand_t(const int64_t *sizes, int ndim, od_dtype dt)
+{
+    od_tensor *c = tu_rand(sizes, ndim, dt, -1, 1), *g = mirror(c);
+    od_tensor_release(c);
+    return g;
+}
+
+/* Mirror of an argument list: tensors (and tensor lists) on the GPU, except
+ * 0-dim tensors when keep_cpu_scalars (PyTorch lets CPU scalars join). */
+typedef struct mirrored {
+    od_value v[OD_MAX_ARGS];
+    od_tensor *owned[64];
+    int nowned;
+    od_tensor **lists[OD_MAX_ARGS];
+} mirrored;
+
+static void mirror_args(const od_value *src, int n, mirrored *m, bool keep_cpu_scalars)
+{
+    memset(m, 0, sizeof *m);
+    for (int i = 0; i < n; i++) {
+        m->v[i] = src[i];
+        if (src[i].tag == OD_T_TENSOR && src[i].u.t &&
+            !(keep_cpu_scalars && src[i].u.t->ndim == 0)) {
+            od_tensor *g = mirror(src[i].u.t);
+            m->owned[m->nowned++] = g;
+            m->v[i].u.t = g;
+        } else if (src[i].tag == OD_T_TENSOR_LIST) {
+            size_t k = src[i].u.list.n;
+            od_tensor **ts = calloc(k ? k : 1, sizeof *ts), **in = src[i].u.list.items;
+            for (size_t j = 0; j < k; j++) {
+                ts[j] = mirror(in[j]);
+                m->owned[m->nowned++] = ts[j];
+            }
+            m->lists[i] = ts;
+            m->v[i].u.list.items = ts;
+        }
+    }
+}
+
+static void mirror_free(mirrored *m)
+{
+    for (int i = 0; i < m->nowned; i++)
+        od_tensor_release(m->owned[i]);
+    for (int i = 0; i < OD_MAX_ARGS; i++)
+        free(m->lists[i]);
+}
+
+/* Compares one CUDA result with the CPU one. */
+static void compare_out(const char *what, od_tensor *gpu, od_tensor *cpu, double tol)
+{
+    TCHECK(gpu->device.type == OD_DEV_CUDA || gpu->device.type == OD_DEV_CPU, "%s: device", what);
+    TCHECK(gpu->dtype == cpu->dtype, "%s: dtype %s vs CPU %s", what, od_dtype_name(gpu->dtype),
+           od_dtype_name(cpu->dtype));
+    TCHECK(gpu->ndim == cpu->ndim, "%s: rank %d vs CPU %d", what, gpu->ndim, cpu->ndim);
+    for (int d = 0; d < cpu->ndim; d++)
+        TCHECK(gpu->sizes[d] == cpu->sizes[d], "%s: size[%d] %" PRId64 " vs CPU %" PRId64, what, d,
+               gpu->sizes[d], cpu->sizes[d]);
+    od_tensor *g = gpu->device.type == OD_DEV_CUDA ? to_cpu(gpu) : (od_tensor_retain(gpu), gpu);
+    if (tol < 0)
+        tol = tol_for(cpu->dtype);
+    int64_t bad = -1;
+    double rel = tu_rel_err(g, cpu, &bad);
+    TCHECK(bad < 0, "%s: element %" PRId64 " is %g on CUDA, %g on CPU (NaN/inf mismatch)", what, bad,
+           tu_get(g, bad), tu_get(cpu, bad));
+    if (rel > tol) {
+        int64_t n = od_tensor_numel(cpu), worst = 0;
+        double wd = -1;
+        for (int64_t i = 0; i < n; i++) {
+            double d = fabs(tu_get(g, i) - tu_get(cpu, i));
+            if (d > wd) {
+                wd = d;
+                worst = i;
+            }
+        }
+        TCHECK(false, "%s: relative error %.3g > %.3g (dtype %s, %" PRId64 " elements; worst at %" PRId64
+               ": CUDA %.9g, CPU %.9g)",
+               what, rel, tol, od_dtype_name(cpu->dtype), n, worst, tu_get(g, worst), tu_get(cpu, worst));
+    }
+    od_tensor_release(g);
+}
+
+/* Runs id on args (CPU) and on their GPU mirror; same status, same outputs.
+ * Returns the CPU status. tol < 0: the output dtype's default. */
+static od_status check_op(const char *what, od_opid id, const od_value *args, int n, double tol,
+                          bool keep_cpu_scalars)
+{
+    od_stack sc, sg;
+    od_error ec, eg;
+    od_error_clear(&ec);
+    od_error_clear(&eg);
+    /* Mirror first: in-place operators (fill_) must see the same input. */
+    mirrored m;
+    mirror_args(args, n, &m, keep_cpu_scalars);
+    od_value cargs[OD_MAX_ARGS];
+    memcpy(cargs, args, sizeof(od_value) * (size_t)n);
+    od_status stc = od_call_builtin(id, cargs, n, &sc, &ec);
+    od_status stg = od_call_builtin(id, m.v, n, &sg, &eg);
+    TCHECK(stc == stg, "%s (%s): CPU says %s (%s), CUDA says %s (%s)", what, od_op_name(od_builtin(id)),
+           od_status_code(stc), ec.message, od_status_code(stg), eg.message);
+    if (stc == OD_OK) {
+        TCHECK(sc.nrets == sg.nrets, "%s: %d returns vs %d", what, sg.nrets, sc.nrets);
+        for (int i = 0; i < sc.nrets; i++) {
+            char w[256];
+            snprintf(w, sizeof w, "%s (%s) output %d", what, od_op_name(od_builtin(id)), i);
+            od_tensor *g = sg.rets[i].u.t;
+            TCHECK(g->device.type == OD_DEV_CUDA, "%s: result on the wrong device", w);
+            compare_out(w, g, sc.rets[i].u.t, tol);
+        }
+        od_stack_release_rets(&sc);
+        od_stack_release_rets(&sg);
+    } else {
+        TCHECK(strcmp(ec.message, eg.message) == 0, "%s: messages differ:\n  CPU:  %s\n  CUDA: %s", what,
+               ec.message, eg.message);
+    }
+    mirror_free(&m);
+    return stc;
+}
+
+/* ---- argument makers ------------------------------------------------------------------------------ */
+
+/* A random CPU tensor of the given sizes; view: 0 contiguous, 1 the last two
+ * dims stored transposed, 2 every other element of dim 0, 3 an offset slice. */
+static od_tensor *arg_t(const int64_t *sizes, int ndim, od_dtype dt, double lo, double hi, int view)
+{
+    int64_t base[OD_MAX_DIMS];
+    memcpy(base, sizes, sizeof(int64_t) * (size_t)ndim);
+    if (view == 1 && ndim >= 2) {
+        base[ndim - 1] = sizes[ndim - 2];
+        base[ndim - 2] = sizes[ndim - 1];
+    } else if (view == 2 && ndim >= 1) {
+        base[0] = sizes[0] * 2;
+    } else if (view == 3 && ndim >= 1) {
+        base[0] = sizes[0] + 3;
+    }
+    od_tensor *b = tu_rand(base, ndim, dt, lo, hi), *v = NULL;
+    if (view == 1 && ndim >= 2)
+        OKCALL(od_transpose(b, ndim - 2, ndim - 1, &v, &e_));
+    else if (view == 2 && ndim >= 1)
+        OKCALL(od_slice(b, 0, 0, base[0], 2, &v, &e_));
+    else if (view == 3 && ndim >= 1)
+        OKCALL(od_slice(b, 0, 3, base[0], 1, &v, &e_));
+    else
+        return b;
+    od_tensor_release(b);
+    return v;
+}
+
+#define S(...) ((const int64_t[]){__VA_ARGS__})
+
+typedef struct shape2 {
+    const int64_t *a;
+    int na;
+    const int64_t *b;
+    int nb;
+    int va, vb;
+} shape2;
+
+static const shape2 BIN_SHAPES[] = {
+    {S(37, 129), 2, S(37, 129), 2, 0, 0},   /* plain, odd sizes */
+    {S(3, 1, 5), 3, S(4, 5), 2, 0, 0},      /* broadcasting both ways */
+    {S(64, 33), 2, S(64, 33), 2, 1, 2},     /* transposed and strided views */
+    {S(0, 7), 2, S(7), 1, 0, 0},            /* empty */
+    {S(5, 3), 2, S(1), 0, 3, 0},            /* 0-dim other */
+    {S(1000003), 1, S(1000003), 1, 0, 0},   /* big, not a multiple of any block */
+    {S(1001), 1, S(1001), 1, 3, 3},         /* misaligned contiguous (offset 3) */
+};
+#define NBIN ((int)(sizeof BIN_SHAPES / sizeof BIN_SHAPES[0]))
+
+/* add/sub alpha of a type the dtype accepts. */
+static od_value alpha_for(od_dtype dt)
+{
+    if (od_dtype_is_floating(dt))
+        return od_double(0.75);
+    return dt == OD_BOOL ? od_bool(true) : od_int(3);
+}
+
+static void release_args(od_value *a, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i].tag == OD_T_TENSOR)
+            od_tensor_release(a[i].u.t);
+}
+
+/* ---- elementwise ------------------------------------------------------------------------------------ */
+
+Test(ew, binary_tensor_ops)
+{
+    static const struct {
+        od_opid id;
+        const char *mode;
+    } ops[] = {
+        {OD_OPID_add_Tensor, NULL},     {OD_OPID_sub_Tensor, NULL},      {OD_OPID_mul_Tensor, NULL},
+        {OD_OPID_div_Tensor, NULL},     {OD_OPID_div_Tensor_mode, "trunc"}, {OD_OPID_div_Tensor_mode, "floor"},
+        {OD_OPID_pow_Tensor_Tensor, NULL}, {OD_OPID_maximum, NULL},      {OD_OPID_minimum, NULL},
+    };
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+        od_opid id = ops[o].id;
+        for (int di = 0; di < NALL; di++) {
+            od_dtype dt = ALL_DT[di];
+            for (int si = 0; si < NBIN; si++) {
+                const shape2 *sh = &BIN_SHAPES[si];
+                if (sh->a[0] == 1000003 && (quick() || (dt != OD_FLOAT32 && dt != OD_FLOAT16 && dt != OD_INT64)))
+                    continue;
+                bool divlike = id == OD_OPID_div_Tensor || id == OD_OPID_div_Tensor_mode;
+                bool is_pow = id == OD_OPID_pow_Tensor_Tensor;
+                double lo = is_pow ? 0.25 : -8, hi = is_pow ? 3 : 8;
+                od_tensor *a = arg_t(sh->a, sh->na, dt, lo, hi, sh->va);
+                /* Divisors and exponents in ranges where both sides are well defined. */
+                od_tensor *b = arg_t(sh->b, sh->nb, dt, divlike ? 1 : is_pow ? -2 : -8,
+                                     divlike ? 9 : is_pow ? 3 : 8, sh->vb);
+                od_value args[3] = {od_tensor_v(a), od_tensor_v(b), od_int(1)};
+                int n = 2;
+                if (id == OD_OPID_add_Tensor || id == OD_OPID_sub_Tensor) {
+                    args[2] = alpha_for(dt);
+                    n = 3;
+                } else if (id == OD_OPID_div_Tensor_mode) {
+                    args[2] = od_str(ops[o].mode);
+                    n = 3;
+                }
+                char w[128];
+                snprintf(w, sizeof w, "%s %s shape#%d", ops[o].mode ? ops[o].mode : "", od_dtype_name(dt), si);
+                check_op(w, id, args, n, -1, false);
+                release_args(args, 2);
+            }
+        }
+    }
+}
+
+Test(ew, binary_scalar_ops)
+{
+    for (int di = 0; di < NALL; di++) {
+        od_dtype dt = ALL_DT[di];
+        const int64_t *sz = S(41, 67);
+        for (int view = 0; view < 2; view++) {
+            od_tensor *a = arg_t(sz, 2, dt, -6, 6, view);
+            od_tensor *pos = arg_t(sz, 2, dt, 1, 6, view);
+            const od_value scalars[] = {od_int(3), od_double(-1.5), od_bool(true), od_int(-2)};
+            for (size_t k = 0; k < sizeof scalars / sizeof scalars[0]; k++) {
+                od_value sc = scalars[k];
+                char w[128];
+                snprintf(w, sizeof w, "%s view %d scalar#%zu", od_dtype_name(dt), view, k);
+                od_value args[3];
+                args[0] = od_tensor_v(a), args[1] = sc, args[2] = alpha_for(dt);
+                check_op(w, OD_OPID_add_Scalar, args, 3, -1, false);
+                check_op(w, OD_OPID_sub_Scalar, args, 3, -1, false);
+                check_op(w, OD_OPID_mul_Scalar, args, 2, -1, false);
+                check_op(w, OD_OPID_div_Scalar, args, 2, -1, false);
+                static const char *const modes[] = {"trunc", "floor"};
+                for (int m = 0; m < 2; m++) {
+                    args[2] = od_str(modes[m]);
+                    check_op(w, OD_OPID_div_Scalar_mode, args, 3, -1, false);
+                }
+                static const od_opid cmp[] = {OD_OPID_eq_Scalar, OD_OPID_ne_Scalar, OD_OPID_lt_Scalar,
+                                              OD_OPID_le_Scalar, OD_OPID_gt_Scalar, OD_OPID_ge_Scalar};
+                for (int c = 0; c < 6; c++)
+                    check_op(w, cmp[c], args, 2, -1, false);
+                /* pow(Tensor, Scalar) and pow(Scalar, Tensor) on a positive base. */
+                od_value pa[2] = {od_tensor_v(pos), sc};
+                check_op(w, OD_OPID_pow_Tensor_Scalar, pa, 2, -1, false);
+                od_value pb[2] = {od_double(1.5), od_tensor_v(a)};
+                if (k == 0)
+                    pb[0] = od_int(2);
+                check_op(w, OD_OPID_pow_Scalar, pb, 2, -1, false);
+            }
+            od_value half[2] = {od_tensor_v(pos), od_double(0.5)};
+            check_op("pow 0.5", OD_OPID_pow_Tensor_Scalar, half, 2, -1, false);
+            od_tensor_release(a);
+            od_tensor_release(pos);
+        }
+    }
+}
+
+Test(ew, compare_and_mixed_dtypes)
+{
+    static const od_opid cmp[] = {OD_OPID_eq_Tensor, OD_OPID_ne_Tensor, OD_OPID_lt_Tensor,
+                                  OD_OPID_le_Tensor, OD_OPID_gt_Tensor, OD_OPID_ge_Tensor};
+    for (int di = 0; di < NALL; di++) {
+        for (int dj = 0; dj < NALL; dj += 3) {
+            od_dtype da = ALL_DT[di], db = ALL_DT[(di + dj) % NALL];
+            for (int si = 0; si < NBIN; si++) {
+                const shape2 *sh = &BIN_SHAPES[si];
+                if (sh->a[0] == 1000003)
+                    continue;
+                /* Small integer ranges make equal elements common. */
+                od_tensor *a = arg_t(sh->a, sh->na, da, -3, 3, sh->va);
+                od_tensor *b = arg_t(sh->b, sh->nb, db, -3, 3, sh->vb);
+                od_value args[3] = {od_tensor_v(a), od_tensor_v(b), alpha_for(od_promote_types(da, db))};
+                char w[128];
+                snprintf(w, sizeof w, "%s vs %s shape#%d", od_dtype_name(da), od_dtype_name(db), si);
+                for (int c = 0; c < 6; c++)
+                    check_op(w, cmp[c], args, 2, -1, false);
+                /* Mixed-dtype arithmetic promotes and computes in the common family. */
+                check_op(w, OD_OPID_add_Tensor, args, 3, -1, false);
+                check_op(w, OD_OPID_mul_Tensor, args, 2, -1, false);
+                check_op(w, OD_OPID_maximum, args, 2, -1, false);
+                release_args(args, 2);
+            }
+        }
+    }
+    /* A 0-dim CPU tensor joins CUDA tensors as a scalar (kept on the CPU). */
+    for (int di = 0; di < NALL; di++) {
+        od_tensor *a = arg_t(S(9, 10), 2, ALL_DT[di], -4, 4, 0);
+        od_tensor *b = arg_t(S(1), 0, OD_FLOAT64, -4, 4, 0);
+        od_value args[3] = {od_tensor_v(a), od_tensor_v(b), od_int(1)};
+        check_op("cpu scalar", OD_OPID_mul_Tensor, args, 2, -1, true);
+        check_op("cpu scalar", OD_OPID_lt_Tensor, args, 2, -1, true);
+        release_args(args, 2);
+    }
+}
+
+Test(ew, nan_and_inf)
+{
+    for (int fi = 0; fi < NFLT; fi++) {
+        od_dtype dt = FLT_DT[fi];
+        od_tensor *a = arg_t(S(4, 64), 2, dt, -2, 2, 0), *b = arg_t(S(4, 64), 2, dt, -2, 2, 0);
+        /* Plant NaN and +-inf. */
+        od_tensor *nan = NULL, *inf = NULL;
+        OKCALL(od_tensor_scalar(NAN, dt, &nan, &e_));
+        OKCALL(od_tensor_scalar(INFINITY, dt, &inf, &e_));
+        size_t es = od_dtype_size(dt);
+        for (int i = 0; i < 256; i += 7) {
+            memcpy((char *)od_tensor_data(a) + (size_t)i * es, od_tensor_data(i % 2 ? nan : inf), es);
+            memcpy((char *)od_tensor_data(b) + (size_t)((i * 3) % 256) * es, od_tensor_data(nan), es);
+        }
+        od_value args[3] = {od_tensor_v(a), od_tensor_v(b), od_int(1)};
+        static const od_opid ops[] = {OD_OPID_add_Tensor, OD_OPID_maximum, OD_OPID_minimum, OD_OPID_lt_Tensor,
+                                      OD_OPID_ne_Tensor, OD_OPID_div_Tensor};
+        for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
+            check_op("nan/inf", ops[k], args, ops[k] == OD_OPID_add_Tensor ? 3 : 2, -1, false);
+        od_value un[1] = {od_tensor_v(a)};
+        check_op("nan/inf", OD_OPID_relu, un, 1, -1, false);
+        check_op("nan/inf", OD_OPID_sigmoid, un, 1, -1, false);
+        od_value cl[3] = {od_tensor_v(a), od_double(-1), od_double(1)};
+        check_op("nan/inf", OD_OPID_clamp, cl, 3, -1, false);
+        od_value red[2] = {od_tensor_v(a), od_none()};
+        check_op("nan/inf", OD_OPID_sum, red, 2, -1, false);
+        od_value am[3] = {od_tensor_v(a), od_list_v(OD_T_INT_LIST, (int64_t[]){1}, 1), od_bool(false)};
+        check_op("nan/inf", OD_OPID_amax, am, 3, -1, false);
+        od_value ag[3] = {od_tensor_v(a), od_int(1), od_bool(false)};
+        check_op("nan/inf", OD_OPID_argmax, ag, 3, -1, false);
+        od_tensor_release(nan);
+        od_tensor_release(inf);
+        release_args(args, 2);
+    }
+}
+
+Test(ew, where_ops)
+{
+    for (int di = 0; di < NALL; di++) {
+        od_dtype dt = ALL_DT[di];
+        for (int si = 0; si < NBIN; si++) {
+            const shape2 *sh = &BIN_SHAPES[si];
+            if (sh->a[0] == 1000003 && (quick() || dt != OD_FLOAT32))
+                continue;
+            od_tensor *c = arg_t(sh->a, sh->na, OD_BOOL, 0, 1, sh->va);
+            od_tensor *x = arg_t(sh->b, sh->nb, dt, -5, 5, sh->vb);
+            od_tensor *y = arg_t(sh->a, sh->na, dt, -5, 5, 0);
+            char w[64];
+            snprintf(w, sizeof w, "where %s shape#%d", od_dtype_name(dt), si);
+            od_value a1[3] = {od_tensor_v(c), od_tensor_v(x), od_tensor_v(y)};
+            check_op(w, OD_OPID_where_self, a1, 3, -1, false);
+            od_value a2[3] = {od_tensor_v(c), od_tensor_v(x), od_double(2.5)};
+            check_op(w, OD_OPID_where_ScalarOther, a2, 3, -1, false);
+            od_value a3[3] = {od_tensor_v(c), od_int(-7), od_tensor_v(y)};
+            check_op(w, OD_OPID_where_ScalarSelf, a3, 3, -1, false);
+            od_value a4[3] = {od_tensor_v(c), od_int(1), od_double(0.5)};
+            check_op(w, OD_OPID_where_Scalar, a4, 3, -1, false);
+            od_tensor_release(c);
+            od_tensor_release(x);
+            od_tensor_release(y);
+        }
+    }
+}
+
+Test(ew, unary_ops)
+{
+    static const od_opid ops[] = {OD_OPID_neg,  OD_OPID_abs,  OD_OPID_exp,     OD_OPID_log,  OD_OPID_sqrt,
+                                  OD_OPID_rsqrt, OD_OPID_sin, OD_OPID_cos,     OD_OPID_tanh, OD_OPID_sigmoid,
+                                  OD_OPID_relu, OD_OPID_silu, OD_OPID_gelu};
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+        bool positive = ops[o] == OD_OPID_log || ops[o] == OD_OPID_sqrt || ops[o] == OD_OPID_rsqrt;
+        for (int di = 0; di < NALL; di++) {
+            od_dtype dt = ALL_DT[di];
+            for (int si = 0; si < NBIN; si++) {
+                const shape2 *sh = &BIN_SHAPES[si];
+                if (sh->a[0] == 1000003 && (quick() || (dt != OD_FLOAT32 && dt != OD_BFLOAT16)))
+                    continue;
+                od_tensor *a = arg_t(sh->a, sh->na, dt, positive ? 0.1 : -5, 5, sh->va);
+                char w[64];
+                snprintf(w, sizeof w, "%s shape#%d", od_dtype_name(dt), si);
+                od_value args[2] = {od_tensor_v(a), od_str("none")};
+                if (ops[o] == OD_OPID_gelu) {
+                    check_op(w, OD_OPID_gelu, args, 2, -1, false);
+                    args[1] = od_str("tanh");
+                    check_op(w, OD_OPID_gelu, args, 2, -1, false);
+                } else {
+                    check_op(w, ops[o], args, 1, -1, false);
+                }
+                od_tensor_release(a);
+            }
+        }
+    }
+}
+
+Test(ew, clamp_ops)
+{
+    for (int di = 0; di < NALL; di++) {
+        od_dtype dt = ALL_DT[di];
+        od_tensor *a = arg_t(S(33, 65), 2, dt, -10, 10, 1);
+        od_tensor *lo = arg_t(S(65), 1, dt, -5, 0, 0), *hi = arg_t(S(33, 1), 2, dt, 0, 5, 0);
+        char w[64];
+        snprintf(w, sizeof w, "clamp %s", od_dtype_name(dt));
+        od_value s1[3] = {od_tensor_v(a), od_int(-3), od_int(4)};
+        check_op(w, OD_OPID_clamp, s1, 3, -1, false);
+        od_value s2[3] = {od_tensor_v(a), od_none(), od_double(2.5)};
+        check_op(w, OD_OPID_clamp, s2, 3, -1, false);
+        od_value s3[3] = {od_tensor_v(a), od_double(-2.5), od_none()};
+        check_op(w, OD_OPID_clamp, s3, 3, -1, false);
+        od_value t1[3] = {od_tensor_v(a), od_tensor_v(lo), od_tensor_v(hi)};
+        check_op(w, OD_OPID_clamp_Tensor, t1, 3, -1, false);
+        od_value t2[3] = {od_tensor_v(a), od_none(), od_tensor_v(hi)};
+        check_op(w, OD_OPID_clamp_Tensor, t2, 3, -1, false);
+        od_value t3[3] = {od_tensor_v(a), od_tensor_v(hi), od_tensor_v(lo)}; /* min > max gives max */
+        check_op(w, OD_OPID_clamp_Tensor, t3, 3, -1, false);
+        od_tensor_release(a);
+        od_tensor_release(lo);
+        od_tensor_release(hi);
+    }
+}
+
+Test(ew, integer_division_by_zero_is_an_error)
+{
+    static const od_dtype ints[] = {OD_UINT8, OD_INT8, OD_INT16, OD_INT32, OD_INT64};
+    for (int i = 0; i < 5; i++) {
+        od_tensor *a = arg_t(S(1000), 1, ints[i], -50, 50, 0), *b = arg_t(S(1000), 1, ints[i], 1, 9, 0);
+        memset((char *)od_tensor_data(b) + 517 * od_dtype_size(ints[i]), 0, od_dtype_size(ints[i]));
+        od_value args[3] = {od_tensor_v(a), od_tensor_v(b), od_str("floor")};
+        od_status st = check_op("div by zero", OD_OPID_div_Tensor_mode, args, 3, -1, false);
+        TCHECK(st == OD_EINVAL, "integer division by zero gave %s", od_status_code(st));
+        /* The device keeps working afterwards. */
+        args[2] = od_str("trunc");
+        memset((char *)od_tensor_data(b) + 517 * od_dtype_size(ints[i]), 1, 1);
+        TCHECK(check_op("after the error", OD_OPID_div_Tensor_mode, args, 3, -1, false) == OD_OK, "recovery");
+        release_args(args, 2);
+    }
+}
+
+Test(ew, fill_views_and_dtypes)
+{
+    for (int di = 0; di < NALL; di++) {
+        od_dtype dt = ALL_DT[di];
+        const od_value vals[] = {od_int(7), od_double(-2.75), od_bool(true), od_int(0)};
+        for (int view = 0; view < 4; view++) {
+            for (size_t k = 0; k < sizeof vals / sizeof vals[0]; k++) {
+                od_tensor *a = arg_t(S(37, 130), 2, dt, -1, 1, view);
+                /* fill_ mutates: each side gets its own copy (check_op mirrors first). */
+                od_value args[2] = {od_tensor_v(a), vals[k]};
+                char w[64];
+                snprintf(w, sizeof w, "fill_ %s view %d value#%zu", od_dtype_name(dt), view, k);
+                check_op(w, OD_OPID_fill__Scalar, args, 2, -1, false);
+                od_tensor_release(a);
+            }
+        }
+    }
+}
+
+/* ---- reductions, softmax, layer norm ------------------------------------------------------------------ */
+
+typedef struct red_case {
+    const int64_t *sizes;
+    int ndim;
+    int view;
+    int64_t dims[4];
+    int ndims; /* -1: dim=None */
+} red_case;
+
+static const red_case RED_CASES[] = {
+    {S(64, 1000), 2, 0, {1}, 1},          {S(64, 1000), 2, 0, {0}, 1},
+    {S(3, 4, 5), 3, 0, {0, 2}, 2},        {S(3, 4, 5), 3, 1, {-1}, 1},
+    {S(3, 4, 5), 3, 2, {1}, 1},           {S(1048579), 1, 0, {0}, 1},
+    {S(7, 300001), 2, 0, {1}, 1},         {S(300001, 3), 2, 0, {0}, 1},
+    {S(5, 0), 2, 0, {1}, 1},              {S(5, 0), 2, 0, {0}, 1},
+    {S(1), 0, 0, {0}, 0},                 {S(17, 19), 2, 1, {0}, -1},
+    {S(2, 3, 4, 5), 4, 0, {1, 3}, 2},     {S(129, 257), 2, 3, {1}, 1},
+};
+#define NRED ((int)(sizeof RED_CASES / sizeof RED_CASES[0]))
+
+Test(red, reductions)
+{
+    for (int ci = 0; ci < NRED; ci++) {
+        const red_case *rc = &RED_CASES[ci];
+        for (int di = 0; di < NALL; di++) {
+            od_dtype dt = ALL_DT[di];
+            if ((rc->sizes[0] > 100000 || (rc->ndim > 1 && rc->sizes[1] > 100000)) &&
+                (quick() || (dt != OD_FLOAT32 && dt != OD_INT32 && dt != OD_BFLOAT16)))
+                continue;
+            od_tensor *a = arg_t(rc->sizes, rc->ndim, dt, -4, 4, rc->view);
+            od_value dim = rc->ndims < 0 ? od_none() : od_list_v(OD_T_INT_LIST, (void *)rc->dims, (size_t)rc->ndims);
+            for (int keep = 0; keep < 2; keep++) {
+                char w[96];
+                snprintf(w, sizeof w, "case#%d %s keepdim=%d", ci, od_dtype_name(dt), keep);
+                /* Long sums of float16 / bfloat16 round at the end only: same tolerance. */
+                od_value sum_all[2] = {od_tensor_v(a), od_none()};
+                if (keep == 0) {
+                    check_op(w, OD_OPID_sum, sum_all, 2, -1, false);
+                    check_op(w, OD_OPID_mean, sum_all, 2, -1, false);
+                    sum_all[1] = od_dtype_v(OD_FLOAT64);
+                    check_op(w, OD_OPID_sum, sum_all, 2, -1, false);
+                }
+                od_value s4[4] = {od_tensor_v(a), dim, od_bool(keep), od_none()};
+                check_op(w, OD_OPID_sum_dim_IntList, s4, 4, -1, false);
+                check_op(w, OD_OPID_mean_dim, s4, 4, -1, false);
+                s4[3] = od_dtype_v(OD_FLOAT32);
+                check_op(w, OD_OPID_sum_dim_IntList, s4, 4, -1, false);
+                od_value m3[3] = {od_tensor_v(a), rc->ndims < 0 ? od_list_v(OD_T_INT_LIST, NULL, 0) : dim,
+                                  od_bool(keep)};
+                check_op(w, OD_OPID_amax, m3, 3, -1, false);
+                check_op(w, OD_OPID_amin, m3, 3, -1, false);
+                od_value g3[3] = {od_tensor_v(a), rc->ndims == 1 ? od_int(rc->dims[0]) : od_none(), od_bool(keep)};
+                check_op(w, OD_OPID_argmax, g3, 3, -1, false);
+                od_value v4[4] = {od_tensor_v(a), dim, od_bool(true), od_bool(keep)};
+                check_op(w, OD_OPID_var_dim, v4, 4, 1e-4, false);
+                od_value c4[4] = {od_tensor_v(a), dim, od_int(keep ? 0 : 2), od_bool(keep)};
+                check_op(w, OD_OPID_var_correction, c4, 4, 1e-4, false);
+            }
+            od_value v2[2] = {od_tensor_v(a), od_bool(false)};
+            check_op("var all", OD_OPID_var, v2, 2, 1e-4, false);
+            od_tensor_release(a);
+        }
+    }
+}
+
+Test(red, argmax_ties_take_the_first)
+{
+    for (int di = 1; di < NALL; di++) {
+        od_tensor *a = arg_t(S(40, 5000), 2, ALL_DT[di], 0, 2, 0); /* many ties among 0, 1, 2 */
+        od_value g3[3] = {od_tensor_v(a), od_int(1), od_bool(false)};
+        check_op("argmax ties", OD_OPID_argmax, g3, 3, -1, false);
+        g3[1] = od_none();
+        check_op("argmax ties flat", OD_OPID_argmax, g3, 3, -1, false);
+        od_tensor_release(a);
+    }
+}
+
+Test(red, softmax)
+{
+    const struct {
+        const int64_t *sizes;
+        int ndim, view;
+        int64_t dim;
+    } cases[] = {
+        {S(17, 1000), 2, 0, 1}, {S(17, 1000), 2, 0, 0}, {S(4, 5, 6), 3, 0, 1}, {S(4, 5, 6), 3, 1, -1},
+        {S(3, 20000), 2, 0, 1}, /* rows beyond the shared-memory cache */
+        {S(64, 8192), 2, 0, 1}, {S(5, 33), 2, 2, 1}, {S(1), 0, 0, 0}, {S(0, 9), 2, 0, 1},
+        {S(200, 3), 2, 0, 1},   {S(7, 64), 2, 3, 1},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        for (int fi = 0; fi < NFLT; fi++) {
+            od_dtype dt = FLT_DT[fi];
+            od_tensor *a = arg_t(cases[ci].sizes, cases[ci].ndim, dt, -6, 6, cases[ci].view);
+            for (int h2f = 0; h2f < 2; h2f++) {
+                if (h2f && dt != OD_FLOAT16)
+                    continue;
+                od_value args[3] = {od_tensor_v(a), od_int(cases[ci].dim), od_bool(h2f)};
+                char w[64];
+                snprintf(w, sizeof w, "softmax case#%zu %s h2f=%d", ci, od_dtype_name(dt), h2f);
+                check_op(w, OD_OPID__softmax, args, 3, -1, false);
+                check_op(w, OD_OPID__log_softmax, args, 3, -1, false);
+            }
+            od_tensor_release(a);
+        }
+    }
+}
+
+Test(red, layer_norm)
+{
+    const struct {
+        const int64_t *sizes;
+        int ndim, nnorm, view;
+    } cases[] = {
+        {S(7, 33), 2, 1, 0}, {S(4, 3, 1000), 3, 1, 0}, {S(4, 3, 1000), 3, 2, 1}, {S(2, 30000), 2, 1, 0},
+        {S(0, 8), 2, 1, 0},  {S(5, 64), 2, 1, 2},      {S(513), 1, 1, 0},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        for (int fi = 0; fi < NFLT; fi++) {
+            od_dtype dt = FLT_DT[fi];
+            const int64_t *sz = cases[ci].sizes;
+            int nd = cases[ci].ndim, nn = cases[ci].nnorm;
+            od_tensor *a = arg_t(sz, nd, dt, -3, 5, cases[ci].view);
+            od_tensor *w = arg_t(sz + nd - nn, nn, dt, 0.5, 1.5, 0), *b = arg_t(sz + nd - nn, nn, dt, -1, 1, 0);
+            for (int aff = 0; aff < 3; aff++) {
+                od_value args[5] = {od_tensor_v(a), od_list_v(OD_T_INT_LIST, (void *)(sz + nd - nn), (size_t)nn),
+                                    aff ? od_tensor_v(w) : od_none(), aff == 2 ? od_tensor_v(b) : od_none(),
+                                    od_double(1e-5)};
+                char wh[64];
+                snprintf(wh, sizeof wh, "layer_norm case#%zu %s affine=%d", ci, od_dtype_name(dt), aff);
+                check_op(wh, OD_OPID_native_layer_norm, args, 5, dt == OD_FLOAT32 ? 1e-4 : -1, false);
+            }
+            od_tensor_release(a);
+            od_tensor_release(w);
+            od_tensor_release(b);
+        }
+    }
+}
+
+/* ---- matrix products -------------------------------------------------------------------------------- */
+
+Test(blas, mm_bmm_addmm_dot)
+{
+    static const int64_t dims[][3] = {{65, 33, 17}, {1, 7, 1}, {128, 256, 64}, {5, 0, 3}, {0, 4, 6}, {300, 1, 200}};
+    for (int fi = 0; fi < NFLT; fi++) {
+        od_dtype dt = FLT_DT[fi];
+        double tol = dt == OD_FLOAT32 ? 1e-5 : -1;
+        for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+            int64_t n = dims[di][0], k = dims[di][1], m = dims[di][2];
+            for (int va = 0; va < 3; va++) {
+                for (int vb = 0; vb < 2; vb++) {
+                    char w[96];
+                    snprintf(w, sizeof w, "%s %" PRId64 "x%" PRId64 "x%" PRId64 " views %d/%d", od_dtype_name(dt),
+                             n, k, m, va, vb);
+                    od_tensor *a = arg_t(S(n, k), 2, dt, -1, 1, va), *b = arg_t(S(k, m), 2, dt, -1, 1, vb);
+                    od_value mm[2] = {od_tensor_v(a), od_tensor_v(b)};
+                    check_op(w, OD_OPID_mm, mm, 2, tol, false);
+                    od_tensor *self1 = arg_t(S(m), 1, dt, -1, 1, 0), *self2 = arg_t(S(n, m), 2, dt, -1, 1, va == 1);
+                    const od_value betas[] = {od_int(1), od_double(0.5), od_int(0)};
+                    for (int bi = 0; bi < 3; bi++) {
+                        od_value am[5] = {od_tensor_v(bi % 2 ? self2 : self1), od_tensor_v(a), od_tensor_v(b),
+                                          betas[bi], od_double(2.0)};
+                        check_op(w, OD_OPID_addmm, am, 5, tol, false);
+                    }
+                    od_tensor_release(self1);
+                    od_tensor_release(self2);
+                    release_args(mm, 2);
+                    od_tensor *ba = arg_t(S(3, n, k), 3, dt, -1, 1, va), *bb = arg_t(S(3, k, m), 3, dt, -1, 1, vb);
+                    od_value bm[2] = {od_tensor_v(ba), od_tensor_v(bb)};
+                    check_op(w, OD_OPID_bmm, bm, 2, tol, false);
+                    release_args(bm, 2);
+                }
+            }
+        }
+        for (int view = 0; view < 4; view++) {
+            od_tensor *x = arg_t(S(10007), 1, dt, -1, 1, view), *y = arg_t(S(10007), 1, dt, -1, 1, (view + 1) % 4);
+            od_value d[2] = {od_tensor_v(x), od_tensor_v(y)};
+            check_op("dot", OD_OPID_dot, d, 2, dt == OD_FLOAT32 ? 1e-5 : -1, false);
+            release_args(d, 2);
+        }
+    }
+    /* Integer products: CPU has them, CUDA refuses like PyTorch. */
+    od_tensor *a = arg_t(S(4, 4), 2, OD_INT64, -3, 3, 0);
+    od_value mm[2] = {od_tensor_v(mirror(a)), od_tensor_v(NULL)};
+    mm[1] = mm[0];
+    /* the CPU kernel has integer products; the CUDA one refuses */
+    od_stack s;
+    od_error e;
+    od_status st = od_call_builtin(OD_OPID_mm, mm, 2, &s, &e);
+    TCHECK(st == OD_EUNSUPPORTED && strstr(e.message, "Long"), "int64 mm on CUDA: %s (%s)", od_status_code(st),
+           e.message);
+    od_tensor_release(mm[0].u.t);
+    od_tensor_release(a);
+}
+
+Test(blas, tf32_switch_is_honoured)
+{
+    /* With TF32 off (the default) float32 products match the CPU to float
+     * precision; with it on they are allowed ~1e-3. */
+    TCHECK(!od_cuda_get_allow_tf32() || getenv("OD_CUDA_ALLOW_TF32"), "TF32 on by default");
+    od_tensor *a = arg_t(S(256, 512), 2, OD_FLOAT32, -1, 1, 0), *b = arg_t(S(512, 128), 2, OD_FLOAT32, -1, 1, 0);
+    od_value mm[2] = {od_tensor_v(a), od_tensor_v(b)};
+    od_cuda_set_allow_tf32(false);
+    check_op("mm fp32", OD_OPID_mm, mm, 2, 1e-5, false);
+    od_cuda_set_allow_tf32(true);
+    check_op("mm tf32", OD_OPID_mm, mm, 2, 5e-3, false);
+    od_cuda_set_allow_tf32(false);
+    release_args(mm, 2);
+}
+
+/* ---- copies, joins, indexing ---------------------------------------------------------------------------- */
+
+/* copy_(dst, src) with dst / src on each device: the result must equal the
+ * CPU kernel's copy_ on CPU tensors. */
+static void check_copy(const char *what, od_tensor *dst, od_tensor *src, int where /* bit0 dst cuda, bit1 src cuda */)
+{
+    od_tensor *ref = NULL;
+    OKCALL(od_tensor_empty(dst->sizes, dst->ndim, dst->dtype, TU_CPU, &ref, &e_));
+    od_value a0[3] = {od_tensor_v(ref), od_tensor_v(src), od_bool(false)};
+    od_stack s;
+    OKCALL(od_call_builtin(OD_OPID_copy_, a0, 3, &s, &e_));
+    od_stack_release_rets(&s);
+    od_tensor *d = (where & 1) ? mirror(dst) : (od_tensor_retain(dst), dst);
+    od_tensor *sr = (where & 2) ? mirror(src) : (od_tensor_retain(src), src);
+    od_value a1[3] = {od_tensor_v(d), od_tensor_v(sr), od_bool(false)};
+    OKCALL(od_call_builtin(OD_OPID_copy_, a1, 3, &s, &e_));
+    TCHECK(s.nrets == 1 && s.rets[0].u.t == d, "%s: copy_ must return self", what);
+    od_stack_release_rets(&s);
+    compare_out(what, d, ref, 0); /* conversions are exact casts: both sides cast the same way */
+    od_tensor_release(d);
+    od_tensor_release(sr);
+    od_tensor_release(ref);
+}
+
+Test(copy, copy_between_devices_and_dtypes)
+{
+    const int dstep = quick() ? 3 : 1;
+    for (int di = 0; di < NALL; di += dstep) {
+        for (int si = 0; si < NALL; si += dstep) {
+            od_dtype dd = ALL_DT[di], sd = ALL_DT[si];
+            for (int where = 1; where < 4; where++) {
+                for (int view = 0; view < 4; view++) {
+                    char w[96];
+                    snprintf(w, sizeof w, "copy_ %s <- %s where %d view %d", od_dtype_name(dd), od_dtype_name(sd),
+                             where, view);
+                    od_tensor *dst = arg_t(S(23, 41), 2, dd, -1, 1, view);
+                    od_tensor *src = arg_t(S(23, 41), 2, sd, -300, 300, (view + 2) % 4);
+                    check_copy(w, dst, src, where);
+                    od_tensor *bsrc = arg_t(S(41), 1, sd, -9, 9, 0); /* broadcast source */
+                    check_copy(w, dst, bsrc, where);
+                    od_tensor_release(dst);
+                    od_tensor_release(src);
+                    od_tensor_release(bsrc);
+                }
+            }
+        }
+    }
+    /* Bigger than the pinned staging chunks, with a strided host side. */
+    for (int where = 1; where < 4 && !quick(); where++) {
+        od_tensor *dst = arg_t(S(3000001), 1, OD_FLOAT32, -1, 1, 2);
+        od_tensor *src = arg_t(S(3000001), 1, OD_FLOAT32, -1, 1, where == 2 ? 2 : 0);
+        check_copy("big copy", dst, src, where);
+        od_tensor *src16 = arg_t(S(3000001), 1, OD_FLOAT16, -1, 1, 0);
+        check_copy("big converting copy", dst, src16, where);
+        od_tensor_release(dst);
+        od_tensor_release(src);
+        od_tensor_release(src16);
+    }
+    /* Empty and 0-dim. */
+    od_tensor *e0 = arg_t(S(0, 3), 2, OD_FLOAT32, 0, 1, 0), *e1 = arg_t(S(0, 3), 2, OD_INT32, 0, 1, 0);
+    check_copy("empty", e0, e1, 3);
+    od_tensor *z0 = arg_t(S(1), 0, OD_FLOAT64, 0, 1, 0), *z1 = arg_t(S(1), 0, OD_BFLOAT16, 0, 1, 0);
+    check_copy("0-dim", z0, z1, 1);
+    check_copy("0-dim", z0, z1, 2);
+    od_tensor_release(e0);
+    od_tensor_release(e1);
+    od_tensor_release(z0);
+    od_tensor_release(z1);
+}
+
+Test(copy, clone_to_and_cat)
+{
+    for (int di = 0; di < NALL; di++) {
+        od_dtype dt = ALL_DT[di];
+        for (int view = 0; view < 4; view++) {
+            od_tensor *a = arg_t(S(31, 17), 2, dt, -5, 5, view);
+            od_value cl[2] = {od_tensor_v(a), od_none()};
+            check_op("clone", OD_OPID_clone, cl, 2, 0, false);
+            /* _to_copy on the device (dtype change, any strides). */
+            for (int dj = 0; dj < NALL; dj += 2) {
+                od_value tc[7] = {od_tensor_v(a), od_dtype_v(ALL_DT[dj]), od_none(), od_none(), od_none(),
+                                  od_bool(false), od_none()};
+                check_op("_to_copy", OD_OPID__to_copy, tc, 7, 0, false);
+            }
+            od_tensor_release(a);
+        }
+        /* cat: along each dim, with a legacy empty [0] and a promoted partner. */
+        od_tensor *p = arg_t(S(4, 5, 6), 3, dt, -5, 5, 0), *q = arg_t(S(4, 5, 6), 3, dt, -5, 5, 1);
+        od_tensor *r = arg_t(S(4, 5, 6), 3, ALL_DT[(di + 3) % NALL], -5, 5, 2);
+        od_tensor *emp = arg_t(S(0), 1, dt, 0, 1, 0);
+        for (int d = -3; d < 3; d++) {
+            od_tensor *ts[4] = {p, emp, q, r};
+            od_value cat[2] = {od_list_v(OD_T_TENSOR_LIST, ts, 4), od_int(d)};
+            check_op("cat", OD_OPID_cat, cat, 2, 0, false);
+        }
+        od_tensor_release(p);
+        od_tensor_release(q);
+        od_tensor_release(r);
+        od_tensor_release(emp);
+    }
+}
+
+Test(copy, index_select)
+{
+    for (int di = 0; di < NALL; di++) {
+        od_dtype dt = ALL_DT[di];
+        for (int view = 0; view < 4; view++) {
+            od_tensor *a = arg_t(S(20, 7, 9), 3, dt, -5, 5, view);
+            for (int d = 0; d < 3; d++) {
+                int64_t lim = a->sizes[d];
+                for (int it = 0; it < 2; it++) {
+                    od_tensor *idx = arg_t(S(13), 1, it ? OD_INT32 : OD_INT64, 0, (double)(lim - 1), view == 2 ? 2 : 0);
+                    od_value args[3] = {od_tensor_v(a), od_int(d), od_tensor_v(idx)};
+                    check_op("index_select", OD_OPID_index_select, args, 3, 0, false);
+                    od_tensor_release(idx);
+                }
+            }
+            od_tensor_release(a);
+        }
+    }
+    /* Out of range: an error on both devices, and the GPU keeps working. */
+    od_tensor *a = arg_t(S(6, 4), 2, OD_FLOAT32, -1, 1, 0), *idx = arg_t(S(5), 1, OD_INT64, 0, 5, 0);
+    ((int64_t *)od_tensor_data(idx))[3] = 6;
+    od_value args[3] = {od_tensor_v(a), od_int(0), od_tensor_v(idx)};
+    TCHECK(check_op("index out of range", OD_OPID_index_select, args, 3, 0, false) == OD_EINVAL, "no error");
+    ((int64_t *)od_tensor_data(idx))[3] = 5;
+    TCHECK(check_op("index back in range", OD_OPID_index_select, args, 3, 0, false) == OD_OK, "recovery");
+    od_tensor_release(a);
+    od_tensor_release(idx);
+}
+
+/* ---- factories -------------------------------------------------------------------------------------------- */
+
+Test(fact, arange)
+{
+    for (int di = 1; di < NALL; di++) {
+        od_dtype dt = ALL_DT[di];
+        const double ends[] = {10, 1000003, 0};
+        for (int k = 0; k < 3; k++) {
+            od_value a1[5] = {od_int((int64_t)ends[k]), od_dtype_v(dt), od_none(), od_device_v(TU_CPU), od_none()};
+            od_value g1[5];
+            memcpy(g1, a1, sizeof a1);
+            g1[3] = od_device_v(TU_CUDA);
+            od_stack sc, sg;
+            od_error ec, eg;
+            od_status stc = od_call_builtin(OD_OPID_arange, a1, 5, &sc, &ec);
+            od_status stg = od_call_builtin(OD_OPID_arange, g1, 5, &sg, &eg);
+            TCHECK(stc == stg, "arange %s: CPU %s (%s), CUDA %s (%s)", od_dtype_name(dt), od_status_code(stc),
+                   ec.message, od_status_code(stg), eg.message);
+            if (stc == OD_OK) {
+                TCHECK(sg.rets[0].u.t->device.type == OD_DEV_CUDA, "arange not on CUDA");
+                compare_out("arange", sg.rets[0].u.t, sc.rets[0].u.t, dt == OD_FLOAT16 || dt == OD_BFLOAT16 ? 0 : -1);
+                od_stack_release_rets(&sc);
+                od_stack_release_rets(&sg);
+            }
+        }
+        od_value a3[7] = {od_double(-3.5), od_double(7.25), od_double(0.37), od_dtype_v(dt), od_none(),
+                          od_device_v(TU_CPU), od_none()};
+        od_value g3[7];
+        memcpy(g3, a3, sizeof a3);
+        g3[5] = od_device_v(TU_CUDA);
+        od_stack sc, sg;
+        od_error ec, eg;
+        od_status stc = od_call_builtin(OD_OPID_arange_start_step, a3, 7, &sc, &ec);
+        od_status stg = od_call_builtin(OD_OPID_arange_start_step, g3, 7, &sg, &eg);
+        TCHECK(stc == stg, "arange.start_step %s: %s vs %s", od_dtype_name(dt), od_status_code(stc),
+               od_status_code(stg));
+        if (stc == OD_OK) {
+            compare_out("arange.start_step", sg.rets[0].u.t, sc.rets[0].u.t, -1);
+            od_stack_release_rets(&sc);
+            od_stack_release_rets(&sg);
+        }
+    }
+}
+
+Test(fact, rand_randn_match_the_host_generator)
+{
+    od_cuda_manual_seed(rng_next());
+    for (int fi = 0; fi < NFLT; fi++) {
+        od_dtype dt = FLT_DT[fi];
+        int bits = dt == OD_BFLOAT16 ? 8 : dt == OD_FLOAT16 ? 11 : dt == OD_FLOAT32 ? 24 : 53;
+        for (int normal = 0; normal < 2; normal++) {
+            int64_t sz[2] = {301, 1001};
+            od_value args[5] = {od_list_v(OD_T_INT_LIST, sz, 2), od_dtype_v(dt), od_none(), od_device_v(TU_CUDA),
+                                od_none()};
+            uint64_t seed, off0, off1;
+            od_cuda_rng_state(&seed, &off0);
+            od_stack s;
+            OKCALL(od_call_builtin(normal ? OD_OPID_randn : OD_OPID_rand, args, 5, &s, &e_));
+            od_cuda_rng_state(NULL, &off1);
+            TCHECK(off1 - off0 == (uint64_t)(sz[0] * sz[1]), "offset advanced by %" PRIu64, off1 - off0);
+            od_tensor *g = to_cpu(s.rets[0].u.t);
+            double num = 0, den = 0, sum = 0;
+            int64_t n = sz[0] * sz[1];
+            for (int64_t i = 0; i < n; i++) {
+                double want = od_math_random_f64(seed, off0 + (uint64_t)i, normal, bits);
+                double got = tu_get(g, i);
+                if (!normal)
+                    TCHECK(got == want, "rand %s element %" PRId64 ": %.17g != %.17g", od_dtype_name(dt), i, got,
+                           want);
+                num += (got - want) * (got - want);
+                den += want * want;
+                sum += got;
+            }
+            TCHECK(sqrt(num / den) <= tol_for(dt) + 1e-7, "randn %s differs from the host generator by %g",
+                   od_dtype_name(dt), sqrt(num / den));
+            double mean = sum / (double)n;
+            TCHECK(fabs(mean - (normal ? 0 : 0.5)) < 0.01, "mean %g", mean);
+            od_tensor_release(g);
+            od_stack_release_rets(&s);
+        }
+    }
+}
+
+/* ---- allocator, errors, threads ------------------------------------------------------------------------------ */
+
+Test(alloc, repeated_calls_reuse_cached_blocks)
+{
+    od_cuda_alloc_info before, after;
+    od_tensor *a = dev_rand_t(S(1000, 1000), 2, OD_FLOAT32);
+    od_tensor *out = NULL;
+    OKCALL(od_add(a, a, 1.0, &out, &e_)); /* warm: the output's size class is now cached after release */
+    od_tensor_release(out);
+    TCHECK(od_cuda_alloc_stats(0, &before) == OD_OK, "stats");
+    TCHECK(before.cached_bytes >= 4000000, "the freed output was not cached (%zu bytes cached)",
+           before.cached_bytes);
+    for (int i = 0; i < 20; i++) {
+        OKCALL(od_add(a, a, 1.0, &out, &e_));
+        od_tensor_release(out);
+    }
+    TCHECK(od_cuda_alloc_stats(0, &after) == OD_OK, "stats");
+    TCHECK(after.device_mallocs == before.device_mallocs, "repeated adds called cudaMalloc %" PRIu64 " times",
+           after.device_mallocs - before.device_mallocs);
+    TCHECK(after.cache_hits >= before.cache_hits + 20, "cache hits %" PRIu64 " -> %" PRIu64, before.cache_hits,
+           after.cache_hits);
+    TCHECK(after.in_use_bytes == before.in_use_bytes, "in-use bytes drifted: %zu -> %zu", before.in_use_bytes,
+           after.in_use_bytes);
+    od_cuda_empty_cache();
+    TCHECK(od_cuda_alloc_stats(0, &after) == OD_OK && after.cached_bytes == 0, "empty_cache left %zu bytes",
+           after.cached_bytes);
+    od_tensor_release(a);
+}
+
+Test(alloc, oom_is_devmem_and_recoverable)
+{
+    od_cuda_info info;
+    TCHECK(od_cuda_device_info(0, &info) == OD_OK, "device info");
+    TCHECK(info.sm_count > 0 && info.total_mem_bytes > 0 && info.cc_major >= 7 && info.name[0], "info: %s cc %d.%d",
+           info.name, info.cc_major, info.cc_minor);
+    /* Cache something first, so the OOM path has a cache to empty. */
+    od_tensor *warm = dev_rand_t(S(1 << 20), 1, OD_FLOAT32);
+    od_tensor_release(warm);
+    int64_t too_big = (int64_t)(info.total_mem_bytes / 4) * 2; /* 2x the device's memory, as float32 */
+    od_tensor *t = NULL;
+    od_error e;
+    od_error_clear(&e);
+    od_status st = od_tensor_empty(&too_big, 1, OD_FLOAT32, TU_CUDA, &t, &e);
+    TCHECK(st == OD_EDEVMEM && !t, "allocating 2x the device: %s (%s)", od_status_code(st), e.message);
+    TCHECK(strstr(e.message, "CUDA out of memory"), "message: %s", e.message);
+    od_cuda_alloc_info ai;
+    TCHECK(od_cuda_alloc_stats(0, &ai) == OD_OK && ai.ooms >= 1 && ai.oom_retries >= 1, "oom counters");
+    /* The device still works. */
+    od_tensor *a = arg_t(S(100, 100), 2, OD_FLOAT32, -1, 1, 0);
+    od_value args[3] = {od_tensor_v(a), od_tensor_v(a), od_int(1)};
+    TCHECK(check_op("after OOM", OD_OPID_add_Tensor, args, 3, -1, false) == OD_OK, "recovery");
+    od_tensor_release(a);
+}
+
+typedef struct thread_arg {
+    od_tensor *a, *b, *ref;
+    int ok;
+} thread_arg;
+
+static void *thread_body(void *p)
+{
+    thread_arg *ta = p;
+    ta->ok = 1;
+    for (int i = 0; i < 50 && ta->ok; i++) {
+        od_tensor *out = NULL, *c = NULL;
+        od_error e;
+        if (od_mm(ta->a, ta->b, &out, &e) != OD_OK || od_to_device(out, TU_CPU, &c, &e) != OD_OK) {
+            ta->ok = 0;
+        } else {
+            int64_t bad;
+            ta->ok = tu_rel_err(c, ta->ref, &bad) < 1e-5 && bad < 0;
+        }
+        od_tensor_release(out);
+        od_tensor_release(c);
+    }
+    return NULL;
+}
+
+Test(alloc, concurrent_threads_use_their_own_streams)
+{
+    od_tensor *a = arg_t(S(200, 300), 2, OD_FLOAT32, -1, 1, 0), *b = arg_t(S(300, 100), 2, OD_FLOAT32, -1, 1, 1);
+    od_tensor *ref = NULL;
+    OKCALL(od_mm(a, b, &ref, &e_));
+    thread_arg ta[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        ta[i] = (thread_arg){mirror(a), mirror(b), ref, 0};
+        TCHECK(pthread_create(&th[i], NULL, thread_body, &ta[i]) == 0, "pthread_create");
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        TCHECK(ta[i].ok, "thread %d got a wrong product or an error", i);
+        od_tensor_release(ta[i].a);
+        od_tensor_release(ta[i].b);
+    }
+    od_tensor_release(ref);
+    od_tensor_release(a);
+    od_tensor_release(b);
+}
