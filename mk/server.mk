@@ -1,0 +1,21 @@
+# mk/server.mk — opdispatchd extras, included by the Makefile.
+#
+#   make test-integration-asan   the integration suite against the ASan+UBSan
+#                                server (build/asan/opdispatchd); the suite fails
+#                                on any sanitizer report in the server's stderr
+#   make serve-asan              run the ASan server on 127.0.0.1:8000 (debugging)
+
+.PHONY: test-integration-asan serve-asan
+
+test-integration-asan:
+	@$(MAKE) --no-print-directory SAN=1 B=build/asan build/asan/opdispatchd
+	@$(MAKE) --no-print-directory venv
+	@if ls tests/integration/test_*.py >/dev/null 2>&1; then \
+	  OD_SERVER=$(abspath build/asan/opdispatchd) \
+	  ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:protect_shadow_gap=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  .venv/bin/python -m pytest -q tests/integration; \
+	else echo "integration: no tests yet"; fi
+
+serve-asan:
+	@$(MAKE) --no-print-directory SAN=1 B=build/asan build/asan/opdispatchd
+	build/asan/opdispatchd --host 127.0.0.1 --port 8000

@@ -1,0 +1,279 @@
+/* buf.c — the growable response buffer and the error model.
+ *
+ * Invariants: an od_buf that ran out of memory stays in that state (oom) and
+ * ignores appends, so encoders never check every call; whoever sends the
+ * buffer checks oom once. Error bodies are always valid JSON whatever bytes
+ * the message holds (invalid UTF-8 is replaced).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto_int.h"
+
+void od_buf_init(od_buf *b)
+{
+    b->data = NULL;
+    b->len = b->cap = 0;
+    b->oom = false;
+}
+
+void od_buf_free(od_buf *b)
+{
+    free(b->data);
+    od_buf_init(b);
+}
+
+bool od_buf_reserve(od_buf *b, size_t extra)
+{
+    if (b->oom)
+        return false;
+    if (b->len + extra + 1 <= b->cap)
+        return true;
+    if (extra > SIZE_MAX / 2 - b->len) {
+        b->oom = true;
+        return false;
+    }
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
+    char *p = realloc(b->data, cap);
+    if (!p) {
+        b->oom = true;
+        return false;
+    }
+    b->data = p;
+    b->cap = cap;
+    return true;
+}
+
+void od_buf_append(od_buf *b, const void *p, size_t n)
+{
+    if (!od_buf_reserve(b, n))
+        return;
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+void od_buf_puts(od_buf *b, const char *s) { od_buf_append(b, s, strlen(s)); }
+
+void od_buf_putc(od_buf *b, char c)
+{
+    if (!od_buf_reserve(b, 1))
+        return;
+    b->data[b->len++] = c;
+    b->data[b->len] = '\0';
+}
+
+void od_buf_printf(od_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char small[256];
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof small) {
+        od_buf_append(b, small, (size_t)n);
+        return;
+    }
+    if (!od_buf_reserve(b, (size_t)n))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+/* Length of a valid UTF-8 sequence at s (n bytes left), or 0. */
+size_t od_utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    if (c < 0x80)
+        return 1;
+    size_t len;
+    unsigned min;
+    if ((c & 0xe0) == 0xc0) {
+        len = 2;
+        min = 0x80;
+        c &= 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+        len = 3;
+        min = 0x800;
+        c &= 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+        len = 4;
+        min = 0x10000;
+        c &= 0x07;
+    } else {
+        return 0;
+    }
+    if (n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        c = (c << 6) | (s[i] & 0x3f);
+    }
+    if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+        return 0;
+    return len;
+}
+
+void od_buf_json_strn(od_buf *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (!od_buf_reserve(b, n + 2))
+        return;
+    od_buf_putc(b, '"');
+    size_t i = 0;
+    while (i < n) {
+        size_t run = i; /* copy runs of plain bytes at once */
+        while (run < n && (unsigned char)s[run] >= 0x20 && (unsigned char)s[run] < 0x80 &&
+               s[run] != '"' && s[run] != '\\')
+            run++;
+        if (run > i) {
+            od_buf_append(b, s + i, run - i);
+            i = run;
+            continue;
+        }
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            od_buf_append(b, e, 2);
+            i++;
+        } else if (c < 0x20) {
+            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            if (c == '\n')
+                od_buf_append(b, "\\n", 2);
+            else if (c == '\t')
+                od_buf_append(b, "\\t", 2);
+            else if (c == '\r')
+                od_buf_append(b, "\\r", 2);
+            else
+                od_buf_append(b, e, 6);
+            i++;
+        } else {
+            size_t l = od_utf8_len((const unsigned char *)s + i, n - i);
+            if (l) {
+                od_buf_append(b, s + i, l);
+                i += l;
+            } else {
+                od_buf_append(b, "\\ufffd", 6);
+                i++;
+            }
+        }
+    }
+    od_buf_putc(b, '"');
+}
+
+void od_buf_json_str(od_buf *b, const char *s) { od_buf_json_strn(b, s, strlen(s)); }
+
+void od_buf_i64(od_buf *b, int64_t v)
+{
+    if (!od_buf_reserve(b, 24))
+        return;
+    b->len += (size_t)od_fmt_i64(v, b->data + b->len);
+}
+
+static bool nonfinite(od_buf *b, double d)
+{
+    if (isnan(d))
+        od_buf_puts(b, "\"NaN\"");
+    else if (isinf(d))
+        od_buf_puts(b, d < 0 ? "\"-Infinity\"" : "\"Infinity\"");
+    else
+        return false;
+    return true;
+}
+
+void od_buf_f32(od_buf *b, float f)
+{
+    if (nonfinite(b, f) || !od_buf_reserve(b, 32))
+        return;
+    b->len += (size_t)od_fmt_f32(f, b->data + b->len);
+}
+
+void od_buf_f64(od_buf *b, double d)
+{
+    if (nonfinite(b, d) || !od_buf_reserve(b, 40))
+        return;
+    b->len += (size_t)od_fmt_f64(d, b->data + b->len);
+}
+
+static int dump_cb(const char *buffer, size_t size, void *data)
+{
+    od_buf_append(data, buffer, size);
+    return 0;
+}
+
+void od_buf_json(od_buf *b, const json_t *v)
+{
+    if (!v) {
+        od_buf_puts(b, "null");
+        return;
+    }
+    json_dump_callback(v, dump_cb, b, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
+}
+
+char *od_buf_steal(od_buf *b, size_t *len)
+{
+    if (b->oom) {
+        od_buf_free(b);
+        if (len)
+            *len = 0;
+        return NULL;
+    }
+    if (!b->data && !od_buf_reserve(b, 0))
+        return NULL;
+    char *d = b->data;
+    if (len)
+        *len = b->len;
+    od_buf_init(b);
+    return d;
+}
+
+/* ---- errors -------------------------------------------------------------- */
+
+int od_http_status(od_status st)
+{
+    switch (st) {
+    case OD_OK: return 200;
+    case OD_EINVAL: return 400;
+    case OD_ENOTFOUND: return 404;
+    case OD_EMISMATCH: return 422;
+    case OD_EUNSUPPORTED: return 422;
+    case OD_ENOKERNEL: return 501;
+    case OD_EUNAVAIL: return 503;
+    case OD_ENOMEM: return 507;
+    case OD_EDEVMEM: return 507;
+    case OD_ETOOLARGE: return 413;
+    case OD_EDUPLICATE: return 409;
+    case OD_EFROZEN: return 409;
+    case OD_EINTERNAL: return 500;
+    default: return 500;
+    }
+}
+
+char *od_error_body(const char *code, const char *message, size_t *len)
+{
+    od_buf b;
+    od_buf_init(&b);
+    od_buf_puts(&b, "{\"error\":{\"code\":");
+    od_buf_json_str(&b, code);
+    od_buf_puts(&b, ",\"message\":");
+    od_buf_json_str(&b, message);
+    od_buf_puts(&b, "}}");
+    return od_buf_steal(&b, len);
+}
+
+char *od_proto_error(const od_error *err, int *http, size_t *len)
+{
+    od_status st = err->status == OD_OK ? OD_EINTERNAL : err->status;
+    *http = od_http_status(st);
+    return od_error_body(od_status_code(st), err->message[0] ? err->message : "unknown error",
+                         len);
+}

@@ -1,0 +1,409 @@
+/* calls.c — one operator call for the HTTP handlers: device choice, the
+ * per-request limits, the dispatch trace, output encoding, statistics.
+ *
+ * Invariants:
+ *  - The output-bytes cap is set (thread-local) only around the dispatcher
+ *    call, so every allocation the call makes — outputs included — is
+ *    checked before it happens, and input decoding is governed by the
+ *    element cap instead.
+ *  - The trace pointer is set only around the call and restored after, so
+ *    a worker thread never carries a stale trace into the next request.
+ *  - Outputs handed to the encoders are CPU tensors; CUDA outputs are
+ *    copied back first (that copy counts as encode time).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "od_server.h"
+#include "od_stats.h"
+#ifdef OD_HAVE_CUDA
+#include "cuda/od_cuda.h"
+#endif
+
+od_proto_limits od_limits(void)
+{
+    od_proto_limits l = {.max_depth = od_cfg.max_json_depth,
+                         .max_rank = od_cfg.max_rank,
+                         .max_elements = od_cfg.max_elements};
+    return l;
+}
+
+#ifdef OD_HAVE_CUDA
+static char g_cuda_why[512];
+static pthread_once_t g_cuda_once = PTHREAD_ONCE_INIT;
+static void probe_cuda(void)
+{
+    char tmp[512] = "";
+    if (!od_cuda_available(tmp, sizeof tmp))
+        snprintf(g_cuda_why, sizeof g_cuda_why, "%s", tmp[0] ? tmp : "CUDA unavailable");
+}
+#endif
+
+const char *od_cuda_why(void)
+{
+#ifdef OD_HAVE_CUDA
+    pthread_once(&g_cuda_once, probe_cuda);
+    return g_cuda_why;
+#else
+    return "CUDA unavailable: this build has no CUDA backend (nvcc was not found when it was "
+           "built, or it was built with CUDA=0)";
+#endif
+}
+
+static int cuda_count(void)
+{
+#ifdef OD_HAVE_CUDA
+    return *od_cuda_why() ? 0 : od_cuda_device_count();
+#else
+    return 0;
+#endif
+}
+
+od_status od_resolve_device(const char *name, od_device *out, od_error *err)
+{
+    if (!name)
+        name = od_cfg.default_device;
+    if (!strcmp(name, "auto")) {
+        *out = (od_device){cuda_count() > 0 ? OD_DEV_CUDA : OD_DEV_CPU, 0};
+        return OD_OK;
+    }
+    od_error e;
+    od_error_clear(&e);
+    if (od_device_parse(name, out, &e) != OD_OK)
+        return od_error_set(err, OD_EINVAL, "\"device\": %s (expected \"cpu\", \"cuda\", \"cuda:N\" or \"auto\")",
+                            e.message);
+    if (out->type == OD_DEV_META)
+        return od_error_set(err, OD_EINVAL,
+                            "\"device\": \"meta\" computes shapes only; use POST /v1/ops/{op}/explain");
+    if (out->type == OD_DEV_CUDA) {
+        const char *why = od_cuda_why();
+        if (*why)
+            return od_error_set(err, OD_EUNAVAIL, "device '%s' requested but %s", name, why);
+        int n = cuda_count();
+        if (out->index < 0 || out->index >= n)
+            return od_error_set(err, OD_EUNAVAIL, "device '%s' requested but this host has %d CUDA "
+                                "device%s (cuda:0..cuda:%d)", name, n, n == 1 ? "" : "s", n - 1);
+    }
+    return OD_OK;
+}
+
+const od_op *od_find_op(const char *name, od_error *err)
+{
+    const od_op *op = od_op_find(name);
+    if (op)
+        return op;
+    const od_op *ovl[64];
+    int n = od_op_overloads(name, ovl, 64);
+    if (n == 0)
+        return od_error_set(err, OD_ENOTFOUND, "unknown operator '%s' (GET /v1/ops lists them)", name),
+               NULL;
+    char list[700] = "";
+    size_t len = 0;
+    for (int i = 0; i < n && i < 64 && len < sizeof list; i++) {
+        char m[256];
+        od_model_name(ovl[i], m, sizeof m);
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", m);
+    }
+    od_error_set(err, OD_ENOTFOUND, "'%s' has %d overloads and no default one; name one of: %s",
+                 name, n, list);
+    return NULL;
+}
+
+void od_call_init(od_srv_call *c, const od_op *op)
+{
+    memset(c, 0, sizeof *c);
+    c->op = op;
+    od_bound_init(&c->bound);
+    c->device = (od_device){OD_DEV_CPU, 0};
+    c->key = OD_KEY_CPU;
+    od_error_clear(&c->err);
+}
+
+void od_call_release(od_srv_call *c)
+{
+    od_stack_release_rets(&c->stack);
+    od_bound_release(&c->bound);
+}
+
+/* Replaces a CPU tensor value with its copy on dev. */
+static od_status move_value(od_value *v, bool owned, od_device dev, od_error *err)
+{
+    if (v->tag == OD_T_TENSOR && v->u.t && !od_device_eq(v->u.t->device, dev)) {
+        od_tensor *nt = NULL;
+        od_status st = od_to_device(v->u.t, dev, &nt, err);
+        if (st != OD_OK)
+            return st;
+        if (owned)
+            od_tensor_release(v->u.t);
+        v->u.t = nt;
+        return OD_OK;
+    }
+    if (v->tag == OD_T_TENSOR_LIST) {
+        od_tensor **ts = v->u.list.items;
+        for (size_t i = 0; i < v->u.list.n; i++) {
+            if (!ts[i] || od_device_eq(ts[i]->device, dev))
+                continue;
+            od_tensor *nt = NULL;
+            od_status st = od_to_device(ts[i], dev, &nt, err);
+            if (st != OD_OK)
+                return st;
+            od_tensor_release(ts[i]);
+            ts[i] = nt;
+        }
+    }
+    return OD_OK;
+}
+
+od_status od_call_run(od_srv_call *c)
+{
+    od_status st = OD_OK;
+    if (c->device.type == OD_DEV_CUDA) {
+        for (int i = 0; i < c->bound.nargs; i++) {
+            od_value *v = &c->bound.args[i];
+            if ((v->tag == OD_T_TENSOR || v->tag == OD_T_TENSOR_LIST) && !c->bound.owned[i])
+                continue; /* defaults hold no tensors */
+            bool was_owned = c->bound.owned[i];
+            if ((st = move_value(v, was_owned, c->device, &c->err)) != OD_OK)
+                return st;
+            if (v->tag == OD_T_TENSOR)
+                c->bound.owned[i] = true;
+        }
+    }
+    c->t_decoded = od_now_ns();
+    od_stack_init(&c->stack, c->bound.args, c->bound.nargs);
+    c->ks = od_compute_keyset(c->op, &c->stack) & ~od_op_fallthrough_keys(c->op);
+    c->key = od_ks_highest(c->ks);
+
+    size_t prev_limit = od_get_alloc_limit();
+    od_set_alloc_limit(od_cfg.max_output_bytes);
+    od_tls *tls = od_tls_get();
+    struct od_trace *prev_trace = tls->trace;
+    memset(&c->trace, 0, sizeof c->trace);
+    tls->trace = &c->trace;
+    st = od_call(c->op, &c->stack, &c->err);
+    tls->trace = prev_trace;
+    od_set_alloc_limit(prev_limit);
+    c->t_called = od_now_ns();
+    if (st != OD_OK)
+        return st;
+    if (c->trace.nsteps > 0)
+        c->key = c->trace.steps[0].key;
+    /* outputs back to the host for encoding */
+    od_device cpu = {OD_DEV_CPU, 0};
+    for (int i = 0; i < c->stack.nrets; i++) {
+        od_value *v = &c->stack.rets[i];
+        if ((v->tag == OD_T_TENSOR && v->u.t && v->u.t->device.type == OD_DEV_CUDA) ||
+            v->tag == OD_T_TENSOR_LIST)
+            if ((st = move_value(v, true, cpu, &c->err)) != OD_OK)
+                return st;
+    }
+    return OD_OK;
+}
+
+void od_call_stats(od_srv_call *c, bool ok)
+{
+    if (!c->op)
+        return;
+    uint64_t now = od_now_ns();
+    uint64_t td = c->t_decoded ? c->t_decoded : now;
+    uint64_t tc = c->t_called ? c->t_called : td;
+    uint64_t te = c->t_encoded ? c->t_encoded : now;
+    od_req_sample s = {
+        .op = c->op,
+        .key = c->key,
+        .ok = ok,
+        .e2e_ns = now - c->t_start,
+        .decode_ns = td - (c->t_body ? c->t_body : c->t_start),
+        .infer_ns = tc - td,
+        .encode_ns = te > tc ? te - tc : 0,
+        .bytes_in = (uint64_t)c->bound.bytes_in,
+        .bytes_out = (uint64_t)c->bytes_out,
+    };
+    od_stats_request(&s);
+}
+
+static void put_step_label(od_buf *b, const od_srv_call *c, const od_trace_step *s)
+{
+    if (s->op != c->op) {
+        od_buf_puts(b, od_op_name(s->op));
+        od_buf_putc(b, ' ');
+    }
+    od_buf_puts(b, od_key_name(s->key));
+    od_buf_puts(b, " [");
+    od_buf_puts(b, od_provenance_name(s->prov));
+    od_buf_putc(b, ']');
+}
+
+void od_call_dispatch_json(od_buf *b, const od_srv_call *c)
+{
+    char dev[32], ksbuf[256];
+    od_device_print(c->device, dev, sizeof dev);
+    od_ks_print(c->ks, ksbuf, sizeof ksbuf);
+    od_buf_puts(b, "{\"keyset\":[");
+    bool first = true;
+    for (int k = OD_NUM_RUNTIME_KEYS - 1; k >= 1; k--) {
+        if (!od_ks_has(c->ks, (od_key)k))
+            continue;
+        if (!first)
+            od_buf_putc(b, ',');
+        first = false;
+        od_buf_json_str(b, od_key_name((od_key)k));
+    }
+    od_buf_puts(b, "],\"keyset_text\":");
+    od_buf_json_str(b, ksbuf);
+    od_buf_puts(b, ",\"key\":");
+    od_buf_json_str(b, od_key_name(c->key));
+    const od_trace_step *s0 = c->trace.nsteps ? &c->trace.steps[0] : NULL;
+    od_buf_puts(b, ",\"kernel\":");
+    if (s0 && s0->kernel)
+        od_buf_json_str(b, s0->kernel->name);
+    else
+        od_buf_puts(b, "null");
+    od_buf_puts(b, ",\"provenance\":");
+    if (s0)
+        od_buf_json_str(b, od_provenance_name(s0->prov));
+    else
+        od_buf_puts(b, "null");
+    /* the readable chain: "AutogradCPU [autograd kernel] → CPU [kernel]" */
+    od_buf_puts(b, ",\"path\":\"");
+    for (int i = 0; i < c->trace.nsteps; i++) {
+        if (i)
+            od_buf_puts(b, " \xe2\x86\x92 ");
+        put_step_label(b, c, &c->trace.steps[i]);
+    }
+    od_buf_puts(b, "\",\"steps\":[");
+    for (int i = 0; i < c->trace.nsteps; i++) {
+        const od_trace_step *s = &c->trace.steps[i];
+        if (i)
+            od_buf_putc(b, ',');
+        od_buf_puts(b, "{\"op\":");
+        od_buf_json_str(b, od_op_name(s->op));
+        od_buf_puts(b, ",\"key\":");
+        od_buf_json_str(b, od_key_name(s->key));
+        od_buf_puts(b, ",\"kernel\":");
+        od_buf_json_str(b, s->kernel ? s->kernel->name : "?");
+        od_buf_puts(b, ",\"provenance\":");
+        od_buf_json_str(b, od_provenance_name(s->prov));
+        if (s->kernel && s->kernel->file)
+            od_buf_printf(b, ",\"registered_at\":\"%s:%d\"", s->kernel->file, s->kernel->line);
+        od_buf_printf(b, ",\"depth\":%d,\"us\":%.3f,\"status\":", s->depth, (double)s->ns / 1000.0);
+        od_buf_json_str(b, od_status_code(s->status));
+        od_buf_putc(b, '}');
+    }
+    od_buf_printf(b, "],\"dropped_steps\":%d,\"device\":", c->trace.dropped);
+    od_buf_json_str(b, dev);
+    uint64_t tb = c->t_body ? c->t_body : c->t_start;
+    uint64_t td = c->t_decoded ? c->t_decoded : tb;
+    uint64_t tc = c->t_called ? c->t_called : td;
+    uint64_t te = c->t_encoded ? c->t_encoded : tc;
+    od_buf_printf(b,
+                  ",\"timing_us\":{\"receive\":%.3f,\"decode\":%.3f,\"dispatch\":%.3f,"
+                  "\"encode\":%.3f}}",
+                  (double)(tb - c->t_start) / 1000.0, (double)(td - tb) / 1000.0,
+                  (double)(tc - td) / 1000.0, (double)(te - tc) / 1000.0);
+}
+
+/* ---- outputs ------------------------------------------------------------------ */
+
+/* The requested output named name: NULL when sel lists no such output. */
+static json_t *find_sel(json_t *sel, const char *name)
+{
+    size_t i;
+    json_t *o;
+    json_array_foreach(sel, i, o) {
+        json_t *n = json_object_get(o, "name");
+        if (json_is_string(n) && !strcmp(json_string_value(n), name))
+            return o;
+    }
+    return NULL;
+}
+
+od_status od_encode_outputs(od_buf *b, od_srv_call *c, json_t *sel, bool bin_default, bool oip,
+                            od_tensor **bin, int *nbin, od_error *err)
+{
+    const od_schema *s = od_op_schema(c->op);
+    *nbin = 0;
+    if (sel && !json_is_array(sel))
+        return od_error_set(err, OD_EINVAL, "\"outputs\" must be a list of {\"name\": ...}, got %s",
+                            od_json_kind(sel));
+    if (sel) { /* every requested name must exist */
+        size_t i;
+        json_t *o;
+        json_array_foreach(sel, i, o) {
+            json_t *n = json_object_get(o, "name");
+            if (!json_is_string(n))
+                return od_error_set(err, OD_EINVAL, "outputs[%zu]: \"name\" must be a string", i);
+            bool found = false;
+            char names[256] = "";
+            size_t len = 0;
+            for (int k = 0; k < c->stack.nrets; k++) {
+                char nm[128];
+                od_proto_return_name(s, k, nm, sizeof nm);
+                if (!strcmp(nm, json_string_value(n)))
+                    found = true;
+                if (len < sizeof names)
+                    len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", k ? ", " : "", nm);
+            }
+            if (!found)
+                return od_error_set(err, OD_EINVAL, "unknown output '%.64s' (this operator returns: %s)",
+                                    json_string_value(n), names);
+            json_t *p = json_object_get(o, "parameters");
+            json_t *bd = json_object_get(p, "binary_data");
+            if (bd && !json_is_boolean(bd))
+                return od_error_set(err, OD_EINVAL,
+                                    "outputs[%zu].parameters.binary_data must be true or false", i);
+        }
+    }
+    od_buf_puts(b, "\"outputs\":[");
+    bool first = true;
+    for (int k = 0; k < c->stack.nrets; k++) {
+        char nm[128];
+        od_proto_return_name(s, k, nm, sizeof nm);
+        json_t *o = sel ? find_sel(sel, nm) : NULL;
+        if (sel && !o)
+            continue;
+        bool binary = bin_default;
+        json_t *bd = json_object_get(json_object_get(o, "parameters"), "binary_data");
+        if (json_is_boolean(bd))
+            binary = json_is_true(bd);
+        const char *name = (oip || (k < s->nrets && s->rets[k].name)) ? nm : NULL;
+        if (!first)
+            od_buf_putc(b, ',');
+        first = false;
+        od_value *v = &c->stack.rets[k];
+        if (v->tag != OD_T_TENSOR || !v->u.t) {
+            /* a non-tensor return: a JSON value (OIP: a one-element tensor) */
+            od_buf_putc(b, '{');
+            if (name) {
+                od_buf_puts(b, "\"name\":");
+                od_buf_json_str(b, name);
+                od_buf_putc(b, ',');
+            }
+            od_buf_puts(b, "\"value\":");
+            od_value_to_json(b, v);
+            od_buf_putc(b, '}');
+            continue;
+        }
+        od_tensor *t = v->u.t;
+        c->bytes_out += (int64_t)od_tensor_nbytes(t);
+        if (!binary) {
+            od_tensor_to_json(b, t, name, oip);
+            continue;
+        }
+        od_tensor *bt = t;
+        if (od_tensor_is_contiguous(t)) {
+            od_tensor_retain(t);
+        } else {
+            od_status st = od_tensor_empty(t->sizes, t->ndim, t->dtype, t->device, &bt, err);
+            if (st != OD_OK)
+                return st;
+            od_tensor_copy_out(t, od_tensor_data(bt));
+        }
+        bin[(*nbin)++] = bt;
+        od_tensor_to_json_binary(b, t, name, oip);
+    }
+    od_buf_putc(b, ']');
+    return OD_OK;
+}

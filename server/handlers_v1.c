@@ -1,0 +1,833 @@
+/* handlers_v1.c — the /v1 API: operator calls and explain, introspection
+ * (operators, keys, devices), statistics, and the index.
+ *
+ * Invariants: every handler answers exactly once; every allocation it makes
+ * is released on every path (the od_srv_call, the parsed document, the buffers);
+ * errors go through od_respond_od_error so the status and body come from the
+ * one mapping in proto/.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "od_parallel.h"
+#include "od_server.h"
+#include "od_stats.h"
+#ifdef OD_HAVE_CUDA
+#include "cuda/od_cuda.h"
+#endif
+
+/* OpenBLAS's own queries (declared in its cblas.h, which may not be the
+ * cblas.h the system's alternatives picked). */
+extern char *openblas_get_config(void);
+extern int openblas_get_num_threads(void);
+
+/* ---- the call body -------------------------------------------------------------- */
+
+typedef struct call_req {
+    od_json_doc *doc;
+    json_t *args, *kwargs, *params, *outputs;
+    const char *device;
+} call_req;
+
+/* Parses the body as {"args", "kwargs", "device", "parameters", "outputs"}. */
+static od_status parse_call_body(od_req *r, call_req *q, od_error *err)
+{
+    memset(q, 0, sizeof *q);
+    size_t jlen;
+    const char *json = od_req_json(r, &jlen);
+    od_proto_limits lim = od_limits();
+    od_status st = od_json_parse(json, jlen, &lim, &q->doc, err);
+    if (st != OD_OK)
+        return st;
+    if (r->binary &&
+        (st = od_json_attach_binary(q->doc, r->body, r->hdr_len, r->body->len - r->hdr_len, err)) != OD_OK)
+        return st;
+    json_t *root = od_json_root(q->doc);
+    if (!json_is_object(root))
+        return od_error_set(err, OD_EINVAL,
+                            "the body must be a JSON object {\"args\": [...], \"kwargs\": {...}}, got %s",
+                            od_json_kind(root));
+    const char *k;
+    json_t *v;
+    json_object_foreach(root, k, v) {
+        if (!strcmp(k, "args"))
+            q->args = v;
+        else if (!strcmp(k, "kwargs"))
+            q->kwargs = v;
+        else if (!strcmp(k, "parameters"))
+            q->params = v;
+        else if (!strcmp(k, "outputs"))
+            q->outputs = v;
+        else if (!strcmp(k, "device")) {
+            if (!json_is_string(v))
+                return od_error_set(err, OD_EINVAL, "\"device\" must be a string, got %s",
+                                    od_json_kind(v));
+            q->device = json_string_value(v);
+        } else if (strcmp(k, "id") != 0)
+            return od_error_set(err, OD_EINVAL,
+                                "unknown field '%.64s' (expected args, kwargs, device, parameters, "
+                                "outputs)",
+                                k);
+    }
+    if (q->args && !json_is_array(q->args))
+        return od_error_set(err, OD_EINVAL, "\"args\" must be a list, got %s", od_json_kind(q->args));
+    if (q->kwargs && !json_is_object(q->kwargs))
+        return od_error_set(err, OD_EINVAL, "\"kwargs\" must be an object, got %s",
+                            od_json_kind(q->kwargs));
+    if (q->params && !json_is_object(q->params))
+        return od_error_set(err, OD_EINVAL, "\"parameters\" must be an object, got %s",
+                            od_json_kind(q->params));
+    return OD_OK;
+}
+
+/* The operator for a name. A name with an overload ("add.Tensor") is that
+ * overload; a bare name ("add", "sum") picks, like PyTorch's argument
+ * parser, the first overload whose schema fits the arguments' JSON kinds,
+ * trying the default overload first. When none fits and there is a default
+ * (or only one) overload, that one is returned so that binding reports the
+ * precise problem. */
+static const od_op *resolve_op(const char *name, json_t *args, json_t *kwargs, od_error *err)
+{
+    const char *colons = strstr(name, "::");
+    const char *tail = colons ? colons + 2 : name;
+    if (strchr(tail, '.')) {
+        const od_op *op = od_op_find(name);
+        if (!op)
+            od_error_set(err, OD_ENOTFOUND, "unknown operator '%s' (GET /v1/ops lists them)", name);
+        return op;
+    }
+    const od_op *ovl[64];
+    int n = od_op_overloads(name, ovl, 64);
+    if (n > 64)
+        n = 64;
+    if (n == 0) {
+        od_error_set(err, OD_ENOTFOUND, "unknown operator '%s' (GET /v1/ops lists them)", name);
+        return NULL;
+    }
+    const od_op *dflt = od_op_find(name); /* the default overload, or the only one */
+    if (dflt && od_proto_args_match(dflt, args, kwargs, NULL))
+        return dflt;
+    char why[1024] = "";
+    size_t len = 0;
+    for (int i = 0; i < n; i++) {
+        if (ovl[i] == dflt)
+            continue;
+        od_error e;
+        od_error_clear(&e);
+        if (od_proto_args_match(ovl[i], args, kwargs, &e))
+            return ovl[i];
+        if (len < sizeof why)
+            len += (size_t)snprintf(why + len, sizeof why - len, "\n  %s: %s", od_op_name(ovl[i]),
+                                    e.message);
+    }
+    if (dflt)
+        return dflt;
+    od_error_set(err, OD_EMISMATCH, "no overload of '%s' matches these arguments:%s", name, why);
+    return NULL;
+}
+
+static bool want_binary_default(od_req *r, json_t *params)
+{
+    json_t *bdo = json_object_get(params, "binary_data_output");
+    if (json_is_boolean(bdo))
+        return json_is_true(bdo);
+    const char *acc = od_req_header(r, MHD_HTTP_HEADER_ACCEPT);
+    return acc && strstr(acc, "application/octet-stream") && !strstr(acc, "application/json");
+}
+
+void od_h_op_call(od_req *r)
+{
+    od_srv_call c;
+    od_call_init(&c, NULL);
+    c.t_start = r->t0;
+    c.t_body = od_now_ns();
+    call_req q;
+    od_buf b;
+    od_buf_init(&b);
+    od_tensor *bin[OD_MAX_RETURNS];
+    int nbin = 0;
+    od_status st = parse_call_body(r, &q, &c.err);
+    if (st == OD_OK)
+        st = od_resolve_device(q.device, &c.device, &c.err);
+    if (st == OD_OK) {
+        c.op = resolve_op(r->params[0], q.args, q.kwargs, &c.err);
+        st = c.op ? OD_OK : c.err.status;
+        r->op = c.op;
+        c.key = od_device_key(c.device);
+    }
+    if (st == OD_OK) {
+        od_proto_limits lim = od_limits();
+        od_bind_opts bo = {.lim = &lim, .mode = OD_DECODE_DATA, .has_device = true, .device = c.device};
+        st = od_proto_bind(c.op, q.doc, q.args, q.kwargs, &bo, &c.bound, &c.err);
+    }
+    if (st == OD_OK)
+        st = od_call_run(&c);
+    if (st == OD_OK) {
+        od_buf_puts(&b, "{\"op\":");
+        od_buf_json_str(&b, od_op_name(c.op));
+        od_buf_putc(&b, ',');
+        st = od_encode_outputs(&b, &c, q.outputs, want_binary_default(r, q.params), false, bin,
+                               &nbin, &c.err);
+    }
+    if (st == OD_OK) {
+        c.t_encoded = od_now_ns();
+        od_buf_puts(&b, ",\"dispatch\":");
+        od_call_dispatch_json(&b, &c);
+        od_buf_putc(&b, '}');
+        od_call_stats(&c, true);
+        if (nbin)
+            od_respond_binary(r, 200, &b, bin, nbin);
+        else
+            od_respond_buf(r, 200, "application/json", &b);
+        nbin = 0;
+    } else {
+        if (c.op)
+            od_call_stats(&c, false);
+        od_respond_od_error(r, &c.err);
+    }
+    for (int i = 0; i < nbin; i++)
+        od_tensor_release(bin[i]);
+    od_buf_free(&b);
+    od_call_release(&c);
+    od_json_doc_free(q.doc);
+}
+
+/* ---- explain -------------------------------------------------------------------- */
+
+void od_h_op_explain(od_req *r)
+{
+    od_error err;
+    od_error_clear(&err);
+    call_req q;
+    od_device dev = {OD_DEV_CPU, 0};
+    od_bound meta;
+    od_bound_init(&meta);
+    od_stack s;
+    od_stack_init(&s, NULL, 0);
+    od_buf b;
+    od_buf_init(&b);
+    const od_op *op = NULL;
+    od_status st = parse_call_body(r, &q, &err);
+    if (st == OD_OK) {
+        /* the device is reported, not used: explain works without CUDA */
+        const char *dn = q.device ? q.device : od_cfg.default_device;
+        if (!strcmp(dn, "auto")) {
+            st = od_resolve_device(dn, &dev, &err);
+        } else if (od_device_parse(dn, &dev, &err) != OD_OK) {
+            st = od_error_set(&err, OD_EINVAL, "\"device\": %s", err.message);
+        }
+    }
+    if (st == OD_OK) {
+        op = resolve_op(r->params[0], q.args, q.kwargs, &err);
+        st = op ? OD_OK : err.status;
+        r->op = op;
+    }
+    if (st == OD_OK) {
+        od_proto_limits lim = od_limits();
+        od_bind_opts bo = {.lim = &lim, .mode = OD_DECODE_META, .has_device = true,
+                           .device = (od_device){OD_DEV_META, 0}};
+        st = od_proto_bind(op, q.doc, q.args, q.kwargs, &bo, &meta, &err);
+    }
+    if (st != OD_OK) {
+        od_respond_od_error(r, &err);
+        goto out;
+    }
+    od_stack_init(&s, meta.args, meta.nargs);
+    /* the key set the real call would have: Meta stands in for the device */
+    od_keyset ks = od_compute_keyset(op, &s);
+    od_key devkey = od_device_key(dev);
+    if (od_ks_has(ks, OD_KEY_Meta))
+        ks = od_ks_add(od_ks_remove(ks, OD_KEY_Meta), devkey);
+    if (od_ks_has(ks, OD_KEY_AutogradOther) && devkey != OD_KEY_Meta)
+        ks = od_ks_add(od_ks_remove(ks, OD_KEY_AutogradOther), od_key_autograd_of(devkey));
+    ks &= ~od_op_fallthrough_keys(op);
+    od_key key = od_ks_highest(ks);
+    od_provenance prov;
+    const od_kernel *kern = od_op_slot(op, key, &prov);
+
+    /* shapes: run the call on Meta (no data is touched or allocated) */
+    od_trace trace;
+    memset(&trace, 0, sizeof trace);
+    od_tls *tls = od_tls_get();
+    struct od_trace *prev = tls->trace;
+    tls->trace = &trace;
+    od_error merr;
+    od_error_clear(&merr);
+    od_status mst = od_call(op, &s, &merr);
+    tls->trace = prev;
+    if (mst != OD_OK && mst != OD_ENOKERNEL && mst != OD_EUNSUPPORTED) {
+        /* the arguments themselves are wrong: the real call would fail too */
+        od_respond_od_error(r, &merr);
+        goto out;
+    }
+    char ksbuf[256], dn[32];
+    od_ks_print(ks, ksbuf, sizeof ksbuf);
+    od_device_print(dev, dn, sizeof dn);
+    od_buf_puts(&b, "{\"op\":");
+    od_buf_json_str(&b, od_op_name(op));
+    od_buf_puts(&b, ",\"device\":");
+    od_buf_json_str(&b, dn);
+    od_buf_puts(&b, ",\"keyset\":[");
+    bool first = true;
+    for (int k = OD_NUM_RUNTIME_KEYS - 1; k >= 1; k--)
+        if (od_ks_has(ks, (od_key)k)) {
+            if (!first)
+                od_buf_putc(&b, ',');
+            first = false;
+            od_buf_json_str(&b, od_key_name((od_key)k));
+        }
+    od_buf_puts(&b, "],\"keyset_text\":");
+    od_buf_json_str(&b, ksbuf);
+    od_buf_puts(&b, ",\"key\":");
+    od_buf_json_str(&b, od_key_name(key));
+    od_buf_puts(&b, ",\"kernel\":");
+    if (kern)
+        od_buf_json_str(&b, kern->name);
+    else
+        od_buf_puts(&b, "null");
+    od_buf_puts(&b, ",\"provenance\":");
+    od_buf_json_str(&b, od_provenance_name(prov));
+    if (kern && kern->file)
+        od_buf_printf(&b, ",\"registered_at\":\"%s:%d\"", kern->file, kern->line);
+    if (!kern) {
+        od_error nk;
+        od_error_no_kernel(op, key, &nk);
+        od_buf_puts(&b, ",\"error\":");
+        od_buf_json_str(&b, nk.message);
+    }
+    if (mst == OD_OK) {
+        size_t total = 0;
+        bool over = false;
+        od_buf_puts(&b, ",\"outputs\":[");
+        for (int i = 0; i < s.nrets; i++) {
+            if (i)
+                od_buf_putc(&b, ',');
+            od_value *v = &s.rets[i];
+            if (v->tag != OD_T_TENSOR || !v->u.t) {
+                od_value_to_json(&b, v);
+                continue;
+            }
+            char nm[128];
+            od_proto_return_name(od_op_schema(op), i, nm, sizeof nm);
+            size_t nb = od_tensor_nbytes(v->u.t);
+            total += nb;
+            over |= nb > od_cfg.max_output_bytes;
+            od_buf_puts(&b, "{\"name\":");
+            od_buf_json_str(&b, nm);
+            od_buf_puts(&b, ",\"dtype\":");
+            od_buf_json_str(&b, od_dtype_name(v->u.t->dtype));
+            od_buf_puts(&b, ",\"shape\":[");
+            for (int d = 0; d < v->u.t->ndim; d++) {
+                if (d)
+                    od_buf_putc(&b, ',');
+                od_buf_i64(&b, v->u.t->sizes[d]);
+            }
+            od_buf_printf(&b, "],\"bytes\":%zu}", nb);
+        }
+        od_buf_printf(&b, "],\"output_bytes\":%zu,\"max_output_bytes\":%zu,\"within_limits\":%s", total,
+                      od_cfg.max_output_bytes, over ? "false" : "true");
+    } else {
+        od_buf_puts(&b, ",\"outputs\":null,\"shape_error\":");
+        od_buf_json_str(&b, merr.message);
+    }
+    od_buf_puts(&b, ",\"meta_steps\":[");
+    for (int i = 0; i < trace.nsteps; i++) {
+        const od_trace_step *t = &trace.steps[i];
+        if (i)
+            od_buf_putc(&b, ',');
+        od_buf_puts(&b, "{\"op\":");
+        od_buf_json_str(&b, od_op_name(t->op));
+        od_buf_puts(&b, ",\"key\":");
+        od_buf_json_str(&b, od_key_name(t->key));
+        od_buf_puts(&b, ",\"kernel\":");
+        od_buf_json_str(&b, t->kernel ? t->kernel->name : "?");
+        od_buf_puts(&b, ",\"provenance\":");
+        od_buf_json_str(&b, od_provenance_name(t->prov));
+        od_buf_printf(&b, ",\"depth\":%d}", t->depth);
+    }
+    od_buf_puts(&b, "]}");
+    od_respond_buf(r, 200, "application/json", &b);
+out:
+    od_stack_release_rets(&s);
+    od_bound_release(&meta);
+    od_buf_free(&b);
+    od_json_doc_free(q.doc);
+}
+
+/* ---- introspection ------------------------------------------------------------ */
+
+static void put_kernel_site(od_buf *b, const od_kernel *k)
+{
+    if (k && k->file)
+        od_buf_printf(b, ",\"registered_at\":\"%s:%d\"", k->file, k->line);
+}
+
+static void put_type(od_buf *b, const od_type *t)
+{
+    char ty[256];
+    od_type_print(t, ty, sizeof ty);
+    od_buf_json_str(b, ty);
+}
+
+static void put_schema_text(od_buf *b, const od_schema *s)
+{
+    int n = od_schema_print(s, NULL, 0);
+    char *txt = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!txt) {
+        od_buf_puts(b, "null");
+        return;
+    }
+    od_schema_print(s, txt, (size_t)n + 1);
+    od_buf_json_str(b, txt);
+    free(txt);
+}
+
+/* Everything about one operator (GET /v1/ops/{op}). */
+static void op_detail_json(od_buf *b, const od_op *op)
+{
+    const od_schema *s = od_op_schema(op);
+    char model[256];
+    od_model_name(op, model, sizeof model);
+    od_buf_puts(b, "{\"name\":");
+    od_buf_json_str(b, od_op_name(op));
+    od_buf_puts(b, ",\"model\":");
+    od_buf_json_str(b, model);
+    od_buf_puts(b, ",\"overload\":");
+    od_buf_json_str(b, s->overload ? s->overload : "");
+    od_buf_puts(b, ",\"schema\":");
+    put_schema_text(b, s);
+    od_buf_puts(b, ",\"arguments\":[");
+    for (int i = 0; i < s->nargs; i++) {
+        const od_arg *a = &s->args[i];
+        if (i)
+            od_buf_putc(b, ',');
+        od_buf_puts(b, "{\"name\":");
+        od_buf_json_str(b, a->name ? a->name : "");
+        od_buf_puts(b, ",\"type\":");
+        put_type(b, a->type);
+        od_buf_printf(b, ",\"kwarg_only\":%s,\"has_default\":%s", a->kwarg_only ? "true" : "false",
+                      a->has_default ? "true" : "false");
+        if (a->has_default) {
+            od_buf_puts(b, ",\"default\":");
+            od_value_to_json(b, &a->default_value);
+            od_buf_puts(b, ",\"default_text\":");
+            od_buf_json_str(b, a->default_text ? a->default_text : "");
+        }
+        if (a->alias)
+            od_buf_printf(b, ",\"mutable\":%s", a->alias->is_write ? "true" : "false");
+        od_buf_putc(b, '}');
+    }
+    od_buf_puts(b, "],\"returns\":[");
+    for (int i = 0; i < s->nrets; i++) {
+        if (i)
+            od_buf_putc(b, ',');
+        od_buf_puts(b, "{\"name\":");
+        if (s->rets[i].name)
+            od_buf_json_str(b, s->rets[i].name);
+        else
+            od_buf_puts(b, "null");
+        od_buf_puts(b, ",\"type\":");
+        put_type(b, s->rets[i].type);
+        od_buf_putc(b, '}');
+    }
+    od_buf_puts(b, "],\"table\":[");
+    od_slot_info slots[OD_NUM_RUNTIME_KEYS];
+    od_op_table(op, slots);
+    bool first = true;
+    for (int k = OD_NUM_RUNTIME_KEYS - 1; k >= 0; k--) {
+        const od_slot_info *si = &slots[k];
+        if (!first)
+            od_buf_putc(b, ',');
+        first = false;
+        od_buf_puts(b, "{\"key\":");
+        od_buf_json_str(b, od_key_name(si->key));
+        od_buf_puts(b, ",\"provenance\":");
+        od_buf_json_str(b, od_provenance_name(si->prov));
+        od_buf_puts(b, ",\"kernel\":");
+        if (si->kernel)
+            od_buf_json_str(b, si->kernel->name);
+        else
+            od_buf_puts(b, "null");
+        if (si->kernel)
+            od_buf_printf(b, ",\"fallthrough\":%s", si->kernel->fallthrough ? "true" : "false");
+        put_kernel_site(b, si->kernel);
+        od_buf_putc(b, '}');
+    }
+    od_buf_puts(b, "],\"registrations\":[");
+    od_registration_info regs[64];
+    int nr = od_op_registrations(op, regs, 64);
+    for (int i = 0; i < nr && i < 64; i++) {
+        if (i)
+            od_buf_putc(b, ',');
+        od_buf_puts(b, "{\"key\":");
+        od_buf_json_str(b, od_key_name(regs[i].key));
+        od_buf_puts(b, ",\"kernel\":");
+        od_buf_json_str(b, regs[i].kernel && regs[i].kernel->name ? regs[i].kernel->name : "?");
+        if (regs[i].kernel)
+            od_buf_printf(b, ",\"fallthrough\":%s", regs[i].kernel->fallthrough ? "true" : "false");
+        put_kernel_site(b, regs[i].kernel);
+        od_buf_putc(b, '}');
+    }
+    od_buf_puts(b, "],\"fallthrough_keys\":[");
+    od_keyset ft = od_op_fallthrough_keys(op);
+    first = true;
+    for (int k = OD_NUM_RUNTIME_KEYS - 1; k >= 1; k--)
+        if (od_ks_has(ft, (od_key)k)) {
+            if (!first)
+                od_buf_putc(b, ',');
+            first = false;
+            od_buf_json_str(b, od_key_name((od_key)k));
+        }
+    od_buf_puts(b, "]}");
+}
+
+void od_h_op_detail(od_req *r)
+{
+    const char *name = r->params[0];
+    const od_op *ovl[64];
+    const od_op *op = od_op_find(name);
+    int n = 0;
+    if (op) {
+        ovl[0] = op;
+        n = 1;
+    } else {
+        n = od_op_overloads(name, ovl, 64);
+        if (n > 64)
+            n = 64;
+    }
+    if (n == 0) {
+        od_respond_error(r, 404, "not_found", "unknown operator '%s' (GET /v1/ops lists them)", name);
+        return;
+    }
+    od_buf b;
+    od_buf_init(&b);
+    const char *fmt = od_req_query(r, "format");
+    if (fmt && !strcmp(fmt, "text")) {
+        for (int i = 0; i < n; i++) {
+            char *t = od_dump_table(ovl[i]);
+            char *d = od_dump_state(ovl[i]);
+            if (i)
+                od_buf_puts(&b, "\n");
+            od_buf_puts(&b, "# computed dispatch table (torch._C._dispatch_dump_table)\n");
+            od_buf_puts(&b, t ? t : "");
+            od_buf_puts(&b, "\n# registrations (torch._C._dispatch_dump)\n");
+            od_buf_puts(&b, d ? d : "");
+            free(t);
+            free(d);
+        }
+        od_respond_buf(r, 200, "text/plain; charset=utf-8", &b);
+        return;
+    }
+    if (fmt && strcmp(fmt, "json") != 0) {
+        od_buf_free(&b);
+        od_respond_error(r, 400, "bad_request", "format must be json or text, got '%.32s'", fmt);
+        return;
+    }
+    if (n == 1) {
+        op_detail_json(&b, ovl[0]);
+    } else {
+        const od_schema *s = od_op_schema(ovl[0]);
+        od_buf_printf(&b, "{\"name\":\"%s::%s\",\"overloads\":[", s->ns ? s->ns : "aten", s->name);
+        for (int i = 0; i < n; i++) {
+            if (i)
+                od_buf_putc(&b, ',');
+            op_detail_json(&b, ovl[i]);
+        }
+        od_buf_puts(&b, "]}");
+    }
+    od_respond_buf(r, 200, "application/json", &b);
+}
+
+void od_h_ops_list(od_req *r)
+{
+    od_buf b;
+    od_buf_init(&b);
+    int n = od_op_count();
+    od_buf_printf(&b, "{\"count\":%d,\"operators\":[", n);
+    bool *done = calloc((size_t)n + 1, 1);
+    if (!done) {
+        od_buf_free(&b);
+        od_respond_error(r, 507, "out_of_memory", "out of memory");
+        return;
+    }
+    bool first_group = true;
+    for (int i = 0; i < n; i++) {
+        if (done[i])
+            continue;
+        const od_op *op = od_op_at(i);
+        const od_schema *s = od_op_schema(op);
+        if (!first_group)
+            od_buf_putc(&b, ',');
+        first_group = false;
+        od_buf_printf(&b, "{\"name\":\"%s::%s\",\"overloads\":[", s->ns ? s->ns : "aten", s->name);
+        bool first = true;
+        for (int j = i; j < n; j++) {
+            const od_op *o = od_op_at(j);
+            const od_schema *sj = od_op_schema(o);
+            if (done[j] || strcmp(sj->name, s->name) != 0 ||
+                strcmp(sj->ns ? sj->ns : "", s->ns ? s->ns : "") != 0)
+                continue;
+            done[j] = true;
+            if (!first)
+                od_buf_putc(&b, ',');
+            first = false;
+            char model[256];
+            od_model_name(o, model, sizeof model);
+            od_buf_puts(&b, "{\"name\":");
+            od_buf_json_str(&b, od_op_name(o));
+            od_buf_puts(&b, ",\"model\":");
+            od_buf_json_str(&b, model);
+            od_buf_puts(&b, ",\"overload\":");
+            od_buf_json_str(&b, sj->overload ? sj->overload : "");
+            od_buf_puts(&b, ",\"schema\":");
+            put_schema_text(&b, sj);
+            od_buf_puts(&b, ",\"kernels\":[");
+            od_registration_info regs[64];
+            int nr = od_op_registrations(o, regs, 64);
+            for (int k = 0; k < nr && k < 64; k++) {
+                if (k)
+                    od_buf_putc(&b, ',');
+                od_buf_json_str(&b, od_key_name(regs[k].key));
+            }
+            od_buf_puts(&b, "],\"table\":{");
+            od_slot_info slots[OD_NUM_RUNTIME_KEYS];
+            od_op_table(o, slots);
+            bool fk = true;
+            for (int k = OD_NUM_RUNTIME_KEYS - 1; k >= 0; k--) {
+                if (slots[k].prov == OD_PROV_MISSING ||
+                    (slots[k].kernel && slots[k].kernel->fallthrough))
+                    continue;
+                if (!fk)
+                    od_buf_putc(&b, ',');
+                fk = false;
+                od_buf_json_str(&b, od_key_name(slots[k].key));
+                od_buf_putc(&b, ':');
+                od_buf_json_str(&b, od_provenance_name(slots[k].prov));
+            }
+            od_buf_puts(&b, "}}");
+        }
+        od_buf_puts(&b, "]}");
+    }
+    free(done);
+    od_buf_puts(&b, "]}");
+    od_respond_buf(r, 200, "application/json", &b);
+}
+
+static void put_keyset_list(od_buf *b, od_keyset ks)
+{
+    od_buf_putc(b, '[');
+    bool first = true;
+    for (int k = OD_NUM_RUNTIME_KEYS - 1; k >= 1; k--)
+        if (od_ks_has(ks, (od_key)k)) {
+            if (!first)
+                od_buf_putc(b, ',');
+            first = false;
+            od_buf_json_str(b, od_key_name((od_key)k));
+        }
+    od_buf_putc(b, ']');
+}
+
+void od_h_keys(od_req *r)
+{
+    od_buf b;
+    od_buf_init(&b);
+    od_buf_puts(&b, "{\"runtime_keys\":[");
+    for (int k = OD_NUM_RUNTIME_KEYS - 1; k >= 0; k--) {
+        if (k != OD_NUM_RUNTIME_KEYS - 1)
+            od_buf_putc(&b, ',');
+        od_buf_puts(&b, "{\"name\":");
+        od_buf_json_str(&b, od_key_name((od_key)k));
+        od_buf_printf(&b, ",\"priority\":%d,\"kind\":\"%s\",\"description\":", k,
+                      od_key_is_backend((od_key)k)    ? "backend"
+                      : od_key_is_autograd((od_key)k) ? "autograd"
+                      : k == OD_KEY_Undefined         ? "none"
+                                                      : "functionality");
+        od_buf_json_str(&b, od_key_description((od_key)k));
+        const od_kernel *fb = od_backend_fallback((od_key)k);
+        od_buf_puts(&b, ",\"backend_fallback\":");
+        if (fb) {
+            od_buf_puts(&b, "{\"kernel\":");
+            od_buf_json_str(&b, fb->name ? fb->name : "?");
+            od_buf_printf(&b, ",\"fallthrough\":%s", fb->fallthrough ? "true" : "false");
+            put_kernel_site(&b, fb);
+            od_buf_putc(&b, '}');
+        } else {
+            od_buf_puts(&b, "null");
+        }
+        od_buf_putc(&b, '}');
+    }
+    od_buf_puts(&b, "],\"alias_keys\":[");
+    for (int k = OD_FIRST_ALIAS_KEY; k < OD_NUM_KEYS; k++) {
+        if (k != OD_FIRST_ALIAS_KEY)
+            od_buf_putc(&b, ',');
+        od_buf_puts(&b, "{\"name\":");
+        od_buf_json_str(&b, od_key_name((od_key)k));
+        od_buf_puts(&b, ",\"description\":");
+        od_buf_json_str(&b, od_key_description((od_key)k));
+        od_buf_puts(&b, ",\"expands_to\":");
+        put_keyset_list(&b, od_key_runtime_set((od_key)k));
+        od_buf_putc(&b, '}');
+    }
+    od_buf_puts(&b, "],\"default_included\":");
+    put_keyset_list(&b, OD_KS_DEFAULT_INCLUDED);
+    od_buf_puts(&b, ",\"default_excluded\":");
+    put_keyset_list(&b, OD_KS_DEFAULT_EXCLUDED);
+    od_buf_puts(&b, "}");
+    od_respond_buf(r, 200, "application/json", &b);
+}
+
+static void cpu_model(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "model name", 10)) {
+            char *c = strchr(line, ':');
+            if (c) {
+                c++;
+                while (*c == ' ' || *c == '\t')
+                    c++;
+                c[strcspn(c, "\n")] = '\0';
+                snprintf(buf, cap, "%s", c);
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+void od_h_devices(od_req *r)
+{
+    od_buf b;
+    od_buf_init(&b);
+    char model[256];
+    cpu_model(model, sizeof model);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    od_cpu_alloc_info ai;
+    od_cpu_alloc_stats(&ai);
+    od_buf_printf(&b, "{\"cpu\":{\"cores\":%ld,\"model\":", cores);
+    od_buf_json_str(&b, model);
+    const char *cfg = openblas_get_config();
+    od_buf_puts(&b, ",\"blas\":{\"library\":\"OpenBLAS\",\"config\":");
+    od_buf_json_str(&b, cfg ? cfg : "");
+    od_buf_printf(&b, ",\"threads\":%d},\"kernel_threads\":%d,\"http_threads\":%d,", openblas_get_num_threads(),
+                  od_get_num_threads(), od_cfg.threads);
+    od_buf_printf(&b,
+                  "\"allocator\":{\"in_use_bytes\":%zu,\"cached_bytes\":%zu,\"cache_limit\":%zu,"
+                  "\"hits\":%llu,\"misses\":%llu,\"evictions\":%llu}},",
+                  ai.in_use_bytes, ai.cached_bytes, ai.cache_limit, (unsigned long long)ai.hits,
+                  (unsigned long long)ai.misses, (unsigned long long)ai.evictions);
+    const char *why = od_cuda_why();
+    od_buf_printf(&b, "\"cuda\":{\"available\":%s,\"compiled\":%s", *why ? "false" : "true",
+#ifdef OD_HAVE_CUDA
+                  "true"
+#else
+                  "false"
+#endif
+    );
+    if (*why) {
+        od_buf_puts(&b, ",\"reason\":");
+        od_buf_json_str(&b, why);
+    }
+    od_buf_puts(&b, ",\"devices\":[");
+#ifdef OD_HAVE_CUDA
+    if (!*why) {
+        int n = od_cuda_device_count();
+        for (int i = 0; i < n; i++) {
+            od_cuda_info ci;
+            if (od_cuda_device_info(i, &ci) != OD_OK)
+                continue;
+            od_cuda_alloc_info ca;
+            memset(&ca, 0, sizeof ca);
+            od_cuda_alloc_stats(i, &ca);
+            if (i)
+                od_buf_putc(&b, ',');
+            od_buf_printf(&b, "{\"index\":%d,\"name\":", ci.ordinal);
+            od_buf_json_str(&b, ci.name);
+            od_buf_printf(&b,
+                          ",\"compute_capability\":\"%d.%d\",\"sm_count\":%d,\"total_memory_bytes\":%zu,"
+                          "\"free_memory_bytes\":%zu,\"l2_bytes\":%zu,\"clock_khz\":%d,"
+                          "\"memory_clock_khz\":%d,\"memory_bus_bits\":%d,\"driver_version\":%d,"
+                          "\"runtime_version\":%d,\"allocator\":{\"in_use_bytes\":%zu,"
+                          "\"cached_bytes\":%zu,\"peak_in_use_bytes\":%zu,\"allocs\":%llu,"
+                          "\"cache_hits\":%llu,\"ooms\":%llu}}",
+                          ci.cc_major, ci.cc_minor, ci.sm_count, ci.total_mem_bytes,
+                          ci.free_mem_bytes, ci.l2_bytes, ci.clock_khz, ci.mem_clock_khz,
+                          ci.mem_bus_bits, ci.driver_version, ci.runtime_version, ca.in_use_bytes,
+                          ca.cached_bytes, ca.peak_in_use_bytes, (unsigned long long)ca.allocs,
+                          (unsigned long long)ca.cache_hits, (unsigned long long)ca.ooms);
+        }
+    }
+#endif
+    od_buf_puts(&b, "]}}");
+    od_respond_buf(r, 200, "application/json", &b);
+}
+
+/* ---- statistics and index -------------------------------------------------------- */
+
+void od_h_stats(od_req *r)
+{
+    od_buf b;
+    od_buf_init(&b);
+    od_stats_json(&b);
+    od_respond_buf(r, 200, "application/json", &b);
+}
+
+void od_h_stats_reset(od_req *r)
+{
+    od_stats_reset();
+    od_buf b;
+    od_buf_init(&b);
+    od_buf_puts(&b, "{\"reset\":true}");
+    od_respond_buf(r, 200, "application/json", &b);
+}
+
+void od_h_metrics(od_req *r)
+{
+    od_buf b;
+    od_buf_init(&b);
+    od_stats_prometheus(&b);
+    od_respond_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
+}
+
+void od_h_index(od_req *r)
+{
+    static const char *const eps[][3] = {
+        {"POST", "/v1/ops/{op}", "call an operator: {\"args\", \"kwargs\", \"device\"}"},
+        {"POST", "/v1/ops/{op}/explain", "which key and kernel a call reaches, output shapes"},
+        {"GET", "/v1/ops", "every operator: schema, overloads, keys with kernels"},
+        {"GET", "/v1/ops/{op}", "schema, dispatch table, registrations (?format=text: dumps)"},
+        {"GET", "/v1/keys", "dispatch keys, priorities, alias keys"},
+        {"GET", "/v1/devices", "CPU, BLAS and CUDA devices"},
+        {"GET", "/v1/stats", "per-operator and per-key statistics"},
+        {"POST", "/v1/stats/reset", "reset the statistics"},
+        {"GET", "/metrics", "Prometheus metrics"},
+        {"GET", "/v2", "Open Inference Protocol server metadata"},
+        {"GET", "/v2/health/live", "liveness"},
+        {"GET", "/v2/health/ready", "readiness"},
+        {"GET", "/v2/models/{op}", "model metadata (each operator overload is a model)"},
+        {"GET", "/v2/models/{op}/config", "model configuration (Triton)"},
+        {"GET", "/v2/models/{op}/ready", "model readiness"},
+        {"GET", "/v2/models/{op}/stats", "model statistics (Triton)"},
+        {"GET", "/v2/models/stats", "statistics of every model (Triton)"},
+        {"POST", "/v2/models/{op}/infer", "inference, JSON or binary tensor data"},
+        {"POST", "/v2/repository/index", "the model repository index"},
+    };
+    od_buf b;
+    od_buf_init(&b);
+    od_buf_puts(&b, "{\"name\":\"opdispatch\",\"version\":\"" OD_VERSION "\",\"endpoints\":[");
+    for (size_t i = 0; i < sizeof eps / sizeof eps[0]; i++) {
+        if (i)
+            od_buf_putc(&b, ',');
+        od_buf_printf(&b, "{\"method\":\"%s\",\"path\":\"%s\",\"description\":", eps[i][0], eps[i][1]);
+        od_buf_json_str(&b, eps[i][2]);
+        od_buf_putc(&b, '}');
+    }
+    od_buf_puts(&b, "]}");
+    od_respond_buf(r, 200, "application/json", &b);
+}

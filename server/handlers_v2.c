@@ -1,0 +1,354 @@
+/* handlers_v2.c — the Open Inference Protocol (KServe v2) surface, shaped
+ * the way Triton serves it so that its clients and perf_analyzer work
+ * unchanged: each operator overload is a model named without its namespace
+ * ("add.Tensor", "relu"), version "1".
+ *
+ * Invariants: inputs are named after the schema's arguments and outputs
+ * after its returns (od_proto_return_name); non-tensor arguments may come
+ * as one-element inputs or in the request's "parameters"; the statistics
+ * are Triton's shape (cumulative {count, ns}).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "od_server.h"
+#include "od_stats.h"
+
+static bool version_ok(od_req *r, const char *model)
+{
+    const char *v = r->params[1];
+    if (v[0] && strcmp(v, "1") != 0) {
+        od_respond_error(r, 404, "not_found", "model '%s' has no version '%s' (only version 1)",
+                         model, v);
+        return false;
+    }
+    return true;
+}
+
+/* The model of the URL, or NULL after answering 404. */
+static const od_op *model_of(od_req *r)
+{
+    od_error err;
+    od_error_clear(&err);
+    const od_op *op = od_find_op(r->params[0], &err);
+    if (!op) {
+        od_respond_od_error(r, &err);
+        return NULL;
+    }
+    return version_ok(r, r->params[0]) ? op : NULL;
+}
+
+void od_h_v2_server(od_req *r)
+{
+    od_buf b;
+    od_buf_init(&b);
+    od_buf_puts(&b, "{\"name\":\"opdispatch\",\"version\":\"" OD_VERSION "\",\"extensions\":["
+                    "\"binary_tensor_data\",\"statistics\",\"model_configuration\","
+                    "\"model_repository\"]}");
+    od_respond_buf(r, 200, "application/json", &b);
+}
+
+void od_h_v2_live(od_req *r) { od_respond_empty(r, 200); }
+
+void od_h_v2_ready(od_req *r)
+{
+    if (atomic_load(&od_draining))
+        od_respond_error(r, 503, "unavailable", "shutting down: not accepting new requests");
+    else
+        od_respond_empty(r, 200);
+}
+
+void od_h_v2_model_ready(od_req *r)
+{
+    if (model_of(r))
+        od_respond_empty(r, 200);
+}
+
+static void put_tensor_meta(od_buf *b, const char *name, const char *dt, int rank, bool config,
+                            bool optional)
+{
+    od_buf_puts(b, "{\"name\":");
+    od_buf_json_str(b, name);
+    if (config)
+        od_buf_printf(b, ",\"data_type\":\"TYPE_%s\",\"dims\":[-1]", dt);
+    else
+        od_buf_printf(b, ",\"datatype\":\"%s\",\"shape\":[%d]", dt, rank < 0 ? -1 : 1);
+    if (config)
+        od_buf_printf(b, ",\"optional\":%s", optional ? "true" : "false");
+    od_buf_putc(b, '}');
+}
+
+static void put_io(od_buf *b, const od_op *op, bool config)
+{
+    const od_schema *s = od_op_schema(op);
+    od_buf_puts(b, config ? "\"input\":[" : "\"inputs\":[");
+    bool first = true;
+    for (int i = 0; i < s->nargs; i++) {
+        const char *dt;
+        int rank;
+        if (!od_proto_arg_oip(s->args[i].type, &dt, &rank))
+            continue;
+        if (!first)
+            od_buf_putc(b, ',');
+        first = false;
+        if (config && rank >= 0)
+            rank = -1;
+        put_tensor_meta(b, s->args[i].name, dt, rank, config,
+                        s->args[i].has_default || od_type_is_optional(s->args[i].type));
+    }
+    od_buf_puts(b, config ? "],\"output\":[" : "],\"outputs\":[");
+    for (int i = 0; i < s->nrets; i++) {
+        char nm[128];
+        od_proto_return_name(s, i, nm, sizeof nm);
+        const char *dt = "FP32";
+        int rank = -1;
+        od_proto_arg_oip(s->rets[i].type, &dt, &rank);
+        if (i)
+            od_buf_putc(b, ',');
+        od_buf_puts(b, "{\"name\":");
+        od_buf_json_str(b, nm);
+        if (config)
+            od_buf_printf(b, ",\"data_type\":\"TYPE_%s\",\"dims\":[-1]}", dt);
+        else
+            od_buf_printf(b, ",\"datatype\":\"%s\",\"shape\":[-1]}", dt);
+    }
+    od_buf_putc(b, ']');
+}
+
+void od_h_v2_model(od_req *r)
+{
+    const od_op *op = model_of(r);
+    if (!op)
+        return;
+    char model[256];
+    od_model_name(op, model, sizeof model);
+    od_buf b;
+    od_buf_init(&b);
+    od_buf_puts(&b, "{\"name\":");
+    od_buf_json_str(&b, model);
+    od_buf_puts(&b, ",\"versions\":[\"1\"],\"platform\":\"opdispatch\",");
+    put_io(&b, op, false);
+    od_buf_putc(&b, '}');
+    od_respond_buf(r, 200, "application/json", &b);
+}
+
+void od_h_v2_model_config(od_req *r)
+{
+    const od_op *op = model_of(r);
+    if (!op)
+        return;
+    char model[256];
+    od_model_name(op, model, sizeof model);
+    bool gpu = !*od_cuda_why();
+    od_buf b;
+    od_buf_init(&b);
+    od_buf_puts(&b, "{\"name\":");
+    od_buf_json_str(&b, model);
+    od_buf_puts(&b, ",\"platform\":\"opdispatch\",\"backend\":\"opdispatch\",\"max_batch_size\":0,");
+    put_io(&b, op, true);
+    od_buf_printf(&b,
+                  ",\"instance_group\":[{\"name\":\"%s\",\"kind\":\"%s\",\"count\":%d}],"
+                  "\"version_policy\":{\"latest\":{\"num_versions\":1}},\"parameters\":{\"schema\":{"
+                  "\"string_value\":",
+                  gpu ? "gpu" : "cpu", gpu ? "KIND_GPU" : "KIND_CPU", od_cfg.threads);
+    int n = od_schema_print(od_op_schema(op), NULL, 0);
+    char *txt = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (txt) {
+        od_schema_print(od_op_schema(op), txt, (size_t)n + 1);
+        od_buf_json_str(&b, txt);
+        free(txt);
+    } else {
+        od_buf_puts(&b, "\"\"");
+    }
+    od_buf_puts(&b, "}}}");
+    od_respond_buf(r, 200, "application/json", &b);
+}
+
+void od_h_v2_model_stats(od_req *r)
+{
+    const od_op *op = model_of(r);
+    if (!op)
+        return;
+    od_buf b;
+    od_buf_init(&b);
+    od_stats_triton(&b, op);
+    od_respond_buf(r, 200, "application/json", &b);
+}
+
+void od_h_v2_models_stats(od_req *r)
+{
+    od_buf b;
+    od_buf_init(&b);
+    od_stats_triton(&b, NULL);
+    od_respond_buf(r, 200, "application/json", &b);
+}
+
+void od_h_v2_repo_index(od_req *r)
+{
+    od_buf b;
+    od_buf_init(&b);
+    od_buf_putc(&b, '[');
+    for (int i = 0; i < od_op_count(); i++) {
+        char model[256];
+        od_model_name(od_op_at(i), model, sizeof model);
+        if (i)
+            od_buf_putc(&b, ',');
+        od_buf_puts(&b, "{\"name\":");
+        od_buf_json_str(&b, model);
+        od_buf_puts(&b, ",\"version\":\"1\",\"state\":\"READY\"}");
+    }
+    od_buf_putc(&b, ']');
+    od_respond_buf(r, 200, "application/json", &b);
+}
+
+/* For a name with several overloads ("add"): the first whose arguments
+ * cover the inputs' names and whose required arguments are all given. */
+static const od_op *model_for_inputs(const char *name, json_t *inputs, json_t *params,
+                                     od_error *err)
+{
+    const od_op *op = od_op_find(name);
+    if (op)
+        return op;
+    const od_op *ovl[64];
+    int n = od_op_overloads(name, ovl, 64);
+    for (int i = 0; i < n && i < 64; i++) {
+        const od_schema *s = od_op_schema(ovl[i]);
+        bool ok = true;
+        size_t k;
+        json_t *in;
+        json_array_foreach(inputs, k, in) {
+            const char *nm = json_string_value(json_object_get(in, "name"));
+            bool found = false;
+            for (int a = 0; nm && a < s->nargs; a++)
+                if (!strcmp(s->args[a].name, nm)) {
+                    /* a tensor for a Scalar argument means the Tensor overload */
+                    const od_type *t = od_type_unwrap_optional(s->args[a].type);
+                    json_t *shape = json_object_get(in, "shape");
+                    bool scalar_like = json_is_array(shape) && json_array_size(shape) <= 1 &&
+                                       (json_array_size(shape) == 0 ||
+                                        json_integer_value(json_array_get(shape, 0)) == 1);
+                    found = t->kind == OD_TY_TENSOR || scalar_like;
+                }
+            ok &= found;
+        }
+        for (int a = 0; ok && a < s->nargs; a++) {
+            if (s->args[a].has_default || od_type_is_optional(s->args[a].type))
+                continue;
+            bool given = json_object_get(params, s->args[a].name) != NULL;
+            json_array_foreach(inputs, k, in) {
+                const char *nm = json_string_value(json_object_get(in, "name"));
+                if (nm && !strcmp(nm, s->args[a].name))
+                    given = true;
+            }
+            ok &= given;
+        }
+        if (ok)
+            return ovl[i];
+    }
+    return od_find_op(name, err); /* the error names the overloads */
+}
+
+void od_h_v2_infer(od_req *r)
+{
+    if (!version_ok(r, r->params[0]))
+        return;
+    od_srv_call c;
+    od_call_init(&c, NULL);
+    c.t_start = r->t0;
+    c.t_body = od_now_ns();
+    od_json_doc *doc = NULL;
+    od_buf b;
+    od_buf_init(&b);
+    od_tensor *bin[OD_MAX_RETURNS];
+    int nbin = 0;
+    json_t *root = NULL, *inputs = NULL, *outputs = NULL, *params = NULL, *id = NULL;
+    const char *device = NULL;
+    size_t jlen;
+    const char *json = od_req_json(r, &jlen);
+    od_proto_limits lim = od_limits();
+    od_status st = od_json_parse(json, jlen, &lim, &doc, &c.err);
+    if (st == OD_OK && r->binary)
+        st = od_json_attach_binary(doc, r->body, r->hdr_len, r->body->len - r->hdr_len, &c.err);
+    if (st == OD_OK) {
+        root = od_json_root(doc);
+        if (!json_is_object(root)) {
+            st = od_error_set(&c.err, OD_EINVAL, "the body must be a JSON object {\"inputs\": [...]}, got %s",
+                              od_json_kind(root));
+        } else {
+            inputs = json_object_get(root, "inputs");
+            outputs = json_object_get(root, "outputs");
+            params = json_object_get(root, "parameters");
+            id = json_object_get(root, "id");
+            if (!json_is_array(inputs))
+                st = od_error_set(&c.err, OD_EINVAL, "\"inputs\" must be a list of tensors, got %s",
+                                  inputs ? od_json_kind(inputs) : "nothing");
+            else if (params && !json_is_object(params))
+                st = od_error_set(&c.err, OD_EINVAL, "\"parameters\" must be an object");
+            else if (id && !json_is_string(id))
+                st = od_error_set(&c.err, OD_EINVAL, "\"id\" must be a string");
+            json_t *dv = json_object_get(params, "device");
+            if (st == OD_OK && dv) {
+                if (json_is_string(dv))
+                    device = json_string_value(dv);
+                else
+                    st = od_error_set(&c.err, OD_EINVAL, "parameters.device must be a string");
+            }
+        }
+    }
+    if (st == OD_OK)
+        st = od_resolve_device(device, &c.device, &c.err);
+    if (st == OD_OK) {
+        c.op = model_for_inputs(r->params[0], inputs, params, &c.err);
+        st = c.op ? OD_OK : c.err.status;
+        r->op = c.op;
+        c.key = od_device_key(c.device);
+    }
+    if (st == OD_OK) {
+        od_bind_opts bo = {.lim = &lim, .mode = OD_DECODE_DATA, .has_device = true, .device = c.device};
+        st = od_proto_bind_oip(c.op, doc, inputs, params, &bo, &c.bound, &c.err);
+    }
+    if (st == OD_OK)
+        st = od_call_run(&c);
+    if (st == OD_OK) {
+        char model[256];
+        od_model_name(c.op, model, sizeof model);
+        od_buf_puts(&b, "{\"model_name\":");
+        od_buf_json_str(&b, model);
+        od_buf_puts(&b, ",\"model_version\":\"1\",");
+        if (id) {
+            od_buf_puts(&b, "\"id\":");
+            od_buf_json_str(&b, json_string_value(id));
+            od_buf_putc(&b, ',');
+        }
+        bool bin_default = json_is_true(json_object_get(params, "binary_data_output"));
+        const char *acc = od_req_header(r, MHD_HTTP_HEADER_ACCEPT);
+        if (!json_object_get(params, "binary_data_output") && acc &&
+            strstr(acc, "application/octet-stream") && !strstr(acc, "application/json"))
+            bin_default = true;
+        st = od_encode_outputs(&b, &c, outputs, bin_default, true, bin, &nbin, &c.err);
+    }
+    if (st == OD_OK) {
+        c.t_encoded = od_now_ns();
+        od_buf_puts(&b, ",\"parameters\":{\"dispatch_key\":");
+        od_buf_json_str(&b, od_key_name(c.key));
+        od_buf_puts(&b, ",\"kernel\":");
+        od_buf_json_str(&b, c.trace.nsteps && c.trace.steps[0].kernel ? c.trace.steps[0].kernel->name : "");
+        od_buf_puts(&b, "}}");
+        od_call_stats(&c, true);
+        if (nbin)
+            od_respond_binary(r, 200, &b, bin, nbin);
+        else
+            od_respond_buf(r, 200, "application/json", &b);
+        nbin = 0;
+    } else {
+        if (c.op)
+            od_call_stats(&c, false);
+        od_respond_od_error(r, &c.err);
+    }
+    for (int i = 0; i < nbin; i++)
+        od_tensor_release(bin[i]);
+    od_buf_free(&b);
+    od_call_release(&c);
+    od_json_doc_free(doc);
+}

@@ -1,0 +1,318 @@
+/* main.c — opdispatchd: options, start-up, signals, graceful shutdown.
+ *
+ * Invariants: every option has an environment variable (flags win); the
+ * registry is frozen before the first request; SIGTERM/SIGINT stop new
+ * connections, let in-flight requests finish (up to --drain-timeout), and
+ * exit 0. Signals are blocked in every thread and taken with sigtimedwait
+ * on the main thread, so no handler runs inside a worker.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "od_server.h"
+#include "od_stats.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: opdispatchd [options]\n"
+            "\n"
+            "Serves operator calls over HTTP: POST /v1/ops/{op} (JSON or binary tensors),\n"
+            "the Open Inference Protocol (/v2/...), introspection (/v1/ops, /v1/keys,\n"
+            "/v1/devices), statistics (/v1/stats, /metrics). GET / lists the endpoints.\n"
+            "\n"
+            "Options (each also read from the environment variable shown; flags win):\n"
+            "  --host ADDR                 listen address, IPv4 or IPv6 [OD_HOST, 127.0.0.1]\n"
+            "  --port N                    TCP port; 0 picks a free one and prints it [OD_PORT, 8000]\n"
+            "  --threads N                 HTTP worker threads [OD_THREADS, number of cores]\n"
+            "  --max-body-bytes N          largest request body; 413 above [OD_MAX_BODY_BYTES, 512M]\n"
+            "  --max-rank N                largest tensor rank accepted [OD_MAX_RANK, 16]\n"
+            "  --max-elements N            largest tensor (elements) accepted [OD_MAX_ELEMENTS, 268435456]\n"
+            "  --max-output-bytes N        largest output a call may allocate, checked before\n"
+            "                              allocating; 413 above [OD_MAX_OUTPUT_BYTES, 1G]\n"
+            "  --max-json-depth N          deepest JSON nesting; 400 above [OD_MAX_JSON_DEPTH, 64]\n"
+            "  --max-connections N         open connections in all [OD_MAX_CONNECTIONS, 1024]\n"
+            "  --max-connections-per-ip N  open connections per client address, 0 = no cap\n"
+            "                              [OD_MAX_CONNECTIONS_PER_IP, 256]\n"
+            "  --idle-timeout S            close a connection idle this long [OD_IDLE_TIMEOUT, 60]\n"
+            "  --request-timeout S         close a connection whose request body is not in after\n"
+            "                              S seconds, 0 = none [OD_REQUEST_TIMEOUT, 60]\n"
+            "  --drain-timeout S           on SIGTERM, wait at most S seconds for in-flight\n"
+            "                              requests [OD_DRAIN_TIMEOUT, 30]\n"
+            "  --default-device D          device of calls that name none: auto (CUDA when\n"
+            "                              available, else CPU), cpu, cuda, cuda:N [OD_DEFAULT_DEVICE, auto]\n"
+            "  --log-level L               error, warn, info (access log) or debug [OD_LOG_LEVEL, info]\n"
+            "  --no-access-log             no per-request line [OD_ACCESS_LOG=0]\n"
+            "  --help                      this text\n"
+            "  --version                   the version\n"
+            "\n"
+            "Sizes take a K, M or G suffix (powers of 1024). The access log goes to stderr,\n"
+            "one line per request: ip, method, path, status, bytes sent, microseconds.\n");
+}
+
+static bool parse_num(const char *s, unsigned long long *out)
+{
+    if (!s || !*s)
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || s[0] == '-')
+        return false;
+    unsigned long long mul = 1;
+    if (*end == 'K' || *end == 'k')
+        mul = 1ull << 10;
+    else if (*end == 'M' || *end == 'm')
+        mul = 1ull << 20;
+    else if (*end == 'G' || *end == 'g')
+        mul = 1ull << 30;
+    else if (*end)
+        return false;
+    if (mul > 1 && end[1])
+        return false;
+    if (v > ~0ull / mul)
+        return false;
+    *out = v * mul;
+    return true;
+}
+
+enum {
+    O_HOST = 1, O_PORT, O_THREADS, O_MAX_BODY, O_MAX_RANK, O_MAX_ELEMS, O_MAX_OUT, O_MAX_DEPTH,
+    O_MAX_CONN, O_MAX_CONN_IP, O_IDLE, O_REQ_TIMEOUT, O_DRAIN, O_DEVICE, O_LOG, O_NO_ACCESS,
+    O_HELP, O_VERSION
+};
+
+static const struct {
+    int id;
+    const char *env;
+} envs[] = {
+    {O_HOST, "OD_HOST"}, {O_PORT, "OD_PORT"}, {O_THREADS, "OD_THREADS"},
+    {O_MAX_BODY, "OD_MAX_BODY_BYTES"}, {O_MAX_RANK, "OD_MAX_RANK"},
+    {O_MAX_ELEMS, "OD_MAX_ELEMENTS"}, {O_MAX_OUT, "OD_MAX_OUTPUT_BYTES"},
+    {O_MAX_DEPTH, "OD_MAX_JSON_DEPTH"}, {O_MAX_CONN, "OD_MAX_CONNECTIONS"},
+    {O_MAX_CONN_IP, "OD_MAX_CONNECTIONS_PER_IP"}, {O_IDLE, "OD_IDLE_TIMEOUT"},
+    {O_REQ_TIMEOUT, "OD_REQUEST_TIMEOUT"}, {O_DRAIN, "OD_DRAIN_TIMEOUT"},
+    {O_DEVICE, "OD_DEFAULT_DEVICE"}, {O_LOG, "OD_LOG_LEVEL"},
+};
+
+/* Applies one option; returns false (after saying why) on a bad value. */
+static bool apply(int id, const char *val, const char *src)
+{
+    unsigned long long v = 0;
+    bool numeric = id != O_HOST && id != O_DEVICE && id != O_LOG;
+    if (numeric && !parse_num(val, &v)) {
+        fprintf(stderr, "opdispatchd: %s: '%s' is not a non-negative number\n", src, val);
+        return false;
+    }
+    switch (id) {
+    case O_HOST:
+        if (strlen(val) >= sizeof od_cfg.host) {
+            fprintf(stderr, "opdispatchd: %s: address too long\n", src);
+            return false;
+        }
+        snprintf(od_cfg.host, sizeof od_cfg.host, "%s", val);
+        break;
+    case O_PORT:
+        if (v > 65535) {
+            fprintf(stderr, "opdispatchd: %s: port %llu is out of range\n", src, v);
+            return false;
+        }
+        od_cfg.port = (int)v;
+        break;
+    case O_THREADS:
+        if (v < 1 || v > 1024) {
+            fprintf(stderr, "opdispatchd: %s: threads must be 1..1024\n", src);
+            return false;
+        }
+        od_cfg.threads = (int)v;
+        break;
+    case O_MAX_BODY: od_cfg.max_body_bytes = (size_t)v; break;
+    case O_MAX_RANK:
+        if (v > OD_MAX_DIMS) {
+            fprintf(stderr, "opdispatchd: %s: the largest supported rank is %d\n", src, OD_MAX_DIMS);
+            return false;
+        }
+        od_cfg.max_rank = (int)v;
+        break;
+    case O_MAX_ELEMS:
+        if (v < 1 || v > (1ull << 62)) {
+            fprintf(stderr, "opdispatchd: %s: out of range\n", src);
+            return false;
+        }
+        od_cfg.max_elements = (int64_t)v;
+        break;
+    case O_MAX_OUT: od_cfg.max_output_bytes = (size_t)v; break;
+    case O_MAX_DEPTH:
+        if (v < 2 || v > 10000) {
+            fprintf(stderr, "opdispatchd: %s: JSON depth must be 2..10000\n", src);
+            return false;
+        }
+        od_cfg.max_json_depth = (int)v;
+        break;
+    case O_MAX_CONN:
+        if (v < 1 || v > 1000000) {
+            fprintf(stderr, "opdispatchd: %s: out of range\n", src);
+            return false;
+        }
+        od_cfg.max_connections = (unsigned)v;
+        break;
+    case O_MAX_CONN_IP: od_cfg.max_connections_per_ip = (unsigned)(v > 1000000 ? 1000000 : v); break;
+    case O_IDLE: od_cfg.idle_timeout_s = (unsigned)(v > 86400 ? 86400 : v); break;
+    case O_REQ_TIMEOUT: od_cfg.request_timeout_s = (unsigned)(v > 86400 ? 86400 : v); break;
+    case O_DRAIN: od_cfg.drain_timeout_s = (unsigned)(v > 86400 ? 86400 : v); break;
+    case O_DEVICE: {
+        od_device d;
+        od_error e;
+        if (strcmp(val, "auto") != 0 && od_device_parse(val, &d, &e) != OD_OK) {
+            fprintf(stderr, "opdispatchd: %s: %s\n", src, e.message);
+            return false;
+        }
+        snprintf(od_cfg.default_device, sizeof od_cfg.default_device, "%s", val);
+        break;
+    }
+    case O_LOG: {
+        static const char *names[] = {"error", "warn", "info", "debug"};
+        for (int i = 0; i < 4; i++)
+            if (!strcmp(val, names[i])) {
+                od_cfg.log_level = (od_log_level)i;
+                return true;
+            }
+        fprintf(stderr, "opdispatchd: %s: log level must be error, warn, info or debug\n", src);
+        return false;
+    }
+    default: break;
+    }
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    od_config_defaults(&od_cfg);
+    for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
+        const char *v = getenv(envs[i].env);
+        if (v && *v && !apply(envs[i].id, v, envs[i].env))
+            return 2;
+    }
+    const char *al = getenv("OD_ACCESS_LOG");
+    if (al && (!strcmp(al, "0") || !strcmp(al, "off") || !strcmp(al, "false")))
+        od_cfg.access_log = false;
+
+    static const struct option opts[] = {
+        {"host", required_argument, 0, O_HOST},
+        {"port", required_argument, 0, O_PORT},
+        {"threads", required_argument, 0, O_THREADS},
+        {"max-body-bytes", required_argument, 0, O_MAX_BODY},
+        {"max-rank", required_argument, 0, O_MAX_RANK},
+        {"max-elements", required_argument, 0, O_MAX_ELEMS},
+        {"max-output-bytes", required_argument, 0, O_MAX_OUT},
+        {"max-json-depth", required_argument, 0, O_MAX_DEPTH},
+        {"max-connections", required_argument, 0, O_MAX_CONN},
+        {"max-connections-per-ip", required_argument, 0, O_MAX_CONN_IP},
+        {"idle-timeout", required_argument, 0, O_IDLE},
+        {"request-timeout", required_argument, 0, O_REQ_TIMEOUT},
+        {"drain-timeout", required_argument, 0, O_DRAIN},
+        {"default-device", required_argument, 0, O_DEVICE},
+        {"log-level", required_argument, 0, O_LOG},
+        {"no-access-log", no_argument, 0, O_NO_ACCESS},
+        {"help", no_argument, 0, O_HELP},
+        {"version", no_argument, 0, O_VERSION},
+        {0, 0, 0, 0},
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c == O_HELP || c == 'h') {
+            usage(stdout);
+            return 0;
+        }
+        if (c == O_VERSION) {
+            printf("opdispatchd %s\n", OD_VERSION);
+            return 0;
+        }
+        if (c == O_NO_ACCESS) {
+            od_cfg.access_log = false;
+            continue;
+        }
+        if (c == '?') {
+            usage(stderr);
+            return 2;
+        }
+        char src[64];
+        snprintf(src, sizeof src, "--%s", opts[c - 1].name);
+        if (!apply(c, optarg, src))
+            return 2;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "opdispatchd: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+
+    /* Block the shutdown signals before any thread starts, so every thread
+     * inherits the mask and only sigtimedwait below sees them. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    od_error err;
+    od_error_clear(&err);
+    if (od_init(&err) != OD_OK) {
+        od_log(OD_LOG_ERROR, "start-up failed: %s", err.message);
+        return 1;
+    }
+    od_registry_freeze();
+    od_set_stats_hook(od_stats_kernel);
+
+    int port = 0;
+    if (od_server_start(&port) != 0)
+        return 1;
+    const char *why = od_cuda_why();
+    if (*why)
+        od_log(OD_LOG_INFO, "CPU only: %s", why);
+    else
+        od_log(OD_LOG_INFO, "CUDA available; default device %s", od_cfg.default_device);
+    od_log(OD_LOG_INFO, "%d operators, %d worker threads, body cap %zu bytes", od_op_count(),
+           od_cfg.threads, od_cfg.max_body_bytes);
+    bool v6 = strchr(od_cfg.host, ':') != NULL;
+    printf("opdispatchd %s listening on http://%s%s%s:%d/\n", OD_VERSION, v6 ? "[" : "", od_cfg.host,
+           v6 ? "]" : "", port);
+    fflush(stdout);
+
+    int sig;
+    do {
+        sig = sigwaitinfo(&sigs, NULL);
+    } while (sig < 0 && errno == EINTR);
+    od_log(OD_LOG_INFO, "signal %d: no new connections; draining %ld in-flight request(s)", sig,
+           od_server_inflight());
+    od_server_quiesce();
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += od_cfg.drain_timeout_s;
+    for (;;) {
+        if (od_server_inflight() == 0)
+            break;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > deadline.tv_sec ||
+            (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec)) {
+            od_log(OD_LOG_WARN, "drain timeout: %ld request(s) still in flight", od_server_inflight());
+            break;
+        }
+        struct timespec tick = {0, 5 * 1000 * 1000};
+        if (sigtimedwait(&sigs, NULL, &tick) > 0) {
+            od_log(OD_LOG_WARN, "second signal: stopping now");
+            break;
+        }
+    }
+    od_server_stop();
+    od_log(OD_LOG_INFO, "stopped");
+    return 0;
+}

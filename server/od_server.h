@@ -1,0 +1,192 @@
+/* od_server.h — opdispatchd internals shared by the server's files.
+ *
+ * Invariants:
+ *  - One od_req per HTTP request, created on MHD's first call for it and
+ *    freed in the completion callback (which MHD runs on success, abort and
+ *    timeout alike), so nothing a request allocates outlives it except what
+ *    a response holds (and the response frees that).
+ *  - The body is read once, into an od_blob sized from Content-Length
+ *    (rejected with 413 before reading when above the route's cap).
+ *  - A handler answers exactly once through one of the od_respond_* calls;
+ *    the first answer wins and later ones are ignored.
+ *  - Routes are a declarative table (method, pattern, handler, body cap).
+ */
+#ifndef OD_SERVER_H
+#define OD_SERVER_H
+
+#include <microhttpd.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "od_ops.h"
+#include "od_proto.h"
+
+#define OD_VERSION "0.1.0"
+
+typedef enum od_log_level { OD_LOG_ERROR, OD_LOG_WARN, OD_LOG_INFO, OD_LOG_DEBUG } od_log_level;
+
+typedef struct od_config {
+    char host[256];
+    int port;                       /* 0: any free port (printed at start) */
+    int threads;                    /* MHD worker threads */
+    size_t max_body_bytes;
+    int max_rank;
+    int64_t max_elements;
+    size_t max_output_bytes;        /* per output allocation (checked before allocating) */
+    int max_json_depth;
+    unsigned max_connections;
+    unsigned max_connections_per_ip; /* 0: no per-IP cap */
+    unsigned idle_timeout_s;
+    unsigned request_timeout_s;
+    unsigned drain_timeout_s;
+    od_log_level log_level;
+    bool access_log;
+    char default_device[32];        /* "auto", "cpu", "cuda", "cuda:N" */
+} od_config;
+
+extern od_config od_cfg;
+extern atomic_bool od_draining;
+
+void od_config_defaults(od_config *c);
+void od_log(od_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+uint64_t od_now_ns(void);
+
+/* ---- the daemon (server.c) ---------------------------------------------- */
+
+/* Starts listening per od_cfg; the bound port (useful with --port 0) in
+ * *bound_port. Returns 0, or -1 after logging why. */
+int od_server_start(int *bound_port);
+/* Stops accepting connections (/v2/health/ready turns 503). */
+void od_server_quiesce(void);
+/* Requests received and not yet completed. */
+long od_server_inflight(void);
+/* Closes every connection and joins the worker threads. */
+void od_server_stop(void);
+
+/* ---- requests ----------------------------------------------------------- */
+
+#define OD_MAX_PARAMS 2
+
+typedef struct od_req {
+    struct MHD_Connection *conn;
+    char method[16];
+    char path[512];
+    char ip[64];
+    int route;                         /* index into the route table; -1 none */
+    char params[OD_MAX_PARAMS][256];   /* path captures, in pattern order */
+    uint64_t t0;                       /* ns, first call */
+    /* body */
+    od_blob *body;
+    size_t body_cap;                   /* the route's cap */
+    bool has_cl;
+    size_t content_length;
+    bool binary;                       /* Inference-Header-Content-Length given */
+    size_t hdr_len;
+    bool too_large;
+    /* answer */
+    bool responded;
+    int status;
+    size_t resp_bytes;
+    /* what the access log and statistics need */
+    const od_op *op;
+} od_req;
+
+typedef void (*od_handler)(od_req *r);
+
+/* Query argument or request header (borrowed from MHD; NULL when absent). */
+const char *od_req_query(od_req *r, const char *key);
+const char *od_req_header(od_req *r, const char *name);
+
+/* Answers. Each takes ownership of what it is given. */
+void od_respond_buf(od_req *r, int status, const char *ctype, od_buf *b);
+void od_respond_empty(od_req *r, int status);
+void od_respond_error(od_req *r, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void od_respond_od_error(od_req *r, const od_error *err);
+/* Binary tensor data response: head (JSON) then each tensor's bytes, sent
+ * from the tensors' own memory. tensors: new references, released when the
+ * response is freed; each must be a contiguous CPU tensor. */
+void od_respond_binary(od_req *r, int status, od_buf *head, od_tensor **tensors, int n);
+
+/* The request body: JSON part and binary part. */
+static inline const char *od_req_json(const od_req *r, size_t *len)
+{
+    *len = r->binary ? r->hdr_len : (r->body ? r->body->len : 0);
+    return r->body ? r->body->data : "";
+}
+
+/* ---- handlers (handlers_v1.c, handlers_v2.c) ------------------------------ */
+
+void od_h_index(od_req *r);
+void od_h_ops_list(od_req *r);
+void od_h_op_detail(od_req *r);
+void od_h_op_call(od_req *r);
+void od_h_op_explain(od_req *r);
+void od_h_keys(od_req *r);
+void od_h_devices(od_req *r);
+void od_h_stats(od_req *r);
+void od_h_stats_reset(od_req *r);
+void od_h_metrics(od_req *r);
+
+void od_h_v2_server(od_req *r);
+void od_h_v2_live(od_req *r);
+void od_h_v2_ready(od_req *r);
+void od_h_v2_models_stats(od_req *r);
+void od_h_v2_repo_index(od_req *r);
+void od_h_v2_model(od_req *r);
+void od_h_v2_model_config(od_req *r);
+void od_h_v2_model_ready(od_req *r);
+void od_h_v2_model_stats(od_req *r);
+void od_h_v2_infer(od_req *r);
+
+/* ---- shared by the handlers (calls.c) -------------------------------------- */
+
+/* Resolves a device name ("auto", "cpu", "cuda", "cuda:N"; NULL = the
+ * configured default). OD_EUNAVAIL (503) with the reason when CUDA cannot
+ * serve it. */
+od_status od_resolve_device(const char *name, od_device *out, od_error *err);
+/* Why CUDA is unavailable ("" when it is available). */
+const char *od_cuda_why(void);
+
+/* "add.Tensor", "aten::add.Tensor", "add": the operator, or NULL with a 404
+ * error naming the overloads when the name is ambiguous or unknown. */
+const od_op *od_find_op(const char *name, od_error *err);
+
+od_proto_limits od_limits(void);
+
+/* One operator call through the dispatcher with the request's limits:
+ * device moves, output-bytes cap, trace, stats. */
+typedef struct od_srv_call {
+    const od_op *op;
+    od_bound bound;
+    od_device device;
+    od_stack stack;
+    od_trace trace;
+    od_keyset ks;
+    od_key key;                /* the key the call dispatched to first */
+    uint64_t t_start;          /* the request's first byte (end-to-end time) */
+    uint64_t t_body;           /* the whole body received (decode starts) */
+    uint64_t t_decoded, t_called, t_encoded;
+    int64_t bytes_out;
+    od_error err;
+} od_srv_call;
+
+void od_call_init(od_srv_call *c, const od_op *op);
+/* Moves inputs to c->device, runs, brings outputs back to the CPU. */
+od_status od_call_run(od_srv_call *c);
+void od_call_release(od_srv_call *c);
+/* Records request statistics for c (ok per status). */
+void od_call_stats(od_srv_call *c, bool ok);
+/* Writes "outputs": [...] for c's returns into b. sel (may be NULL: all):
+ * the request's "outputs" list ({"name", "parameters": {"binary_data"}});
+ * bin_default: outputs are binary unless they say otherwise; oip: OIP
+ * names and datatypes. Binary outputs get a header entry here and their
+ * tensors (new references, contiguous CPU) in bin[0..*nbin). */
+od_status od_encode_outputs(od_buf *b, od_srv_call *c, json_t *sel, bool bin_default, bool oip,
+                            od_tensor **bin, int *nbin, od_error *err);
+/* Appends the dispatch record object to b. */
+void od_call_dispatch_json(od_buf *b, const od_srv_call *c);
+
+#endif

@@ -1,0 +1,697 @@
+/* server.c — the libmicrohttpd side of opdispatchd: the route table, the
+ * request lifecycle (state, body, limits), answers, access log.
+ *
+ * Invariants (see od_server.h):
+ *  - Every request gets an od_req on MHD's first call; the completion
+ *    callback frees it (it runs on success, abort and timeout alike).
+ *  - The route, method, Content-Length (against the route's cap), content
+ *    type and Inference-Header-Content-Length are all checked on the first
+ *    call, before a body byte is stored; an answer queued then makes MHD
+ *    close the connection instead of reading an unwanted body.
+ *  - A body without Content-Length (chunked) grows up to the cap; past it
+ *    the rest is discarded and the answer is 413.
+ *  - Statistics for a request are recorded before its answer is queued, so
+ *    a client that reads /v1/stats after its answer sees its call.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "od_server.h"
+#include "od_stats.h"
+
+od_config od_cfg;
+atomic_bool od_draining;
+static atomic_long g_inflight;
+
+uint64_t od_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void od_config_defaults(od_config *c)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->host, sizeof c->host, "127.0.0.1");
+    c->port = 8000;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    c->threads = n > 0 ? (int)n : 1;
+    c->max_body_bytes = (size_t)512 << 20;
+    c->max_rank = OD_MAX_DIMS;
+    c->max_elements = (int64_t)1 << 28;
+    c->max_output_bytes = (size_t)1 << 30;
+    c->max_json_depth = 64;
+    c->max_connections = 1024;
+    c->max_connections_per_ip = 256;
+    c->idle_timeout_s = 60;
+    c->request_timeout_s = 60;
+    c->drain_timeout_s = 30;
+    c->log_level = OD_LOG_INFO;
+    c->access_log = true;
+    snprintf(c->default_device, sizeof c->default_device, "auto");
+}
+
+static const char *level_names[] = {"error", "warn", "info", "debug"};
+
+static void log_line(const char *line, size_t n)
+{
+    /* one write per line: lines from different threads never interleave */
+    while (n > 0) {
+        ssize_t w = write(2, line, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        line += w;
+        n -= (size_t)w;
+    }
+}
+
+static int timestamp(char *buf, size_t cap)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    size_t n = strftime(buf, cap, "%Y-%m-%dT%H:%M:%S", &tm);
+    return (int)n + snprintf(buf + n, cap - n, ".%03ldZ", ts.tv_nsec / 1000000);
+}
+
+void od_log(od_log_level lvl, const char *fmt, ...)
+{
+    if (lvl > od_cfg.log_level)
+        return;
+    char line[2048];
+    int n = timestamp(line, sizeof line);
+    n += snprintf(line + n, sizeof line - (size_t)n, " %s ", level_names[lvl]);
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    n = m < 0 ? n : (n + m < (int)sizeof line - 1 ? n + m : (int)sizeof line - 2);
+    line[n++] = '\n';
+    log_line(line, (size_t)n);
+}
+
+/* ---- routes ---------------------------------------------------------------- */
+
+#define BODY_NONE ((size_t)4096)   /* GETs may carry a small body; it is ignored */
+#define BODY_SMALL ((size_t)65536)
+#define BODY_MAX SIZE_MAX          /* the configured max_body_bytes */
+
+typedef struct route {
+    const char *method;
+    const char *pattern; /* segments; "{x}" captures one segment */
+    od_handler handler;
+    size_t body_cap;
+    const char *name;    /* for statistics: "POST /v1/ops/{op}" */
+} route;
+
+static const route routes[] = {
+    {"GET", "/", od_h_index, BODY_NONE, "GET /"},
+    {"GET", "/v1/ops", od_h_ops_list, BODY_NONE, "GET /v1/ops"},
+    {"GET", "/v1/ops/{op}", od_h_op_detail, BODY_NONE, "GET /v1/ops/{op}"},
+    {"POST", "/v1/ops/{op}", od_h_op_call, BODY_MAX, "POST /v1/ops/{op}"},
+    {"POST", "/v1/ops/{op}/explain", od_h_op_explain, BODY_MAX, "POST /v1/ops/{op}/explain"},
+    {"GET", "/v1/keys", od_h_keys, BODY_NONE, "GET /v1/keys"},
+    {"GET", "/v1/devices", od_h_devices, BODY_NONE, "GET /v1/devices"},
+    {"GET", "/v1/stats", od_h_stats, BODY_NONE, "GET /v1/stats"},
+    {"POST", "/v1/stats/reset", od_h_stats_reset, BODY_SMALL, "POST /v1/stats/reset"},
+    {"GET", "/metrics", od_h_metrics, BODY_NONE, "GET /metrics"},
+    {"GET", "/v2", od_h_v2_server, BODY_NONE, "GET /v2"},
+    {"GET", "/v2/health/live", od_h_v2_live, BODY_NONE, "GET /v2/health/live"},
+    {"GET", "/v2/health/ready", od_h_v2_ready, BODY_NONE, "GET /v2/health/ready"},
+    {"GET", "/v2/models/stats", od_h_v2_models_stats, BODY_NONE, "GET /v2/models/stats"},
+    {"POST", "/v2/repository/index", od_h_v2_repo_index, BODY_SMALL, "POST /v2/repository/index"},
+    {"GET", "/v2/models/{op}", od_h_v2_model, BODY_NONE, "GET /v2/models/{op}"},
+    {"GET", "/v2/models/{op}/versions/{v}", od_h_v2_model, BODY_NONE, "GET /v2/models/{op}"},
+    {"GET", "/v2/models/{op}/config", od_h_v2_model_config, BODY_NONE, "GET /v2/models/{op}/config"},
+    {"GET", "/v2/models/{op}/versions/{v}/config", od_h_v2_model_config, BODY_NONE,
+     "GET /v2/models/{op}/config"},
+    {"GET", "/v2/models/{op}/ready", od_h_v2_model_ready, BODY_NONE, "GET /v2/models/{op}/ready"},
+    {"GET", "/v2/models/{op}/versions/{v}/ready", od_h_v2_model_ready, BODY_NONE,
+     "GET /v2/models/{op}/ready"},
+    {"GET", "/v2/models/{op}/stats", od_h_v2_model_stats, BODY_NONE, "GET /v2/models/{op}/stats"},
+    {"GET", "/v2/models/{op}/versions/{v}/stats", od_h_v2_model_stats, BODY_NONE,
+     "GET /v2/models/{op}/stats"},
+    {"POST", "/v2/models/{op}/infer", od_h_v2_infer, BODY_MAX, "POST /v2/models/{op}/infer"},
+    {"POST", "/v2/models/{op}/versions/{v}/infer", od_h_v2_infer, BODY_MAX,
+     "POST /v2/models/{op}/infer"},
+};
+#define NROUTES ((int)(sizeof routes / sizeof routes[0]))
+
+static const char *route_names[NROUTES];
+
+/* Matches path against pattern; fills captures. */
+static bool match(const char *pattern, const char *path, char caps[OD_MAX_PARAMS][256])
+{
+    int nc = 0;
+    const char *p = pattern, *u = path;
+    for (int i = 0; i < OD_MAX_PARAMS; i++)
+        caps[i][0] = '\0';
+    while (*p && *u) {
+        if (*p == '{') {
+            const char *pe = strchr(p, '}');
+            if (!pe)
+                return false;
+            const char *ue = strchr(u, '/');
+            size_t n = ue ? (size_t)(ue - u) : strlen(u);
+            if (n == 0 || n >= 256 || nc >= OD_MAX_PARAMS)
+                return false;
+            memcpy(caps[nc], u, n);
+            caps[nc++][n] = '\0';
+            p = pe + 1;
+            u += n;
+            continue;
+        }
+        if (*p != *u)
+            return false;
+        p++;
+        u++;
+    }
+    /* a trailing slash is tolerated ("/v1/ops/") */
+    if (*u == '/' && u[1] == '\0' && u != path)
+        u++;
+    return *p == '\0' && *u == '\0';
+}
+
+static const char *status_text(int status)
+{
+    switch (status) {
+    case 400: return "bad_request";
+    case 404: return "not_found";
+    case 405: return "method_not_allowed";
+    case 408: return "request_timeout";
+    case 413: return "too_large";
+    case 415: return "unsupported_media_type";
+    case 503: return "unavailable";
+    default: return "error";
+    }
+}
+
+/* ---- answers ----------------------------------------------------------------- */
+
+static void record_route(od_req *r)
+{
+    od_stats_route(r->route, r->status, od_now_ns() - r->t0);
+}
+
+static void queue(od_req *r, int status, struct MHD_Response *resp, size_t bytes)
+{
+    if (!resp) {
+        od_log(OD_LOG_ERROR, "cannot create a response (out of memory)");
+        return;
+    }
+    r->responded = true;
+    r->status = status;
+    r->resp_bytes = bytes;
+    record_route(r);
+    if (atomic_load_explicit(&od_draining, memory_order_relaxed))
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close"); /* let keep-alive clients go */
+    if (MHD_queue_response(r->conn, (unsigned)status, resp) != MHD_YES)
+        od_log(OD_LOG_WARN, "%s %s: could not queue the response", r->method, r->path);
+    MHD_destroy_response(resp);
+}
+
+void od_respond_buf(od_req *r, int status, const char *ctype, od_buf *b)
+{
+    if (r->responded) {
+        od_buf_free(b);
+        return;
+    }
+    if (b->oom) {
+        od_buf_free(b);
+        od_respond_error(r, 507, "out_of_memory", "out of memory building the response");
+        return;
+    }
+    size_t len = 0;
+    char *data = od_buf_steal(b, &len);
+    if (!data) {
+        od_respond_error(r, 507, "out_of_memory", "out of memory building the response");
+        return;
+    }
+    struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, data, free);
+    if (!resp) {
+        free(data);
+        return;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    queue(r, status, resp, len);
+}
+
+void od_respond_empty(od_req *r, int status)
+{
+    if (r->responded)
+        return;
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    queue(r, status, resp, 0);
+}
+
+static void respond_error_msg(od_req *r, int status, const char *code, const char *msg)
+{
+    if (r->responded)
+        return;
+    size_t len = 0;
+    char *body = od_error_body(code, msg, &len);
+    if (!body) {
+        static const char oom[] = "{\"error\":{\"code\":\"out_of_memory\",\"message\":\"out of memory\"}}";
+        struct MHD_Response *resp =
+            MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
+        if (resp)
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+        queue(r, 507, resp, sizeof oom - 1);
+        return;
+    }
+    struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, body, free);
+    if (!resp) {
+        free(body);
+        return;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    if (status == 405) {
+        char allow[64] = "";
+        for (int i = 0; i < NROUTES; i++) {
+            char caps[OD_MAX_PARAMS][256];
+            if (match(routes[i].pattern, r->path, caps) && !strstr(allow, routes[i].method)) {
+                if (allow[0])
+                    strcat(allow, ", ");
+                strcat(allow, routes[i].method);
+                if (!strcmp(routes[i].method, "GET"))
+                    strcat(allow, ", HEAD");
+            }
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+    }
+    if (status == 413 || status == 408 || (r->body_cap && r->too_large))
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    queue(r, status, resp, len);
+}
+
+void od_respond_error(od_req *r, int status, const char *code, const char *fmt, ...)
+{
+    char msg[OD_ERROR_MSG_MAX + 256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    respond_error_msg(r, status, code ? code : status_text(status), msg);
+}
+
+void od_respond_od_error(od_req *r, const od_error *err)
+{
+    od_status st = err->status == OD_OK ? OD_EINTERNAL : err->status;
+    respond_error_msg(r, od_http_status(st), od_status_code(st),
+                      err->message[0] ? err->message : "unknown error");
+}
+
+typedef struct bin_parts {
+    char *head;
+    int n;
+    od_tensor *t[OD_MAX_RETURNS];
+} bin_parts;
+
+static void bin_parts_free(void *cls)
+{
+    bin_parts *p = cls;
+    free(p->head);
+    for (int i = 0; i < p->n; i++)
+        od_tensor_release(p->t[i]);
+    free(p);
+}
+
+void od_respond_binary(od_req *r, int status, od_buf *head, od_tensor **tensors, int n)
+{
+    bin_parts *p = calloc(1, sizeof *p);
+    if (r->responded || !p || head->oom || n > OD_MAX_RETURNS) {
+        free(p);
+        od_buf_free(head);
+        for (int i = 0; i < n; i++)
+            od_tensor_release(tensors[i]);
+        if (!r->responded)
+            od_respond_error(r, 507, "out_of_memory", "out of memory building the response");
+        return;
+    }
+    size_t hlen = 0;
+    p->head = od_buf_steal(head, &hlen);
+    struct MHD_IoVec iov[OD_MAX_RETURNS + 1];
+    int niov = 0;
+    iov[niov].iov_base = p->head;
+    iov[niov++].iov_len = hlen;
+    size_t total = hlen;
+    for (int i = 0; i < n; i++) {
+        p->t[p->n++] = tensors[i];
+        size_t nb = od_tensor_nbytes(tensors[i]);
+        if (nb == 0)
+            continue;
+        iov[niov].iov_base = od_tensor_data(tensors[i]);
+        iov[niov++].iov_len = nb;
+        total += nb;
+    }
+    struct MHD_Response *resp = p->head ? MHD_create_response_from_iovec(iov, (unsigned)niov, bin_parts_free, p) : NULL;
+    if (!resp) {
+        bin_parts_free(p);
+        od_respond_error(r, 507, "out_of_memory", "out of memory building the response");
+        return;
+    }
+    char hl[32];
+    snprintf(hl, sizeof hl, "%zu", hlen);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+    MHD_add_response_header(resp, "Inference-Header-Content-Length", hl);
+    queue(r, status, resp, total);
+}
+
+const char *od_req_query(od_req *r, const char *key)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *od_req_header(od_req *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+/* ---- lifecycle ----------------------------------------------------------------- */
+
+static bool parse_size(const char *s, size_t *out)
+{
+    if (!s || !*s)
+        return false;
+    size_t v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return false;
+        if (v > (SIZE_MAX - 9) / 10)
+            return false;
+        v = v * 10 + (size_t)(*s - '0');
+    }
+    *out = v;
+    return true;
+}
+
+/* application/json, application/octet-stream, or none (curl's -d sends
+ * x-www-form-urlencoded: that is refused, so a wrong type never parses). */
+static bool content_type_ok(const char *ct, bool binary)
+{
+    if (!ct || !*ct)
+        return true;
+    size_t n = strcspn(ct, ";");
+    while (n > 0 && (ct[n - 1] == ' ' || ct[n - 1] == '\t'))
+        n--;
+    if (n == 16 && !strncasecmp(ct, "application/json", 16))
+        return true;
+    if (n == 24 && !strncasecmp(ct, "application/octet-stream", 24))
+        return true;
+    (void)binary;
+    return false;
+}
+
+static void client_ip(struct MHD_Connection *c, char *buf, size_t cap)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    buf[0] = '\0';
+    if (!ci || !ci->client_addr)
+        return;
+    const struct sockaddr *sa = ci->client_addr;
+    if (sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, buf, (socklen_t)cap);
+    else if (sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, buf, (socklen_t)cap);
+}
+
+/* First call: route, method, limits. Returns false when it answered. */
+static bool begin_request(od_req *r, const char *url, const char *method)
+{
+    snprintf(r->method, sizeof r->method, "%s", method);
+    snprintf(r->path, sizeof r->path, "%s", url);
+    for (char *c = r->path; *c; c++) /* the access log gets one line per request, always */
+        if ((unsigned char)*c < 0x20 || *c == 0x7f || *c == ' ')
+            *c = '?';
+    for (char *c = r->method; *c; c++)
+        if ((unsigned char)*c <= 0x20 || *c == 0x7f)
+            *c = '?';
+    r->route = -1;
+    bool is_head = !strcmp(method, "HEAD");
+    bool path_known = false;
+    for (int i = 0; i < NROUTES; i++) {
+        char caps[OD_MAX_PARAMS][256];
+        if (!match(routes[i].pattern, url, caps))
+            continue;
+        path_known = true;
+        if (strcmp(routes[i].method, method) != 0 && !(is_head && !strcmp(routes[i].method, "GET")))
+            continue;
+        r->route = i;
+        memcpy(r->params, caps, sizeof caps);
+        break;
+    }
+    if (strlen(url) >= sizeof r->path) {
+        od_respond_error(r, 404, "not_found", "path too long (%zu bytes)", strlen(url));
+        return false;
+    }
+    if (r->route < 0) {
+        if (path_known)
+            od_respond_error(r, 405, "method_not_allowed", "method %s is not allowed on %s", method, url);
+        else
+            od_respond_error(r, 404, "not_found", "no route for %s %s (see GET / for the endpoints)",
+                             method, url);
+        return false;
+    }
+    const route *rt = &routes[r->route];
+    r->body_cap = rt->body_cap == BODY_MAX ? od_cfg.max_body_bytes : rt->body_cap;
+    const char *cl = od_req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl) {
+        if (!parse_size(cl, &r->content_length)) {
+            od_respond_error(r, 400, "bad_request", "invalid Content-Length '%.32s'", cl);
+            return false;
+        }
+        r->has_cl = true;
+        if (r->content_length > r->body_cap) {
+            r->too_large = true;
+            od_respond_error(r, 413, "too_large",
+                             "request body of %zu bytes exceeds the limit of %zu bytes for %s",
+                             r->content_length, r->body_cap, rt->name);
+            return false;
+        }
+    }
+    bool has_body = !r->has_cl || r->content_length > 0;
+    bool takes_body = rt->body_cap > BODY_NONE;
+    if (takes_body && has_body) {
+        const char *ihcl = od_req_header(r, "Inference-Header-Content-Length");
+        if (ihcl) {
+            if (!parse_size(ihcl, &r->hdr_len)) {
+                od_respond_error(r, 400, "bad_request",
+                                 "invalid Inference-Header-Content-Length '%.32s'", ihcl);
+                return false;
+            }
+            if (r->has_cl && r->hdr_len > r->content_length) {
+                od_respond_error(r, 400, "bad_request",
+                                 "Inference-Header-Content-Length %zu is larger than the body "
+                                 "(Content-Length %zu)",
+                                 r->hdr_len, r->content_length);
+                return false;
+            }
+            r->binary = true;
+        }
+        const char *ct = od_req_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+        if (!content_type_ok(ct, r->binary)) {
+            od_respond_error(r, 415, "unsupported_media_type",
+                             "Content-Type '%.64s' is not supported: send application/json, or "
+                             "application/octet-stream with Inference-Header-Content-Length for "
+                             "binary tensor data",
+                             ct);
+            return false;
+        }
+    }
+    size_t cap = r->has_cl ? r->content_length : 16384;
+    if (cap > r->body_cap)
+        cap = r->body_cap;
+    r->body = od_blob_new(cap, r->binary ? r->hdr_len : 0);
+    if (!r->body) {
+        od_respond_error(r, 507, "out_of_memory", "cannot allocate %zu bytes for the body", cap);
+        return false;
+    }
+    return true;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size, void **con_cls)
+{
+    (void)cls;
+    (void)version;
+    od_req *r = *con_cls;
+    if (!r) {
+        r = calloc(1, sizeof *r);
+        if (!r)
+            return MHD_NO;
+        atomic_fetch_add(&g_inflight, 1);
+        r->conn = conn;
+        r->t0 = od_now_ns();
+        client_ip(conn, r->ip, sizeof r->ip);
+        *con_cls = r;
+        begin_request(r, url, method);
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (r->responded || r->too_large)
+            return MHD_YES; /* discarding */
+        if (od_cfg.request_timeout_s &&
+            od_now_ns() - r->t0 > (uint64_t)od_cfg.request_timeout_s * 1000000000u) {
+            r->status = 408;
+            od_log(OD_LOG_WARN, "%s %s from %s: body not received within %u s; closing", r->method,
+                   r->path, r->ip, od_cfg.request_timeout_s);
+            return MHD_NO; /* closes the connection */
+        }
+        od_blob *b = r->body;
+        if (n > r->body_cap - b->len) {
+            r->too_large = true;
+            return MHD_YES;
+        }
+        if (b->len + n > b->cap && !od_blob_grow(b, b->len + n)) {
+            r->too_large = true;
+            return MHD_YES;
+        }
+        memcpy(b->data + b->len, upload_data, n);
+        b->len += n;
+        b->data[b->len] = '\0';
+        return MHD_YES;
+    }
+    if (r->responded)
+        return MHD_YES;
+    if (r->too_large) {
+        od_respond_error(r, 413, "too_large", "request body exceeds the limit of %zu bytes for %s",
+                         r->body_cap, routes[r->route].name);
+        return MHD_YES;
+    }
+    if (r->binary && r->hdr_len > r->body->len) {
+        od_respond_error(r, 400, "bad_request",
+                         "Inference-Header-Content-Length %zu is larger than the body (%zu bytes)",
+                         r->hdr_len, r->body->len);
+        return MHD_YES;
+    }
+    routes[r->route].handler(r);
+    if (!r->responded)
+        od_respond_error(r, 500, "internal", "the handler gave no answer");
+    return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)conn;
+    od_req *r = *con_cls;
+    if (!r)
+        return;
+    *con_cls = NULL;
+    uint64_t us = (od_now_ns() - r->t0) / 1000;
+    if (!r->responded)
+        record_route(r); /* aborted or timed out before an answer */
+    if (od_cfg.access_log && od_cfg.log_level >= OD_LOG_INFO) {
+        static const char *why[] = {"ok", "error", "timeout", "shutdown", "read-error", "client-abort"};
+        char line[1024], ts[64];
+        timestamp(ts, sizeof ts);
+        int n = snprintf(line, sizeof line, "%s access ip=%s method=%s path=%s status=%d bytes=%zu us=%llu%s%s\n",
+                         ts, r->ip[0] ? r->ip : "-", r->method, r->path, r->status, r->resp_bytes,
+                         (unsigned long long)us, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " end=",
+                         toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? ""
+                         : (unsigned)toe < sizeof why / sizeof why[0] ? why[toe] : "?");
+        if (n > 0)
+            log_line(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+    }
+    od_blob_release(r->body);
+    free(r);
+    atomic_fetch_sub(&g_inflight, 1);
+}
+
+static void mhd_logger(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    od_log(OD_LOG_WARN, "libmicrohttpd: %s", msg);
+}
+
+/* ---- start, drain, stop ---------------------------------------------------------- */
+
+static struct MHD_Daemon *g_daemon;
+
+long od_server_inflight(void) { return atomic_load(&g_inflight); }
+
+int od_server_start(int *bound_port)
+{
+    for (int i = 0; i < NROUTES; i++)
+        route_names[i] = routes[i].name;
+    od_stats_init(od_op_count(), route_names, NROUTES);
+
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG;
+    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+    const char *host = od_cfg.host;
+    if (!strcmp(host, "localhost"))
+        host = "127.0.0.1";
+    if (inet_pton(AF_INET, host, &s4->sin_addr) == 1) {
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons((uint16_t)od_cfg.port);
+    } else if (inet_pton(AF_INET6, host, &s6->sin6_addr) == 1) {
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons((uint16_t)od_cfg.port);
+        flags |= MHD_USE_IPv6;
+    } else {
+        od_log(OD_LOG_ERROR, "--host '%s' is not an IPv4 or IPv6 address", od_cfg.host);
+        return -1;
+    }
+    g_daemon = MHD_start_daemon(
+        flags, (uint16_t)od_cfg.port, NULL, NULL, on_request, NULL,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(od_cfg.threads > 0 ? od_cfg.threads : 1),
+        MHD_OPTION_CONNECTION_LIMIT, od_cfg.max_connections,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, od_cfg.max_connections_per_ip,
+        MHD_OPTION_CONNECTION_TIMEOUT, od_cfg.idle_timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+        MHD_OPTION_END);
+    if (!g_daemon) {
+        od_log(OD_LOG_ERROR, "cannot listen on %s:%d (address in use, or not allowed)", od_cfg.host,
+               od_cfg.port);
+        return -1;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(g_daemon, MHD_DAEMON_INFO_BIND_PORT);
+    *bound_port = di ? di->port : od_cfg.port;
+    return 0;
+}
+
+void od_server_quiesce(void)
+{
+    atomic_store(&od_draining, true);
+    MHD_socket s = MHD_quiesce_daemon(g_daemon);
+    if (s != MHD_INVALID_SOCKET)
+        close(s);
+}
+
+void od_server_stop(void)
+{
+    if (g_daemon)
+        MHD_stop_daemon(g_daemon);
+    g_daemon = NULL;
+    od_stats_shutdown();
+}
