@@ -1,0 +1,297 @@
+/* bench_core.c — dispatcher and CPU kernel benchmarks (issue 2's targets).
+ *
+ * Every speed is printed beside a ceiling measured in the same run on the
+ * same machine: memcpy bandwidth for memory-bound kernels, OpenBLAS sgemm
+ * called directly for mm. Each figure is the median of several repetitions.
+ * Bytes moved count reads plus writes (memcpy of N bytes moves 2N).
+ *
+ * Usage: bench_core [--quick]   (--quick: fewer repetitions, for smoke runs)
+ */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "od_ops.h"
+#include "od_parallel.h"
+
+static int g_reps = 7;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+static void die(const char *what, const od_error *err)
+{
+    fprintf(stderr, "bench_core: %s: %s\n", what, err ? err->message : "");
+    exit(1);
+}
+
+static od_tensor *rand_tensor(const int64_t *sizes, int ndim)
+{
+    od_tensor *t;
+    od_error err;
+    if (od_tensor_empty(sizes, ndim, OD_FLOAT32, (od_device){OD_DEV_CPU, 0}, &t, &err))
+        die("alloc", &err);
+    float *p = od_tensor_data(t);
+    int64_t n = od_tensor_numel(t);
+    uint64_t x = 0x9E3779B97F4A7C15u ^ (uint64_t)time(NULL);
+    for (int64_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        p[i] = (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    }
+    return t;
+}
+
+/* ---- dispatch overhead ---------------------------------------------------- */
+
+static od_status k_empty(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ctx, (void)op, (void)ks, (void)err;
+    s->nrets = 1;
+    s->rets[0] = od_none();
+    return OD_OK;
+}
+
+static void bench_dispatch(const od_op *empty_op)
+{
+    int64_t one = 1;
+    od_tensor *a = rand_tensor(&one, 1);
+    od_value args[1] = {od_tensor_v(a)};
+    od_stack s;
+    od_error err;
+    const long iters = 20 * 1000 * 1000;
+    double samples[16];
+    for (int r = 0; r < g_reps; r++) {
+        double t0 = now_s();
+        for (long i = 0; i < iters; i++) {
+            od_stack_init(&s, args, 1);
+            if (od_call(empty_op, &s, &err))
+                die("empty call", &err);
+        }
+        samples[r] = (now_s() - t0) / (double)iters * 1e9;
+    }
+    printf("%-58s %8.1f ns   (target <= 30 ns)\n",
+           "key set + lookup + boxed call of an empty kernel", median(samples, g_reps));
+    od_tensor_release(a);
+}
+
+static void bench_tiny_add(void)
+{
+    int64_t one = 1;
+    od_tensor *a = rand_tensor(&one, 1), *b = rand_tensor(&one, 1), *out;
+    od_error err;
+    const long iters = 2 * 1000 * 1000;
+    double samples[16];
+    for (int r = 0; r < g_reps; r++) {
+        double t0 = now_s();
+        for (long i = 0; i < iters; i++) {
+            if (od_add(a, b, 1.0, &out, &err))
+                die("od_add", &err);
+            od_tensor_release(out);
+        }
+        samples[r] = (now_s() - t0) / (double)iters * 1e9;
+    }
+    printf("%-58s %8.1f ns   (target <= 300 ns)\n",
+           "typed od_add, two 1-element float32, allocation included", median(samples, g_reps));
+    od_tensor_release(a);
+    od_tensor_release(b);
+}
+
+/* ---- memory bandwidth ------------------------------------------------------- */
+
+/* memcpy ceiling in GB/s for a buffer of nbytes (read + write counted),
+ * split across the same threads the kernels use, so a ratio compares like
+ * with like. */
+typedef struct copy_job {
+    char *dst;
+    const char *src;
+    size_t chunk, nbytes;
+} copy_job;
+
+static void copy_part(void *ctx, int64_t begin, int64_t end)
+{
+    copy_job *j = ctx;
+    for (int64_t i = begin; i < end; i++) {
+        size_t off = (size_t)i * j->chunk;
+        size_t len = off + j->chunk > j->nbytes ? j->nbytes - off : j->chunk;
+        memcpy(j->dst + off, j->src + off, len);
+    }
+}
+
+static double memcpy_gbs(size_t nbytes)
+{
+    char *src = aligned_alloc(64, nbytes), *dst = aligned_alloc(64, nbytes);
+    memset(src, 1, nbytes);
+    memset(dst, 2, nbytes);
+    copy_job job = {dst, src, 64 * 1024, nbytes};
+    int64_t nchunks = (int64_t)((nbytes + job.chunk - 1) / job.chunk);
+    int inner = nbytes < (1u << 20) ? 2000 : nbytes < (64u << 20) ? 50 : 5;
+    double samples[16];
+    for (int r = 0; r < g_reps; r++) {
+        double t0 = now_s();
+        for (int i = 0; i < inner; i++) {
+            od_parallel_for(nchunks, 4, copy_part, &job); /* >= 256 KiB per thread */
+            __asm__ volatile("" ::"r"(dst) : "memory");
+        }
+        samples[r] = 2.0 * (double)nbytes * inner / (now_s() - t0) / 1e9;
+    }
+    free(src);
+    free(dst);
+    return median(samples, g_reps);
+}
+
+typedef enum { EW_ADD, EW_RELU, EW_SIGMOID } ew_kind;
+
+static double elementwise_gbs(ew_kind kind, int64_t n)
+{
+    od_tensor *a = rand_tensor(&n, 1), *b = rand_tensor(&n, 1), *out;
+    od_error err;
+    int inner = n <= 1000 ? 20000 : n <= 1000000 ? 200 : 10;
+    double bytes = (double)n * 4.0 * (kind == EW_ADD ? 3.0 : 2.0);
+    double samples[16];
+    for (int r = 0; r < g_reps; r++) {
+        double t0 = now_s();
+        for (int i = 0; i < inner; i++) {
+            od_status st = kind == EW_ADD ? od_add(a, b, 1.0, &out, &err)
+                           : kind == EW_RELU ? od_relu(a, &out, &err)
+                                             : od_sigmoid(a, &out, &err);
+            if (st)
+                die("elementwise", &err);
+            od_tensor_release(out); /* a fresh output each call, as a user gets it */
+        }
+        samples[r] = bytes * inner / (now_s() - t0) / 1e9;
+    }
+    od_tensor_release(a);
+    od_tensor_release(b);
+    return median(samples, g_reps);
+}
+
+static void bench_elementwise(void)
+{
+    static const char *names[] = {"add", "relu", "sigmoid"};
+    const int64_t sizes[] = {1000, 1000000, 16000000};
+    printf("\nelementwise float32, fresh output per call (GB/s = reads + writes)\n");
+    printf("%-10s %12s %10s %10s %8s\n", "op", "elements", "GB/s", "memcpy", "ratio");
+    for (int si = 0; si < 3; si++) {
+        double ceiling = memcpy_gbs((size_t)sizes[si] * 4);
+        for (int k = 0; k < 3; k++) {
+            double g = elementwise_gbs((ew_kind)k, sizes[si]);
+            printf("%-10s %12lld %10.2f %10.2f %7.0f%%%s\n", names[k], (long long)sizes[si], g,
+                   ceiling, 100.0 * g / ceiling,
+                   sizes[si] == 16000000 ? "   (target >= 70%)" : "");
+        }
+    }
+}
+
+/* ---- mm versus sgemm ----------------------------------------------------------- */
+
+static void bench_mm(void)
+{
+    printf("\nmm float32 (GFLOP/s = 2n^3 / time)\n");
+    printf("%-6s %12s %12s %8s\n", "n", "od mm", "sgemm", "ratio");
+    const int ns[] = {64, 512, 2048};
+    for (int i = 0; i < 3; i++) {
+        int64_t n = ns[i], sz[2] = {n, n};
+        od_tensor *a = rand_tensor(sz, 2), *b = rand_tensor(sz, 2), *out;
+        float *c = aligned_alloc(64, (size_t)(n * n) * sizeof(float));
+        od_error err;
+        int inner = n <= 64 ? 2000 : n <= 512 ? 10 : 1;
+        double flops = 2.0 * (double)n * (double)n * (double)n * inner;
+        double s_od[16], s_blas[16];
+        for (int r = 0; r < g_reps; r++) {
+            double t0 = now_s();
+            for (int j = 0; j < inner; j++)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f,
+                            od_tensor_data(a), (int)n, od_tensor_data(b), (int)n, 0.0f, c, (int)n);
+            s_blas[r] = flops / (now_s() - t0) / 1e9;
+            t0 = now_s();
+            for (int j = 0; j < inner; j++) {
+                if (od_mm(a, b, &out, &err))
+                    die("od_mm", &err);
+                od_tensor_release(out);
+            }
+            s_od[r] = flops / (now_s() - t0) / 1e9;
+        }
+        double g = median(s_od, g_reps), ceiling = median(s_blas, g_reps);
+        printf("%-6lld %12.1f %12.1f %7.0f%%%s\n", (long long)n, g, ceiling, 100.0 * g / ceiling,
+               n == 2048 ? "   (target >= 90%)" : "");
+        free(c);
+        od_tensor_release(a);
+        od_tensor_release(b);
+    }
+}
+
+/* ---- row reductions ------------------------------------------------------------- */
+
+static void bench_rows(void)
+{
+    int64_t sz[2] = {4096, 4096};
+    od_tensor *x = rand_tensor(sz, 2), *out;
+    od_error err;
+    double ceiling = memcpy_gbs((size_t)(sz[0] * sz[1]) * 4);
+    double bytes_in = (double)(sz[0] * sz[1]) * 4.0;
+    double s_sum[16], s_sm[16];
+    int64_t last = -1;
+    for (int r = 0; r < g_reps; r++) {
+        double t0 = now_s();
+        for (int j = 0; j < 5; j++) {
+            if (od_sum(x, &last, 1, false, &out, &err))
+                die("od_sum", &err);
+            od_tensor_release(out);
+        }
+        s_sum[r] = (bytes_in + 4096 * 4) * 5 / (now_s() - t0) / 1e9;
+        t0 = now_s();
+        for (int j = 0; j < 5; j++) {
+            if (od_softmax(x, -1, &out, &err))
+                die("od_softmax", &err);
+            od_tensor_release(out);
+        }
+        s_sm[r] = 2.0 * bytes_in * 5 / (now_s() - t0) / 1e9;
+    }
+    double gs = median(s_sum, g_reps), gm = median(s_sm, g_reps);
+    printf("\nlast-dim reductions of 4096x4096 float32 (GB/s = reads + writes)\n");
+    printf("%-10s %10.2f GB/s  memcpy %8.2f  %5.0f%%   (target >= 60%%)\n", "sum", gs, ceiling,
+           100.0 * gs / ceiling);
+    printf("%-10s %10.2f GB/s  memcpy %8.2f  %5.0f%%   (target >= 60%%)\n", "softmax", gm, ceiling,
+           100.0 * gm / ceiling);
+    od_tensor_release(x);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--quick") == 0)
+        g_reps = 3;
+    od_error err;
+    if (od_init(&err))
+        die("od_init", &err);
+    od_op *empty_op = NULL;
+    if (OD_DEF("bench::empty(Tensor self) -> Tensor", &empty_op, &err) ||
+        OD_IMPL(empty_op, OD_KEY_CPU, k_empty, NULL, &err))
+        die("define bench::empty", &err);
+    od_registry_freeze();
+    printf("bench_core: median of %d repetitions; ceilings measured in this run; %d threads\n\n", g_reps,
+           od_get_num_threads());
+    bench_dispatch(empty_op);
+    bench_tiny_add();
+    bench_elementwise();
+    bench_mm();
+    bench_rows();
+    return 0;
+}

@@ -1,0 +1,279 @@
+"""HTTP benchmarks of opdispatchd against peers measured in the same run.
+
+Starts, on 127.0.0.1 only, (1) a minimal libmicrohttpd server answering a
+fixed body (the ceiling), (2) opdispatchd, (3) a FastAPI + numpy service with
+the same JSON API, checks every scenario's answer once against numpy, then
+drives each with wrk at 1, 16 and 64 connections and prints requests/s,
+p50/p99 latency and payload MB/s beside the peers. Stops only the processes
+it started, by PID. Bounded: DURATION seconds per point.
+
+Usage: run.py --opdispatchd PATH --fixed PATH [--duration S] [--quick]
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LUA = os.path.join(HERE, "post.lua")
+CONNECTIONS = (1, 16, 64)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, timeout=30.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited early with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port} after {timeout}s")
+
+
+def start(cmd, port, env=None):
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=env, start_new_session=True)
+    wait_port(port, proc)
+    return proc
+
+
+def stop(proc):
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)  # its own session: uvicorn's workers too
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+# ---- request bodies ----------------------------------------------------------
+
+def json_tensor(a):
+    return {"dtype": str(a.dtype), "shape": list(a.shape), "data": a.ravel().tolist()}
+
+
+def json_call(*tensors):
+    return json.dumps({"args": [json_tensor(t) for t in tensors]}).encode()
+
+
+def binary_call(names, tensors):
+    inputs = [{"name": n, "shape": list(t.shape), "datatype": "FP32",
+               "parameters": {"binary_data_size": t.nbytes}} for n, t in zip(names, tensors)]
+    header = json.dumps({"inputs": inputs, "parameters": {"binary_data_output": True}}).encode()
+    return header + b"".join(t.astype("<f4").tobytes() for t in tensors), len(header)
+
+
+def decode_binary_output(resp_body, header_len):
+    header = json.loads(resp_body[:header_len])
+    out = header["outputs"][0]
+    data = np.frombuffer(resp_body[header_len:header_len + out["parameters"]["binary_data_size"]],
+                         dtype="<f4")
+    return data.reshape(out["shape"])
+
+
+def post(url, body, headers):
+    req = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return r.status, dict(r.headers), r.read()
+
+
+class Scenario:
+    def __init__(self, name, path, body, ctype, ihcl=None, check=None):
+        self.name, self.path, self.body, self.ctype, self.ihcl, self.check = (
+            name, path, body, ctype, ihcl, check)
+        self.resp_bytes = 0
+
+    def headers(self):
+        h = {"Content-Type": self.ctype}
+        if self.ihcl is not None:
+            h["Inference-Header-Content-Length"] = str(self.ihcl)
+        return h
+
+    def verify(self, base):
+        status, headers, body = post(base + self.path, self.body, self.headers())
+        if status != 200:
+            raise RuntimeError(f"{self.name}: HTTP {status}")
+        self.resp_bytes = len(body)
+        if self.check:
+            self.check(headers, body)
+
+
+def json_out(body):
+    doc = json.loads(body)
+    out = doc["outputs"][0] if isinstance(doc["outputs"], list) else next(iter(doc["outputs"].values()))
+    return np.asarray(out["data"], dtype=np.float64).reshape(out["shape"])
+
+
+def make_scenarios(rng):
+    a1 = rng.standard_normal(1).astype(np.float32)
+    b1 = rng.standard_normal(1).astype(np.float32)
+    m1 = rng.standard_normal((64, 64)).astype(np.float32)
+    m2 = rng.standard_normal((64, 64)).astype(np.float32)
+    r = rng.standard_normal(4 * 1024 * 1024).astype(np.float32)
+    ref_add = a1.astype(np.float64) + b1
+    ref_mm = m1.astype(np.float64) @ m2
+
+    def close(got, ref, tol):
+        err = np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30)
+        if not err < tol:
+            raise RuntimeError(f"wrong answer: relative error {err}")
+
+    mm_bin, mm_hl = binary_call(["self", "mat2"], [m1, m2])
+    relu_bin, relu_hl = binary_call(["self"], [r])
+
+    def check_binary(ref, tol):
+        def check(headers, body):
+            hl = int(headers.get("Inference-Header-Content-Length"))
+            close(decode_binary_output(body, hl).astype(np.float64), ref, tol)
+        return check
+
+    return {
+        "add_json": lambda: Scenario("tiny add, JSON", "/v1/ops/add", json_call(a1, b1),
+                                     "application/json",
+                                     check=lambda h, b: close(json_out(b), ref_add, 1e-6)),
+        "mm_json": lambda: Scenario("64x64 mm, JSON", "/v1/ops/mm", json_call(m1, m2),
+                                    "application/json",
+                                    check=lambda h, b: close(json_out(b), ref_mm, 1e-5)),
+        "mm_bin": lambda: Scenario("64x64 mm, binary", "/v2/models/mm/infer", mm_bin,
+                                   "application/octet-stream", mm_hl, check_binary(ref_mm, 1e-5)),
+        "relu_bin": lambda: Scenario("4M-float relu, binary", "/v2/models/relu/infer", relu_bin,
+                                     "application/octet-stream", relu_hl,
+                                     check_binary(np.maximum(r, 0).astype(np.float64), 1e-7)),
+    }
+
+
+# ---- wrk ---------------------------------------------------------------------
+
+UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def parse_latency(text, pct):
+    m = re.search(rf"^\s+{pct}%\s+([\d.]+)(us|ms|s)\s*$", text, re.M)
+    return float(m.group(1)) * UNITS[m.group(2)] if m else float("nan")
+
+
+def run_wrk(base, sc, conns, duration, tmpdir):
+    body_path = os.path.join(tmpdir, "body.bin")
+    with open(body_path, "wb") as f:
+        f.write(sc.body)
+    env = dict(os.environ, WRK_BODY=body_path, WRK_CTYPE=sc.ctype,
+               WRK_IHCL="" if sc.ihcl is None else str(sc.ihcl))
+    threads = min(2, conns)
+    out = subprocess.run(["wrk", f"-t{threads}", f"-c{conns}", f"-d{duration}s", "--latency",
+                          "--timeout", "30s", "-s", LUA, base + sc.path],
+                         env=env, capture_output=True, text=True, timeout=duration + 60)
+    text = out.stdout
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", text)
+    non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text)
+    errors = re.search(r"Socket errors:.*", text)
+    if not rps:
+        raise RuntimeError(f"wrk failed: {text}\n{out.stderr}")
+    if non2xx:
+        raise RuntimeError(f"{sc.name}: {non2xx.group(1)} non-2xx responses under load")
+    r = float(rps.group(1))
+    return {"rps": r, "p50": parse_latency(text, 50), "p99": parse_latency(text, 99),
+            "in_mbs": r * len(sc.body) / 1e6, "out_mbs": r * sc.resp_bytes / 1e6,
+            "errors": errors.group(0) if errors else ""}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--opdispatchd", required=True)
+    ap.add_argument("--fixed", required=True)
+    ap.add_argument("--duration", type=int, default=5)
+    ap.add_argument("--no-fastapi", action="store_true")
+    args = ap.parse_args()
+
+    rng = np.random.default_rng()
+    scen = make_scenarios(rng)
+    procs = []
+    results = {}
+    try:
+        with tempfile.TemporaryDirectory() as tmpdir:
+            fport, oport, aport = free_port(), free_port(), free_port()
+            procs.append(start([args.fixed, str(fport)], fport))
+            procs.append(start([args.opdispatchd, "--host", "127.0.0.1", "--port", str(oport),
+                                "--no-access-log", "--default-device", "cpu"], oport))
+            ours = f"http://127.0.0.1:{oport}"
+            fixed = f"http://127.0.0.1:{fport}"
+            peer = None
+            if not args.no_fastapi:
+                py = os.path.join(os.path.dirname(sys.executable), "uvicorn")
+                procs.append(start([py, "--app-dir", HERE, "fastapi_peer:app", "--host",
+                                    "127.0.0.1", "--port", str(aport), "--workers",
+                                    str(os.cpu_count() or 1), "--log-level", "warning",
+                                    "--no-access-log", "--http", "httptools", "--loop", "uvloop"],
+                                   aport))
+                peer = f"http://127.0.0.1:{aport}"
+
+            plan = [("fixed-body libmicrohttpd", fixed, scen["add_json"]()),
+                    ("opdispatchd", ours, scen["add_json"]())]
+            if peer:
+                plan.append(("FastAPI + numpy", peer, scen["add_json"]()))
+            plan.append(("opdispatchd", ours, scen["mm_json"]()))
+            if peer:
+                plan.append(("FastAPI + numpy", peer, scen["mm_json"]()))
+            plan += [("opdispatchd", ours, scen["mm_bin"]()),
+                     ("opdispatchd", ours, scen["relu_bin"]())]
+            for server, base, sc in plan:
+                if server != "fixed-body libmicrohttpd":
+                    sc.verify(base)  # correct answers before speed
+                else:
+                    sc.resp_bytes = len(post(base + sc.path, sc.body, sc.headers())[2])
+                for c in CONNECTIONS:
+                    res = run_wrk(base, sc, c, args.duration, tmpdir)
+                    results[(server, sc.name, c)] = res
+                    print(f"{server:26s} {sc.name:24s} c={c:<3d} {res['rps']:10.0f} req/s  "
+                          f"p50 {res['p50']:8.2f} ms  p99 {res['p99']:8.2f} ms  "
+                          f"in {res['in_mbs']:8.1f} MB/s  out {res['out_mbs']:8.1f} MB/s "
+                          f"{res['errors']}", flush=True)
+    finally:
+        for p in procs:
+            stop(p)
+
+    def rps(server, name, c):
+        r = results.get((server, name, c))
+        return r["rps"] if r else float("nan")
+
+    print("\nratios (same run)")
+    for c in CONNECTIONS:
+        print(f"  c={c:<3d} tiny add JSON / fixed-body server: "
+              f"{rps('opdispatchd', 'tiny add, JSON', c) / rps('fixed-body libmicrohttpd', 'tiny add, JSON', c):6.2f}"
+              "   (target >= 0.50 at c=16)")
+        if not args.no_fastapi:
+            print(f"  c={c:<3d} tiny add JSON / FastAPI:            "
+                  f"{rps('opdispatchd', 'tiny add, JSON', c) / rps('FastAPI + numpy', 'tiny add, JSON', c):6.1f}"
+                  "   (target >= 10 at c=16)")
+            print(f"  c={c:<3d} mm JSON / FastAPI:                  "
+                  f"{rps('opdispatchd', '64x64 mm, JSON', c) / rps('FastAPI + numpy', '64x64 mm, JSON', c):6.1f}"
+                  "   (target >= 20)")
+        print(f"  c={c:<3d} mm binary / our mm JSON:            "
+              f"{rps('opdispatchd', '64x64 mm, binary', c) / rps('opdispatchd', '64x64 mm, JSON', c):6.1f}"
+              "   (target >= 3)")
+        r = results.get(("opdispatchd", "4M-float relu, binary", c))
+        if r:
+            print(f"  c={c:<3d} 4M relu binary payload:             in {r['in_mbs'] / 1e3:5.2f} GB/s, "
+                  f"out {r['out_mbs'] / 1e3:5.2f} GB/s   (target >= 1 GB/s each way)")
+
+
+if __name__ == "__main__":
+    main()

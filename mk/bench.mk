@@ -1,0 +1,24 @@
+# mk/bench.mk — HTTP benchmarks (part of `make bench`).
+#
+#   make bench-http   wrk against opdispatchd, a fixed-body libmicrohttpd
+#                     server and a FastAPI + numpy peer, all in one run on
+#                     127.0.0.1 (bench/http/run.py); BENCH_DURATION=S per point
+
+BENCH_DURATION ?= 5
+FIXED_SERVER := $(B)/bench/fixed_server
+BENCH_VENV_STAMP := .venv/.bench-$(shell md5sum tools/bench-requirements.txt 2>/dev/null | cut -c1-8)
+
+.PHONY: bench-http
+$(FIXED_SERVER): bench/http/fixed_server.c | $(SETUP_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $< -o $@ -lmicrohttpd
+
+$(BENCH_VENV_STAMP): tools/bench-requirements.txt $(VENV_STAMP)
+	.venv/bin/pip install -q -r tools/bench-requirements.txt
+	touch $@
+
+bench-http: $(SERVER) $(FIXED_SERVER) $(BENCH_VENV_STAMP)
+	.venv/bin/python bench/http/run.py --opdispatchd $(B)/opdispatchd --fixed $(FIXED_SERVER) \
+	  --duration $(BENCH_DURATION)
+
+bench: bench-http
