@@ -172,3 +172,14 @@ od_dtype od_result_type(const od_result_arg *args, int n)
     }
     return combine_categories(dim_result, combine_categories(zero_result, wrapped_result));
 }
+
+const char *od_dtype_scalar_name(od_dtype dt)
+{
+    static const char *const names[OD_NUM_DTYPES] = {
+        [OD_BOOL] = "Bool",    [OD_UINT8] = "Byte",         [OD_INT8] = "Char",
+        [OD_INT16] = "Short",  [OD_INT32] = "Int",          [OD_INT64] = "Long",
+        [OD_FLOAT16] = "Half", [OD_BFLOAT16] = "BFloat16",  [OD_FLOAT32] = "Float",
+        [OD_FLOAT64] = "Double",
+    };
+    return (unsigned)dt < OD_NUM_DTYPES ? names[dt] : "Undefined";
+}

@@ -48,6 +48,9 @@ typedef enum od_dtype {
 size_t od_dtype_size(od_dtype dt);
 const char *od_dtype_name(od_dtype dt);       /* "float32"; static */
 const char *od_dtype_oip_name(od_dtype dt);   /* "FP32"; static */
+/* The C++ ScalarType name PyTorch's messages print ("Long", "Float");
+ * "Undefined" for an invalid dtype. Static. */
+const char *od_dtype_scalar_name(od_dtype dt);
 /* Accepts torch names, their aliases ("float", "double", "half", "long",
  * "int", "short", "torch.float32") and OIP names. OD_NUM_DTYPES if unknown. */
 od_dtype od_dtype_from_name(const char *name);

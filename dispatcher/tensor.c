@@ -970,14 +970,9 @@ od_status od_select(od_tensor *t, int64_t dim, int64_t index, od_tensor **out, o
 /* torch's legacy tensor type name, for expand's message. */
 static void tensor_type_name(const od_tensor *t, char *buf, size_t cap)
 {
-    static const char *const scalar[OD_NUM_DTYPES] = {
-        [OD_BOOL] = "Bool",   [OD_UINT8] = "Byte",       [OD_INT8] = "Char",
-        [OD_INT16] = "Short", [OD_INT32] = "Int",        [OD_INT64] = "Long",
-        [OD_FLOAT16] = "Half", [OD_BFLOAT16] = "BFloat16", [OD_FLOAT32] = "Float",
-        [OD_FLOAT64] = "Double"};
     const char *dev = t->device.type == OD_DEV_CUDA ? "cuda." : t->device.type == OD_DEV_META ? "meta." : "";
     snprintf(buf, cap, "torch.%s%sTensor", dev,
-             (unsigned)t->dtype < OD_NUM_DTYPES ? scalar[t->dtype] : "Undefined");
+             od_dtype_scalar_name(t->dtype));
 }
 
 od_status od_expand(od_tensor *t, const int64_t *sizes, int ndim, od_tensor **out, od_error *err)

@@ -34,22 +34,11 @@ static const char *arg_name(od_opid id, int i)
     return "?";
 }
 
-/* The C++ scalar_type names PyTorch's dispatch macros print ('Long'). */
-static const char *torch_type_name(od_dtype dt)
-{
-    static const char *const names[OD_NUM_DTYPES] = {
-        [OD_BOOL] = "Bool",   [OD_UINT8] = "Byte",        [OD_INT8] = "Char",
-        [OD_INT16] = "Short", [OD_INT32] = "Int",         [OD_INT64] = "Long",
-        [OD_FLOAT16] = "Half", [OD_BFLOAT16] = "BFloat16", [OD_FLOAT32] = "Float",
-        [OD_FLOAT64] = "Double",
-    };
-    return (unsigned)dt < OD_NUM_DTYPES ? names[dt] : "Undefined";
-}
 
 static od_status not_implemented(od_opid id, od_dtype dt, od_error *err)
 {
     return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'", op_name(id),
-                        torch_type_name(dt));
+                        od_dtype_scalar_name(dt));
 }
 
 /* ---- argument access ---------------------------------------------------------- */
@@ -409,7 +398,7 @@ od_status od_shape_where(od_opid id, const od_stack *s, od_out_spec *outs, int *
         return od_error_set(err, OD_EMISMATCH,
                             "where expected condition to be a boolean tensor, but got a tensor with "
                             "dtype %s",
-                            torch_type_name(cond->dtype));
+                            od_dtype_scalar_name(cond->dtype));
     static const int all[3] = {0, 1, 2};
     od_device dev;
     int64_t sizes[OD_MAX_DIMS];
@@ -734,7 +723,7 @@ od_status od_shape_factory(od_opid id, const od_stack *s, od_out_spec *outs, int
     if ((id == OD_OPID_rand || id == OD_OPID_randn) && !od_dtype_is_floating(dt))
         return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'",
                             id == OD_OPID_rand ? "check_uniform_bounds" : "normal_kernel_cpu",
-                            torch_type_name(dt));
+                            od_dtype_scalar_name(dt));
     spec_set(&outs[0], dt, dev, sz, (int)n);
     *nouts = 1;
     return OD_OK;

@@ -68,17 +68,6 @@ static od_status arg_opt_dtype(const od_stack *s, int i, const char *op, const c
     return OD_OK;
 }
 
-/* torch's ScalarType names, as its error messages print them ("Long"). */
-static const char *torch_type_name(od_dtype dt)
-{
-    static const char *const names[OD_NUM_DTYPES] = {
-        [OD_BOOL] = "Bool",   [OD_UINT8] = "Byte",    [OD_INT8] = "Char",
-        [OD_INT16] = "Short", [OD_INT32] = "Int",     [OD_INT64] = "Long",
-        [OD_FLOAT16] = "Half", [OD_BFLOAT16] = "BFloat16", [OD_FLOAT32] = "Float",
-        [OD_FLOAT64] = "Double",
-    };
-    return (unsigned)dt < OD_NUM_DTYPES ? names[dt] : "Undefined";
-}
 
 /* caffe2::TypeMeta names, as torch prints tensor.dtype() inside C++ messages. */
 static const char *torch_meta_name(od_dtype dt)
@@ -245,7 +234,7 @@ od_status od_reduce_parse(od_opid id, const od_stack *s, od_reduce_info *info, o
             return od_error_set(err, OD_EUNSUPPORTED,
                                 "mean(): could not infer output dtype. %s dtype must be either a "
                                 "floating point or complex dtype. Got: %s",
-                                has_dt ? "Optional" : "Input", torch_type_name(has_dt ? dt : in));
+                                has_dt ? "Optional" : "Input", od_dtype_scalar_name(has_dt ? dt : in));
         info->out_dtype = out;
         break;
     }
@@ -349,7 +338,7 @@ od_status od_shape_softmax(od_opid id, const od_stack *s, od_out_spec *outs, int
         return st;
     if (!od_dtype_is_floating(self->dtype))
         return od_error_set(err, OD_EUNSUPPORTED, "\"%s_lastdim_kernel_impl\" not implemented for '%s'",
-                            log ? "log_softmax" : "softmax", torch_type_name(self->dtype));
+                            log ? "log_softmax" : "softmax", od_dtype_scalar_name(self->dtype));
     if (h2f && self->dtype != OD_FLOAT16)
         return od_error_set(err, OD_EUNSUPPORTED,
                             "%s(): conversion is supported for Half type only (half_to_float=True "
@@ -428,7 +417,7 @@ od_status od_shape_layer_norm(od_opid id, const od_stack *s, od_out_spec *outs, 
     }
     if (!od_dtype_is_floating(input->dtype))
         return od_error_set(err, OD_EUNSUPPORTED, "\"LayerNormKernelImpl\" not implemented for '%s'",
-                            torch_type_name(input->dtype));
+                            od_dtype_scalar_name(input->dtype));
     for (int i = 0; i < 2; i++) {
         od_tensor *t = affine[i].t;
         if (!t)
@@ -507,7 +496,7 @@ od_status od_shape_matmul(od_opid id, const od_stack *s, od_out_spec *outs, int 
         if (self->dtype != a->dtype)
             return od_error_set(err, OD_EMISMATCH,
                                 "self and mat2 must have the same dtype, but got %s and %s",
-                                torch_type_name(self->dtype), torch_type_name(b->dtype));
+                                od_dtype_scalar_name(self->dtype), od_dtype_scalar_name(b->dtype));
         if ((st = check_same_device("addmm", a, self, err)))
             return st;
         int64_t sz[2] = {a->sizes[0], b->sizes[1]};
@@ -570,7 +559,7 @@ od_status od_shape_matmul(od_opid id, const od_stack *s, od_out_spec *outs, int 
         if (a->dtype != b->dtype)
             return od_error_set(err, OD_EMISMATCH,
                                 "dot : expected both vectors to have same dtype, but found %s and %s",
-                                torch_type_name(a->dtype), torch_type_name(b->dtype));
+                                od_dtype_scalar_name(a->dtype), od_dtype_scalar_name(b->dtype));
         if (a->sizes[0] != b->sizes[0])
             return od_error_set(err, OD_EMISMATCH,
                                 "inconsistent tensor size, expected tensor [%" PRId64

@@ -18,16 +18,6 @@
 
 #include "cuda_internal.h"
 
-static const char *torch_type_name(od_dtype dt)
-{
-    static const char *const names[OD_NUM_DTYPES] = {
-        [OD_BOOL] = "Bool",   [OD_UINT8] = "Byte",        [OD_INT8] = "Char",
-        [OD_INT16] = "Short", [OD_INT32] = "Int",         [OD_INT64] = "Long",
-        [OD_FLOAT16] = "Half", [OD_BFLOAT16] = "BFloat16", [OD_FLOAT32] = "Float",
-        [OD_FLOAT64] = "Double",
-    };
-    return (unsigned)dt < OD_NUM_DTYPES ? names[dt] : "Undefined";
-}
 
 static bool cublas_type(od_dtype dt, cudaDataType_t *t)
 {
@@ -218,7 +208,7 @@ od_status od_cuda_blas(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
         /* PyTorch's names: mm and addmm both run "addmm_cuda". */
         const char *fn = id == OD_OPID_bmm ? "bmm_cuda" : id == OD_OPID_dot ? "dot_cuda" : "addmm_cuda";
         st = od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'", fn,
-                          torch_type_name(out->dtype));
+                          od_dtype_scalar_name(out->dtype));
         goto fail;
     }
     switch (id) {
