@@ -11,6 +11,10 @@
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
+# Build on every core unless the caller chose a -j of its own.
+ifeq (,$(filter -j%,$(MAKEFLAGS)))
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
+endif
 
 CC      ?= gcc
 NVCC    ?= nvcc

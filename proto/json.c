@@ -948,6 +948,20 @@ od_proto_limits od_proto_default_limits(void)
 
 /* ---- blobs --------------------------------------------------------------- */
 
+/* The CPU allocator's blocks are 64-byte aligned; big ones are cached. */
+static void *blob_alloc(size_t bytes)
+{
+    const od_allocator *a = od_cpu_allocator();
+    od_error e;
+    return a->alloc(a->ctx, 0, bytes, &e);
+}
+
+static void blob_free(void *p, size_t bytes)
+{
+    const od_allocator *a = od_cpu_allocator();
+    a->free(a->ctx, 0, p, bytes);
+}
+
 od_blob *od_blob_new(size_t cap, size_t align_at)
 {
     od_blob *b = malloc(sizeof *b);
@@ -960,12 +974,13 @@ od_blob *od_blob_new(size_t cap, size_t align_at)
     }
     /* +1 for a NUL after the data, rounded up to the alignment */
     size_t total = (pad + cap + 1 + 63) & ~(size_t)63;
-    b->base = aligned_alloc(64, total ? total : 64);
+    b->base = blob_alloc(total);
     if (!b->base) {
         free(b);
         return NULL;
     }
     atomic_init(&b->refs, 1);
+    b->alloc_bytes = total;
     b->data = (char *)b->base + pad;
     b->len = 0;
     b->cap = cap;
@@ -978,7 +993,7 @@ void od_blob_retain(od_blob *b) { atomic_fetch_add_explicit(&b->refs, 1, memory_
 void od_blob_release(od_blob *b)
 {
     if (b && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1) {
-        free(b->base);
+        blob_free(b->base, b->alloc_bytes);
         free(b);
     }
 }
@@ -995,12 +1010,13 @@ bool od_blob_grow(od_blob *b, size_t need)
         cap *= 2;
     }
     size_t total = (pad + cap + 1 + 63) & ~(size_t)63;
-    void *nb = aligned_alloc(64, total);
+    void *nb = blob_alloc(total);
     if (!nb)
         return false;
     memcpy((char *)nb + pad, b->data, b->len);
-    free(b->base);
+    blob_free(b->base, b->alloc_bytes);
     b->base = nb;
+    b->alloc_bytes = total;
     b->data = (char *)nb + pad;
     b->cap = cap;
     return true;

@@ -112,10 +112,13 @@ od_proto_limits od_proto_default_limits(void);
  * where the caller chose pad so that a later offset is aligned. */
 typedef struct od_blob {
     _Atomic long refs;
-    void *base;   /* allocation */
+    void *base;   /* allocation (from the CPU allocator: large blocks are
+                     cached there, so a body buffer reuses memory already
+                     faulted in instead of page-faulting its way through) */
     char *data;   /* base + pad */
     size_t len;   /* bytes used */
     size_t cap;   /* bytes available at data */
+    size_t alloc_bytes; /* size of base, as the allocator must be told */
 } od_blob;
 
 /* New blob with room for cap bytes (+1 for a NUL) whose byte at offset

@@ -666,7 +666,7 @@ int od_server_start(int *bound_port)
         MHD_OPTION_CONNECTION_LIMIT, od_cfg.max_connections,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, od_cfg.max_connections_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, od_cfg.idle_timeout_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)128 * 1024,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
         MHD_OPTION_END);
