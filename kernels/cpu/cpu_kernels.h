@@ -69,4 +69,19 @@ double od_cpu_sum_f64(const double *x, int64_t n);
 double od_cpu_sqdev_f32(const float *x, int64_t n, double mean);
 double od_cpu_sqdev_f64(const double *x, int64_t n, double mean);
 
+/* Hot loops get AVX2 and AVX-512 clones picked at run time (the build
+ * targets x86-64-v2 so the binaries run anywhere). Off under ASan, whose
+ * instrumentation does not mix with ifunc resolution early at start-up. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(OD_CPU_NO_CLONES)
+#ifdef OD_CPU_NO_AVX512
+#define OD_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define OD_CPU_CLONES \
+    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+#else
+#define OD_CPU_CLONES
+#endif
+
 #endif

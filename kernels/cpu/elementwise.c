@@ -40,17 +40,6 @@
 #include "od_math.h"
 #include "od_shape.h"
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(OD_CPU_NO_CLONES)
-#ifdef OD_CPU_NO_AVX512
-#define OD_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define OD_CPU_CLONES \
-    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#endif
-#else
-#define OD_CPU_CLONES
-#endif
 /* Which dtypes' fast loops get the wide clones. */
 #define VEC_BOOL
 #define VEC_UINT8

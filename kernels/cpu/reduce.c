@@ -28,6 +28,10 @@
  *    dims and updates a block of outputs that are adjacent in memory
  *    (sum(dim=0) of a row-major matrix), so every load is contiguous.
  */
+/* As in elementwise.c: let gcc vectorise loops that need a run-time cost check. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math")
+#endif
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,7 +168,7 @@ static void store_i64(char *out, od_dtype dt, int64_t i, int64_t v)
  * memory and serialise on store forwarding, 2x slower). TERM maps one
  * element (p: the shift or mean) to what is added. */
 #define LANE_SUM_(name, T, TERM)                                                       \
-    static double name(const T *restrict x, int64_t n, double p)                      \
+    OD_CPU_CLONES static double name(const T *restrict x, int64_t n, double p)                      \
     {                                                                                  \
         (void)p;                                                                       \
         double a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;          \

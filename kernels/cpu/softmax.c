@@ -20,7 +20,7 @@
  * loops stay scalar (5x slower). Nothing here reads the FP exception flags,
  * so this file gives up trapping semantics. It must precede the includes so
  * the inline functions of od_math.h are compiled under it too. */
-#pragma GCC optimize("no-trapping-math")
+#pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math")
 
 #include <math.h>
 #include <stdlib.h>
@@ -38,7 +38,7 @@
 
 /* Fixed 8-wide inner loops: gcc -O2 vectorises only loops it can cover
  * without an epilogue; the tails run scalar. x and y never overlap. */
-static void softmax_row_f32(const float *restrict x, float *restrict y, int64_t n, bool is_log)
+OD_CPU_CLONES static void softmax_row_f32(const float *restrict x, float *restrict y, int64_t n, bool is_log)
 {
     float a[8];
     for (int j = 0; j < 8; j++)
@@ -92,7 +92,7 @@ static void softmax_row_f32(const float *restrict x, float *restrict y, int64_t 
     }
 }
 
-static void softmax_row_f64(const double *restrict x, double *restrict y, int64_t n, bool is_log)
+OD_CPU_CLONES static void softmax_row_f64(const double *restrict x, double *restrict y, int64_t n, bool is_log)
 {
     double m = -INFINITY;
     for (int64_t i = 0; i < n; i++)
