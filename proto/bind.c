@@ -40,13 +40,47 @@ typedef struct bctx {
     bool missing_optional_is_none; /* OIP cannot send None: absent means None */
 } bctx;
 
+/* Appends s to buf (cap > len bytes, NUL-terminated, len used), cutting it
+ * short like snprintf; returns the new length. Labels are built for every
+ * argument of every call, before anything can fail, so they skip printf. */
+static size_t cat(char *buf, size_t cap, size_t len, const char *s)
+{
+    size_t n = strlen(s);
+    if (n > cap - 1 - len)
+        n = cap - 1 - len;
+    memcpy(buf + len, s, n);
+    len += n;
+    buf[len] = '\0';
+    return len;
+}
+
+static size_t cat_int(char *buf, size_t cap, size_t len, int64_t v)
+{
+    char t[24];
+    od_fmt_i64(v, t);
+    return cat(buf, cap, len, t);
+}
+
 /* "argument 'other' (position 2)" */
 static void arg_label(const od_schema *s, int i, bool positional, char *buf, size_t cap)
 {
-    if (positional && !s->args[i].kwarg_only)
-        snprintf(buf, cap, "argument '%s' (position %d)", s->args[i].name, i + 1);
-    else
-        snprintf(buf, cap, "argument '%s'", s->args[i].name);
+    size_t n = cat(buf, cap, 0, "argument '");
+    n = cat(buf, cap, n, s->args[i].name);
+    if (positional && !s->args[i].kwarg_only) {
+        n = cat(buf, cap, n, "' (position ");
+        n = cat_int(buf, cap, n, i + 1);
+        cat(buf, cap, n, ")");
+    } else {
+        cat(buf, cap, n, "'");
+    }
+}
+
+/* "what: label" */
+static void what_label(char *buf, size_t cap, const char *what, const char *label)
+{
+    size_t n = cat(buf, cap, 0, what);
+    n = cat(buf, cap, n, ": ");
+    cat(buf, cap, n, label);
 }
 
 static od_status type_err(bctx *c, const char *label, const od_type *t, const json_t *v)
@@ -197,7 +231,7 @@ static od_status bind_value(bctx *c, const od_type *t, json_t *v, const char *la
     switch (t->kind) {
     case OD_TY_TENSOR: {
         char what[160];
-        snprintf(what, sizeof what, "%s: %s", od_op_name(c->op), label);
+        what_label(what, sizeof what, od_op_name(c->op), label);
         if (!json_is_object(v))
             return type_err(c, label, t, v);
         od_tensor *tn = NULL;
@@ -683,11 +717,12 @@ od_status od_proto_bind_oip(const od_op *op, od_json_doc *doc, json_t *inputs, j
             st = od_error_set(err, OD_EMISMATCH, "%s: input '%s' given twice", model, name);
             goto fail;
         }
-        snprintf(label, sizeof label, "input '%s'", name);
+        cat(label, sizeof label, cat(label, sizeof label, cat(label, sizeof label, 0, "input '"),
+                                     name), "'");
         const od_type *t = s->args[k].type;
         const od_type *base = od_type_unwrap_optional(t);
         char what[200];
-        snprintf(what, sizeof what, "%s: %s", od_op_name(op), label);
+        what_label(what, sizeof what, od_op_name(op), label);
         if (base->kind == OD_TY_TENSOR) {
             od_tensor *tn = NULL;
             if ((st = od_tensor_from_json(doc, in, opts->lim, opts->mode, what, &tn, err)) != OD_OK)

@@ -22,7 +22,15 @@
 
 static const od_device cpu_dev = {OD_DEV_CPU, 0};
 
-od_dtype od_proto_dtype(const char *name) { return od_dtype_from_name(name); }
+od_dtype od_proto_dtype(const char *name)
+{
+    /* the names nearly every request carries, without the table walk */
+    if (name[0] == 'f' && !strcmp(name, "float32"))
+        return OD_FLOAT32;
+    if (name[0] == 'F' && !strcmp(name, "FP32"))
+        return OD_FLOAT32;
+    return od_dtype_from_name(name);
+}
 
 const char *od_proto_dtype_config_name(od_dtype dt)
 {
@@ -493,6 +501,11 @@ static inline bool room(od_buf *b) { return b->cap - b->len > 48 || od_buf_reser
 
 static void put_data(od_buf *b, const void *data, int64_t n, od_dtype dt)
 {
+    /* room for the usual ~10 bytes per element at once, instead of a
+     * doubling realloc chain; capped so a huge tensor never asks for more
+     * than it is likely to use (the buffer still grows past it) */
+    int64_t guess = n < ((int64_t)16 << 20) / 10 ? n * 10 : (int64_t)16 << 20;
+    od_buf_reserve(b, (size_t)guess + 64);
     od_buf_puts(b, "\"data\":[");
     for (int64_t i = 0; i < n; i++) {
         if (!room(b))

@@ -78,16 +78,6 @@ static inline int pow5_factor(uint32_t v)
     return n;
 }
 
-static inline int dec_len(uint32_t v)
-{
-    int n = 1;
-    while (v >= 10) {
-        v /= 10;
-        n++;
-    }
-    return n;
-}
-
 /* Shortest digits and decimal exponent of a finite non-zero float's
  * magnitude: value = digits * 10^exp10. */
 static void f32_shortest(uint32_t ieee_m, uint32_t ieee_e, uint32_t *digits, int32_t *exp10)
@@ -261,11 +251,24 @@ int od_fmt_f32(float f, char *out)
     int32_t e10;
     f32_shortest(ieee_m, ieee_e, &digits, &e10);
     char dig[16];
-    int nd = dec_len(digits);
-    for (int i = nd - 1; i >= 0; i--) {
-        dig[i] = (char)('0' + digits % 10);
-        digits /= 10;
+    int nd = digits >= 100000 ? (digits >= 10000000 ? (digits >= 100000000 ? 9 : 8)
+                                                     : (digits >= 1000000 ? 7 : 6))
+                              : (digits >= 1000 ? (digits >= 10000 ? 5 : 4)
+                                                : (digits >= 100 ? 3 : digits >= 10 ? 2 : 1));
+    /* two digits per step: the encoder prints every element this way */
+    static const char pairs[201] = "00010203040506070809101112131415161718192021222324252627282930313233"
+                                   "34353637383940414243444546474849505152535455565758596061626364656667"
+                                   "6869707172737475767778798081828384858687888990919293949596979899";
+    int i = nd;
+    while (i >= 2) {
+        uint32_t r = digits % 100;
+        digits /= 100;
+        i -= 2;
+        dig[i] = pairs[2 * r];
+        dig[i + 1] = pairs[2 * r + 1];
     }
+    if (i)
+        dig[0] = (char)('0' + digits);
     return layout(neg, dig, nd, e10, out);
 }
 
@@ -373,7 +376,8 @@ static inline uint64_t load8(const char *p)
 
 /* Scans RFC 8259's number grammar at p (< end; never reads at or past end).
  * Returns the end of the token, or NULL. */
-static inline const char *scan_dec(const char *p, const char *end, dec *d)
+static inline __attribute__((always_inline)) const char *scan_dec(const char *p, const char *end,
+                                                                   dec *d)
 {
     uint64_t m = 0;
     int nd = 0; /* significant digits in m */
@@ -469,8 +473,9 @@ static inline const char *scan_dec(const char *p, const char *end, dec *d)
     return p;
 }
 
-/* strtod/strtof on a token that is not NUL-terminated. */
-static double token_strtod(const char *s, const char *e, bool single, float *fout)
+/* strtod/strtof on a token that is not NUL-terminated (the rare slow path:
+ * kept out of line so the fast paths stay small). */
+static __attribute__((noinline)) double token_strtod(const char *s, const char *e, bool single, float *fout)
 {
     char stack[128];
     size_t n = (size_t)(e - s);
@@ -610,7 +615,8 @@ static const float pow10_exact_f[11] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f,
 
 /* The correctly rounded double of the decimal d (token s..e for strtod).
  * *exact: the value came from exact operands (Clinger's fast path). */
-static inline double dec_to_f64(const dec *d, const char *s, const char *e, bool *exact)
+static inline __attribute__((always_inline)) double dec_to_f64(const dec *d, const char *s,
+                                                                const char *e, bool *exact)
 {
     *exact = false;
     if (d->mant == 0) {
@@ -641,7 +647,8 @@ static inline double dec_to_f64(const dec *d, const char *s, const char *e, bool
     return token_strtod(s, e, false, NULL);
 }
 
-static inline float dec_to_f32(const dec *d, const char *s, const char *e)
+static inline __attribute__((always_inline)) float dec_to_f32(const dec *d, const char *s,
+                                                               const char *e)
 {
     if (d->mant == 0)
         return d->neg ? -0.0f : 0.0f;

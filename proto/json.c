@@ -11,6 +11,12 @@
  *    the clients' order), and sized from "shape" when that came first. If
  *    the array holds anything else the scan is undone and the array is
  *    parsed as ordinary JSON (the tensor decoder then reports the element).
+ *  - Elements bound for a float32/float64 buffer go straight from text to
+ *    the element (od_scan_f32/od_scan_f64: correctly rounded, no od_num,
+ *    no double on the way to a float); a run of such numbers is scanned in
+ *    a tight loop, and anything else in the array (NaN, true, a nested
+ *    list, a bad token) leaves the loop at that element for the general
+ *    element path, so both paths accept and reject exactly the same text.
  *  - Conversion problems found by the fast path (1.5 for an int32 tensor,
  *    300 for uint8) are recorded, not raised: the tensor decoder raises them
  *    with the argument's name.

@@ -89,13 +89,64 @@ od_status od_resolve_device(const char *name, od_device *out, od_error *err)
     return OD_OK;
 }
 
+/* ---- operator lookups, remembered ---------------------------------------------
+ * od_op_find and od_op_overloads scan the whole registry with string
+ * compares; a request pays that once or twice. Once the registry is frozen
+ * (before the first request) their answers never change, so each worker
+ * thread remembers the last few names it looked up. */
+
+#define LOOKUP_SLOTS 16
+#define LOOKUP_OVL 16
+typedef struct lookup_entry {
+    char name[64];
+    const od_op *dflt;
+    int n;
+    const od_op *ovl[LOOKUP_OVL];
+} lookup_entry;
+
+static _Thread_local lookup_entry t_lookup[LOOKUP_SLOTS];
+static _Thread_local int t_lookup_next;
+
+int od_lookup_op(const char *name, const od_op **dflt, const od_op **ovl, int cap)
+{
+    size_t len = strlen(name);
+    bool cacheable = od_registry_frozen() && len < sizeof t_lookup[0].name;
+    if (cacheable)
+        for (int i = 0; i < LOOKUP_SLOTS; i++) {
+            lookup_entry *e = &t_lookup[i];
+            if (e->name[0] && !strcmp(e->name, name)) {
+                *dflt = e->dflt;
+                int m = e->n < cap ? e->n : cap;
+                memcpy(ovl, e->ovl, sizeof *ovl * (size_t)m);
+                return e->n;
+            }
+        }
+    *dflt = od_op_find(name);
+    const od_op *tmp[LOOKUP_OVL];
+    int n = od_op_overloads(name, tmp, LOOKUP_OVL);
+    if (n > LOOKUP_OVL) { /* too many to remember: ask for all the caller wants */
+        n = od_op_overloads(name, ovl, cap);
+        return n;
+    }
+    memcpy(ovl, tmp, sizeof *ovl * (size_t)(n < cap ? n : cap));
+    if (cacheable && len > 0) {
+        lookup_entry *e = &t_lookup[t_lookup_next];
+        t_lookup_next = (t_lookup_next + 1) % LOOKUP_SLOTS;
+        memcpy(e->name, name, len + 1);
+        e->dflt = *dflt;
+        e->n = n;
+        memcpy(e->ovl, tmp, sizeof *tmp * (size_t)n);
+    }
+    return n;
+}
+
 const od_op *od_find_op(const char *name, od_error *err)
 {
-    const od_op *op = od_op_find(name);
+    const od_op *op;
+    const od_op *ovl[64];
+    int n = od_lookup_op(name, &op, ovl, 64);
     if (op)
         return op;
-    const od_op *ovl[64];
-    int n = od_op_overloads(name, ovl, 64);
     if (n == 0)
         return od_error_set(err, OD_ENOTFOUND, "unknown operator '%s' (GET /v1/ops lists them)", name),
                NULL;
@@ -224,6 +275,20 @@ void od_call_stats(od_srv_call *c, bool ok)
     od_stats_request(&s);
 }
 
+/* ns as microseconds with three decimals: the same text as "%.3f" of
+ * ns / 1000.0 (exact: the value has at most three decimals), no printf. */
+static void put_us(od_buf *b, uint64_t ns)
+{
+    char tmp[32];
+    int n = od_fmt_i64((int64_t)(ns / 1000), tmp);
+    unsigned frac = (unsigned)(ns % 1000);
+    tmp[n++] = '.';
+    tmp[n++] = (char)('0' + frac / 100);
+    tmp[n++] = (char)('0' + frac / 10 % 10);
+    tmp[n++] = (char)('0' + frac % 10);
+    od_buf_append(b, tmp, (size_t)n);
+}
+
 static void put_step_label(od_buf *b, const od_srv_call *c, const od_trace_step *s)
 {
     if (s->op != c->op) {
@@ -240,7 +305,17 @@ void od_call_dispatch_json(od_buf *b, const od_srv_call *c)
 {
     char dev[32], ksbuf[256];
     od_device_print(c->device, dev, sizeof dev);
-    od_ks_print(c->ks, ksbuf, sizeof ksbuf);
+    /* the same few key sets come back call after call: remember the last
+     * text per thread instead of printing it every time */
+    static _Thread_local od_keyset last_ks;
+    static _Thread_local char last_text[256];
+    static _Thread_local bool have_last;
+    if (!have_last || last_ks != c->ks) {
+        od_ks_print(c->ks, last_text, sizeof last_text);
+        last_ks = c->ks;
+        have_last = true;
+    }
+    memcpy(ksbuf, last_text, sizeof ksbuf);
     od_buf_puts(b, "{\"keyset\":[");
     bool first = true;
     for (int k = OD_NUM_RUNTIME_KEYS - 1; k >= 1; k--) {
@@ -286,23 +361,38 @@ void od_call_dispatch_json(od_buf *b, const od_srv_call *c)
         od_buf_json_str(b, s->kernel ? s->kernel->name : "?");
         od_buf_puts(b, ",\"provenance\":");
         od_buf_json_str(b, od_provenance_name(s->prov));
-        if (s->kernel && s->kernel->file)
-            od_buf_printf(b, ",\"registered_at\":\"%s:%d\"", s->kernel->file, s->kernel->line);
-        od_buf_printf(b, ",\"depth\":%d,\"us\":%.3f,\"status\":", s->depth, (double)s->ns / 1000.0);
+        if (s->kernel && s->kernel->file) {
+            od_buf_puts(b, ",\"registered_at\":\"");
+            od_buf_puts(b, s->kernel->file);
+            od_buf_putc(b, ':');
+            od_buf_i64(b, s->kernel->line);
+            od_buf_putc(b, '"');
+        }
+        od_buf_puts(b, ",\"depth\":");
+        od_buf_i64(b, s->depth);
+        od_buf_puts(b, ",\"us\":");
+        put_us(b, (uint64_t)s->ns);
+        od_buf_puts(b, ",\"status\":");
         od_buf_json_str(b, od_status_code(s->status));
         od_buf_putc(b, '}');
     }
-    od_buf_printf(b, "],\"dropped_steps\":%d,\"device\":", c->trace.dropped);
+    od_buf_puts(b, "],\"dropped_steps\":");
+    od_buf_i64(b, c->trace.dropped);
+    od_buf_puts(b, ",\"device\":");
     od_buf_json_str(b, dev);
     uint64_t tb = c->t_body ? c->t_body : c->t_start;
     uint64_t td = c->t_decoded ? c->t_decoded : tb;
     uint64_t tc = c->t_called ? c->t_called : td;
     uint64_t te = c->t_encoded ? c->t_encoded : tc;
-    od_buf_printf(b,
-                  ",\"timing_us\":{\"receive\":%.3f,\"decode\":%.3f,\"dispatch\":%.3f,"
-                  "\"encode\":%.3f}}",
-                  (double)(tb - c->t_start) / 1000.0, (double)(td - tb) / 1000.0,
-                  (double)(tc - td) / 1000.0, (double)(te - tc) / 1000.0);
+    od_buf_puts(b, ",\"timing_us\":{\"receive\":");
+    put_us(b, tb - c->t_start);
+    od_buf_puts(b, ",\"decode\":");
+    put_us(b, td - tb);
+    od_buf_puts(b, ",\"dispatch\":");
+    put_us(b, tc - td);
+    od_buf_puts(b, ",\"encode\":");
+    put_us(b, te - tc);
+    od_buf_puts(b, "}}");
 }
 
 /* ---- outputs ------------------------------------------------------------------ */

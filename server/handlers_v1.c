@@ -93,22 +93,23 @@ static const od_op *resolve_op(const char *name, json_t *args, json_t *kwargs, o
     const char *colons = strstr(name, "::");
     const char *tail = colons ? colons + 2 : name;
     if (strchr(tail, '.')) {
-        const od_op *op = od_op_find(name);
+        const od_op *op, *unused[1];
+        od_lookup_op(name, &op, unused, 0);
         if (!op)
             od_error_set(err, OD_ENOTFOUND, "unknown operator '%s' (GET /v1/ops lists them)", name);
         return op;
     }
+    const od_op *dflt; /* the default overload, or the only one */
     const od_op *ovl[64];
-    int n = od_op_overloads(name, ovl, 64);
+    int n = od_lookup_op(name, &dflt, ovl, 64);
+    if (dflt && od_proto_args_match(dflt, args, kwargs, NULL))
+        return dflt;
     if (n > 64)
         n = 64;
     if (n == 0) {
         od_error_set(err, OD_ENOTFOUND, "unknown operator '%s' (GET /v1/ops lists them)", name);
         return NULL;
     }
-    const od_op *dflt = od_op_find(name); /* the default overload, or the only one */
-    if (dflt && od_proto_args_match(dflt, args, kwargs, NULL))
-        return dflt;
     char why[1024] = "";
     size_t len = 0;
     for (int i = 0; i < n; i++) {

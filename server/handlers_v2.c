@@ -207,11 +207,11 @@ void od_h_v2_repo_index(od_req *r)
 static const od_op *model_for_inputs(const char *name, json_t *inputs, json_t *params,
                                      od_error *err)
 {
-    const od_op *op = od_op_find(name);
+    const od_op *op;
+    const od_op *ovl[64];
+    int n = od_lookup_op(name, &op, ovl, 64);
     if (op)
         return op;
-    const od_op *ovl[64];
-    int n = od_op_overloads(name, ovl, 64);
     for (int i = 0; i < n && i < 64; i++) {
         const od_schema *s = od_op_schema(ovl[i]);
         bool ok = true;

@@ -73,7 +73,8 @@ typedef struct od_req {
     struct MHD_Connection *conn;
     char method[16];
     char path[512];
-    char ip[64];
+    char ip[64];                       /* filled on first use (req_ip in server.c) */
+    bool ip_done;
     int route;                         /* index into the route table; -1 none */
     char params[OD_MAX_PARAMS][256];   /* path captures, in pattern order */
     uint64_t t0;                       /* ns, first call */
@@ -153,6 +154,10 @@ const char *od_cuda_why(void);
 /* "add.Tensor", "aten::add.Tensor", "add": the operator, or NULL with a 404
  * error naming the overloads when the name is ambiguous or unknown. */
 const od_op *od_find_op(const char *name, od_error *err);
+/* od_op_find(name) in *dflt and od_op_overloads(name, ovl, cap) as the
+ * return value, remembered per thread once the registry is frozen (the
+ * answers cannot change then). name, ovl: borrowed; cap <= 64. */
+int od_lookup_op(const char *name, const od_op **dflt, const od_op **ovl, int cap);
 
 od_proto_limits od_limits(void);
 

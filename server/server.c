@@ -415,6 +415,18 @@ static bool content_type_ok(const char *ct, bool binary)
     return false;
 }
 
+/* The client's address, formatted on first use (only the access log and
+ * warnings need it, so a request that logs nothing never pays for it). */
+static void client_ip(struct MHD_Connection *c, char *buf, size_t cap);
+static const char *req_ip(od_req *r)
+{
+    if (!r->ip_done) {
+        client_ip(r->conn, r->ip, sizeof r->ip);
+        r->ip_done = true;
+    }
+    return r->ip;
+}
+
 static void client_ip(struct MHD_Connection *c, char *buf, size_t cap)
 {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -431,8 +443,12 @@ static void client_ip(struct MHD_Connection *c, char *buf, size_t cap)
 /* First call: route, method, limits. Returns false when it answered. */
 static bool begin_request(od_req *r, const char *url, const char *method)
 {
-    snprintf(r->method, sizeof r->method, "%s", method);
-    snprintf(r->path, sizeof r->path, "%s", url);
+    /* bounded copies, cut short like snprintf would (no printf per request) */
+    size_t ml = strnlen(method, sizeof r->method - 1), ul = strnlen(url, sizeof r->path - 1);
+    memcpy(r->method, method, ml);
+    r->method[ml] = '\0';
+    memcpy(r->path, url, ul);
+    r->path[ul] = '\0';
     for (char *c = r->path; *c; c++) /* the access log gets one line per request, always */
         if ((unsigned char)*c < 0x20 || *c == 0x7f || *c == ' ')
             *c = '?';
@@ -536,7 +552,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         atomic_fetch_add(&g_inflight, 1);
         r->conn = conn;
         r->t0 = od_now_ns();
-        client_ip(conn, r->ip, sizeof r->ip);
         *con_cls = r;
         begin_request(r, url, method);
         return MHD_YES;
@@ -550,7 +565,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             od_now_ns() - r->t0 > (uint64_t)od_cfg.request_timeout_s * 1000000000u) {
             r->status = 408;
             od_log(OD_LOG_WARN, "%s %s from %s: body not received within %u s; closing", r->method,
-                   r->path, r->ip, od_cfg.request_timeout_s);
+                   r->path, req_ip(r), od_cfg.request_timeout_s);
             return MHD_NO; /* closes the connection */
         }
         od_blob *b = r->body;
@@ -603,7 +618,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         char line[1024], ts[64];
         timestamp(ts, sizeof ts);
         int n = snprintf(line, sizeof line, "%s access ip=%s method=%s path=%s status=%d bytes=%zu us=%llu%s%s\n",
-                         ts, r->ip[0] ? r->ip : "-", r->method, r->path, r->status, r->resp_bytes,
+                         ts, req_ip(r)[0] ? r->ip : "-", r->method, r->path, r->status, r->resp_bytes,
                          (unsigned long long)us, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " end=",
                          toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? ""
                          : (unsigned)toe < sizeof why / sizeof why[0] ? why[toe] : "?");
@@ -666,7 +681,10 @@ int od_server_start(int *bound_port)
         MHD_OPTION_CONNECTION_LIMIT, od_cfg.max_connections,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, od_cfg.max_connections_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, od_cfg.idle_timeout_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)128 * 1024,
+        /* MHD zeroes a connection's whole pool after every request, so the
+         * pool's size is a per-request cost: 32 KiB (MHD's default) keeps
+         * that small; big bodies still stream through in pool-sized reads. */
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
         MHD_OPTION_END);

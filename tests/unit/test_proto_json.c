@@ -609,3 +609,164 @@ Test(errors, one_mapping_from_status_to_http)
         free(body);
     }
 }
+
+/* ---- the float fast path of the data scanner ----------------------------------- */
+
+/* One random element as text: mostly numbers printed every way a client
+ * prints them, sometimes the other tokens a float array may hold. Its
+ * expected float/double comes from strtof/strtod (or the literal). */
+static void gen_float_token(char *buf, size_t cap, bool allow_special)
+{
+    uint64_t u = rnd();
+    double d;
+    memcpy(&d, &u, 8);
+    if (!isfinite(d) || rnd() % 2)
+        d = ldexp((double)(int64_t)(rnd() >> 1), -62 + (int)(rnd() % 8)); /* tensor magnitudes */
+    if (!isfinite((float)d))
+        d = ldexp(d, -1000); /* float-printing cases below need a finite float */
+    switch (allow_special ? rnd() % 12 : rnd() % 8) {
+    case 0: snprintf(buf, cap, "%.17g", d); break;
+    case 1: snprintf(buf, cap, "%.9g", d); break;
+    case 2: snprintf(buf, cap, "%g", d); break;
+    case 3: snprintf(buf, cap, "%.*e", (int)(rnd() % 25), d); break;
+    case 4: snprintf(buf, cap, "%" PRId64, (int64_t)rnd() >> (rnd() % 64)); break;
+    case 5: snprintf(buf, cap, "%.17g", (double)(float)d); break;
+    case 6: snprintf(buf, cap, "%.30g", d); break;
+    case 7: od_fmt_f32((float)d, buf); break;
+    case 8: snprintf(buf, cap, "NaN"); break;
+    case 9: snprintf(buf, cap, rnd() & 1 ? "-Infinity" : "\"Infinity\""); break;
+    case 10: snprintf(buf, cap, rnd() & 1 ? "true" : "false"); break;
+    default: snprintf(buf, cap, "\"-inf\""); break;
+    }
+}
+
+static double token_value(const char *tok, bool single)
+{
+    if (!strcmp(tok, "NaN"))
+        return NAN;
+    if (!strcmp(tok, "-Infinity") || !strcmp(tok, "\"-inf\""))
+        return -INFINITY;
+    if (!strcmp(tok, "\"Infinity\""))
+        return INFINITY;
+    if (!strcmp(tok, "true"))
+        return 1;
+    if (!strcmp(tok, "false"))
+        return 0;
+    return single ? (double)strtof(tok, NULL) : strtod(tok, NULL);
+}
+
+Test(codec, float_fast_path_is_bit_exact)
+{
+    seed_once();
+    static const char *const blanks[] = {"", " ", "\n", "  \t", "\r\n "};
+    for (int it = 0; it < 300; it++) {
+        bool single = rnd() & 1;
+        bool special = rnd() % 3 == 0;
+        int rows = 1 + (int)(rnd() % 5), cols = (int)(rnd() % 60);
+        bool nested = rnd() & 1, with_shape = rnd() & 1;
+        int n = rows * cols;
+        double *want = malloc(sizeof(double) * (size_t)(n ? n : 1));
+        od_buf b;
+        od_buf_init(&b);
+        od_buf_printf(&b, "{\"x\":{\"dtype\":\"%s\",", single ? "float32" : "float64");
+        if (with_shape) {
+            /* a declared shape sizes the buffer; without one it grows */
+            if (nested)
+                od_buf_printf(&b, "\"shape\":[%d,%d],", rows, cols);
+            else
+                od_buf_printf(&b, "\"shape\":[%d],", n);
+        }
+        od_buf_puts(&b, "\"data\":[");
+        for (int r = 0; r < rows; r++) {
+            if (nested) {
+                if (r)
+                    od_buf_putc(&b, ',');
+                od_buf_puts(&b, blanks[rnd() % 5]);
+                od_buf_putc(&b, '[');
+            }
+            for (int c = 0; c < cols; c++) {
+                char tok[128];
+                gen_float_token(tok, sizeof tok, special);
+                want[r * cols + c] = token_value(tok, single);
+                if (c || (!nested && r))
+                    od_buf_putc(&b, ',');
+                od_buf_puts(&b, blanks[rnd() % 5]);
+                od_buf_puts(&b, tok);
+                od_buf_puts(&b, blanks[rnd() % 5]);
+            }
+            if (nested)
+                od_buf_putc(&b, ']');
+        }
+        od_buf_puts(&b, "]}}");
+        cr_assert(!b.oom);
+        if (nested && cols == 0) { /* [[],[]] has shape [rows, 0]; flat [] is [0] */
+            od_buf_free(&b);
+            free(want);
+            continue;
+        }
+        od_tensor *t = NULL;
+        od_error err;
+        CHECK(decode_x(b.data, &t, &err) == OD_OK, "%.300s: %s", b.data, err.message);
+        CHECK(od_tensor_numel(t) == n, "%.300s: %lld elements", b.data, (long long)od_tensor_numel(t));
+        for (int k = 0; k < n; k++) {
+            double got = single ? (double)((const float *)od_tensor_data(t))[k]
+                                : ((const double *)od_tensor_data(t))[k];
+            CHECK((isnan(got) && isnan(want[k])) || memcmp(&got, &want[k], 8) == 0,
+                  "element %d is %a, expected %a (single=%d) in %.400s", k, got, want[k], single,
+                  b.data);
+        }
+        od_tensor_release(t);
+        od_buf_free(&b);
+        free(want);
+    }
+}
+
+Test(codec, float_fast_path_keeps_the_errors)
+{
+    seed_once();
+    /* bad tokens inside a typed float array are still reported exactly as
+     * the generic parser reports them, and a cut-off array never reads past
+     * the end of the text */
+    const char *bad[] = {
+        "{\"x\":{\"dtype\":\"float32\",\"data\":[1.5, 2., 3]}}",
+        "{\"x\":{\"dtype\":\"float32\",\"data\":[1.5, -, 3]}}",
+        "{\"x\":{\"dtype\":\"float64\",\"data\":[1.5, 2 3]}}",
+        "{\"x\":{\"dtype\":\"float64\",\"data\":[1.5,, 3]}}",
+        "{\"x\":{\"dtype\":\"float32\",\"data\":[1.5, 01]}}",
+        "{\"x\":{\"dtype\":\"float32\",\"data\":[1.5, 1e]}}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        od_tensor *t = NULL;
+        od_error err;
+        CHECK(decode_x(bad[i], &t, &err) == OD_EINVAL, "%s accepted", bad[i]);
+        CHECK(strstr(err.message, "invalid JSON at byte"), "%s: %s", bad[i], err.message);
+        od_tensor_release(t);
+    }
+    /* a string in a float array: the decoder names the element */
+    od_tensor *t = NULL;
+    od_error err;
+    CHECK(decode_x("{\"x\":{\"dtype\":\"float32\",\"data\":[1, 2, \"a\"]}}", &t, &err) ==
+              OD_EMISMATCH && strstr(err.message, "data[2]") && strstr(err.message, "argument 'x'"),
+          "%s", err.message);
+    od_tensor_release(t);
+    /* more elements than the shape says: the count is checked after the scan */
+    CHECK(decode_x("{\"x\":{\"dtype\":\"float32\",\"shape\":[2],\"data\":[1, 2, 3]}}", &t, &err) ==
+              OD_EMISMATCH, "%s", err.message);
+    od_tensor_release(t);
+    /* prefixes of a long float array, in exactly sized buffers */
+    od_buf b;
+    od_buf_init(&b);
+    od_buf_puts(&b, "{\"x\":{\"dtype\":\"float32\",\"data\":[");
+    for (int k = 0; k < 50; k++)
+        od_buf_printf(&b, "%s%.17g", k ? ", " : "", (double)(rnd() >> 11) * 0x1p-53);
+    od_buf_puts(&b, "]}}");
+    for (int k = 0; k < 200; k++) {
+        size_t cut = (size_t)(rnd() % (b.len - 1)) + 1;
+        char *exact = malloc(cut);
+        memcpy(exact, b.data, cut);
+        od_json_doc *doc = NULL;
+        CHECK(od_json_parse(exact, cut, &LIM, &doc, &err) != OD_OK, "prefix of %zu accepted", cut);
+        free(exact);
+    }
+    od_buf_free(&b);
+}
