@@ -31,8 +31,8 @@ INCLUDES := -Idispatcher -Ikernels -Iproto -Iserver
 # it keeps IEEE NaN/Inf results, it only assumes no FP traps are enabled.
 BASE_CFLAGS := $(CSTD) $(WARN) $(INCLUDES) -fPIC -pthread -MMD -MP -fno-trapping-math
 ifeq ($(SAN),1)
-OPT_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
-SAN_LDFLAGS := -fsanitize=address,undefined
+OPT_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all
+SAN_LDFLAGS := -fsanitize=address,undefined,float-cast-overflow
 else
 OPT_CFLAGS := -O2 -g -march=x86-64-v2 -mtune=native
 SAN_LDFLAGS :=

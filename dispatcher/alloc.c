@@ -14,10 +14,15 @@
  *  - cached_bytes <= cache_limit at every unlock; the least recently cached
  *    blocks are evicted first. System frees happen outside the lock.
  *  - in_use counts the requested bytes of live blocks of every size.
+ *  - Every block handed out reads as zeros (od_cpu_alloc_uninit excepted):
+ *    no byte one request wrote is readable by the next user of the memory.
+ *    Fresh large blocks are mmapped (the kernel zeroes them), a reused one
+ *    is cleared on the way out, small ones come from calloc-like clearing.
  */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "od_tensor.h"
@@ -105,34 +110,63 @@ static block *evict_to(size_t cap)
     return out;
 }
 
+/* Large blocks are mapped and unmapped directly: a fresh mapping is zero
+ * without a memset, and no heap arena ever recycles their bytes. */
+#if defined(__SANITIZE_ADDRESS__)
+/* AddressSanitizer cannot see overflows of mmapped memory: under it, large
+ * blocks come from its heap and are cleared by hand. */
+static void system_free(void *p, size_t bytes)
+{
+    (void)bytes;
+    free(p);
+}
+static void *system_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, ALIGN, bytes) != 0)
+        return NULL;
+    memset(p, 0, bytes);
+    return p;
+}
+#else
+static void system_free(void *p, size_t bytes) { munmap(p, bytes); }
+
 static void free_chain(block *b)
 {
     while (b) {
         block *next = b->lru_next;
-        free(b);
+        system_free(b, b->bytes);
         b = next;
     }
 }
 
 static void *system_alloc(size_t bytes)
 {
-    void *p = NULL;
     /* Large blocks are aligned to a huge page and advised as such: first
-     * touch then faults 2 MiB at a time where transparent huge pages allow. */
-    size_t align = bytes >= HUGE_PAGE ? HUGE_PAGE : ALIGN;
-    if (posix_memalign(&p, align, bytes) != 0)
+     * touch then faults 2 MiB at a time where transparent huge pages allow.
+     * Over-map by one huge page and trim both ends to get the alignment. */
+    size_t extra = bytes >= HUGE_PAGE ? HUGE_PAGE : 0;
+    char *m = mmap(NULL, bytes + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
         return NULL;
+    char *p = m;
+    if (extra) {
+        p = (char *)(((uintptr_t)m + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+        if (p > m)
+            munmap(m, (size_t)(p - m));
+        size_t tail = (size_t)(m + bytes + extra - (p + bytes));
+        if (tail)
+            munmap(p + bytes, tail);
 #ifdef MADV_HUGEPAGE
-    if (align == HUGE_PAGE)
         (void)madvise(p, bytes & ~(HUGE_PAGE - 1), MADV_HUGEPAGE);
 #endif
+    }
     return p;
 }
+#endif
 
-static void *cpu_alloc(void *ctx, int device_index, size_t nbytes, od_error *err)
+static void *cpu_alloc_impl(size_t nbytes, bool zero, od_error *err)
 {
-    (void)ctx;
-    (void)device_index;
     int cls;
     size_t bytes;
     void *p = NULL;
@@ -141,6 +175,8 @@ static void *cpu_alloc(void *ctx, int device_index, size_t nbytes, od_error *err
     if (!size_class(nbytes, &cls, &bytes)) {
         if (posix_memalign(&p, ALIGN, nbytes) != 0)
             p = NULL;
+        else if (zero)
+            memset(p, 0, nbytes); /* the heap recycles other requests' bytes */
     } else {
         pthread_mutex_lock(&cache.lock);
         block *b = cache.cls_head[cls];
@@ -154,6 +190,8 @@ static void *cpu_alloc(void *ctx, int device_index, size_t nbytes, od_error *err
         }
         pthread_mutex_unlock(&cache.lock);
         p = b;
+        if (p && zero)
+            memset(p, 0, nbytes); /* the last user's bytes; beyond nbytes nobody reads */
         if (!p) {
             p = system_alloc(bytes);
             if (!p) { /* memory is short: give the cache back and try once more */
@@ -168,6 +206,13 @@ static void *cpu_alloc(void *ctx, int device_index, size_t nbytes, od_error *err
     }
     atomic_fetch_add_explicit(&in_use_bytes, nbytes, memory_order_relaxed);
     return p;
+}
+
+static void *cpu_alloc(void *ctx, int device_index, size_t nbytes, od_error *err)
+{
+    (void)ctx;
+    (void)device_index;
+    return cpu_alloc_impl(nbytes, true, err);
 }
 
 static void cpu_free(void *ctx, int device_index, void *ptr, size_t nbytes)
@@ -188,7 +233,7 @@ static void cpu_free(void *ctx, int device_index, void *ptr, size_t nbytes)
     pthread_mutex_lock(&cache.lock);
     if (bytes > cache.limit) {
         pthread_mutex_unlock(&cache.lock);
-        free(ptr);
+        system_free(ptr, bytes);
         return;
     }
     block *b = ptr;
@@ -211,6 +256,10 @@ static void cpu_free(void *ctx, int device_index, void *ptr, size_t nbytes)
     pthread_mutex_unlock(&cache.lock);
     free_chain(evicted);
 }
+
+void *od_cpu_alloc_uninit(size_t nbytes, od_error *err) { return cpu_alloc_impl(nbytes, false, err); }
+
+void od_cpu_free(void *ptr, size_t nbytes) { cpu_free(NULL, 0, ptr, nbytes); }
 
 static const od_allocator cpu_allocator = {cpu_alloc, cpu_free, NULL};
 

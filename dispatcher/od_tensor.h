@@ -97,7 +97,8 @@ typedef struct od_storage {
     void *deleter_ctx;
 } od_storage;
 
-/* New storage of nbytes on device (uninitialised). */
+/* New storage of nbytes on device. CPU storage reads as zeros: no byte an
+ * earlier user of the memory wrote can be seen through it. */
 od_status od_storage_new(od_device device, size_t nbytes, od_storage **out, od_error *err);
 /* New storage around external memory; deleter (may be NULL) runs on last release. */
 od_status od_storage_wrap(od_device device, void *data, size_t nbytes,
@@ -127,6 +128,11 @@ size_t od_get_alloc_limit(void);
 #define OD_CPU_CACHE_MIN_BLOCK ((size_t)256 * 1024)
 #define OD_CPU_CACHE_DEFAULT_LIMIT ((size_t)1 << 30)
 const od_allocator *od_cpu_allocator(void); /* static; registered for OD_DEV_CPU */
+/* The allocator hands out zeroed blocks. This one does not: only for a
+ * caller that writes every byte before anyone reads it (a request body).
+ * New block (NULL + err on failure); give it back with od_cpu_free. */
+void *od_cpu_alloc_uninit(size_t nbytes, od_error *err);
+void od_cpu_free(void *ptr, size_t nbytes); /* nbytes as given to the alloc */
 
 typedef struct od_cpu_alloc_info {
     size_t in_use_bytes;  /* requested bytes of live CPU allocations */

@@ -253,6 +253,8 @@ od_status od_storage_new(od_device device, size_t nbytes, od_storage **out, od_e
         /* Tiny CPU data lives in the block itself: allocator stays NULL, so
          * release frees nothing but the block. */
         s->data = nbytes ? ((storage_block *)s)->small : NULL;
+        if (nbytes) /* the block is recycled: the last tensor's bytes are still there */
+            memset(s->data, 0, nbytes);
         *out = s;
         return OD_OK;
     }

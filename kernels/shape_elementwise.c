@@ -799,7 +799,7 @@ od_status od_arange_params_of(od_opid id, const od_stack *s, od_arange_params *p
         p->istart = 0;
         p->istep = 0;
     }
-    if (!(size_d >= 0 && size_d <= 9.2233720368547758e18))
+    if (!(size_d >= 0 && size_d < 9.2233720368547758e18)) /* 2^63 itself does not fit */
         return od_error_set(err, OD_EINVAL, "invalid size, possible overflow?");
     p->size = (int64_t)size_d;
     return OD_OK;

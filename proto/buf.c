@@ -16,7 +16,8 @@ void od_buf_init(od_buf *b)
 {
     b->data = NULL;
     b->len = b->cap = 0;
-    b->oom = false;
+    b->limit = 0;
+    b->oom = b->over = false;
 }
 
 void od_buf_free(od_buf *b)
@@ -35,9 +36,15 @@ bool od_buf_reserve(od_buf *b, size_t extra)
         b->oom = true;
         return false;
     }
+    if (b->limit && b->len + extra > b->limit) {
+        b->oom = b->over = true;
+        return false;
+    }
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + extra + 1)
         cap *= 2;
+    if (b->limit && cap > b->limit + 1)
+        cap = b->limit + 1; /* encoders write freely within cap: keep it within the limit */
     char *p = realloc(b->data, cap);
     if (!p) {
         b->oom = true;

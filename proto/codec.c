@@ -499,14 +499,16 @@ static void put_head(od_buf *b, const od_tensor *t, const char *name, bool oip)
 /* Room for one more number (the longest is a float64 string or int64). */
 static inline bool room(od_buf *b) { return b->cap - b->len > 48 || od_buf_reserve(b, 48); }
 
-static void put_data(od_buf *b, const void *data, int64_t n, od_dtype dt)
+/* n comma-separated JSON numbers (no brackets). */
+static void put_items(od_buf *b, const void *data, int64_t n, od_dtype dt)
 {
     /* room for the usual ~10 bytes per element at once, instead of a
      * doubling realloc chain; capped so a huge tensor never asks for more
      * than it is likely to use (the buffer still grows past it) */
     int64_t guess = n < ((int64_t)16 << 20) / 10 ? n * 10 : (int64_t)16 << 20;
+    if (b->limit && (size_t)guess + 64 > b->limit - (b->len < b->limit ? b->len : b->limit))
+        guess = 0; /* near the cap: grow as needed, so the cap trips on real bytes */
     od_buf_reserve(b, (size_t)guess + 64);
-    od_buf_puts(b, "\"data\":[");
     for (int64_t i = 0; i < n; i++) {
         if (!room(b))
             return;
@@ -542,6 +544,12 @@ static void put_data(od_buf *b, const void *data, int64_t n, od_dtype dt)
     }
     if (room(b))
         b->data[b->len] = '\0';
+}
+
+static void put_data(od_buf *b, const void *data, int64_t n, od_dtype dt)
+{
+    od_buf_puts(b, "\"data\":[");
+    put_items(b, data, n, dt);
     od_buf_puts(b, "]}");
 }
 
@@ -554,14 +562,40 @@ void od_tensor_to_json(od_buf *b, const od_tensor *t, const char *name, bool oip
         put_data(b, n ? od_tensor_data(t) : NULL, n, t->dtype);
         return;
     }
-    void *tmp = malloc((size_t)n * od_dtype_size(t->dtype));
+    /* A view (an expand, a transpose) is gathered a bounded chunk at a time:
+     * its logical size can dwarf its storage, and the buffer's limit should
+     * be what stops a huge one, not a giant temporary. */
+    enum { CHUNK = 8192 };
+    size_t es = od_dtype_size(t->dtype);
+    char *tmp = malloc(CHUNK * es);
     if (!tmp) {
         b->oom = true;
         return;
     }
-    od_tensor_copy_out(t, tmp);
-    put_data(b, tmp, n, t->dtype);
+    od_buf_puts(b, "\"data\":[");
+    const char *src = od_tensor_data(t);
+    int nd = t->ndim;
+    int64_t idx[OD_MAX_DIMS] = {0}, off = 0;
+    for (int64_t done = 0; done < n && !b->oom;) {
+        int64_t m = n - done < CHUNK ? n - done : CHUNK;
+        for (int64_t j = 0; j < m; j++) {
+            memcpy(tmp + (size_t)j * es, src + off * (int64_t)es, es);
+            for (int k = nd - 1; k >= 0; k--) { /* odometer step, offset kept in step */
+                if (++idx[k] < t->sizes[k]) {
+                    off += t->strides[k];
+                    break;
+                }
+                off -= (idx[k] - 1) * t->strides[k];
+                idx[k] = 0;
+            }
+        }
+        if (done)
+            od_buf_putc(b, ',');
+        put_items(b, tmp, m, t->dtype);
+        done += m;
+    }
     free(tmp);
+    od_buf_puts(b, "]}");
 }
 
 void od_tensor_to_json_binary(od_buf *b, const od_tensor *t, const char *name, bool oip)

@@ -33,6 +33,7 @@
 typedef struct parser {
     const char *start, *p, *end;
     int depth;
+    int64_t values; /* jansson values built so far (bounded by lim->max_values) */
     const od_proto_limits *lim;
     od_json_doc *doc;
     od_error *err;
@@ -580,7 +581,7 @@ static int scan_data(parser *P, od_dtype hint, int64_t prealloc, json_t **ph)
         goto fail;
     }
     doc->arrs[doc->narrs++] = A;
-    *ph = A.ph;
+    *ph = json_incref(A.ph); /* one reference for the tree, one for the doc */
     return 1;
 
 ragged:
@@ -614,8 +615,26 @@ static od_status add_binobj(parser *P, json_t *obj)
         doc->binobjs = nb;
         doc->cbin = nc;
     }
-    doc->binobjs[doc->nbin++] = obj;
+    doc->binobjs[doc->nbin++] = json_incref(obj); /* owned: the tree may drop it */
     return OD_OK;
+}
+
+static bool top_key_ok(const char *const *keys, const char *key, size_t klen)
+{
+    for (; *keys; keys++)
+        if (strlen(*keys) == klen && !memcmp(*keys, key, klen))
+            return true;
+    return false;
+}
+
+/* An unknown top-level field, named before its value costs anything. */
+static od_status unknown_field(parser *P, const char *key)
+{
+    char list[256] = "";
+    size_t n = 0;
+    for (const char *const *k = P->lim->top_keys; *k && n < sizeof list; k++)
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", *k);
+    return od_error_set(P->err, OD_EINVAL, "unknown field '%.64s' (expected %s)", key, list);
 }
 
 static od_status parse_object(parser *P, json_t **out)
@@ -656,6 +675,22 @@ static od_status parse_object(parser *P, json_t **out)
             if (key != kbuf)
                 free(key);
             st = perr(P, "expected ':' after an object key");
+            goto fail;
+        }
+        if (P->depth == 1 && P->lim->top_keys && !top_key_ok(P->lim->top_keys, key, klen)) {
+            st = unknown_field(P, key);
+            if (key != kbuf)
+                free(key);
+            goto fail;
+        }
+        /* A repeated key would make jansson free the first value while the
+         * document's side tables (binary tensors, numeric arrays) still
+         * point into it: refuse it, as RFC 8259 allows and Python's
+         * json.loads(object_pairs_hook) users expect. */
+        if (json_object_getn(obj, key, klen)) {
+            st = perr(P, "duplicate key '%.64s' in an object", key);
+            if (key != kbuf)
+                free(key);
             goto fail;
         }
         P->p++;
@@ -777,6 +812,13 @@ fail:
 
 static od_status parse_value(parser *P, json_t **out)
 {
+    /* Each value costs a jansson node (~100 bytes for "{}"): bound them so
+     * the heap a request makes stays proportional to a fixed budget. */
+    if (P->lim->max_values && ++P->values > P->lim->max_values)
+        return od_error_set(P->err, OD_ETOOLARGE,
+                            "the request holds more than %lld JSON values outside tensor \"data\" "
+                            "arrays (--max-json-values)",
+                            (long long)P->lim->max_values);
     skip_ws(P);
     if (P->p >= P->end)
         return perr(P, "unexpected end of input");
@@ -869,10 +911,13 @@ void od_json_doc_free(od_json_doc *doc)
         return;
     json_decref(doc->root);
     for (int i = 0; i < doc->narrs; i++) {
+        json_decref(doc->arrs[i].ph);
         free(doc->arrs[i].data);
         free(doc->arrs[i].error);
     }
     free(doc->arrs);
+    for (int i = 0; i < doc->nbin; i++)
+        json_decref(doc->binobjs[i]);
     free(doc->binobjs);
     free(doc->binoff);
     free(doc->binsize);
@@ -948,25 +993,24 @@ od_status od_json_attach_binary(od_json_doc *doc, od_blob *blob, size_t offset, 
 
 od_proto_limits od_proto_default_limits(void)
 {
-    od_proto_limits l = {.max_depth = 64, .max_rank = OD_MAX_DIMS, .max_elements = (int64_t)1 << 28};
+    od_proto_limits l = {.max_depth = 64,
+                         .max_rank = OD_MAX_DIMS,
+                         .max_elements = (int64_t)1 << 28,
+                         .max_values = 65536};
     return l;
 }
 
 /* ---- blobs --------------------------------------------------------------- */
 
-/* The CPU allocator's blocks are 64-byte aligned; big ones are cached. */
+/* The CPU allocator's blocks are 64-byte aligned; big ones are cached.
+ * Not cleared: a body is written as it arrives and read only up to len. */
 static void *blob_alloc(size_t bytes)
 {
-    const od_allocator *a = od_cpu_allocator();
     od_error e;
-    return a->alloc(a->ctx, 0, bytes, &e);
+    return od_cpu_alloc_uninit(bytes, &e);
 }
 
-static void blob_free(void *p, size_t bytes)
-{
-    const od_allocator *a = od_cpu_allocator();
-    a->free(a->ctx, 0, p, bytes);
-}
+static void blob_free(void *p, size_t bytes) { od_cpu_free(p, bytes); }
 
 od_blob *od_blob_new(size_t cap, size_t align_at)
 {

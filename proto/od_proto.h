@@ -29,11 +29,15 @@
 /* ==== growable output buffer ============================================== */
 
 /* A byte buffer for building responses. An allocation failure sets oom and
- * turns later appends into no-ops, so callers check once at the end. */
+ * turns later appends into no-ops, so callers check once at the end.
+ * limit (0: none) bounds len: growing past it sets over (and oom), so an
+ * encoder never builds more than the response cap allows. */
 typedef struct od_buf {
     char *data; /* owned; NUL-terminated when len < cap */
     size_t len, cap;
+    size_t limit;
     bool oom;
+    bool over; /* oom because limit was reached, not because malloc failed */
 } od_buf;
 
 void od_buf_init(od_buf *b);
@@ -101,9 +105,13 @@ typedef struct od_proto_limits {
     int max_depth;        /* JSON nesting (objects and arrays) */
     int max_rank;         /* tensor rank, <= OD_MAX_DIMS */
     int64_t max_elements; /* elements of one tensor */
+    int64_t max_values;   /* JSON values built outside tensor "data" (0: no limit) */
+    /* The fields a top-level object may have (NULL-terminated; NULL: any):
+     * an unknown one is refused before its value is built. */
+    const char *const *top_keys;
 } od_proto_limits;
 
-/* 64, OD_MAX_DIMS, 1 << 28. */
+/* 64, OD_MAX_DIMS, 1 << 28, 65536, any top-level key. */
 od_proto_limits od_proto_default_limits(void);
 
 /* ==== blobs: the request body =============================================== */
@@ -134,7 +142,7 @@ bool od_blob_grow(od_blob *b, size_t need);
 typedef struct od_json_doc od_json_doc;
 
 /* Parses text[0..len) (borrowed; never read past len, never written).
- * Strict JSON (RFC 8259, UTF-8 validated, no \u0000),
+ * Strict JSON (RFC 8259, UTF-8 validated, no \u0000, no key twice in an object),
  * nesting capped at lim->max_depth. Numeric arrays under a "data" key are
  * decoded straight into tensor buffers (in the sibling "dtype"/"datatype"
  * when it comes first), without jansson values; such an array may also hold

@@ -14,7 +14,7 @@
 enum { OD_NA_BOOL = 0, OD_NA_INT = 1, OD_NA_FLOAT = 2 };
 
 typedef struct od_numarr {
-    json_t *ph;        /* placeholder in the tree (borrowed from it) */
+    json_t *ph;        /* placeholder in the tree (a reference of its own) */
     void *data;        /* malloc'd elements; NULL once a tensor took it */
     bool typed;        /* elements are already of dtype */
     od_dtype dtype;    /* typed: the declared dtype */
@@ -29,7 +29,7 @@ struct od_json_doc {
     json_t *root;
     od_numarr *arrs;
     int narrs, carrs;
-    json_t **binobjs; /* objects with parameters.binary_data_size, document order */
+    json_t **binobjs; /* objects with parameters.binary_data_size, document order; owned refs */
     int nbin, cbin;
     size_t *binoff, *binsize; /* after od_json_attach_binary */
     od_blob *blob;            /* borrowed (retained by tensors that use it) */

@@ -26,7 +26,8 @@ od_proto_limits od_limits(void)
 {
     od_proto_limits l = {.max_depth = od_cfg.max_json_depth,
                          .max_rank = od_cfg.max_rank,
-                         .max_elements = od_cfg.max_elements};
+                         .max_elements = od_cfg.max_elements,
+                         .max_values = od_cfg.max_json_values};
     return l;
 }
 
@@ -410,6 +411,21 @@ static json_t *find_sel(json_t *sel, const char *name)
     return NULL;
 }
 
+/* Whether return k is in the response, and as binary data or JSON. */
+static bool output_selected(const od_schema *s, json_t *sel, int k, bool bin_default, bool *binary)
+{
+    json_t *o = NULL;
+    if (sel) {
+        char nm[128];
+        od_proto_return_name(s, k, nm, sizeof nm);
+        if (!(o = find_sel(sel, nm)))
+            return false;
+    }
+    json_t *bd = json_object_get(json_object_get(o, "parameters"), "binary_data");
+    *binary = json_is_boolean(bd) ? json_is_true(bd) : bin_default;
+    return true;
+}
+
 od_status od_encode_outputs(od_buf *b, od_srv_call *c, json_t *sel, bool bin_default, bool oip,
                             od_tensor **bin, int *nbin, od_error *err)
 {
@@ -446,18 +462,40 @@ od_status od_encode_outputs(od_buf *b, od_srv_call *c, json_t *sel, bool bin_def
                                     "outputs[%zu].parameters.binary_data must be true or false", i);
         }
     }
+    /* The cap covers the response as sent: first a lower bound on its
+     * size from the shapes alone (a view can name 2^62 elements), then the
+     * buffer's own limit while the JSON is written. */
+    size_t cap = od_cfg.max_output_bytes ? od_cfg.max_output_bytes : SIZE_MAX;
+    size_t least = 0, bin_bytes = 0;
+    for (int k = 0; k < c->stack.nrets; k++) {
+        bool binary;
+        const od_value *v = &c->stack.rets[k];
+        if (!output_selected(s, sel, k, bin_default, &binary) || v->tag != OD_T_TENSOR || !v->u.t)
+            continue;
+        size_t n = (size_t)od_tensor_numel(v->u.t), need;
+        if (binary)
+            need = od_tensor_nbytes(v->u.t); /* saturates at SIZE_MAX */
+        else if (__builtin_mul_overflow(n, (size_t)2, &need)) /* "0," per element at least */
+            need = SIZE_MAX;
+        if (binary)
+            bin_bytes = need > SIZE_MAX - bin_bytes ? SIZE_MAX : bin_bytes + need;
+        least = need > SIZE_MAX - least ? SIZE_MAX : least + need;
+    }
+    if (least > cap)
+        return od_error_set(err, OD_ETOOLARGE,
+                            "the response would hold at least %zu bytes of tensor data, more than "
+                            "the output limit of %zu bytes (--max-output-bytes)",
+                            least, cap);
+    if (cap != SIZE_MAX)
+        b->limit = cap - bin_bytes;
     od_buf_puts(b, "\"outputs\":[");
     bool first = true;
     for (int k = 0; k < c->stack.nrets; k++) {
         char nm[128];
         od_proto_return_name(s, k, nm, sizeof nm);
-        json_t *o = sel ? find_sel(sel, nm) : NULL;
-        if (sel && !o)
+        bool binary;
+        if (!output_selected(s, sel, k, bin_default, &binary))
             continue;
-        bool binary = bin_default;
-        json_t *bd = json_object_get(json_object_get(o, "parameters"), "binary_data");
-        if (json_is_boolean(bd))
-            binary = json_is_true(bd);
         const char *name = (oip || (k < s->nrets && s->rets[k].name)) ? nm : NULL;
         if (!first)
             od_buf_putc(b, ',');
@@ -480,6 +518,11 @@ od_status od_encode_outputs(od_buf *b, od_srv_call *c, json_t *sel, bool bin_def
         c->bytes_out += (int64_t)od_tensor_nbytes(t);
         if (!binary) {
             od_tensor_to_json(b, t, name, oip);
+            if (b->over)
+                return od_error_set(err, OD_ETOOLARGE,
+                                    "the JSON response grew past the output limit of %zu bytes "
+                                    "(--max-output-bytes); ask for binary outputs or a smaller result",
+                                    cap);
             continue;
         }
         od_tensor *bt = t;
@@ -495,5 +538,6 @@ od_status od_encode_outputs(od_buf *b, od_srv_call *c, json_t *sel, bool bin_def
         od_tensor_to_json_binary(b, t, name, oip);
     }
     od_buf_putc(b, ']');
+    b->limit = 0; /* what follows (the dispatch record) is small and bounded */
     return OD_OK;
 }

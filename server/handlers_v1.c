@@ -37,7 +37,9 @@ static od_status parse_call_body(od_req *r, call_req *q, od_error *err)
     memset(q, 0, sizeof *q);
     size_t jlen;
     const char *json = od_req_json(r, &jlen);
+    static const char *const fields[] = {"args", "kwargs", "device", "parameters", "outputs", "id", NULL};
     od_proto_limits lim = od_limits();
+    lim.top_keys = fields; /* refused before an unknown field's value is built */
     od_status st = od_json_parse(json, jlen, &lim, &q->doc, err);
     if (st != OD_OK)
         return st;

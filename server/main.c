@@ -37,12 +37,21 @@ static void usage(FILE *f)
             "  --max-output-bytes N        largest output a call may allocate, checked before\n"
             "                              allocating; 413 above [OD_MAX_OUTPUT_BYTES, 1G]\n"
             "  --max-json-depth N          deepest JSON nesting; 400 above [OD_MAX_JSON_DEPTH, 64]\n"
+            "  --max-json-values N         JSON values a request may hold outside tensor data;\n"
+            "                              413 above [OD_MAX_JSON_VALUES, 65536]\n"
+            "  --max-inflight-body-bytes N request bodies held at once, all connections together;\n"
+            "                              503 above [OD_MAX_INFLIGHT_BODY_BYTES, 2G]\n"
+            "  --call-workers N            operator calls run at once, on their own threads so\n"
+            "                              the HTTP threads keep answering [OD_CALL_WORKERS, cores]\n"
+            "  --max-call-seconds S        cancel a call still running after S seconds (checked\n"
+            "                              between kernel chunks); 504, 0 = none [OD_MAX_CALL_SECONDS, 60]\n"
             "  --max-connections N         open connections in all [OD_MAX_CONNECTIONS, 1024]\n"
             "  --max-connections-per-ip N  open connections per client address, 0 = no cap\n"
             "                              [OD_MAX_CONNECTIONS_PER_IP, 256]\n"
             "  --idle-timeout S            close a connection idle this long [OD_IDLE_TIMEOUT, 60]\n"
-            "  --request-timeout S         close a connection whose request body is not in after\n"
-            "                              S seconds, 0 = none [OD_REQUEST_TIMEOUT, 60]\n"
+            "  --request-timeout S         answer 408 and close when a request's headers and body\n"
+            "                              are not all in S seconds after it began, 0 = none\n"
+            "                              [OD_REQUEST_TIMEOUT, 60]\n"
             "  --drain-timeout S           on SIGTERM, wait at most S seconds for in-flight\n"
             "                              requests [OD_DRAIN_TIMEOUT, 30]\n"
             "  --default-device D          device of calls that name none: auto (CUDA when\n"
@@ -85,7 +94,7 @@ static bool parse_num(const char *s, unsigned long long *out)
 enum {
     O_HOST = 1, O_PORT, O_THREADS, O_MAX_BODY, O_MAX_RANK, O_MAX_ELEMS, O_MAX_OUT, O_MAX_DEPTH,
     O_MAX_CONN, O_MAX_CONN_IP, O_IDLE, O_REQ_TIMEOUT, O_DRAIN, O_DEVICE, O_LOG, O_NO_ACCESS,
-    O_HELP, O_VERSION
+    O_MAX_VALUES, O_MAX_INFLIGHT, O_CALL_WORKERS, O_MAX_CALL_S, O_HELP, O_VERSION
 };
 
 static const struct {
@@ -99,6 +108,8 @@ static const struct {
     {O_MAX_CONN_IP, "OD_MAX_CONNECTIONS_PER_IP"}, {O_IDLE, "OD_IDLE_TIMEOUT"},
     {O_REQ_TIMEOUT, "OD_REQUEST_TIMEOUT"}, {O_DRAIN, "OD_DRAIN_TIMEOUT"},
     {O_DEVICE, "OD_DEFAULT_DEVICE"}, {O_LOG, "OD_LOG_LEVEL"},
+    {O_MAX_VALUES, "OD_MAX_JSON_VALUES"}, {O_MAX_INFLIGHT, "OD_MAX_INFLIGHT_BODY_BYTES"},
+    {O_CALL_WORKERS, "OD_CALL_WORKERS"}, {O_MAX_CALL_S, "OD_MAX_CALL_SECONDS"},
 };
 
 /* Applies one option; returns false (after saying why) on a bad value. */
@@ -166,6 +177,16 @@ static bool apply(int id, const char *val, const char *src)
     case O_IDLE: od_cfg.idle_timeout_s = (unsigned)(v > 86400 ? 86400 : v); break;
     case O_REQ_TIMEOUT: od_cfg.request_timeout_s = (unsigned)(v > 86400 ? 86400 : v); break;
     case O_DRAIN: od_cfg.drain_timeout_s = (unsigned)(v > 86400 ? 86400 : v); break;
+    case O_MAX_VALUES: od_cfg.max_json_values = (int64_t)(v > (1ull << 40) ? (1ull << 40) : v); break;
+    case O_MAX_INFLIGHT: od_cfg.max_inflight_body_bytes = (size_t)v; break;
+    case O_CALL_WORKERS:
+        if (v < 1 || v > 1024) {
+            fprintf(stderr, "opdispatchd: %s: call workers must be 1..1024\n", src);
+            return false;
+        }
+        od_cfg.call_workers = (int)v;
+        break;
+    case O_MAX_CALL_S: od_cfg.max_call_seconds = (unsigned)(v > 86400 ? 86400 : v); break;
     case O_DEVICE: {
         od_device d;
         od_error e;
@@ -220,6 +241,10 @@ int main(int argc, char **argv)
         {"default-device", required_argument, 0, O_DEVICE},
         {"log-level", required_argument, 0, O_LOG},
         {"no-access-log", no_argument, 0, O_NO_ACCESS},
+        {"max-json-values", required_argument, 0, O_MAX_VALUES},
+        {"max-inflight-body-bytes", required_argument, 0, O_MAX_INFLIGHT},
+        {"call-workers", required_argument, 0, O_CALL_WORKERS},
+        {"max-call-seconds", required_argument, 0, O_MAX_CALL_S},
         {"help", no_argument, 0, O_HELP},
         {"version", no_argument, 0, O_VERSION},
         {0, 0, 0, 0},
@@ -279,8 +304,8 @@ int main(int argc, char **argv)
         od_log(OD_LOG_INFO, "CPU only: %s", why);
     else
         od_log(OD_LOG_INFO, "CUDA available; default device %s", od_cfg.default_device);
-    od_log(OD_LOG_INFO, "%d operators, %d worker threads, body cap %zu bytes", od_op_count(),
-           od_cfg.threads, od_cfg.max_body_bytes);
+    od_log(OD_LOG_INFO, "%d operators, %d HTTP threads, %d call workers, body cap %zu bytes",
+           od_op_count(), od_cfg.threads, od_cfg.call_workers, od_cfg.max_body_bytes);
     bool v6 = strchr(od_cfg.host, ':') != NULL;
     printf("opdispatchd %s listening on http://%s%s%s:%d/\n", OD_VERSION, v6 ? "[" : "", od_cfg.host,
            v6 ? "]" : "", port);

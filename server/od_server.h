@@ -36,6 +36,10 @@ typedef struct od_config {
     int64_t max_elements;
     size_t max_output_bytes;        /* per output allocation (checked before allocating) */
     int max_json_depth;
+    int64_t max_json_values;        /* JSON values outside tensor data, per request */
+    size_t max_inflight_body_bytes; /* bodies held at once, all requests (0: no cap) */
+    int call_workers;               /* threads that run operator calls */
+    unsigned max_call_seconds;      /* a call's time budget (0: none) */
     unsigned max_connections;
     unsigned max_connections_per_ip; /* 0: no per-IP cap */
     unsigned idle_timeout_s;

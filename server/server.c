@@ -51,6 +51,10 @@ void od_config_defaults(od_config *c)
     c->max_elements = (int64_t)1 << 28;
     c->max_output_bytes = (size_t)1 << 30;
     c->max_json_depth = 64;
+    c->max_json_values = 65536;
+    c->max_inflight_body_bytes = (size_t)2 << 30;
+    c->call_workers = c->threads;
+    c->max_call_seconds = 60;
     c->max_connections = 1024;
     c->max_connections_per_ip = 256;
     c->idle_timeout_s = 60;
@@ -230,8 +234,14 @@ void od_respond_buf(od_req *r, int status, const char *ctype, od_buf *b)
         return;
     }
     if (b->oom) {
+        bool over = b->over;
+        size_t limit = b->limit;
         od_buf_free(b);
-        od_respond_error(r, 507, "out_of_memory", "out of memory building the response");
+        if (over)
+            od_respond_error(r, 413, "too_large", "the response grew past its limit of %zu bytes",
+                             limit);
+        else
+            od_respond_error(r, 507, "out_of_memory", "out of memory building the response");
         return;
     }
     size_t len = 0;

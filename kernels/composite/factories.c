@@ -73,7 +73,13 @@ OD_CX_KERNEL(od_cea_factory)
     case OD_OPID_zeros: fill = od_int(0); break;
     case OD_OPID_ones: fill = od_int(1); break;
     case OD_OPID_full: fill = s->args[1]; break;
-    default: return od_cx_return1(s, out); /* empty: uninitialised */
+    default:
+        /* empty: CPU memory comes zeroed from the allocator; a device's
+         * cached block may hold another request's bytes, so clear it. */
+        if (out->device.type == OD_DEV_CPU || out->device.type == OD_DEV_META)
+            return od_cx_return1(s, out);
+        fill = od_int(0);
+        break;
     }
     od_value a[2] = {od_tensor_v(out), fill};
     od_stack fs;

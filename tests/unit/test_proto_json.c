@@ -86,7 +86,7 @@ Test(json, agrees_with_jansson_on_random_documents)
         od_buf_init(&b);
         gen_value(&b, 0);
         json_error_t je;
-        json_t *ref = json_loadb(b.data, b.len, JSON_DECODE_ANY, &je);
+        json_t *ref = json_loadb(b.data, b.len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
         CHECK(ref, "jansson rejects generated text %s: %s", b.data, je.text);
         od_json_doc *doc = NULL;
         od_error err;
@@ -114,7 +114,7 @@ Test(json, agrees_with_jansson_on_broken_documents)
             b.data[rnd() % len] = junk[rnd() % (sizeof junk - 1)]; /* one byte changed */
         }
         json_error_t je;
-        json_t *ref = json_loadb(b.data, len, JSON_DECODE_ANY, &je);
+        json_t *ref = json_loadb(b.data, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
         od_json_doc *doc = NULL;
         od_error err;
         /* an exactly sized copy: under ASan any read past len is caught */
