@@ -125,10 +125,11 @@ static void *system_alloc(size_t bytes)
     void *p = NULL;
     if (posix_memalign(&p, ALIGN, bytes) != 0)
         return NULL;
-    memset(p, 0, bytes);
     return p;
 }
+#define FRESH_IS_ZERO 0
 #else
+#define FRESH_IS_ZERO 1
 static void system_free(void *p, size_t bytes) { munmap(p, bytes); }
 
 static void free_chain(block *b)
@@ -190,15 +191,17 @@ static void *cpu_alloc_impl(size_t nbytes, bool zero, od_error *err)
         }
         pthread_mutex_unlock(&cache.lock);
         p = b;
-        if (p && zero)
-            memset(p, 0, nbytes); /* the last user's bytes; beyond nbytes nobody reads */
+        bool dirty = p != NULL; /* the last user's bytes; beyond nbytes nobody reads */
         if (!p) {
             p = system_alloc(bytes);
             if (!p) { /* memory is short: give the cache back and try once more */
                 od_cpu_cache_empty();
                 p = system_alloc(bytes);
             }
+            dirty = !FRESH_IS_ZERO;
         }
+        if (p && zero && dirty)
+            memset(p, 0, nbytes);
     }
     if (!p) {
         od_error_set(err, OD_ENOMEM, "out of memory: failed to allocate %zu bytes on cpu", nbytes);

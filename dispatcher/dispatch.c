@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "od_dispatch.h"
+#include "od_parallel.h"
 
 #define OD_MAX_OPS 2048
 
@@ -513,6 +514,9 @@ od_status od_call_with_keys(const od_op *op, od_keyset ks, od_stack *s, od_error
     ks &= ~op->fallthrough;
     od_key k = od_ks_highest(ks);
     s->nrets = 0;
+    if (__builtin_expect(od_cancelled(), 0)) /* a composite stops at its next operator */
+        return od_error_set(err, OD_ETIMEOUT, "%s: cancelled (the call's time budget ran out)",
+                            op->qualname);
     if (__builtin_expect(op->prov[k] == OD_PROV_MISSING, 0))
         return od_error_no_kernel(op, k, err);
     if (__builtin_expect(t_tls.trace != NULL ||

@@ -68,6 +68,7 @@ const char *od_status_code(od_status st)
         [OD_ETOOLARGE] = "too_large",
         [OD_EDUPLICATE] = "duplicate",
         [OD_EFROZEN] = "registry_frozen",
+        [OD_ETIMEOUT] = "deadline_exceeded",
         [OD_EINTERNAL] = "internal",
     };
     return (unsigned)st < OD_NUM_STATUS && codes[st] ? codes[st] : "internal";

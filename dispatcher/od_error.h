@@ -25,6 +25,7 @@ typedef enum od_status {
     OD_ETOOLARGE,    /* a configured limit would be exceeded                  */
     OD_EDUPLICATE,   /* duplicate definition or registration                  */
     OD_EFROZEN,      /* registration after the registry was frozen            */
+    OD_ETIMEOUT,     /* the call ran past its time budget and was cancelled   */
     OD_EINTERNAL,    /* a bug or an unexpected library failure                */
     OD_NUM_STATUS
 } od_status;

@@ -38,6 +38,18 @@ int od_get_num_threads(void);
 void od_set_num_threads(int n);
 /* True on a pool worker and on a thread inside its own parallel region. */
 bool od_in_parallel_region(void);
+/* A time budget for the calling thread's loops: deadline_ns on the
+ * CLOCK_MONOTONIC clock, UINT64_MAX for none but still cancellable by
+ * od_cancel_all, 0 to clear. With one set, od_parallel_for starts no chunk
+ * after it (it cuts loops finer to make that prompt) and od_cancelled()
+ * turns true; results of a cancelled loop are incomplete. Also clears the
+ * cancelled state. */
+void od_set_deadline(uint64_t deadline_ns);
+/* True once the calling thread's deadline has passed (sticky until the next
+ * od_set_deadline). Always false without a deadline. */
+bool od_cancelled(void);
+/* Every thread with a deadline counts as past it from now on (shutdown). */
+void od_cancel_all(void);
 /* Stops and joins the workers, waiting for a running region to end
  * (idempotent; the pool restarts on next use; a no-op inside a region). */
 void od_parallel_shutdown(void);

@@ -16,12 +16,17 @@
  *    od_parallel_for on a worker runs serially.
  *  - After fork() the child starts with an empty pool (its workers do not
  *    exist there).
+ *  - A thread with a deadline (od_set_deadline) has its loops cut into at
+ *    least CANCEL_SLICES chunks per thread, and no chunk starts after the
+ *    deadline: a cancelled loop stops within one chunk, and od_cancelled()
+ *    tells the caller its results are incomplete.
  */
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "od_parallel.h"
@@ -44,6 +49,8 @@ static struct {
     range_fn fn;
     void *ctx;
     int64_t n, chunk, nchunks;
+    uint64_t deadline; /* the caller's (0: none) */
+    atomic_bool cancelled;
     atomic_int_fast64_t next;
     int wanted, running;
 } pool = {
@@ -55,6 +62,62 @@ static struct {
 
 static atomic_int configured_threads; /* 0: default */
 static _Thread_local bool in_region;
+
+/* ---- deadlines ---- */
+
+#define CANCEL_SLICES 16
+static _Thread_local uint64_t t_deadline; /* 0: none */
+static _Thread_local bool t_cancelled;
+static atomic_bool g_cancel_all;
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static bool past(uint64_t deadline)
+{
+    if (!deadline)
+        return false;
+    if (atomic_load_explicit(&g_cancel_all, memory_order_relaxed))
+        return true;
+    return deadline != UINT64_MAX && mono_ns() >= deadline;
+}
+
+void od_set_deadline(uint64_t deadline_ns)
+{
+    t_deadline = deadline_ns;
+    t_cancelled = false;
+}
+
+bool od_cancelled(void)
+{
+    if (!t_cancelled && past(t_deadline))
+        t_cancelled = true;
+    return t_cancelled;
+}
+
+void od_cancel_all(void) { atomic_store(&g_cancel_all, true); }
+
+/* fn over [0, n) on this thread; in slices that each check the deadline
+ * when there is one. */
+static void run_serial(range_fn fn, void *ctx, int64_t n, int64_t grain)
+{
+    if (!t_deadline) {
+        fn(ctx, 0, n);
+        return;
+    }
+    int64_t chunk = n / CANCEL_SLICES + 1;
+    if (chunk < grain)
+        chunk = grain;
+    for (int64_t b = 0; b < n; b += chunk) {
+        if (od_cancelled())
+            return;
+        fn(ctx, b, n - b > chunk ? b + chunk : n);
+    }
+}
 
 static int default_threads(void)
 {
@@ -93,12 +156,18 @@ int od_get_num_threads(void)
 
 bool od_in_parallel_region(void) { return in_region; }
 
-static void run_chunks(range_fn fn, void *ctx, int64_t n, int64_t chunk, int64_t nchunks)
+static void run_chunks(range_fn fn, void *ctx, int64_t n, int64_t chunk, int64_t nchunks,
+                       uint64_t deadline)
 {
     for (;;) {
         int64_t c = atomic_fetch_add_explicit(&pool.next, 1, memory_order_relaxed);
         if (c >= nchunks)
             return;
+        if (deadline && past(deadline)) {
+            atomic_store_explicit(&pool.cancelled, true, memory_order_relaxed);
+            atomic_store_explicit(&pool.next, nchunks, memory_order_relaxed);
+            return;
+        }
         int64_t begin = c * chunk;
         int64_t end = n - begin > chunk ? begin + chunk : n;
         fn(ctx, begin, end);
@@ -124,8 +193,9 @@ static void *worker_main(void *arg)
         range_fn fn = pool.fn;
         void *ctx = pool.ctx;
         int64_t n = pool.n, chunk = pool.chunk, nchunks = pool.nchunks;
+        uint64_t deadline = pool.deadline;
         pthread_mutex_unlock(&pool.m);
-        run_chunks(fn, ctx, n, chunk, nchunks);
+        run_chunks(fn, ctx, n, chunk, nchunks, deadline);
         pthread_mutex_lock(&pool.m);
         if (--pool.running == 0)
             pthread_cond_signal(&pool.done);
@@ -211,7 +281,7 @@ od_status od_parallel_for(int64_t n, int64_t grain, range_fn fn, void *ctx)
     if (useful < threads)
         threads = (int)useful;
     if (threads <= 1 || in_region || pthread_mutex_trylock(&pool.region) != 0) {
-        fn(ctx, 0, n);
+        run_serial(fn, ctx, n, grain);
         return OD_OK;
     }
     int need = od_get_num_threads() - 1;
@@ -222,16 +292,21 @@ od_status od_parallel_for(int64_t n, int64_t grain, range_fn fn, void *ctx)
     int wanted = threads - 1 < pool.nworkers ? threads - 1 : pool.nworkers;
     if (wanted <= 0) {
         pthread_mutex_unlock(&pool.region);
-        fn(ctx, 0, n);
+        run_serial(fn, ctx, n, grain);
         return OD_OK;
     }
-    int64_t chunk = n / (wanted + 1) + (n % (wanted + 1) != 0);
+    int64_t slices = (int64_t)(wanted + 1) * (t_deadline ? CANCEL_SLICES : 1);
+    int64_t chunk = n / slices + (n % slices != 0);
+    if (chunk < grain && t_deadline)
+        chunk = grain;
     pthread_mutex_lock(&pool.m);
     pool.fn = fn;
     pool.ctx = ctx;
     pool.n = n;
     pool.chunk = chunk;
     pool.nchunks = n / chunk + (n % chunk != 0);
+    pool.deadline = t_deadline;
+    atomic_store(&pool.cancelled, false);
     atomic_store(&pool.next, 0);
     pool.wanted = wanted;
     pool.running = wanted;
@@ -240,12 +315,14 @@ od_status od_parallel_for(int64_t n, int64_t grain, range_fn fn, void *ctx)
     pthread_mutex_unlock(&pool.m);
 
     in_region = true;
-    run_chunks(fn, ctx, n, chunk, pool.nchunks);
+    run_chunks(fn, ctx, n, chunk, pool.nchunks, pool.deadline);
     in_region = false;
 
     pthread_mutex_lock(&pool.m);
     while (pool.running > 0)
         pthread_cond_wait(&pool.done, &pool.m);
+    if (atomic_load(&pool.cancelled))
+        t_cancelled = true;
     pthread_mutex_unlock(&pool.m);
     pthread_mutex_unlock(&pool.region);
     return OD_OK;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "od_parallel.h"
 #include "od_server.h"
 #include "od_stats.h"
 #ifdef OD_HAVE_CUDA
@@ -234,7 +235,21 @@ od_status od_call_run(od_srv_call *c)
     struct od_trace *prev_trace = tls->trace;
     memset(&c->trace, 0, sizeof c->trace);
     tls->trace = &c->trace;
+    od_set_deadline(od_cfg.max_call_seconds
+                        ? od_now_ns() + (uint64_t)od_cfg.max_call_seconds * 1000000000u
+                        : UINT64_MAX); /* no budget, but shutdown may still cancel it */
     st = od_call(c->op, &c->stack, &c->err);
+    if (od_cancelled()) { /* outputs are incomplete: drop them */
+        od_stack_release_rets(&c->stack);
+        st = od_error_set(&c->err, OD_ETIMEOUT,
+                          "%s ran past its time budget of %u s (--max-call-seconds) and was "
+                          "cancelled",
+                          od_op_name(c->op), od_cfg.max_call_seconds);
+        if (atomic_load(&od_draining))
+            od_error_set(&c->err, OD_EUNAVAIL, "%s was cancelled: the server is shutting down",
+                         od_op_name(c->op));
+    }
+    od_set_deadline(0);
     tls->trace = prev_trace;
     od_set_alloc_limit(prev_limit);
     c->t_called = od_now_ns();

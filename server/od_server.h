@@ -66,8 +66,21 @@ int od_server_start(int *bound_port);
 void od_server_quiesce(void);
 /* Requests received and not yet completed. */
 long od_server_inflight(void);
-/* Closes every connection and joins the worker threads. */
+/* Cancels running calls, joins the call workers, closes every connection
+ * and joins the I/O threads. */
 void od_server_stop(void);
+
+/* ---- call workers (workers.c) --------------------------------------------- */
+
+/* Starts n threads and a queue of cap jobs. 0, or -1 when none started. */
+int od_workers_start(int n, size_t cap);
+/* Queues fn(arg) (arg: borrowed until fn runs); false when stopping or full. */
+bool od_workers_submit(void (*fn)(void *arg), void *arg);
+bool od_workers_stopping(void);
+/* Jobs waiting and running now (for /metrics). */
+void od_workers_load(long *queued, long *running);
+/* Runs what is queued, joins the threads. */
+void od_workers_stop(void);
 
 /* ---- requests ----------------------------------------------------------- */
 
@@ -90,8 +103,14 @@ typedef struct od_req {
     bool binary;                       /* Inference-Header-Content-Length given */
     size_t hdr_len;
     bool too_large;
+    bool busy;                         /* past the in-flight body budget: 503 */
+    size_t body_reserved;              /* this request's share of that budget */
     /* answer */
     bool responded;
+    bool failed;                       /* no answer could be made: close */
+    bool async;                        /* the handler runs on a call worker */
+    struct MHD_Response *stash;        /* its answer, queued after the resume */
+    int stash_status;
     int status;
     size_t resp_bytes;
     /* what the access log and statistics need */

@@ -12,6 +12,23 @@
  *    the rest is discarded and the answer is 413.
  *  - Statistics for a request are recorded before its answer is queued, so
  *    a client that reads /v1/stats after its answer sees its call.
+ *  - Routes that run operator calls (BODY_CALL) never run on an I/O thread:
+ *    the connection is suspended, a call worker runs the handler, which
+ *    stashes its answer in the request (r->async), and resumes it; the I/O
+ *    thread then queues the stashed answer. So health checks and metrics
+ *    are answered while kernels run.
+ *  - Every connection is tracked from accept to close (NOTIFY_CONNECTION)
+ *    with the phase it is in: waiting for a request line, receiving a
+ *    request (request line to last body byte), or working on it. The reaper
+ *    thread answers 408 and shuts down a connection whose request is not all
+ *    in within --request-timeout, and shuts down one that sends no complete
+ *    request line within the larger of that and --idle-timeout: a trickle of
+ *    header bytes cannot hold a slot. The tracking list's lock is also held
+ *    by the CLOSED callback, which MHD runs before it closes the socket, so
+ *    the reaper never writes to a descriptor that was reused.
+ *  - The bytes reserved for request bodies, all connections together, stay
+ *    within --max-inflight-body-bytes: a request that would pass it gets 503
+ *    before anything is allocated for it.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -21,16 +38,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "od_parallel.h"
 #include "od_server.h"
 #include "od_stats.h"
 
 od_config od_cfg;
 atomic_bool od_draining;
 static atomic_long g_inflight;
+static atomic_size_t g_body_bytes; /* reserved for bodies of requests in flight */
 
 uint64_t od_now_ns(void)
 {
@@ -111,7 +131,7 @@ void od_log(od_log_level lvl, const char *fmt, ...)
 
 #define BODY_NONE ((size_t)4096)   /* GETs may carry a small body; it is ignored */
 #define BODY_SMALL ((size_t)65536)
-#define BODY_MAX SIZE_MAX          /* the configured max_body_bytes */
+#define BODY_CALL SIZE_MAX         /* the configured max_body_bytes; runs calls on the workers */
 
 typedef struct route {
     const char *method;
@@ -125,8 +145,8 @@ static const route routes[] = {
     {"GET", "/", od_h_index, BODY_NONE, "GET /"},
     {"GET", "/v1/ops", od_h_ops_list, BODY_NONE, "GET /v1/ops"},
     {"GET", "/v1/ops/{op}", od_h_op_detail, BODY_NONE, "GET /v1/ops/{op}"},
-    {"POST", "/v1/ops/{op}", od_h_op_call, BODY_MAX, "POST /v1/ops/{op}"},
-    {"POST", "/v1/ops/{op}/explain", od_h_op_explain, BODY_MAX, "POST /v1/ops/{op}/explain"},
+    {"POST", "/v1/ops/{op}", od_h_op_call, BODY_CALL, "POST /v1/ops/{op}"},
+    {"POST", "/v1/ops/{op}/explain", od_h_op_explain, BODY_CALL, "POST /v1/ops/{op}/explain"},
     {"GET", "/v1/keys", od_h_keys, BODY_NONE, "GET /v1/keys"},
     {"GET", "/v1/devices", od_h_devices, BODY_NONE, "GET /v1/devices"},
     {"GET", "/v1/stats", od_h_stats, BODY_NONE, "GET /v1/stats"},
@@ -148,8 +168,8 @@ static const route routes[] = {
     {"GET", "/v2/models/{op}/stats", od_h_v2_model_stats, BODY_NONE, "GET /v2/models/{op}/stats"},
     {"GET", "/v2/models/{op}/versions/{v}/stats", od_h_v2_model_stats, BODY_NONE,
      "GET /v2/models/{op}/stats"},
-    {"POST", "/v2/models/{op}/infer", od_h_v2_infer, BODY_MAX, "POST /v2/models/{op}/infer"},
-    {"POST", "/v2/models/{op}/versions/{v}/infer", od_h_v2_infer, BODY_MAX,
+    {"POST", "/v2/models/{op}/infer", od_h_v2_infer, BODY_CALL, "POST /v2/models/{op}/infer"},
+    {"POST", "/v2/models/{op}/versions/{v}/infer", od_h_v2_infer, BODY_CALL,
      "POST /v2/models/{op}/infer"},
 };
 #define NROUTES ((int)(sizeof routes / sizeof routes[0]))
@@ -210,21 +230,35 @@ static void record_route(od_req *r)
     od_stats_route(r->route, r->status, od_now_ns() - r->t0);
 }
 
+static void queue_now(od_req *r, int status, struct MHD_Response *resp)
+{
+    if (MHD_queue_response(r->conn, (unsigned)status, resp) != MHD_YES)
+        od_log(OD_LOG_WARN, "%s %s: could not queue the response", r->method, r->path);
+    MHD_destroy_response(resp);
+}
+
 static void queue(od_req *r, int status, struct MHD_Response *resp, size_t bytes)
 {
-    if (!resp) {
-        od_log(OD_LOG_ERROR, "cannot create a response (out of memory)");
-        return;
-    }
     r->responded = true;
     r->status = status;
+    if (!resp) {
+        /* no answer can be made: the connection is closed instead (the
+         * request is over either way, so nothing reads its state again) */
+        od_log(OD_LOG_ERROR, "cannot create a response (out of memory)");
+        r->failed = true;
+        record_route(r);
+        return;
+    }
     r->resp_bytes = bytes;
     record_route(r);
     if (atomic_load_explicit(&od_draining, memory_order_relaxed))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close"); /* let keep-alive clients go */
-    if (MHD_queue_response(r->conn, (unsigned)status, resp) != MHD_YES)
-        od_log(OD_LOG_WARN, "%s %s: could not queue the response", r->method, r->path);
-    MHD_destroy_response(resp);
+    if (r->async) { /* on a call worker: the I/O thread queues it after the resume */
+        r->stash = resp;
+        r->stash_status = status;
+        return;
+    }
+    queue_now(r, status, resp);
 }
 
 void od_respond_buf(od_req *r, int status, const char *ctype, od_buf *b)
@@ -302,6 +336,8 @@ static void respond_error_msg(od_req *r, int status, const char *code, const cha
         }
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
     }
+    if (status == 503 && r->busy)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (status == 413 || status == 408 || (r->body_cap && r->too_large))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     queue(r, status, resp, len);
@@ -390,6 +426,141 @@ const char *od_req_header(od_req *r, const char *name)
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
 
+/* ---- connection tracking and the reaper ----------------------------------------- */
+
+enum { PH_WAIT, PH_RECV, PH_WORK };
+
+typedef struct conn_track {
+    struct conn_track *prev, *next;
+    int fd;
+    int phase;
+    uint64_t since; /* when the phase began */
+    bool killed;
+} conn_track;
+
+static struct {
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+    conn_track *head;
+    bool stop;
+    pthread_t thread;
+    bool running;
+} T = {.m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static conn_track *track_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static void set_phase(struct MHD_Connection *c, int phase)
+{
+    conn_track *t = track_of(c);
+    if (!t)
+        return;
+    pthread_mutex_lock(&T.m);
+    t->phase = phase;
+    t->since = od_now_ns();
+    pthread_mutex_unlock(&T.m);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    (void)cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        conn_track *t = calloc(1, sizeof *t);
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!t || !ci) { /* untracked: MHD's idle timeout still applies */
+            free(t);
+            return;
+        }
+        t->fd = ci->connect_fd;
+        t->phase = PH_WAIT;
+        t->since = od_now_ns();
+        pthread_mutex_lock(&T.m);
+        t->next = T.head;
+        if (T.head)
+            T.head->prev = t;
+        T.head = t;
+        pthread_mutex_unlock(&T.m);
+        *socket_context = t;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
+        conn_track *t = *socket_context;
+        pthread_mutex_lock(&T.m);
+        if (t->prev)
+            t->prev->next = t->next;
+        else
+            T.head = t->next;
+        if (t->next)
+            t->next->prev = t->prev;
+        pthread_mutex_unlock(&T.m);
+        free(t);
+        *socket_context = NULL;
+    }
+}
+
+/* The request line is in: the request's clock starts. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)cls;
+    (void)uri;
+    set_phase(c, PH_RECV);
+    return NULL;
+}
+
+static void send_408(int fd, unsigned secs)
+{
+    char body[256], msg[512];
+    int bl = snprintf(body, sizeof body,
+                      "{\"error\":{\"code\":\"request_timeout\",\"message\":\"the request was not "
+                      "received within %u s (--request-timeout)\"}}",
+                      secs);
+    int n = snprintf(msg, sizeof msg,
+                     "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: "
+                     "application/json\r\nContent-Length: %d\r\n\r\n%s",
+                     bl, body);
+    if (n > 0 && n < (int)sizeof msg)
+        (void)send(fd, msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL); /* best effort */
+}
+
+static void *reaper_main(void *unused)
+{
+    (void)unused;
+    pthread_mutex_lock(&T.m);
+    while (!T.stop) {
+        uint64_t now = od_now_ns();
+        uint64_t recv_ns = (uint64_t)od_cfg.request_timeout_s * 1000000000u;
+        unsigned wait_s = od_cfg.request_timeout_s > od_cfg.idle_timeout_s ? od_cfg.request_timeout_s
+                                                                           : od_cfg.idle_timeout_s;
+        uint64_t wait_ns = (uint64_t)wait_s * 1000000000u;
+        for (conn_track *t = T.head; t; t = t->next) {
+            if (t->killed || t->phase == PH_WORK)
+                continue;
+            uint64_t limit = t->phase == PH_RECV ? recv_ns : wait_ns;
+            if (!limit || now - t->since <= limit)
+                continue;
+            if (t->phase == PH_RECV)
+                send_408(t->fd, od_cfg.request_timeout_s);
+            od_log(OD_LOG_WARN, "closing a connection that %s within %u s", t->phase == PH_RECV
+                   ? "did not send its whole request" : "sent no complete request line",
+                   t->phase == PH_RECV ? od_cfg.request_timeout_s : wait_s);
+            shutdown(t->fd, SHUT_RDWR); /* MHD sees the end of the stream and closes it */
+            t->killed = true;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 250 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&T.cv, &T.m, &ts);
+    }
+    pthread_mutex_unlock(&T.m);
+    return NULL;
+}
+
 /* ---- lifecycle ----------------------------------------------------------------- */
 
 static bool parse_size(const char *s, size_t *out)
@@ -450,6 +621,22 @@ static void client_ip(struct MHD_Connection *c, char *buf, size_t cap)
         inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, buf, (socklen_t)cap);
 }
 
+/* Raises the request's share of the in-flight body budget to total bytes;
+ * false (and nothing reserved) when that would pass the cap. */
+static bool body_reserve(od_req *r, size_t total)
+{
+    if (total <= r->body_reserved)
+        return true;
+    size_t add = total - r->body_reserved, cap = od_cfg.max_inflight_body_bytes;
+    size_t cur = atomic_fetch_add(&g_body_bytes, add);
+    if (cap && (cur + add > cap || cur + add < cur)) {
+        atomic_fetch_sub(&g_body_bytes, add);
+        return false;
+    }
+    r->body_reserved = total;
+    return true;
+}
+
 /* First call: route, method, limits. Returns false when it answered. */
 static bool begin_request(od_req *r, const char *url, const char *method)
 {
@@ -492,7 +679,7 @@ static bool begin_request(od_req *r, const char *url, const char *method)
         return false;
     }
     const route *rt = &routes[r->route];
-    r->body_cap = rt->body_cap == BODY_MAX ? od_cfg.max_body_bytes : rt->body_cap;
+    r->body_cap = rt->body_cap == BODY_CALL ? od_cfg.max_body_bytes : rt->body_cap;
     const char *cl = od_req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl) {
         if (!parse_size(cl, &r->content_length)) {
@@ -540,12 +727,42 @@ static bool begin_request(od_req *r, const char *url, const char *method)
     size_t cap = r->has_cl ? r->content_length : 16384;
     if (cap > r->body_cap)
         cap = r->body_cap;
+    if (!body_reserve(r, cap)) {
+        r->busy = true;
+        od_log(OD_LOG_WARN, "%s %s from %s: %zu-byte body refused, %zu bytes of bodies in flight "
+               "(--max-inflight-body-bytes %zu)", r->method, r->path, req_ip(r), cap,
+               atomic_load(&g_body_bytes), od_cfg.max_inflight_body_bytes);
+        od_respond_error(r, 503, "unavailable",
+                         "the server holds its limit of request bodies in flight; retry shortly");
+        return false;
+    }
+    /* Not touched until bytes arrive (a fresh block is untouched memory), so
+     * a client that claims a large body and sends nothing costs no RSS. */
     r->body = od_blob_new(cap, r->binary ? r->hdr_len : 0);
     if (!r->body) {
         od_respond_error(r, 507, "out_of_memory", "cannot allocate %zu bytes for the body", cap);
         return false;
     }
     return true;
+}
+
+static void run_handler(od_req *r)
+{
+    routes[r->route].handler(r);
+    if (!r->responded)
+        od_respond_error(r, 500, "internal", "the handler gave no answer");
+}
+
+/* A call worker's job: the handler, then hand the connection back. */
+static void run_on_worker(void *arg)
+{
+    od_req *r = arg;
+    struct MHD_Connection *conn = r->conn;
+    if (od_workers_stopping() && atomic_load(&od_draining))
+        od_respond_error(r, 503, "unavailable", "shutting down: the call was not started");
+    else
+        run_handler(r);
+    MHD_resume_connection(conn); /* r belongs to the I/O thread from here on */
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -564,39 +781,55 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->t0 = od_now_ns();
         *con_cls = r;
         begin_request(r, url, method);
+        return r->failed ? MHD_NO : MHD_YES;
+    }
+    if (r->stash) { /* back from a call worker with its answer */
+        struct MHD_Response *resp = r->stash;
+        r->stash = NULL;
+        queue_now(r, r->stash_status, resp);
         return MHD_YES;
     }
+    if (r->failed)
+        return MHD_NO;
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (r->responded || r->too_large)
+        if (r->responded || r->too_large || r->busy)
             return MHD_YES; /* discarding */
-        if (od_cfg.request_timeout_s &&
-            od_now_ns() - r->t0 > (uint64_t)od_cfg.request_timeout_s * 1000000000u) {
-            r->status = 408;
-            od_log(OD_LOG_WARN, "%s %s from %s: body not received within %u s; closing", r->method,
-                   r->path, req_ip(r), od_cfg.request_timeout_s);
-            return MHD_NO; /* closes the connection */
-        }
         od_blob *b = r->body;
         if (n > r->body_cap - b->len) {
             r->too_large = true;
             return MHD_YES;
         }
-        if (b->len + n > b->cap && !od_blob_grow(b, b->len + n)) {
-            r->too_large = true;
-            return MHD_YES;
+        if (b->len + n > b->cap) {
+            size_t want = b->cap ? b->cap : 4096;
+            while (want < b->len + n && want <= SIZE_MAX / 2)
+                want *= 2;
+            if (!body_reserve(r, want)) {
+                r->busy = true;
+                return MHD_YES; /* discarding; 503 once it is all in */
+            }
+            if (!od_blob_grow(b, b->len + n)) {
+                r->too_large = true;
+                return MHD_YES;
+            }
         }
         memcpy(b->data + b->len, upload_data, n);
         b->len += n;
         b->data[b->len] = '\0';
         return MHD_YES;
     }
+    set_phase(conn, PH_WORK); /* all in: the reaper leaves it to the call's own budget */
     if (r->responded)
         return MHD_YES;
     if (r->too_large) {
         od_respond_error(r, 413, "too_large", "request body exceeds the limit of %zu bytes for %s",
                          r->body_cap, routes[r->route].name);
+        return MHD_YES;
+    }
+    if (r->busy) {
+        od_respond_error(r, 503, "unavailable",
+                         "the server holds its limit of request bodies in flight; retry shortly");
         return MHD_YES;
     }
     if (r->binary && r->hdr_len > r->body->len) {
@@ -605,9 +838,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                          r->hdr_len, r->body->len);
         return MHD_YES;
     }
-    routes[r->route].handler(r);
-    if (!r->responded)
-        od_respond_error(r, 500, "internal", "the handler gave no answer");
+    if (routes[r->route].body_cap == BODY_CALL) {
+        /* Suspend before the job can possibly resume it. */
+        r->async = true;
+        MHD_suspend_connection(conn);
+        if (!od_workers_submit(run_on_worker, r)) {
+            od_respond_error(r, 503, "unavailable",
+                             od_workers_stopping() ? "shutting down: not accepting new calls"
+                                                   : "every call worker is busy and the queue is full");
+            MHD_resume_connection(conn);
+        }
+        return MHD_YES;
+    }
+    run_handler(r);
     return MHD_YES;
 }
 
@@ -635,8 +878,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         if (n > 0)
             log_line(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
     }
+    if (r->stash) /* closed before the stashed answer could go out */
+        MHD_destroy_response(r->stash);
     od_blob_release(r->body);
+    if (r->body_reserved)
+        atomic_fetch_sub(&g_body_bytes, r->body_reserved);
     free(r);
+    set_phase(conn, PH_WAIT); /* keep-alive: the next request's clock */
     atomic_fetch_sub(&g_inflight, 1);
 }
 
@@ -666,7 +914,11 @@ int od_server_start(int *bound_port)
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
-                     MHD_USE_ERROR_LOG;
+                     MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+    if (od_workers_start(od_cfg.call_workers, od_cfg.max_connections + 16u) != 0) {
+        od_log(OD_LOG_ERROR, "cannot start %d call worker threads", od_cfg.call_workers);
+        return -1;
+    }
     struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
     const char *host = od_cfg.host;
@@ -697,12 +949,18 @@ int od_server_start(int *bound_port)
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+        MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
         MHD_OPTION_END);
     if (!g_daemon) {
         od_log(OD_LOG_ERROR, "cannot listen on %s:%d (address in use, or not allowed)", od_cfg.host,
                od_cfg.port);
         return -1;
     }
+    if (pthread_create(&T.thread, NULL, reaper_main, NULL) == 0)
+        T.running = true;
+    else
+        od_log(OD_LOG_WARN, "no reaper thread: slow requests are bounded by --idle-timeout only");
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(g_daemon, MHD_DAEMON_INFO_BIND_PORT);
     *bound_port = di ? di->port : od_cfg.port;
     return 0;
@@ -718,6 +976,19 @@ void od_server_quiesce(void)
 
 void od_server_stop(void)
 {
+    /* Calls still running are cancelled at their next chunk, queued ones
+     * are answered 503, and every suspended connection is resumed before
+     * the daemon stops (MHD must not stop with suspended connections). */
+    od_cancel_all();
+    od_workers_stop();
+    if (T.running) {
+        pthread_mutex_lock(&T.m);
+        T.stop = true;
+        pthread_cond_signal(&T.cv);
+        pthread_mutex_unlock(&T.m);
+        pthread_join(T.thread, NULL);
+        T.running = false;
+    }
     if (g_daemon)
         MHD_stop_daemon(g_daemon);
     g_daemon = NULL;

@@ -28,7 +28,7 @@ def err(resp, status, *fragments, path=None, method="POST"):
 
 def test_malformed_json(server):
     for bad in (b"{", b'{"args": [1,]}', b"{'args': []}", b'{"args": [01]}', b"[1] 2", b"nul",
-                b'{"args": "\x01"}', b'{"a":1}}'):
+                b'{"args": "\x01"}', b'{"args":1}}'):
         e = err(server.post("/v1/ops/relu", data=bad, headers=JSON), 400, "invalid JSON",
                 path="/v1/ops/relu")
         assert e["code"] == "invalid_argument"
@@ -329,7 +329,8 @@ def test_request_timeout(make_server):
     closed = False
     try:
         c.sendall(b" [")
-        closed = c.recv(100) == b""
+        got = c.recv(100)
+        closed = got == b"" or got.startswith(b"HTTP/1.1 408")  # answered 408, then closed
     except (ConnectionResetError, BrokenPipeError):
         closed = True
     c.close()

@@ -257,3 +257,224 @@ def test_arange_sizes_past_int64(server, args):
     r = server.call("arange.start_step" if len(args) == 3 else "arange.start", *args)
     assert r.status_code in (400, 413), r.text[:300]
     assert server.alive()
+
+
+# ---- 5. bodies are not allocated ahead of their bytes -------------------------------------------
+
+
+def claim_body(port, length, path="/v1/ops/relu"):
+    """Opens a connection that announces a body of `length` bytes and sends none."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              f"Content-Length: {length}\r\n\r\n".encode())
+    return s
+
+
+def read_answer(s, timeout=5):
+    s.settimeout(timeout)
+    out = b""
+    try:
+        while b"\r\n\r\n" not in out:
+            c = s.recv(65536)
+            if not c:
+                break
+            out += c
+    except socket.timeout:
+        pass
+    return out
+
+
+def test_bodies_in_flight_are_bounded(make_server):
+    s = make_server("--max-inflight-body-bytes", "1G", "--request-timeout", "30")
+    socks = []
+    with PeakRSS(s) as m:
+        for _ in range(5):
+            socks.append(claim_body(s.port, 200 * MiB))
+        time.sleep(0.3)
+        # the sixth claim passes the budget: 503 with Retry-After, before any byte
+        extra = claim_body(s.port, 200 * MiB)
+        ans = read_answer(extra)
+        assert ans.startswith(b"HTTP/1.1 503"), ans[:200]
+        assert b"Retry-After: 1" in ans
+        extra.close()
+        # small calls still fit beside the claims
+        r = s.call("neg", tensor(np.arange(4, dtype=np.float32)))
+        assert r.status_code == 200
+    # 1000 MiB claimed and nothing sent: nothing is spent
+    assert m.growth < 100 * MiB, f"peak RSS grew by {m.growth / MiB:.0f} MiB"
+    for k in socks:
+        k.close()
+    deadline = time.time() + 10
+    while True:  # the budget comes back as the connections close
+        k = claim_body(s.port, 900 * MiB)
+        ans = read_answer(k, timeout=0.5)
+        k.close()
+        if not ans.startswith(b"HTTP/1.1 503"):
+            break
+        assert time.time() < deadline, "the body budget was not given back"
+        time.sleep(0.2)
+
+
+# ---- 7. slow clients -----------------------------------------------------------------------------
+
+
+def trickle(port, first, piece, every=0.4, limit=12):
+    """Sends `first`, then `piece` every `every` s; returns (seconds until the
+    server answered or closed, what it sent)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    t0 = time.time()
+    s.sendall(first)
+    s.settimeout(every)
+    out = b""
+    while time.time() - t0 < limit:
+        try:
+            c = s.recv(65536)
+            if not c:
+                break
+            out += c
+            continue
+        except socket.timeout:
+            pass
+        except ConnectionResetError:
+            break
+        try:
+            s.sendall(piece)
+        except OSError:
+            break
+    s.close()
+    return time.time() - t0, out
+
+
+def test_slow_headers_get_408(make_server):
+    s = make_server("--request-timeout", "2", "--idle-timeout", "60")
+    took, out = trickle(s.port, b"POST /v1/ops/relu HTTP/1.1\r\nHost: x\r\n", b"X-Slow: 1\r\n")
+    assert out.startswith(b"HTTP/1.1 408"), out[:200]
+    assert b"request_timeout" in out
+    assert took < 5, took
+    assert s.alive()
+
+
+def test_slow_request_line_is_closed(make_server):
+    s = make_server("--request-timeout", "2", "--idle-timeout", "2")
+    took, out = trickle(s.port, b"P", b"O")
+    assert took < 5, took
+    assert s.alive()
+
+
+def test_slow_body_gets_408(make_server):
+    s = make_server("--request-timeout", "2")
+    head = (b"POST /v1/ops/relu HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000\r\n\r\n{")
+    took, out = trickle(s.port, head, b" ")
+    assert out.startswith(b"HTTP/1.1 408"), out[:200]
+    assert took < 5, took
+    assert s.alive()
+
+
+def test_many_slow_connections_do_not_hold_the_server(make_server):
+    s = make_server("--request-timeout", "2", "--idle-timeout", "60")
+    results = []
+
+    def one():
+        results.append(trickle(s.port, b"GET /v1/ops HTTP/1.1\r\nHost: x\r\n", b"X-Slow: 1\r\n"))
+
+    threads = [threading.Thread(target=one) for _ in range(200)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    assert s.alive()  # answered beside them
+    for t in threads:
+        t.join()
+    assert len(results) == 200
+    assert all(took < 6 for took, _ in results), max(took for took, _ in results)
+    assert sum(out.startswith(b"HTTP/1.1 408") for _, out in results) >= 190
+    assert s.alive()
+
+
+def test_keep_alive_and_long_calls_are_not_timed_out(make_server):
+    s = make_server("--request-timeout", "1")
+    sess = requests.Session()
+    for _ in range(3):  # one connection, idle between requests
+        assert sess.get(s.url + "/v2/health/live", timeout=10).status_code == 200
+        time.sleep(0.6)
+    n = slow_mm_size(s, 2.5)
+    t0 = time.time()
+    r = slow_mm(s, n)
+    assert r.status_code == 200 and time.time() - t0 > 1.2  # working, not receiving
+
+
+# ---- 8. kernels off the I/O threads, with a time budget -------------------------------------------
+
+
+def slow_mm(server, n, timeout=120):
+    """An int64 mm of two n x n tensors (int64 mm runs on our own loops, in chunks)."""
+    a = np.ones((n, n), np.int64)
+    h = json.dumps({"args": [{"dtype": "int64", "shape": [n, n],
+                              "parameters": {"binary_data_size": a.nbytes}}] * 2}).encode()
+    return requests.post(server.url + "/v1/ops/mm", data=h + a.tobytes() * 2, timeout=timeout,
+                         headers={"Content-Type": "application/octet-stream",
+                                  "Inference-Header-Content-Length": str(len(h)),
+                                  "Accept": "application/octet-stream"})
+
+
+def slow_mm_size(server, seconds):
+    """n for which slow_mm takes about `seconds` on this machine and build."""
+    t0 = time.time()
+    assert slow_mm(server, 384).status_code == 200
+    per = (time.time() - t0) / 384 ** 3
+    return int(min(3000, max(384, (seconds / per) ** (1 / 3))))
+
+
+def test_health_and_metrics_answer_while_kernels_run(make_server):
+    s = make_server("--call-workers", "2")
+    n = slow_mm_size(s, 4)
+    calls = [threading.Thread(target=lambda: slow_mm(s, n)) for _ in range(2)]
+    t0 = time.time()
+    for t in calls:
+        t.start()
+    time.sleep(0.3)
+    worst = {}
+    probes = 0
+    while any(t.is_alive() for t in calls) and time.time() - t0 < 60:
+        for path in ("/v2/health/live", "/v2/health/ready", "/metrics"):
+            t = time.time()
+            r = requests.get(s.url + path, timeout=10)
+            took = time.time() - t
+            assert r.status_code == 200
+            worst[path] = max(worst.get(path, 0), took)
+            probes += 1
+        time.sleep(0.05)
+    for t in calls:
+        t.join()
+    print("worst probe latency", worst, "probes", probes)
+    assert probes >= 9, "the calls ended too soon to probe beside them"
+    assert all(v < 0.1 for v in worst.values()), worst
+
+
+def test_a_call_past_its_budget_is_cancelled(make_server):
+    s = make_server("--max-call-seconds", "1")
+    n = slow_mm_size(s, 5)
+    t0 = time.time()
+    r = slow_mm(s, n)
+    took = time.time() - t0
+    assert "--max-call-seconds" in error_of(r, 504, "deadline_exceeded")
+    assert took < 3.5, took
+    assert s.call("neg", tensor(np.ones(3, np.float32))).status_code == 200
+    st = s.get("/v1/stats").json()
+    assert st is not None
+
+
+def test_shutdown_cancels_running_calls(make_server):
+    s = make_server("--drain-timeout", "1")
+    n = slow_mm_size(s, 8)
+    box = []
+    t = threading.Thread(target=lambda: box.append(slow_mm(s, n)))
+    t.start()
+    time.sleep(1.0)
+    t0 = time.time()
+    s.proc.send_signal(15)
+    s.proc.wait(timeout=20)
+    assert time.time() - t0 < 5
+    t.join(timeout=20)
+    if box:  # answered before the connection closed
+        assert box[0].status_code in (503, 504)
