@@ -132,15 +132,6 @@ static void *system_alloc(size_t bytes)
 #define FRESH_IS_ZERO 1
 static void system_free(void *p, size_t bytes) { munmap(p, bytes); }
 
-static void free_chain(block *b)
-{
-    while (b) {
-        block *next = b->lru_next;
-        system_free(b, b->bytes);
-        b = next;
-    }
-}
-
 static void *system_alloc(size_t bytes)
 {
     /* Large blocks are aligned to a huge page and advised as such: first
@@ -165,6 +156,15 @@ static void *system_alloc(size_t bytes)
     return p;
 }
 #endif
+
+static void free_chain(block *b)
+{
+    while (b) {
+        block *next = b->lru_next;
+        system_free(b, b->bytes);
+        b = next;
+    }
+}
 
 static void *cpu_alloc_impl(size_t nbytes, bool zero, od_error *err)
 {

@@ -260,6 +260,7 @@ int od_http_status(od_status st)
     case OD_ETOOLARGE: return 413;
     case OD_EDUPLICATE: return 409;
     case OD_EFROZEN: return 409;
+    case OD_ETIMEOUT: return 504;
     case OD_EINTERNAL: return 500;
     default: return 500;
     }

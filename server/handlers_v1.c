@@ -795,6 +795,19 @@ void od_h_metrics(od_req *r)
     od_buf b;
     od_buf_init(&b);
     od_stats_prometheus(&b);
+    long queued = 0, running = 0;
+    od_workers_load(&queued, &running);
+    od_buf_printf(&b,
+                  "# HELP od_requests_in_flight HTTP requests received and not yet completed.\n"
+                  "# TYPE od_requests_in_flight gauge\nod_requests_in_flight %ld\n"
+                  "# HELP od_request_body_bytes_in_flight Bytes reserved for request bodies "
+                  "(--max-inflight-body-bytes caps it).\n"
+                  "# TYPE od_request_body_bytes_in_flight gauge\nod_request_body_bytes_in_flight %zu\n"
+                  "# HELP od_calls_queued Operator calls waiting for a call worker.\n"
+                  "# TYPE od_calls_queued gauge\nod_calls_queued %ld\n"
+                  "# HELP od_calls_running Operator calls running on call workers.\n"
+                  "# TYPE od_calls_running gauge\nod_calls_running %ld\n",
+                  od_server_inflight(), od_server_body_bytes(), queued, running);
     od_respond_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
 }
 

@@ -42,7 +42,9 @@ static void usage(FILE *f)
             "  --max-inflight-body-bytes N request bodies held at once, all connections together;\n"
             "                              503 above [OD_MAX_INFLIGHT_BODY_BYTES, 2G]\n"
             "  --call-workers N            operator calls run at once, on their own threads so\n"
-            "                              the HTTP threads keep answering [OD_CALL_WORKERS, cores]\n"
+            "                              the HTTP threads keep answering; 0 runs calls on the\n"
+            "                              HTTP threads (no hand-off, no answers while kernels\n"
+            "                              run) [OD_CALL_WORKERS, cores]\n"
             "  --max-call-seconds S        cancel a call still running after S seconds (checked\n"
             "                              between kernel chunks); 504, 0 = none [OD_MAX_CALL_SECONDS, 60]\n"
             "  --max-connections N         open connections in all [OD_MAX_CONNECTIONS, 1024]\n"
@@ -180,8 +182,8 @@ static bool apply(int id, const char *val, const char *src)
     case O_MAX_VALUES: od_cfg.max_json_values = (int64_t)(v > (1ull << 40) ? (1ull << 40) : v); break;
     case O_MAX_INFLIGHT: od_cfg.max_inflight_body_bytes = (size_t)v; break;
     case O_CALL_WORKERS:
-        if (v < 1 || v > 1024) {
-            fprintf(stderr, "opdispatchd: %s: call workers must be 1..1024\n", src);
+        if (v > 1024) {
+            fprintf(stderr, "opdispatchd: %s: call workers must be 0..1024\n", src);
             return false;
         }
         od_cfg.call_workers = (int)v;

@@ -6,7 +6,11 @@
  *    timeout alike), so nothing a request allocates outlives it except what
  *    a response holds (and the response frees that).
  *  - The body is read once, into an od_blob sized from Content-Length
- *    (rejected with 413 before reading when above the route's cap).
+ *    (rejected with 413 before reading when above the route's cap, 503
+ *    when the bodies in flight would pass their budget); its memory is
+ *    touched only as bytes arrive.
+ *  - Handlers of operator-call routes run on a call worker (workers.c),
+ *    never on an I/O thread; od_respond_* works the same on both.
  *  - A handler answers exactly once through one of the od_respond_* calls;
  *    the first answer wins and later ones are ignored.
  *  - Routes are a declarative table (method, pattern, handler, body cap).
@@ -66,6 +70,8 @@ int od_server_start(int *bound_port);
 void od_server_quiesce(void);
 /* Requests received and not yet completed. */
 long od_server_inflight(void);
+/* Bytes reserved for the bodies of those requests. */
+size_t od_server_body_bytes(void);
 /* Cancels running calls, joins the call workers, closes every connection
  * and joins the I/O threads. */
 void od_server_stop(void);

@@ -838,7 +838,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                          r->hdr_len, r->body->len);
         return MHD_YES;
     }
-    if (routes[r->route].body_cap == BODY_CALL) {
+    if (routes[r->route].body_cap == BODY_CALL && od_cfg.call_workers > 0) {
         /* Suspend before the job can possibly resume it. */
         r->async = true;
         MHD_suspend_connection(conn);
@@ -905,6 +905,8 @@ static struct MHD_Daemon *g_daemon;
 
 long od_server_inflight(void) { return atomic_load(&g_inflight); }
 
+size_t od_server_body_bytes(void) { return atomic_load(&g_body_bytes); }
+
 int od_server_start(int *bound_port)
 {
     for (int i = 0; i < NROUTES; i++)
@@ -915,7 +917,7 @@ int od_server_start(int *bound_port)
     memset(&ss, 0, sizeof ss);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
-    if (od_workers_start(od_cfg.call_workers, od_cfg.max_connections + 16u) != 0) {
+    if (od_cfg.call_workers > 0 && od_workers_start(od_cfg.call_workers, od_cfg.max_connections + 16u) != 0) {
         od_log(OD_LOG_ERROR, "cannot start %d call worker threads", od_cfg.call_workers);
         return -1;
     }

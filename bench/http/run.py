@@ -8,6 +8,14 @@ p50/p99 latency and payload MB/s beside the peers. Stops only the processes
 it started, by PID. Bounded: DURATION seconds per point.
 
 Usage: run.py --opdispatchd PATH --fixed PATH [--duration S] [--quick]
+       run.py --opdispatchd PATH --baseline PATH [--duration S]
+
+With --baseline (an opdispatchd built from an earlier commit), it instead
+runs the tiny-call and 4M-float scenarios, interleaved, against three
+servers in one run: the baseline, ours with --call-workers 0 (calls on the
+HTTP threads, as before the call workers), and ours as shipped, and prints
+each against the baseline: the cost of clearing reused memory and of the
+hand-off to the call workers.
 """
 import argparse
 import json
@@ -195,13 +203,52 @@ def run_wrk(base, sc, conns, duration, tmpdir):
             "errors": errors.group(0) if errors else ""}
 
 
+def compare(args):
+    rng = np.random.default_rng()
+    scen = make_scenarios(rng)
+    servers = [("baseline", [args.baseline]),
+               ("ours, --call-workers 0", [args.opdispatchd, "--call-workers", "0"]),
+               ("ours", [args.opdispatchd])]
+    procs, bases = [], {}
+    results = {}
+    try:
+        with tempfile.TemporaryDirectory() as tmpdir:
+            for name, cmd in servers:
+                port = free_port()
+                procs.append(start(cmd + ["--host", "127.0.0.1", "--port", str(port),
+                                          "--no-access-log", "--default-device", "cpu"], port))
+                bases[name] = f"http://127.0.0.1:{port}"
+            for key in ("add_json", "relu_bin"):
+                for c in (1, 16):
+                    for rep in range(2):  # interleaved, twice: drift shows as spread
+                        for name, _ in servers:
+                            sc = scen[key]()
+                            sc.verify(bases[name])
+                            res = run_wrk(bases[name], sc, c, args.duration, tmpdir)
+                            results.setdefault((name, sc.name, c), []).append(res["rps"])
+                            print(f"{name:24s} {sc.name:24s} c={c:<3d} {res['rps']:10.0f} req/s  "
+                                  f"p50 {res['p50']:8.2f} ms  p99 {res['p99']:8.2f} ms", flush=True)
+    finally:
+        for p in procs:
+            stop(p)
+    print("\nbest of 2 runs, against the baseline (same run)")
+    for (name, sc, c), v in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][2])):
+        base = max(results[("baseline", sc, c)])
+        print(f"  {sc:24s} c={c:<3d} {name:24s} {max(v):10.0f} req/s  {max(v) / base:6.3f}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--opdispatchd", required=True)
-    ap.add_argument("--fixed", required=True)
+    ap.add_argument("--fixed")
+    ap.add_argument("--baseline")
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--no-fastapi", action="store_true")
     args = ap.parse_args()
+    if args.baseline:
+        return compare(args)
+    if not args.fixed:
+        ap.error("--fixed is required (or --baseline)")
 
     rng = np.random.default_rng()
     scen = make_scenarios(rng)

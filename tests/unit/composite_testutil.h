@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "od_half.h"
 #include "od_ops.h"
 
 static uint64_t g_seed, g_rng;
@@ -202,7 +203,7 @@ static inline int64_t get_i(const od_tensor *t, const int64_t *idx)
     case OD_INT16: return *(int16_t *)p;
     case OD_INT32: return *(int32_t *)p;
     case OD_INT64: return *(int64_t *)p;
-    default: return (int64_t)get_d(t, idx);
+    default: return od_double_to_i64(get_d(t, idx)); /* NaN, inf: defined, as on x86 */
     }
 }
 
