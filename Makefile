@@ -149,7 +149,7 @@ $(B)/bench/%: bench/%.c $(LIB_A) $(PROTO_OBJ)
 # ---- tests --------------------------------------------------------------------
 # Criterion prints its own summary per binary; we stop at the first failure.
 test-unit: $(UNIT_BIN)
-	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; OPENBLAS_NUM_THREADS=1 $$t --jobs 2; done
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; OD_CPU_POISON=1 OPENBLAS_NUM_THREADS=1 $$t --jobs 2; done
 
 test-integration: all
 	@if [ -d tests/integration ] && ls tests/integration/test_*.py >/dev/null 2>&1; then \

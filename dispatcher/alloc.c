@@ -14,7 +14,8 @@
  *  - cached_bytes <= cache_limit at every unlock; the least recently cached
  *    blocks are evicted first. System frees happen outside the lock.
  *  - in_use counts the requested bytes of live blocks of every size.
- *  - Every block handed out reads as zeros (od_cpu_alloc_uninit excepted):
+ *  - Every block handed out reads as zeros (od_cpu_alloc_uninit and
+ *    od_cpu_alloc_overwrite excepted, for callers that write every byte):
  *    no byte one request wrote is readable by the next user of the memory.
  *    Fresh large blocks are mmapped (the kernel zeroes them), a reused one
  *    is cleared on the way out, small ones come from calloc-like clearing.
@@ -166,6 +167,23 @@ static void free_chain(block *b)
     }
 }
 
+/* Poison mode: overwrite-promised blocks are filled with 0xA5 (see
+ * od_tensor_empty_uninit). Read once from OD_CPU_POISON, then settable. */
+static atomic_int g_poison = -1;
+
+bool od_cpu_get_poison(void)
+{
+    int p = atomic_load_explicit(&g_poison, memory_order_relaxed);
+    if (p < 0) {
+        const char *e = getenv("OD_CPU_POISON");
+        p = e && *e && strcmp(e, "0") != 0;
+        atomic_store(&g_poison, p);
+    }
+    return p;
+}
+
+void od_cpu_set_poison(bool on) { atomic_store(&g_poison, on ? 1 : 0); }
+
 static void *cpu_alloc_impl(size_t nbytes, bool zero, od_error *err)
 {
     int cls;
@@ -261,6 +279,14 @@ static void cpu_free(void *ctx, int device_index, void *ptr, size_t nbytes)
 }
 
 void *od_cpu_alloc_uninit(size_t nbytes, od_error *err) { return cpu_alloc_impl(nbytes, false, err); }
+
+void *od_cpu_alloc_overwrite(size_t nbytes, od_error *err)
+{
+    void *p = cpu_alloc_impl(nbytes, false, err);
+    if (p && od_cpu_get_poison())
+        memset(p, 0xA5, nbytes);
+    return p;
+}
 
 void od_cpu_free(void *ptr, size_t nbytes) { cpu_free(NULL, 0, ptr, nbytes); }
 

@@ -132,6 +132,11 @@ const od_allocator *od_cpu_allocator(void); /* static; registered for OD_DEV_CPU
  * caller that writes every byte before anyone reads it (a request body).
  * New block (NULL + err on failure); give it back with od_cpu_free. */
 void *od_cpu_alloc_uninit(size_t nbytes, od_error *err);
+/* Like od_cpu_alloc_uninit, but filled with 0xA5 in poison mode: for tensor
+ * data a kernel promises to overwrite (od_tensor_empty_uninit). */
+void *od_cpu_alloc_overwrite(size_t nbytes, od_error *err);
+void od_cpu_set_poison(bool on);
+bool od_cpu_get_poison(void);
 void od_cpu_free(void *ptr, size_t nbytes); /* nbytes as given to the alloc */
 
 typedef struct od_cpu_alloc_info {
@@ -171,9 +176,17 @@ typedef struct od_tensor {
 
 /* ---- creation (all return a new reference in *out) ---- */
 
-/* Contiguous, uninitialised. Checks sizes (non-negative, rank, overflow). */
+/* Contiguous; CPU data reads as zeros. Checks sizes (non-negative, rank,
+ * overflow). */
 od_status od_tensor_empty(const int64_t *sizes, int ndim, od_dtype dtype, od_device device,
                           od_tensor **out, od_error *err);
+/* The same with unspecified contents, for a kernel that writes every
+ * element before anything can read it (it saves clearing the memory). In
+ * poison mode (od_cpu_set_poison, or OD_CPU_POISON=1 in the environment;
+ * the test suites turn it on) the bytes are 0xA5 instead, so a kernel that
+ * misses elements fails its tests rather than leaking old bytes. */
+od_status od_tensor_empty_uninit(const int64_t *sizes, int ndim, od_dtype dtype, od_device device,
+                                 od_tensor **out, od_error *err);
 /* Contiguous tensor over an existing storage (storage: borrowed, retained). */
 od_status od_tensor_from_storage(od_storage *storage, const int64_t *sizes, int ndim,
                                  od_dtype dtype, od_tensor **out, od_error *err);

@@ -227,7 +227,8 @@ static od_status new_storage_struct(od_device device, od_storage **out, od_error
 /* Releases a storage struct that never got data (error paths). */
 static void free_storage_struct(od_storage *s) { storage_block_put((storage_block *)s); }
 
-od_status od_storage_new(od_device device, size_t nbytes, od_storage **out, od_error *err)
+static od_status storage_new(od_device device, size_t nbytes, bool overwrite, od_storage **out,
+                             od_error *err)
 {
     if (!device_valid(device))
         return od_error_set(err, OD_EINVAL, "invalid device (type %d, index %d)", (int)device.type,
@@ -253,8 +254,8 @@ od_status od_storage_new(od_device device, size_t nbytes, od_storage **out, od_e
         /* Tiny CPU data lives in the block itself: allocator stays NULL, so
          * release frees nothing but the block. */
         s->data = nbytes ? ((storage_block *)s)->small : NULL;
-        if (nbytes) /* the block is recycled: the last tensor's bytes are still there */
-            memset(s->data, 0, nbytes);
+        if (nbytes && (!overwrite || od_cpu_get_poison())) /* the block is recycled: clear */
+            memset(s->data, overwrite ? 0xA5 : 0, nbytes);
         *out = s;
         return OD_OK;
     }
@@ -262,7 +263,8 @@ od_status od_storage_new(od_device device, size_t nbytes, od_storage **out, od_e
     if (a && nbytes > 0) {
         od_error aerr;
         od_error_clear(&aerr);
-        s->data = a->alloc(a->ctx, device.index, nbytes, &aerr);
+        s->data = overwrite && device.type == OD_DEV_CPU ? od_cpu_alloc_overwrite(nbytes, &aerr)
+                                                        : a->alloc(a->ctx, device.index, nbytes, &aerr);
         if (!s->data) {
             free_storage_struct(s);
             /* An allocator that forgot to fill its error still yields one. */
@@ -279,6 +281,11 @@ od_status od_storage_new(od_device device, size_t nbytes, od_storage **out, od_e
     }
     *out = s;
     return OD_OK;
+}
+
+od_status od_storage_new(od_device device, size_t nbytes, od_storage **out, od_error *err)
+{
+    return storage_new(device, nbytes, false, out, err);
 }
 
 od_status od_storage_wrap(od_device device, void *data, size_t nbytes,
@@ -480,8 +487,8 @@ static od_status make_view(od_tensor *t, int ndim, const int64_t *sizes, const i
     return make_tensor(t->storage, t->dtype, t->device, ndim, sizes, strides, offset, out, err);
 }
 
-od_status od_tensor_empty(const int64_t *sizes, int ndim, od_dtype dtype, od_device device,
-                          od_tensor **out, od_error *err)
+static od_status tensor_empty(const int64_t *sizes, int ndim, od_dtype dtype, od_device device,
+                              bool overwrite, od_tensor **out, od_error *err)
 {
     int64_t numel = 0;
     size_t bytes = 0;
@@ -493,7 +500,7 @@ od_status od_tensor_empty(const int64_t *sizes, int ndim, od_dtype dtype, od_dev
     if (st != OD_OK)
         return st;
     od_storage *s = NULL;
-    st = od_storage_new(device, bytes, &s, err);
+    st = storage_new(device, bytes, overwrite, &s, err);
     if (st != OD_OK)
         return st;
     int64_t strides[OD_MAX_DIMS];
@@ -501,6 +508,18 @@ od_status od_tensor_empty(const int64_t *sizes, int ndim, od_dtype dtype, od_dev
     st = make_tensor(s, dtype, device, ndim, sizes, strides, 0, out, err);
     od_storage_release(s); /* the tensor holds its own reference */
     return st;
+}
+
+od_status od_tensor_empty(const int64_t *sizes, int ndim, od_dtype dtype, od_device device,
+                          od_tensor **out, od_error *err)
+{
+    return tensor_empty(sizes, ndim, dtype, device, false, out, err);
+}
+
+od_status od_tensor_empty_uninit(const int64_t *sizes, int ndim, od_dtype dtype, od_device device,
+                                 od_tensor **out, od_error *err)
+{
+    return tensor_empty(sizes, ndim, dtype, device, true, out, err);
 }
 
 od_status od_tensor_from_storage(od_storage *storage, const int64_t *sizes, int ndim,

@@ -29,6 +29,10 @@ typedef od_status (*od_shape_fn)(od_opid id, const od_stack *s, od_out_spec *out
  * argument). outs[i] are new references; on error none are left allocated. */
 od_status od_alloc_outputs(const od_stack *s, const od_out_spec *specs, int n, od_tensor **outs,
                            od_error *err);
+/* The same for a kernel that writes every element of every new output: no
+ * clearing (see od_tensor_empty_uninit, and its poison mode in the tests). */
+od_status od_alloc_outputs_overwrite(const od_stack *s, const od_out_spec *specs, int n,
+                                     od_tensor **outs, od_error *err);
 
 /* The shape function of a built-in, or NULL. */
 od_shape_fn od_builtin_shape_fn(od_opid id);

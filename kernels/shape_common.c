@@ -20,8 +20,8 @@ od_shape_fn od_builtin_shape_fn(od_opid id)
     return (unsigned)id < OD_NUM_BUILTIN_OPS ? g_shape_fns[id] : NULL;
 }
 
-od_status od_alloc_outputs(const od_stack *s, const od_out_spec *specs, int n, od_tensor **outs,
-                           od_error *err)
+static od_status alloc_outputs(const od_stack *s, const od_out_spec *specs, int n, bool overwrite,
+                               od_tensor **outs, od_error *err)
 {
     for (int i = 0; i < n; i++) {
         const od_out_spec *sp = &specs[i];
@@ -37,7 +37,8 @@ od_status od_alloc_outputs(const od_stack *s, const od_out_spec *specs, int n, o
                               "output %d aliases argument %d, which is not a tensor", i,
                               sp->alias_of);
         } else {
-            st = od_tensor_empty(sp->sizes, sp->ndim, sp->dtype, sp->device, &outs[i], err);
+            st = (overwrite ? od_tensor_empty_uninit : od_tensor_empty)(sp->sizes, sp->ndim, sp->dtype,
+                                                                     sp->device, &outs[i], err);
             if (!st)
                 continue;
         }
@@ -48,4 +49,16 @@ od_status od_alloc_outputs(const od_stack *s, const od_out_spec *specs, int n, o
         return st;
     }
     return OD_OK;
+}
+
+od_status od_alloc_outputs(const od_stack *s, const od_out_spec *specs, int n, od_tensor **outs,
+                           od_error *err)
+{
+    return alloc_outputs(s, specs, n, false, outs, err);
+}
+
+od_status od_alloc_outputs_overwrite(const od_stack *s, const od_out_spec *specs, int n,
+                                     od_tensor **outs, od_error *err)
+{
+    return alloc_outputs(s, specs, n, true, outs, err);
 }

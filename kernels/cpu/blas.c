@@ -313,7 +313,7 @@ od_status od_cpu_blas(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
                             : id == OD_OPID_bmm ? "bmm"
                                                 : "addmm_impl_cpu_");
     od_tensor *out = NULL;
-    if ((st = od_alloc_outputs(s, &spec, 1, &out, err)))
+    if ((st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err))) /* beta = 0, and k == 0 fills */
         return st;
     switch (id) {
     case OD_OPID_mm:

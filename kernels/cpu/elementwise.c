@@ -461,9 +461,11 @@ static od_status run_and_return(od_stack *s, od_tensor *out, operands *o, od_cpu
     return OD_OK;
 }
 
+/* Every output here is written whole by the iterator (run_and_return), or
+ * released unread on an error: no need to clear it first. */
 static od_status alloc_out(const od_stack *s, const od_out_spec *spec, od_tensor **out, od_error *err)
 {
-    return od_alloc_outputs(s, spec, 1, out, err);
+    return od_alloc_outputs_overwrite(s, spec, 1, out, err);
 }
 
 static void ctx_init(ew_ctx *c)

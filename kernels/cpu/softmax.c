@@ -266,7 +266,7 @@ od_status od_cpu_softmax(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
     od_tensor *self = s->args[0].u.t, *out = NULL, *x = NULL, *y = NULL;
     int d = 0;
     if ((st = od_wrap_dim(s->args[1].u.i, self->ndim, &d, err)) ||
-        (st = od_alloc_outputs(s, &spec, 1, &out, err)))
+        (st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err))) /* every row is written */
         return st;
     od_dtype cdt = self->dtype == OD_FLOAT64 ? OD_FLOAT64 : OD_FLOAT32;
     if (od_tensor_numel(self) > 0) {

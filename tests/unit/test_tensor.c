@@ -283,6 +283,38 @@ Test(tensor, empty_is_contiguous_with_the_right_geometry)
     }
 }
 
+/* No byte a tensor held is readable through the next one: sizes on every
+ * allocator path (inline, heap, cached large blocks), after a poisoned
+ * overwrite-promised block and after a fully written one. */
+Test(tensor, empty_never_shows_earlier_bytes)
+{
+    static const int64_t sizes[] = {3, 40, 1000, 70000, 300000, 1 << 20, 5000000};
+    od_cpu_set_poison(true);
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        for (int round = 0; round < 3; round++) {
+            od_tensor *a = NULL, *b = NULL;
+            if (round == 0) { /* poisoned, as a kernel would get it */
+                OK(od_tensor_empty_uninit(&sizes[i], 1, OD_UINT8, CPU, &a, &last_err));
+                const uint8_t *p = od_tensor_data(a);
+                for (int64_t k = 0; k < sizes[i]; k++)
+                    CHECK(p[k] == 0xA5, "poison at %lld of %lld", (long long)k, (long long)sizes[i]);
+            } else {
+                OK(od_tensor_empty(&sizes[i], 1, OD_UINT8, CPU, &a, &last_err));
+                memset(od_tensor_data(a), 0x5A, (size_t)sizes[i]);
+            }
+            od_tensor_release(a);
+            OK(od_tensor_empty(&sizes[i], 1, OD_UINT8, CPU, &b, &last_err));
+            const uint8_t *p = od_tensor_data(b);
+            for (int64_t k = 0; k < sizes[i]; k++)
+                if (p[k] != 0)
+                    cr_assert_fail("byte %lld of a new %lld-byte tensor is 0x%02x, not 0", (long long)k,
+                             (long long)sizes[i], p[k]);
+            od_tensor_release(b);
+        }
+    }
+    od_cpu_set_poison(false);
+}
+
 Test(tensor, creation_rejects_bad_shapes)
 {
     od_tensor *t = NULL;
