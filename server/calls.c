@@ -164,6 +164,60 @@ const od_op *od_find_op(const char *name, od_error *err)
     return NULL;
 }
 
+/* ---- calls cheap enough for an I/O thread ---------------------------------------
+ * Handing a call to a worker costs two thread wake-ups (~40% of a tiny call's
+ * throughput at 16 connections on 2 cores, bench/RESULTS.md). A call is run
+ * in place when its cost is bounded by a tiny body: at most two tensor
+ * arguments (their broadcast is then at most the product of two sizes read
+ * from the body), no list arguments (sizes, repeats, tensor lists), no
+ * factory (a Tensor argument is required), and no CUDA on the host (its
+ * first use can take seconds). */
+#define CHEAP_BODY_BYTES 4096
+
+static bool bounded_schema(const od_schema *s)
+{
+    int tensors = 0, plain = 0;
+    for (int i = 0; i < s->nargs; i++) {
+        const od_type *t = s->args[i].type;
+        if (t->kind == OD_TY_OPTIONAL)
+            t = t->elem;
+        switch (t->kind) {
+        case OD_TY_TENSOR:
+            tensors++;
+            plain += s->args[i].type->kind == OD_TY_TENSOR;
+            break;
+        case OD_TY_INT: /* dims and indices among our operators, never sizes */
+        case OD_TY_FLOAT:
+        case OD_TY_BOOL:
+        case OD_TY_SCALAR:
+        case OD_TY_SCALARTYPE:
+        case OD_TY_LAYOUT:
+        case OD_TY_MEMORYFORMAT:
+        case OD_TY_DEVICE:
+            break;
+        default:
+            return false;
+        }
+    }
+    return plain >= 1 && tensors <= 2;
+}
+
+bool od_call_is_cheap(const char *name, size_t body_len)
+{
+    if (body_len > CHEAP_BODY_BYTES || !*od_cuda_why())
+        return false;
+    const od_op *dflt, *ovl[16];
+    int n = od_lookup_op(name, &dflt, ovl, 16);
+    if (n > 16 || (n == 0 && !dflt))
+        return false;
+    if (dflt && !bounded_schema(od_op_schema(dflt)))
+        return false;
+    for (int i = 0; i < n; i++) /* a bare name may resolve to any overload */
+        if (!bounded_schema(od_op_schema(ovl[i])))
+            return false;
+    return true;
+}
+
 void od_call_init(od_srv_call *c, const od_op *op)
 {
     memset(c, 0, sizeof *c);

@@ -9,8 +9,9 @@
  *    (rejected with 413 before reading when above the route's cap, 503
  *    when the bodies in flight would pass their budget); its memory is
  *    touched only as bytes arrive.
- *  - Handlers of operator-call routes run on a call worker (workers.c),
- *    never on an I/O thread; od_respond_* works the same on both.
+ *  - Handlers of operator-call routes run on a call worker (workers.c)
+ *    unless od_call_is_cheap says their tiny body bounds their cost;
+ *    od_respond_* works the same on both.
  *  - A handler answers exactly once through one of the od_respond_* calls;
  *    the first answer wins and later ones are ignored.
  *  - Routes are a declarative table (method, pattern, handler, body cap).
@@ -189,6 +190,11 @@ const od_op *od_find_op(const char *name, od_error *err);
 int od_lookup_op(const char *name, const od_op **dflt, const od_op **ovl, int cap);
 
 od_proto_limits od_limits(void);
+
+/* Whether a call of operator `name` with a body of body_len bytes is cheap
+ * enough, by construction, to run on the I/O thread instead of a worker.
+ * name: borrowed. */
+bool od_call_is_cheap(const char *name, size_t body_len);
 
 /* One operator call through the dispatcher with the request's limits:
  * device moves, output-bytes cap, trace, stats. */
