@@ -97,7 +97,7 @@ LIB_SO := $(B)/libopdispatch.so
 SERVER := $(if $(wildcard server/main.c),$(B)/opdispatchd)
 
 # ---- top-level targets --------------------------------------------------------
-.PHONY: all lib setup test test-unit test-asan test-integration bench run clean check-cuda
+.PHONY: all lib setup test test-unit test-asan test-integration bench bench-baseline run clean check-cuda
 
 all: $(LIB_A) $(LIB_SO) $(SERVER) $(UNIT_BIN)
 
@@ -183,6 +183,21 @@ $(VENV_STAMP): tools/requirements.txt | $(SETUP_STAMP)
 # ---- benchmarks ---------------------------------------------------------------
 bench: setup $(LIB_A) $(BENCH_BIN)
 	@set -e; for b in $(BENCH_BIN); do echo "== $$b"; $$b; done
+
+# Before and after in one run: builds BASE (a commit) in build/baseline-BASE
+# and runs its benchmarks beside ours (bench_core twice each, interleaved;
+# the HTTP tiny-call and 4M-float scenarios via run.py --baseline).
+bench-baseline: setup all $(B)/bench/bench_core
+	@test -n "$(BASE)" || { echo "usage: make bench-baseline BASE=<commit>"; exit 2; }
+	@set -e; d=build/baseline-$(BASE); \
+	  [ -d $$d ] || git worktree add -f --detach $$d $(BASE); \
+	  $(MAKE) --no-print-directory -C $$d all build/bench/bench_core; \
+	  for i in 1 2; do \
+	    echo "== bench_core at $(BASE)"; OPENBLAS_NUM_THREADS=2 $$d/build/bench/bench_core; \
+	    echo "== bench_core here"; OPENBLAS_NUM_THREADS=2 $(B)/bench/bench_core; \
+	  done; \
+	  .venv/bin/python bench/http/run.py --opdispatchd $(B)/opdispatchd \
+	    --baseline $$d/build/opdispatchd --duration 4
 
 run: setup all
 	@echo "opdispatchd: http://127.0.0.1:8000/"

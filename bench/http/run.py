@@ -219,7 +219,7 @@ def compare(args):
                                           "--no-access-log", "--default-device", "cpu"], port))
                 bases[name] = f"http://127.0.0.1:{port}"
             for key in ("add_json", "relu_bin"):
-                for c in (1, 16):
+                for c in CONNECTIONS:
                     for rep in range(2):  # interleaved, twice: drift shows as spread
                         for name, _ in servers:
                             sc = scen[key]()
