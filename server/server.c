@@ -238,10 +238,20 @@ static void queue_now(od_req *r, int status, struct MHD_Response *resp)
     MHD_destroy_response(resp);
 }
 
+/* Test hook, like SQLite's fault injection: with OD_FAULT_RESPONSES=N in
+ * the environment every Nth answer "cannot be created", as under memory
+ * pressure, so the tests reach the path below on purpose. */
+static unsigned g_fault_every;
+static atomic_uint g_fault_count;
+
 static void queue(od_req *r, int status, struct MHD_Response *resp, size_t bytes)
 {
     r->responded = true;
     r->status = status;
+    if (resp && g_fault_every && atomic_fetch_add(&g_fault_count, 1) % g_fault_every == 0) {
+        MHD_destroy_response(resp);
+        resp = NULL;
+    }
     if (!resp) {
         /* no answer can be made: the connection is closed instead (the
          * request is over either way, so nothing reads its state again) */
@@ -913,6 +923,11 @@ int od_server_start(int *bound_port)
 {
     for (int i = 0; i < NROUTES; i++)
         route_names[i] = routes[i].name;
+    const char *fault = getenv("OD_FAULT_RESPONSES");
+    g_fault_every = fault ? (unsigned)strtoul(fault, NULL, 10) : 0;
+    if (g_fault_every)
+        od_log(OD_LOG_WARN, "OD_FAULT_RESPONSES=%u: every %u-th answer will fail (a test hook)",
+               g_fault_every, g_fault_every);
     od_stats_init(od_op_count(), route_names, NROUTES);
 
     struct sockaddr_storage ss;

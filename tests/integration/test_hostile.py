@@ -520,3 +520,35 @@ def test_shutdown_cancels_running_calls(make_server):
     t.join(timeout=20)
     if box:  # answered before the connection closed
         assert box[0].status_code in (503, 504)
+
+
+def call_bytes(op, body):
+    return (f"POST /v1/ops/{op} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def test_answers_that_cannot_be_made_close_the_connection(make_server):
+    """Every other answer fails to be created, as under memory pressure
+    (OD_FAULT_RESPONSES): early errors, body errors and calls alike must
+    then close their connection, never run a handler of no route."""
+    s = make_server(env={"OD_FAULT_RESPONSES": "2"})
+    reqs = [b"GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"DELETE /v1/ops HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"POST /v1/ops/relu HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n",
+            b"POST /v1/ops/relu HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n"
+            b"Content-Length: 2\r\n\r\n{}",
+            b"POST /v1/ops/relu HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 11\r\n\r\n{\"args\":[]}",
+            call_bytes("neg", b'{"args":[{"dtype":"float32","shape":[2],"data":[1.0,2.0]}]}'),
+            call_bytes("mm", json.dumps({"args": [tensor(np.ones((64, 64), np.float32))] * 2}).encode())]
+    answered = closed = 0
+    for _ in range(4):
+        for raw in reqs:
+            out = s.raw(raw, timeout=5)
+            if out.startswith(b"HTTP/1.1 "):
+                answered += 1
+            else:
+                assert out == b"", out[:200]
+                closed += 1
+    assert answered >= 8 and closed >= 8, (answered, closed)
+    assert s.proc.poll() is None  # still serving
