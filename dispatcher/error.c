@@ -53,23 +53,22 @@ void od_error_clear(od_error *err)
     }
 }
 
+#define OD_STATUS_ROW_(e, code, http, meaning) [e] = {code, http, meaning},
+static const struct {
+    const char *code;
+    int http;
+    const char *meaning;
+} g_status[OD_NUM_STATUS] = {OD_STATUS_TABLE(OD_STATUS_ROW_)};
+#undef OD_STATUS_ROW_
+
 const char *od_status_code(od_status st)
 {
-    static const char *const codes[OD_NUM_STATUS] = {
-        [OD_OK] = "ok",
-        [OD_EINVAL] = "invalid_argument",
-        [OD_ENOTFOUND] = "not_found",
-        [OD_EMISMATCH] = "mismatch",
-        [OD_EUNSUPPORTED] = "unsupported",
-        [OD_ENOKERNEL] = "no_kernel",
-        [OD_EUNAVAIL] = "device_unavailable",
-        [OD_ENOMEM] = "out_of_memory",
-        [OD_EDEVMEM] = "out_of_device_memory",
-        [OD_ETOOLARGE] = "too_large",
-        [OD_EDUPLICATE] = "duplicate",
-        [OD_EFROZEN] = "registry_frozen",
-        [OD_ETIMEOUT] = "deadline_exceeded",
-        [OD_EINTERNAL] = "internal",
-    };
-    return (unsigned)st < OD_NUM_STATUS && codes[st] ? codes[st] : "internal";
+    return (unsigned)st < OD_NUM_STATUS ? g_status[st].code : "internal";
+}
+
+int od_status_http(od_status st) { return (unsigned)st < OD_NUM_STATUS ? g_status[st].http : 500; }
+
+const char *od_status_meaning(od_status st)
+{
+    return (unsigned)st < OD_NUM_STATUS ? g_status[st].meaning : g_status[OD_EINTERNAL].meaning;
 }

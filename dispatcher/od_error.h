@@ -2,31 +2,43 @@
  *
  * Invariants: a function that returns a status other than OD_OK has written
  * a NUL-terminated message into the od_error it was given (when non-NULL).
- * Kernels never abort on user input; they return one of these. The mapping
- * from status to HTTP status lives in proto/ (the dispatcher knows no HTTP),
- * but the stable machine-readable code string lives here so every layer
- * names an error the same way.
+ * Kernels never abort on user input; they return one of these. OD_STATUS_TABLE
+ * is the one list of statuses: the enum, the stable code string every layer
+ * names an error by, and the HTTP status the service answers with all come
+ * from it (proto/PROTOCOL.md and proto/openapi.yaml list exactly its codes;
+ * a test compares them).
  */
 #ifndef OD_ERROR_H
 #define OD_ERROR_H
 
 #include <stdarg.h>
 
+/* X(enum, code, HTTP status, meaning) */
+#define OD_STATUS_TABLE(X)                                                                        \
+    X(OD_OK, "ok", 200, "success")                                                                \
+    X(OD_EINVAL, "invalid_argument", 400,                                                         \
+      "malformed input: JSON, UTF-8, binary framing, a bad value or an unknown field")           \
+    X(OD_ENOTFOUND, "not_found", 404, "unknown route, operator, model, version or key")          \
+    X(OD_EMETHOD, "method_not_allowed", 405, "wrong method for the route (see Allow)")          \
+    X(OD_EREQTIMEOUT, "request_timeout", 408, "the request did not arrive in time")             \
+    X(OD_EDUPLICATE, "duplicate", 409, "duplicate definition or registration")                  \
+    X(OD_EFROZEN, "registry_frozen", 409, "registration after the registry was frozen")         \
+    X(OD_ETOOLARGE, "too_large", 413, "a configured limit would be exceeded")                   \
+    X(OD_EMEDIATYPE, "unsupported_media_type", 415, "a Content-Type the route does not take")   \
+    X(OD_EMISMATCH, "mismatch", 422, "shape, dtype or argument does not fit the schema")        \
+    X(OD_EUNSUPPORTED, "unsupported", 422, "a valid request the kernel does not support")       \
+    X(OD_EINTERNAL, "internal", 500, "a bug or an unexpected library failure")                  \
+    X(OD_ENOKERNEL, "no_kernel", 501, "no kernel for the computed dispatch key")                \
+    X(OD_EUNAVAIL, "device_unavailable", 503, "the device asked for is not available")          \
+    X(OD_EBUSY, "unavailable", 503, "shutting down, or at a limit of work in flight; retry")    \
+    X(OD_ETIMEOUT, "deadline_exceeded", 504, "the call ran past its time budget: cancelled")    \
+    X(OD_ENOMEM, "out_of_memory", 507, "host memory exhausted")                                 \
+    X(OD_EDEVMEM, "out_of_device_memory", 507, "device memory exhausted")
+
 typedef enum od_status {
-    OD_OK = 0,
-    OD_EINVAL,       /* malformed input: bad schema text, bad value          */
-    OD_ENOTFOUND,    /* unknown operator, key or route                        */
-    OD_EMISMATCH,    /* shape / dtype / argument does not fit the schema      */
-    OD_EUNSUPPORTED, /* valid request the kernel does not support (dtype ...) */
-    OD_ENOKERNEL,    /* no kernel for the computed dispatch key               */
-    OD_EUNAVAIL,     /* device unavailable (no CUDA driver / device)          */
-    OD_ENOMEM,       /* host allocation failed                                */
-    OD_EDEVMEM,      /* device allocation failed                              */
-    OD_ETOOLARGE,    /* a configured limit would be exceeded                  */
-    OD_EDUPLICATE,   /* duplicate definition or registration                  */
-    OD_EFROZEN,      /* registration after the registry was frozen            */
-    OD_ETIMEOUT,     /* the call ran past its time budget and was cancelled   */
-    OD_EINTERNAL,    /* a bug or an unexpected library failure                */
+#define OD_STATUS_ENUM_(e, code, http, meaning) e,
+    OD_STATUS_TABLE(OD_STATUS_ENUM_)
+#undef OD_STATUS_ENUM_
     OD_NUM_STATUS
 } od_status;
 
@@ -52,5 +64,9 @@ void od_error_clear(od_error *err);
 /* Stable lower_snake_case code for a status ("invalid_argument", ...).
  * Returns a static string (borrowed, never NULL). */
 const char *od_status_code(od_status st);
+/* The HTTP status the service answers a status with (500 when unknown). */
+int od_status_http(od_status st);
+/* One line of meaning (static). */
+const char *od_status_meaning(od_status st);
 
 #endif

@@ -245,27 +245,6 @@ char *od_buf_steal(od_buf *b, size_t *len)
 
 /* ---- errors -------------------------------------------------------------- */
 
-int od_http_status(od_status st)
-{
-    switch (st) {
-    case OD_OK: return 200;
-    case OD_EINVAL: return 400;
-    case OD_ENOTFOUND: return 404;
-    case OD_EMISMATCH: return 422;
-    case OD_EUNSUPPORTED: return 422;
-    case OD_ENOKERNEL: return 501;
-    case OD_EUNAVAIL: return 503;
-    case OD_ENOMEM: return 507;
-    case OD_EDEVMEM: return 507;
-    case OD_ETOOLARGE: return 413;
-    case OD_EDUPLICATE: return 409;
-    case OD_EFROZEN: return 409;
-    case OD_ETIMEOUT: return 504;
-    case OD_EINTERNAL: return 500;
-    default: return 500;
-    }
-}
-
 char *od_error_body(const char *code, const char *message, size_t *len)
 {
     od_buf b;
@@ -278,10 +257,20 @@ char *od_error_body(const char *code, const char *message, size_t *len)
     return od_buf_steal(&b, len);
 }
 
+char *od_oip_error_body(const char *message, size_t *len)
+{
+    od_buf b;
+    od_buf_init(&b);
+    od_buf_puts(&b, "{\"error\":");
+    od_buf_json_str(&b, message);
+    od_buf_putc(&b, '}');
+    return od_buf_steal(&b, len);
+}
+
 char *od_proto_error(const od_error *err, int *http, size_t *len)
 {
     od_status st = err->status == OD_OK ? OD_EINTERNAL : err->status;
-    *http = od_http_status(st);
+    *http = od_status_http(st);
     return od_error_body(od_status_code(st), err->message[0] ? err->message : "unknown error",
                          len);
 }

@@ -4,8 +4,8 @@
  *
  * Invariants:
  *  - Everything here is transport-free: the server hands bytes in and gets
- *    bytes (or tensors to send) out. Nothing here knows HTTP beyond the one
- *    function that maps an od_status to an HTTP status (od_http_status).
+ *    bytes (or tensors to send) out. Nothing here knows HTTP; an od_status's
+ *    HTTP status comes from OD_STATUS_TABLE (od_status_http).
  *  - A parsed document (od_json_doc) owns its jansson tree and every numeric
  *    "data" array it decoded without building jansson values (the fast path);
  *    tensors decoded from it either take those buffers over or copy them.
@@ -259,15 +259,11 @@ bool od_proto_arg_oip(const od_type *t, const char **datatype, int *rank);
 
 /* ==== errors ================================================================== */
 
-/* The HTTP status of an od_status: 400 invalid, 404 not found, 422 mismatch
- * or unsupported, 501 no kernel, 503 device unavailable, 507 out of (device)
- * memory, 413 too large, 409 duplicate/frozen, 500 internal. */
-int od_http_status(od_status st);
-
 /* {"error": {"code": code, "message": message}} as a new malloc'd string.
- * code: a stable lower_snake_case word (od_status_code, or an HTTP-level one
- * such as "method_not_allowed"). */
+ * code: od_status_code of the status (OD_STATUS_TABLE gives its HTTP status). */
 char *od_error_body(const char *code, const char *message, size_t *len);
+/* The Open Inference Protocol's {"error": message}, new malloc'd string. */
+char *od_oip_error_body(const char *message, size_t *len);
 
 /* The one mapping from a failed call to a response: HTTP status in *http and
  * the JSON body (new) from err->status and err->message. */

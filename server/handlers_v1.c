@@ -501,7 +501,7 @@ void od_h_op_detail(od_req *r)
             n = 64;
     }
     if (n == 0) {
-        od_respond_error(r, 404, "not_found", "unknown operator '%s' (GET /v1/ops lists them)", name);
+        od_respond_error(r, OD_ENOTFOUND, "unknown operator '%s' (GET /v1/ops lists them)", name);
         return;
     }
     od_buf b;
@@ -525,7 +525,7 @@ void od_h_op_detail(od_req *r)
     }
     if (fmt && strcmp(fmt, "json") != 0) {
         od_buf_free(&b);
-        od_respond_error(r, 400, "bad_request", "format must be json or text, got '%.32s'", fmt);
+        od_respond_error(r, OD_EINVAL, "format must be json or text, got '%.32s'", fmt);
         return;
     }
     if (n == 1) {
@@ -552,7 +552,7 @@ void od_h_ops_list(od_req *r)
     bool *done = calloc((size_t)n + 1, 1);
     if (!done) {
         od_buf_free(&b);
-        od_respond_error(r, 507, "out_of_memory", "out of memory");
+        od_respond_error(r, OD_ENOMEM, "out of memory");
         return;
     }
     bool first_group = true;

@@ -19,7 +19,7 @@ static bool version_ok(od_req *r, const char *model)
 {
     const char *v = r->params[1];
     if (v[0] && strcmp(v, "1") != 0) {
-        od_respond_error(r, 404, "not_found", "model '%s' has no version '%s' (only version 1)",
+        od_respond_error(r, OD_ENOTFOUND, "model '%s' has no version '%s' (only version 1)",
                          model, v);
         return false;
     }
@@ -54,7 +54,7 @@ void od_h_v2_live(od_req *r) { od_respond_empty(r, 200); }
 void od_h_v2_ready(od_req *r)
 {
     if (atomic_load(&od_draining))
-        od_respond_error(r, 503, "unavailable", "shutting down: not accepting new requests");
+        od_respond_error(r, OD_EBUSY, "shutting down: not accepting new requests");
     else
         od_respond_empty(r, 200);
 }

@@ -114,6 +114,7 @@ typedef struct od_req {
     size_t body_reserved;              /* this request's share of that budget */
     /* answer */
     bool responded;
+    bool oip;                          /* a /v2 path: errors in the protocol's shape */
     bool failed;                       /* no answer could be made: close */
     bool async;                        /* the handler runs on a call worker */
     struct MHD_Response *stash;        /* its answer, queued after the resume */
@@ -133,8 +134,11 @@ const char *od_req_header(od_req *r, const char *name);
 /* Answers. Each takes ownership of what it is given. */
 void od_respond_buf(od_req *r, int status, const char *ctype, od_buf *b);
 void od_respond_empty(od_req *r, int status);
-void od_respond_error(od_req *r, int status, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+/* An error answer: HTTP status and code from OD_STATUS_TABLE; the body is
+ * {"error": {"code", "message"}}, or the Open Inference Protocol's
+ * {"error": "<message>"} on /v2 routes. */
+void od_respond_error(od_req *r, od_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 void od_respond_od_error(od_req *r, const od_error *err);
 /* Binary tensor data response: head (JSON) then each tensor's bytes, sent
  * from the tensors' own memory. tensors: new references, released when the

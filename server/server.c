@@ -210,20 +210,6 @@ static bool match(const char *pattern, const char *path, char caps[OD_MAX_PARAMS
     return *p == '\0' && *u == '\0';
 }
 
-static const char *status_text(int status)
-{
-    switch (status) {
-    case 400: return "bad_request";
-    case 404: return "not_found";
-    case 405: return "method_not_allowed";
-    case 408: return "request_timeout";
-    case 413: return "too_large";
-    case 415: return "unsupported_media_type";
-    case 503: return "unavailable";
-    default: return "error";
-    }
-}
-
 /* ---- answers ----------------------------------------------------------------- */
 
 static void record_route(od_req *r)
@@ -283,21 +269,22 @@ void od_respond_buf(od_req *r, int status, const char *ctype, od_buf *b)
         size_t limit = b->limit;
         od_buf_free(b);
         if (over)
-            od_respond_error(r, 413, "too_large", "the response grew past its limit of %zu bytes",
+            od_respond_error(r, OD_ETOOLARGE, "the response grew past its limit of %zu bytes",
                              limit);
         else
-            od_respond_error(r, 507, "out_of_memory", "out of memory building the response");
+            od_respond_error(r, OD_ENOMEM, "out of memory building the response");
         return;
     }
     size_t len = 0;
     char *data = od_buf_steal(b, &len);
     if (!data) {
-        od_respond_error(r, 507, "out_of_memory", "out of memory building the response");
+        od_respond_error(r, OD_ENOMEM, "out of memory building the response");
         return;
     }
     struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, data, free);
     if (!resp) {
         free(data);
+        queue(r, status, NULL, 0); /* marks the request failed: its connection closes */
         return;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
@@ -312,28 +299,33 @@ void od_respond_empty(od_req *r, int status)
     queue(r, status, resp, 0);
 }
 
-static void respond_error_msg(od_req *r, int status, const char *code, const char *msg)
+static void respond_error_msg(od_req *r, od_status st, const char *msg)
 {
     if (r->responded)
         return;
+    int status = od_status_http(st);
     size_t len = 0;
-    char *body = od_error_body(code, msg, &len);
+    /* /v2 speaks the Open Inference Protocol: {"error": "<message>"} */
+    char *body = r->oip ? od_oip_error_body(msg, &len) : od_error_body(od_status_code(st), msg, &len);
     if (!body) {
         static const char oom[] = "{\"error\":{\"code\":\"out_of_memory\",\"message\":\"out of memory\"}}";
-        struct MHD_Response *resp =
-            MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
+        static const char oom_oip[] = "{\"error\":\"out of memory\"}";
+        const char *b = r->oip ? oom_oip : oom;
+        size_t bl = r->oip ? sizeof oom_oip - 1 : sizeof oom - 1;
+        struct MHD_Response *resp = MHD_create_response_from_buffer(bl, (void *)b, MHD_RESPMEM_PERSISTENT);
         if (resp)
             MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-        queue(r, 507, resp, sizeof oom - 1);
+        queue(r, od_status_http(OD_ENOMEM), resp, bl);
         return;
     }
     struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, body, free);
     if (!resp) {
         free(body);
+        queue(r, status, NULL, 0); /* marks the request failed: its connection closes */
         return;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-    if (status == 405) {
+    if (st == OD_EMETHOD) {
         char allow[64] = "";
         for (int i = 0; i < NROUTES; i++) {
             char caps[OD_MAX_PARAMS][256];
@@ -347,28 +339,27 @@ static void respond_error_msg(od_req *r, int status, const char *code, const cha
         }
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
     }
-    if (status == 503 && r->busy)
+    if (st == OD_EBUSY && r->busy)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-    if (status == 413 || status == 408 || (r->body_cap && r->too_large))
+    if (st == OD_ETOOLARGE || st == OD_EREQTIMEOUT || (r->body_cap && r->too_large))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     queue(r, status, resp, len);
 }
 
-void od_respond_error(od_req *r, int status, const char *code, const char *fmt, ...)
+void od_respond_error(od_req *r, od_status st, const char *fmt, ...)
 {
     char msg[OD_ERROR_MSG_MAX + 256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    respond_error_msg(r, status, code ? code : status_text(status), msg);
+    respond_error_msg(r, st == OD_OK ? OD_EINTERNAL : st, msg);
 }
 
 void od_respond_od_error(od_req *r, const od_error *err)
 {
     od_status st = err->status == OD_OK ? OD_EINTERNAL : err->status;
-    respond_error_msg(r, od_http_status(st), od_status_code(st),
-                      err->message[0] ? err->message : "unknown error");
+    respond_error_msg(r, st, err->message[0] ? err->message : "unknown error");
 }
 
 typedef struct bin_parts {
@@ -395,7 +386,7 @@ void od_respond_binary(od_req *r, int status, od_buf *head, od_tensor **tensors,
         for (int i = 0; i < n; i++)
             od_tensor_release(tensors[i]);
         if (!r->responded)
-            od_respond_error(r, 507, "out_of_memory", "out of memory building the response");
+            od_respond_error(r, OD_ENOMEM, "out of memory building the response");
         return;
     }
     size_t hlen = 0;
@@ -417,7 +408,7 @@ void od_respond_binary(od_req *r, int status, od_buf *head, od_tensor **tensors,
     struct MHD_Response *resp = p->head ? MHD_create_response_from_iovec(iov, (unsigned)niov, bin_parts_free, p) : NULL;
     if (!resp) {
         bin_parts_free(p);
-        od_respond_error(r, 507, "out_of_memory", "out of memory building the response");
+        od_respond_error(r, OD_ENOMEM, "out of memory building the response");
         return;
     }
     char hl[32];
@@ -524,9 +515,9 @@ static void send_408(int fd, unsigned secs)
 {
     char body[256], msg[512];
     int bl = snprintf(body, sizeof body,
-                      "{\"error\":{\"code\":\"request_timeout\",\"message\":\"the request was not "
+                      "{\"error\":{\"code\":\"%s\",\"message\":\"the request was not "
                       "received within %u s (--request-timeout)\"}}",
-                      secs);
+                      od_status_code(OD_EREQTIMEOUT), secs);
     int n = snprintf(msg, sizeof msg,
                      "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: "
                      "application/json\r\nContent-Length: %d\r\n\r\n%s",
@@ -664,6 +655,7 @@ static bool begin_request(od_req *r, const char *url, const char *method)
         if ((unsigned char)*c <= 0x20 || *c == 0x7f)
             *c = '?';
     r->route = -1;
+    r->oip = !strncmp(url, "/v2", 3) && (url[3] == '\0' || url[3] == '/');
     bool is_head = !strcmp(method, "HEAD");
     bool path_known = false;
     for (int i = 0; i < NROUTES; i++) {
@@ -678,14 +670,14 @@ static bool begin_request(od_req *r, const char *url, const char *method)
         break;
     }
     if (strlen(url) >= sizeof r->path) {
-        od_respond_error(r, 404, "not_found", "path too long (%zu bytes)", strlen(url));
+        od_respond_error(r, OD_ENOTFOUND, "path too long (%zu bytes)", strlen(url));
         return false;
     }
     if (r->route < 0) {
         if (path_known)
-            od_respond_error(r, 405, "method_not_allowed", "method %s is not allowed on %s", method, url);
+            od_respond_error(r, OD_EMETHOD, "method %s is not allowed on %s", method, url);
         else
-            od_respond_error(r, 404, "not_found", "no route for %s %s (see GET / for the endpoints)",
+            od_respond_error(r, OD_ENOTFOUND, "no route for %s %s (see GET / for the endpoints)",
                              method, url);
         return false;
     }
@@ -694,13 +686,13 @@ static bool begin_request(od_req *r, const char *url, const char *method)
     const char *cl = od_req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl) {
         if (!parse_size(cl, &r->content_length)) {
-            od_respond_error(r, 400, "bad_request", "invalid Content-Length '%.32s'", cl);
+            od_respond_error(r, OD_EINVAL, "invalid Content-Length '%.32s'", cl);
             return false;
         }
         r->has_cl = true;
         if (r->content_length > r->body_cap) {
             r->too_large = true;
-            od_respond_error(r, 413, "too_large",
+            od_respond_error(r, OD_ETOOLARGE,
                              "request body of %zu bytes exceeds the limit of %zu bytes for %s",
                              r->content_length, r->body_cap, rt->name);
             return false;
@@ -712,12 +704,12 @@ static bool begin_request(od_req *r, const char *url, const char *method)
         const char *ihcl = od_req_header(r, "Inference-Header-Content-Length");
         if (ihcl) {
             if (!parse_size(ihcl, &r->hdr_len)) {
-                od_respond_error(r, 400, "bad_request",
+                od_respond_error(r, OD_EINVAL,
                                  "invalid Inference-Header-Content-Length '%.32s'", ihcl);
                 return false;
             }
             if (r->has_cl && r->hdr_len > r->content_length) {
-                od_respond_error(r, 400, "bad_request",
+                od_respond_error(r, OD_EINVAL,
                                  "Inference-Header-Content-Length %zu is larger than the body "
                                  "(Content-Length %zu)",
                                  r->hdr_len, r->content_length);
@@ -727,7 +719,7 @@ static bool begin_request(od_req *r, const char *url, const char *method)
         }
         const char *ct = od_req_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
         if (!content_type_ok(ct, r->binary)) {
-            od_respond_error(r, 415, "unsupported_media_type",
+            od_respond_error(r, OD_EMEDIATYPE,
                              "Content-Type '%.64s' is not supported: send application/json, or "
                              "application/octet-stream with Inference-Header-Content-Length for "
                              "binary tensor data",
@@ -743,7 +735,7 @@ static bool begin_request(od_req *r, const char *url, const char *method)
         od_log(OD_LOG_WARN, "%s %s from %s: %zu-byte body refused, %zu bytes of bodies in flight "
                "(--max-inflight-body-bytes %zu)", r->method, r->path, req_ip(r), cap,
                atomic_load(&g_body_bytes), od_cfg.max_inflight_body_bytes);
-        od_respond_error(r, 503, "unavailable",
+        od_respond_error(r, OD_EBUSY,
                          "the server holds its limit of request bodies in flight; retry shortly");
         return false;
     }
@@ -751,7 +743,7 @@ static bool begin_request(od_req *r, const char *url, const char *method)
      * a client that claims a large body and sends nothing costs no RSS. */
     r->body = od_blob_new(cap, r->binary ? r->hdr_len : 0);
     if (!r->body) {
-        od_respond_error(r, 507, "out_of_memory", "cannot allocate %zu bytes for the body", cap);
+        od_respond_error(r, OD_ENOMEM, "cannot allocate %zu bytes for the body", cap);
         return false;
     }
     return true;
@@ -761,7 +753,7 @@ static void run_handler(od_req *r)
 {
     routes[r->route].handler(r);
     if (!r->responded)
-        od_respond_error(r, 500, "internal", "the handler gave no answer");
+        od_respond_error(r, OD_EINTERNAL, "the handler gave no answer");
 }
 
 /* A call worker's job: the handler, then hand the connection back. */
@@ -770,7 +762,7 @@ static void run_on_worker(void *arg)
     od_req *r = arg;
     struct MHD_Connection *conn = r->conn;
     if (od_workers_stopping() && atomic_load(&od_draining))
-        od_respond_error(r, 503, "unavailable", "shutting down: the call was not started");
+        od_respond_error(r, OD_EBUSY, "shutting down: the call was not started");
     else
         run_handler(r);
     MHD_resume_connection(conn); /* r belongs to the I/O thread from here on */
@@ -834,17 +826,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (r->responded)
         return MHD_YES;
     if (r->too_large) {
-        od_respond_error(r, 413, "too_large", "request body exceeds the limit of %zu bytes for %s",
+        od_respond_error(r, OD_ETOOLARGE, "request body exceeds the limit of %zu bytes for %s",
                          r->body_cap, routes[r->route].name);
         return MHD_YES;
     }
     if (r->busy) {
-        od_respond_error(r, 503, "unavailable",
+        od_respond_error(r, OD_EBUSY,
                          "the server holds its limit of request bodies in flight; retry shortly");
         return MHD_YES;
     }
     if (r->binary && r->hdr_len > r->body->len) {
-        od_respond_error(r, 400, "bad_request",
+        od_respond_error(r, OD_EINVAL,
                          "Inference-Header-Content-Length %zu is larger than the body (%zu bytes)",
                          r->hdr_len, r->body->len);
         return MHD_YES;
@@ -855,7 +847,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->async = true;
         MHD_suspend_connection(conn);
         if (!od_workers_submit(run_on_worker, r)) {
-            od_respond_error(r, 503, "unavailable",
+            od_respond_error(r, OD_EBUSY,
                              od_workers_stopping() ? "shutting down: not accepting new calls"
                                                    : "every call worker is busy and the queue is full");
             MHD_resume_connection(conn);

@@ -144,6 +144,21 @@ class Server:
             os.unlink(f.name)
 
 
+def error_message(resp):
+    """The message of an error answer, checking its shape: the Open Inference
+    Protocol's {"error": "<message>"} on /v2, {"error": {"code", "message"}}
+    everywhere else."""
+    import urllib.parse
+
+    body = resp.json()
+    assert set(body) == {"error"}, body
+    if urllib.parse.urlparse(resp.url).path.startswith("/v2"):
+        assert isinstance(body["error"], str), body
+        return body["error"]
+    assert isinstance(body["error"], dict) and set(body["error"]) == {"code", "message"}, body
+    return body["error"]["message"]
+
+
 def _complete(buf):
     head, _, body = buf.partition(b"\r\n\r\n")
     m = re.search(rb"content-length:\s*(\d+)", head, re.I)

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from conftest import SERVER_BIN, tensor
+from conftest import SERVER_BIN, error_message, tensor
 
 
 def test_help_and_version():
@@ -31,7 +31,7 @@ def test_bad_flags_exit_2():
 def test_environment_variables(make_server):
     s = make_server(env={"OD_MAX_BODY_BYTES": "2K", "OD_THREADS": "3"})
     r = s.call("relu", tensor(np.ones(2000, np.float32)))
-    assert r.status_code == 413 and "2048 bytes" in r.json()["error"]["message"]
+    assert r.status_code == 413 and "2048 bytes" in error_message(r)
     assert s.get("/v1/devices").json()["cpu"]["http_threads"] == 3
     # flags win over the environment
     s2 = make_server("--max-body-bytes", "1M", env={"OD_MAX_BODY_BYTES": "2K"})
