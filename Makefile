@@ -129,8 +129,8 @@ $(CU_B)/obj/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC_PATH) $(NVCCFLAGS) -c $< -o $@
 
-# Unit tests link the whole static library with --whole-archive so the
-# built-in registrations (constructors) are kept.
+# Unit tests link the whole static library with --whole-archive, like the
+# server, so every object od_init() registers from is in the binary.
 $(B)/tests/%: tests/unit/%.c $(LIB_A) $(PROTO_OBJ) | $(SETUP_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests/unit $< -o $@ -Wl,--whole-archive $(LIB_A) -Wl,--no-whole-archive \

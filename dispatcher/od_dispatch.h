@@ -103,7 +103,7 @@ od_keyset od_op_fallthrough_keys(const od_op *op);
 typedef struct od_tls {
     od_keyset included; /* stored XOR OD_KS_DEFAULT_INCLUDED: zero is the default */
     od_keyset excluded; /* stored XOR OD_KS_DEFAULT_EXCLUDED */
-    struct od_mode_stack *modes;   /* NULL: no modes (borrowed) */
+    struct od_mode_stack *modes;   /* reserved for the mode stack (not built yet): NULL */
     struct od_trace *trace;        /* NULL: not tracing (borrowed) */
 } od_tls;
 
@@ -117,7 +117,7 @@ void od_tls_restore(const od_tls *saved);
 /* Adds keys to the included / excluded set; returns the previous TLS. */
 od_tls od_tls_include(od_keyset ks);
 od_tls od_tls_exclude(od_keyset ks);
-/* Direct access for the mode stack and tracer (borrowed pointer, per thread). */
+/* Direct access for the tracer (borrowed pointer, per thread). */
 od_tls *od_tls_get(void);
 
 /* ---- calls ---- */

@@ -2,9 +2,10 @@
  *
  * Invariants: every option has an environment variable (flags win); the
  * registry is frozen before the first request; SIGTERM/SIGINT stop new
- * connections, let in-flight requests finish (up to --drain-timeout), and
- * exit 0. Signals are blocked in every thread and taken with sigtimedwait
- * on the main thread, so no handler runs inside a worker.
+ * connections, close those still receiving a request or idle, let requests
+ * whose handler runs finish (up to --drain-timeout), and exit 0. Signals are
+ * blocked in every thread and taken on the main thread with sigwaitinfo
+ * (then sigtimedwait while draining), so no handler runs inside a worker.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -281,7 +282,7 @@ int main(int argc, char **argv)
     }
 
     /* Block the shutdown signals before any thread starts, so every thread
-     * inherits the mask and only sigtimedwait below sees them. */
+     * inherits the mask and only sigwaitinfo/sigtimedwait below see them. */
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);

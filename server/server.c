@@ -26,7 +26,9 @@
  *    request line within the larger of that and --idle-timeout: a trickle of
  *    header bytes cannot hold a slot. The tracking list's lock is also held
  *    by the CLOSED callback, which MHD runs before it closes the socket, so
- *    the reaper never writes to a descriptor that was reused.
+ *    the reaper never writes to a descriptor that was reused. At SIGTERM the
+ *    same list closes every connection not working on a request at once, so
+ *    the drain waits only for handlers that run.
  *  - The bytes reserved for request bodies, all connections together, stay
  *    within --max-inflight-body-bytes: a request that would pass it gets 503
  *    before anything is allocated for it.
@@ -511,19 +513,25 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     return NULL;
 }
 
-static void send_408(int fd, unsigned secs)
+/* An error answer written straight to a connection MHD is reading from
+ * (msg: plain text, no quotes), then the connection is shut down; MHD sees
+ * the end of the stream and closes it. Caller holds T.m. */
+static void answer_and_shut(conn_track *t, od_status st, const char *msg)
 {
-    char body[256], msg[512];
-    int bl = snprintf(body, sizeof body,
-                      "{\"error\":{\"code\":\"%s\",\"message\":\"the request was not "
-                      "received within %u s (--request-timeout)\"}}",
-                      od_status_code(OD_EREQTIMEOUT), secs);
-    int n = snprintf(msg, sizeof msg,
-                     "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: "
-                     "application/json\r\nContent-Length: %d\r\n\r\n%s",
-                     bl, body);
-    if (n > 0 && n < (int)sizeof msg)
-        (void)send(fd, msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL); /* best effort */
+    if (t->phase == PH_RECV) {
+        char body[256], out[512];
+        int bl = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}",
+                          od_status_code(st), msg);
+        int n = snprintf(out, sizeof out,
+                         "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                         "Content-Length: %d\r\n\r\n%s",
+                         od_status_http(st), st == OD_EREQTIMEOUT ? "Request Timeout" : "Service Unavailable",
+                         bl, body);
+        if (bl > 0 && bl < (int)sizeof body && n > 0 && n < (int)sizeof out)
+            (void)send(t->fd, out, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL); /* best effort */
+    }
+    shutdown(t->fd, SHUT_RDWR);
+    t->killed = true;
 }
 
 static void *reaper_main(void *unused)
@@ -542,13 +550,10 @@ static void *reaper_main(void *unused)
             uint64_t limit = t->phase == PH_RECV ? recv_ns : wait_ns;
             if (!limit || now - t->since <= limit)
                 continue;
-            if (t->phase == PH_RECV)
-                send_408(t->fd, od_cfg.request_timeout_s);
             od_log(OD_LOG_WARN, "closing a connection that %s within %u s", t->phase == PH_RECV
                    ? "did not send its whole request" : "sent no complete request line",
                    t->phase == PH_RECV ? od_cfg.request_timeout_s : wait_s);
-            shutdown(t->fd, SHUT_RDWR); /* MHD sees the end of the stream and closes it */
-            t->killed = true;
+            answer_and_shut(t, OD_EREQTIMEOUT, "the request was not received within --request-timeout");
         }
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -988,6 +993,19 @@ void od_server_quiesce(void)
     MHD_socket s = MHD_quiesce_daemon(g_daemon);
     if (s != MHD_INVALID_SOCKET)
         close(s);
+    /* Only requests whose handler runs are worth waiting for: one still
+     * arriving (a Content-Length never met, a half-closed client) or an
+     * idle keep-alive connection would hold the drain for its whole timeout. */
+    int n = 0;
+    pthread_mutex_lock(&T.m);
+    for (conn_track *t = T.head; t; t = t->next)
+        if (!t->killed && t->phase != PH_WORK) {
+            answer_and_shut(t, OD_EBUSY, "shutting down: the request was not complete");
+            n++;
+        }
+    pthread_mutex_unlock(&T.m);
+    if (n)
+        od_log(OD_LOG_INFO, "drain: closed %d connection(s) still receiving or idle", n);
 }
 
 void od_server_stop(void)

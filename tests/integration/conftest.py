@@ -159,6 +159,27 @@ def error_message(resp):
     return body["error"]["message"]
 
 
+def slow_mm(server, n, timeout=120):
+    """An int64 mm of two n x n tensors (int64 mm runs on our own loops, in chunks)."""
+    import json
+
+    a = np.ones((n, n), np.int64)
+    h = json.dumps({"args": [{"dtype": "int64", "shape": [n, n],
+                              "parameters": {"binary_data_size": a.nbytes}}] * 2}).encode()
+    return requests.post(server.url + "/v1/ops/mm", data=h + a.tobytes() * 2, timeout=timeout,
+                         headers={"Content-Type": "application/octet-stream",
+                                  "Inference-Header-Content-Length": str(len(h)),
+                                  "Accept": "application/octet-stream"})
+
+
+def slow_mm_size(server, seconds):
+    """n for which slow_mm takes about `seconds` on this machine and build."""
+    t0 = time.time()
+    assert slow_mm(server, 640).status_code == 200
+    per = (time.time() - t0) / 640 ** 3  # transfer included: errs on the short side
+    return int(min(3000, max(640, 1.2 * (seconds / per) ** (1 / 3))))
+
+
 def _complete(buf):
     head, _, body = buf.partition(b"\r\n\r\n")
     m = re.search(rb"content-length:\s*(\d+)", head, re.I)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import binary_body, from_json, is_sanitized, parse_binary_response, tensor
+from conftest import binary_body, from_json, parse_binary_response, slow_mm, slow_mm_size, tensor
 
 MiB = 1 << 20
 JSON = {"Content-Type": "application/json"}
@@ -415,25 +415,6 @@ def test_keep_alive_and_long_calls_are_not_timed_out(make_server):
 
 
 # ---- 8. kernels off the I/O threads, with a time budget -------------------------------------------
-
-
-def slow_mm(server, n, timeout=120):
-    """An int64 mm of two n x n tensors (int64 mm runs on our own loops, in chunks)."""
-    a = np.ones((n, n), np.int64)
-    h = json.dumps({"args": [{"dtype": "int64", "shape": [n, n],
-                              "parameters": {"binary_data_size": a.nbytes}}] * 2}).encode()
-    return requests.post(server.url + "/v1/ops/mm", data=h + a.tobytes() * 2, timeout=timeout,
-                         headers={"Content-Type": "application/octet-stream",
-                                  "Inference-Header-Content-Length": str(len(h)),
-                                  "Accept": "application/octet-stream"})
-
-
-def slow_mm_size(server, seconds):
-    """n for which slow_mm takes about `seconds` on this machine and build."""
-    t0 = time.time()
-    assert slow_mm(server, 640).status_code == 200
-    per = (time.time() - t0) / 640 ** 3  # transfer included: errs on the short side
-    return int(min(3000, max(640, 1.2 * (seconds / per) ** (1 / 3))))
 
 
 def test_health_and_metrics_answer_while_kernels_run(make_server):
