@@ -813,37 +813,10 @@ void od_h_metrics(od_req *r)
 
 void od_h_index(od_req *r)
 {
-    static const char *const eps[][3] = {
-        {"POST", "/v1/ops/{op}", "call an operator: {\"args\", \"kwargs\", \"device\"}"},
-        {"POST", "/v1/ops/{op}/explain", "which key and kernel a call reaches, output shapes"},
-        {"GET", "/v1/ops", "every operator: schema, overloads, keys with kernels"},
-        {"GET", "/v1/ops/{op}", "schema, dispatch table, registrations (?format=text: dumps)"},
-        {"GET", "/v1/keys", "dispatch keys, priorities, alias keys"},
-        {"GET", "/v1/devices", "CPU, BLAS and CUDA devices"},
-        {"GET", "/v1/stats", "per-operator and per-key statistics"},
-        {"POST", "/v1/stats/reset", "reset the statistics"},
-        {"GET", "/metrics", "Prometheus metrics"},
-        {"GET", "/v2", "Open Inference Protocol server metadata"},
-        {"GET", "/v2/health/live", "liveness"},
-        {"GET", "/v2/health/ready", "readiness"},
-        {"GET", "/v2/models/{op}", "model metadata (each operator overload is a model)"},
-        {"GET", "/v2/models/{op}/config", "model configuration (Triton)"},
-        {"GET", "/v2/models/{op}/ready", "model readiness"},
-        {"GET", "/v2/models/{op}/stats", "model statistics (Triton)"},
-        {"GET", "/v2/models/stats", "statistics of every model (Triton)"},
-        {"POST", "/v2/models/{op}/infer", "inference, JSON or binary tensor data"},
-        {"POST", "/v2/repository/index", "the model repository index"},
-    };
     od_buf b;
     od_buf_init(&b);
-    od_buf_puts(&b, "{\"name\":\"opdispatch\",\"version\":\"" OD_VERSION "\",\"endpoints\":[");
-    for (size_t i = 0; i < sizeof eps / sizeof eps[0]; i++) {
-        if (i)
-            od_buf_putc(&b, ',');
-        od_buf_printf(&b, "{\"method\":\"%s\",\"path\":\"%s\",\"description\":", eps[i][0], eps[i][1]);
-        od_buf_json_str(&b, eps[i][2]);
-        od_buf_putc(&b, '}');
-    }
-    od_buf_puts(&b, "]}");
+    od_buf_puts(&b, "{\"name\":\"opdispatch\",\"version\":\"" OD_VERSION "\",\"endpoints\":");
+    od_server_endpoints_json(&b); /* from the route table */
+    od_buf_puts(&b, "}");
     od_respond_buf(r, 200, "application/json", &b);
 }

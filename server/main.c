@@ -19,53 +19,117 @@
 #include "od_server.h"
 #include "od_stats.h"
 
+/* One table of options: getopt's list, the environment variables and
+ * --help all come from it (a new option is its row, its O_ id, its case in
+ * apply() and its od_config field). */
+enum {
+    O_HOST = 1, O_PORT, O_THREADS, O_MAX_BODY, O_MAX_RANK, O_MAX_ELEMS, O_MAX_OUT, O_MAX_DEPTH,
+    O_MAX_VALUES, O_MAX_INFLIGHT, O_CALL_WORKERS, O_MAX_CALL_S, O_MAX_CONN, O_MAX_CONN_IP, O_IDLE,
+    O_REQ_TIMEOUT, O_DRAIN, O_DEVICE, O_LOG, O_NO_ACCESS, O_HELP, O_VERSION
+};
+
+typedef struct opt_def {
+    int id;
+    const char *name;    /* --name */
+    const char *metavar; /* NULL: takes no value */
+    const char *env;     /* NULL: none */
+    const char *dflt;    /* as shown in --help */
+    const char *help;
+} opt_def;
+
+static const opt_def OPTS[] = {
+    {O_HOST, "host", "ADDR", "OD_HOST", "127.0.0.1", "listen address, IPv4 or IPv6"},
+    {O_PORT, "port", "N", "OD_PORT", "8000", "TCP port; 0 picks a free one and prints it"},
+    {O_THREADS, "threads", "N", "OD_THREADS", "number of cores", "HTTP worker threads"},
+    {O_MAX_BODY, "max-body-bytes", "N", "OD_MAX_BODY_BYTES", "512M", "largest request body; 413 above"},
+    {O_MAX_RANK, "max-rank", "N", "OD_MAX_RANK", "16", "largest tensor rank accepted"},
+    {O_MAX_ELEMS, "max-elements", "N", "OD_MAX_ELEMENTS", "268435456", "largest tensor (elements) accepted"},
+    {O_MAX_OUT, "max-output-bytes", "N", "OD_MAX_OUTPUT_BYTES", "1G",
+     "largest output a call may allocate (checked before allocating) and largest response data as "
+     "sent; 413 above"},
+    {O_MAX_DEPTH, "max-json-depth", "N", "OD_MAX_JSON_DEPTH", "64", "deepest JSON nesting; 400 above"},
+    {O_MAX_VALUES, "max-json-values", "N", "OD_MAX_JSON_VALUES", "65536",
+     "JSON values a request may hold outside tensor data; 413 above"},
+    {O_MAX_INFLIGHT, "max-inflight-body-bytes", "N", "OD_MAX_INFLIGHT_BODY_BYTES", "2G",
+     "request bodies held at once, all connections together; 503 above"},
+    {O_CALL_WORKERS, "call-workers", "N", "OD_CALL_WORKERS", "cores",
+     "operator calls run at once, on their own threads so the HTTP threads keep answering; 0 runs "
+     "calls on the HTTP threads (no hand-off, no answers while kernels run)"},
+    {O_MAX_CALL_S, "max-call-seconds", "S", "OD_MAX_CALL_SECONDS", "60",
+     "cancel a call still running after S seconds (checked between kernel chunks); 504, 0 = none"},
+    {O_MAX_CONN, "max-connections", "N", "OD_MAX_CONNECTIONS", "1024", "open connections in all"},
+    {O_MAX_CONN_IP, "max-connections-per-ip", "N", "OD_MAX_CONNECTIONS_PER_IP", "256",
+     "open connections per client address, 0 = no cap"},
+    {O_IDLE, "idle-timeout", "S", "OD_IDLE_TIMEOUT", "60", "close a connection idle this long"},
+    {O_REQ_TIMEOUT, "request-timeout", "S", "OD_REQUEST_TIMEOUT", "60",
+     "answer 408 and close when a request's headers and body are not all in S seconds after its "
+     "request line, 0 = none"},
+    {O_DRAIN, "drain-timeout", "S", "OD_DRAIN_TIMEOUT", "30",
+     "on SIGTERM, wait at most S seconds for calls that are running"},
+    {O_DEVICE, "default-device", "D", "OD_DEFAULT_DEVICE", "auto",
+     "device of calls that name none: auto (CUDA when available, else CPU), cpu, cuda, cuda:N"},
+    {O_LOG, "log-level", "L", "OD_LOG_LEVEL", "info", "error, warn, info (access log) or debug"},
+    {O_NO_ACCESS, "no-access-log", NULL, "OD_ACCESS_LOG=0", NULL, "no per-request line"},
+    {O_HELP, "help", NULL, NULL, NULL, "this text"},
+    {O_VERSION, "version", NULL, NULL, NULL, "the version"},
+};
+#define NOPTS ((int)(sizeof OPTS / sizeof OPTS[0]))
+
+/* Prints text from column `col`, wrapped at 79 columns. */
+static void wrap(FILE *f, const char *text, int col, int at)
+{
+    while (*text) {
+        int room = 79 - at;
+        int n = (int)strlen(text);
+        if (n > room) { /* break at the last space that fits */
+            n = room;
+            while (n > 0 && text[n] != ' ')
+                n--;
+            if (n == 0)
+                n = room;
+        }
+        for (int k = 0; k < n; k++)
+            fputc(text[k] == '\1' ? ' ' : text[k], f);
+        text += n;
+        while (*text == ' ')
+            text++;
+        if (*text) {
+            fprintf(f, "\n%*s", col, "");
+            at = col;
+        }
+    }
+    fputc('\n', f);
+}
+
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "Usage: opdispatchd [options]\n"
-            "\n"
-            "Serves operator calls over HTTP: POST /v1/ops/{op} (JSON or binary tensors),\n"
-            "the Open Inference Protocol (/v2/...), introspection (/v1/ops, /v1/keys,\n"
-            "/v1/devices), statistics (/v1/stats, /metrics). GET / lists the endpoints.\n"
-            "\n"
-            "Options (each also read from the environment variable shown; flags win):\n"
-            "  --host ADDR                 listen address, IPv4 or IPv6 [OD_HOST, 127.0.0.1]\n"
-            "  --port N                    TCP port; 0 picks a free one and prints it [OD_PORT, 8000]\n"
-            "  --threads N                 HTTP worker threads [OD_THREADS, number of cores]\n"
-            "  --max-body-bytes N          largest request body; 413 above [OD_MAX_BODY_BYTES, 512M]\n"
-            "  --max-rank N                largest tensor rank accepted [OD_MAX_RANK, 16]\n"
-            "  --max-elements N            largest tensor (elements) accepted [OD_MAX_ELEMENTS, 268435456]\n"
-            "  --max-output-bytes N        largest output a call may allocate, checked before\n"
-            "                              allocating; 413 above [OD_MAX_OUTPUT_BYTES, 1G]\n"
-            "  --max-json-depth N          deepest JSON nesting; 400 above [OD_MAX_JSON_DEPTH, 64]\n"
-            "  --max-json-values N         JSON values a request may hold outside tensor data;\n"
-            "                              413 above [OD_MAX_JSON_VALUES, 65536]\n"
-            "  --max-inflight-body-bytes N request bodies held at once, all connections together;\n"
-            "                              503 above [OD_MAX_INFLIGHT_BODY_BYTES, 2G]\n"
-            "  --call-workers N            operator calls run at once, on their own threads so\n"
-            "                              the HTTP threads keep answering; 0 runs calls on the\n"
-            "                              HTTP threads (no hand-off, no answers while kernels\n"
-            "                              run) [OD_CALL_WORKERS, cores]\n"
-            "  --max-call-seconds S        cancel a call still running after S seconds (checked\n"
-            "                              between kernel chunks); 504, 0 = none [OD_MAX_CALL_SECONDS, 60]\n"
-            "  --max-connections N         open connections in all [OD_MAX_CONNECTIONS, 1024]\n"
-            "  --max-connections-per-ip N  open connections per client address, 0 = no cap\n"
-            "                              [OD_MAX_CONNECTIONS_PER_IP, 256]\n"
-            "  --idle-timeout S            close a connection idle this long [OD_IDLE_TIMEOUT, 60]\n"
-            "  --request-timeout S         answer 408 and close when a request's headers and body\n"
-            "                              are not all in S seconds after it began, 0 = none\n"
-            "                              [OD_REQUEST_TIMEOUT, 60]\n"
-            "  --drain-timeout S           on SIGTERM, wait at most S seconds for in-flight\n"
-            "                              requests [OD_DRAIN_TIMEOUT, 30]\n"
-            "  --default-device D          device of calls that name none: auto (CUDA when\n"
-            "                              available, else CPU), cpu, cuda, cuda:N [OD_DEFAULT_DEVICE, auto]\n"
-            "  --log-level L               error, warn, info (access log) or debug [OD_LOG_LEVEL, info]\n"
-            "  --no-access-log             no per-request line [OD_ACCESS_LOG=0]\n"
-            "  --help                      this text\n"
-            "  --version                   the version\n"
-            "\n"
-            "Sizes take a K, M or G suffix (powers of 1024). The access log goes to stderr,\n"
-            "one line per request: ip, method, path, status, bytes sent, microseconds.\n");
+    fprintf(f, "Usage: opdispatchd [options]\n\n"
+               "Serves operator calls over HTTP: POST /v1/ops/{op} (JSON or binary tensors),\n"
+               "the Open Inference Protocol (/v2/...), introspection (/v1/ops, /v1/keys,\n"
+               "/v1/devices), statistics (/v1/stats, /metrics). GET / lists the endpoints.\n\n"
+               "Options (each also read from the environment variable shown; flags win):\n");
+    enum { COL = 30 };
+    for (int i = 0; i < NOPTS; i++) {
+        const opt_def *o = &OPTS[i];
+        char head[64], text[512];
+        int hn = snprintf(head, sizeof head, "  --%s%s%s", o->name, o->metavar ? " " : "",
+                          o->metavar ? o->metavar : "");
+        if (o->env && o->dflt) /* \1: a space the wrap keeps */
+            snprintf(text, sizeof text, "%s [%s,\1%s]", o->help, o->env, o->dflt);
+        else if (o->env)
+            snprintf(text, sizeof text, "%s [%s]", o->help, o->env);
+        else
+            snprintf(text, sizeof text, "%s", o->help);
+        fprintf(f, "%s", head);
+        if (hn >= COL) {
+            fprintf(f, "\n%*s", COL, "");
+        } else {
+            fprintf(f, "%*s", COL - hn, "");
+        }
+        wrap(f, text, COL, COL);
+    }
+    fprintf(f, "\nSizes take a K, M or G suffix (powers of 1024). The access log goes to stderr,\n"
+               "one line per request: ip, method, path, status, bytes sent, microseconds.\n");
 }
 
 static bool parse_num(const char *s, unsigned long long *out)
@@ -93,27 +157,6 @@ static bool parse_num(const char *s, unsigned long long *out)
     *out = v * mul;
     return true;
 }
-
-enum {
-    O_HOST = 1, O_PORT, O_THREADS, O_MAX_BODY, O_MAX_RANK, O_MAX_ELEMS, O_MAX_OUT, O_MAX_DEPTH,
-    O_MAX_CONN, O_MAX_CONN_IP, O_IDLE, O_REQ_TIMEOUT, O_DRAIN, O_DEVICE, O_LOG, O_NO_ACCESS,
-    O_MAX_VALUES, O_MAX_INFLIGHT, O_CALL_WORKERS, O_MAX_CALL_S, O_HELP, O_VERSION
-};
-
-static const struct {
-    int id;
-    const char *env;
-} envs[] = {
-    {O_HOST, "OD_HOST"}, {O_PORT, "OD_PORT"}, {O_THREADS, "OD_THREADS"},
-    {O_MAX_BODY, "OD_MAX_BODY_BYTES"}, {O_MAX_RANK, "OD_MAX_RANK"},
-    {O_MAX_ELEMS, "OD_MAX_ELEMENTS"}, {O_MAX_OUT, "OD_MAX_OUTPUT_BYTES"},
-    {O_MAX_DEPTH, "OD_MAX_JSON_DEPTH"}, {O_MAX_CONN, "OD_MAX_CONNECTIONS"},
-    {O_MAX_CONN_IP, "OD_MAX_CONNECTIONS_PER_IP"}, {O_IDLE, "OD_IDLE_TIMEOUT"},
-    {O_REQ_TIMEOUT, "OD_REQUEST_TIMEOUT"}, {O_DRAIN, "OD_DRAIN_TIMEOUT"},
-    {O_DEVICE, "OD_DEFAULT_DEVICE"}, {O_LOG, "OD_LOG_LEVEL"},
-    {O_MAX_VALUES, "OD_MAX_JSON_VALUES"}, {O_MAX_INFLIGHT, "OD_MAX_INFLIGHT_BODY_BYTES"},
-    {O_CALL_WORKERS, "OD_CALL_WORKERS"}, {O_MAX_CALL_S, "OD_MAX_CALL_SECONDS"},
-};
 
 /* Applies one option; returns false (after saying why) on a bad value. */
 static bool apply(int id, const char *val, const char *src)
@@ -218,40 +261,20 @@ static bool apply(int id, const char *val, const char *src)
 int main(int argc, char **argv)
 {
     od_config_defaults(&od_cfg);
-    for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
-        const char *v = getenv(envs[i].env);
-        if (v && *v && !apply(envs[i].id, v, envs[i].env))
+    for (int i = 0; i < NOPTS; i++) {
+        const char *v = OPTS[i].env && OPTS[i].metavar ? getenv(OPTS[i].env) : NULL;
+        if (v && *v && !apply(OPTS[i].id, v, OPTS[i].env))
             return 2;
     }
     const char *al = getenv("OD_ACCESS_LOG");
     if (al && (!strcmp(al, "0") || !strcmp(al, "off") || !strcmp(al, "false")))
         od_cfg.access_log = false;
 
-    static const struct option opts[] = {
-        {"host", required_argument, 0, O_HOST},
-        {"port", required_argument, 0, O_PORT},
-        {"threads", required_argument, 0, O_THREADS},
-        {"max-body-bytes", required_argument, 0, O_MAX_BODY},
-        {"max-rank", required_argument, 0, O_MAX_RANK},
-        {"max-elements", required_argument, 0, O_MAX_ELEMS},
-        {"max-output-bytes", required_argument, 0, O_MAX_OUT},
-        {"max-json-depth", required_argument, 0, O_MAX_DEPTH},
-        {"max-connections", required_argument, 0, O_MAX_CONN},
-        {"max-connections-per-ip", required_argument, 0, O_MAX_CONN_IP},
-        {"idle-timeout", required_argument, 0, O_IDLE},
-        {"request-timeout", required_argument, 0, O_REQ_TIMEOUT},
-        {"drain-timeout", required_argument, 0, O_DRAIN},
-        {"default-device", required_argument, 0, O_DEVICE},
-        {"log-level", required_argument, 0, O_LOG},
-        {"no-access-log", no_argument, 0, O_NO_ACCESS},
-        {"max-json-values", required_argument, 0, O_MAX_VALUES},
-        {"max-inflight-body-bytes", required_argument, 0, O_MAX_INFLIGHT},
-        {"call-workers", required_argument, 0, O_CALL_WORKERS},
-        {"max-call-seconds", required_argument, 0, O_MAX_CALL_S},
-        {"help", no_argument, 0, O_HELP},
-        {"version", no_argument, 0, O_VERSION},
-        {0, 0, 0, 0},
-    };
+    struct option opts[NOPTS + 1];
+    for (int i = 0; i < NOPTS; i++)
+        opts[i] = (struct option){OPTS[i].name, OPTS[i].metavar ? required_argument : no_argument, 0,
+                                  OPTS[i].id};
+    opts[NOPTS] = (struct option){0, 0, 0, 0};
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (c == O_HELP || c == 'h') {
@@ -270,8 +293,10 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
-        char src[64];
-        snprintf(src, sizeof src, "--%s", opts[c - 1].name);
+        char src[64] = "";
+        for (int i = 0; i < NOPTS; i++)
+            if (OPTS[i].id == c)
+                snprintf(src, sizeof src, "--%s", OPTS[i].name);
         if (!apply(c, optarg, src))
             return 2;
     }

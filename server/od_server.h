@@ -69,6 +69,8 @@ uint64_t od_now_ns(void);
 int od_server_start(int *bound_port);
 /* Stops accepting connections (/v2/health/ready turns 503). */
 void od_server_quiesce(void);
+/* The route table as GET / lists it: [{"method", "path", "description"}]. */
+void od_server_endpoints_json(od_buf *b);
 /* Requests received and not yet completed. */
 long od_server_inflight(void);
 /* Bytes reserved for the bodies of those requests. */

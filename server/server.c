@@ -142,42 +142,81 @@ typedef struct route {
     od_handler handler;
     size_t body_cap;
     const char *name;    /* for statistics: "POST /v1/ops/{op}" */
+    const char *help;    /* one line for GET / */
 } route;
 
 static const route routes[] = {
-    {"GET", "/", od_h_index, BODY_NONE, "GET /"},
-    {"GET", "/v1/ops", od_h_ops_list, BODY_NONE, "GET /v1/ops"},
-    {"GET", "/v1/ops/{op}", od_h_op_detail, BODY_NONE, "GET /v1/ops/{op}"},
-    {"POST", "/v1/ops/{op}", od_h_op_call, BODY_CALL, "POST /v1/ops/{op}"},
-    {"POST", "/v1/ops/{op}/explain", od_h_op_explain, BODY_CALL, "POST /v1/ops/{op}/explain"},
-    {"GET", "/v1/keys", od_h_keys, BODY_NONE, "GET /v1/keys"},
-    {"GET", "/v1/devices", od_h_devices, BODY_NONE, "GET /v1/devices"},
-    {"GET", "/v1/stats", od_h_stats, BODY_NONE, "GET /v1/stats"},
-    {"POST", "/v1/stats/reset", od_h_stats_reset, BODY_SMALL, "POST /v1/stats/reset"},
-    {"GET", "/metrics", od_h_metrics, BODY_NONE, "GET /metrics"},
-    {"GET", "/v2", od_h_v2_server, BODY_NONE, "GET /v2"},
-    {"GET", "/v2/health/live", od_h_v2_live, BODY_NONE, "GET /v2/health/live"},
-    {"GET", "/v2/health/ready", od_h_v2_ready, BODY_NONE, "GET /v2/health/ready"},
-    {"GET", "/v2/models/stats", od_h_v2_models_stats, BODY_NONE, "GET /v2/models/stats"},
-    {"POST", "/v2/repository/index", od_h_v2_repo_index, BODY_SMALL, "POST /v2/repository/index"},
-    {"GET", "/v2/models/{op}", od_h_v2_model, BODY_NONE, "GET /v2/models/{op}"},
-    {"GET", "/v2/models/{op}/versions/{v}", od_h_v2_model, BODY_NONE, "GET /v2/models/{op}"},
-    {"GET", "/v2/models/{op}/config", od_h_v2_model_config, BODY_NONE, "GET /v2/models/{op}/config"},
-    {"GET", "/v2/models/{op}/versions/{v}/config", od_h_v2_model_config, BODY_NONE,
-     "GET /v2/models/{op}/config"},
-    {"GET", "/v2/models/{op}/ready", od_h_v2_model_ready, BODY_NONE, "GET /v2/models/{op}/ready"},
-    {"GET", "/v2/models/{op}/versions/{v}/ready", od_h_v2_model_ready, BODY_NONE,
-     "GET /v2/models/{op}/ready"},
-    {"GET", "/v2/models/{op}/stats", od_h_v2_model_stats, BODY_NONE, "GET /v2/models/{op}/stats"},
-    {"GET", "/v2/models/{op}/versions/{v}/stats", od_h_v2_model_stats, BODY_NONE,
-     "GET /v2/models/{op}/stats"},
-    {"POST", "/v2/models/{op}/infer", od_h_v2_infer, BODY_CALL, "POST /v2/models/{op}/infer"},
-    {"POST", "/v2/models/{op}/versions/{v}/infer", od_h_v2_infer, BODY_CALL,
-     "POST /v2/models/{op}/infer"},
+    {"GET", "/", od_h_index, BODY_NONE, "GET /",
+     "this list"},
+    {"GET", "/v1/ops", od_h_ops_list, BODY_NONE, "GET /v1/ops",
+     "every operator: schema, overloads, keys with kernels"},
+    {"GET", "/v1/ops/{op}", od_h_op_detail, BODY_NONE, "GET /v1/ops/{op}",
+     "schema, dispatch table, registrations (?format=text: dumps)"},
+    {"POST", "/v1/ops/{op}", od_h_op_call, BODY_CALL, "POST /v1/ops/{op}",
+     "call an operator: {\"args\", \"kwargs\", \"device\"}"},
+    {"POST", "/v1/ops/{op}/explain", od_h_op_explain, BODY_CALL, "POST /v1/ops/{op}/explain",
+     "which key and kernel a call reaches, output shapes"},
+    {"GET", "/v1/keys", od_h_keys, BODY_NONE, "GET /v1/keys",
+     "dispatch keys, priorities, alias keys"},
+    {"GET", "/v1/devices", od_h_devices, BODY_NONE, "GET /v1/devices",
+     "CPU, BLAS and CUDA devices"},
+    {"GET", "/v1/stats", od_h_stats, BODY_NONE, "GET /v1/stats",
+     "per-operator and per-key statistics"},
+    {"POST", "/v1/stats/reset", od_h_stats_reset, BODY_SMALL, "POST /v1/stats/reset",
+     "reset the statistics"},
+    {"GET", "/metrics", od_h_metrics, BODY_NONE, "GET /metrics",
+     "Prometheus metrics"},
+    {"GET", "/v2", od_h_v2_server, BODY_NONE, "GET /v2",
+     "Open Inference Protocol server metadata"},
+    {"GET", "/v2/health/live", od_h_v2_live, BODY_NONE, "GET /v2/health/live",
+     "liveness"},
+    {"GET", "/v2/health/ready", od_h_v2_ready, BODY_NONE, "GET /v2/health/ready",
+     "readiness"},
+    {"GET", "/v2/models/stats", od_h_v2_models_stats, BODY_NONE, "GET /v2/models/stats",
+     "statistics of every model (Triton)"},
+    {"POST", "/v2/repository/index", od_h_v2_repo_index, BODY_SMALL, "POST /v2/repository/index",
+     "the model repository index"},
+    {"GET", "/v2/models/{op}", od_h_v2_model, BODY_NONE, "GET /v2/models/{op}",
+     "model metadata (each operator overload is a model)"},
+    {"GET", "/v2/models/{op}/versions/{v}", od_h_v2_model, BODY_NONE, "GET /v2/models/{op}",
+     "model metadata of a version (only 1)"},
+    {"GET", "/v2/models/{op}/config", od_h_v2_model_config, BODY_NONE, "GET /v2/models/{op}/config",
+     "model configuration (Triton)"},
+    {"GET", "/v2/models/{op}/versions/{v}/config", od_h_v2_model_config, BODY_NONE, "GET /v2/models/{op}/config",
+     "model configuration of a version"},
+    {"GET", "/v2/models/{op}/ready", od_h_v2_model_ready, BODY_NONE, "GET /v2/models/{op}/ready",
+     "model readiness"},
+    {"GET", "/v2/models/{op}/versions/{v}/ready", od_h_v2_model_ready, BODY_NONE, "GET /v2/models/{op}/ready",
+     "model readiness of a version"},
+    {"GET", "/v2/models/{op}/stats", od_h_v2_model_stats, BODY_NONE, "GET /v2/models/{op}/stats",
+     "model statistics (Triton)"},
+    {"GET", "/v2/models/{op}/versions/{v}/stats", od_h_v2_model_stats, BODY_NONE, "GET /v2/models/{op}/stats",
+     "model statistics of a version"},
+    {"POST", "/v2/models/{op}/infer", od_h_v2_infer, BODY_CALL, "POST /v2/models/{op}/infer",
+     "inference, JSON or binary tensor data"},
+    {"POST", "/v2/models/{op}/versions/{v}/infer", od_h_v2_infer, BODY_CALL, "POST /v2/models/{op}/infer",
+     "inference on a version"},
 };
 #define NROUTES ((int)(sizeof routes / sizeof routes[0]))
 
 static const char *route_names[NROUTES];
+
+void od_server_endpoints_json(od_buf *b)
+{
+    od_buf_puts(b, "[");
+    for (int i = 0; i < NROUTES; i++) {
+        if (i)
+            od_buf_putc(b, ',');
+        od_buf_puts(b, "{\"method\":");
+        od_buf_json_str(b, routes[i].method);
+        od_buf_puts(b, ",\"path\":");
+        od_buf_json_str(b, routes[i].pattern);
+        od_buf_puts(b, ",\"description\":");
+        od_buf_json_str(b, routes[i].help);
+        od_buf_putc(b, '}');
+    }
+    od_buf_putc(b, ']');
+}
 
 /* Matches path against pattern; fills captures. */
 static bool match(const char *pattern, const char *path, char caps[OD_MAX_PARAMS][256])

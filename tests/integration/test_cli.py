@@ -1,5 +1,6 @@
 """opdispatchd's command line, environment variables and access log."""
 
+import os
 import re
 import subprocess
 import time
@@ -54,3 +55,23 @@ def test_access_log_line_per_request(make_server):
 
 def test_url_printed_on_start(server):
     assert re.search(r"listening on http://127\.0\.0\.1:\d+/", server.stdout())
+
+
+def test_every_option_in_help_is_parsed():
+    """--help, getopt and the environment come from one table: every flag
+    shown takes a value where it shows one, and names itself when it is bad."""
+    text = subprocess.run([SERVER_BIN, "--help"], capture_output=True, text=True, timeout=30).stdout
+    rows = re.findall(r"^  --([a-z-]+)(?: ([A-Z]+))?", text, re.M)
+    assert len(rows) >= 20, rows
+    for flag, metavar in rows:
+        if not metavar:
+            continue
+        p = subprocess.run([SERVER_BIN, f"--{flag}", "not-a-value" if flag != "host" else "x" * 300],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 2, (flag, p.stderr)
+        assert f"--{flag}" in p.stderr and "unrecognized" not in p.stderr, (flag, p.stderr)
+    for env in re.findall(r"\[(OD_[A-Z_]+),", text):
+        bad = "not-a-value" if env != "OD_HOST" else "x" * 300
+        p = subprocess.run([SERVER_BIN], env={**os.environ, env: bad}, capture_output=True, text=True,
+                           timeout=30)
+        assert p.returncode == 2 and env in p.stderr, (env, p.stderr)
