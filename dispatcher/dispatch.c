@@ -284,10 +284,80 @@ od_status od_fallback(od_key key, od_boxed_fn fn, void *ctx, const char *name, c
     return OD_OK;
 }
 
-void od_registry_freeze(void) { g_frozen = true; }
+/* ------------------------------------------------------------------ lookup
+ * At freeze, every operator's basename ("aten::add") goes into a hash
+ * table whose entries list its overloads in definition order, so a name
+ * costs one hash and a compare or two; before freeze lookups scan. */
+
+#define NAME_SLOTS 4096 /* a power of two, well above twice OD_MAX_OPS */
+_Static_assert(NAME_SLOTS >= 2 * OD_MAX_OPS, "name index load factor");
+
+typedef struct name_slot {
+    const char *basename; /* NULL: empty */
+    int first, count;     /* into g_by_name */
+} name_slot;
+
+static name_slot g_names[NAME_SLOTS];
+static od_op *g_by_name[OD_MAX_OPS]; /* grouped by basename, definition order within */
+
+static uint32_t name_hash(const char *s)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+static name_slot *name_find(const char *base)
+{
+    for (uint32_t i = name_hash(base) & (NAME_SLOTS - 1);; i = (i + 1) & (NAME_SLOTS - 1)) {
+        name_slot *sl = &g_names[i];
+        if (!sl->basename || strcmp(sl->basename, base) == 0)
+            return sl;
+    }
+}
+
+static void build_name_index(void)
+{
+    int n = 0;
+    for (int i = 0; i < g_nops; i++) {
+        name_slot *sl = name_find(g_ops[i]->basename);
+        if (sl->basename)
+            continue; /* grouped already, with its first overload */
+        sl->basename = g_ops[i]->basename;
+        sl->first = n;
+        for (int j = i; j < g_nops; j++)
+            if (strcmp(g_ops[j]->basename, sl->basename) == 0)
+                g_by_name[n++] = g_ops[j];
+        sl->count = n - sl->first;
+    }
+}
+
+void od_registry_freeze(void)
+{
+    if (!g_frozen)
+        build_name_index();
+    g_frozen = true;
+}
+
 bool od_registry_frozen(void) { return g_frozen; }
 
-/* ------------------------------------------------------------------ lookup */
+/* The overloads of base: *ops (borrowed) and their count. */
+static int overloads_of(const char *base, od_op *const **ops)
+{
+    static _Thread_local od_op *scan[OD_MAX_OPS];
+    if (g_frozen) {
+        name_slot *sl = name_find(base);
+        *ops = sl->basename ? &g_by_name[sl->first] : NULL;
+        return sl->basename ? sl->count : 0;
+    }
+    int n = 0;
+    for (int i = 0; i < g_nops; i++)
+        if (strcmp(g_ops[i]->basename, base) == 0)
+            scan[n++] = g_ops[i];
+    *ops = scan;
+    return n;
+}
 
 static int split_name(const char *name, char *base, size_t cap, const char **overload)
 {
@@ -311,14 +381,10 @@ int od_op_overloads(const char *name, const od_op **out, int cap)
     const char *ovl;
     if (split_name(name, base, sizeof base, &ovl) >= (int)sizeof base)
         return 0;
-    int n = 0;
-    for (int i = 0; i < g_nops; i++) {
-        if (strcmp(g_ops[i]->basename, base) != 0)
-            continue;
-        if (n < cap && out)
-            out[n] = g_ops[i];
-        n++;
-    }
+    od_op *const *ops;
+    int n = overloads_of(base, &ops);
+    for (int i = 0; i < n && i < cap && out; i++)
+        out[i] = ops[i];
     return n;
 }
 
@@ -328,23 +394,12 @@ const od_op *od_op_find(const char *name)
     const char *ovl;
     if (!name || split_name(name, base, sizeof base, &ovl) >= (int)sizeof base)
         return NULL;
-    const od_op *single = NULL;
-    int count = 0;
-    for (int i = 0; i < g_nops; i++) {
-        od_op *op = g_ops[i];
-        if (strcmp(op->basename, base) != 0)
-            continue;
-        if (ovl) {
-            if (strcmp(op->schema->overload, ovl) == 0)
-                return op;
-            continue;
-        }
-        if (op->schema->overload[0] == '\0')
-            return op;
-        single = op;
-        count++;
-    }
-    return !ovl && count == 1 ? single : NULL;
+    od_op *const *ops;
+    int n = overloads_of(base, &ops);
+    for (int i = 0; i < n; i++)
+        if (strcmp(ops[i]->schema->overload, ovl ? ovl : "") == 0)
+            return ops[i];
+    return !ovl && n == 1 ? ops[0] : NULL;
 }
 
 const od_op *od_op_at(int i) { return i >= 0 && i < g_nops ? g_ops[i] : NULL; }
@@ -533,6 +588,22 @@ od_status od_call(const od_op *op, od_stack *s, od_error *err)
         return od_error_set(err, OD_EINVAL, "%s expects %d arguments on the stack, got %d",
                             op->qualname, op->schema->nargs, s->nargs);
     return od_call_with_keys(op, od_compute_keyset(op, s), s, err);
+}
+
+od_keyset od_call_keyset(const od_op *op, const od_stack *s)
+{
+    return od_compute_keyset(op, s) & ~op->fallthrough;
+}
+
+od_status od_call_traced(const od_op *op, od_stack *s, od_trace *tr, od_error *err)
+{
+    memset(tr, 0, sizeof *tr);
+    tr->first_keyset = od_call_keyset(op, s); /* also when no kernel runs */
+    od_trace *prev = t_tls.trace;
+    t_tls.trace = tr;
+    od_status st = od_call(op, s, err);
+    t_tls.trace = prev;
+    return st;
 }
 
 od_status od_redispatch(const od_op *op, od_keyset ks, od_stack *s, od_error *err)

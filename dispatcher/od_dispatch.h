@@ -152,6 +152,17 @@ typedef struct od_trace {
     od_trace_step steps[OD_TRACE_MAX];
 } od_trace;
 
+/* The key set a call of op with these arguments dispatches on: its
+ * tensors' keys plus the thread's included set, minus the excluded set and
+ * op's fallthrough keys. Its highest key is the one od_call runs first. */
+od_keyset od_call_keyset(const od_op *op, const od_stack *s);
+/* od_call, recording what happens in *tr (caller's, overwritten): the key
+ * set and every kernel step (key, kernel, provenance, depth, time,
+ * status), redispatches and nested operators included. The thread's
+ * previous recording, if any, is restored after. This is how a caller
+ * observes a call; nothing outside the dispatcher touches od_tls.trace. */
+od_status od_call_traced(const od_op *op, od_stack *s, od_trace *tr, od_error *err);
+
 /* Per-call statistics hook: called after every kernel run (outer and
  * redispatched) when set. Must be thread-safe. NULL to remove. */
 typedef void (*od_stats_hook)(const od_op *op, od_key key, od_status st, uint64_t ns);

@@ -6,8 +6,8 @@
  *    call, so every allocation the call makes — outputs included — is
  *    checked before it happens, and input decoding is governed by the
  *    element cap instead.
- *  - The trace pointer is set only around the call and restored after, so
- *    a worker thread never carries a stale trace into the next request.
+ *  - What a call did (key set, steps, times) comes from the dispatcher's
+ *    od_call_traced; this file never touches the dispatcher's thread state.
  *  - Outputs handed to the encoders are CPU tensors; CUDA outputs are
  *    copied back first (that copy counts as encode time).
  */
@@ -91,76 +91,60 @@ od_status od_resolve_device(const char *name, od_device *out, od_error *err)
     return OD_OK;
 }
 
-/* ---- operator lookups, remembered ---------------------------------------------
- * od_op_find and od_op_overloads scan the whole registry with string
- * compares; a request pays that once or twice. Once the registry is frozen
- * (before the first request) their answers never change, so each worker
- * thread remembers the last few names it looked up. */
+/* ---- names -------------------------------------------------------------------
+ * The one way the service turns a name into an operator (the dispatcher's
+ * name index makes od_op_find and od_op_overloads a hash lookup each). */
 
-#define LOOKUP_SLOTS 16
-#define LOOKUP_OVL 16
-typedef struct lookup_entry {
-    char name[64];
-    const od_op *dflt;
-    int n;
-    const od_op *ovl[LOOKUP_OVL];
-} lookup_entry;
-
-static _Thread_local lookup_entry t_lookup[LOOKUP_SLOTS];
-static _Thread_local int t_lookup_next;
-
-int od_lookup_op(const char *name, const od_op **dflt, const od_op **ovl, int cap)
+const od_op *od_resolve_op(const char *name, od_op_fits fits, void *ctx, od_error *err)
 {
-    size_t len = strlen(name);
-    bool cacheable = od_registry_frozen() && len < sizeof t_lookup[0].name;
-    if (cacheable)
-        for (int i = 0; i < LOOKUP_SLOTS; i++) {
-            lookup_entry *e = &t_lookup[i];
-            if (e->name[0] && !strcmp(e->name, name)) {
-                *dflt = e->dflt;
-                int m = e->n < cap ? e->n : cap;
-                memcpy(ovl, e->ovl, sizeof *ovl * (size_t)m);
-                return e->n;
-            }
-        }
-    *dflt = od_op_find(name);
-    const od_op *tmp[LOOKUP_OVL];
-    int n = od_op_overloads(name, tmp, LOOKUP_OVL);
-    if (n > LOOKUP_OVL) { /* too many to remember: ask for all the caller wants */
-        n = od_op_overloads(name, ovl, cap);
-        return n;
+    const char *colons = strstr(name, "::");
+    const char *tail = colons ? colons + 2 : name;
+    const od_op *dflt = od_op_find(name); /* the default overload, or the only one */
+    if (strchr(tail, '.')) {              /* an overload named: that one or nothing */
+        if (!dflt)
+            od_error_set(err, OD_ENOTFOUND, "unknown operator '%s' (GET /v1/ops lists them)", name);
+        return dflt;
     }
-    memcpy(ovl, tmp, sizeof *ovl * (size_t)(n < cap ? n : cap));
-    if (cacheable && len > 0) {
-        lookup_entry *e = &t_lookup[t_lookup_next];
-        t_lookup_next = (t_lookup_next + 1) % LOOKUP_SLOTS;
-        memcpy(e->name, name, len + 1);
-        e->dflt = *dflt;
-        e->n = n;
-        memcpy(e->ovl, tmp, sizeof *tmp * (size_t)n);
-    }
-    return n;
-}
-
-const od_op *od_find_op(const char *name, od_error *err)
-{
-    const od_op *op;
     const od_op *ovl[64];
-    int n = od_lookup_op(name, &op, ovl, 64);
-    if (op)
-        return op;
-    if (n == 0)
-        return od_error_set(err, OD_ENOTFOUND, "unknown operator '%s' (GET /v1/ops lists them)", name),
-               NULL;
-    char list[700] = "";
-    size_t len = 0;
-    for (int i = 0; i < n && i < 64 && len < sizeof list; i++) {
-        char m[256];
-        od_model_name(ovl[i], m, sizeof m);
-        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", m);
+    int n = od_op_overloads(name, ovl, 64);
+    if (n > 64)
+        n = 64;
+    if (n == 0) {
+        od_error_set(err, OD_ENOTFOUND, "unknown operator '%s' (GET /v1/ops lists them)", name);
+        return NULL;
     }
-    od_error_set(err, OD_ENOTFOUND, "'%s' has %d overloads and no default one; name one of: %s",
-                 name, n, list);
+    if (!fits) {
+        if (dflt)
+            return dflt;
+        char list[700] = "";
+        size_t len = 0;
+        for (int i = 0; i < n && len < sizeof list; i++) {
+            char m[256];
+            od_model_name(ovl[i], m, sizeof m);
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", m);
+        }
+        od_error_set(err, OD_ENOTFOUND, "'%s' has %d overloads and no default one; name one of: %s",
+                     name, n, list);
+        return NULL;
+    }
+    if (dflt && fits(dflt, ctx, NULL))
+        return dflt;
+    char why[1024] = "";
+    size_t len = 0;
+    for (int i = 0; i < n; i++) {
+        if (ovl[i] == dflt)
+            continue;
+        od_error e;
+        od_error_clear(&e);
+        if (fits(ovl[i], ctx, &e))
+            return ovl[i];
+        if (len < sizeof why)
+            len += (size_t)snprintf(why + len, sizeof why - len, "\n  %s: %s", od_op_name(ovl[i]),
+                                    e.message);
+    }
+    if (dflt) /* binding it reports the precise problem */
+        return dflt;
+    od_error_set(err, OD_EMISMATCH, "no overload of '%s' matches these arguments:%s", name, why);
     return NULL;
 }
 
@@ -206,8 +190,8 @@ bool od_call_is_cheap(const char *name, size_t body_len)
 {
     if (body_len > CHEAP_BODY_BYTES || !*od_cuda_why())
         return false;
-    const od_op *dflt, *ovl[16];
-    int n = od_lookup_op(name, &dflt, ovl, 16);
+    const od_op *dflt = od_op_find(name), *ovl[16];
+    int n = od_op_overloads(name, ovl, 16);
     if (n > 16 || (n == 0 && !dflt))
         return false;
     if (dflt && !bounded_schema(od_op_schema(dflt)))
@@ -280,19 +264,15 @@ od_status od_call_run(od_srv_call *c)
     }
     c->t_decoded = od_now_ns();
     od_stack_init(&c->stack, c->bound.args, c->bound.nargs);
-    c->ks = od_compute_keyset(c->op, &c->stack) & ~od_op_fallthrough_keys(c->op);
+    c->ks = od_call_keyset(c->op, &c->stack);
     c->key = od_ks_highest(c->ks);
 
     size_t prev_limit = od_get_alloc_limit();
     od_set_alloc_limit(od_cfg.max_output_bytes);
-    od_tls *tls = od_tls_get();
-    struct od_trace *prev_trace = tls->trace;
-    memset(&c->trace, 0, sizeof c->trace);
-    tls->trace = &c->trace;
     od_set_deadline(od_cfg.max_call_seconds
                         ? od_now_ns() + (uint64_t)od_cfg.max_call_seconds * 1000000000u
                         : UINT64_MAX); /* no budget, but shutdown may still cancel it */
-    st = od_call(c->op, &c->stack, &c->err);
+    st = od_call_traced(c->op, &c->stack, &c->trace, &c->err);
     if (od_cancelled()) { /* outputs are incomplete: drop them */
         od_stack_release_rets(&c->stack);
         st = od_error_set(&c->err, OD_ETIMEOUT,
@@ -304,7 +284,6 @@ od_status od_call_run(od_srv_call *c)
                          od_op_name(c->op));
     }
     od_set_deadline(0);
-    tls->trace = prev_trace;
     od_set_alloc_limit(prev_limit);
     c->t_called = od_now_ns();
     if (st != OD_OK)

@@ -84,51 +84,22 @@ static od_status parse_call_body(od_req *r, call_req *q, od_error *err)
     return OD_OK;
 }
 
-/* The operator for a name. A name with an overload ("add.Tensor") is that
- * overload; a bare name ("add", "sum") picks, like PyTorch's argument
- * parser, the first overload whose schema fits the arguments' JSON kinds,
- * trying the default overload first. When none fits and there is a default
- * (or only one) overload, that one is returned so that binding reports the
- * precise problem. */
+/* A bare name picks, like PyTorch's argument parser, the first overload
+ * whose schema fits the arguments' JSON kinds (od_resolve_op). */
+typedef struct call_args {
+    json_t *args, *kwargs;
+} call_args;
+
+static bool args_fit(const od_op *op, void *ctx, od_error *why)
+{
+    const call_args *a = ctx;
+    return od_proto_args_match(op, a->args, a->kwargs, why);
+}
+
 static const od_op *resolve_op(const char *name, json_t *args, json_t *kwargs, od_error *err)
 {
-    const char *colons = strstr(name, "::");
-    const char *tail = colons ? colons + 2 : name;
-    if (strchr(tail, '.')) {
-        const od_op *op, *unused[1];
-        od_lookup_op(name, &op, unused, 0);
-        if (!op)
-            od_error_set(err, OD_ENOTFOUND, "unknown operator '%s' (GET /v1/ops lists them)", name);
-        return op;
-    }
-    const od_op *dflt; /* the default overload, or the only one */
-    const od_op *ovl[64];
-    int n = od_lookup_op(name, &dflt, ovl, 64);
-    if (dflt && od_proto_args_match(dflt, args, kwargs, NULL))
-        return dflt;
-    if (n > 64)
-        n = 64;
-    if (n == 0) {
-        od_error_set(err, OD_ENOTFOUND, "unknown operator '%s' (GET /v1/ops lists them)", name);
-        return NULL;
-    }
-    char why[1024] = "";
-    size_t len = 0;
-    for (int i = 0; i < n; i++) {
-        if (ovl[i] == dflt)
-            continue;
-        od_error e;
-        od_error_clear(&e);
-        if (od_proto_args_match(ovl[i], args, kwargs, &e))
-            return ovl[i];
-        if (len < sizeof why)
-            len += (size_t)snprintf(why + len, sizeof why - len, "\n  %s: %s", od_op_name(ovl[i]),
-                                    e.message);
-    }
-    if (dflt)
-        return dflt;
-    od_error_set(err, OD_EMISMATCH, "no overload of '%s' matches these arguments:%s", name, why);
-    return NULL;
+    call_args a = {args, kwargs};
+    return od_resolve_op(name, args_fit, &a, err);
 }
 
 static bool want_binary_default(od_req *r, json_t *params)
@@ -239,7 +210,7 @@ void od_h_op_explain(od_req *r)
     }
     od_stack_init(&s, meta.args, meta.nargs);
     /* the key set the real call would have: Meta stands in for the device */
-    od_keyset ks = od_compute_keyset(op, &s);
+    od_keyset ks = od_call_keyset(op, &s);
     od_key devkey = od_device_key(dev);
     if (od_ks_has(ks, OD_KEY_Meta))
         ks = od_ks_add(od_ks_remove(ks, OD_KEY_Meta), devkey);
@@ -252,14 +223,9 @@ void od_h_op_explain(od_req *r)
 
     /* shapes: run the call on Meta (no data is touched or allocated) */
     od_trace trace;
-    memset(&trace, 0, sizeof trace);
-    od_tls *tls = od_tls_get();
-    struct od_trace *prev = tls->trace;
-    tls->trace = &trace;
     od_error merr;
     od_error_clear(&merr);
-    od_status mst = od_call(op, &s, &merr);
-    tls->trace = prev;
+    od_status mst = od_call_traced(op, &s, &trace, &merr);
     if (mst != OD_OK && mst != OD_ENOKERNEL && mst != OD_EUNSUPPORTED) {
         /* the arguments themselves are wrong: the real call would fail too */
         od_respond_od_error(r, &merr);

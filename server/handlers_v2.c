@@ -31,7 +31,7 @@ static const od_op *model_of(od_req *r)
 {
     od_error err;
     od_error_clear(&err);
-    const od_op *op = od_find_op(r->params[0], &err);
+    const od_op *op = od_resolve_op(r->params[0], NULL, NULL, &err);
     if (!op) {
         od_respond_od_error(r, &err);
         return NULL;
@@ -202,51 +202,51 @@ void od_h_v2_repo_index(od_req *r)
     od_respond_buf(r, 200, "application/json", &b);
 }
 
-/* For a name with several overloads ("add"): the first whose arguments
- * cover the inputs' names and whose required arguments are all given. */
-static const od_op *model_for_inputs(const char *name, json_t *inputs, json_t *params,
-                                     od_error *err)
+/* For a name with several overloads ("add"): an overload fits when its
+ * arguments cover the inputs' names and its required arguments are all
+ * given (as inputs or parameters). */
+typedef struct infer_args {
+    json_t *inputs, *params;
+} infer_args;
+
+static bool inputs_fit(const od_op *op, void *ctx, od_error *why)
 {
-    const od_op *op;
-    const od_op *ovl[64];
-    int n = od_lookup_op(name, &op, ovl, 64);
-    if (op)
-        return op;
-    for (int i = 0; i < n && i < 64; i++) {
-        const od_schema *s = od_op_schema(ovl[i]);
-        bool ok = true;
-        size_t k;
-        json_t *in;
-        json_array_foreach(inputs, k, in) {
-            const char *nm = json_string_value(json_object_get(in, "name"));
-            bool found = false;
-            for (int a = 0; nm && a < s->nargs; a++)
-                if (!strcmp(s->args[a].name, nm)) {
-                    /* a tensor for a Scalar argument means the Tensor overload */
-                    const od_type *t = od_type_unwrap_optional(s->args[a].type);
-                    json_t *shape = json_object_get(in, "shape");
-                    bool scalar_like = json_is_array(shape) && json_array_size(shape) <= 1 &&
-                                       (json_array_size(shape) == 0 ||
-                                        json_integer_value(json_array_get(shape, 0)) == 1);
-                    found = t->kind == OD_TY_TENSOR || scalar_like;
-                }
-            ok &= found;
-        }
-        for (int a = 0; ok && a < s->nargs; a++) {
-            if (s->args[a].has_default || od_type_is_optional(s->args[a].type))
-                continue;
-            bool given = json_object_get(params, s->args[a].name) != NULL;
-            json_array_foreach(inputs, k, in) {
-                const char *nm = json_string_value(json_object_get(in, "name"));
-                if (nm && !strcmp(nm, s->args[a].name))
-                    given = true;
+    const infer_args *a = ctx;
+    const od_schema *s = od_op_schema(op);
+    size_t k;
+    json_t *in;
+    json_array_foreach(a->inputs, k, in) {
+        const char *nm = json_string_value(json_object_get(in, "name"));
+        bool found = false;
+        for (int i = 0; nm && i < s->nargs; i++)
+            if (!strcmp(s->args[i].name, nm)) {
+                /* a tensor for a Scalar argument means the Tensor overload */
+                const od_type *t = od_type_unwrap_optional(s->args[i].type);
+                json_t *shape = json_object_get(in, "shape");
+                bool scalar_like = json_is_array(shape) && json_array_size(shape) <= 1 &&
+                                   (json_array_size(shape) == 0 ||
+                                    json_integer_value(json_array_get(shape, 0)) == 1);
+                found = t->kind == OD_TY_TENSOR || scalar_like;
             }
-            ok &= given;
-        }
-        if (ok)
-            return ovl[i];
+        if (!found)
+            return od_error_set(why, OD_EMISMATCH, "input '%s' is not one of its tensor arguments",
+                                nm ? nm : "?"),
+                   false;
     }
-    return od_find_op(name, err); /* the error names the overloads */
+    for (int i = 0; i < s->nargs; i++) {
+        if (s->args[i].has_default || od_type_is_optional(s->args[i].type))
+            continue;
+        bool given = json_object_get(a->params, s->args[i].name) != NULL;
+        json_array_foreach(a->inputs, k, in) {
+            const char *nm = json_string_value(json_object_get(in, "name"));
+            if (nm && !strcmp(nm, s->args[i].name))
+                given = true;
+        }
+        if (!given)
+            return od_error_set(why, OD_EMISMATCH, "argument '%s' is not given", s->args[i].name),
+                   false;
+    }
+    return true;
 }
 
 void od_h_v2_infer(od_req *r)
@@ -299,7 +299,8 @@ void od_h_v2_infer(od_req *r)
     if (st == OD_OK)
         st = od_resolve_device(device, &c.device, &c.err);
     if (st == OD_OK) {
-        c.op = model_for_inputs(r->params[0], inputs, params, &c.err);
+        infer_args ia = {inputs, params};
+        c.op = od_resolve_op(r->params[0], inputs_fit, &ia, &c.err);
         st = c.op ? OD_OK : c.err.status;
         r->op = c.op;
         c.key = od_device_key(c.device);

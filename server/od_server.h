@@ -187,13 +187,16 @@ od_status od_resolve_device(const char *name, od_device *out, od_error *err);
 /* Why CUDA is unavailable ("" when it is available). */
 const char *od_cuda_why(void);
 
-/* "add.Tensor", "aten::add.Tensor", "add": the operator, or NULL with a 404
- * error naming the overloads when the name is ambiguous or unknown. */
-const od_op *od_find_op(const char *name, od_error *err);
-/* od_op_find(name) in *dflt and od_op_overloads(name, ovl, cap) as the
- * return value, remembered per thread once the registry is frozen (the
- * answers cannot change then). name, ovl: borrowed; cap <= 64. */
-int od_lookup_op(const char *name, const od_op **dflt, const od_op **ovl, int cap);
+/* Whether op suits a request (ctx: the caller's); why (may be NULL) says
+ * why not. */
+typedef bool (*od_op_fits)(const od_op *op, void *ctx, od_error *why);
+/* The operator a name in a URL means: "add.Tensor" or "aten::add.Tensor" is
+ * that overload; a bare "add" is its default (or only) overload if fits
+ * accepts it, else the first overload fits accepts, else the default so
+ * binding names the problem. Without fits, a bare name needs a default.
+ * NULL with err set: 404 unknown or ambiguous, 422 when no overload fits.
+ * name: borrowed; the result is borrowed from the registry. */
+const od_op *od_resolve_op(const char *name, od_op_fits fits, void *ctx, od_error *err);
 
 od_proto_limits od_limits(void);
 

@@ -448,7 +448,64 @@ Test(registry, lookup_by_name_and_overload)
     cr_assert_eq(od_op_at(od_op_id(b)), b);
 }
 
+Test(registry, lookup_after_freeze_uses_the_index_and_agrees)
+{
+    od_op *a = def("test::look(Tensor self) -> Tensor");
+    od_op *b = def("test::look.two(Tensor self, Tensor other) -> Tensor");
+    od_op *c = def("test::only.one(Tensor self) -> Tensor");
+    od_op *d = def("test::many.x(Tensor self) -> Tensor");
+    od_op *e = def("test::many.y(Tensor self) -> Tensor");
+    char name[64];
+    for (int i = 0; i < 300; i++) { /* enough names to collide in the hash */
+        snprintf(name, sizeof name, "test::n%d(Tensor self) -> Tensor", i);
+        def(name);
+    }
+    od_registry_freeze();
+    cr_assert_eq(od_op_find("test::look"), a);
+    cr_assert_eq(od_op_find("test::look.two"), b);
+    cr_assert_eq(od_op_find("test::only"), c);
+    cr_assert_null(od_op_find("test::many"), "two overloads, no default");
+    cr_assert_eq(od_op_find("test::many.y"), e);
+    cr_assert_null(od_op_find("test::look.three"));
+    cr_assert_null(od_op_find("test::nothing"));
+    const od_op *all[4];
+    cr_assert_eq(od_op_overloads("test::many", all, 4), 2);
+    cr_assert(all[0] == d && all[1] == e, "definition order");
+    for (int i = 0; i < od_op_count(); i++) { /* every operator by its own name */
+        const od_op *op = od_op_at(i);
+        cr_assert_eq(od_op_find(od_op_name(op)), op, "%s", od_op_name(op));
+    }
+    for (int i = 0; i < 300; i++) {
+        snprintf(name, sizeof name, "test::n%d", i);
+        cr_assert_eq(od_op_overloads(name, all, 4), 1, "%s", name);
+    }
+}
+
 /* ---- calls -------------------------------------------------------------------- */
+
+Test(call, traced_records_keyset_steps_and_restores)
+{
+    std_fallthrough();
+    od_op *op = def("test::tr(Tensor self) -> Tensor");
+    impl(op, OD_KEY_CPU, k_record, "cpu");
+    impl(op, OD_KEY_AutogradCPU, k_redispatch, "agcpu");
+    od_tensor t = fake_tensor(OD_KS(OD_KEY_CPU) | OD_KS(OD_KEY_AutogradCPU));
+    od_value args[1] = {od_tensor_v(&t)};
+    od_stack s;
+    od_stack_init(&s, args, 1);
+    od_error err;
+    od_trace tr;
+    od_keyset ks = od_call_keyset(op, &s);
+    cr_assert_eq(od_ks_highest(ks), OD_KEY_AutogradCPU);
+    cr_assert_eq(od_call_traced(op, &s, &tr, &err), OD_OK);
+    od_stack_release_rets(&s);
+    cr_assert_eq(tr.first_keyset, ks);
+    cr_assert_eq(tr.nsteps, 2);
+    cr_assert(tr.steps[0].key == OD_KEY_AutogradCPU && tr.steps[0].depth == 0);
+    cr_assert(tr.steps[1].key == OD_KEY_CPU && tr.steps[1].depth == 1);
+    cr_assert_null(od_tls_get()->trace, "the thread's recording is restored");
+}
+
 
 Test(call, highest_key_runs_and_redispatch_goes_below)
 {
