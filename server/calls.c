@@ -19,9 +19,7 @@
 #include "od_parallel.h"
 #include "od_server.h"
 #include "od_stats.h"
-#ifdef OD_HAVE_CUDA
-#include "cuda/od_cuda.h"
-#endif
+#include "od_devices.h"
 
 od_proto_limits od_limits(void)
 {
@@ -32,36 +30,9 @@ od_proto_limits od_limits(void)
     return l;
 }
 
-#ifdef OD_HAVE_CUDA
-static char g_cuda_why[512];
-static pthread_once_t g_cuda_once = PTHREAD_ONCE_INIT;
-static void probe_cuda(void)
-{
-    char tmp[512] = "";
-    if (!od_cuda_available(tmp, sizeof tmp))
-        snprintf(g_cuda_why, sizeof g_cuda_why, "%s", tmp[0] ? tmp : "CUDA unavailable");
-}
-#endif
+const char *od_cuda_why(void) { return od_backend_named("cuda")->why_unavailable(); }
 
-const char *od_cuda_why(void)
-{
-#ifdef OD_HAVE_CUDA
-    pthread_once(&g_cuda_once, probe_cuda);
-    return g_cuda_why;
-#else
-    return "CUDA unavailable: this build has no CUDA backend (nvcc was not found when it was "
-           "built, or it was built with CUDA=0)";
-#endif
-}
-
-static int cuda_count(void)
-{
-#ifdef OD_HAVE_CUDA
-    return *od_cuda_why() ? 0 : od_cuda_device_count();
-#else
-    return 0;
-#endif
-}
+static int cuda_count(void) { return od_backend_named("cuda")->device_count(); }
 
 od_status od_resolve_device(const char *name, od_device *out, od_error *err)
 {

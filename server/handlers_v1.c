@@ -14,14 +14,7 @@
 #include "od_parallel.h"
 #include "od_server.h"
 #include "od_stats.h"
-#ifdef OD_HAVE_CUDA
-#include "cuda/od_cuda.h"
-#endif
-
-/* OpenBLAS's own queries (declared in its cblas.h, which may not be the
- * cblas.h the system's alternatives picked). */
-extern char *openblas_get_config(void);
-extern int openblas_get_num_threads(void);
+#include "od_devices.h"
 
 /* ---- the call body -------------------------------------------------------------- */
 
@@ -647,93 +640,86 @@ void od_h_keys(od_req *r)
     od_respond_buf(r, 200, "application/json", &b);
 }
 
-static void cpu_model(char *buf, size_t cap)
+/* Facts as JSON members (no braces); "a.b" keys nest in an object "a"
+ * (od_devices.h keeps a group's keys together). */
+static void put_props(od_buf *b, const od_props *ps, bool first)
 {
-    snprintf(buf, cap, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f)
-        return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        if (!strncmp(line, "model name", 10)) {
-            char *c = strchr(line, ':');
-            if (c) {
-                c++;
-                while (*c == ' ' || *c == '\t')
-                    c++;
-                c[strcspn(c, "\n")] = '\0';
-                snprintf(buf, cap, "%s", c);
-            }
-            break;
+    const char *group = NULL;
+    size_t glen = 0;
+    for (int i = 0; i < ps->n; i++) {
+        const od_prop *p = &ps->p[i];
+        const char *dot = strchr(p->key, '.');
+        size_t gl = dot ? (size_t)(dot - p->key) : 0;
+        if (group && (gl != glen || strncmp(group, p->key, glen) != 0)) {
+            od_buf_putc(b, '}');
+            group = NULL;
         }
+        if (!first)
+            od_buf_putc(b, ',');
+        first = false;
+        if (dot && !group) {
+            group = p->key;
+            glen = gl;
+            od_buf_json_strn(b, p->key, gl);
+            od_buf_puts(b, ":{");
+            first = true;
+        }
+        od_buf_json_str(b, dot ? dot + 1 : p->key);
+        od_buf_putc(b, ':');
+        if (p->kind == OD_PROP_TEXT)
+            od_buf_json_str(b, p->text);
+        else if (p->kind == OD_PROP_BOOL)
+            od_buf_puts(b, p->i ? "true" : "false");
+        else
+            od_buf_i64(b, p->i);
+        first = false;
     }
-    fclose(f);
+    if (group)
+        od_buf_putc(b, '}');
 }
 
 void od_h_devices(od_req *r)
 {
     od_buf b;
     od_buf_init(&b);
-    char model[256];
-    cpu_model(model, sizeof model);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    od_cpu_alloc_info ai;
-    od_cpu_alloc_stats(&ai);
-    od_buf_printf(&b, "{\"cpu\":{\"cores\":%ld,\"model\":", cores);
-    od_buf_json_str(&b, model);
-    const char *cfg = openblas_get_config();
-    od_buf_puts(&b, ",\"blas\":{\"library\":\"OpenBLAS\",\"config\":");
-    od_buf_json_str(&b, cfg ? cfg : "");
-    od_buf_printf(&b, ",\"threads\":%d},\"kernel_threads\":%d,\"http_threads\":%d,", openblas_get_num_threads(),
-                  od_get_num_threads(), od_cfg.threads);
-    od_buf_printf(&b,
-                  "\"allocator\":{\"in_use_bytes\":%zu,\"cached_bytes\":%zu,\"cache_limit\":%zu,"
-                  "\"hits\":%llu,\"misses\":%llu,\"evictions\":%llu}},",
-                  ai.in_use_bytes, ai.cached_bytes, ai.cache_limit, (unsigned long long)ai.hits,
-                  (unsigned long long)ai.misses, (unsigned long long)ai.evictions);
-    const char *why = od_cuda_why();
-    od_buf_printf(&b, "\"cuda\":{\"available\":%s,\"compiled\":%s", *why ? "false" : "true",
-#ifdef OD_HAVE_CUDA
-                  "true"
-#else
-                  "false"
-#endif
-    );
-    if (*why) {
-        od_buf_puts(&b, ",\"reason\":");
-        od_buf_json_str(&b, why);
-    }
-    od_buf_puts(&b, ",\"devices\":[");
-#ifdef OD_HAVE_CUDA
-    if (!*why) {
-        int n = od_cuda_device_count();
+    od_buf_putc(&b, '{');
+    int nb;
+    const od_backend *bk = od_backends(&nb);
+    for (int k = 0; k < nb; k++) {
+        od_props ps;
+        if (k)
+            od_buf_putc(&b, ',');
+        od_buf_json_str(&b, bk[k].name);
+        od_buf_putc(&b, ':');
+        if (!strcmp(bk[k].name, "cpu")) { /* the host: its facts, and the server's threads */
+            bk[k].device_props(0, &ps);
+            od_buf_putc(&b, '{');
+            put_props(&b, &ps, true);
+            od_buf_printf(&b, ",\"http_threads\":%d,\"call_workers\":%d}", od_cfg.threads,
+                          od_cfg.call_workers);
+            continue;
+        }
+        const char *why = bk[k].why_unavailable();
+        od_buf_printf(&b, "{\"available\":%s,\"compiled\":%s", *why ? "false" : "true",
+                      bk[k].compiled ? "true" : "false");
+        if (*why) {
+            od_buf_puts(&b, ",\"reason\":");
+            od_buf_json_str(&b, why);
+        }
+        od_buf_puts(&b, ",\"devices\":[");
+        int n = bk[k].device_count();
         for (int i = 0; i < n; i++) {
-            od_cuda_info ci;
-            if (od_cuda_device_info(i, &ci) != OD_OK)
+            if (bk[k].device_props(i, &ps) != OD_OK)
                 continue;
-            od_cuda_alloc_info ca;
-            memset(&ca, 0, sizeof ca);
-            od_cuda_alloc_stats(i, &ca);
             if (i)
                 od_buf_putc(&b, ',');
-            od_buf_printf(&b, "{\"index\":%d,\"name\":", ci.ordinal);
-            od_buf_json_str(&b, ci.name);
-            od_buf_printf(&b,
-                          ",\"compute_capability\":\"%d.%d\",\"sm_count\":%d,\"total_memory_bytes\":%zu,"
-                          "\"free_memory_bytes\":%zu,\"l2_bytes\":%zu,\"clock_khz\":%d,"
-                          "\"memory_clock_khz\":%d,\"memory_bus_bits\":%d,\"driver_version\":%d,"
-                          "\"runtime_version\":%d,\"allocator\":{\"in_use_bytes\":%zu,"
-                          "\"cached_bytes\":%zu,\"peak_in_use_bytes\":%zu,\"allocs\":%llu,"
-                          "\"cache_hits\":%llu,\"ooms\":%llu}}",
-                          ci.cc_major, ci.cc_minor, ci.sm_count, ci.total_mem_bytes,
-                          ci.free_mem_bytes, ci.l2_bytes, ci.clock_khz, ci.mem_clock_khz,
-                          ci.mem_bus_bits, ci.driver_version, ci.runtime_version, ca.in_use_bytes,
-                          ca.cached_bytes, ca.peak_in_use_bytes, (unsigned long long)ca.allocs,
-                          (unsigned long long)ca.cache_hits, (unsigned long long)ca.ooms);
+            od_buf_putc(&b, '{');
+            put_props(&b, &ps, true);
+            od_buf_putc(&b, '}');
         }
+        od_buf_puts(&b, "]}");
     }
-#endif
-    od_buf_puts(&b, "]}}");
+    od_buf_putc(&b, '}');
     od_respond_buf(r, 200, "application/json", &b);
 }
 
