@@ -228,25 +228,25 @@ od_status od_wrap_dim(int64_t dim, int ndim, int *out, od_error *err);
  * batched (the autograd and vmap kernels add those). Errors use PyTorch's
  * messages; OD_EINVAL for bad arguments (dims, indices, steps), OD_EMISMATCH
  * for shapes that do not fit (view, expand, as_strided bounds). */
-od_status od_view_as_strided(od_tensor *t, const int64_t *sizes, const int64_t *strides, int ndim,
+od_status od_tensor_as_strided(od_tensor *t, const int64_t *sizes, const int64_t *strides, int ndim,
                              int64_t offset, od_tensor **out, od_error *err);
 /* view(): fails with OD_EMISMATCH when strides are incompatible (like torch). */
-od_status od_view(od_tensor *t, const int64_t *sizes, int ndim, od_tensor **out, od_error *err);
+od_status od_tensor_view(od_tensor *t, const int64_t *sizes, int ndim, od_tensor **out, od_error *err);
 /* Infers one -1 in sizes against numel; writes the result into out_sizes. */
 od_status od_infer_size(const int64_t *sizes, int ndim, int64_t numel, int64_t *out_sizes,
                         od_error *err);
 /* True when view() of t to sizes is possible without a copy; fills strides. */
 bool od_compute_view_strides(const od_tensor *t, const int64_t *sizes, int ndim, int64_t *strides);
-od_status od_transpose(od_tensor *t, int64_t d0, int64_t d1, od_tensor **out, od_error *err);
-od_status od_t(od_tensor *t, od_tensor **out, od_error *err); /* ndim <= 2 */
-od_status od_permute(od_tensor *t, const int64_t *dims, int ndims, od_tensor **out, od_error *err);
-od_status od_slice(od_tensor *t, int64_t dim, int64_t start, int64_t end, int64_t step,
+od_status od_tensor_transpose(od_tensor *t, int64_t d0, int64_t d1, od_tensor **out, od_error *err);
+od_status od_tensor_t(od_tensor *t, od_tensor **out, od_error *err); /* ndim <= 2 */
+od_status od_tensor_permute(od_tensor *t, const int64_t *dims, int ndims, od_tensor **out, od_error *err);
+od_status od_tensor_slice(od_tensor *t, int64_t dim, int64_t start, int64_t end, int64_t step,
                    od_tensor **out, od_error *err); /* clamps like torch; step > 0 */
-od_status od_select(od_tensor *t, int64_t dim, int64_t index, od_tensor **out, od_error *err);
-od_status od_expand(od_tensor *t, const int64_t *sizes, int ndim, od_tensor **out, od_error *err);
-od_status od_squeeze(od_tensor *t, od_tensor **out, od_error *err);
-od_status od_squeeze_dim(od_tensor *t, int64_t dim, od_tensor **out, od_error *err);
-od_status od_unsqueeze(od_tensor *t, int64_t dim, od_tensor **out, od_error *err);
+od_status od_tensor_select(od_tensor *t, int64_t dim, int64_t index, od_tensor **out, od_error *err);
+od_status od_tensor_expand(od_tensor *t, const int64_t *sizes, int ndim, od_tensor **out, od_error *err);
+od_status od_tensor_squeeze(od_tensor *t, od_tensor **out, od_error *err);
+od_status od_tensor_squeeze_dim(od_tensor *t, int64_t dim, od_tensor **out, od_error *err);
+od_status od_tensor_unsqueeze(od_tensor *t, int64_t dim, od_tensor **out, od_error *err);
 
 /* ---- broadcasting and type promotion ---- */
 

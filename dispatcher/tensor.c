@@ -710,7 +710,7 @@ static bool storage_bytes_needed(const int64_t *sizes, const int64_t *strides, i
            !__builtin_mul_overflow(span, (uint64_t)itemsize, out);
 }
 
-od_status od_view_as_strided(od_tensor *t, const int64_t *sizes, const int64_t *strides, int ndim,
+od_status od_tensor_as_strided(od_tensor *t, const int64_t *sizes, const int64_t *strides, int ndim,
                              int64_t offset, od_tensor **out, od_error *err)
 {
     od_status st = check_ndim(ndim, "as_strided", err);
@@ -859,7 +859,7 @@ bool od_compute_view_strides(const od_tensor *t, const int64_t *sizes, int ndim,
     return compute_stride(t->sizes, t->strides, t->ndim, sizes, ndim, strides);
 }
 
-od_status od_view(od_tensor *t, const int64_t *sizes, int ndim, od_tensor **out, od_error *err)
+od_status od_tensor_view(od_tensor *t, const int64_t *sizes, int ndim, od_tensor **out, od_error *err)
 {
     int64_t inferred[OD_MAX_DIMS], strides[OD_MAX_DIMS];
     od_status st = od_infer_size(sizes, ndim, od_tensor_numel(t), inferred, err);
@@ -873,7 +873,7 @@ od_status od_view(od_tensor *t, const int64_t *sizes, int ndim, od_tensor **out,
     return make_view(t, ndim, inferred, strides, t->offset, out, err);
 }
 
-od_status od_transpose(od_tensor *t, int64_t d0, int64_t d1, od_tensor **out, od_error *err)
+od_status od_tensor_transpose(od_tensor *t, int64_t d0, int64_t d1, od_tensor **out, od_error *err)
 {
     int a = 0, b = 0;
     od_status st = od_wrap_dim(d0, t->ndim, &a, err);
@@ -891,15 +891,15 @@ od_status od_transpose(od_tensor *t, int64_t d0, int64_t d1, od_tensor **out, od
     return make_view(t, t->ndim, sizes, strides, t->offset, out, err);
 }
 
-od_status od_t(od_tensor *t, od_tensor **out, od_error *err)
+od_status od_tensor_t(od_tensor *t, od_tensor **out, od_error *err)
 {
     if (t->ndim > 2)
         return od_error_set(err, OD_EINVAL,
                             "t() expects a tensor with <= 2 dimensions, but self is %dD", t->ndim);
-    return od_transpose(t, 0, t->ndim < 2 ? 0 : 1, out, err);
+    return od_tensor_transpose(t, 0, t->ndim < 2 ? 0 : 1, out, err);
 }
 
-od_status od_permute(od_tensor *t, const int64_t *dims, int ndims, od_tensor **out, od_error *err)
+od_status od_tensor_permute(od_tensor *t, const int64_t *dims, int ndims, od_tensor **out, od_error *err)
 {
     if (ndims != t->ndim)
         return od_error_set(err, OD_EINVAL,
@@ -923,7 +923,7 @@ od_status od_permute(od_tensor *t, const int64_t *dims, int ndims, od_tensor **o
     return make_view(t, ndims, sizes, strides, t->offset, out, err);
 }
 
-od_status od_slice(od_tensor *t, int64_t dim, int64_t start, int64_t end, int64_t step,
+od_status od_tensor_slice(od_tensor *t, int64_t dim, int64_t start, int64_t end, int64_t step,
                    od_tensor **out, od_error *err)
 {
     if (t->ndim == 0)
@@ -960,7 +960,7 @@ od_status od_slice(od_tensor *t, int64_t dim, int64_t start, int64_t end, int64_
     return make_view(t, t->ndim, sizes, strides, offset, out, err);
 }
 
-od_status od_select(od_tensor *t, int64_t dim, int64_t index, od_tensor **out, od_error *err)
+od_status od_tensor_select(od_tensor *t, int64_t dim, int64_t index, od_tensor **out, od_error *err)
 {
     if (t->ndim == 0)
         return od_error_set(err, OD_EINVAL, "select() cannot be applied to a 0-dim tensor.");
@@ -996,7 +996,7 @@ static void tensor_type_name(const od_tensor *t, char *buf, size_t cap)
              od_dtype_scalar_name(t->dtype));
 }
 
-od_status od_expand(od_tensor *t, const int64_t *sizes, int ndim, od_tensor **out, od_error *err)
+od_status od_tensor_expand(od_tensor *t, const int64_t *sizes, int ndim, od_tensor **out, od_error *err)
 {
     shape_buf a, b;
     if (ndim < t->ndim) {
@@ -1052,7 +1052,7 @@ od_status od_expand(od_tensor *t, const int64_t *sizes, int ndim, od_tensor **ou
     return make_view(t, ndim, esizes, estrides, t->offset, out, err);
 }
 
-od_status od_squeeze(od_tensor *t, od_tensor **out, od_error *err)
+od_status od_tensor_squeeze(od_tensor *t, od_tensor **out, od_error *err)
 {
     int64_t sizes[OD_MAX_DIMS], strides[OD_MAX_DIMS];
     int n = 0;
@@ -1065,7 +1065,7 @@ od_status od_squeeze(od_tensor *t, od_tensor **out, od_error *err)
     return make_view(t, n, sizes, strides, t->offset, out, err);
 }
 
-od_status od_squeeze_dim(od_tensor *t, int64_t dim, od_tensor **out, od_error *err)
+od_status od_tensor_squeeze_dim(od_tensor *t, int64_t dim, od_tensor **out, od_error *err)
 {
     int d = 0;
     od_status st = od_wrap_dim(dim, t->ndim, &d, err);
@@ -1083,7 +1083,7 @@ od_status od_squeeze_dim(od_tensor *t, int64_t dim, od_tensor **out, od_error *e
     return make_view(t, t->ndim - 1, sizes, strides, t->offset, out, err);
 }
 
-od_status od_unsqueeze(od_tensor *t, int64_t dim, od_tensor **out, od_error *err)
+od_status od_tensor_unsqueeze(od_tensor *t, int64_t dim, od_tensor **out, od_error *err)
 {
     if (t->ndim >= OD_MAX_DIMS)
         return od_error_set(err, OD_EINVAL,

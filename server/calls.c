@@ -157,7 +157,7 @@ static bool bounded_schema(const od_schema *s)
     return plain >= 1 && tensors <= 2;
 }
 
-bool od_call_is_cheap(const char *name, size_t body_len)
+bool od_srv_call_is_cheap(const char *name, size_t body_len)
 {
     if (body_len > CHEAP_BODY_BYTES || !*od_cuda_why())
         return false;
@@ -173,7 +173,7 @@ bool od_call_is_cheap(const char *name, size_t body_len)
     return true;
 }
 
-void od_call_init(od_srv_call *c, const od_op *op)
+void od_srv_call_init(od_srv_call *c, const od_op *op)
 {
     memset(c, 0, sizeof *c);
     c->op = op;
@@ -183,7 +183,7 @@ void od_call_init(od_srv_call *c, const od_op *op)
     od_error_clear(&c->err);
 }
 
-void od_call_release(od_srv_call *c)
+void od_srv_call_release(od_srv_call *c)
 {
     od_stack_release_rets(&c->stack);
     od_bound_release(&c->bound);
@@ -218,7 +218,7 @@ static od_status move_value(od_value *v, bool owned, od_device dev, od_error *er
     return OD_OK;
 }
 
-od_status od_call_run(od_srv_call *c)
+od_status od_srv_call_run(od_srv_call *c)
 {
     od_status st = OD_OK;
     if (c->device.type == OD_DEV_CUDA) {
@@ -273,7 +273,7 @@ od_status od_call_run(od_srv_call *c)
     return OD_OK;
 }
 
-void od_call_stats(od_srv_call *c, bool ok)
+void od_srv_call_stats(od_srv_call *c, bool ok)
 {
     if (!c->op)
         return;
@@ -321,7 +321,7 @@ static void put_step_label(od_buf *b, const od_srv_call *c, const od_trace_step 
     od_buf_putc(b, ']');
 }
 
-void od_call_dispatch_json(od_buf *b, const od_srv_call *c)
+void od_srv_call_dispatch_json(od_buf *b, const od_srv_call *c)
 {
     char dev[32], ksbuf[256];
     od_device_print(c->device, dev, sizeof dev);
@@ -445,7 +445,7 @@ static bool output_selected(const od_schema *s, json_t *sel, int k, bool bin_def
     return true;
 }
 
-od_status od_encode_outputs(od_buf *b, od_srv_call *c, json_t *sel, bool bin_default, bool oip,
+od_status od_srv_encode_outputs(od_buf *b, od_srv_call *c, json_t *sel, bool bin_default, bool oip,
                             od_tensor **bin, int *nbin, od_error *err)
 {
     const od_schema *s = od_op_schema(c->op);

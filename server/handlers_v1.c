@@ -107,7 +107,7 @@ static bool want_binary_default(od_req *r, json_t *params)
 void od_h_op_call(od_req *r)
 {
     od_srv_call c;
-    od_call_init(&c, NULL);
+    od_srv_call_init(&c, NULL);
     c.t_start = r->t0;
     c.t_body = od_now_ns();
     call_req q;
@@ -130,20 +130,20 @@ void od_h_op_call(od_req *r)
         st = od_proto_bind(c.op, q.doc, q.args, q.kwargs, &bo, &c.bound, &c.err);
     }
     if (st == OD_OK)
-        st = od_call_run(&c);
+        st = od_srv_call_run(&c);
     if (st == OD_OK) {
         od_buf_puts(&b, "{\"op\":");
         od_buf_json_str(&b, od_op_name(c.op));
         od_buf_putc(&b, ',');
-        st = od_encode_outputs(&b, &c, q.outputs, want_binary_default(r, q.params), false, bin,
+        st = od_srv_encode_outputs(&b, &c, q.outputs, want_binary_default(r, q.params), false, bin,
                                &nbin, &c.err);
     }
     if (st == OD_OK) {
         c.t_encoded = od_now_ns();
         od_buf_puts(&b, ",\"dispatch\":");
-        od_call_dispatch_json(&b, &c);
+        od_srv_call_dispatch_json(&b, &c);
         od_buf_putc(&b, '}');
-        od_call_stats(&c, true);
+        od_srv_call_stats(&c, true);
         if (nbin)
             od_respond_binary(r, 200, &b, bin, nbin);
         else
@@ -151,13 +151,13 @@ void od_h_op_call(od_req *r)
         nbin = 0;
     } else {
         if (c.op)
-            od_call_stats(&c, false);
+            od_srv_call_stats(&c, false);
         od_respond_od_error(r, &c.err);
     }
     for (int i = 0; i < nbin; i++)
         od_tensor_release(bin[i]);
     od_buf_free(&b);
-    od_call_release(&c);
+    od_srv_call_release(&c);
     od_json_doc_free(q.doc);
 }
 

@@ -254,7 +254,7 @@ void od_h_v2_infer(od_req *r)
     if (!version_ok(r, r->params[0]))
         return;
     od_srv_call c;
-    od_call_init(&c, NULL);
+    od_srv_call_init(&c, NULL);
     c.t_start = r->t0;
     c.t_body = od_now_ns();
     od_json_doc *doc = NULL;
@@ -310,7 +310,7 @@ void od_h_v2_infer(od_req *r)
         st = od_proto_bind_oip(c.op, doc, inputs, params, &bo, &c.bound, &c.err);
     }
     if (st == OD_OK)
-        st = od_call_run(&c);
+        st = od_srv_call_run(&c);
     if (st == OD_OK) {
         char model[256];
         od_model_name(c.op, model, sizeof model);
@@ -327,7 +327,7 @@ void od_h_v2_infer(od_req *r)
         if (!json_object_get(params, "binary_data_output") && acc &&
             strstr(acc, "application/octet-stream") && !strstr(acc, "application/json"))
             bin_default = true;
-        st = od_encode_outputs(&b, &c, outputs, bin_default, true, bin, &nbin, &c.err);
+        st = od_srv_encode_outputs(&b, &c, outputs, bin_default, true, bin, &nbin, &c.err);
     }
     if (st == OD_OK) {
         c.t_encoded = od_now_ns();
@@ -336,7 +336,7 @@ void od_h_v2_infer(od_req *r)
         od_buf_puts(&b, ",\"kernel\":");
         od_buf_json_str(&b, c.trace.nsteps && c.trace.steps[0].kernel ? c.trace.steps[0].kernel->name : "");
         od_buf_puts(&b, "}}");
-        od_call_stats(&c, true);
+        od_srv_call_stats(&c, true);
         if (nbin)
             od_respond_binary(r, 200, &b, bin, nbin);
         else
@@ -344,12 +344,12 @@ void od_h_v2_infer(od_req *r)
         nbin = 0;
     } else {
         if (c.op)
-            od_call_stats(&c, false);
+            od_srv_call_stats(&c, false);
         od_respond_od_error(r, &c.err);
     }
     for (int i = 0; i < nbin; i++)
         od_tensor_release(bin[i]);
     od_buf_free(&b);
-    od_call_release(&c);
+    od_srv_call_release(&c);
     od_json_doc_free(doc);
 }

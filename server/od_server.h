@@ -10,7 +10,7 @@
  *    when the bodies in flight would pass their budget); its memory is
  *    touched only as bytes arrive.
  *  - Handlers of operator-call routes run on a call worker (workers.c)
- *    unless od_call_is_cheap says their tiny body bounds their cost;
+ *    unless od_srv_call_is_cheap says their tiny body bounds their cost;
  *    od_respond_* works the same on both.
  *  - A handler answers exactly once through one of the od_respond_* calls;
  *    the first answer wins and later ones are ignored.
@@ -203,7 +203,7 @@ od_proto_limits od_limits(void);
 /* Whether a call of operator `name` with a body of body_len bytes is cheap
  * enough, by construction, to run on the I/O thread instead of a worker.
  * name: borrowed. */
-bool od_call_is_cheap(const char *name, size_t body_len);
+bool od_srv_call_is_cheap(const char *name, size_t body_len);
 
 /* One operator call through the dispatcher with the request's limits:
  * device moves, output-bytes cap, trace, stats. */
@@ -222,20 +222,20 @@ typedef struct od_srv_call {
     od_error err;
 } od_srv_call;
 
-void od_call_init(od_srv_call *c, const od_op *op);
+void od_srv_call_init(od_srv_call *c, const od_op *op);
 /* Moves inputs to c->device, runs, brings outputs back to the CPU. */
-od_status od_call_run(od_srv_call *c);
-void od_call_release(od_srv_call *c);
+od_status od_srv_call_run(od_srv_call *c);
+void od_srv_call_release(od_srv_call *c);
 /* Records request statistics for c (ok per status). */
-void od_call_stats(od_srv_call *c, bool ok);
+void od_srv_call_stats(od_srv_call *c, bool ok);
 /* Writes "outputs": [...] for c's returns into b. sel (may be NULL: all):
  * the request's "outputs" list ({"name", "parameters": {"binary_data"}});
  * bin_default: outputs are binary unless they say otherwise; oip: OIP
  * names and datatypes. Binary outputs get a header entry here and their
  * tensors (new references, contiguous CPU) in bin[0..*nbin). */
-od_status od_encode_outputs(od_buf *b, od_srv_call *c, json_t *sel, bool bin_default, bool oip,
+od_status od_srv_encode_outputs(od_buf *b, od_srv_call *c, json_t *sel, bool bin_default, bool oip,
                             od_tensor **bin, int *nbin, od_error *err);
 /* Appends the dispatch record object to b. */
-void od_call_dispatch_json(od_buf *b, const od_srv_call *c);
+void od_srv_call_dispatch_json(od_buf *b, const od_srv_call *c);
 
 #endif

@@ -13,7 +13,7 @@
  *  - Statistics for a request are recorded before its answer is queued, so
  *    a client that reads /v1/stats after its answer sees its call.
  *  - Routes that run operator calls (BODY_CALL) run on an I/O thread only
- *    when their cost is bounded by a tiny body (od_call_is_cheap). Otherwise
+ *    when their cost is bounded by a tiny body (od_srv_call_is_cheap). Otherwise
  *    the connection is suspended, a call worker runs the handler, which
  *    stashes its answer in the request (r->async), and resumes it; the I/O
  *    thread then queues the stashed answer. So health checks and metrics
@@ -886,7 +886,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     if (routes[r->route].body_cap == BODY_CALL && od_cfg.call_workers > 0 &&
-        !od_call_is_cheap(r->params[0], r->body->len)) {
+        !od_srv_call_is_cheap(r->params[0], r->body->len)) {
         /* Suspend before the job can possibly resume it. */
         r->async = true;
         MHD_suspend_connection(conn);

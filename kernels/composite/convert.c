@@ -49,7 +49,7 @@ static od_status alloc_like(od_tensor *self, od_dtype dtype, od_device dev, int 
     od_status st = od_tensor_empty(&numel, 1, dtype, dev, &flat, err);
     if (st)
         return st;
-    st = od_view_as_strided(flat, self->sizes, self->strides, self->ndim, 0, out, err);
+    st = od_tensor_as_strided(flat, self->sizes, self->strides, self->ndim, 0, out, err);
     od_tensor_release(flat);
     return st;
 }

@@ -28,25 +28,25 @@ OD_CX_KERNEL(od_cea_view)
     case OD_OPID_view:
         if ((st = od_cx_arg_int_list(op, s, 1, &list, &n, err)))
             return st;
-        st = od_view(self, list, n, &out, err); /* infers one -1 */
+        st = od_tensor_view(self, list, n, &out, err); /* infers one -1 */
         break;
     case OD_OPID_transpose_int:
         if ((st = od_cx_arg_int(op, s, 1, &a, err)) || (st = od_cx_arg_int(op, s, 2, &b, err)))
             return st;
-        st = od_transpose(self, a, b, &out, err);
+        st = od_tensor_transpose(self, a, b, &out, err);
         break;
     case OD_OPID_permute:
         if ((st = od_cx_arg_int_list(op, s, 1, &list, &n, err)))
             return st;
-        st = od_permute(self, list, n, &out, err);
+        st = od_tensor_permute(self, list, n, &out, err);
         break;
     case OD_OPID_t:
-        st = od_t(self, &out, err);
+        st = od_tensor_t(self, &out, err);
         break;
     case OD_OPID_select_int:
         if ((st = od_cx_arg_int(op, s, 1, &a, err)) || (st = od_cx_arg_int(op, s, 2, &b, err)))
             return st;
-        st = od_select(self, a, b, &out, err);
+        st = od_tensor_select(self, a, b, &out, err);
         break;
     case OD_OPID_slice_Tensor: {
         int64_t dim, start = 0, end = INT64_MAX;
@@ -59,26 +59,26 @@ OD_CX_KERNEL(od_cea_view)
             start = 0;
         if (!has_end)
             end = INT64_MAX;
-        st = od_slice(self, dim, start, end, step, &out, err);
+        st = od_tensor_slice(self, dim, start, end, step, &out, err);
         break;
     }
     case OD_OPID_expand:
         if ((st = od_cx_arg_int_list(op, s, 1, &list, &n, err)))
             return st;
-        st = od_expand(self, list, n, &out, err);
+        st = od_tensor_expand(self, list, n, &out, err);
         break;
     case OD_OPID_squeeze:
-        st = od_squeeze(self, &out, err);
+        st = od_tensor_squeeze(self, &out, err);
         break;
     case OD_OPID_squeeze_dim:
         if ((st = od_cx_arg_int(op, s, 1, &a, err)))
             return st;
-        st = od_squeeze_dim(self, a, &out, err);
+        st = od_tensor_squeeze_dim(self, a, &out, err);
         break;
     case OD_OPID_unsqueeze:
         if ((st = od_cx_arg_int(op, s, 1, &a, err)))
             return st;
-        st = od_unsqueeze(self, a, &out, err);
+        st = od_tensor_unsqueeze(self, a, &out, err);
         break;
     default:
         return od_error_set(err, OD_EINTERNAL, "od_cea_view registered for %s, which is not a view",
@@ -110,14 +110,14 @@ OD_CX_KERNEL(od_cia_reshape)
     if ((st = od_infer_size(list, n, od_tensor_numel(self), sizes, err)))
         return st;
     if (od_compute_view_strides(self, sizes, n, strides)) {
-        if ((st = od_view(self, sizes, n, &out, err)))
+        if ((st = od_tensor_view(self, sizes, n, &out, err)))
             return st;
         return od_cx_return1(s, out);
     }
     od_tensor *copy = NULL;
     if ((st = od_cx_clone_contiguous(self, &copy, err)))
         return st;
-    st = od_view(copy, sizes, n, &out, err);
+    st = od_tensor_view(copy, sizes, n, &out, err);
     od_tensor_release(copy);
     if (st)
         return st;

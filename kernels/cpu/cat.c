@@ -35,7 +35,7 @@ od_status od_cpu_cat(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_e
         if (len == 0)
             continue;
         od_tensor *slot = NULL;
-        if (!(st = od_slice(out, d, off, off + len, 1, &slot, err)))
+        if (!(st = od_tensor_slice(out, d, off, off + len, 1, &slot, err)))
             st = od_cpu_copy_into(slot, t, err);
         od_tensor_release(slot);
         off += len;

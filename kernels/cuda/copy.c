@@ -353,7 +353,7 @@ od_status od_cuda_cat(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
         int64_t len = t->sizes[dim];
         if (od_tensor_numel(t) > 0) {
             od_tensor *view = NULL;
-            if ((st = od_slice(out, dim, at, at + len, 1, &view, err)))
+            if ((st = od_tensor_slice(out, dim, at, at + len, 1, &view, err)))
                 goto fail;
             st = od_cu_copy_same_device(&env, view, t, err);
             od_tensor_release(view);

@@ -75,7 +75,7 @@ static od_tensor *mirror(od_tensor *t)
     od_tensor *flat = NULL, *flat_cuda = NULL, *v = NULL;
     OKCALL(od_tensor_from_storage(t->storage, &nel, 1, t->dtype, &flat, &e_));
     OKCALL(od_to_device(flat, TU_CUDA, &flat_cuda, &e_));
-    OKCALL(od_view_as_strided(flat_cuda, t->sizes, t->strides, t->ndim, t->offset, &v, &e_));
+    OKCALL(od_tensor_as_strided(flat_cuda, t->sizes, t->strides, t->ndim, t->offset, &v, &e_));
     od_tensor_release(flat);
     od_tensor_release(flat_cuda);
     return v;
@@ -225,11 +225,11 @@ static od_tensor *arg_t(const int64_t *sizes, int ndim, od_dtype dt, double lo, 
     }
     od_tensor *b = tu_rand(base, ndim, dt, lo, hi), *v = NULL;
     if (view == 1 && ndim >= 2)
-        OKCALL(od_transpose(b, ndim - 2, ndim - 1, &v, &e_));
+        OKCALL(od_tensor_transpose(b, ndim - 2, ndim - 1, &v, &e_));
     else if (view == 2 && ndim >= 1)
-        OKCALL(od_slice(b, 0, 0, base[0], 2, &v, &e_));
+        OKCALL(od_tensor_slice(b, 0, 0, base[0], 2, &v, &e_));
     else if (view == 3 && ndim >= 1)
-        OKCALL(od_slice(b, 0, 3, base[0], 1, &v, &e_));
+        OKCALL(od_tensor_slice(b, 0, 3, base[0], 1, &v, &e_));
     else
         return b;
     od_tensor_release(b);

@@ -136,7 +136,7 @@ Test(cuda_host, no_device_kernels_fail_cleanly)
     st = od_sum(a, NULL, 0, false, &out, &e);
     TCHECK(st == OD_EUNAVAIL && !out, "sum: %s (%s)", od_status_code(st), e.message);
     od_tensor *at = NULL;
-    OKCALL(od_t(a, &at, &e_));
+    OKCALL(od_tensor_t(a, &at, &e_));
     od_error_clear(&e);
     st = od_mm(a, at, &out, &e);
     TCHECK(st == OD_EUNAVAIL && !out, "mm: %s (%s)", od_status_code(st), e.message);
@@ -256,10 +256,10 @@ static od_tensor *random_view(const int64_t *sizes, int ndim)
     int64_t inv[OD_MAX_DIMS];
     for (int d = 0; d < ndim; d++)
         inv[perm[d]] = d;
-    OKCALL(od_permute(base, inv, ndim, &p, &e_));
+    OKCALL(od_tensor_permute(base, inv, ndim, &p, &e_));
     od_tensor_release(base);
     for (int d = 0; d < ndim; d++) {
-        OKCALL(od_slice(p, d, 0, sizes[d] * steps[d], steps[d], &v, &e_));
+        OKCALL(od_tensor_slice(p, d, 0, sizes[d] * steps[d], steps[d], &v, &e_));
         od_tensor_release(p);
         p = v;
     }
@@ -384,13 +384,13 @@ static od_tensor *random_cpu_view(int64_t *numel_out)
     }
     od_tensor *base = tu_rand(big, ndim, OD_INT32, -1000000, 1000000), *v = base, *w = NULL;
     for (int d = 0; d < ndim; d++) {
-        OKCALL(od_slice(v, d, 0, big[d], steps[d], &w, &e_));
+        OKCALL(od_tensor_slice(v, d, 0, big[d], steps[d], &w, &e_));
         od_tensor_release(v);
         v = w;
     }
     if (ndim >= 2 && rng_int(0, 1)) {
         int64_t d0 = rng_int(0, ndim - 1), d1 = rng_int(0, ndim - 1);
-        OKCALL(od_transpose(v, d0, d1, &w, &e_));
+        OKCALL(od_tensor_transpose(v, d0, d1, &w, &e_));
         od_tensor_release(v);
         v = w;
     }

@@ -38,7 +38,7 @@ CPU_TU od_tensor *t_rand_layout(const int64_t *sizes, int nd, od_dtype dt, int m
         if (step[i] == 1)
             continue;
         od_tensor *v = NULL;
-        OKCALL(od_slice(cur, i, 0, bs[i], 2, &v, &e_));
+        OKCALL(od_tensor_slice(cur, i, 0, bs[i], 2, &v, &e_));
         od_tensor_release(cur);
         cur = v;
     }
@@ -46,7 +46,7 @@ CPU_TU od_tensor *t_rand_layout(const int64_t *sizes, int nd, od_dtype dt, int m
     for (int j = 0; j < nd; j++)
         dims[j] = inv[j];
     od_tensor *p = NULL;
-    OKCALL(od_permute(cur, dims, nd, &p, &e_));
+    OKCALL(od_tensor_permute(cur, dims, nd, &p, &e_));
     od_tensor_release(cur);
     TCHECK(same_shape(p, sizes, nd), "t_rand_layout made the wrong shape");
     return p;

@@ -25,7 +25,7 @@ static od_tensor *rand_maybe_strided(const int64_t *sizes, int nd)
     memcpy(big, sizes, (size_t)nd * sizeof *big);
     big[nd - 1] = sizes[nd - 1] * 2;
     od_tensor *b = t_rand(big, nd, OD_FLOAT32), *v = NULL;
-    OKCALL(od_slice(b, nd - 1, 0, INT64_MAX, 2, &v, &e_));
+    OKCALL(od_tensor_slice(b, nd - 1, 0, INT64_MAX, 2, &v, &e_));
     od_tensor_release(b);
     TCHECK(same_shape(v, sizes, nd), "strided helper made the wrong shape");
     return v;
@@ -252,7 +252,7 @@ Test(composite, view_shares_storage_and_infers_minus_one)
     /* view of a transposed matrix across the transposed dims must fail like torch */
     int64_t sz[2] = {3, 4}, to[1] = {12};
     od_tensor *x = t_rand(sz, 2, OD_FLOAT32), *xt = NULL;
-    OKCALL(od_transpose(x, 0, 1, &xt, &e_));
+    OKCALL(od_tensor_transpose(x, 0, 1, &xt, &e_));
     od_value a[2] = {tv(xt), ilist(to, 1)};
     call_fails(OD_OPID_view, a, 2, OD_EMISMATCH, "view size is not compatible with input tensor's size and stride");
     int64_t bad[2] = {5, -1};
@@ -303,7 +303,7 @@ Test(composite, reshape_views_when_possible_and_copies_otherwise)
 
         /* transposed (last two dims, both > 1): flattening needs a copy */
         od_tensor *xt = NULL;
-        OKCALL(od_transpose(x, 1, 2, &xt, &e_));
+        OKCALL(od_tensor_transpose(x, 1, 2, &xt, &e_));
         od_value b[2] = {tv(xt), ilist(flat, 1)};
         y = call1_ok(OD_OPID_reshape, b, 2);
         bool viewable = sz[1] == 1 || sz[2] == 1;
@@ -503,7 +503,7 @@ Test(composite, to_copy_every_dtype_pair_matches_torch_casts)
             int64_t base_sz[2] = {transposed ? sz[1] : sz[0], transposed ? sz[0] : sz[1]};
             od_tensor *base = t_empty(base_sz, 2, s, CPU), *src = base;
             if (transposed)
-                OKCALL(od_transpose(base, 0, 1, &src, &e_));
+                OKCALL(od_tensor_transpose(base, 0, 1, &src, &e_));
             int64_t *iv = calloc((size_t)n, sizeof *iv);
             double *dv = calloc((size_t)n, sizeof *dv);
             int64_t idx[2] = {0, 0}, k = 0;
@@ -528,7 +528,7 @@ Test(composite, to_copy_preserves_dense_strides_and_handles_meta)
 {
     int64_t sz[3] = {2, 3, 4}, perm[3] = {2, 0, 1};
     od_tensor *x = t_rand(sz, 3, OD_FLOAT32), *p = NULL;
-    OKCALL(od_permute(x, perm, 3, &p, &e_));
+    OKCALL(od_tensor_permute(x, perm, 3, &p, &e_));
     od_value a[7] = {tv(p), od_dtype_v(OD_FLOAT64), od_none(), od_none(), od_none(), od_bool(false), od_none()};
     od_tensor *y = call1_ok(OD_OPID__to_copy, a, 7);
     for (int d = 0; d < 3; d++)
@@ -763,7 +763,7 @@ static od_tensor *mm_operand(int r, const int64_t *batch, int nb, int64_t rows, 
         tsz[n - 1] = rows;
         od_tensor *b = t_empty(tsz, n, dt, CPU), *v = NULL;
         fill_random(b);
-        OKCALL(od_transpose(b, -1, -2, &v, &e_));
+        OKCALL(od_tensor_transpose(b, -1, -2, &v, &e_));
         od_tensor_release(b);
         od_tensor_release(t);
         t = v;

@@ -24,15 +24,15 @@ static od_tensor *rand_matrix(int64_t r, int64_t c, od_dtype dt, int layout)
     case 1: {
         int64_t tsz[2] = {c, r};
         base = t_rand(tsz, 2, dt);
-        OKCALL(od_t(base, &x, &e_));
+        OKCALL(od_tensor_t(base, &x, &e_));
         break;
     }
     case 2: {
         int64_t big[2] = {r + 3, c + 5};
         base = t_rand(big, 2, dt);
         od_tensor *a = NULL;
-        OKCALL(od_slice(base, 0, 2, 2 + r, 1, &a, &e_));
-        OKCALL(od_slice(a, 1, 1, 1 + c, 1, &x, &e_));
+        OKCALL(od_tensor_slice(base, 0, 2, 2 + r, 1, &a, &e_));
+        OKCALL(od_tensor_slice(a, 1, 1, 1 + c, 1, &x, &e_));
         od_tensor_release(a);
         break;
     }
@@ -40,8 +40,8 @@ static od_tensor *rand_matrix(int64_t r, int64_t c, od_dtype dt, int layout)
         int64_t big[2] = {2 * r, 2 * c};
         base = t_rand(big, 2, dt);
         od_tensor *a = NULL;
-        OKCALL(od_slice(base, 0, 0, 2 * r, 2, &a, &e_));
-        OKCALL(od_slice(a, 1, 0, 2 * c, 2, &x, &e_));
+        OKCALL(od_tensor_slice(base, 0, 0, 2 * r, 2, &a, &e_));
+        OKCALL(od_tensor_slice(a, 1, 0, 2 * c, 2, &x, &e_));
         od_tensor_release(a);
         break;
     }
@@ -180,8 +180,8 @@ Test(cpu_blas, bmm_layouts_and_broadcast_batches)
         od_tensor *A = t_rand_any(sa, 3, dt), *B;
         if (rng_next() % 3 == 0) { /* one matrix broadcast over the batch (stride 0) */
             od_tensor *one = rand_matrix(k, m, dt, (int)(rng_next() % 4)), *u = NULL;
-            OKCALL(od_unsqueeze(one, 0, &u, &e_));
-            OKCALL(od_expand(u, sb, 3, &B, &e_));
+            OKCALL(od_tensor_unsqueeze(one, 0, &u, &e_));
+            OKCALL(od_tensor_expand(u, sb, 3, &B, &e_));
             od_tensor_release(one);
             od_tensor_release(u);
         } else {
@@ -282,7 +282,7 @@ Test(cpu_blas, dot_dtypes_strides_and_empty)
     /* a broadcast (stride 0) vector */
     int64_t n = 17, one = 1;
     od_tensor *x = t_rand(&n, 1, OD_FLOAT32), *s1 = t_rand(&one, 1, OD_FLOAT32), *y = NULL;
-    OKCALL(od_expand(s1, &n, 1, &y, &e_));
+    OKCALL(od_tensor_expand(s1, &n, 1, &y, &e_));
     od_value a[2] = {tv(x), tv(y)};
     od_tensor *out = call1_ok(OD_OPID_dot, a, 2);
     double acc = 0, v = ((float *)od_tensor_data(s1))[0];

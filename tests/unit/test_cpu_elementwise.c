@@ -233,7 +233,7 @@ static od_tensor *gen_tensor(const int64_t *sizes, int nd, od_dtype dt, int layo
         od_tensor *base = t_rand_layout(small, nd, dt, 1);
         fill_gen(base, special, 1, 0, false);
         od_tensor *e = NULL;
-        OKCALL(od_expand(base, sizes, nd, &e, &e_));
+        OKCALL(od_tensor_expand(base, sizes, nd, &e, &e_));
         od_tensor_release(base);
         return e;
     }
@@ -1330,8 +1330,8 @@ Test(cpu_ew, copy_between_overlapping_views)
     int32_t *orig = malloc((size_t)n * sizeof *orig);
     memcpy(orig, od_tensor_data(x), (size_t)n * sizeof *orig);
     od_tensor *hi = NULL, *lo = NULL;
-    OKCALL(od_slice(x, 0, 1, n, 1, &hi, &e_));
-    OKCALL(od_slice(x, 0, 0, n - 1, 1, &lo, &e_));
+    OKCALL(od_tensor_slice(x, 0, 1, n, 1, &hi, &e_));
+    OKCALL(od_tensor_slice(x, 0, 0, n - 1, 1, &lo, &e_));
     od_value args[3] = {tv(hi), tv(lo), od_bool(false)}; /* x[1:] = x[:-1] */
     od_tensor *o = call1_ok(OD_OPID_copy_, args, 3);
     const int32_t *p = od_tensor_data(x);
@@ -1342,7 +1342,7 @@ Test(cpu_ew, copy_between_overlapping_views)
     /* copy_ into an expanded view is refused */
     int64_t one = 1, four[2] = {4, 3};
     od_tensor *small = t_rand(&one, 1, OD_FLOAT32), *e = NULL, *src = t_rand(four, 2, OD_FLOAT32);
-    OKCALL(od_expand(small, four, 2, &e, &e_));
+    OKCALL(od_tensor_expand(small, four, 2, &e, &e_));
     od_value bad[3] = {tv(e), tv(src), od_bool(false)};
     call_fails(OD_OPID_copy_, bad, 3, OD_EINVAL, "more than one element of the written-to tensor");
     od_value bad2[3] = {tv(src), tv(x), od_bool(false)};

@@ -295,7 +295,7 @@ static od_tensor *rand_input(od_dtype dt, bool allow_empty)
         memcpy(one, sz, sizeof one);
         one[e] = 1;
         od_tensor *b = t_rand_any(one, nd, dt), *x = NULL;
-        OKCALL(od_expand(b, sz, nd, &x, &e_));
+        OKCALL(od_tensor_expand(b, sz, nd, &x, &e_));
         od_tensor_release(b);
         return x;
     }

@@ -442,7 +442,7 @@ Test(tensor, is_contiguous_matches_its_meaning)
                 strides[i] = rint_in(0, 12);
         }
         od_tensor *v = NULL;
-        OK(od_view_as_strided(b, sizes, strides, nd, rint_in(0, 5), &v, &last_err));
+        OK(od_tensor_as_strided(b, sizes, strides, nd, rint_in(0, 5), &v, &last_err));
         bool want = ref_contiguous(v);
         CHECK(od_tensor_is_contiguous(v) == want, "shape %s strides %s: want %d", shp(sizes, nd),
               shp(strides, nd), want);
@@ -515,9 +515,9 @@ Test(tensor, ownership_views_outlive_their_base)
     base->requires_grad = true;
     base->autograd = malloc(16);
     base->autograd_free = count_free;
-    OK(od_transpose(base, 0, 2, &tr, &last_err));
-    OK(od_slice(tr, 0, 1, 4, 2, &sl, &last_err));
-    OK(od_select(sl, -1, 1, &sel, &last_err));
+    OK(od_tensor_transpose(base, 0, 2, &tr, &last_err));
+    OK(od_tensor_slice(tr, 0, 1, 4, 2, &sl, &last_err));
+    OK(od_tensor_select(sl, -1, 1, &sel, &last_err));
     CHECK(!sel->requires_grad && sel->autograd == NULL && sel->keys == OD_KS(OD_KEY_CPU),
           "views are plain tensors");
     od_tensor_release(base);
@@ -813,7 +813,7 @@ Test(alloc, meta_storage_has_no_data)
     OK(od_tensor_empty(sizes, 3, OD_FLOAT32, META, &t, &last_err));
     cr_expect(od_tensor_data(t) == NULL);
     cr_expect_eq(od_tensor_nbytes(t), (size_t)4e9);
-    OK(od_transpose(t, 0, 2, &v, &last_err));
+    OK(od_tensor_transpose(t, 0, 2, &v, &last_err));
     cr_expect(od_tensor_data(v) == NULL && od_device_eq(v->device, META));
     od_tensor_release(v);
     od_tensor_release(t);
@@ -1320,7 +1320,7 @@ static od_tensor *random_view_step(od_tensor *t, ref_t *r, od_tensor *base, char
         g->b = nd ? (int)rint_in(0, nd - 1) : 0;
         int64_t a = maybe_negative(g->a, nd), b = maybe_negative(g->b, nd);
         snprintf(what, wcap, "transpose(%ld, %ld) of %s", (long)a, (long)b, shp(t->sizes, nd));
-        OK(od_transpose(t, a, b, &v, &last_err));
+        OK(od_tensor_transpose(t, a, b, &v, &last_err));
         memcpy(sizes, t->sizes, sizeof sizes);
         if (nd) {
             sizes[g->a] = t->sizes[g->b];
@@ -1347,7 +1347,7 @@ static od_tensor *random_view_step(od_tensor *t, ref_t *r, od_tensor *base, char
             sizes[i] = t->sizes[g->perm[i]];
         }
         snprintf(what, wcap, "permute%s of %s", shp(dims, nd), shp(t->sizes, nd));
-        OK(od_permute(t, dims, nd, &v, &last_err));
+        OK(od_tensor_permute(t, dims, nd, &v, &last_err));
         out = ref_apply(r, sizes, nd, map_generic, g);
         break;
     }
@@ -1370,7 +1370,7 @@ static od_tensor *random_view_step(od_tensor *t, ref_t *r, od_tensor *base, char
         int64_t dim = maybe_negative(g->a, nd);
         snprintf(what, wcap, "slice(dim=%ld, %ld, %ld, %ld) of %s", (long)dim, (long)start, (long)end,
                  (long)step, shp(t->sizes, nd));
-        OK(od_slice(t, dim, start, end, step, &v, &last_err));
+        OK(od_tensor_slice(t, dim, start, end, step, &v, &last_err));
         memcpy(sizes, t->sizes, sizeof sizes);
         sizes[g->a] = py_slice(size, start, end, step, g->sel);
         out = ref_apply(r, sizes, nd, map_generic, g);
@@ -1389,7 +1389,7 @@ static od_tensor *random_view_step(od_tensor *t, ref_t *r, od_tensor *base, char
         g->out_nd = nd - 1;
         int64_t dim = maybe_negative(g->a, nd);
         snprintf(what, wcap, "select(%ld, %ld) of %s", (long)dim, (long)index, shp(t->sizes, nd));
-        OK(od_select(t, dim, index, &v, &last_err));
+        OK(od_tensor_select(t, dim, index, &v, &last_err));
         for (int i = 0, j = 0; i < nd; i++)
             if (i != g->a)
                 sizes[j++] = t->sizes[i];
@@ -1412,7 +1412,7 @@ static od_tensor *random_view_step(od_tensor *t, ref_t *r, od_tensor *base, char
             target[lead + i] = (rnd() & 3) == 0 && want == s ? -1 : want;
         }
         snprintf(what, wcap, "expand%s of %s", shp(target, nd + lead), shp(t->sizes, nd));
-        OK(od_expand(t, target, nd + lead, &v, &last_err));
+        OK(od_tensor_expand(t, target, nd + lead, &v, &last_err));
         out = ref_apply(r, sizes, nd + lead, map_generic, g);
         break;
     }
@@ -1424,7 +1424,7 @@ static od_tensor *random_view_step(od_tensor *t, ref_t *r, od_tensor *base, char
                 sizes[n++] = t->sizes[i];
         g->out_nd = n;
         snprintf(what, wcap, "squeeze() of %s", shp(t->sizes, nd));
-        OK(od_squeeze(t, &v, &last_err));
+        OK(od_tensor_squeeze(t, &v, &last_err));
         out = ref_apply(r, sizes, n, map_generic, g);
         break;
     }
@@ -1438,7 +1438,7 @@ static od_tensor *random_view_step(od_tensor *t, ref_t *r, od_tensor *base, char
         g->out_nd = n;
         int64_t dim = maybe_negative(g->a, nd);
         snprintf(what, wcap, "squeeze(%ld) of %s", (long)dim, shp(t->sizes, nd));
-        OK(od_squeeze_dim(t, dim, &v, &last_err));
+        OK(od_tensor_squeeze_dim(t, dim, &v, &last_err));
         out = ref_apply(r, sizes, n, map_generic, g);
         break;
     }
@@ -1452,7 +1452,7 @@ static od_tensor *random_view_step(od_tensor *t, ref_t *r, od_tensor *base, char
             sizes[i] = i == g->a ? 1 : t->sizes[j++];
         int64_t dim = rnd() & 1 ? g->a : g->a - (nd + 1);
         snprintf(what, wcap, "unsqueeze(%ld) of %s", (long)dim, shp(t->sizes, nd));
-        OK(od_unsqueeze(t, dim, &v, &last_err));
+        OK(od_tensor_unsqueeze(t, dim, &v, &last_err));
         out = ref_apply(r, sizes, nd + 1, map_generic, g);
         break;
     }
@@ -1474,11 +1474,11 @@ static od_tensor *random_view_step(od_tensor *t, ref_t *r, od_tensor *base, char
         bool pred = od_compute_view_strides(t, concrete, n, got_strides);
         CHECK(pred == possible, "%s: compute_view_strides says %d, oracle %d", what, pred, possible);
         if (r->n == 0 && infer_at >= 0) {
-            EXPECT_ERR(od_view(t, sizes, n, &v, &last_err), OD_EMISMATCH, NULL);
+            EXPECT_ERR(od_tensor_view(t, sizes, n, &v, &last_err), OD_EMISMATCH, NULL);
             break;
         }
         od_error_clear(&last_err);
-        od_status st = od_view(t, sizes, n, &v, &last_err);
+        od_status st = od_tensor_view(t, sizes, n, &v, &last_err);
         CHECK((st == OD_OK) == possible, "%s: view %s, oracle says %s", what,
               st == OD_OK ? "succeeded" : last_err.message, possible ? "possible" : "impossible");
         if (st != OD_OK) {
@@ -1502,7 +1502,7 @@ static od_tensor *random_view_step(od_tensor *t, ref_t *r, od_tensor *base, char
             break;
         int64_t offset = rint_in(0, total - 1 - span);
         snprintf(what, wcap, "as_strided(%s, %s, %ld)", shp(sizes, n), shp(strides, n), (long)offset);
-        OK(od_view_as_strided(t, sizes, strides, n, offset, &v, &last_err));
+        OK(od_tensor_as_strided(t, sizes, strides, n, offset, &v, &last_err));
         out = ref_new(sizes, n);
         int64_t idx[OD_MAX_DIMS];
         for (int64_t k = 0; k < out.n; k++) {
@@ -1555,40 +1555,40 @@ Test(views, view_compatibility_cases)
 {
     int64_t s23[] = {2, 3};
     od_tensor *b = rand_base(s23, 2), *tt = NULL, *v = NULL;
-    OK(od_t(b, &tt, &last_err)); /* [3, 2] strides [1, 3] */
+    OK(od_tensor_t(b, &tt, &last_err)); /* [3, 2] strides [1, 3] */
     int64_t flat[] = {6};
-    EXPECT_ERR(od_view(tt, flat, 1, &v, &last_err), OD_EMISMATCH,
+    EXPECT_ERR(od_tensor_view(tt, flat, 1, &v, &last_err), OD_EMISMATCH,
                "view size is not compatible with input tensor's size and stride (at least one "
                "dimension spans across two contiguous subspaces). Use .reshape(...) instead.");
     int64_t ok1[] = {3, 1, 2}, ok2[] = {1, 3, 2, 1};
-    OK(od_view(tt, ok1, 3, &v, &last_err));
+    OK(od_tensor_view(tt, ok1, 3, &v, &last_err));
     od_tensor_release(v);
-    OK(od_view(tt, ok2, 4, &v, &last_err));
+    OK(od_tensor_view(tt, ok2, 4, &v, &last_err));
     od_tensor_release(v);
     int64_t s32b[] = {2, 3};
-    EXPECT_ERR(od_view(tt, s32b, 2, &v, &last_err), OD_EMISMATCH, NULL);
+    EXPECT_ERR(od_tensor_view(tt, s32b, 2, &v, &last_err), OD_EMISMATCH, NULL);
     od_tensor_release(tt);
 
     /* a column slice: [4, 6][:, :3] -> [4, 3] strides [6, 1] */
     int64_t s46[] = {4, 6};
     od_tensor *b2 = rand_base(s46, 2), *sl = NULL;
-    OK(od_slice(b2, 1, 0, 3, 1, &sl, &last_err));
+    OK(od_tensor_slice(b2, 1, 0, 3, 1, &sl, &last_err));
     int64_t split0[] = {2, 2, 3}, merge[] = {12}, merge2[] = {2, 6};
-    OK(od_view(sl, split0, 3, &v, &last_err)); /* splitting dim 0 is fine */
+    OK(od_tensor_view(sl, split0, 3, &v, &last_err)); /* splitting dim 0 is fine */
     cr_expect(v->strides[0] == 12 && v->strides[1] == 6 && v->strides[2] == 1);
     od_tensor_release(v);
-    EXPECT_ERR(od_view(sl, merge, 1, &v, &last_err), OD_EMISMATCH, NULL);
-    EXPECT_ERR(od_view(sl, merge2, 2, &v, &last_err), OD_EMISMATCH, NULL);
+    EXPECT_ERR(od_tensor_view(sl, merge, 1, &v, &last_err), OD_EMISMATCH, NULL);
+    EXPECT_ERR(od_tensor_view(sl, merge2, 2, &v, &last_err), OD_EMISMATCH, NULL);
     od_tensor_release(sl);
 
     /* expanded: [3] -> [2, 3] strides [0, 1] */
     int64_t s3[] = {3}, s23e[] = {2, 3};
     od_tensor *b3 = rand_base(s3, 1), *ex = NULL;
-    OK(od_expand(b3, s23e, 2, &ex, &last_err));
+    OK(od_tensor_expand(b3, s23e, 2, &ex, &last_err));
     cr_expect(ex->strides[0] == 0 && ex->strides[1] == 1);
-    EXPECT_ERR(od_view(ex, flat, 1, &v, &last_err), OD_EMISMATCH, NULL);
+    EXPECT_ERR(od_tensor_view(ex, flat, 1, &v, &last_err), OD_EMISMATCH, NULL);
     int64_t e1[] = {2, 1, 3};
-    OK(od_view(ex, e1, 3, &v, &last_err));
+    OK(od_tensor_view(ex, e1, 3, &v, &last_err));
     od_tensor_release(v);
     od_tensor_release(ex);
 
@@ -1596,14 +1596,14 @@ Test(views, view_compatibility_cases)
     od_tensor *sc = NULL;
     OK(od_tensor_scalar(3.5, OD_FLOAT64, &sc, &last_err));
     int64_t one[] = {1, 1}, minus1[] = {-1};
-    OK(od_view(sc, one, 2, &v, &last_err));
+    OK(od_tensor_view(sc, one, 2, &v, &last_err));
     cr_expect(v->strides[0] == 1 && v->strides[1] == 1);
     od_tensor *back = NULL;
-    OK(od_view(v, NULL, 0, &back, &last_err));
+    OK(od_tensor_view(v, NULL, 0, &back, &last_err));
     cr_expect(back->ndim == 0 && *(double *)od_tensor_data(back) == 3.5);
     od_tensor_release(back);
     od_tensor_release(v);
-    OK(od_view(sc, minus1, 1, &v, &last_err));
+    OK(od_tensor_view(sc, minus1, 1, &v, &last_err));
     cr_expect(v->ndim == 1 && v->sizes[0] == 1);
     od_tensor_release(v);
     od_tensor_release(sc);
@@ -1612,9 +1612,9 @@ Test(views, view_compatibility_cases)
     int64_t s03[] = {0, 3}, z1[] = {3, 0, 5}, z2[] = {-1, 0};
     od_tensor *e = NULL;
     OK(od_tensor_empty(s03, 2, OD_FLOAT32, CPU, &e, &last_err));
-    OK(od_view(e, z1, 3, &v, &last_err));
+    OK(od_tensor_view(e, z1, 3, &v, &last_err));
     od_tensor_release(v);
-    EXPECT_ERR(od_view(e, z2, 2, &v, &last_err), OD_EMISMATCH,
+    EXPECT_ERR(od_tensor_view(e, z2, 2, &v, &last_err), OD_EMISMATCH,
                "cannot reshape tensor of 0 elements into shape [-1, 0] because the unspecified "
                "dimension size -1 can be any value and is ambiguous");
     od_tensor_release(e);
@@ -1665,95 +1665,95 @@ Test(views, errors_name_the_argument_like_torch)
     od_tensor *v3 = rand_base(s3, 1), *t3 = rand_base(s234, 3), *v = NULL, *sc = NULL;
     OK(od_tensor_scalar(1, OD_FLOAT64, &sc, &last_err));
 
-    EXPECT_ERR(od_t(t3, &v, &last_err), OD_EINVAL, "t() expects a tensor with <= 2 dimensions, but self is 3D");
-    OK(od_t(v3, &v, &last_err)); /* 1-D: t() is the identity */
+    EXPECT_ERR(od_tensor_t(t3, &v, &last_err), OD_EINVAL, "t() expects a tensor with <= 2 dimensions, but self is 3D");
+    OK(od_tensor_t(v3, &v, &last_err)); /* 1-D: t() is the identity */
     cr_expect(shape_eq(v, s3, 1));
     od_tensor_release(v);
-    OK(od_t(sc, &v, &last_err));
+    OK(od_tensor_t(sc, &v, &last_err));
     od_tensor_release(v);
 
-    EXPECT_ERR(od_select(v3, 0, 5, &v, &last_err), OD_EINVAL,
+    EXPECT_ERR(od_tensor_select(v3, 0, 5, &v, &last_err), OD_EINVAL,
                "select(): index 5 out of range for tensor of size [3] at dimension 0");
-    EXPECT_ERR(od_select(v3, 0, -4, &v, &last_err), OD_EINVAL,
+    EXPECT_ERR(od_tensor_select(v3, 0, -4, &v, &last_err), OD_EINVAL,
                "select(): index -4 out of range for tensor of size [3] at dimension 0");
-    EXPECT_ERR(od_select(t3, -1, 4, &v, &last_err), OD_EINVAL,
+    EXPECT_ERR(od_tensor_select(t3, -1, 4, &v, &last_err), OD_EINVAL,
                "select(): index 4 out of range for tensor of size [2, 3, 4] at dimension 2");
-    EXPECT_ERR(od_select(sc, 0, 0, &v, &last_err), OD_EINVAL, "select() cannot be applied to a 0-dim tensor.");
-    EXPECT_ERR(od_select(t3, 3, 0, &v, &last_err), OD_EINVAL,
+    EXPECT_ERR(od_tensor_select(sc, 0, 0, &v, &last_err), OD_EINVAL, "select() cannot be applied to a 0-dim tensor.");
+    EXPECT_ERR(od_tensor_select(t3, 3, 0, &v, &last_err), OD_EINVAL,
                "Dimension out of range (expected to be in range of [-3, 2], but got 3)");
 
-    EXPECT_ERR(od_slice(sc, 0, 0, 1, 1, &v, &last_err), OD_EINVAL, "slice() cannot be applied to a 0-dim tensor.");
-    EXPECT_ERR(od_slice(v3, 0, 0, 1, 0, &v, &last_err), OD_EINVAL, "slice step must be positive");
-    EXPECT_ERR(od_slice(v3, 0, 0, 1, -1, &v, &last_err), OD_EINVAL, "slice step must be positive");
+    EXPECT_ERR(od_tensor_slice(sc, 0, 0, 1, 1, &v, &last_err), OD_EINVAL, "slice() cannot be applied to a 0-dim tensor.");
+    EXPECT_ERR(od_tensor_slice(v3, 0, 0, 1, 0, &v, &last_err), OD_EINVAL, "slice step must be positive");
+    EXPECT_ERR(od_tensor_slice(v3, 0, 0, 1, -1, &v, &last_err), OD_EINVAL, "slice step must be positive");
 
     int64_t e24[] = {2, 4};
-    EXPECT_ERR(od_expand(v3, e24, 2, &v, &last_err), OD_EMISMATCH,
+    EXPECT_ERR(od_tensor_expand(v3, e24, 2, &v, &last_err), OD_EMISMATCH,
                "The expanded size of the tensor (4) must match the existing size (3) at "
                "non-singleton dimension 1.  Target sizes: [2, 4].  Tensor sizes: [3]");
-    EXPECT_ERR(od_expand(t3, e24, 2, &v, &last_err), OD_EINVAL,
+    EXPECT_ERR(od_tensor_expand(t3, e24, 2, &v, &last_err), OD_EINVAL,
                "expand(torch.DoubleTensor{[2, 3, 4]}, size=[2, 4]): the number of sizes provided (2) "
                "must be greater or equal to the number of dimensions in the tensor (3)");
     int64_t lead[] = {-1, 3};
-    EXPECT_ERR(od_expand(v3, lead, 2, &v, &last_err), OD_EINVAL,
+    EXPECT_ERR(od_tensor_expand(v3, lead, 2, &v, &last_err), OD_EINVAL,
                "The expanded size of the tensor (-1) isn't allowed in a leading, non-existing dimension 0");
     int64_t negt[] = {-2, 3};
-    EXPECT_ERR(od_expand(v3, negt, 2, &v, &last_err), OD_EINVAL, NULL);
+    EXPECT_ERR(od_tensor_expand(v3, negt, 2, &v, &last_err), OD_EINVAL, NULL);
 
     int64_t p2[] = {0, 1}, pdup[] = {0, 0, 1}, pbad[] = {0, 1, 3};
-    EXPECT_ERR(od_permute(t3, p2, 2, &v, &last_err), OD_EINVAL,
+    EXPECT_ERR(od_tensor_permute(t3, p2, 2, &v, &last_err), OD_EINVAL,
                "permute(): number of dimensions in the tensor input does not match the length of the "
                "desired ordering of dimensions i.e. input.dim() = 3 is not equal to len(dims) = 2");
-    EXPECT_ERR(od_permute(t3, pdup, 3, &v, &last_err), OD_EINVAL, "permute(): duplicate dims are not allowed.");
-    EXPECT_ERR(od_permute(t3, pbad, 3, &v, &last_err), OD_EINVAL,
+    EXPECT_ERR(od_tensor_permute(t3, pdup, 3, &v, &last_err), OD_EINVAL, "permute(): duplicate dims are not allowed.");
+    EXPECT_ERR(od_tensor_permute(t3, pbad, 3, &v, &last_err), OD_EINVAL,
                "Dimension out of range (expected to be in range of [-3, 2], but got 3)");
     int64_t pneg[] = {-1, 0, -2};
-    OK(od_permute(t3, pneg, 3, &v, &last_err));
+    OK(od_tensor_permute(t3, pneg, 3, &v, &last_err));
     cr_expect(v->sizes[0] == 4 && v->sizes[1] == 2 && v->sizes[2] == 3);
     od_tensor_release(v);
 
-    EXPECT_ERR(od_transpose(t3, 0, 3, &v, &last_err), OD_EINVAL,
+    EXPECT_ERR(od_tensor_transpose(t3, 0, 3, &v, &last_err), OD_EINVAL,
                "Dimension out of range (expected to be in range of [-3, 2], but got 3)");
-    EXPECT_ERR(od_unsqueeze(t3, 4, &v, &last_err), OD_EINVAL,
+    EXPECT_ERR(od_tensor_unsqueeze(t3, 4, &v, &last_err), OD_EINVAL,
                "Dimension out of range (expected to be in range of [-4, 3], but got 4)");
-    EXPECT_ERR(od_squeeze_dim(t3, -4, &v, &last_err), OD_EINVAL,
+    EXPECT_ERR(od_tensor_squeeze_dim(t3, -4, &v, &last_err), OD_EINVAL,
                "Dimension out of range (expected to be in range of [-3, 2], but got -4)");
     /* unsqueeze at the rank cap */
     int64_t ones[OD_MAX_DIMS];
     for (int i = 0; i < OD_MAX_DIMS; i++)
         ones[i] = 1;
     od_tensor *full = NULL;
-    OK(od_view(sc, ones, OD_MAX_DIMS, &full, &last_err));
-    EXPECT_ERR(od_unsqueeze(full, 0, &v, &last_err), OD_EINVAL, NULL);
+    OK(od_tensor_view(sc, ones, OD_MAX_DIMS, &full, &last_err));
+    EXPECT_ERR(od_tensor_unsqueeze(full, 0, &v, &last_err), OD_EINVAL, NULL);
     od_tensor_release(full);
 
     /* 0-dim tensors: transpose/squeeze/unsqueeze with dims 0 and -1 */
-    OK(od_transpose(sc, 0, -1, &v, &last_err));
+    OK(od_tensor_transpose(sc, 0, -1, &v, &last_err));
     cr_expect(v->ndim == 0);
     od_tensor_release(v);
-    OK(od_squeeze_dim(sc, -1, &v, &last_err));
+    OK(od_tensor_squeeze_dim(sc, -1, &v, &last_err));
     cr_expect(v->ndim == 0);
     od_tensor_release(v);
-    OK(od_unsqueeze(sc, -1, &v, &last_err));
+    OK(od_tensor_unsqueeze(sc, -1, &v, &last_err));
     cr_expect(v->ndim == 1 && v->sizes[0] == 1);
     od_tensor_release(v);
-    OK(od_expand(sc, e24, 2, &v, &last_err));
+    OK(od_tensor_expand(sc, e24, 2, &v, &last_err));
     cr_expect(v->strides[0] == 0 && v->strides[1] == 0 && v->sizes[1] == 4);
     od_tensor_release(v);
 
     /* as_strided bounds */
     int64_t sz[] = {3, 3}, st[] = {3, 1}, negs[] = {-1, 1};
-    EXPECT_ERR(od_view_as_strided(v3, sz, st, 2, 0, &v, &last_err), OD_EMISMATCH,
+    EXPECT_ERR(od_tensor_as_strided(v3, sz, st, 2, 0, &v, &last_err), OD_EMISMATCH,
                "setStorage: sizes [3, 3], strides [3, 1], storage offset 0, and itemsize 8 requiring a "
                "storage size of 72 are out of bounds for storage of size 24");
-    EXPECT_ERR(od_view_as_strided(v3, sz, negs, 2, 0, &v, &last_err), OD_EINVAL,
+    EXPECT_ERR(od_tensor_as_strided(v3, sz, negs, 2, 0, &v, &last_err), OD_EINVAL,
                "as_strided: Negative strides are not supported at the moment, got strides: [-1, 1]");
     int64_t s1[] = {1}, st1[] = {1};
-    EXPECT_ERR(od_view_as_strided(v3, s1, st1, 1, -1, &v, &last_err), OD_EINVAL, "Tensor: invalid storage offset -1");
-    EXPECT_ERR(od_view_as_strided(v3, s1, st1, 1, 3, &v, &last_err), OD_EMISMATCH, NULL);
+    EXPECT_ERR(od_tensor_as_strided(v3, s1, st1, 1, -1, &v, &last_err), OD_EINVAL, "Tensor: invalid storage offset -1");
+    EXPECT_ERR(od_tensor_as_strided(v3, s1, st1, 1, 3, &v, &last_err), OD_EMISMATCH, NULL);
     int64_t hs[] = {2}, hst[] = {INT64_MAX};
-    EXPECT_ERR(od_view_as_strided(v3, hs, hst, 1, 0, &v, &last_err), OD_EMISMATCH, NULL);
+    EXPECT_ERR(od_tensor_as_strided(v3, hs, hst, 1, 0, &v, &last_err), OD_EMISMATCH, NULL);
     int64_t e0[] = {0}, huge_st[] = {INT64_MAX};
-    OK(od_view_as_strided(v3, e0, huge_st, 1, 0, &v, &last_err)); /* empty: needs no storage */
+    OK(od_tensor_as_strided(v3, e0, huge_st, 1, 0, &v, &last_err)); /* empty: needs no storage */
     od_tensor_release(v);
 
     od_tensor_release(sc);
@@ -1847,7 +1847,7 @@ Test(views, expand_to_broadcast_shape)
         if (od_broadcast_shapes(sa, na, sb, nb, out, &nout, &err) != OD_OK)
             continue;
         od_tensor *a = rand_base(sa, na), *ea = NULL;
-        OK(od_expand(a, out, nout, &ea, &last_err));
+        OK(od_tensor_expand(a, out, nout, &ea, &last_err));
         CHECK(shape_eq(ea, out, nout), "expand to the broadcast shape");
         int64_t idx[OD_MAX_DIMS] = {0}, ai[OD_MAX_DIMS];
         if (numel_of(out, nout) > 0)
