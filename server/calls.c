@@ -560,3 +560,68 @@ od_status od_srv_encode_outputs(od_buf *b, od_srv_call *c, json_t *sel, bool bin
     b->limit = 0; /* what follows (the dispatch record) is small and bounded */
     return OD_OK;
 }
+
+/* ---- one call's lifecycle, for both protocols ------------------------------------ */
+
+bool od_want_binary(od_req *r, json_t *params)
+{
+    json_t *bdo = json_object_get(params, "binary_data_output");
+    if (json_is_boolean(bdo))
+        return json_is_true(bdo);
+    const char *acc = od_req_header(r, MHD_HTTP_HEADER_ACCEPT);
+    return acc && strstr(acc, "application/octet-stream") && !strstr(acc, "application/json");
+}
+
+void od_serve_call(od_req *r, const od_call_proto *p, void *q)
+{
+    od_srv_call c;
+    od_srv_call_init(&c, NULL);
+    c.t_start = r->t0;
+    c.t_body = od_now_ns();
+    od_json_doc *doc = NULL;
+    const char *device = NULL;
+    od_buf b;
+    od_buf_init(&b);
+    od_tensor *bin[OD_MAX_RETURNS];
+    int nbin = 0;
+    od_status st = p->parse(r, q, &doc, &device, &c.err);
+    if (st == OD_OK)
+        st = od_resolve_device(device, &c.device, &c.err);
+    if (st == OD_OK) {
+        c.op = p->resolve(r, q, &c.err);
+        st = c.op ? OD_OK : c.err.status;
+        r->op = c.op;
+        c.key = od_device_key(c.device);
+    }
+    if (st == OD_OK) {
+        od_proto_limits lim = od_limits();
+        od_bind_opts bo = {.lim = &lim, .mode = OD_DECODE_DATA, .has_device = true, .device = c.device};
+        st = p->bind(c.op, doc, q, &bo, &c.bound, &c.err);
+    }
+    if (st == OD_OK)
+        st = od_srv_call_run(&c);
+    if (st == OD_OK) {
+        p->head(&b, &c, q);
+        st = od_srv_encode_outputs(&b, &c, p->outputs(q), od_want_binary(r, p->params(q)), p->oip, bin,
+                                   &nbin, &c.err);
+    }
+    if (st == OD_OK) {
+        c.t_encoded = od_now_ns();
+        p->tail(&b, &c, q);
+        od_srv_call_stats(&c, true);
+        if (nbin)
+            od_respond_binary(r, 200, &b, bin, nbin);
+        else
+            od_respond_buf(r, 200, "application/json", &b);
+        nbin = 0;
+    } else {
+        if (c.op)
+            od_srv_call_stats(&c, false);
+        od_respond_od_error(r, &c.err);
+    }
+    for (int i = 0; i < nbin; i++)
+        od_tensor_release(bin[i]);
+    od_buf_free(&b);
+    od_srv_call_release(&c);
+    od_json_doc_free(doc);
+}

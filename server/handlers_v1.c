@@ -95,70 +95,55 @@ static const od_op *resolve_op(const char *name, json_t *args, json_t *kwargs, o
     return od_resolve_op(name, args_fit, &a, err);
 }
 
-static bool want_binary_default(od_req *r, json_t *params)
+static od_status v1_parse(od_req *r, void *qv, od_json_doc **doc, const char **device, od_error *err)
 {
-    json_t *bdo = json_object_get(params, "binary_data_output");
-    if (json_is_boolean(bdo))
-        return json_is_true(bdo);
-    const char *acc = od_req_header(r, MHD_HTTP_HEADER_ACCEPT);
-    return acc && strstr(acc, "application/octet-stream") && !strstr(acc, "application/json");
+    call_req *q = qv;
+    od_status st = parse_call_body(r, q, err);
+    *doc = q->doc;
+    *device = q->device;
+    return st;
 }
+
+static const od_op *v1_resolve(od_req *r, void *qv, od_error *err)
+{
+    call_req *q = qv;
+    return resolve_op(r->params[0], q->args, q->kwargs, err);
+}
+
+static od_status v1_bind(const od_op *op, od_json_doc *doc, void *qv, const od_bind_opts *bo,
+                         od_bound *out, od_error *err)
+{
+    call_req *q = qv;
+    return od_proto_bind(op, doc, q->args, q->kwargs, bo, out, err);
+}
+
+static json_t *v1_outputs(void *qv) { return ((call_req *)qv)->outputs; }
+static json_t *v1_params(void *qv) { return ((call_req *)qv)->params; }
+
+static void v1_head(od_buf *b, const od_srv_call *c, void *qv)
+{
+    (void)qv;
+    od_buf_puts(b, "{\"op\":");
+    od_buf_json_str(b, od_op_name(c->op));
+    od_buf_putc(b, ',');
+}
+
+static void v1_tail(od_buf *b, const od_srv_call *c, void *qv)
+{
+    (void)qv;
+    od_buf_puts(b, ",\"dispatch\":");
+    od_srv_call_dispatch_json(b, c);
+    od_buf_putc(b, '}');
+}
+
+static const od_call_proto v1_proto = {false, v1_parse, v1_resolve, v1_bind, v1_outputs,
+                                       v1_params, v1_head, v1_tail};
 
 void od_h_op_call(od_req *r)
 {
-    od_srv_call c;
-    od_srv_call_init(&c, NULL);
-    c.t_start = r->t0;
-    c.t_body = od_now_ns();
     call_req q;
-    od_buf b;
-    od_buf_init(&b);
-    od_tensor *bin[OD_MAX_RETURNS];
-    int nbin = 0;
-    od_status st = parse_call_body(r, &q, &c.err);
-    if (st == OD_OK)
-        st = od_resolve_device(q.device, &c.device, &c.err);
-    if (st == OD_OK) {
-        c.op = resolve_op(r->params[0], q.args, q.kwargs, &c.err);
-        st = c.op ? OD_OK : c.err.status;
-        r->op = c.op;
-        c.key = od_device_key(c.device);
-    }
-    if (st == OD_OK) {
-        od_proto_limits lim = od_limits();
-        od_bind_opts bo = {.lim = &lim, .mode = OD_DECODE_DATA, .has_device = true, .device = c.device};
-        st = od_proto_bind(c.op, q.doc, q.args, q.kwargs, &bo, &c.bound, &c.err);
-    }
-    if (st == OD_OK)
-        st = od_srv_call_run(&c);
-    if (st == OD_OK) {
-        od_buf_puts(&b, "{\"op\":");
-        od_buf_json_str(&b, od_op_name(c.op));
-        od_buf_putc(&b, ',');
-        st = od_srv_encode_outputs(&b, &c, q.outputs, want_binary_default(r, q.params), false, bin,
-                               &nbin, &c.err);
-    }
-    if (st == OD_OK) {
-        c.t_encoded = od_now_ns();
-        od_buf_puts(&b, ",\"dispatch\":");
-        od_srv_call_dispatch_json(&b, &c);
-        od_buf_putc(&b, '}');
-        od_srv_call_stats(&c, true);
-        if (nbin)
-            od_respond_binary(r, 200, &b, bin, nbin);
-        else
-            od_respond_buf(r, 200, "application/json", &b);
-        nbin = 0;
-    } else {
-        if (c.op)
-            od_srv_call_stats(&c, false);
-        od_respond_od_error(r, &c.err);
-    }
-    for (int i = 0; i < nbin; i++)
-        od_tensor_release(bin[i]);
-    od_buf_free(&b);
-    od_srv_call_release(&c);
-    od_json_doc_free(q.doc);
+    memset(&q, 0, sizeof q);
+    od_serve_call(r, &v1_proto, &q);
 }
 
 /* ---- explain -------------------------------------------------------------------- */

@@ -249,107 +249,93 @@ static bool inputs_fit(const od_op *op, void *ctx, od_error *why)
     return true;
 }
 
+typedef struct infer_req {
+    json_t *inputs, *outputs, *params, *id;
+} infer_req;
+
+static od_status v2_parse(od_req *r, void *qv, od_json_doc **doc, const char **device, od_error *err)
+{
+    infer_req *q = qv;
+    size_t jlen;
+    const char *json = od_req_json(r, &jlen);
+    od_proto_limits lim = od_limits();
+    od_status st = od_json_parse(json, jlen, &lim, doc, err);
+    if (st == OD_OK && r->binary)
+        st = od_json_attach_binary(*doc, r->body, r->hdr_len, r->body->len - r->hdr_len, err);
+    if (st != OD_OK)
+        return st;
+    json_t *root = od_json_root(*doc);
+    if (!json_is_object(root))
+        return od_error_set(err, OD_EINVAL, "the body must be a JSON object {\"inputs\": [...]}, got %s",
+                            od_json_kind(root));
+    q->inputs = json_object_get(root, "inputs");
+    q->outputs = json_object_get(root, "outputs");
+    q->params = json_object_get(root, "parameters");
+    q->id = json_object_get(root, "id");
+    if (!json_is_array(q->inputs))
+        return od_error_set(err, OD_EINVAL, "\"inputs\" must be a list of tensors, got %s",
+                            q->inputs ? od_json_kind(q->inputs) : "nothing");
+    if (q->params && !json_is_object(q->params))
+        return od_error_set(err, OD_EINVAL, "\"parameters\" must be an object");
+    if (q->id && !json_is_string(q->id))
+        return od_error_set(err, OD_EINVAL, "\"id\" must be a string");
+    json_t *dv = json_object_get(q->params, "device");
+    if (dv && !json_is_string(dv))
+        return od_error_set(err, OD_EINVAL, "parameters.device must be a string");
+    *device = dv ? json_string_value(dv) : NULL;
+    return OD_OK;
+}
+
+static const od_op *v2_resolve(od_req *r, void *qv, od_error *err)
+{
+    infer_req *q = qv;
+    infer_args ia = {q->inputs, q->params};
+    return od_resolve_op(r->params[0], inputs_fit, &ia, err);
+}
+
+static od_status v2_bind(const od_op *op, od_json_doc *doc, void *qv, const od_bind_opts *bo,
+                         od_bound *out, od_error *err)
+{
+    infer_req *q = qv;
+    return od_proto_bind_oip(op, doc, q->inputs, q->params, bo, out, err);
+}
+
+static json_t *v2_outputs(void *qv) { return ((infer_req *)qv)->outputs; }
+static json_t *v2_params(void *qv) { return ((infer_req *)qv)->params; }
+
+static void v2_head(od_buf *b, const od_srv_call *c, void *qv)
+{
+    infer_req *q = qv;
+    char model[256];
+    od_model_name(c->op, model, sizeof model);
+    od_buf_puts(b, "{\"model_name\":");
+    od_buf_json_str(b, model);
+    od_buf_puts(b, ",\"model_version\":\"1\",");
+    if (q->id) {
+        od_buf_puts(b, "\"id\":");
+        od_buf_json_str(b, json_string_value(q->id));
+        od_buf_putc(b, ',');
+    }
+}
+
+static void v2_tail(od_buf *b, const od_srv_call *c, void *qv)
+{
+    (void)qv;
+    od_buf_puts(b, ",\"parameters\":{\"dispatch_key\":");
+    od_buf_json_str(b, od_key_name(c->key));
+    od_buf_puts(b, ",\"kernel\":");
+    od_buf_json_str(b, c->trace.nsteps && c->trace.steps[0].kernel ? c->trace.steps[0].kernel->name : "");
+    od_buf_puts(b, "}}");
+}
+
+static const od_call_proto v2_proto = {true, v2_parse, v2_resolve, v2_bind, v2_outputs,
+                                       v2_params, v2_head, v2_tail};
+
 void od_h_v2_infer(od_req *r)
 {
     if (!version_ok(r, r->params[0]))
         return;
-    od_srv_call c;
-    od_srv_call_init(&c, NULL);
-    c.t_start = r->t0;
-    c.t_body = od_now_ns();
-    od_json_doc *doc = NULL;
-    od_buf b;
-    od_buf_init(&b);
-    od_tensor *bin[OD_MAX_RETURNS];
-    int nbin = 0;
-    json_t *root = NULL, *inputs = NULL, *outputs = NULL, *params = NULL, *id = NULL;
-    const char *device = NULL;
-    size_t jlen;
-    const char *json = od_req_json(r, &jlen);
-    od_proto_limits lim = od_limits();
-    od_status st = od_json_parse(json, jlen, &lim, &doc, &c.err);
-    if (st == OD_OK && r->binary)
-        st = od_json_attach_binary(doc, r->body, r->hdr_len, r->body->len - r->hdr_len, &c.err);
-    if (st == OD_OK) {
-        root = od_json_root(doc);
-        if (!json_is_object(root)) {
-            st = od_error_set(&c.err, OD_EINVAL, "the body must be a JSON object {\"inputs\": [...]}, got %s",
-                              od_json_kind(root));
-        } else {
-            inputs = json_object_get(root, "inputs");
-            outputs = json_object_get(root, "outputs");
-            params = json_object_get(root, "parameters");
-            id = json_object_get(root, "id");
-            if (!json_is_array(inputs))
-                st = od_error_set(&c.err, OD_EINVAL, "\"inputs\" must be a list of tensors, got %s",
-                                  inputs ? od_json_kind(inputs) : "nothing");
-            else if (params && !json_is_object(params))
-                st = od_error_set(&c.err, OD_EINVAL, "\"parameters\" must be an object");
-            else if (id && !json_is_string(id))
-                st = od_error_set(&c.err, OD_EINVAL, "\"id\" must be a string");
-            json_t *dv = json_object_get(params, "device");
-            if (st == OD_OK && dv) {
-                if (json_is_string(dv))
-                    device = json_string_value(dv);
-                else
-                    st = od_error_set(&c.err, OD_EINVAL, "parameters.device must be a string");
-            }
-        }
-    }
-    if (st == OD_OK)
-        st = od_resolve_device(device, &c.device, &c.err);
-    if (st == OD_OK) {
-        infer_args ia = {inputs, params};
-        c.op = od_resolve_op(r->params[0], inputs_fit, &ia, &c.err);
-        st = c.op ? OD_OK : c.err.status;
-        r->op = c.op;
-        c.key = od_device_key(c.device);
-    }
-    if (st == OD_OK) {
-        od_bind_opts bo = {.lim = &lim, .mode = OD_DECODE_DATA, .has_device = true, .device = c.device};
-        st = od_proto_bind_oip(c.op, doc, inputs, params, &bo, &c.bound, &c.err);
-    }
-    if (st == OD_OK)
-        st = od_srv_call_run(&c);
-    if (st == OD_OK) {
-        char model[256];
-        od_model_name(c.op, model, sizeof model);
-        od_buf_puts(&b, "{\"model_name\":");
-        od_buf_json_str(&b, model);
-        od_buf_puts(&b, ",\"model_version\":\"1\",");
-        if (id) {
-            od_buf_puts(&b, "\"id\":");
-            od_buf_json_str(&b, json_string_value(id));
-            od_buf_putc(&b, ',');
-        }
-        bool bin_default = json_is_true(json_object_get(params, "binary_data_output"));
-        const char *acc = od_req_header(r, MHD_HTTP_HEADER_ACCEPT);
-        if (!json_object_get(params, "binary_data_output") && acc &&
-            strstr(acc, "application/octet-stream") && !strstr(acc, "application/json"))
-            bin_default = true;
-        st = od_srv_encode_outputs(&b, &c, outputs, bin_default, true, bin, &nbin, &c.err);
-    }
-    if (st == OD_OK) {
-        c.t_encoded = od_now_ns();
-        od_buf_puts(&b, ",\"parameters\":{\"dispatch_key\":");
-        od_buf_json_str(&b, od_key_name(c.key));
-        od_buf_puts(&b, ",\"kernel\":");
-        od_buf_json_str(&b, c.trace.nsteps && c.trace.steps[0].kernel ? c.trace.steps[0].kernel->name : "");
-        od_buf_puts(&b, "}}");
-        od_srv_call_stats(&c, true);
-        if (nbin)
-            od_respond_binary(r, 200, &b, bin, nbin);
-        else
-            od_respond_buf(r, 200, "application/json", &b);
-        nbin = 0;
-    } else {
-        if (c.op)
-            od_srv_call_stats(&c, false);
-        od_respond_od_error(r, &c.err);
-    }
-    for (int i = 0; i < nbin; i++)
-        od_tensor_release(bin[i]);
-    od_buf_free(&b);
-    od_srv_call_release(&c);
-    od_json_doc_free(doc);
+    infer_req q;
+    memset(&q, 0, sizeof q);
+    od_serve_call(r, &v2_proto, &q);
 }

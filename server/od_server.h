@@ -235,6 +235,27 @@ void od_srv_call_stats(od_srv_call *c, bool ok);
  * tensors (new references, contiguous CPU) in bin[0..*nbin). */
 od_status od_srv_encode_outputs(od_buf *b, od_srv_call *c, json_t *sel, bool bin_default, bool oip,
                             od_tensor **bin, int *nbin, od_error *err);
+/* What differs between a /v1 call and a /v2 infer; od_serve_call runs the
+ * rest (device, operator, binding, the call, outputs, statistics, answer).
+ * q is the protocol's own request record (borrowed throughout). */
+typedef struct od_call_proto {
+    bool oip; /* Open Inference Protocol names and datatypes in the outputs */
+    /* Parses the body: *doc (new, also on error: freed by the caller) and
+     * the device asked for (NULL: the default; borrowed from *doc). */
+    od_status (*parse)(od_req *r, void *q, od_json_doc **doc, const char **device, od_error *err);
+    const od_op *(*resolve)(od_req *r, void *q, od_error *err);
+    od_status (*bind)(const od_op *op, od_json_doc *doc, void *q, const od_bind_opts *bo,
+                      od_bound *out, od_error *err);
+    json_t *(*outputs)(void *q); /* the "outputs" selection, or NULL */
+    json_t *(*params)(void *q);  /* "parameters" (binary_data_output), or NULL */
+    void (*head)(od_buf *b, const od_srv_call *c, void *q); /* before "outputs" */
+    void (*tail)(od_buf *b, const od_srv_call *c, void *q); /* after them; closes the object */
+} od_call_proto;
+void od_serve_call(od_req *r, const od_call_proto *p, void *q);
+/* Outputs as binary data unless told otherwise: parameters.binary_data_output,
+ * else an Accept of application/octet-stream (without application/json). */
+bool od_want_binary(od_req *r, json_t *params);
+
 /* Appends the dispatch record object to b. */
 void od_srv_call_dispatch_json(od_buf *b, const od_srv_call *c);
 
