@@ -245,6 +245,20 @@ char *od_buf_steal(od_buf *b, size_t *len)
 
 /* ---- errors -------------------------------------------------------------- */
 
+void od_buf_keyset(od_buf *b, od_keyset ks)
+{
+    od_buf_putc(b, '[');
+    bool first = true;
+    for (int k = OD_NUM_RUNTIME_KEYS - 1; k >= 1; k--) /* highest priority first */
+        if (od_ks_has(ks, (od_key)k)) {
+            if (!first)
+                od_buf_putc(b, ',');
+            first = false;
+            od_buf_json_str(b, od_key_name((od_key)k));
+        }
+    od_buf_putc(b, ']');
+}
+
 char *od_error_body(const char *code, const char *message, size_t *len)
 {
     od_buf b;

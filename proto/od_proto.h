@@ -55,6 +55,8 @@ void od_buf_i64(od_buf *b, int64_t v);
  * "-Infinity" (JSON has no literal for them; the decoder accepts both). */
 void od_buf_f32(od_buf *b, float f);
 void od_buf_f64(od_buf *b, double d);
+/* A key set as a JSON list of key names, highest priority first. */
+void od_buf_keyset(od_buf *b, od_keyset ks);
 /* Appends a jansson value in compact form. */
 void od_buf_json(od_buf *b, const json_t *v);
 /* Hands the data over (new, malloc'd; NULL on oom) and resets b. */

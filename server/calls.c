@@ -336,17 +336,9 @@ void od_srv_call_dispatch_json(od_buf *b, const od_srv_call *c)
         have_last = true;
     }
     memcpy(ksbuf, last_text, sizeof ksbuf);
-    od_buf_puts(b, "{\"keyset\":[");
-    bool first = true;
-    for (int k = OD_NUM_RUNTIME_KEYS - 1; k >= 1; k--) {
-        if (!od_ks_has(c->ks, (od_key)k))
-            continue;
-        if (!first)
-            od_buf_putc(b, ',');
-        first = false;
-        od_buf_json_str(b, od_key_name((od_key)k));
-    }
-    od_buf_puts(b, "],\"keyset_text\":");
+    od_buf_puts(b, "{\"keyset\":");
+    od_buf_keyset(b, c->ks);
+    od_buf_puts(b, ",\"keyset_text\":");
     od_buf_json_str(b, ksbuf);
     od_buf_puts(b, ",\"key\":");
     od_buf_json_str(b, od_key_name(c->key));

@@ -216,16 +216,9 @@ void od_h_op_explain(od_req *r)
     od_buf_json_str(&b, od_op_name(op));
     od_buf_puts(&b, ",\"device\":");
     od_buf_json_str(&b, dn);
-    od_buf_puts(&b, ",\"keyset\":[");
-    bool first = true;
-    for (int k = OD_NUM_RUNTIME_KEYS - 1; k >= 1; k--)
-        if (od_ks_has(ks, (od_key)k)) {
-            if (!first)
-                od_buf_putc(&b, ',');
-            first = false;
-            od_buf_json_str(&b, od_key_name((od_key)k));
-        }
-    od_buf_puts(&b, "],\"keyset_text\":");
+    od_buf_puts(&b, ",\"keyset\":");
+    od_buf_keyset(&b, ks);
+    od_buf_puts(&b, ",\"keyset_text\":");
     od_buf_json_str(&b, ksbuf);
     od_buf_puts(&b, ",\"key\":");
     od_buf_json_str(&b, od_key_name(key));
@@ -417,17 +410,9 @@ static void op_detail_json(od_buf *b, const od_op *op)
         put_kernel_site(b, regs[i].kernel);
         od_buf_putc(b, '}');
     }
-    od_buf_puts(b, "],\"fallthrough_keys\":[");
-    od_keyset ft = od_op_fallthrough_keys(op);
-    first = true;
-    for (int k = OD_NUM_RUNTIME_KEYS - 1; k >= 1; k--)
-        if (od_ks_has(ft, (od_key)k)) {
-            if (!first)
-                od_buf_putc(b, ',');
-            first = false;
-            od_buf_json_str(b, od_key_name((od_key)k));
-        }
-    od_buf_puts(b, "]}");
+    od_buf_puts(b, "],\"fallthrough_keys\":");
+    od_buf_keyset(b, od_op_fallthrough_keys(op));
+    od_buf_puts(b, "}");
 }
 
 void od_h_op_detail(od_req *r)
@@ -562,19 +547,6 @@ void od_h_ops_list(od_req *r)
     od_respond_buf(r, 200, "application/json", &b);
 }
 
-static void put_keyset_list(od_buf *b, od_keyset ks)
-{
-    od_buf_putc(b, '[');
-    bool first = true;
-    for (int k = OD_NUM_RUNTIME_KEYS - 1; k >= 1; k--)
-        if (od_ks_has(ks, (od_key)k)) {
-            if (!first)
-                od_buf_putc(b, ',');
-            first = false;
-            od_buf_json_str(b, od_key_name((od_key)k));
-        }
-    od_buf_putc(b, ']');
-}
 
 void od_h_keys(od_req *r)
 {
@@ -614,13 +586,13 @@ void od_h_keys(od_req *r)
         od_buf_puts(&b, ",\"description\":");
         od_buf_json_str(&b, od_key_description((od_key)k));
         od_buf_puts(&b, ",\"expands_to\":");
-        put_keyset_list(&b, od_key_runtime_set((od_key)k));
+        od_buf_keyset(&b, od_key_runtime_set((od_key)k));
         od_buf_putc(&b, '}');
     }
     od_buf_puts(&b, "],\"default_included\":");
-    put_keyset_list(&b, OD_KS_DEFAULT_INCLUDED);
+    od_buf_keyset(&b, OD_KS_DEFAULT_INCLUDED);
     od_buf_puts(&b, ",\"default_excluded\":");
-    put_keyset_list(&b, OD_KS_DEFAULT_EXCLUDED);
+    od_buf_keyset(&b, OD_KS_DEFAULT_EXCLUDED);
     od_buf_puts(&b, "}");
     od_respond_buf(r, 200, "application/json", &b);
 }
