@@ -366,13 +366,15 @@ static int split_name(const char *name, char *base, size_t cap, const char **ove
     const char *tail = colons ? colons + 2 : name;
     const char *dot = strchr(tail, '.');
     size_t tail_len = dot ? (size_t)(dot - tail) : strlen(tail);
-    int n;
-    if (colons)
-        n = snprintf(base, cap, "%.*s", (int)(tail - name) + (int)tail_len, name);
-    else
-        n = snprintf(base, cap, "aten::%.*s", (int)tail_len, tail);
+    /* no printf: this runs a few times per request */
+    size_t pre = colons ? 0 : 6, keep = colons ? (size_t)(tail - name) + tail_len : tail_len;
     *overload = dot ? dot + 1 : NULL;
-    return n;
+    if (pre + keep >= cap)
+        return (int)(pre + keep);
+    memcpy(base, "aten::", pre);
+    memcpy(base + pre, colons ? name : tail, keep);
+    base[pre + keep] = '\0';
+    return (int)(pre + keep);
 }
 
 int od_op_overloads(const char *name, const od_op **out, int cap)
