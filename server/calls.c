@@ -1,13 +1,18 @@
 /* calls.c — one operator call for the HTTP handlers: device choice, the
- * per-request limits, the dispatch trace, output encoding, statistics.
+ * operator a name means, the per-request limits and time budget, output
+ * encoding, statistics, and the request lifecycle both protocols share
+ * (od_serve_call).
  *
  * Invariants:
- *  - The output-bytes cap is set (thread-local) only around the dispatcher
- *    call, so every allocation the call makes — outputs included — is
- *    checked before it happens, and input decoding is governed by the
- *    element cap instead.
+ *  - The output-bytes cap and the call's deadline are set (thread-local,
+ *    through the dispatcher's own calls) only around the dispatcher call, so
+ *    every allocation the call makes — outputs included — is checked before
+ *    it happens, and input decoding is governed by the element cap instead.
+ *  - The same cap covers the response as sent: od_srv_encode_outputs bounds
+ *    it from the shapes before encoding and the buffer's limit while it
+ *    writes.
  *  - What a call did (key set, steps, times) comes from the dispatcher's
- *    od_call_traced; this file never touches the dispatcher's thread state.
+ *    od_call_traced; nothing here writes the dispatcher's thread state.
  *  - Outputs handed to the encoders are CPU tensors; CUDA outputs are
  *    copied back first (that copy counts as encode time).
  */
