@@ -78,8 +78,10 @@ def error_of(r, status, code=None):
 @pytest.mark.parametrize("accept", ["application/json", "application/octet-stream"])
 def test_expand_to_an_absurd_view_is_413(server, shape, accept):
     body = {"args": [tensor(np.ones(1, np.float32)), shape]}
-    r = post_raw(server, "/v1/ops/expand", json.dumps(body), {**JSON, "Accept": accept})
+    with PeakRSS(server) as m:
+        r = post_raw(server, "/v1/ops/expand", json.dumps(body), {**JSON, "Accept": accept})
     assert "output limit" in error_of(r, 413, "too_large")
+    assert m.growth < 32 * MiB, f"peak RSS grew by {m.growth / MiB:.0f} MiB"  # refused before allocating
     assert server.alive()
 
 
