@@ -83,6 +83,21 @@ static void queue(od_req *r, int status, struct MHD_Response *resp, size_t bytes
     queue_now(r, status, resp);
 }
 
+/* A response that frees data (malloc'd; taken) when sent. NULL when it
+ * cannot be made: data is freed and the request marked failed (queue). */
+static struct MHD_Response *owned_response(od_req *r, int status, char *data, size_t len,
+                                           const char *ctype)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, data, free);
+    if (!resp) {
+        free(data);
+        queue(r, status, NULL, 0); /* marks the request failed: its connection closes */
+        return NULL;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    return resp;
+}
+
 void od_respond_buf(od_req *r, int status, const char *ctype, od_buf *b)
 {
     if (r->responded) {
@@ -106,14 +121,9 @@ void od_respond_buf(od_req *r, int status, const char *ctype, od_buf *b)
         od_respond_error(r, OD_ENOMEM, "out of memory building the response");
         return;
     }
-    struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, data, free);
-    if (!resp) {
-        free(data);
-        queue(r, status, NULL, 0); /* marks the request failed: its connection closes */
-        return;
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-    queue(r, status, resp, len);
+    struct MHD_Response *resp = owned_response(r, status, data, len, ctype);
+    if (resp)
+        queue(r, status, resp, len);
 }
 
 void od_respond_empty(od_req *r, int status)
@@ -143,13 +153,9 @@ static void respond_error_msg(od_req *r, od_status st, const char *msg)
         queue(r, od_status_http(OD_ENOMEM), resp, bl);
         return;
     }
-    struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, body, free);
-    if (!resp) {
-        free(body);
-        queue(r, status, NULL, 0); /* marks the request failed: its connection closes */
+    struct MHD_Response *resp = owned_response(r, status, body, len, "application/json");
+    if (!resp)
         return;
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     if (st == OD_EMETHOD) {
         char allow[64];
         od_route_allow(r->path, allow, sizeof allow);
