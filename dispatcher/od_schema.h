@@ -1,7 +1,7 @@
 /* od_schema.h — PyTorch function schemas: parse, print, inspect.
  *
  * Invariants: od_schema_print(od_schema_parse(text)) == text for every schema
- * as PyTorch prints it (the 4165-line corpus in shared/testdata). A parsed
+ * as PyTorch prints it (the 4165-line corpus in tests/data). A parsed
  * schema owns all of its strings and type nodes; od_schema_free releases the
  * whole tree. Types are trees: Optional and List wrap an element type, so
  * `int[1]?` is Optional(List(int, len 1)) and `Tensor?[]` is

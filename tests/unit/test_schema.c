@@ -5,8 +5,9 @@
  * signature test compares against the "(Tensor _0, ...) -> Tensor _0" forms
  * in PyTorch's own _dispatch_dump output. Test data is found in
  * $OD_TESTDATA (the testdata directory, or the corpus file itself), else
- * ../shared/testdata or shared/testdata relative to the repository root;
- * missing data is a failure, not a skip.
+ * tests/data relative to the repository root (a copy of PyTorch 1.13's
+ * schemas and dispatch dumps, so a clone tests on its own); missing data is
+ * a failure, not a skip.
  *
  * Randomised tests (numeric defaults, mutation fuzzing) draw a fresh seed
  * from /dev/urandom and print it on failure; OD_TEST_SEED=<n> replays one.
@@ -98,7 +99,7 @@ static void testdata_dir(char *out, size_t cap)
         }
         cr_assert_fail("OD_TESTDATA=%s is neither a directory nor a file", env);
     }
-    const char *cands[] = {"../shared/testdata", "shared/testdata"};
+    const char *cands[] = {"tests/data"};
     for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
         char p[1024];
         snprintf(p, sizeof p, "%s/%s", cands[i], CORPUS_NAME);
@@ -108,8 +109,8 @@ static void testdata_dir(char *out, size_t cap)
         }
     }
     cr_assert_fail("test data not found: set OD_TESTDATA or run from the repository root "
-             "(looked for ../shared/testdata/%s and shared/testdata/%s)",
-             CORPUS_NAME, CORPUS_NAME);
+             "(looked for tests/data/%s)",
+             CORPUS_NAME);
 }
 
 static char *corpus_path(void)
