@@ -240,6 +240,70 @@ OD_MATH_FN double od_math_gelu_tanh_f64(double a)
     return 0.5 * a * (1.0 + tanh(inner));
 }
 
+/* ---- rounding, sign, and the libm functions torch exposes one to one ---- */
+
+/* Integers are already whole: floor/ceil/round/trunc return them (torch). */
+OD_MATH_FN int64_t od_math_floor_i64(int64_t a) { return a; }
+OD_MATH_FN int64_t od_math_ceil_i64(int64_t a) { return a; }
+OD_MATH_FN int64_t od_math_round_i64(int64_t a) { return a; }
+OD_MATH_FN int64_t od_math_trunc_i64(int64_t a) { return a; }
+OD_MATH_FN float od_math_floor_f32(float a) { return floorf(a); }
+OD_MATH_FN double od_math_floor_f64(double a) { return floor(a); }
+OD_MATH_FN float od_math_ceil_f32(float a) { return ceilf(a); }
+OD_MATH_FN double od_math_ceil_f64(double a) { return ceil(a); }
+/* torch.round rounds half to even (nearbyint), unlike C's round. */
+OD_MATH_FN float od_math_round_f32(float a) { return rintf(a); }
+OD_MATH_FN double od_math_round_f64(double a) { return rint(a); }
+OD_MATH_FN float od_math_trunc_f32(float a) { return truncf(a); }
+OD_MATH_FN double od_math_trunc_f64(double a) { return trunc(a); }
+
+/* (0 < a) - (a < 0), as ATen writes it: NaN and -0.0 give +0. */
+OD_MATH_FN int64_t od_math_sign_i64(int64_t a) { return (int64_t)(0 < a) - (int64_t)(a < 0); }
+OD_MATH_FN float od_math_sign_f32(float a) { return (float)(0.0f < a) - (float)(a < 0.0f); }
+OD_MATH_FN double od_math_sign_f64(double a) { return (double)(0.0 < a) - (double)(a < 0.0); }
+
+OD_MATH_FN float od_math_log1p_f32(float a) { return log1pf(a); }
+OD_MATH_FN double od_math_log1p_f64(double a) { return log1p(a); }
+OD_MATH_FN float od_math_expm1_f32(float a) { return expm1f(a); }
+OD_MATH_FN double od_math_expm1_f64(double a) { return expm1(a); }
+OD_MATH_FN float od_math_erf_f32(float a) { return erff(a); }
+OD_MATH_FN double od_math_erf_f64(double a) { return erf(a); }
+
+/* ---- logical and bitwise (NaN is true, as any non-zero) ---- */
+#define OD_MATH_LOGICAL_(SFX, T)                                                              \
+    OD_MATH_FN bool od_math_logical_not_##SFX(T a) { return a == (T)0; }                     \
+    OD_MATH_FN bool od_math_logical_and_##SFX(T a, T b) { return (a != (T)0) & (b != (T)0); }
+OD_MATH_LOGICAL_(i64, int64_t)
+OD_MATH_LOGICAL_(f32, float)
+OD_MATH_LOGICAL_(f64, double)
+#undef OD_MATH_LOGICAL_
+OD_MATH_FN int64_t od_math_bitwise_and_i64(int64_t a, int64_t b) { return a & b; }
+
+/* ---- fmod and remainder ----
+ * fmod's result takes the dividend's sign (C's % and fmod); remainder's the
+ * divisor's (Python's %), computed as ATen does: fmod, then + b when the
+ * signs differ (so remainder(-1, inf) is inf, as in torch). Integer
+ * precondition: b != 0 (callers report ZeroDivisionError); b == -1 gives 0
+ * without the INT64_MIN % -1 trap (torch 1.13 itself dies of SIGFPE there). */
+OD_MATH_FN int64_t od_math_fmod_i64(int64_t a, int64_t b) { return b == -1 ? 0 : a % b; }
+OD_MATH_FN int64_t od_math_remainder_i64(int64_t a, int64_t b)
+{
+    int64_t r = od_math_fmod_i64(a, b);
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+OD_MATH_FN float od_math_fmod_f32(float a, float b) { return fmodf(a, b); }
+OD_MATH_FN double od_math_fmod_f64(double a, double b) { return fmod(a, b); }
+OD_MATH_FN float od_math_remainder_f32(float a, float b)
+{
+    float r = fmodf(a, b);
+    return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
+}
+OD_MATH_FN double od_math_remainder_f64(double a, double b)
+{
+    double r = fmod(a, b);
+    return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
+}
+
 /* ---- comparisons (one per family; NaN compares false except ne) ---- */
 #define OD_MATH_CMP_(SFX, T)                                                 \
     OD_MATH_FN bool od_math_eq_##SFX(T a, T b) { return a == b; }            \

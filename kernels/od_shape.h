@@ -13,6 +13,7 @@
 #define OD_SHAPE_H
 
 #include "od_ops.h"
+#include "od_ew.h"
 
 typedef struct od_out_spec {
     od_dtype dtype;
@@ -41,7 +42,7 @@ od_shape_fn od_builtin_shape_fn(od_opid id);
     X(od_shape_binary) X(od_shape_compare) X(od_shape_where) X(od_shape_unary) \
     X(od_shape_clamp) X(od_shape_reduce) X(od_shape_softmax) X(od_shape_layer_norm) \
     X(od_shape_matmul) X(od_shape_cat) X(od_shape_same) X(od_shape_inplace) \
-    X(od_shape_index_select) X(od_shape_factory) X(od_shape_arange)
+    X(od_shape_index_select) X(od_shape_factory) X(od_shape_arange) X(od_shape_ew)
 
 #define OD_X_(fn) od_status fn(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, \
                                 od_error *err);
@@ -91,10 +92,17 @@ static inline bool od_cat_should_skip(const od_tensor *t)
  * CUDA and Meta kernels so they agree on every rule ---- */
 
 /* The dtype every input is converted to before the per-element math: the
- * output dtype, except for comparisons (torch's common dtype of the two
- * operands; the output is bool). Validates the call like the shape function.
+ * output dtype, except for comparisons and the LOGICAL rule (torch's common
+ * dtype of the operands; the output is bool). Validates the call like the
+ * shape function.
  * s: borrowed. */
 od_status od_elementwise_common_dtype(od_opid id, const od_stack *s, od_dtype *out, od_error *err);
+
+/* The dtype rule of a per-element operator of ops.def (OD_EW1/OD_EW2 lines),
+ * OD_EWR_NONE for every other operator. */
+od_ew_rule od_ew_rule_of(od_opid id);
+/* Its inputs (1 or 2), 0 for every other operator. */
+int od_ew_arity(od_opid id);
 
 /* div's rounding_mode as OD_DIV_* (OD_DIV_TRUE for the overloads without
  * one); OD_EINVAL with torch's message for any other string. s: borrowed. */

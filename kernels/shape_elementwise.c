@@ -470,6 +470,106 @@ od_status od_shape_unary(od_opid id, const od_stack *s, od_out_spec *outs, int *
     return OD_OK;
 }
 
+/* ---- per-element operators declared by OD_EW1 / OD_EW2 (kernels/od_ew.h) ------------- */
+
+static const struct {
+    unsigned char arity; /* 0: not a per-element operator */
+    unsigned char rule;  /* od_ew_rule */
+} g_ew[OD_NUM_BUILTIN_OPS] = {
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs)
+#define OD_EW1(id, schema, fn, rule) [OD_OPID_##id] = {1, OD_EWR_##rule},
+#define OD_EW2(id, schema, fn, rule) [OD_OPID_##id] = {2, OD_EWR_##rule},
+#include "ops.def"
+#undef OD_OP
+#undef OD_EW1
+#undef OD_EW2
+};
+
+od_ew_rule od_ew_rule_of(od_opid id)
+{
+    return (unsigned)id < OD_NUM_BUILTIN_OPS ? (od_ew_rule)g_ew[id].rule : OD_EWR_NONE;
+}
+
+int od_ew_arity(od_opid id)
+{
+    return (unsigned)id < OD_NUM_BUILTIN_OPS ? g_ew[id].arity : 0;
+}
+
+/* Whether schema argument i of id is a Tensor (else a Scalar). */
+static bool arg_is_tensor(od_opid id, int i)
+{
+    const od_op *op = od_builtin(id);
+    return op && i < od_op_schema(op)->nargs && od_op_schema(op)->args[i].type->kind == OD_TY_TENSOR;
+}
+
+/* Validates a per-element call and works out its compute and output dtypes
+ * (the table in od_ew.h); the output shape is the inputs' broadcast. */
+static od_status ew_dtypes(od_opid id, const od_stack *s, od_dtype *compute, od_dtype *out_dt,
+                           od_device *dev, int64_t *sizes, int *ndim, od_error *err)
+{
+    static const int ab[2] = {0, 1};
+    int n = g_ew[id].arity;
+    od_ew_rule rule = (od_ew_rule)g_ew[id].rule;
+    od_status st;
+    if (n == 0)
+        return od_error_set(err, OD_EINTERNAL, "%s is not a per-element operator", op_name(id));
+    if ((st = need_nargs(id, s, n, err)))
+        return st;
+    for (int i = 0; i < n; i++)
+        if ((st = arg_operand(id, s, i, arg_is_tensor(id, i), err)))
+            return st;
+    if ((st = common_device(s, dev, err)) || (st = broadcast_args(s, ab, n, sizes, ndim, err)))
+        return st;
+    od_dtype dt = result_type_of(s, ab, n);
+    if (rule == OD_EWR_LOGICAL) {
+        /* Truthiness must survive the conversion: promote_types never
+         * narrows, while result_type may (a 0-dim float64 of 1e-50 and an
+         * int tensor would compute in float32 and read as 0). */
+        dt = s->args[0].u.t->dtype;
+        for (int i = 1; i < n; i++)
+            dt = od_promote_types(dt, s->args[i].u.t->dtype);
+    }
+    bool flt = od_dtype_is_floating(dt);
+    switch (rule) {
+    case OD_EWR_FLOAT:
+        if (!flt)
+            dt = OD_DEFAULT_FLOAT;
+        break;
+    case OD_EWR_FLOAT_ONLY:
+        if (!flt)
+            return not_implemented(id, dt, err);
+        break;
+    case OD_EWR_NUMERIC:
+    case OD_EWR_INT_DIV:
+        if (dt == OD_BOOL)
+            return not_implemented(id, dt, err);
+        break;
+    case OD_EWR_BITWISE:
+        if (flt)
+            return not_implemented(id, dt, err);
+        break;
+    default:
+        break;
+    }
+    *compute = dt;
+    *out_dt = rule == OD_EWR_LOGICAL ? OD_BOOL : dt;
+    return OD_OK;
+}
+
+od_status od_shape_ew(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
+{
+    od_dtype compute, out_dt;
+    od_device dev;
+    int64_t sizes[OD_MAX_DIMS];
+    int ndim;
+    od_status st = ew_dtypes(id, s, &compute, &out_dt, &dev, sizes, &ndim, err);
+    if (st)
+        return st;
+    spec_set(&outs[0], out_dt, dev, sizes, ndim);
+    *nouts = 1;
+    return OD_OK;
+}
+
 /* ---- clamp --------------------------------------------------------------------------------- */
 
 od_status od_shape_clamp(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
@@ -528,6 +628,13 @@ od_status od_elementwise_common_dtype(od_opid id, const od_stack *s, od_dtype *o
         return OD_OK;
     }
     default:
+        if (od_ew_rule_of(id) != OD_EWR_NONE) {
+            od_dtype out_dt;
+            od_device dev;
+            int64_t sizes[OD_MAX_DIMS];
+            int ndim;
+            return ew_dtypes(id, s, out, &out_dt, &dev, sizes, &ndim, err);
+        }
         fn = od_builtin_shape_fn(id);
         break;
     }

@@ -350,7 +350,7 @@ int main(void)
     const int64_t big = 16777216, small = 1 << 20;
     bench_ew("add (float32)", OD_CU_EW_ADD, OD_FLOAT32, big, 2, bw, ">= 80% of D2D");
     bench_ew("relu (float32)", OD_CU_EW_RELU, OD_FLOAT32, big, 1, bw, ">= 80% of D2D");
-    bench_ew("sigmoid (float32)", OD_CU_EW_SIGMOID, OD_FLOAT32, big, 1, bw, ">= 80% of D2D");
+    bench_ew("sigmoid (float32)", OD_CU_EW_sigmoid, OD_FLOAT32, big, 1, bw, ">= 80% of D2D");
     bench_ew("add (bfloat16)", OD_CU_EW_ADD, OD_BFLOAT16, big, 2, bw, "");
     bench_ew("add (float32)", OD_CU_EW_ADD, OD_FLOAT32, small, 2, bw, "");
     bench_sum_rows(8192, 8192, bw, ">= 70% of D2D");

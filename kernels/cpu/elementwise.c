@@ -169,31 +169,31 @@ static inline double ew_divf_f64(double a, double b, int *zf) { (void)zf; return
         }                                                                                         \
     }
 
-/* One input of dtype DT, output of dtype DT. EXPR reads a. */
-#define DEF_LOOP1(NAME, DT, EXPR)                                                                 \
+/* One input of dtype DT, output of type OT stored with SF(expr). EXPR reads a. */
+#define DEF_LOOP1(NAME, DT, OT, SF, EXPR)                                                         \
     static VEC_##DT void NAME##_c(char *po, const char *px, int64_t n)                            \
     {                                                                                             \
         typedef OD_CPU_T_##DT T;                                                                  \
-        T *restrict o = (T *)po;                                                                  \
+        OT *restrict o = (OT *)po;                                                                \
         const T *restrict x = (const T *)px;                                                      \
         for (int64_t i = 0; i < n; i++) {                                                         \
             CT(DT) a = OD_CPU_LD_##DT(x[i]);                                                      \
-            o[i] = OD_CPU_ST_##DT(EXPR);                                                          \
+            o[i] = SF(EXPR);                                                                      \
         }                                                                                         \
     }                                                                                             \
     static void NAME(void *vc, char **d, const int64_t *s, int64_t n)                            \
     {                                                                                             \
         typedef OD_CPU_T_##DT T;                                                                  \
-        const int64_t e = (int64_t)sizeof(T);                                                     \
+        const int64_t eo = (int64_t)sizeof(OT), ei = (int64_t)sizeof(T);                          \
         (void)vc;                                                                                 \
-        if (s[0] == e && s[1] == e) {                                                             \
+        if (s[0] == eo && s[1] == ei) {                                                           \
             NAME##_c(d[0], d[1], n);                                                              \
         } else {                                                                                  \
             char *po = d[0];                                                                      \
             const char *px = d[1];                                                                \
             for (int64_t i = 0; i < n; i++, po += s[0], px += s[1]) {                             \
                 CT(DT) a = OD_CPU_LD_##DT(*(const T *)px);                                        \
-                *(T *)po = OD_CPU_ST_##DT(EXPR);                                                  \
+                *(OT *)po = SF(EXPR);                                                             \
             }                                                                                     \
         }                                                                                         \
     }
@@ -280,35 +280,46 @@ G_cmp(le)
 G_cmp(gt)
 G_cmp(ge)
 
-#define G_u(op, DT) DEF_LOOP1(op##_##DT, DT, MF(op, DT)(a))
-#define G_neg(DT) G_u(neg, DT)
-#define G_abs(DT) G_u(abs, DT)
-#define G_relu(DT) G_u(relu, DT)
-#define G_exp(DT) G_u(exp, DT)
-#define G_log(DT) G_u(log, DT)
-#define G_sqrt(DT) G_u(sqrt, DT)
-#define G_rsqrt(DT) G_u(rsqrt, DT)
-#define G_sin(DT) G_u(sin, DT)
-#define G_cos(DT) G_u(cos, DT)
-#define G_tanh(DT) G_u(tanh, DT)
-#define G_sigmoid(DT) G_u(sigmoid, DT)
-#define G_gelu(DT) G_u(gelu, DT)
-#define G_gelu_tanh(DT) G_u(gelu_tanh, DT)
-#define G_silu(DT) G_u(silu, DT)
+#define G_u(op, DT) DEF_LOOP1(op##_##DT, DT, SAME(DT), MF(op, DT)(a))
+#define DEF_LOOP1_(...) DEF_LOOP1(__VA_ARGS__)
+#define G_neg(DT) DEF_LOOP1_(neg_##DT, DT, SAME(DT), MF(neg, DT)(a))
+#define G_abs(DT) DEF_LOOP1_(abs_##DT, DT, SAME(DT), MF(abs, DT)(a))
+#define G_relu(DT) DEF_LOOP1_(relu_##DT, DT, SAME(DT), MF(relu, DT)(a))
+#define G_gelu(DT) DEF_LOOP1_(gelu_##DT, DT, SAME(DT), MF(gelu, DT)(a))
+#define G_gelu_tanh(DT) DEF_LOOP1_(gelu_tanh_##DT, DT, SAME(DT), MF(gelu_tanh, DT)(a))
 OD_CPU_ALL_DTYPES(G_neg)
 OD_CPU_ALL_DTYPES(G_abs)
 OD_CPU_ALL_DTYPES(G_relu)
-OD_CPU_FLOAT_DTYPES(G_exp)
-OD_CPU_FLOAT_DTYPES(G_log)
-OD_CPU_FLOAT_DTYPES(G_sqrt)
-OD_CPU_FLOAT_DTYPES(G_rsqrt)
-OD_CPU_FLOAT_DTYPES(G_sin)
-OD_CPU_FLOAT_DTYPES(G_cos)
-OD_CPU_FLOAT_DTYPES(G_tanh)
-OD_CPU_FLOAT_DTYPES(G_sigmoid)
 OD_CPU_FLOAT_DTYPES(G_gelu)
 OD_CPU_FLOAT_DTYPES(G_gelu_tanh)
-OD_CPU_FLOAT_DTYPES(G_silu)
+
+/* The per-element operators of ops.def (OD_EW1 / OD_EW2 lines): one loop
+ * per (operator, dtype of its rule), named ew_<id>_<DT>. The output is the
+ * compute dtype, or bool for LOGICAL; INT_DIV guards integer divisors. */
+#define EW_OUT_0(DT) SAME(DT)
+#define EW_OUT_1(DT) bool, ST_SAME
+#define EW_OUT(rule, DT) CAT(EW_OUT_, OD_EWR_BOOL_OUT_##rule)(DT)
+static inline bool ew_zero_i64(int64_t b, int *zf)
+{
+    if (b != 0)
+        return false;
+    *zf = 1;
+    return true;
+}
+static inline bool ew_zero_f32(float b, int *zf) { (void)b; (void)zf; return false; }
+static inline bool ew_zero_f64(double b, int *zf) { (void)b; (void)zf; return false; }
+#define EW_X2_0(fn, DT) MF(fn, DT)(a, b)
+#define EW_X2_1(fn, DT) (CAT(ew_zero_, OD_CPU_FAM_##DT)(b, &zf) ? 0 : MF(fn, DT)(a, b))
+#define EW_X2(rule, fn, DT) CAT(EW_X2_, OD_EWR_ZERO_DIV_##rule)(fn, DT)
+#define G_EW1(DT, id, fn, rule) DEF_LOOP1_(ew_##id##_##DT, DT, EW_OUT(rule, DT), MF(fn, DT)(a))
+#define G_EW2(DT, id, fn, rule) DEF_LOOP2_(ew_##id##_##DT, DT, EW_OUT(rule, DT), EW_X2(rule, fn, DT))
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs)
+#define OD_EW1(id, schema, fn, rule) OD_EWR_DTYPES_##rule(G_EW1, id, fn, rule)
+#define OD_EW2(id, schema, fn, rule) OD_EWR_DTYPES_##rule(G_EW2, id, fn, rule)
+#include "ops.def"
+#undef OD_OP
+#undef OD_EW1
+#undef OD_EW2
 
 #define G_clamp(DT) DEF_CLAMP(clamp_##DT, DT)
 OD_CPU_ALL_DTYPES(G_clamp)
@@ -365,15 +376,22 @@ static const loop_table g_compare[NUM_C] = {
     [C_LE] = TABLE_ALL(le), [C_GT] = TABLE_ALL(gt), [C_GE] = TABLE_ALL(ge),
 };
 
-enum { U_NEG, U_ABS, U_RELU, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_SIN, U_COS, U_TANH, U_SIGMOID,
-       U_GELU, U_GELU_TANH, U_SILU, NUM_U };
+enum { U_NEG, U_ABS, U_RELU, U_GELU, U_GELU_TANH, NUM_U };
 static const loop_table g_unary[NUM_U] = {
-    [U_NEG] = TABLE_ALL(neg),         [U_ABS] = TABLE_ALL(abs),     [U_RELU] = TABLE_ALL(relu),
-    [U_EXP] = TABLE_FLT(exp),         [U_LOG] = TABLE_FLT(log),     [U_SQRT] = TABLE_FLT(sqrt),
-    [U_RSQRT] = TABLE_FLT(rsqrt),     [U_SIN] = TABLE_FLT(sin),     [U_COS] = TABLE_FLT(cos),
-    [U_TANH] = TABLE_FLT(tanh),       [U_SIGMOID] = TABLE_FLT(sigmoid),
-    [U_GELU] = TABLE_FLT(gelu),       [U_GELU_TANH] = TABLE_FLT(gelu_tanh),
-    [U_SILU] = TABLE_FLT(silu),
+    [U_NEG] = TABLE_ALL(neg),   [U_ABS] = TABLE_ALL(abs),             [U_RELU] = TABLE_ALL(relu),
+    [U_GELU] = TABLE_FLT(gelu), [U_GELU_TANH] = TABLE_FLT(gelu_tanh),
+};
+
+/* Loops of the OD_EW1 / OD_EW2 operators, by operator id and compute dtype. */
+#define EW_E_(DT, id) [OD_##DT] = ew_##id##_##DT,
+static const loop_table g_ew[OD_NUM_BUILTIN_OPS] = {
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs)
+#define OD_EW1(id, schema, fn, rule) [OD_OPID_##id] = {OD_EWR_DTYPES_##rule(EW_E_, id)},
+#define OD_EW2(id, schema, fn, rule) [OD_OPID_##id] = {OD_EWR_DTYPES_##rule(EW_E_, id)},
+#include "ops.def"
+#undef OD_OP
+#undef OD_EW1
+#undef OD_EW2
 };
 
 static const loop_table g_clamp = TABLE_ALL(clamp);
@@ -474,6 +492,29 @@ static void ctx_init(ew_ctx *c)
     atomic_init(&c->zero_div, 0);
 }
 
+/* The common tail of the kernels: converts args[0..n) to dt, allocates the
+ * output of spec, runs loop (with the constants of c, or none when c is
+ * NULL) and returns the output. */
+static od_status run_inputs(od_stack *s, const od_out_spec *spec, int n, od_dtype dt, od_cpu_loop_fn loop,
+                            ew_ctx *c, od_error *err)
+{
+    ew_ctx none;
+    if (!c) {
+        ctx_init(&none);
+        c = &none;
+    }
+    operands o = {.n = 1};
+    od_tensor *out = NULL;
+    od_status st = OD_OK;
+    for (int i = 0; i < n && !st; i++)
+        st = operands_add(&o, &s->args[i], dt, err);
+    if (st || (st = alloc_out(s, spec, &out, err))) {
+        operands_release(&o);
+        return st;
+    }
+    return run_and_return(s, out, &o, loop, c, err);
+}
+
 static int binary_kind(od_opid id, int mode)
 {
     switch (id) {
@@ -527,14 +568,7 @@ od_status od_cpu_binary(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
             c.alpha_f32 = (float)alpha->u.i;
         }
     }
-    operands o = {.n = 1};
-    od_tensor *out = NULL;
-    if ((st = operands_add(&o, &s->args[0], dt, err)) || (st = operands_add(&o, &s->args[1], dt, err)) ||
-        (st = alloc_out(s, &spec, &out, err))) {
-        operands_release(&o);
-        return st;
-    }
-    return run_and_return(s, out, &o, loop, &c, err);
+    return run_inputs(s, &spec, 2, dt, loop, &c, err);
 }
 
 od_status od_cpu_compare(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
@@ -561,16 +595,7 @@ od_status od_cpu_compare(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
     od_cpu_loop_fn loop = g_compare[kind][dt];
     if (!loop)
         return no_loop(op, dt, err);
-    ew_ctx c;
-    ctx_init(&c);
-    operands o = {.n = 1};
-    od_tensor *out = NULL;
-    if ((st = operands_add(&o, &s->args[0], dt, err)) || (st = operands_add(&o, &s->args[1], dt, err)) ||
-        (st = alloc_out(s, &spec, &out, err))) {
-        operands_release(&o);
-        return st;
-    }
-    return run_and_return(s, out, &o, loop, &c, err);
+    return run_inputs(s, &spec, 2, dt, loop, NULL, err);
 }
 
 od_status od_cpu_where(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
@@ -619,15 +644,6 @@ od_status od_cpu_unary(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
     case OD_OPID_neg: kind = U_NEG; break;
     case OD_OPID_abs: kind = U_ABS; break;
     case OD_OPID_relu: kind = U_RELU; break;
-    case OD_OPID_exp: kind = U_EXP; break;
-    case OD_OPID_log: kind = U_LOG; break;
-    case OD_OPID_sqrt: kind = U_SQRT; break;
-    case OD_OPID_rsqrt: kind = U_RSQRT; break;
-    case OD_OPID_sin: kind = U_SIN; break;
-    case OD_OPID_cos: kind = U_COS; break;
-    case OD_OPID_tanh: kind = U_TANH; break;
-    case OD_OPID_sigmoid: kind = U_SIGMOID; break;
-    case OD_OPID_silu: kind = U_SILU; break;
     case OD_OPID_gelu: {
         bool tanh_form;
         if ((st = od_gelu_approximate(s, &tanh_form, err)))
@@ -641,15 +657,27 @@ od_status od_cpu_unary(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
     od_cpu_loop_fn loop = g_unary[kind][dt];
     if (!loop)
         return no_loop(op, dt, err);
-    ew_ctx c;
-    ctx_init(&c);
-    operands o = {.n = 1};
-    od_tensor *out = NULL;
-    if ((st = operands_add(&o, &s->args[0], dt, err)) || (st = alloc_out(s, &spec, &out, err))) {
-        operands_release(&o);
+    return run_inputs(s, &spec, 1, dt, loop, NULL, err);
+}
+
+/* Every OD_EW1 / OD_EW2 operator of ops.def: its rule gives the compute
+ * dtype, g_ew the loop, and the inputs are its first one or two arguments. */
+od_status od_cpu_ew(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_out_spec spec;
+    int nouts = 0;
+    od_status st;
+    if ((st = od_shape_ew(id, s, &spec, &nouts, err)) || (st = check_cpu(op, s, err)))
         return st;
-    }
-    return run_and_return(s, out, &o, loop, &c, err);
+    od_dtype dt = spec.dtype;
+    if (od_ew_rule_of(id) == OD_EWR_LOGICAL && (st = od_elementwise_common_dtype(id, s, &dt, err)))
+        return st;
+    od_cpu_loop_fn loop = g_ew[id][dt];
+    if (!loop)
+        return no_loop(op, dt, err);
+    return run_inputs(s, &spec, s->nargs, dt, loop, NULL, err);
 }
 
 /* The bound a missing min/max stands for: the dtype's extreme (-inf/+inf for

@@ -36,8 +36,9 @@
 OD_CUDA_KERNEL_(od_cuda_binary)      /* ew.c: add sub mul div pow maximum minimum */
 OD_CUDA_KERNEL_(od_cuda_compare)     /* ew.c: eq ne lt le gt ge */
 OD_CUDA_KERNEL_(od_cuda_where)       /* ew.c */
-OD_CUDA_KERNEL_(od_cuda_unary)       /* ew.c */
+OD_CUDA_KERNEL_(od_cuda_unary)       /* ew.c: neg abs relu gelu */
 OD_CUDA_KERNEL_(od_cuda_clamp)       /* ew.c */
+OD_CUDA_KERNEL_(od_cuda_ew)          /* ew.c: every OD_EW1 / OD_EW2 operator of ops.def */
 OD_CUDA_KERNEL_(od_cuda_fill)        /* ew.c: fill_.Scalar */
 OD_CUDA_KERNEL_(od_cuda_copy)        /* copy.c: clone, copy_ (any device pair) */
 OD_CUDA_KERNEL_(od_cuda_cat)         /* copy.c */

@@ -94,19 +94,22 @@ typedef enum od_cu_ew {
     OD_CU_EW_NEG,         /* unary: a */
     OD_CU_EW_ABS,
     OD_CU_EW_RELU,
-    OD_CU_EW_EXP,         /* floating families only from here on */
-    OD_CU_EW_LOG,
-    OD_CU_EW_SQRT,
-    OD_CU_EW_RSQRT,
-    OD_CU_EW_SIN,
-    OD_CU_EW_COS,
-    OD_CU_EW_TANH,
-    OD_CU_EW_SIGMOID,
-    OD_CU_EW_GELU,
+    OD_CU_EW_GELU,        /* floating families only */
     OD_CU_EW_GELU_TANH,
-    OD_CU_EW_SILU,
+    /* From here on, OD_CU_EW_<id> for each OD_EW1 / OD_EW2 operator of
+     * ops.def (inputs: self, or self and other), in list order; its rule
+     * (kernels/od_ew.h) says which families have kernels. */
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs)
+#define OD_EW1(id, schema, fn, rule) OD_CU_EW_##id,
+#define OD_EW2(id, schema, fn, rule) OD_CU_EW_##id,
+#include "ops.def"
+#undef OD_OP
+#undef OD_EW1
+#undef OD_EW2
     OD_CU_EW_NUM_OPS
 } od_cu_ew;
+
+#define OD_CU_EW_GEN_FIRST (OD_CU_EW_GELU_TANH + 1)
 
 typedef struct od_cu_ew_args {
     int32_t op;        /* od_cu_ew */

@@ -152,15 +152,6 @@ od_status od_cuda_unary(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
     case OD_OPID_neg: ewop = OD_CU_EW_NEG; break;
     case OD_OPID_abs: ewop = OD_CU_EW_ABS; break;
     case OD_OPID_relu: ewop = OD_CU_EW_RELU; break;
-    case OD_OPID_exp: ewop = OD_CU_EW_EXP; break;
-    case OD_OPID_log: ewop = OD_CU_EW_LOG; break;
-    case OD_OPID_sqrt: ewop = OD_CU_EW_SQRT; break;
-    case OD_OPID_rsqrt: ewop = OD_CU_EW_RSQRT; break;
-    case OD_OPID_sin: ewop = OD_CU_EW_SIN; break;
-    case OD_OPID_cos: ewop = OD_CU_EW_COS; break;
-    case OD_OPID_tanh: ewop = OD_CU_EW_TANH; break;
-    case OD_OPID_sigmoid: ewop = OD_CU_EW_SIGMOID; break;
-    case OD_OPID_silu: ewop = OD_CU_EW_SILU; break;
     case OD_OPID_gelu: {
         bool tanh_form;
         if ((st = od_gelu_approximate(s, &tanh_form, err)))
@@ -174,6 +165,34 @@ od_status od_cuda_unary(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
     }
     const od_value *in[1] = {&s->args[0]};
     return run_ew(op, id, s, in, 1, ewop, compute, 0, 0, false, err);
+}
+
+/* The launcher's operation of each OD_EW1 / OD_EW2 operator of ops.def. */
+static const int16_t g_ew_op[OD_NUM_BUILTIN_OPS] = {
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs)
+#define OD_EW1(id, schema, fn, rule) [OD_OPID_##id] = OD_CU_EW_##id,
+#define OD_EW2(id, schema, fn, rule) [OD_OPID_##id] = OD_CU_EW_##id,
+#include "ops.def"
+#undef OD_OP
+#undef OD_EW1
+#undef OD_EW2
+};
+
+/* Every OD_EW1 / OD_EW2 operator: inputs are its arguments in order. */
+od_status od_cuda_ew(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_ew_rule rule = od_ew_rule_of(id);
+    od_dtype compute;
+    od_status st = od_elementwise_common_dtype(id, s, &compute, err);
+    if (st)
+        return st;
+    if (rule == OD_EWR_NONE)
+        return od_error_set(err, OD_EINTERNAL, "od_cuda_ew: unexpected operator %s", od_cu_op_name(op));
+    const od_value *in[2] = {&s->args[0], s->nargs > 1 ? &s->args[1] : NULL};
+    bool int_div = rule == OD_EWR_INT_DIV && !od_dtype_is_floating(compute);
+    return run_ew(op, id, s, in, s->nargs, (od_cu_ew)g_ew_op[id], compute, 0, 0, int_div, err);
 }
 
 od_status od_cuda_clamp(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)

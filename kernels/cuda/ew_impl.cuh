@@ -18,24 +18,103 @@
 #define OD_EW_IMPL_CUH
 
 #include "cu_common.cuh"
+#include "od_ew.h"
 
 namespace odcu {
 
+/* The inputs (1 or 2) and rule of an OD_EW1 / OD_EW2 operator; 0 for others. */
+__host__ __device__ constexpr int ew_gen_arity(int op)
+{
+    switch (op) {
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs)
+#define OD_EW1(id, schema, fn, rule) case OD_CU_EW_##id: return 1;
+#define OD_EW2(id, schema, fn, rule) case OD_CU_EW_##id: return 2;
+#include "ops.def"
+#undef OD_EW1
+#undef OD_EW2
+    default: return 0;
+    }
+}
+__host__ __device__ constexpr int ew_gen_rule(int op)
+{
+    switch (op) {
+#define OD_EW1(id, schema, fn, rule) case OD_CU_EW_##id: return OD_EWR_##rule;
+#define OD_EW2(id, schema, fn, rule) case OD_CU_EW_##id: return OD_EWR_##rule;
+#include "ops.def"
+#undef OD_OP
+#undef OD_EW1
+#undef OD_EW2
+    default: return OD_EWR_NONE;
+    }
+}
+
 __host__ __device__ constexpr int ew_nops(int op)
 {
-    return op == OD_CU_EW_WHERE || op == OD_CU_EW_CLAMP                        ? 4
+    return op >= OD_CU_EW_GEN_FIRST ? ew_gen_arity(op) + 1
+           : op == OD_CU_EW_WHERE || op == OD_CU_EW_CLAMP ? 4
            : (op >= OD_CU_EW_ADD && op <= OD_CU_EW_GE) || op == OD_CU_EW_CLAMP_MIN ||
                    op == OD_CU_EW_CLAMP_MAX
                ? 3
                : 2;
 }
 
-__host__ __device__ constexpr bool ew_is_compare(int op) { return op >= OD_CU_EW_EQ && op <= OD_CU_EW_GE; }
+/* The output is bool: comparisons and the LOGICAL rule. */
+__host__ __device__ constexpr bool ew_out_bool(int op)
+{
+    return (op >= OD_CU_EW_EQ && op <= OD_CU_EW_GE) || ew_gen_rule(op) == OD_EWR_LOGICAL;
+}
 
 /* Which (op, family) pairs have kernels. */
 __host__ __device__ constexpr bool ew_ok(int op, int fam)
 {
-    return fam != FAM_I64 || (op != OD_CU_EW_DIV && op < OD_CU_EW_EXP);
+    if (op >= OD_CU_EW_GEN_FIRST) {
+        int r = ew_gen_rule(op);
+        if (r == OD_EWR_FLOAT || r == OD_EWR_FLOAT_ONLY)
+            return fam != FAM_I64;
+        return r != OD_EWR_BITWISE || fam == FAM_I64;
+    }
+    return fam != FAM_I64 || (op != OD_CU_EW_DIV && op != OD_CU_EW_GELU && op != OD_CU_EW_GELU_TANH);
+}
+
+/* The math of the OD_EW1 / OD_EW2 operators, generated from ops.def: each
+ * calls od_math_<fn>_<family> where its rule has that family (the others
+ * are never launched: ew_ok). INT_DIV reports an integer divisor of 0 like
+ * div's rounding modes. */
+template <int OP, typename C>
+__device__ __forceinline__ C ew_gen_apply(C a, C b, int64_t *flag)
+{
+    constexpr bool I = is_int_v<C>;
+    constexpr bool D = std::is_same<C, double>::value;
+    (void)a;
+    (void)b;
+    (void)flag;
+#define OD_EW_CALL_(id, fn, rule, ...)                                          \
+    if constexpr (OP == OD_CU_EW_##id) {                                        \
+        if constexpr (I) {                                                      \
+            OD_EWR_I64_##rule(return (C)od_math_##fn##_i64(__VA_ARGS__);)        \
+        } else if constexpr (D) {                                               \
+            OD_EWR_FLT_##rule(return (C)od_math_##fn##_f64(__VA_ARGS__);)        \
+        } else {                                                                \
+            OD_EWR_FLT_##rule(return (C)od_math_##fn##_f32(__VA_ARGS__);)        \
+        }                                                                       \
+    }
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs)
+#define OD_EW1(id, schema, fn, rule) OD_EW_CALL_(id, fn, rule, a)
+#define OD_EW2(id, schema, fn, rule)                                            \
+    if constexpr (OP == OD_CU_EW_##id && I && OD_EWR_ZERO_DIV_##rule) {         \
+        if (b == 0) { /* PyTorch raises ZeroDivisionError: report, write 0 */  \
+            if (flag)                                                           \
+                *(volatile int64_t *)flag = 1;                                  \
+            return C(0);                                                        \
+        }                                                                       \
+    }                                                                           \
+    OD_EW_CALL_(id, fn, rule, a, b)
+#include "ops.def"
+#undef OD_OP
+#undef OD_EW1
+#undef OD_EW2
+#undef OD_EW_CALL_
+    return C(0);
 }
 
 template <int OP, typename C>
@@ -65,7 +144,9 @@ __device__ __forceinline__ C ew_apply(C a, C b, C c, C alpha, int64_t *flag)
     (void)c;
     (void)alpha;
     (void)flag;
-    if constexpr (OP == OD_CU_EW_COPY)
+    if constexpr (OP >= OD_CU_EW_GEN_FIRST)
+        return ew_gen_apply<OP, C>(a, b, flag);
+    else if constexpr (OP == OD_CU_EW_COPY)
         return a;
     else if constexpr (OP == OD_CU_EW_ADD)
         OD_FAM_(add, a, b, alpha);
@@ -119,28 +200,10 @@ __device__ __forceinline__ C ew_apply(C a, C b, C c, C alpha, int64_t *flag)
         OD_FAM_(abs, a);
     else if constexpr (OP == OD_CU_EW_RELU)
         OD_FAM_(relu, a);
-    else if constexpr (OP == OD_CU_EW_EXP)
-        OD_FLT_(exp, a);
-    else if constexpr (OP == OD_CU_EW_LOG)
-        OD_FLT_(log, a);
-    else if constexpr (OP == OD_CU_EW_SQRT)
-        OD_FLT_(sqrt, a);
-    else if constexpr (OP == OD_CU_EW_RSQRT)
-        OD_FLT_(rsqrt, a);
-    else if constexpr (OP == OD_CU_EW_SIN)
-        OD_FLT_(sin, a);
-    else if constexpr (OP == OD_CU_EW_COS)
-        OD_FLT_(cos, a);
-    else if constexpr (OP == OD_CU_EW_TANH)
-        OD_FLT_(tanh, a);
-    else if constexpr (OP == OD_CU_EW_SIGMOID)
-        OD_FLT_(sigmoid, a);
     else if constexpr (OP == OD_CU_EW_GELU)
         OD_FLT_(gelu, a);
     else if constexpr (OP == OD_CU_EW_GELU_TANH)
         OD_FLT_(gelu_tanh, a);
-    else if constexpr (OP == OD_CU_EW_SILU)
-        OD_FLT_(silu, a);
     else
         return a;
 #undef OD_FAM_
@@ -299,7 +362,7 @@ template <int OP, int DT>
 static cudaError_t launch_contig(const od_cu_iter *it, const od_cu_ew_args *a, cudaStream_t st)
 {
     constexpr int N = ew_nops(OP);
-    constexpr int DTO = ew_is_compare(OP) ? OD_CU_BOOL : DT;
+    constexpr int DTO = ew_out_bool(OP) ? OD_CU_BOOL : DT;
     ContigParams<N> p;
     memset(&p, 0, sizeof p);
     for (int k = 0; k < N; k++) {
@@ -394,7 +457,7 @@ template <int OP> static cudaError_t ew_launch(const od_cu_iter *it, const od_cu
         fast = it->op[k].dtype == dt && operand_contig(it, k) && aligned16(it->op[k].data);
     }
     if (fast && dt >= 0) {
-        int want_out = ew_is_compare(OP) ? OD_CU_BOOL : dt;
+        int want_out = ew_out_bool(OP) ? OD_CU_BOOL : dt;
         fast = family_of(dt) == fam && it->op[0].dtype == want_out && operand_contig(it, 0) &&
                aligned16(it->op[0].data);
     } else {
@@ -424,9 +487,13 @@ template <int OP> static cudaError_t ew_launch(const od_cu_iter *it, const od_cu
 
 } // namespace odcu
 
-/* One function per group of operations (ew_arith.cu, ew_cmp.cu, ew_unary.cu). */
+/* One function per group of operations (ew_arith.cu, ew_cmp.cu, ew_unary.cu,
+ * and ew_gen1.cu / ew_gen2.cu through ew_gen.cuh for the OD_EW1 / OD_EW2
+ * operators). */
 cudaError_t od_cu_ew_group_arith(const od_cu_iter *it, const od_cu_ew_args *a, cudaStream_t st);
 cudaError_t od_cu_ew_group_cmp(const od_cu_iter *it, const od_cu_ew_args *a, cudaStream_t st);
 cudaError_t od_cu_ew_group_unary(const od_cu_iter *it, const od_cu_ew_args *a, cudaStream_t st);
+cudaError_t od_cu_ew_group_gen1(const od_cu_iter *it, const od_cu_ew_args *a, cudaStream_t st);
+cudaError_t od_cu_ew_group_gen2(const od_cu_iter *it, const od_cu_ew_args *a, cudaStream_t st);
 
 #endif

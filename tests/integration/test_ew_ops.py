@@ -1,0 +1,327 @@
+"""The per-element operators declared by ops.def's OD_EW1 / OD_EW2 lines, over
+HTTP, against numpy and PyTorch's documented rules.
+
+Adding such an operator means adding its row to OPS: the numpy reference, its
+dtype rule (kernels/od_ew.h) and its tolerance. The test then covers every
+dtype (accepted or refused), broadcasting, 0-dim and empty tensors, NaN/Inf,
+negative operands and integer division by zero, on CPU and, where a GPU
+exists, CUDA. Strided inputs, which HTTP cannot send, are covered by
+tests/unit/test_cpu_elementwise.c (layout independence) and tests/gpu.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from conftest import error_message, from_json, tensor
+
+DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]
+FLOATS = {"float16", "float32", "float64"}
+
+
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+def _sign(x):
+    # ATen's (0 < x) - (x < 0): NaN and -0.0 give 0 (numpy's sign keeps NaN)
+    return (0 < x).astype(np.int8) - (x < 0).astype(np.int8)
+
+
+def _remainder(a, b):
+    # numpy's remainder is Python's %, as torch's for finite values;
+    # torch keeps the sign of fmod's zero and gives nan for b == 0 (numpy too)
+    return np.remainder(a, b)
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+# op: (reference on compute-dtype arrays, rule, float tolerance (rtol at float32))
+OPS = {
+    "exp": (np.exp, "FLOAT", 4e-7),
+    "log": (np.log, "FLOAT", 4e-7),
+    "sqrt": (np.sqrt, "FLOAT", 4e-7),
+    "rsqrt": (lambda x: 1 / np.sqrt(x), "FLOAT", 4e-7),
+    "sin": (np.sin, "FLOAT", 4e-7),
+    "cos": (np.cos, "FLOAT", 4e-7),
+    "tanh": (np.tanh, "FLOAT", 4e-7),
+    "sigmoid": (_sigmoid, "FLOAT", 4e-7),
+    "silu": (lambda x: x * _sigmoid(x), "FLOAT_ONLY", 4e-7),
+    "log1p": (np.log1p, "FLOAT", 4e-7),
+    "expm1": (np.expm1, "FLOAT", 4e-7),
+    "erf": (_erf, "FLOAT", 4e-7),
+    "floor": (np.floor, "NUMERIC", 0),
+    "ceil": (np.ceil, "NUMERIC", 0),
+    "round": (np.round, "NUMERIC", 0),  # half to even, as torch
+    "trunc": (np.trunc, "NUMERIC", 0),
+    "sign": (_sign, "ANY", 0),
+    "logical_not": (np.logical_not, "LOGICAL", 0),
+    "fmod.Tensor": (np.fmod, "INT_DIV", 0),
+    "fmod.Scalar": (np.fmod, "INT_DIV", 0),
+    "remainder.Tensor": (_remainder, "INT_DIV", 2e-7),
+    "remainder.Scalar": (_remainder, "INT_DIV", 2e-7),
+    "remainder.Scalar_Tensor": (_remainder, "INT_DIV", 2e-7),
+    "bitwise_and.Tensor": (np.bitwise_and, "BITWISE", 0),
+    "bitwise_and.Scalar": (np.bitwise_and, "BITWISE", 0),
+    "bitwise_and.Scalar_Tensor": (np.bitwise_and, "BITWISE", 0),
+    "logical_and": (np.logical_and, "LOGICAL", 0),
+}
+
+# ---- torch's dtype rules, written out independently of the server ----------
+
+_INTS = ["uint8", "int8", "int16", "int32", "int64"]
+
+
+def promote(a, b):
+    """torch.promote_types for the dtypes above (numpy's differs for int+float)."""
+    if a == b:
+        return a
+    if a == "bool":
+        return b
+    if b == "bool":
+        return a
+    if (a in FLOATS) != (b in FLOATS):
+        return a if a in FLOATS else b
+    return np.promote_types(a, b).name
+
+
+def _cat(dt):
+    return 2 if dt in FLOATS else 0 if dt == "bool" else 1
+
+
+def result_type(operands):
+    """torch.result_type over tensors ((dtype, ndim) pairs) and Python numbers:
+    dimensioned tensors first, then 0-dim tensors, then numbers, each tier only
+    raising the category (bool < integer < float) of the one before; a number
+    that raises it gives the default (int64, float32)."""
+    def tier(dts):
+        dt = None
+        for d in dts:
+            dt = d if dt is None else promote(dt, d)
+        return dt
+
+    dims = tier(d for d, n in (o for o in operands if isinstance(o, tuple)) if n > 0)
+    zero = tier(d for d, n in (o for o in operands if isinstance(o, tuple)) if n == 0)
+    nums = [o for o in operands if not isinstance(o, tuple)]
+    dt = dims
+    if zero is not None and (dt is None or _cat(zero) > _cat(dt)):
+        dt = zero
+    for o in nums:
+        c = 0 if isinstance(o, bool) else 2 if isinstance(o, float) else 1
+        if c > _cat(dt):
+            dt = {1: "int64", 2: "float32"}[c]
+    return dt
+
+
+def expected(op, operands):
+    """(compute dtype, output dtype) or the refusal message torch gives."""
+    rule = OPS[op][1]
+    name = op.split(".")[0]
+    dt = result_type(operands)
+    if rule == "LOGICAL":
+        dt = operands[0][0]
+        for o in operands[1:]:
+            dt = promote(dt, o[0])
+        return dt, "bool"
+    if rule == "FLOAT":
+        dt = dt if dt in FLOATS else "float32"
+    refused = (rule == "FLOAT_ONLY" and dt not in FLOATS) or \
+        (rule in ("NUMERIC", "INT_DIV") and dt == "bool") or (rule == "BITWISE" and dt in FLOATS)
+    if refused:
+        return f'"{name}" not implemented for \'{ {"bool": "Bool", "float32": "Float", "float64": "Double", "float16": "Half", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int", "int64": "Long"}[dt]}\''
+    return dt, dt
+
+
+# ---- inputs -------------------------------------------------------------------
+
+
+def rand(rng, shape, dtype, positive=False):
+    return np.asarray(_rand(rng, shape, dtype, positive))
+
+
+def _rand(rng, shape, dtype, positive):
+    if dtype == "bool":
+        return rng.integers(0, 2, shape).astype(np.bool_)
+    if dtype in FLOATS:
+        a = (rng.standard_normal(shape) * 4).astype(dtype)
+        if positive:
+            a = np.abs(a) + np.asarray(0.01, dtype)
+        flat = a.reshape(-1)
+        specials = [np.nan, np.inf, -np.inf, -0.0, 0.5, -1.5, 2.5]
+        for i in range(min(len(flat) // 3, len(specials))):
+            flat[rng.integers(0, len(flat))] = specials[i]
+        return a
+    info = np.iinfo(dtype)
+    a = rng.integers(max(info.min, -50), min(info.max, 50), shape, endpoint=True).astype(dtype)
+    flat = a.reshape(-1)
+    if len(flat) > 4:  # the extremes too
+        flat[0], flat[1] = info.min, info.max
+    return a
+
+
+def cuda_available(server):
+    return server.get("/v1/devices").json()["cuda"]["available"]
+
+
+@pytest.fixture(params=["cpu", "cuda"])
+def device(request, server):
+    if request.param == "cuda" and not cuda_available(server):
+        pytest.skip("no CUDA device on this machine (GET /v1/devices says why)")
+    return request.param
+
+
+def arity(op):
+    return 2 if op.split(".")[0] in ("fmod", "remainder", "bitwise_and", "logical_and") else 1
+
+
+def scalar_positions(op):
+    ov = op.split(".")[1] if "." in op else ""
+    return {"Scalar": {1}, "Scalar_Tensor": {0}}.get(ov, set())
+
+
+def call(server, op, operands, device):
+    args = [tensor(o) if isinstance(o, np.ndarray) else o for o in operands]
+    return server.call(op, *args, device=device if device != "cpu" else None)
+
+
+def check(op, operands, resp, rtol_f32):
+    ref, rule = OPS[op][0], OPS[op][1]
+    dts = [(o.dtype.name, o.ndim) if isinstance(o, np.ndarray) else o for o in operands]
+    want = expected(op, dts)
+    if isinstance(want, str):
+        assert resp.status_code in (400, 422, 501), resp.text
+        assert error_message(resp) == want
+        return
+    compute, out_dt = want
+    vals = [o.astype(compute) if isinstance(o, np.ndarray) else o for o in operands]
+    is_int_div = rule == "INT_DIV" and compute not in FLOATS
+    if is_int_div and any(np.any(np.asarray(v) == 0) for v in vals[1:2]):
+        assert resp.status_code == 400, resp.text
+        assert error_message(resp) == "ZeroDivisionError"
+        return
+    assert resp.status_code == 200, resp.text
+    got = from_json(resp.json()["outputs"][0])
+    with np.errstate(all="ignore"):
+        if compute in FLOATS and rtol_f32:
+            # transcendental: reference in float64, rounded to the compute dtype
+            wide = [v.astype(np.float64) if isinstance(v, np.ndarray) else float(v) for v in vals]
+            want_v = np.asarray(ref(*wide)).astype(compute)
+        else:
+            if compute not in FLOATS:
+                # Python numbers join integer math as that dtype, like torch
+                vals = [v if isinstance(v, np.ndarray) else np.asarray(v).astype(compute) for v in vals]
+            want_v = np.asarray(ref(*vals))
+    want_v = want_v.astype(out_dt)
+    assert got.dtype.name == out_dt, (got.dtype, out_dt)
+    assert got.shape == want_v.shape
+    if out_dt in FLOATS:
+        rtol = {"float16": 2e-3, "float32": rtol_f32, "float64": 1e-13}[out_dt] if rtol_f32 else 0
+        np.testing.assert_allclose(got, want_v, rtol=rtol, atol=0 if not rtol else rtol * 1e-3,
+                                   equal_nan=True, err_msg=f"{op} {dts}")
+    else:
+        np.testing.assert_array_equal(got, want_v, err_msg=f"{op} {dts}")
+
+
+SHAPES = [((3, 4), (3, 4)), ((4, 1, 3), (5, 1)), ((), (3,)), ((0, 3), (1, 3)), ((7,), ())]
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_every_dtype(server, rng, device, op):
+    """Each dtype (both operands of it): values, the output dtype, or torch's refusal."""
+    pos = op in ("log", "sqrt", "rsqrt")
+    for dt in DTYPES:
+        shape = (5, 6)
+        operands = []
+        for k in range(arity(op)):
+            if k in scalar_positions(op):
+                operands.append(float(rng.integers(-5, 6)) + 0.5 if dt in FLOATS else int(rng.choice([-3, 2, 7])))
+            else:
+                a = rand(rng, shape, dt, positive=pos)
+                if k == 1 and OPS[op][1] == "INT_DIV" and dt not in FLOATS:
+                    a[a == 0] = 3  # zero divisors have their own test
+                operands.append(a)
+        if op.endswith("Scalar_Tensor") and dt not in FLOATS:
+            operands[1][operands[1] == 0] = 3
+        check(op, operands, call(server, op, operands, device), OPS[op][2])
+
+
+@pytest.mark.parametrize("op", sorted(o for o in OPS if arity(o) == 2 and not scalar_positions(o)))
+@pytest.mark.parametrize("sa,sb", SHAPES)
+def test_broadcast_and_mixed_dtypes(server, rng, device, op, sa, sb):
+    """Broadcasting (0-dim and empty included) with operands of two dtypes."""
+    for da, db in [("int32", "int64"), ("int8", "uint8"), ("float32", "int64"), ("float64", "float16"),
+                   ("bool", "int16"), ("float32", "float32")]:
+        a, b = rand(rng, sa, da), rand(rng, sb, db)
+        if OPS[op][1] == "INT_DIV":
+            b = np.asarray(np.where(b == 0, np.asarray(3, b.dtype), b)) if db != "bool" else b
+        check(op, [a, b], call(server, op, [a, b], device), OPS[op][2])
+
+
+@pytest.mark.parametrize("op", sorted(o for o in OPS if arity(o) == 1))
+@pytest.mark.parametrize("shape", [(), (0,), (2, 0, 3), (1,), (3, 1, 4, 2)])
+def test_unary_shapes(server, rng, device, op, shape):
+    for dt in ("float32", "int32"):
+        a = rand(rng, shape, dt, positive=op in ("log", "sqrt", "rsqrt"))
+        check(op, [a], call(server, op, [a], device), OPS[op][2])
+
+
+def test_division_by_zero_is_an_error_and_the_server_goes_on(server, device):
+    a = np.array([5, -5, 7], np.int32)
+    z = np.array([1, 0, 2], np.int32)
+    for op, args in [("fmod.Tensor", [a, z]), ("remainder.Tensor", [a, z]), ("fmod.Scalar", [a, 0]),
+                     ("remainder.Scalar", [a, 0]), ("remainder.Scalar_Tensor", [3, z])]:
+        r = call(server, op, args, device)
+        assert r.status_code == 400 and error_message(r) == "ZeroDivisionError", (op, r.text)
+    # float divisors of 0 follow IEEE: nan, as in torch
+    r = call(server, "fmod.Tensor", [a.astype(np.float32), z.astype(np.float32)], device)
+    got = from_json(r.json()["outputs"][0])
+    assert np.isnan(got[1]) and got[0] == 0 and got[2] == 1
+    assert server.alive()
+
+
+def test_documented_rules(server, device):
+    """The cases PyTorch 1.13 documents or shows, written out."""
+    f = lambda *v: np.array(v, np.float32)  # noqa: E731
+    i = lambda *v: np.array(v, np.int64)  # noqa: E731
+
+    def out(op, *args):
+        r = call(server, op, list(args), device)
+        assert r.status_code == 200, r.text
+        return from_json(r.json()["outputs"][0])
+
+    # fmod: the dividend's sign; remainder: the divisor's (Python's %)
+    np.testing.assert_array_equal(out("fmod.Tensor", i(5, -5, 5, -5), i(3, 3, -3, -3)), [2, -2, 2, -2])
+    np.testing.assert_array_equal(out("remainder.Tensor", i(5, -5, 5, -5), i(3, 3, -3, -3)), [2, 1, -1, -2])
+    np.testing.assert_array_equal(out("remainder.Tensor", f(-1, 1, 5), f(np.inf, np.inf, 0)), [np.inf, 1, np.nan])
+    np.testing.assert_array_equal(out("fmod.Tensor", f(np.inf, 1), f(2, np.inf)), [np.nan, 1])
+    # INT64_MIN % -1 is 0 (torch 1.13 itself dies of SIGFPE there)
+    np.testing.assert_array_equal(out("fmod.Tensor", i(-2**63), i(-1)), [0])
+    np.testing.assert_array_equal(out("remainder.Tensor", i(-2**63), i(-1)), [0])
+    # round: half to even; floor/ceil/trunc keep -0.0 and integers unchanged
+    np.testing.assert_array_equal(out("round", f(0.5, 1.5, 2.5, -0.5, -2.5)), [0, 2, 2, -0.0, -2])
+    assert np.signbit(out("floor", f(-0.0)))[0]
+    np.testing.assert_array_equal(out("ceil", np.array([1, 254], np.uint8)), [1, 254])
+    # sign: NaN and -0.0 give 0; bool stays bool
+    np.testing.assert_array_equal(out("sign", f(np.nan, -0.0, -3, np.inf)), [0, 0, -1, 1])
+    assert out("sign", np.array([True, False])).dtype == np.bool_
+    # logical ops read NaN as true; a 0-dim float64 of 1e-50 stays true next to int64
+    np.testing.assert_array_equal(out("logical_not", f(np.nan, 0, -0.0)), [False, True, True])
+    np.testing.assert_array_equal(out("logical_and", np.array(1e-50), i(1, 0)), [True, False])
+    # bitwise_and of bool and an int scalar is int64
+    got = out("bitwise_and.Scalar", np.array([True, False]), 3)
+    assert got.dtype == np.int64 and list(got) == [1, 0]
+    # torch.exp of integers computes in the default float
+    assert out("expm1", i(0, 1)).dtype == np.float32
+
+
+def test_tables_list_the_new_operators(server):
+    groups = {g["name"]: g for g in server.get("/v1/ops").json()["operators"]}
+    for op in OPS:
+        base, _, ov = op.partition(".")
+        assert ov in [o["overload"] for o in groups[f"aten::{base}"]["overloads"]], op
+    t = server.get("/v1/ops/aten::fmod.Tensor").json()
+    kernels = {row["key"]: row["kernel"] for row in t["table"]}
+    assert kernels["CPU"] == "od_cpu_ew" and kernels["Meta"] == "od_meta_kernel"
