@@ -33,6 +33,7 @@
     X(OD_EBUSY, "unavailable", 503, "shutting down, or at a limit of work in flight; retry")    \
     X(OD_ETIMEOUT, "deadline_exceeded", 504, "the call ran past its time budget: cancelled")    \
     X(OD_ENOMEM, "out_of_memory", 507, "host memory exhausted")                                 \
+    X(OD_EQUOTA, "over_budget", 507, "a session's budget for stored tensors would be exceeded") \
     X(OD_EDEVMEM, "out_of_device_memory", 507, "device memory exhausted")
 
 typedef enum od_status {

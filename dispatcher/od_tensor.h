@@ -73,6 +73,8 @@ typedef struct od_device {
 od_status od_device_parse(const char *s, od_device *out, od_error *err);
 /* Writes "cpu" / "cuda:0" / "meta"; returns the length needed. */
 int od_device_print(od_device d, char *buf, size_t cap);
+/* "cpu", "cuda", "meta" (static). */
+const char *od_device_type_name(od_device_type t);
 bool od_device_eq(od_device a, od_device b);
 od_key od_device_key(od_device d); /* CPU, CUDA or Meta */
 

@@ -26,6 +26,11 @@
 static const char *const device_type_names[OD_NUM_DEVICE_TYPES] = {
     [OD_DEV_CPU] = "cpu", [OD_DEV_CUDA] = "cuda", [OD_DEV_META] = "meta"};
 
+const char *od_device_type_name(od_device_type t)
+{
+    return (unsigned)t < OD_NUM_DEVICE_TYPES ? device_type_names[t] : "?";
+}
+
 /* A device a storage may live on: only CUDA has ordinals. */
 static bool device_valid(od_device d)
 {

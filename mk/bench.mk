@@ -3,12 +3,15 @@
 #   make bench-http   wrk against opdispatchd, a fixed-body libmicrohttpd
 #                     server and a FastAPI + numpy peer, all in one run on
 #                     127.0.0.1 (bench/http/run.py); BENCH_DURATION=S per point
+#   make bench-store  stored tensors against shipping them: a 10-call chain on
+#                     1024x1024 and the cost of naming a 64 MiB stored tensor
+#                     (bench/http/store.py)
 
 BENCH_DURATION ?= 5
 FIXED_SERVER := $(B)/bench/fixed_server
 BENCH_VENV_STAMP := .venv/.bench-$(shell md5sum tools/bench-requirements.txt 2>/dev/null | cut -c1-8)
 
-.PHONY: bench-http
+.PHONY: bench-http bench-store
 $(FIXED_SERVER): bench/http/fixed_server.c | $(SETUP_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $< -o $@ -lmicrohttpd
@@ -21,4 +24,7 @@ bench-http: $(SERVER) $(FIXED_SERVER) $(BENCH_VENV_STAMP)
 	.venv/bin/python bench/http/run.py --opdispatchd $(B)/opdispatchd --fixed $(FIXED_SERVER) \
 	  --duration $(BENCH_DURATION)
 
-bench: bench-http
+bench-store: $(SERVER) $(VENV_STAMP)
+	.venv/bin/python bench/http/store.py --opdispatchd $(B)/opdispatchd
+
+bench: bench-http bench-store

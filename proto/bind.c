@@ -40,6 +40,40 @@ typedef struct bctx {
     bool missing_optional_is_none; /* OIP cannot send None: absent means None */
 } bctx;
 
+/* A tensor argument: {"ref": id} (on /v2: an input whose "parameters" hold
+ * "ref") through the caller's resolver, else decoded from the document.
+ * *out new; *bytes_in counts decoded bytes only (a stored tensor is not sent). */
+static od_status decode_tensor(od_json_doc *doc, json_t *v, const od_bind_opts *o, od_decode_mode mode,
+                               const char *what, od_tensor **out, int64_t *bytes_in, od_error *err)
+{
+    json_t *ref = json_is_object(v) ? json_object_get(v, "ref") : NULL;
+    if (!ref && json_is_object(v)) {
+        json_t *p = json_object_get(v, "parameters");
+        ref = json_is_object(p) ? json_object_get(p, "ref") : NULL;
+    }
+    if (!ref) {
+        od_status st = od_tensor_from_json(doc, v, o->lim, mode, what, out, err);
+        if (st == OD_OK)
+            *bytes_in += (int64_t)od_tensor_nbytes(*out);
+        return st;
+    }
+    if (!o->ref)
+        return od_error_set(err, OD_EINVAL, "%s: a stored tensor ({\"ref\": ...}) cannot be used here", what);
+    if (!json_is_string(ref))
+        return od_error_set(err, OD_EINVAL, "%s: \"ref\" must be a tensor id (a string), got %s", what,
+                            od_json_kind(ref));
+    od_tensor *t = NULL;
+    od_status st = o->ref(o->ref_ctx, json_string_value(ref), &t, err);
+    if (st != OD_OK || mode != OD_DECODE_META) {
+        *out = t;
+        return st;
+    }
+    /* Shapes only (explain): a Meta tensor like it, so no kernel touches data. */
+    st = od_tensor_empty(t->sizes, t->ndim, t->dtype, (od_device){OD_DEV_META, 0}, out, err);
+    od_tensor_release(t);
+    return st;
+}
+
 /* Appends s to buf (cap > len bytes, NUL-terminated, len used), cutting it
  * short like snprintf; returns the new length. Labels are built for every
  * argument of every call, before anything can fail, so they skip printf. */
@@ -194,15 +228,14 @@ static od_status bind_list(bctx *c, const od_type *t, json_t *v, const char *lab
                 continue;
             char what[160];
             snprintf(what, sizeof what, "%s: %s, element %zu", od_op_name(c->op), label, i);
-            od_status st = od_tensor_from_json(c->doc, e, c->opts->lim, c->opts->mode, what,
-                                               &items[i], c->err);
+            od_status st = decode_tensor(c->doc, e, c->opts, c->opts->mode, what, &items[i],
+                                         &c->out->bytes_in, c->err);
             if (st != OD_OK) {
                 for (size_t k = 0; k < i; k++)
                     od_tensor_release(items[k]);
                 free(items);
                 return st;
             }
-            c->out->bytes_in += (int64_t)od_tensor_nbytes(items[i]);
         }
         *out = od_list_v(OD_T_TENSOR_LIST, items, n);
         *owned = true;
@@ -235,10 +268,9 @@ static od_status bind_value(bctx *c, const od_type *t, json_t *v, const char *la
         if (!json_is_object(v))
             return type_err(c, label, t, v);
         od_tensor *tn = NULL;
-        od_status st = od_tensor_from_json(c->doc, v, c->opts->lim, c->opts->mode, what, &tn, c->err);
+        od_status st = decode_tensor(c->doc, v, c->opts, c->opts->mode, what, &tn, &c->out->bytes_in, c->err);
         if (st != OD_OK)
             return st;
-        c->out->bytes_in += (int64_t)od_tensor_nbytes(tn);
         *out = od_tensor_v(tn);
         *owned = true;
         return OD_OK;
@@ -725,9 +757,8 @@ od_status od_proto_bind_oip(const od_op *op, od_json_doc *doc, json_t *inputs, j
         what_label(what, sizeof what, od_op_name(op), label);
         if (base->kind == OD_TY_TENSOR) {
             od_tensor *tn = NULL;
-            if ((st = od_tensor_from_json(doc, in, opts->lim, opts->mode, what, &tn, err)) != OD_OK)
+            if ((st = decode_tensor(doc, in, opts, opts->mode, what, &tn, &out->bytes_in, err)) != OD_OK)
                 goto fail;
-            out->bytes_in += (int64_t)od_tensor_nbytes(tn);
             out->args[k] = od_tensor_v(tn);
             out->owned[k] = true;
         } else if (base->kind == OD_TY_LIST && od_type_unwrap_optional(base->elem)->kind == OD_TY_TENSOR) {

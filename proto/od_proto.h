@@ -224,6 +224,11 @@ typedef struct od_bind_opts {
      * (the request-level "device"). */
     bool has_device;
     od_device device;
+    /* When set: a tensor argument may be {"ref": "<id>"} (on /v2, "ref" in
+     * the input's "parameters"): *out a new reference to that tensor, or an
+     * error. NULL: such an argument is refused. ctx: ref_ctx. */
+    od_status (*ref)(void *ctx, const char *id, od_tensor **out, od_error *err);
+    void *ref_ctx;
 } od_bind_opts;
 
 /* Cheap check, no decoding: do args (JSON array or NULL) and kwargs (object

@@ -162,9 +162,30 @@ static bool bounded_schema(const od_schema *s)
     return plain >= 1 && tensors <= 2;
 }
 
-bool od_srv_call_is_cheap(const char *name, size_t body_len)
+/* A bare name picks, like PyTorch's argument parser, the first overload
+ * whose schema fits the arguments' JSON kinds (od_resolve_op). */
+typedef struct call_args {
+    json_t *args, *kwargs;
+} call_args;
+
+static bool args_fit(const od_op *op, void *ctx, od_error *why)
+{
+    const call_args *a = ctx;
+    return od_proto_args_match(op, a->args, a->kwargs, why);
+}
+
+const od_op *od_resolve_op_for_args(const char *name, json_t *args, json_t *kwargs, od_error *err)
+{
+    call_args a = {args, kwargs};
+    return od_resolve_op(name, args_fit, &a, err);
+}
+
+bool od_srv_call_is_cheap(const char *name, const char *body, size_t body_len)
 {
     if (body_len > CHEAP_BODY_BYTES || !*od_cuda_why())
+        return false;
+    /* A stored tensor ({"ref": id}) may be of any size: its cost is not the body's. */
+    if (memmem(body, body_len, "\"ref\"", 5))
         return false;
     const od_op *dflt = od_op_find(name), *ovl[16];
     int n = od_op_overloads(name, ovl, 16);
@@ -176,6 +197,29 @@ bool od_srv_call_is_cheap(const char *name, size_t body_len)
         if (!bounded_schema(od_op_schema(ovl[i])))
             return false;
     return true;
+}
+
+od_status od_host_contiguous(od_tensor *t, od_tensor **out, od_error *err)
+{
+    od_device cpu = {OD_DEV_CPU, 0};
+    od_tensor *h = NULL;
+    if (od_device_eq(t->device, cpu)) {
+        od_tensor_retain(t);
+        h = t;
+    } else {
+        od_status st = od_to_device(t, cpu, &h, err);
+        if (st != OD_OK)
+            return st;
+    }
+    if (od_tensor_is_contiguous(h)) {
+        *out = h;
+        return OD_OK;
+    }
+    od_status st = od_tensor_empty(h->sizes, h->ndim, h->dtype, cpu, out, err);
+    if (st == OD_OK)
+        od_tensor_copy_out(h, od_tensor_data(*out));
+    od_tensor_release(h);
+    return st;
 }
 
 void od_srv_call_init(od_srv_call *c, const od_op *op)
@@ -245,7 +289,8 @@ od_status od_srv_call_run(od_srv_call *c)
 
     size_t prev_limit = od_get_alloc_limit();
     od_set_alloc_limit(od_cfg.max_output_bytes);
-    od_set_deadline(od_cfg.max_call_seconds
+    od_set_deadline(c->deadline ? c->deadline
+                    : od_cfg.max_call_seconds
                         ? od_now_ns() + (uint64_t)od_cfg.max_call_seconds * 1000000000u
                         : UINT64_MAX); /* no budget, but shutdown may still cancel it */
     st = od_call_traced(c->op, &c->stack, &c->trace, &c->err);
@@ -266,6 +311,8 @@ od_status od_srv_call_run(od_srv_call *c)
         return st;
     if (c->trace.nsteps > 0)
         c->key = c->trace.steps[0].key;
+    if (c->keep) /* they stay on the device, in the store */
+        return OD_OK;
     /* outputs back to the host for encoding */
     od_device cpu = {OD_DEV_CPU, 0};
     for (int i = 0; i < c->stack.nrets; i++) {
@@ -569,6 +616,41 @@ bool od_want_binary(od_req *r, json_t *params)
     return acc && strstr(acc, "application/octet-stream") && !strstr(acc, "application/json");
 }
 
+/* "outputs": each return stored in the request's session, as {"name",
+ * "id", metadata}. A failure takes back what this call stored. */
+static od_status encode_kept(od_buf *b, od_srv_call *c, od_req *r, od_error *err)
+{
+    const char *session = od_req_session_name(r);
+    if (!session)
+        return od_error_set(err, OD_EINVAL, "X-OD-Session is not a valid session name");
+    char ids[OD_MAX_RETURNS][OD_ID_LEN];
+    int n = 0;
+    od_status st = OD_OK;
+    od_buf_puts(b, "\"outputs\":[");
+    for (int i = 0; i < c->stack.nrets && st == OD_OK; i++) {
+        const od_value *v = &c->stack.rets[i];
+        if (v->tag != OD_T_TENSOR || !v->u.t) {
+            st = od_error_set(err, OD_EUNSUPPORTED, "%s: output %d is not a tensor and cannot be kept",
+                              od_op_name(c->op), i);
+            break;
+        }
+        if ((st = od_store_put(session, v->u.t, ids[n], err)) != OD_OK)
+            break;
+        char name[64];
+        od_proto_return_name(od_op_schema(c->op), i, name, sizeof name);
+        if (i)
+            od_buf_putc(b, ',');
+        od_store_tensor_meta_json(b, name, ids[n++], v->u.t);
+    }
+    od_buf_putc(b, ']');
+    if (st != OD_OK) {
+        od_error ignore;
+        for (int k = 0; k < n; k++)
+            od_store_delete(session, ids[k], &ignore);
+    }
+    return st;
+}
+
 void od_serve_call(od_req *r, const od_call_proto *p, void *q)
 {
     od_srv_call c;
@@ -592,15 +674,18 @@ void od_serve_call(od_req *r, const od_call_proto *p, void *q)
     }
     if (st == OD_OK) {
         od_proto_limits lim = od_limits();
-        od_bind_opts bo = {.lim = &lim, .mode = OD_DECODE_DATA, .has_device = true, .device = c.device};
+        od_bind_opts bo = {.lim = &lim, .mode = OD_DECODE_DATA, .has_device = true, .device = c.device,
+                           .ref = od_store_ref, .ref_ctx = r};
         st = p->bind(c.op, doc, q, &bo, &c.bound, &c.err);
+        c.keep = p->keep(q);
     }
     if (st == OD_OK)
         st = od_srv_call_run(&c);
     if (st == OD_OK) {
         p->head(&b, &c, q);
-        st = od_srv_encode_outputs(&b, &c, p->outputs(q), od_want_binary(r, p->params(q)), p->oip, bin,
-                                   &nbin, &c.err);
+        st = c.keep ? encode_kept(&b, &c, r, &c.err)
+                    : od_srv_encode_outputs(&b, &c, p->outputs(q), od_want_binary(r, p->params(q)), p->oip,
+                                            bin, &nbin, &c.err);
     }
     if (st == OD_OK) {
         c.t_encoded = od_now_ns();

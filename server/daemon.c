@@ -154,6 +154,7 @@ static void *reaper_main(void *unused)
                    t->phase == OD_PH_RECV ? od_cfg.request_timeout_s : wait_s);
             answer_and_shut(t, OD_EREQTIMEOUT, "the request was not received within --request-timeout");
         }
+        od_store_expire(now, (uint64_t)od_cfg.session_idle_s * 1000000000u);
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 250 * 1000 * 1000;

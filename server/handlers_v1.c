@@ -22,6 +22,7 @@ typedef struct call_req {
     od_json_doc *doc;
     json_t *args, *kwargs, *params, *outputs;
     const char *device;
+    bool keep; /* outputs stay on the server (the session's store) */
 } call_req;
 
 /* Parses the body as {"args", "kwargs", "device", "parameters", "outputs"}. */
@@ -30,7 +31,7 @@ static od_status parse_call_body(od_req *r, call_req *q, od_error *err)
     memset(q, 0, sizeof *q);
     size_t jlen;
     const char *json = od_req_json(r, &jlen);
-    static const char *const fields[] = {"args", "kwargs", "device", "parameters", "outputs", "id", NULL};
+    static const char *const fields[] = {"args", "kwargs", "device", "parameters", "outputs", "keep", "id", NULL};
     od_proto_limits lim = od_limits();
     lim.top_keys = fields; /* refused before an unknown field's value is built */
     od_status st = od_json_parse(json, jlen, &lim, &q->doc, err);
@@ -60,10 +61,15 @@ static od_status parse_call_body(od_req *r, call_req *q, od_error *err)
                 return od_error_set(err, OD_EINVAL, "\"device\" must be a string, got %s",
                                     od_json_kind(v));
             q->device = json_string_value(v);
+        } else if (!strcmp(k, "keep")) {
+            if (!json_is_boolean(v))
+                return od_error_set(err, OD_EINVAL, "\"keep\" must be true or false, got %s",
+                                    od_json_kind(v));
+            q->keep = json_is_true(v);
         } else if (strcmp(k, "id") != 0)
             return od_error_set(err, OD_EINVAL,
                                 "unknown field '%.64s' (expected args, kwargs, device, parameters, "
-                                "outputs)",
+                                "outputs, keep)",
                                 k);
     }
     if (q->args && !json_is_array(q->args))
@@ -77,23 +83,6 @@ static od_status parse_call_body(od_req *r, call_req *q, od_error *err)
     return OD_OK;
 }
 
-/* A bare name picks, like PyTorch's argument parser, the first overload
- * whose schema fits the arguments' JSON kinds (od_resolve_op). */
-typedef struct call_args {
-    json_t *args, *kwargs;
-} call_args;
-
-static bool args_fit(const od_op *op, void *ctx, od_error *why)
-{
-    const call_args *a = ctx;
-    return od_proto_args_match(op, a->args, a->kwargs, why);
-}
-
-static const od_op *resolve_op(const char *name, json_t *args, json_t *kwargs, od_error *err)
-{
-    call_args a = {args, kwargs};
-    return od_resolve_op(name, args_fit, &a, err);
-}
 
 static od_status v1_parse(od_req *r, void *qv, od_json_doc **doc, const char **device, od_error *err)
 {
@@ -107,7 +96,7 @@ static od_status v1_parse(od_req *r, void *qv, od_json_doc **doc, const char **d
 static const od_op *v1_resolve(od_req *r, void *qv, od_error *err)
 {
     call_req *q = qv;
-    return resolve_op(r->params[0], q->args, q->kwargs, err);
+    return od_resolve_op_for_args(r->params[0], q->args, q->kwargs, err);
 }
 
 static od_status v1_bind(const od_op *op, od_json_doc *doc, void *qv, const od_bind_opts *bo,
@@ -119,6 +108,7 @@ static od_status v1_bind(const od_op *op, od_json_doc *doc, void *qv, const od_b
 
 static json_t *v1_outputs(void *qv) { return ((call_req *)qv)->outputs; }
 static json_t *v1_params(void *qv) { return ((call_req *)qv)->params; }
+static bool v1_keep(void *qv) { return ((call_req *)qv)->keep; }
 
 static void v1_head(od_buf *b, const od_srv_call *c, void *qv)
 {
@@ -137,7 +127,7 @@ static void v1_tail(od_buf *b, const od_srv_call *c, void *qv)
 }
 
 static const od_call_proto v1_proto = {false, v1_parse, v1_resolve, v1_bind, v1_outputs,
-                                       v1_params, v1_head, v1_tail};
+                                       v1_params, v1_keep, v1_head, v1_tail};
 
 void od_h_op_call(od_req *r)
 {
@@ -172,14 +162,14 @@ void od_h_op_explain(od_req *r)
         }
     }
     if (st == OD_OK) {
-        op = resolve_op(r->params[0], q.args, q.kwargs, &err);
+        op = od_resolve_op_for_args(r->params[0], q.args, q.kwargs, &err);
         st = op ? OD_OK : err.status;
         r->op = op;
     }
     if (st == OD_OK) {
         od_proto_limits lim = od_limits();
         od_bind_opts bo = {.lim = &lim, .mode = OD_DECODE_META, .has_device = true,
-                           .device = (od_device){OD_DEV_META, 0}};
+                           .device = (od_device){OD_DEV_META, 0}, .ref = od_store_ref, .ref_ctx = r};
         st = od_proto_bind(op, q.doc, q.args, q.kwargs, &bo, &meta, &err);
     }
     if (st != OD_OK) {
@@ -687,6 +677,19 @@ void od_h_stats(od_req *r)
     od_buf b;
     od_buf_init(&b);
     od_stats_json(&b);
+    /* The store's counters join the object od_stats_json closed. */
+    if (b.len && b.data[b.len - 1] == '}')
+        b.len--;
+    od_store_totals st;
+    od_store_stats(&st);
+    od_buf_printf(&b, ",\"store\":{\"tensors\":%lld,\"sessions\":%lld,\"puts\":%lld,\"deletes\":%lld,"
+                      "\"expired_sessions\":%lld,\"bytes\":{",
+                  (long long)st.tensors, (long long)st.sessions, (long long)st.puts, (long long)st.deletes,
+                  (long long)st.expired_sessions);
+    for (int d = 0; d < OD_NUM_DEVICE_TYPES; d++)
+        od_buf_printf(&b, "%s\"%s\":%lld", d ? "," : "", od_device_type_name((od_device_type)d),
+                      (long long)st.bytes[d]);
+    od_buf_puts(&b, "}}}");
     od_respond_buf(r, 200, "application/json", &b);
 }
 
@@ -717,6 +720,26 @@ void od_h_metrics(od_req *r)
                   "# HELP od_calls_running Operator calls running on call workers.\n"
                   "# TYPE od_calls_running gauge\nod_calls_running %ld\n",
                   od_server_inflight(), od_server_body_bytes(), queued, running);
+    od_store_totals st;
+    od_store_stats(&st);
+    od_buf_printf(&b,
+                  "# HELP od_store_tensors Tensors kept on the server (all sessions).\n"
+                  "# TYPE od_store_tensors gauge\nod_store_tensors %lld\n"
+                  "# HELP od_store_sessions Sessions with state on the server.\n"
+                  "# TYPE od_store_sessions gauge\nod_store_sessions %lld\n"
+                  "# HELP od_store_puts_total Tensors stored (POST /v1/tensors and kept outputs).\n"
+                  "# TYPE od_store_puts_total counter\nod_store_puts_total %lld\n"
+                  "# HELP od_store_deletes_total Stored tensors freed.\n"
+                  "# TYPE od_store_deletes_total counter\nod_store_deletes_total %lld\n"
+                  "# HELP od_store_expired_sessions_total Sessions freed after --session-idle-seconds.\n"
+                  "# TYPE od_store_expired_sessions_total counter\nod_store_expired_sessions_total %lld\n"
+                  "# HELP od_store_bytes Bytes of stored tensors by device type.\n"
+                  "# TYPE od_store_bytes gauge\n",
+                  (long long)st.tensors, (long long)st.sessions, (long long)st.puts, (long long)st.deletes,
+                  (long long)st.expired_sessions);
+    for (int d = 0; d < OD_NUM_DEVICE_TYPES; d++)
+        od_buf_printf(&b, "od_store_bytes{device=\"%s\"} %lld\n", od_device_type_name((od_device_type)d),
+                      (long long)st.bytes[d]);
     od_respond_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
 }
 

@@ -328,8 +328,14 @@ static void v2_tail(od_buf *b, const od_srv_call *c, void *qv)
     od_buf_puts(b, "}}");
 }
 
+/* parameters.keep: outputs stay on the server (their ids come back). */
+static bool v2_keep(void *qv)
+{
+    return json_is_true(json_object_get(v2_params(qv), "keep"));
+}
+
 static const od_call_proto v2_proto = {true, v2_parse, v2_resolve, v2_bind, v2_outputs,
-                                       v2_params, v2_head, v2_tail};
+                                       v2_params, v2_keep, v2_head, v2_tail};
 
 void od_h_v2_infer(od_req *r)
 {

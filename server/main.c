@@ -25,7 +25,7 @@
 enum {
     O_HOST = 1, O_PORT, O_THREADS, O_MAX_BODY, O_MAX_RANK, O_MAX_ELEMS, O_MAX_OUT, O_MAX_DEPTH,
     O_MAX_VALUES, O_MAX_INFLIGHT, O_CALL_WORKERS, O_MAX_CALL_S, O_MAX_CONN, O_MAX_CONN_IP, O_IDLE,
-    O_REQ_TIMEOUT, O_DRAIN, O_DEVICE, O_LOG, O_NO_ACCESS, O_HELP, O_VERSION
+    O_REQ_TIMEOUT, O_DRAIN, O_DEVICE, O_SESSION_BYTES, O_SESSION_IDLE, O_LOG, O_NO_ACCESS, O_HELP, O_VERSION
 };
 
 typedef struct opt_def {
@@ -68,6 +68,10 @@ static const opt_def OPTS[] = {
      "on SIGTERM, wait at most S seconds for calls that are running"},
     {O_DEVICE, "default-device", "D", "OD_DEFAULT_DEVICE", "auto",
      "device of calls that name none: auto (CUDA when available, else CPU), cpu, cuda, cuda:N"},
+    {O_SESSION_BYTES, "max-session-bytes", "N", "OD_MAX_SESSION_BYTES", "4G",
+     "bytes of stored tensors one session may keep on each device type; 507 above, 0 = no cap"},
+    {O_SESSION_IDLE, "session-idle-seconds", "S", "OD_SESSION_IDLE_SECONDS", "3600",
+     "free a session and its stored tensors after S seconds without use, 0 = never"},
     {O_LOG, "log-level", "L", "OD_LOG_LEVEL", "info", "error, warn, info (access log) or debug"},
     {O_NO_ACCESS, "no-access-log", NULL, "OD_ACCESS_LOG=0", NULL, "no per-request line"},
     {O_HELP, "help", NULL, NULL, NULL, "this text"},
@@ -225,6 +229,8 @@ static bool apply(int id, const char *val, const char *src)
     case O_DRAIN: od_cfg.drain_timeout_s = (unsigned)(v > 86400 ? 86400 : v); break;
     case O_MAX_VALUES: od_cfg.max_json_values = (int64_t)(v > (1ull << 40) ? (1ull << 40) : v); break;
     case O_MAX_INFLIGHT: od_cfg.max_inflight_body_bytes = (size_t)v; break;
+    case O_SESSION_BYTES: od_cfg.max_session_bytes = (size_t)v; break;
+    case O_SESSION_IDLE: od_cfg.session_idle_s = (unsigned)(v > 31536000 ? 31536000 : v); break;
     case O_CALL_WORKERS:
         if (v > 1024) {
             fprintf(stderr, "opdispatchd: %s: call workers must be 0..1024\n", src);
@@ -366,6 +372,7 @@ int main(int argc, char **argv)
         }
     }
     od_server_stop();
+    od_store_clear();
     od_log(OD_LOG_INFO, "stopped");
     return 0;
 }

@@ -53,6 +53,8 @@ typedef struct od_config {
     od_log_level log_level;
     bool access_log;
     char default_device[32];        /* "auto", "cpu", "cuda", "cuda:N" */
+    size_t max_session_bytes;       /* stored tensor bytes per session and device type (0: no cap) */
+    unsigned session_idle_s;        /* a session idle this long is freed (0: never) */
 } od_config;
 
 extern od_config od_cfg;
@@ -166,6 +168,14 @@ void od_h_devices(od_req *r);
 void od_h_stats(od_req *r);
 void od_h_stats_reset(od_req *r);
 void od_h_metrics(od_req *r);
+void od_h_tensor_put(od_req *r);
+void od_h_tensor_list(od_req *r);
+void od_h_tensor_get(od_req *r);
+void od_h_tensor_delete(od_req *r);
+void od_h_session_new(od_req *r);
+void od_h_session_get(od_req *r);
+void od_h_session_delete(od_req *r);
+void od_h_run(od_req *r);
 
 void od_h_v2_server(od_req *r);
 void od_h_v2_live(od_req *r);
@@ -198,12 +208,20 @@ typedef bool (*od_op_fits)(const od_op *op, void *ctx, od_error *why);
  * name: borrowed; the result is borrowed from the registry. */
 const od_op *od_resolve_op(const char *name, od_op_fits fits, void *ctx, od_error *err);
 
+/* od_resolve_op for a /v1 call: a bare name takes the first overload whose
+ * schema fits args and kwargs (JSON, borrowed; may be NULL) by their kinds. */
+const od_op *od_resolve_op_for_args(const char *name, json_t *args, json_t *kwargs, od_error *err);
+
 od_proto_limits od_limits(void);
 
-/* Whether a call of operator `name` with a body of body_len bytes is cheap
- * enough, by construction, to run on the I/O thread instead of a worker.
- * name: borrowed. */
-bool od_srv_call_is_cheap(const char *name, size_t body_len);
+/* t (borrowed, any device and strides) as a contiguous CPU tensor for the
+ * wire: *out new (t itself, retained, when it already is one). */
+od_status od_host_contiguous(od_tensor *t, od_tensor **out, od_error *err);
+
+/* Whether a call of operator `name` with body[0..body_len) is cheap enough,
+ * by construction, to run on the I/O thread instead of a worker: a tiny
+ * body, bounded argument types, no stored tensors. Both borrowed. */
+bool od_srv_call_is_cheap(const char *name, const char *body, size_t body_len);
 
 /* One operator call through the dispatcher with the request's limits:
  * device moves, output-bytes cap, trace, stats. */
@@ -219,11 +237,14 @@ typedef struct od_srv_call {
     uint64_t t_body;           /* the whole body received (decode starts) */
     uint64_t t_decoded, t_called, t_encoded;
     int64_t bytes_out;
+    bool keep;                 /* outputs stay where they are, for the store */
+    uint64_t deadline;         /* od_now_ns() time to cancel at; 0: --max-call-seconds from now */
     od_error err;
 } od_srv_call;
 
 void od_srv_call_init(od_srv_call *c, const od_op *op);
-/* Moves inputs to c->device, runs, brings outputs back to the CPU. */
+/* Moves inputs to c->device, runs, brings outputs back to the CPU (unless
+ * c->keep: they stay on the device, for the store). */
 od_status od_srv_call_run(od_srv_call *c);
 void od_srv_call_release(od_srv_call *c);
 /* Records request statistics for c (ok per status). */
@@ -248,6 +269,7 @@ typedef struct od_call_proto {
                       od_bound *out, od_error *err);
     json_t *(*outputs)(void *q); /* the "outputs" selection, or NULL */
     json_t *(*params)(void *q);  /* "parameters" (binary_data_output), or NULL */
+    bool (*keep)(void *q);       /* outputs stay in the session's store */
     void (*head)(od_buf *b, const od_srv_call *c, void *q); /* before "outputs" */
     void (*tail)(od_buf *b, const od_srv_call *c, void *q); /* after them; closes the object */
 } od_call_proto;
@@ -258,5 +280,52 @@ bool od_want_binary(od_req *r, json_t *params);
 
 /* Appends the dispatch record object to b. */
 void od_srv_call_dispatch_json(od_buf *b, const od_srv_call *c);
+
+/* ---- tensors kept on the server, by session (store.c) ------------------------ */
+
+#define OD_ID_LEN 33      /* 32 hex digits (128 random bits) and the NUL */
+#define OD_SESSION_MAX 64 /* longest session name */
+#define OD_DEFAULT_SESSION "default"
+
+/* The session a request names (X-OD-Session; OD_DEFAULT_SESSION without
+ * it), or NULL after answering 400 for a malformed name. Borrowed from MHD. */
+const char *od_req_session(od_req *r);
+/* The same without answering: NULL for a malformed name. */
+const char *od_req_session_name(od_req *r);
+/* 1..OD_SESSION_MAX of [A-Za-z0-9._-]. */
+bool od_session_name_ok(const char *name);
+
+/* Creates an empty session with a random name, into id. */
+void od_store_new_session(char id[OD_ID_LEN]);
+/* Stores t (the store takes a new reference; the caller keeps its own) in
+ * session (created on first use); its new id into id. 507 over_budget when
+ * the session would pass --max-session-bytes on t's device type. */
+od_status od_store_put(const char *session, od_tensor *t, char id[OD_ID_LEN], od_error *err);
+/* *out: a new reference to tensor id of session; 404 when the session has
+ * no such tensor (another session's ids included: same answer). */
+od_status od_store_get(const char *session, const char *id, od_tensor **out, od_error *err);
+od_status od_store_delete(const char *session, const char *id, od_error *err);
+/* Frees every tensor of the session and the session; 404 when unknown. */
+od_status od_store_drop_session(const char *session, od_error *err);
+/* {"session", "count", "tensors": [meta...]}. */
+void od_store_list_json(const char *session, od_buf *b);
+/* {"id", "tensors", "bytes": {device type: n}, "budget_bytes", "idle_s"}; 404 when unknown. */
+od_status od_store_session_json(const char *session, od_buf *b, od_error *err);
+/* {"name" (when not NULL), "id", "dtype", "shape", "strides", "device",
+ * "bytes", ...} of t (borrowed). */
+void od_store_tensor_meta_json(od_buf *b, const char *name, const char *id, const od_tensor *t);
+typedef struct od_store_totals {
+    int64_t tensors, sessions, puts, deletes, expired_sessions;
+    int64_t bytes[OD_NUM_DEVICE_TYPES];
+} od_store_totals;
+void od_store_stats(od_store_totals *out);
+/* Frees every session idle longer than idle_ns (0: none) at time now (ns,
+ * od_now_ns); returns how many. */
+int od_store_expire(uint64_t now, uint64_t idle_ns);
+/* Frees everything (at shutdown). */
+void od_store_clear(void);
+
+/* The ref resolver for binding ({"ref": id} arguments): ctx is the od_req. */
+od_status od_store_ref(void *ctx, const char *id, od_tensor **out, od_error *err);
 
 #endif

@@ -65,6 +65,22 @@ static const route routes[] = {
      "dispatch keys, priorities, alias keys"},
     {"GET", "/v1/devices", od_h_devices, BODY_NONE, "GET /v1/devices",
      "CPU, BLAS and CUDA devices"},
+    {"POST", "/v1/run", od_h_run, BODY_CALL, "POST /v1/run",
+     "a program: {\"steps\": [{\"op\", \"args\"}...], \"outputs\": [\"$k\"]} in one round trip"},
+    {"POST", "/v1/tensors", od_h_tensor_put, BODY_CALL, "POST /v1/tensors",
+     "store a tensor in the session: {\"tensor\", \"device\"} -> its id"},
+    {"GET", "/v1/tensors", od_h_tensor_list, BODY_NONE, "GET /v1/tensors",
+     "the session's stored tensors"},
+    {"GET", "/v1/tensors/{id}", od_h_tensor_get, BODY_NONE, "GET /v1/tensors/{id}",
+     "a stored tensor (?meta=1: metadata; binary by Accept or ?binary=1)"},
+    {"DELETE", "/v1/tensors/{id}", od_h_tensor_delete, BODY_NONE, "DELETE /v1/tensors/{id}",
+     "free a stored tensor"},
+    {"POST", "/v1/sessions", od_h_session_new, BODY_SMALL, "POST /v1/sessions",
+     "a new session with a random id (send it as X-OD-Session)"},
+    {"GET", "/v1/sessions/{id}", od_h_session_get, BODY_NONE, "GET /v1/sessions/{id}",
+     "a session's tensors, bytes per device and budget"},
+    {"DELETE", "/v1/sessions/{id}", od_h_session_delete, BODY_NONE, "DELETE /v1/sessions/{id}",
+     "free a session and everything in it"},
     {"GET", "/v1/stats", od_h_stats, BODY_NONE, "GET /v1/stats",
      "per-operator and per-key statistics"},
     {"POST", "/v1/stats/reset", od_h_stats_reset, BODY_SMALL, "POST /v1/stats/reset",
@@ -456,7 +472,7 @@ enum MHD_Result od_on_request(void *cls, struct MHD_Connection *conn, const char
         return MHD_YES;
     }
     if (routes[r->route].body_cap == BODY_CALL && od_cfg.call_workers > 0 &&
-        !od_srv_call_is_cheap(r->params[0], r->body->len)) {
+        !od_srv_call_is_cheap(r->params[0], r->body->data, r->body->len)) {
         /* Suspend before the job can possibly resume it. */
         r->async = true;
         MHD_suspend_connection(conn);

@@ -1,0 +1,306 @@
+/* program.c — POST /v1/run: a list of operator calls run in order on the
+ * server in one round trip.
+ *
+ * Invariants:
+ *  - Step k's arguments may name an earlier step's results: {"ref": "$j"}
+ *    (its first output) or {"ref": "$j.i"} (output i), j < k; any other
+ *    ref is a stored tensor of the request's session. Results stay on their
+ *    device between steps (no copies); each step is an od_srv_call with its
+ *    own dispatch record and statistics entry.
+ *  - An error in step k answers with k and the operator in the message, and
+ *    frees everything the program made (nothing is kept).
+ *  - Only the outputs asked for come back (default: every output of the
+ *    last step); "keep" stores results in the session and returns their ids.
+ *  - At most OD_PROGRAM_MAX_STEPS steps, and --max-call-seconds bounds the
+ *    whole program, not each step; every allocation is released on every
+ *    path.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "od_server.h"
+
+#define OD_PROGRAM_MAX_STEPS 256
+
+typedef struct program {
+    od_req *r;
+    od_srv_call *calls;
+    int nsteps; /* parsed */
+    int ran;    /* steps whose calls succeeded */
+    uint64_t deadline; /* --max-call-seconds covers the whole program */
+} program;
+
+/* "$j" or "$j.i" into j and i; false when s is not of that form. */
+static bool parse_step_ref(const char *s, int *j, int *i)
+{
+    if (s[0] != '$')
+        return false;
+    char *end;
+    long a = strtol(s + 1, &end, 10);
+    if (end == s + 1 || a < 0 || a > 1000000)
+        return false;
+    long b = 0;
+    if (*end == '.') {
+        const char *p = end + 1;
+        b = strtol(p, &end, 10);
+        if (end == p || b < 0 || b > 1000)
+            return false;
+    }
+    if (*end)
+        return false;
+    *j = (int)a;
+    *i = (int)b;
+    return true;
+}
+
+/* The bind resolver: "$j[.i]" from earlier steps, anything else from the store. */
+static od_status program_ref(void *ctx, const char *id, od_tensor **out, od_error *err)
+{
+    program *p = ctx;
+    int j, i;
+    if (!parse_step_ref(id, &j, &i))
+        return od_store_ref(p->r, id, out, err);
+    if (j >= p->ran)
+        return od_error_set(err, OD_EINVAL, "\"%s\" names step %d, which has not run before this one", id, j);
+    const od_stack *s = &p->calls[j].stack;
+    if (i >= s->nrets || s->rets[i].tag != OD_T_TENSOR || !s->rets[i].u.t)
+        return od_error_set(err, OD_EINVAL, "\"%s\": step %d (%s) has no tensor output %d", id, j,
+                            od_op_name(p->calls[j].op), i);
+    od_tensor_retain(s->rets[i].u.t);
+    *out = s->rets[i].u.t;
+    return OD_OK;
+}
+
+/* Step k's tensor output named by a "$j[.i]" string value v. */
+static od_status selected(program *p, json_t *v, od_tensor **t, const char **name, od_error *err)
+{
+    int j, i;
+    if (!json_is_string(v) || !parse_step_ref(json_string_value(v), &j, &i))
+        return od_error_set(err, OD_EINVAL, "outputs and keep name results as \"$step\" or \"$step.output\"");
+    *name = json_string_value(v);
+    if (j >= p->nsteps)
+        return od_error_set(err, OD_EINVAL, "\"%s\": the program has %d steps", *name, p->nsteps);
+    const od_stack *s = &p->calls[j].stack;
+    if (i >= s->nrets || s->rets[i].tag != OD_T_TENSOR || !s->rets[i].u.t)
+        return od_error_set(err, OD_EINVAL, "\"%s\": step %d (%s) has no tensor output %d", *name, j,
+                            od_op_name(p->calls[j].op), i);
+    *t = s->rets[i].u.t;
+    return OD_OK;
+}
+
+/* Runs step k described by object st. */
+static od_status run_step(program *p, int k, od_json_doc *doc, json_t *st, od_device dev, od_error *err)
+{
+    od_srv_call *c = &p->calls[k];
+    od_srv_call_init(c, NULL);
+    c->deadline = p->deadline;
+    c->t_start = c->t_body = od_now_ns();
+    c->device = dev;
+    c->key = od_device_key(dev);
+    c->keep = true; /* results stay on their device for later steps */
+    json_t *jop = json_object_get(st, "op"), *args = json_object_get(st, "args"),
+           *kwargs = json_object_get(st, "kwargs");
+    od_status s = OD_OK;
+    const char *key;
+    json_t *v;
+    json_object_foreach(st, key, v) if (strcmp(key, "op") && strcmp(key, "args") && strcmp(key, "kwargs"))
+        return od_error_set(err, OD_EINVAL, "step %d: unknown field '%.64s' (expected op, args, kwargs)", k, key);
+    if (!json_is_string(jop))
+        return od_error_set(err, OD_EINVAL, "step %d: \"op\" must be an operator name", k);
+    if ((args && !json_is_array(args)) || (kwargs && !json_is_object(kwargs)))
+        return od_error_set(err, OD_EINVAL, "step %d: \"args\" must be a list and \"kwargs\" an object", k);
+    c->op = od_resolve_op_for_args(json_string_value(jop), args, kwargs, &c->err);
+    if (c->op) {
+        od_proto_limits lim = od_limits();
+        od_bind_opts bo = {.lim = &lim, .mode = OD_DECODE_DATA, .has_device = true, .device = dev,
+                           .ref = program_ref, .ref_ctx = p};
+        s = od_proto_bind(c->op, doc, args, kwargs, &bo, &c->bound, &c->err);
+        if (s == OD_OK)
+            s = od_srv_call_run(c);
+        c->t_encoded = od_now_ns();
+        od_srv_call_stats(c, s == OD_OK);
+    } else {
+        s = c->err.status;
+    }
+    if (s != OD_OK)
+        return od_error_set(err, s, "step %d (%s): %s", k, json_string_value(jop), c->err.message);
+    return OD_OK;
+}
+
+/* Writes the selected outputs; binary ones go to bin (new references). */
+static od_status encode(program *p, od_buf *b, json_t *outs, bool binary, od_tensor ***bin, int *nbin,
+                        od_error *err)
+{
+    size_t n = outs ? json_array_size(outs) : (size_t)p->calls[p->nsteps - 1].stack.nrets;
+    char last[48];
+    *bin = calloc(n ? n : 1, sizeof **bin);
+    if (!*bin)
+        return od_error_set(err, OD_ENOMEM, "out of memory");
+    size_t cap = od_cfg.max_output_bytes ? od_cfg.max_output_bytes : SIZE_MAX, bin_bytes = 0;
+    b->limit = cap == SIZE_MAX ? 0 : cap;
+    od_buf_puts(b, "\"outputs\":[");
+    for (size_t x = 0; x < n; x++) {
+        od_tensor *t = NULL;
+        const char *name = last;
+        od_status s;
+        if (outs) {
+            s = selected(p, json_array_get(outs, x), &t, &name, err);
+        } else {
+            snprintf(last, sizeof last, "$%d.%zu", p->nsteps - 1, x);
+            json_t *v = json_string(last);
+            s = v ? selected(p, v, &t, &name, err) : od_error_set(err, OD_ENOMEM, "out of memory");
+            json_decref(v);
+            name = last; /* not the freed JSON string's */
+        }
+        if (s == OD_OK && binary && *nbin >= OD_MAX_RETURNS)
+            s = od_error_set(err, OD_ETOOLARGE, "at most %d outputs come back as binary data", OD_MAX_RETURNS);
+        od_tensor *h = NULL;
+        if (s == OD_OK)
+            s = od_host_contiguous(t, &h, err);
+        if (s != OD_OK)
+            return s;
+        if (x)
+            od_buf_putc(b, ',');
+        if (binary) {
+            bin_bytes += od_tensor_nbytes(h);
+            od_tensor_to_json_binary(b, h, name, false);
+            (*bin)[(*nbin)++] = h;
+        } else {
+            od_tensor_to_json(b, h, name, false);
+            od_tensor_release(h);
+        }
+        if (b->over || bin_bytes > cap)
+            return od_error_set(err, OD_ETOOLARGE,
+                                "the program's outputs pass the output limit of %zu bytes (--max-output-bytes)",
+                                cap);
+    }
+    od_buf_putc(b, ']');
+    return OD_OK;
+}
+
+/* Stores the results keep names in the session: "kept": {"$j.i": id}. */
+static od_status keep_results(program *p, od_buf *b, json_t *keep, od_error *err)
+{
+    const char *session = od_req_session_name(p->r);
+    if (!session)
+        return od_error_set(err, OD_EINVAL, "X-OD-Session is not a valid session name");
+    size_t n = json_array_size(keep);
+    char (*ids)[OD_ID_LEN] = calloc(n ? n : 1, sizeof *ids);
+    if (!ids)
+        return od_error_set(err, OD_ENOMEM, "out of memory");
+    od_status s = OD_OK;
+    size_t done = 0;
+    od_buf_puts(b, ",\"kept\":{");
+    for (; done < n && s == OD_OK; done++) {
+        od_tensor *t;
+        const char *name;
+        if ((s = selected(p, json_array_get(keep, done), &t, &name, err)) != OD_OK ||
+            (s = od_store_put(session, t, ids[done], err)) != OD_OK)
+            break;
+        if (done)
+            od_buf_putc(b, ',');
+        od_buf_json_str(b, name);
+        od_buf_putc(b, ':');
+        od_buf_json_str(b, ids[done]);
+    }
+    od_buf_putc(b, '}');
+    if (s != OD_OK) {
+        od_error ignore;
+        for (size_t k = 0; k < done; k++)
+            od_store_delete(session, ids[k], &ignore);
+    }
+    free(ids);
+    return s;
+}
+
+void od_h_run(od_req *r)
+{
+    static const char *const fields[] = {"steps", "outputs", "keep", "device", "parameters", "id", NULL};
+    od_proto_limits lim = od_limits();
+    lim.top_keys = fields;
+    od_error err;
+    od_error_clear(&err);
+    od_json_doc *doc = NULL;
+    program p = {r, NULL, 0, 0,
+                 od_cfg.max_call_seconds ? od_now_ns() + (uint64_t)od_cfg.max_call_seconds * 1000000000u
+                                         : UINT64_MAX};
+    od_buf b;
+    od_buf_init(&b);
+    od_tensor **bin = NULL;
+    int nbin = 0;
+    size_t jlen;
+    const char *json = od_req_json(r, &jlen);
+    od_status s = od_json_parse(json, jlen, &lim, &doc, &err);
+    if (s == OD_OK && r->binary)
+        s = od_json_attach_binary(doc, r->body, r->hdr_len, r->body->len - r->hdr_len, &err);
+    json_t *root = s == OD_OK ? od_json_root(doc) : NULL;
+    json_t *steps = json_object_get(root, "steps"), *outs = json_object_get(root, "outputs"),
+           *keep = json_object_get(root, "keep"), *jdev = json_object_get(root, "device"),
+           *params = json_object_get(root, "parameters");
+    if (s == OD_OK && (!json_is_array(steps) || json_array_size(steps) == 0))
+        s = od_error_set(&err, OD_EINVAL, "the body must be {\"steps\": [{\"op\", \"args\", \"kwargs\"}, ...]}");
+    if (s == OD_OK && json_array_size(steps) > OD_PROGRAM_MAX_STEPS)
+        s = od_error_set(&err, OD_ETOOLARGE, "a program has at most %d steps, this one %zu", OD_PROGRAM_MAX_STEPS,
+                         json_array_size(steps));
+    if (s == OD_OK && ((outs && !json_is_array(outs)) || (keep && !json_is_array(keep))))
+        s = od_error_set(&err, OD_EINVAL, "\"outputs\" and \"keep\" must be lists of \"$step[.output]\"");
+    if (s == OD_OK && jdev && !json_is_string(jdev))
+        s = od_error_set(&err, OD_EINVAL, "\"device\" must be a string, got %s", od_json_kind(jdev));
+    od_device dev = {OD_DEV_CPU, 0};
+    if (s == OD_OK)
+        s = od_resolve_device(jdev ? json_string_value(jdev) : NULL, &dev, &err);
+    if (s == OD_OK) {
+        p.nsteps = (int)json_array_size(steps);
+        p.calls = calloc((size_t)p.nsteps, sizeof *p.calls);
+        if (!p.calls)
+            s = od_error_set(&err, OD_ENOMEM, "out of memory");
+    }
+    for (int k = 0; s == OD_OK && k < p.nsteps; k++) {
+        json_t *st = json_array_get(steps, (size_t)k);
+        s = json_is_object(st) ? run_step(&p, k, doc, st, dev, &err)
+                               : od_error_set(&err, OD_EINVAL, "step %d must be an object", k);
+        if (s == OD_OK)
+            p.ran = k + 1;
+        else if (!json_is_object(st))
+            od_srv_call_init(&p.calls[k], NULL); /* nothing to release */
+    }
+    if (s == OD_OK) {
+        od_buf_printf(&b, "{\"steps\":%d,", p.nsteps);
+        s = encode(&p, &b, outs, od_want_binary(r, params), &bin, &nbin, &err);
+    }
+    if (s == OD_OK && keep)
+        s = keep_results(&p, &b, keep, &err);
+    if (s == OD_OK) {
+        od_buf_puts(&b, ",\"dispatch\":[");
+        for (int k = 0; k < p.nsteps; k++) {
+            if (k)
+                od_buf_putc(&b, ',');
+            od_buf_puts(&b, "{\"op\":");
+            od_buf_json_str(&b, od_op_name(p.calls[k].op));
+            od_buf_puts(&b, ",\"record\":");
+            od_srv_call_dispatch_json(&b, &p.calls[k]);
+            od_buf_putc(&b, '}');
+        }
+        od_buf_puts(&b, "]}");
+        if (b.oom)
+            s = od_error_set(&err, b.over ? OD_ETOOLARGE : OD_ENOMEM, "the answer does not fit the output limit");
+    }
+    if (s == OD_OK && nbin) {
+        od_respond_binary(r, 200, &b, bin, nbin);
+        nbin = 0;
+    } else if (s == OD_OK) {
+        od_respond_buf(r, 200, "application/json", &b);
+    } else {
+        od_buf_free(&b);
+        od_respond_od_error(r, &err);
+    }
+    for (int i = 0; i < nbin; i++)
+        od_tensor_release(bin[i]);
+    free(bin);
+    for (int k = 0; k < p.nsteps && p.calls; k++)
+        if (k <= p.ran)
+            od_srv_call_release(&p.calls[k]);
+    free(p.calls);
+    od_json_doc_free(doc);
+}

@@ -1,0 +1,457 @@
+/* store.c — tensors kept on the server between requests, by session.
+ *
+ * Invariants:
+ *  - A tensor id is 128 random bits (32 hex digits) and lives in exactly one
+ *    session; a lookup names both, and an id of another session answers
+ *    exactly like an unknown one (404, same message), so ids reveal nothing.
+ *  - The store holds one reference to each tensor; od_store_get hands out a
+ *    new one, so a call using a tensor is safe from a concurrent DELETE.
+ *    Views keep their base's storage alive through the storage refcount.
+ *  - One mutex guards everything; nothing under it calls the dispatcher or
+ *    allocates tensor memory (releasing the last reference happens outside
+ *    it), so it is held for hash-table work only.
+ *  - Budgets count od_tensor_nbytes per stored tensor, per session and per
+ *    device type (a view stored beside its base counts again: a bound, not
+ *    an exact count of storage).
+ *  - A session idle longer than --session-idle-seconds is freed whole by the
+ *    reaper (od_store_expire); its ids then answer 404, like unknown ones.
+ *  - od_store_clear frees everything (at shutdown), so leak checkers stay
+ *    quiet.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "od_server.h"
+
+typedef struct entry {
+    char id[OD_ID_LEN];
+    od_tensor *t;
+    struct session *s;
+    int64_t bytes;
+    uint64_t last_used;
+    struct entry *next; /* bucket chain */
+} entry;
+
+typedef struct session {
+    char name[OD_SESSION_MAX + 1];
+    int64_t ntensors;
+    int64_t bytes[OD_NUM_DEVICE_TYPES];
+    uint64_t created, last_used;
+    struct session *next;
+} session;
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static entry **g_buckets;
+static size_t g_nbuckets, g_nentries;
+static session *g_sessions;
+static int64_t g_bytes[OD_NUM_DEVICE_TYPES];
+static int64_t g_puts, g_deletes, g_expired;
+
+/* 128 random bits as hex. getrandom blocks only before the pool is seeded. */
+static void random_id(char id[OD_ID_LEN])
+{
+    unsigned char r[16];
+    size_t got = 0;
+    while (got < sizeof r) {
+        ssize_t n = getrandom(r + got, sizeof r - got, 0);
+        if (n > 0)
+            got += (size_t)n;
+    }
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 16; i++) {
+        id[2 * i] = hex[r[i] >> 4];
+        id[2 * i + 1] = hex[r[i] & 15];
+    }
+    id[32] = '\0';
+}
+
+/* Ids are random: their first 16 hex digits are a good hash. */
+static size_t id_hash(const char *id)
+{
+    uint64_t h = 1469598103934665603u;
+    for (int i = 0; i < 16 && id[i]; i++)
+        h = (h ^ (unsigned char)id[i]) * 1099511628211u;
+    return (size_t)h;
+}
+
+static bool grow(void)
+{
+    size_t n = g_nbuckets ? g_nbuckets * 2 : 256;
+    entry **nb = calloc(n, sizeof *nb);
+    if (!nb)
+        return false;
+    for (size_t i = 0; i < g_nbuckets; i++) {
+        entry *e = g_buckets[i];
+        while (e) {
+            entry *next = e->next;
+            size_t k = id_hash(e->id) & (n - 1);
+            e->next = nb[k];
+            nb[k] = e;
+            e = next;
+        }
+    }
+    free(g_buckets);
+    g_buckets = nb;
+    g_nbuckets = n;
+    return true;
+}
+
+static session *find_session(const char *name)
+{
+    for (session *s = g_sessions; s; s = s->next)
+        if (!strcmp(s->name, name))
+            return s;
+    return NULL;
+}
+
+static session *get_session(const char *name)
+{
+    session *s = find_session(name);
+    if (s)
+        return s;
+    s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->created = s->last_used = od_now_ns();
+    s->next = g_sessions;
+    g_sessions = s;
+    return s;
+}
+
+/* The entry of id in session name, or NULL (also when it is another's). */
+static entry *find_entry(const char *name, const char *id, entry ***link)
+{
+    if (!g_nbuckets || strlen(id) != OD_ID_LEN - 1)
+        return NULL;
+    entry **p = &g_buckets[id_hash(id) & (g_nbuckets - 1)];
+    for (; *p; p = &(*p)->next) {
+        if (!strcmp((*p)->id, id)) {
+            if (strcmp((*p)->s->name, name))
+                return NULL;
+            if (link)
+                *link = p;
+            return *p;
+        }
+    }
+    return NULL;
+}
+
+static od_status unknown(const char *id, od_error *err)
+{
+    return od_error_set(err, OD_ENOTFOUND, "no tensor '%.40s' in this session", id);
+}
+
+bool od_session_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > OD_SESSION_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+              c == '_' || c == '.'))
+            return false;
+    }
+    return true;
+}
+
+void od_store_new_session(char id[OD_ID_LEN])
+{
+    random_id(id);
+    pthread_mutex_lock(&g_lock);
+    get_session(id);
+    pthread_mutex_unlock(&g_lock);
+}
+
+od_status od_store_put(const char *name, od_tensor *t, char id[OD_ID_LEN], od_error *err)
+{
+    int64_t bytes = (int64_t)od_tensor_nbytes(t);
+    int dev = t->device.type;
+    od_status st = OD_OK;
+    pthread_mutex_lock(&g_lock);
+    session *s = get_session(name);
+    if (!s) {
+        st = od_error_set(err, OD_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (od_cfg.max_session_bytes && s->bytes[dev] + bytes > (int64_t)od_cfg.max_session_bytes) {
+        st = od_error_set(err, OD_EQUOTA,
+                          "storing %lld bytes would put this session at %lld bytes on %s, over its "
+                          "budget of %zu (--max-session-bytes)",
+                          (long long)bytes, (long long)(s->bytes[dev] + bytes), od_device_type_name(t->device.type),
+                          od_cfg.max_session_bytes);
+        goto out;
+    }
+    if (g_nentries + 1 > g_nbuckets * 2 && !grow()) {
+        st = od_error_set(err, OD_ENOMEM, "out of memory");
+        goto out;
+    }
+    entry *e = calloc(1, sizeof *e);
+    if (!e) {
+        st = od_error_set(err, OD_ENOMEM, "out of memory");
+        goto out;
+    }
+    do
+        random_id(e->id);
+    while (find_entry(name, e->id, NULL));
+    od_tensor_retain(t);
+    e->t = t;
+    e->s = s;
+    e->bytes = bytes;
+    e->last_used = s->last_used = od_now_ns();
+    size_t k = id_hash(e->id) & (g_nbuckets - 1);
+    e->next = g_buckets[k];
+    g_buckets[k] = e;
+    g_nentries++;
+    s->ntensors++;
+    s->bytes[dev] += bytes;
+    g_bytes[dev] += bytes;
+    g_puts++;
+    memcpy(id, e->id, OD_ID_LEN);
+out:
+    pthread_mutex_unlock(&g_lock);
+    return st;
+}
+
+od_status od_store_get(const char *name, const char *id, od_tensor **out, od_error *err)
+{
+    pthread_mutex_lock(&g_lock);
+    entry *e = find_entry(name, id, NULL);
+    if (e) {
+        od_tensor_retain(e->t);
+        *out = e->t;
+        e->last_used = e->s->last_used = od_now_ns();
+    }
+    pthread_mutex_unlock(&g_lock);
+    return e ? OD_OK : unknown(id, err);
+}
+
+/* Unlinks e (under the lock); the caller releases e->t outside it. */
+static od_tensor *unlink_entry(entry **link)
+{
+    entry *e = *link;
+    *link = e->next;
+    int dev = e->t->device.type;
+    e->s->ntensors--;
+    e->s->bytes[dev] -= e->bytes;
+    g_bytes[dev] -= e->bytes;
+    g_nentries--;
+    g_deletes++;
+    od_tensor *t = e->t;
+    free(e);
+    return t;
+}
+
+od_status od_store_delete(const char *name, const char *id, od_error *err)
+{
+    entry **link = NULL;
+    od_tensor *t = NULL;
+    pthread_mutex_lock(&g_lock);
+    if (find_entry(name, id, &link))
+        t = unlink_entry(link);
+    pthread_mutex_unlock(&g_lock);
+    if (!t)
+        return unknown(id, err);
+    od_tensor_release(t);
+    return OD_OK;
+}
+
+/* Unlinks every tensor of session s (NULL: all) into a list to release. */
+static od_tensor **unlink_all(const session *s, size_t *n)
+{
+    od_tensor **ts = malloc((g_nentries ? g_nentries : 1) * sizeof *ts);
+    *n = 0;
+    for (size_t i = 0; i < g_nbuckets; i++) {
+        entry **p = &g_buckets[i];
+        while (*p) {
+            if (s && (*p)->s != s) {
+                p = &(*p)->next;
+                continue;
+            }
+            od_tensor *t = unlink_entry(p);
+            if (ts)
+                ts[(*n)++] = t;
+            else
+                od_tensor_release(t); /* no list: release under the lock rather than leak */
+        }
+    }
+    return ts;
+}
+
+static void release_all(od_tensor **ts, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        od_tensor_release(ts[i]);
+    free(ts);
+}
+
+od_status od_store_drop_session(const char *name, od_error *err)
+{
+    size_t n = 0;
+    od_tensor **ts = NULL;
+    pthread_mutex_lock(&g_lock);
+    session **p = &g_sessions;
+    while (*p && strcmp((*p)->name, name))
+        p = &(*p)->next;
+    session *s = *p;
+    if (s) {
+        ts = unlink_all(s, &n);
+        *p = s->next;
+        free(s);
+    }
+    pthread_mutex_unlock(&g_lock);
+    if (!s)
+        return od_error_set(err, OD_ENOTFOUND, "no session '%.64s'", name);
+    release_all(ts, n);
+    return OD_OK;
+}
+
+int od_store_expire(uint64_t now, uint64_t idle_ns)
+{
+    if (!idle_ns)
+        return 0;
+    int expired = 0;
+    for (;;) { /* one session at a time: its tensors are released outside the lock */
+        size_t n = 0;
+        od_tensor **ts = NULL;
+        pthread_mutex_lock(&g_lock);
+        session **p = &g_sessions;
+        while (*p && !(now > (*p)->last_used && now - (*p)->last_used > idle_ns))
+            p = &(*p)->next;
+        session *s = *p;
+        if (s) {
+            ts = unlink_all(s, &n);
+            *p = s->next;
+            od_log(OD_LOG_INFO, "session %.8s... expired after %.0f s idle (%zu tensors freed)", s->name,
+                   (double)(now - s->last_used) / 1e9, n);
+            free(s);
+            g_expired++;
+        }
+        pthread_mutex_unlock(&g_lock);
+        if (!s)
+            return expired;
+        release_all(ts, n);
+        expired++;
+    }
+}
+
+void od_store_clear(void)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&g_lock);
+    od_tensor **ts = unlink_all(NULL, &n);
+    while (g_sessions) {
+        session *s = g_sessions;
+        g_sessions = s->next;
+        free(s);
+    }
+    free(g_buckets);
+    g_buckets = NULL;
+    g_nbuckets = 0;
+    pthread_mutex_unlock(&g_lock);
+    release_all(ts, n);
+}
+
+/* ---- JSON ------------------------------------------------------------------------ */
+
+void od_store_tensor_meta_json(od_buf *b, const char *name, const char *id, const od_tensor *t)
+{
+    char dev[32];
+    od_device_print(t->device, dev, sizeof dev);
+    od_buf_putc(b, '{');
+    if (name) {
+        od_buf_puts(b, "\"name\":");
+        od_buf_json_str(b, name);
+        od_buf_putc(b, ',');
+    }
+    od_buf_puts(b, "\"id\":");
+    od_buf_json_str(b, id);
+    od_buf_puts(b, ",\"dtype\":");
+    od_buf_json_str(b, od_dtype_name(t->dtype));
+    od_buf_puts(b, ",\"shape\":[");
+    for (int d = 0; d < t->ndim; d++) {
+        if (d)
+            od_buf_putc(b, ',');
+        od_buf_i64(b, t->sizes[d]);
+    }
+    od_buf_puts(b, "],\"strides\":[");
+    for (int d = 0; d < t->ndim; d++) {
+        if (d)
+            od_buf_putc(b, ',');
+        od_buf_i64(b, t->strides[d]);
+    }
+    od_buf_puts(b, "],\"device\":");
+    od_buf_json_str(b, dev);
+    od_buf_printf(b, ",\"bytes\":%zu,\"contiguous\":%s,\"requires_grad\":false,\"grad_fn\":null}",
+                  od_tensor_nbytes(t), od_tensor_is_contiguous(t) ? "true" : "false");
+}
+
+void od_store_list_json(const char *name, od_buf *b)
+{
+    /* Collect new references under the lock; write outside it. */
+    size_t n = 0, cap = 0;
+    struct {
+        char id[OD_ID_LEN];
+        od_tensor *t;
+    } *items = NULL;
+    pthread_mutex_lock(&g_lock);
+    session *s = find_session(name);
+    cap = s ? (size_t)s->ntensors : 0;
+    items = cap ? malloc(cap * sizeof *items) : NULL;
+    for (size_t i = 0; items && i < g_nbuckets; i++)
+        for (entry *e = g_buckets[i]; e; e = e->next)
+            if (e->s == s && n < cap) {
+                memcpy(items[n].id, e->id, OD_ID_LEN);
+                od_tensor_retain(e->t);
+                items[n++].t = e->t;
+            }
+    pthread_mutex_unlock(&g_lock);
+    od_buf_puts(b, "{\"session\":");
+    od_buf_json_str(b, name);
+    od_buf_printf(b, ",\"count\":%zu,\"tensors\":[", n);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            od_buf_putc(b, ',');
+        od_store_tensor_meta_json(b, NULL, items[i].id, items[i].t);
+        od_tensor_release(items[i].t);
+    }
+    od_buf_puts(b, "]}");
+    free(items);
+}
+
+od_status od_store_session_json(const char *name, od_buf *b, od_error *err)
+{
+    pthread_mutex_lock(&g_lock);
+    session *s = find_session(name);
+    if (s) {
+        od_buf_puts(b, "{\"id\":");
+        od_buf_json_str(b, s->name);
+        od_buf_printf(b, ",\"tensors\":%lld,\"bytes\":{", (long long)s->ntensors);
+        for (int d = 0; d < OD_NUM_DEVICE_TYPES; d++)
+            od_buf_printf(b, "%s\"%s\":%lld", d ? "," : "", od_device_type_name((od_device_type)d),
+                          (long long)s->bytes[d]);
+        od_buf_printf(b, "},\"budget_bytes\":%zu,\"idle_s\":%.3f}", od_cfg.max_session_bytes,
+                      (double)(od_now_ns() - s->last_used) / 1e9);
+    }
+    pthread_mutex_unlock(&g_lock);
+    return s ? OD_OK : od_error_set(err, OD_ENOTFOUND, "no session '%.64s'", name);
+}
+
+void od_store_stats(od_store_totals *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&g_lock);
+    out->tensors = (int64_t)g_nentries;
+    for (session *s = g_sessions; s; s = s->next)
+        out->sessions++;
+    for (int d = 0; d < OD_NUM_DEVICE_TYPES; d++)
+        out->bytes[d] = g_bytes[d];
+    out->puts = g_puts;
+    out->deletes = g_deletes;
+    out->expired_sessions = g_expired;
+    pthread_mutex_unlock(&g_lock);
+}
