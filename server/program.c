@@ -6,7 +6,8 @@
  *    (its first output) or {"ref": "$j.i"} (output i), j < k; any other
  *    ref is a stored tensor of the request's session. Results stay on their
  *    device between steps (no copies); each step is an od_srv_call with its
- *    own dispatch record and statistics entry.
+ *    own dispatch record and statistics entry. A result is released after
+ *    the last step that names it, unless outputs or keep ask for it.
  *  - An error in step k answers with k and the operator in the message, and
  *    frees everything the program made (nothing is kept).
  *  - Only the outputs asked for come back (default: every output of the
@@ -15,6 +16,7 @@
  *    whole program, not each step; every allocation is released on every
  *    path.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,8 @@ typedef struct program {
     int nsteps; /* parsed */
     int ran;    /* steps whose calls succeeded */
     uint64_t deadline; /* --max-call-seconds covers the whole program */
+    int *last_use;     /* per step: the last step that names its results; INT_MAX when
+                        * outputs or keep name them, -1 when nothing does */
 } program;
 
 /* "$j" or "$j.i" into j and i; false when s is not of that form. */
@@ -89,6 +93,37 @@ static od_status selected(program *p, json_t *v, od_tensor **t, const char **nam
     return OD_OK;
 }
 
+/* Marks in p->last_use every "$j" that v (any JSON value of step k) names. */
+static void note_refs(program *p, json_t *v, int k)
+{
+    if (json_is_array(v)) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(v, i, e) note_refs(p, e, k);
+    } else if (json_is_object(v)) {
+        json_t *ref = json_object_get(v, "ref");
+        int j, i;
+        if (json_is_string(ref) && parse_step_ref(json_string_value(ref), &j, &i)) {
+            if (j < p->nsteps && p->last_use[j] < k)
+                p->last_use[j] = k;
+            return;
+        }
+        const char *key;
+        json_t *e;
+        json_object_foreach(v, key, e) note_refs(p, e, k);
+    }
+}
+
+/* The results of every step that no step after k names, unless outputs or
+ * keep want them: released now, so their blocks serve the next steps'
+ * outputs (warm memory) and a long program holds only what it still needs. */
+static void release_dead(program *p, int k)
+{
+    for (int j = 0; j <= k; j++)
+        if (p->last_use[j] <= k && p->calls[j].stack.nrets > 0)
+            od_stack_release_rets(&p->calls[j].stack);
+}
+
 /* Runs step k described by object st. */
 static od_status run_step(program *p, int k, od_json_doc *doc, json_t *st, od_device dev, od_error *err)
 {
@@ -120,6 +155,9 @@ static od_status run_step(program *p, int k, od_json_doc *doc, json_t *st, od_de
             s = od_srv_call_run(c);
         c->t_encoded = od_now_ns();
         od_srv_call_stats(c, s == OD_OK);
+        /* its inputs (references to earlier results) are not needed again */
+        od_bound_release(&c->bound);
+        od_bound_init(&c->bound);
     } else {
         s = c->err.status;
     }
@@ -224,7 +262,8 @@ void od_h_run(od_req *r)
     od_json_doc *doc = NULL;
     program p = {r, NULL, 0, 0,
                  od_cfg.max_call_seconds ? od_now_ns() + (uint64_t)od_cfg.max_call_seconds * 1000000000u
-                                         : UINT64_MAX};
+                                         : UINT64_MAX,
+                 NULL};
     od_buf b;
     od_buf_init(&b);
     od_tensor **bin = NULL;
@@ -253,17 +292,36 @@ void od_h_run(od_req *r)
     if (s == OD_OK) {
         p.nsteps = (int)json_array_size(steps);
         p.calls = calloc((size_t)p.nsteps, sizeof *p.calls);
-        if (!p.calls)
+        p.last_use = malloc((size_t)p.nsteps * sizeof *p.last_use);
+        if (!p.calls || !p.last_use)
             s = od_error_set(&err, OD_ENOMEM, "out of memory");
+    }
+    if (s == OD_OK) {
+        for (int k = 0; k < p.nsteps; k++)
+            p.last_use[k] = -1;
+        for (int k = 0; k < p.nsteps; k++)
+            note_refs(&p, json_array_get(steps, (size_t)k), k);
+        json_t *pins[2] = {outs, keep};
+        for (int x = 0; x < 2; x++) {
+            size_t i;
+            json_t *v;
+            int j, o;
+            json_array_foreach(pins[x], i, v) if (json_is_string(v) && parse_step_ref(json_string_value(v), &j, &o) &&
+                                                  j < p.nsteps) p.last_use[j] = INT_MAX;
+        }
+        if (!outs) /* the default output: the last step's */
+            p.last_use[p.nsteps - 1] = INT_MAX;
     }
     for (int k = 0; s == OD_OK && k < p.nsteps; k++) {
         json_t *st = json_array_get(steps, (size_t)k);
         s = json_is_object(st) ? run_step(&p, k, doc, st, dev, &err)
                                : od_error_set(&err, OD_EINVAL, "step %d must be an object", k);
-        if (s == OD_OK)
+        if (s == OD_OK) {
             p.ran = k + 1;
-        else if (!json_is_object(st))
+            release_dead(&p, k);
+        } else if (!json_is_object(st)) {
             od_srv_call_init(&p.calls[k], NULL); /* nothing to release */
+        }
     }
     if (s == OD_OK) {
         od_buf_printf(&b, "{\"steps\":%d,", p.nsteps);
@@ -302,5 +360,6 @@ void od_h_run(od_req *r)
         if (k <= p.ran)
             od_srv_call_release(&p.calls[k]);
     free(p.calls);
+    free(p.last_use);
     od_json_doc_free(doc);
 }

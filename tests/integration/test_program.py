@@ -121,3 +121,26 @@ def test_the_time_budget_covers_the_whole_program(make_server):
     assert r.status_code == 504, r.text[:500]
     assert error_message(r).startswith("step ") and "time budget" in error_message(r)
     assert srv.alive()
+
+
+def test_results_no_later_step_names_are_freed_early(server):
+    """40 steps of 8 MiB results that no later step uses: each is freed after
+    the last step that names it, so the CPU block cache serves the next
+    outputs from it. Counted by the allocator's misses (fresh blocks): a few,
+    not 40."""
+    def misses():
+        return server.get("/v1/devices").json()["cpu"]["allocator"]["misses"]
+
+    x = np.ones(2 * 1024 * 1024, np.float32)  # 8 MiB
+    a = {"dtype": "float32", "shape": [x.size], "parameters": {"binary_data_size": x.nbytes}}
+    steps = [{"op": "clone", "args": [a]}]
+    steps += [{"op": "neg", "args": [{"ref": f"${k}"}]} for k in range(40)]
+    h, body = binary_body({"steps": steps, "outputs": ["$40"], "parameters": {"binary_data_output": True}}, [x])
+    hdrs = {"Content-Type": "application/octet-stream", "Inference-Header-Content-Length": str(len(h))}
+    before = misses()
+    r = server.post("/v1/run", data=body, headers=hdrs)
+    assert r.status_code == 200
+    fresh = misses() - before
+    _, blobs = parse_binary_response(r)
+    np.testing.assert_array_equal(np.frombuffer(blobs[0], np.float32), x)  # neg 40 times
+    assert fresh <= 8, f"{fresh} fresh 8 MiB blocks for a program that needs 3 at a time"
