@@ -97,9 +97,14 @@ LIB_SO := $(B)/libopdispatch.so
 SERVER := $(if $(wildcard server/main.c),$(B)/opdispatchd)
 
 # ---- top-level targets --------------------------------------------------------
-.PHONY: all lib setup test test-unit test-asan test-integration bench bench-baseline run clean check-cuda
+.PHONY: all plugins lib setup test test-unit test-asan test-integration bench bench-baseline run clean check-cuda
 
-all: $(LIB_A) $(LIB_SO) $(SERVER) $(UNIT_BIN)
+PLUGINS := $(patsubst examples/plugins/%.c,$(B)/plugins/lib%.so,$(wildcard examples/plugins/*.c)) \
+           $(patsubst tests/plugins/%.c,$(B)/plugins/lib%.so,$(wildcard tests/plugins/*.c))
+
+all: $(LIB_A) $(LIB_SO) $(SERVER) $(UNIT_BIN) $(PLUGINS)
+
+plugins: $(PLUGINS)
 
 lib: $(LIB_A) $(LIB_SO)
 
@@ -136,10 +141,20 @@ $(B)/tests/%: tests/unit/%.c $(LIB_A) $(PROTO_OBJ) | $(SETUP_STAMP)
 	$(CC) $(CFLAGS) -Itests/unit $< -o $@ -Wl,--whole-archive $(LIB_A) -Wl,--no-whole-archive \
 	  $(PROTO_OBJ) $(SAN_LDFLAGS) -lcriterion $(SERVER_LDLIBS) $(LDLIBS)
 
+# -rdynamic: plugins (--plugin) resolve od_def, od_impl, ... against the
+# server's own registry, so the server exports its symbols.
 $(B)/opdispatchd: server/main.c $(SERVER_OBJ) $(PROTO_OBJ) $(LIB_A)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $< $(SERVER_OBJ) $(PROTO_OBJ) -o $@ -Wl,--whole-archive $(LIB_A) \
-	  -Wl,--no-whole-archive $(SAN_LDFLAGS) $(SERVER_LDLIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) -rdynamic $< $(SERVER_OBJ) $(PROTO_OBJ) -o $@ -Wl,--whole-archive $(LIB_A) \
+	  -Wl,--no-whole-archive $(SAN_LDFLAGS) $(SERVER_LDLIBS) $(LDLIBS) -ldl
+
+# Plugins: the example (examples/plugins/) and the broken ones the tests load.
+$(B)/plugins/lib%.so: examples/plugins/%.c dispatcher/od_plugin.h | $(SETUP_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -shared $< -o $@ $(SAN_LDFLAGS) -lm
+$(B)/plugins/lib%.so: tests/plugins/%.c dispatcher/od_plugin.h | $(SETUP_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -shared $< -o $@ $(SAN_LDFLAGS) -lm
 
 $(B)/bench/%: bench/%.c $(LIB_A) $(PROTO_OBJ)
 	@mkdir -p $(@D)
@@ -210,4 +225,4 @@ clean:
 	rm -rf build
 
 -include $(wildcard mk/*.mk)
--include $(shell find $(B)/obj $(B)/tests $(B)/bench -name '*.d' 2>/dev/null)
+-include $(shell find $(B)/obj $(B)/tests $(B)/bench $(B)/plugins -name '*.d' 2>/dev/null)

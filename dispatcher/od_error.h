@@ -22,6 +22,7 @@
     X(OD_EMETHOD, "method_not_allowed", 405, "wrong method for the route (see Allow)")          \
     X(OD_EREQTIMEOUT, "request_timeout", 408, "the request did not arrive in time")             \
     X(OD_EDUPLICATE, "duplicate", 409, "duplicate definition or registration")                  \
+    X(OD_EGONE, "gone", 410, "a stored tensor that was evicted to stay under the high-water mark") \
     X(OD_EFROZEN, "registry_frozen", 409, "registration after the registry was frozen")         \
     X(OD_ETOOLARGE, "too_large", 413, "a configured limit would be exceeded")                   \
     X(OD_EMEDIATYPE, "unsupported_media_type", 415, "a Content-Type the route does not take")   \

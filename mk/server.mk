@@ -8,7 +8,7 @@
 .PHONY: test-integration-asan serve-asan
 
 test-integration-asan:
-	@$(MAKE) --no-print-directory SAN=1 B=build/asan build/asan/opdispatchd
+	@$(MAKE) --no-print-directory SAN=1 B=build/asan build/asan/opdispatchd plugins
 	@$(MAKE) --no-print-directory venv
 	@if ls tests/integration/test_*.py >/dev/null 2>&1; then \
 	  OD_SERVER=$(abspath build/asan/opdispatchd) \

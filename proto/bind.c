@@ -824,13 +824,9 @@ void od_value_to_json(od_buf *b, const od_value *v)
         const od_tensor *t = v->u.t;
         od_buf_puts(b, "{\"dtype\":");
         od_buf_json_str(b, od_dtype_name(t->dtype));
-        od_buf_puts(b, ",\"shape\":[");
-        for (int i = 0; i < t->ndim; i++) {
-            if (i)
-                od_buf_putc(b, ',');
-            od_buf_i64(b, t->sizes[i]);
-        }
-        od_buf_puts(b, "]}");
+        od_buf_puts(b, ",\"shape\":");
+        od_buf_i64s(b, t->sizes, t->ndim);
+        od_buf_putc(b, '}');
         return;
     }
     case OD_T_INT_LIST:

@@ -186,6 +186,17 @@ void od_buf_i64(od_buf *b, int64_t v)
     b->len += (size_t)od_fmt_i64(v, b->data + b->len);
 }
 
+void od_buf_i64s(od_buf *b, const int64_t *v, int n)
+{
+    od_buf_putc(b, '[');
+    for (int i = 0; i < n; i++) {
+        if (i)
+            od_buf_putc(b, ',');
+        od_buf_i64(b, v[i]);
+    }
+    od_buf_putc(b, ']');
+}
+
 static bool nonfinite(od_buf *b, double d)
 {
     if (isnan(d))

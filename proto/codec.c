@@ -471,13 +471,8 @@ void od_tensor_copy_out(const od_tensor *t, void *dst)
 
 static void put_shape(od_buf *b, const od_tensor *t)
 {
-    od_buf_puts(b, "\"shape\":[");
-    for (int i = 0; i < t->ndim; i++) {
-        if (i)
-            od_buf_putc(b, ',');
-        od_buf_i64(b, t->sizes[i]);
-    }
-    od_buf_putc(b, ']');
+    od_buf_puts(b, "\"shape\":");
+    od_buf_i64s(b, t->sizes, t->ndim);
 }
 
 static void put_head(od_buf *b, const od_tensor *t, const char *name, bool oip)

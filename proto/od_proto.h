@@ -51,6 +51,8 @@ void od_buf_printf(od_buf *b, const char *fmt, ...) __attribute__((format(printf
 void od_buf_json_str(od_buf *b, const char *s);
 void od_buf_json_strn(od_buf *b, const char *s, size_t n);
 void od_buf_i64(od_buf *b, int64_t v);
+/* [v0,v1,...] (v: borrowed, n >= 0). */
+void od_buf_i64s(od_buf *b, const int64_t *v, int n);
 /* JSON numbers; NaN and infinities become the strings "NaN", "Infinity",
  * "-Infinity" (JSON has no literal for them; the decoder accepts both). */
 void od_buf_f32(od_buf *b, float f);

@@ -40,6 +40,7 @@ void od_config_defaults(od_config *c)
     c->max_inflight_body_bytes = (size_t)2 << 30;
     c->max_session_bytes = (size_t)4 << 30;
     c->session_idle_s = 3600;
+    c->store_high_water_bytes = (size_t)16 << 30;
     c->call_workers = c->threads;
     c->max_call_seconds = 60;
     c->max_connections = 1024;

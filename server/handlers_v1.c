@@ -689,6 +689,10 @@ void od_h_stats(od_req *r)
     for (int d = 0; d < OD_NUM_DEVICE_TYPES; d++)
         od_buf_printf(&b, "%s\"%s\":%lld", d ? "," : "", od_device_type_name((od_device_type)d),
                       (long long)st.bytes[d]);
+    od_buf_puts(&b, "},\"evicted\":{");
+    for (int d = 0; d < OD_NUM_DEVICE_TYPES; d++)
+        od_buf_printf(&b, "%s\"%s\":%lld", d ? "," : "", od_device_type_name((od_device_type)d),
+                      (long long)st.evicted[d]);
     od_buf_puts(&b, "}}}");
     od_respond_buf(r, 200, "application/json", &b);
 }
@@ -740,6 +744,11 @@ void od_h_metrics(od_req *r)
     for (int d = 0; d < OD_NUM_DEVICE_TYPES; d++)
         od_buf_printf(&b, "od_store_bytes{device=\"%s\"} %lld\n", od_device_type_name((od_device_type)d),
                       (long long)st.bytes[d]);
+    od_buf_puts(&b, "# HELP od_store_evictions_total Stored tensors evicted under --store-high-water-bytes.\n"
+                    "# TYPE od_store_evictions_total counter\n");
+    for (int d = 0; d < OD_NUM_DEVICE_TYPES; d++)
+        od_buf_printf(&b, "od_store_evictions_total{device=\"%s\"} %lld\n",
+                      od_device_type_name((od_device_type)d), (long long)st.evicted[d]);
     od_respond_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
 }
 

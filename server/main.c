@@ -7,6 +7,7 @@
  * blocked in every thread and taken on the main thread with sigwaitinfo
  * (then sigtimedwait while draining), so no handler runs inside a worker.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "od_server.h"
+#include "od_plugin.h"
 #include "od_stats.h"
 
 /* One table of options: getopt's list, the environment variables and
@@ -25,7 +27,7 @@
 enum {
     O_HOST = 1, O_PORT, O_THREADS, O_MAX_BODY, O_MAX_RANK, O_MAX_ELEMS, O_MAX_OUT, O_MAX_DEPTH,
     O_MAX_VALUES, O_MAX_INFLIGHT, O_CALL_WORKERS, O_MAX_CALL_S, O_MAX_CONN, O_MAX_CONN_IP, O_IDLE,
-    O_REQ_TIMEOUT, O_DRAIN, O_DEVICE, O_SESSION_BYTES, O_SESSION_IDLE, O_LOG, O_NO_ACCESS, O_HELP, O_VERSION
+    O_REQ_TIMEOUT, O_DRAIN, O_DEVICE, O_SESSION_BYTES, O_SESSION_IDLE, O_HIGH_WATER, O_PLUGIN, O_LOG, O_NO_ACCESS, O_HELP, O_VERSION
 };
 
 typedef struct opt_def {
@@ -72,6 +74,12 @@ static const opt_def OPTS[] = {
      "bytes of stored tensors one session may keep on each device type; 507 above, 0 = no cap"},
     {O_SESSION_IDLE, "session-idle-seconds", "S", "OD_SESSION_IDLE_SECONDS", "3600",
      "free a session and its stored tensors after S seconds without use, 0 = never"},
+    {O_HIGH_WATER, "store-high-water-bytes", "N", "OD_STORE_HIGH_WATER_BYTES", "16G",
+     "stored tensor bytes per device type (all sessions) above which the least recently used "
+     "unreferenced ones are evicted (their ids then answer 410), 0 = never"},
+    {O_PLUGIN, "plugin", "PATH", "OD_PLUGINS", NULL,
+     "load a plugin (a shared library whose od_plugin_init registers operators and kernels) before "
+     "the registry freezes; repeatable; the variable takes a ':'-separated list"},
     {O_LOG, "log-level", "L", "OD_LOG_LEVEL", "info", "error, warn, info (access log) or debug"},
     {O_NO_ACCESS, "no-access-log", NULL, "OD_ACCESS_LOG=0", NULL, "no per-request line"},
     {O_HELP, "help", NULL, NULL, NULL, "this text"},
@@ -166,7 +174,7 @@ static bool parse_num(const char *s, unsigned long long *out)
 static bool apply(int id, const char *val, const char *src)
 {
     unsigned long long v = 0;
-    bool numeric = id != O_HOST && id != O_DEVICE && id != O_LOG;
+    bool numeric = id != O_HOST && id != O_DEVICE && id != O_LOG && id != O_PLUGIN;
     if (numeric && !parse_num(val, &v)) {
         fprintf(stderr, "opdispatchd: %s: '%s' is not a non-negative number\n", src, val);
         return false;
@@ -230,6 +238,26 @@ static bool apply(int id, const char *val, const char *src)
     case O_MAX_VALUES: od_cfg.max_json_values = (int64_t)(v > (1ull << 40) ? (1ull << 40) : v); break;
     case O_MAX_INFLIGHT: od_cfg.max_inflight_body_bytes = (size_t)v; break;
     case O_SESSION_BYTES: od_cfg.max_session_bytes = (size_t)v; break;
+    case O_HIGH_WATER: od_cfg.store_high_water_bytes = (size_t)v; break;
+    case O_PLUGIN: {
+        /* the variable is a list; each path is copied, as getenv's may change */
+        char *list = strdup(val), *save = NULL;
+        for (char *p = list ? strtok_r(list, ":", &save) : NULL; p; p = strtok_r(NULL, ":", &save)) {
+            if (od_cfg.nplugins == OD_MAX_PLUGINS) {
+                fprintf(stderr, "opdispatchd: %s: at most %d plugins\n", src, OD_MAX_PLUGINS);
+                free(list);
+                return false;
+            }
+            if (access(p, R_OK) != 0) { /* a typo is a configuration error, like a bad number */
+                fprintf(stderr, "opdispatchd: %s: '%s': %s\n", src, p, strerror(errno));
+                free(list);
+                return false;
+            }
+            od_cfg.plugins[od_cfg.nplugins++] = strdup(p);
+        }
+        free(list);
+        return true;
+    }
     case O_SESSION_IDLE: od_cfg.session_idle_s = (unsigned)(v > 31536000 ? 31536000 : v); break;
     case O_CALL_WORKERS:
         if (v > 1024) {
@@ -262,6 +290,46 @@ static bool apply(int id, const char *val, const char *src)
     default: break;
     }
     return true;
+}
+
+/* Loads each --plugin in order and runs its entry point (before the
+ * registry freezes). The libraries stay loaded: their kernels are in them.
+ * 0, or -1 after logging which plugin failed and why. */
+static int load_plugins(void)
+{
+    for (int i = 0; i < od_cfg.nplugins; i++) {
+        const char *path = od_cfg.plugins[i];
+        void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+            od_log(OD_LOG_ERROR, "plugin %s: cannot load it: %s", path, dlerror());
+            return -1;
+        }
+        const int *abi = dlsym(h, OD_PLUGIN_ABI_SYMBOL);
+        if (!abi || *abi != OD_PLUGIN_API_VERSION) {
+            od_log(OD_LOG_ERROR, "plugin %s: %s (rebuild it against this server's headers)", path,
+                   abi ? "built for another plugin ABI" : "declares no ABI (OD_PLUGIN_DECLARE_ABI)");
+            dlclose(h);
+            return -1;
+        }
+        void *sym = dlsym(h, OD_PLUGIN_ENTRY);
+        if (!sym) {
+            od_log(OD_LOG_ERROR, "plugin %s: no %s function (see dispatcher/od_plugin.h)", path,
+                   OD_PLUGIN_ENTRY);
+            dlclose(h);
+            return -1;
+        }
+        od_plugin_init_fn init;
+        memcpy(&init, &sym, sizeof init); /* object pointer to function pointer, as POSIX allows */
+        int before = od_op_count();
+        od_error err;
+        od_error_clear(&err);
+        if (init(OD_PLUGIN_API_VERSION, &err) != OD_OK) {
+            od_log(OD_LOG_ERROR, "plugin %s: %s", path, err.message[0] ? err.message : "its init failed");
+            return -1;
+        }
+        od_log(OD_LOG_INFO, "plugin %s: loaded (%d operators added)", path, od_op_count() - before);
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -327,6 +395,8 @@ int main(int argc, char **argv)
         od_log(OD_LOG_ERROR, "start-up failed: %s", err.message);
         return 1;
     }
+    if (load_plugins() != 0)
+        return 1;
     od_registry_freeze();
     od_set_stats_hook(od_stats_kernel);
 

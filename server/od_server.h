@@ -32,6 +32,8 @@
 
 typedef enum od_log_level { OD_LOG_ERROR, OD_LOG_WARN, OD_LOG_INFO, OD_LOG_DEBUG } od_log_level;
 
+#define OD_MAX_PLUGINS 16
+
 typedef struct od_config {
     char host[256];
     int port;                       /* 0: any free port (printed at start) */
@@ -55,6 +57,9 @@ typedef struct od_config {
     char default_device[32];        /* "auto", "cpu", "cuda", "cuda:N" */
     size_t max_session_bytes;       /* stored tensor bytes per session and device type (0: no cap) */
     unsigned session_idle_s;        /* a session idle this long is freed (0: never) */
+    size_t store_high_water_bytes;  /* stored bytes per device type before LRU eviction (0: never) */
+    const char *plugins[OD_MAX_PLUGINS]; /* --plugin paths, loaded in order (owned) */
+    int nplugins;
 } od_config;
 
 extern od_config od_cfg;
@@ -316,6 +321,7 @@ od_status od_store_session_json(const char *session, od_buf *b, od_error *err);
 void od_store_tensor_meta_json(od_buf *b, const char *name, const char *id, const od_tensor *t);
 typedef struct od_store_totals {
     int64_t tensors, sessions, puts, deletes, expired_sessions;
+    int64_t evicted[OD_NUM_DEVICE_TYPES];
     int64_t bytes[OD_NUM_DEVICE_TYPES];
 } od_store_totals;
 void od_store_stats(od_store_totals *out);

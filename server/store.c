@@ -13,6 +13,13 @@
  *  - Budgets count od_tensor_nbytes per stored tensor, per session and per
  *    device type (a view stored beside its base counts again: a bound, not
  *    an exact count of storage).
+ *  - Above --store-high-water-bytes on a device type, a put first evicts the
+ *    least recently used tensors of that device type (any session) that
+ *    nothing but the store references (a running call, a view or its base
+ *    keeps a tensor); an evicted id stays as a tombstone answering 410, up
+ *    to OD_STORE_MAX_TOMBSTONES (older ones are forgotten: 404). When even
+ *    evicting all such tensors would not make room, the put is 507 and
+ *    nothing is evicted.
  *  - A session idle longer than --session-idle-seconds is freed whole by the
  *    reaper (od_store_expire); its ids then answer 404, like unknown ones.
  *  - od_store_clear frees everything (at shutdown), so leak checkers stay
@@ -28,7 +35,7 @@
 
 typedef struct entry {
     char id[OD_ID_LEN];
-    od_tensor *t;
+    od_tensor *t; /* NULL once evicted: the entry is then a tombstone (410) */
     struct session *s;
     int64_t bytes;
     uint64_t last_used;
@@ -48,7 +55,12 @@ static entry **g_buckets;
 static size_t g_nbuckets, g_nentries;
 static session *g_sessions;
 static int64_t g_bytes[OD_NUM_DEVICE_TYPES];
-static int64_t g_puts, g_deletes, g_expired;
+static int64_t g_puts, g_deletes, g_expired, g_evicted[OD_NUM_DEVICE_TYPES];
+/* Ids of tombstones, oldest first (a ring): at most OD_STORE_MAX_TOMBSTONES
+ * are remembered; older evicted ids then answer 404. */
+#define OD_STORE_MAX_TOMBSTONES 65536
+static char (*g_tomb)[OD_ID_LEN];
+static size_t g_tomb_head, g_tomb_n;
 
 /* 128 random bits as hex. getrandom blocks only before the pool is seeded. */
 static void random_id(char id[OD_ID_LEN])
@@ -145,6 +157,26 @@ static od_status unknown(const char *id, od_error *err)
     return od_error_set(err, OD_ENOTFOUND, "no tensor '%.40s' in this session", id);
 }
 
+static od_status gone(const char *id, od_error *err)
+{
+    return od_error_set(err, OD_EGONE,
+                        "tensor '%.40s' was evicted: the store passed --store-high-water-bytes on its "
+                        "device and it was the least recently used tensor nothing else referenced; "
+                        "store it again",
+                        id);
+}
+
+/* The link to the entry of id in any session, or NULL. */
+static entry **find_any(const char *id)
+{
+    if (!g_nbuckets)
+        return NULL;
+    for (entry **p = &g_buckets[id_hash(id) & (g_nbuckets - 1)]; *p; p = &(*p)->next)
+        if (!strcmp((*p)->id, id))
+            return p;
+    return NULL;
+}
+
 bool od_session_name_ok(const char *name)
 {
     size_t n = strlen(name);
@@ -167,11 +199,115 @@ void od_store_new_session(char id[OD_ID_LEN])
     pthread_mutex_unlock(&g_lock);
 }
 
+/* Unlinks e (under the lock); the caller releases e->t outside it. */
+static od_tensor *unlink_entry(entry **link)
+{
+    entry *e = *link;
+    *link = e->next;
+    od_tensor *t = e->t;
+    if (t) { /* a tombstone was taken out of the counts when it was evicted */
+        int dev = t->device.type;
+        e->s->ntensors--;
+        e->s->bytes[dev] -= e->bytes;
+        g_bytes[dev] -= e->bytes;
+        g_deletes++;
+    }
+    g_nentries--;
+    free(e);
+    return t;
+}
+
+/* Remembers id as a tombstone; past the cap, the oldest one is dropped. */
+static void add_tombstone(const char *id)
+{
+    if (!g_tomb && !(g_tomb = calloc(OD_STORE_MAX_TOMBSTONES, sizeof *g_tomb)))
+        return;
+    if (g_tomb_n == OD_STORE_MAX_TOMBSTONES) {
+        entry **link = find_any(g_tomb[g_tomb_head]);
+        if (link && !(*link)->t)
+            unlink_entry(link);
+        g_tomb_head = (g_tomb_head + 1) % OD_STORE_MAX_TOMBSTONES;
+        g_tomb_n--;
+    }
+    memcpy(g_tomb[(g_tomb_head + g_tomb_n++) % OD_STORE_MAX_TOMBSTONES], id, OD_ID_LEN);
+}
+
+/* Whether evicting e frees memory: nothing but the store holds the tensor
+ * or its storage (a call using it, a view of it or its base keep it). */
+static bool evictable(const entry *e, int dev)
+{
+    return e->t && (int)e->t->device.type == dev && atomic_load(&e->t->refcount) == 1 &&
+           atomic_load(&e->t->storage->refcount) == 1;
+}
+
+static int by_last_use(const void *a, const void *b)
+{
+    uint64_t x = (*(entry *const *)a)->last_used, y = (*(entry *const *)b)->last_used;
+    return x < y ? -1 : x > y;
+}
+
+/* Makes room for `need` more bytes on device type dev under the high-water
+ * mark by evicting the least recently used evictable tensors (any session):
+ * their tensors go to *out (released by the caller, outside the lock).
+ * OD_EQUOTA, evicting nothing, when even all of them would not do. */
+static od_status make_room(int dev, int64_t need, od_tensor ***out, size_t *nout, od_error *err)
+{
+    int64_t hw = (int64_t)od_cfg.store_high_water_bytes;
+    *nout = 0;
+    if (!hw || g_bytes[dev] + need <= hw)
+        return OD_OK;
+    entry **cand = malloc((g_nentries ? g_nentries : 1) * sizeof *cand);
+    if (!cand)
+        return od_error_set(err, OD_ENOMEM, "out of memory");
+    size_t n = 0;
+    int64_t idle = 0;
+    for (size_t i = 0; i < g_nbuckets; i++)
+        for (entry *e = g_buckets[i]; e; e = e->next)
+            if (evictable(e, dev)) {
+                cand[n++] = e;
+                idle += e->bytes;
+            }
+    if (g_bytes[dev] - idle + need > hw) {
+        free(cand);
+        return od_error_set(err, OD_EQUOTA,
+                            "the store holds %lld bytes on %s and %lld more would pass "
+                            "--store-high-water-bytes (%zu); only %lld bytes are idle and unreferenced",
+                            (long long)g_bytes[dev], od_device_type_name((od_device_type)dev), (long long)need,
+                            od_cfg.store_high_water_bytes, (long long)idle);
+    }
+    qsort(cand, n, sizeof *cand, by_last_use);
+    *out = malloc((n ? n : 1) * sizeof **out);
+    for (size_t k = 0; k < n && g_bytes[dev] + need > hw; k++) {
+        entry *e = cand[k];
+        e->s->ntensors--;
+        e->s->bytes[dev] -= e->bytes;
+        g_bytes[dev] -= e->bytes;
+        g_evicted[dev]++;
+        if (*out)
+            (*out)[(*nout)++] = e->t;
+        else
+            od_tensor_release(e->t); /* no list: release under the lock rather than leak */
+        e->t = NULL;
+        add_tombstone(e->id);
+    }
+    free(cand);
+    return OD_OK;
+}
+
+static void release_all(od_tensor **ts, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        od_tensor_release(ts[i]);
+    free(ts);
+}
+
 od_status od_store_put(const char *name, od_tensor *t, char id[OD_ID_LEN], od_error *err)
 {
     int64_t bytes = (int64_t)od_tensor_nbytes(t);
     int dev = t->device.type;
     od_status st = OD_OK;
+    od_tensor **evicted = NULL;
+    size_t nevicted = 0;
     pthread_mutex_lock(&g_lock);
     session *s = get_session(name);
     if (!s) {
@@ -186,6 +322,8 @@ od_status od_store_put(const char *name, od_tensor *t, char id[OD_ID_LEN], od_er
                           od_cfg.max_session_bytes);
         goto out;
     }
+    if ((st = make_room(dev, bytes, &evicted, &nevicted, err)) != OD_OK)
+        goto out;
     if (g_nentries + 1 > g_nbuckets * 2 && !grow()) {
         st = od_error_set(err, OD_ENOMEM, "out of memory");
         goto out;
@@ -214,6 +352,10 @@ od_status od_store_put(const char *name, od_tensor *t, char id[OD_ID_LEN], od_er
     memcpy(id, e->id, OD_ID_LEN);
 out:
     pthread_mutex_unlock(&g_lock);
+    if (nevicted)
+        od_log(OD_LOG_INFO, "store: evicted %zu tensor(s) on %s to stay under --store-high-water-bytes", nevicted,
+               od_device_type_name((od_device_type)dev));
+    release_all(evicted, nevicted);
     return st;
 }
 
@@ -221,29 +363,14 @@ od_status od_store_get(const char *name, const char *id, od_tensor **out, od_err
 {
     pthread_mutex_lock(&g_lock);
     entry *e = find_entry(name, id, NULL);
-    if (e) {
+    bool was_evicted = e && !e->t;
+    if (e && e->t) {
         od_tensor_retain(e->t);
         *out = e->t;
         e->last_used = e->s->last_used = od_now_ns();
     }
     pthread_mutex_unlock(&g_lock);
-    return e ? OD_OK : unknown(id, err);
-}
-
-/* Unlinks e (under the lock); the caller releases e->t outside it. */
-static od_tensor *unlink_entry(entry **link)
-{
-    entry *e = *link;
-    *link = e->next;
-    int dev = e->t->device.type;
-    e->s->ntensors--;
-    e->s->bytes[dev] -= e->bytes;
-    g_bytes[dev] -= e->bytes;
-    g_nentries--;
-    g_deletes++;
-    od_tensor *t = e->t;
-    free(e);
-    return t;
+    return !e ? unknown(id, err) : was_evicted ? gone(id, err) : OD_OK;
 }
 
 od_status od_store_delete(const char *name, const char *id, od_error *err)
@@ -251,10 +378,11 @@ od_status od_store_delete(const char *name, const char *id, od_error *err)
     entry **link = NULL;
     od_tensor *t = NULL;
     pthread_mutex_lock(&g_lock);
-    if (find_entry(name, id, &link))
+    bool found = find_entry(name, id, &link) != NULL;
+    if (found) /* a tombstone too: deleting an evicted id forgets it */
         t = unlink_entry(link);
     pthread_mutex_unlock(&g_lock);
-    if (!t)
+    if (!found)
         return unknown(id, err);
     od_tensor_release(t);
     return OD_OK;
@@ -282,12 +410,6 @@ static od_tensor **unlink_all(const session *s, size_t *n)
     return ts;
 }
 
-static void release_all(od_tensor **ts, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        od_tensor_release(ts[i]);
-    free(ts);
-}
 
 od_status od_store_drop_session(const char *name, od_error *err)
 {
@@ -352,6 +474,9 @@ void od_store_clear(void)
     free(g_buckets);
     g_buckets = NULL;
     g_nbuckets = 0;
+    free(g_tomb);
+    g_tomb = NULL;
+    g_tomb_head = g_tomb_n = 0;
     pthread_mutex_unlock(&g_lock);
     release_all(ts, n);
 }
@@ -372,19 +497,11 @@ void od_store_tensor_meta_json(od_buf *b, const char *name, const char *id, cons
     od_buf_json_str(b, id);
     od_buf_puts(b, ",\"dtype\":");
     od_buf_json_str(b, od_dtype_name(t->dtype));
-    od_buf_puts(b, ",\"shape\":[");
-    for (int d = 0; d < t->ndim; d++) {
-        if (d)
-            od_buf_putc(b, ',');
-        od_buf_i64(b, t->sizes[d]);
-    }
-    od_buf_puts(b, "],\"strides\":[");
-    for (int d = 0; d < t->ndim; d++) {
-        if (d)
-            od_buf_putc(b, ',');
-        od_buf_i64(b, t->strides[d]);
-    }
-    od_buf_puts(b, "],\"device\":");
+    od_buf_puts(b, ",\"shape\":");
+    od_buf_i64s(b, t->sizes, t->ndim);
+    od_buf_puts(b, ",\"strides\":");
+    od_buf_i64s(b, t->strides, t->ndim);
+    od_buf_puts(b, ",\"device\":");
     od_buf_json_str(b, dev);
     od_buf_printf(b, ",\"bytes\":%zu,\"contiguous\":%s,\"requires_grad\":false,\"grad_fn\":null}",
                   od_tensor_nbytes(t), od_tensor_is_contiguous(t) ? "true" : "false");
@@ -404,7 +521,7 @@ void od_store_list_json(const char *name, od_buf *b)
     items = cap ? malloc(cap * sizeof *items) : NULL;
     for (size_t i = 0; items && i < g_nbuckets; i++)
         for (entry *e = g_buckets[i]; e; e = e->next)
-            if (e->s == s && n < cap) {
+            if (e->s == s && e->t && n < cap) {
                 memcpy(items[n].id, e->id, OD_ID_LEN);
                 od_tensor_retain(e->t);
                 items[n++].t = e->t;
@@ -453,5 +570,7 @@ void od_store_stats(od_store_totals *out)
     out->puts = g_puts;
     out->deletes = g_deletes;
     out->expired_sessions = g_expired;
+    for (int d = 0; d < OD_NUM_DEVICE_TYPES; d++)
+        out->evicted[d] = g_evicted[d];
     pthread_mutex_unlock(&g_lock);
 }

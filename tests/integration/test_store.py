@@ -252,3 +252,43 @@ def test_idle_sessions_expire_and_metrics_count_them(make_server, rng):
     m = srv.get("/metrics").text
     assert "od_store_expired_sessions_total 1" in m, m
     assert "od_store_tensors 1" in m and 'od_store_bytes{device="cpu"} 64' in m
+
+
+def test_lru_eviction_past_the_high_water_mark_and_410(make_server, rng):
+    """Past --store-high-water-bytes, the least recently used tensors that
+    nothing else references are evicted (their ids answer 410); a tensor a
+    view shares storage with is not; when nothing can make room, 507 and
+    nothing is evicted."""
+    srv = make_server("--store-high-water-bytes", "10000")
+    kb = lambda: rng.standard_normal(500).astype(np.float32)  # noqa: E731  2000 bytes
+    a, b, c, d = kb(), kb(), kb(), kb()
+    ia, ib, ic, idd = (put(srv, x, "s1")["id"] for x in (a, b, c, d))  # 8000 bytes
+    fetch(srv, ia, "s1")  # a is now the most recently used; b the least
+    ie = put(srv, kb(), "s2")["id"]  # 10000: at the mark, nothing evicted
+    assert srv.get("/v1/tensors", headers={"X-OD-Session": "s1"}).json()["count"] == 4
+    put(srv, kb(), "s2")  # 12000 > 10000: b goes (least recently used, any session)
+    r = get(srv, ib, "s1")
+    assert r.status_code == 410, r.text
+    assert error_message(r).startswith(f"tensor '{ib}' was evicted")
+    r = call(srv, "relu", {"ref": ib}, session="s1")
+    assert r.status_code == 410
+    np.testing.assert_array_equal(fetch(srv, ia, "s1"), a)  # recently used: kept
+    # a view keeps its base: neither the base (c) nor the view is evictable
+    r = call(srv, "view", {"ref": ic}, [20, 25], session="s1", keep=True)
+    assert r.status_code == 200, r.text
+    for _ in range(3):  # each put evicts what it can, oldest first
+        put(srv, kb(), "s2")
+    np.testing.assert_array_equal(fetch(srv, ic, "s1"), c)
+    assert get(srv, idd, "s1").status_code == 410 and get(srv, ie, "s2").status_code == 410
+    # nothing left that can go: 507 with the numbers, and nothing evicted
+    before = {t["id"] for t in srv.get("/v1/tensors", headers={"X-OD-Session": "s2"}).json()["tensors"]}
+    r = srv.post("/v1/tensors", {"tensor": tensor(np.zeros(5000, np.float32))}, headers={"X-OD-Session": "s2"})
+    assert r.status_code == 507 and "--store-high-water-bytes (10000)" in error_message(r)
+    after = {t["id"] for t in srv.get("/v1/tensors", headers={"X-OD-Session": "s2"}).json()["tensors"]}
+    assert before == after
+    # deleting an evicted id forgets it: then 404
+    assert srv.session.delete(srv.url + f"/v1/tensors/{ib}", headers={"X-OD-Session": "s1"}).status_code == 200
+    assert get(srv, ib, "s1").status_code == 404
+    st = srv.get("/v1/stats").json()["store"]
+    assert st["evicted"]["cpu"] >= 3
+    assert 'od_store_evictions_total{device="cpu"}' in srv.get("/metrics").text
