@@ -125,7 +125,7 @@ void od_h_tensor_get(od_req *r)
     od_buf b;
     od_buf_init(&b);
     if (st == OD_OK && query_true(r, "meta")) {
-        od_store_tensor_meta_json(&b, NULL, id, t);
+        od_store_tensor_detail_json(&b, session, id, t);
         od_respond_buf(r, 200, "application/json", &b);
         od_tensor_release(t);
         return;

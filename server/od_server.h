@@ -319,6 +319,9 @@ od_status od_store_session_json(const char *session, od_buf *b, od_error *err);
 /* {"name" (when not NULL), "id", "dtype", "shape", "strides", "device",
  * "bytes", ...} of t (borrowed). */
 void od_store_tensor_meta_json(od_buf *b, const char *name, const char *id, const od_tensor *t);
+/* The same plus "shares_storage_with": the ids of session's other stored
+ * tensors that are views of t's storage (or its base). */
+void od_store_tensor_detail_json(od_buf *b, const char *session, const char *id, const od_tensor *t);
 typedef struct od_store_totals {
     int64_t tensors, sessions, puts, deletes, expired_sessions;
     int64_t evicted[OD_NUM_DEVICE_TYPES];

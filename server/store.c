@@ -507,6 +507,27 @@ void od_store_tensor_meta_json(od_buf *b, const char *name, const char *id, cons
                   od_tensor_nbytes(t), od_tensor_is_contiguous(t) ? "true" : "false");
 }
 
+void od_store_tensor_detail_json(od_buf *b, const char *name, const char *id, const od_tensor *t)
+{
+    od_store_tensor_meta_json(b, NULL, id, t);
+    if (b->len && b->data[b->len - 1] == '}')
+        b->len--; /* the views join the object */
+    od_buf_puts(b, ",\"shares_storage_with\":[");
+    bool first = true;
+    pthread_mutex_lock(&g_lock);
+    session *s = find_session(name);
+    for (size_t i = 0; s && i < g_nbuckets; i++)
+        for (entry *e = g_buckets[i]; e; e = e->next)
+            if (e->s == s && e->t && e->t->storage == t->storage && strcmp(e->id, id)) {
+                if (!first)
+                    od_buf_putc(b, ',');
+                first = false;
+                od_buf_json_str(b, e->id);
+            }
+    pthread_mutex_unlock(&g_lock);
+    od_buf_puts(b, "]}");
+}
+
 void od_store_list_json(const char *name, od_buf *b)
 {
     /* Collect new references under the lock; write outside it. */

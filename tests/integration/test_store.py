@@ -121,6 +121,10 @@ def test_views_share_storage_and_inplace_changes_the_stored_tensor(server, rng, 
     v = r.json()["outputs"][0]
     assert v["shape"] == [6, 4] and v["strides"] == [1, 6] and not v["contiguous"]
     np.testing.assert_array_equal(fetch(server, v["id"], session), a.T)
+    r = get(server, ia, session, meta="1")
+    validate(r, "GET", f"/v1/tensors/{ia}")
+    assert r.json()["shares_storage_with"] == [v["id"]]
+    assert get(server, v["id"], session, meta="1").json()["shares_storage_with"] == [ia]
     # fill_ on the base: the base and its view both see it (PyTorch semantics)
     r = call(server, "fill_", {"ref": ia}, 2.5, session=session)
     assert r.status_code == 200, r.text
