@@ -88,11 +88,11 @@ def chain_stored(s, base, x, b, session):
         r.raise_for_status()
         xid = r.json()["outputs"][0]["id"]
         made.append(xid)
-    r = s.get(f"{base}/v1/tensors/{xid}", params={"binary": "1"}, headers=hdr)
-    r.raise_for_status()
+    r = s.get(f"{base}/v1/tensors/{xid}", params={"binary": "1"}, headers=hdr, stream=True)
+    content = body_of(r)
     hl = int(r.headers["Inference-Header-Content-Length"])
-    out = json.loads(r.content[:hl])["outputs"][0]
-    y = np.frombuffer(r.content[hl:], dtype="<f4").reshape(out["shape"])
+    out = json.loads(content[:hl])["outputs"][0]
+    y = np.frombuffer(content[hl:], dtype="<f4").reshape(out["shape"])
     s.delete(f"{base}/v1/sessions/{session}")
     return y
 
@@ -111,11 +111,11 @@ def chain_program(s, base, x, b):
     h = json.dumps({"steps": steps, "parameters": {"binary_data_output": True}}).encode()
     r = s.post(f"{base}/v1/run", data=h + b.astype("<f4").tobytes() + x.astype("<f4").tobytes(),
                headers={"Content-Type": "application/octet-stream",
-                        "Inference-Header-Content-Length": str(len(h))})
-    r.raise_for_status()
+                        "Inference-Header-Content-Length": str(len(h))}, stream=True)
+    content = body_of(r)
     hl = int(r.headers["Inference-Header-Content-Length"])
-    out = json.loads(r.content[:hl])["outputs"][0]
-    return np.frombuffer(r.content[hl:], dtype="<f4").reshape(out["shape"])
+    out = json.loads(content[:hl])["outputs"][0]
+    return np.frombuffer(content[hl:], dtype="<f4").reshape(out["shape"])
 
 
 def stored_calls(s, base, xid, bid, session):
@@ -130,11 +130,11 @@ def stored_calls(s, base, xid, bid, session):
         r.raise_for_status()
         xid = r.json()["outputs"][0]["id"]
         made.append(xid)
-    r = s.get(f"{base}/v1/tensors/{xid}", params={"binary": "1"}, headers=hdr)
-    r.raise_for_status()
+    r = s.get(f"{base}/v1/tensors/{xid}", params={"binary": "1"}, headers=hdr, stream=True)
+    content = body_of(r)
     hl = int(r.headers["Inference-Header-Content-Length"])
-    out = json.loads(r.content[:hl])["outputs"][0]
-    return np.frombuffer(r.content[hl:], dtype="<f4").reshape(out["shape"]), made
+    out = json.loads(content[:hl])["outputs"][0]
+    return np.frombuffer(content[hl:], dtype="<f4").reshape(out["shape"]), made
 
 
 def program_on_stored(s, base, xid, bid, session):
@@ -144,11 +144,18 @@ def program_on_stored(s, base, xid, bid, session):
         first = {"ref": xid} if k == 0 else {"ref": f"${k - 1}"}
         steps.append({"op": op, "args": [first] + ([{"ref": bid}] if arg == "b" else [] if arg is None else [arg])})
     r = s.post(f"{base}/v1/run", data=json.dumps({"steps": steps, "parameters": {"binary_data_output": True}}),
-               headers={"Content-Type": "application/json", "X-OD-Session": session})
-    r.raise_for_status()
+               headers={"Content-Type": "application/json", "X-OD-Session": session}, stream=True)
+    content = body_of(r)
     hl = int(r.headers["Inference-Header-Content-Length"])
-    out = json.loads(r.content[:hl])["outputs"][0]
-    return np.frombuffer(r.content[hl:], dtype="<f4").reshape(out["shape"])
+    out = json.loads(content[:hl])["outputs"][0]
+    return np.frombuffer(content[hl:], dtype="<f4").reshape(out["shape"])
+
+
+def body_of(r):
+    """The whole body at once (requests' .content reads 10 KiB at a time: 5 ms
+    for 4 MiB here, against 1.8 ms for this). Every way below reads so."""
+    r.raise_for_status()
+    return r.raw.read()
 
 
 def timed(fn, reps):
