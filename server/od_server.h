@@ -314,7 +314,8 @@ od_status od_store_delete(const char *session, const char *id, od_error *err);
 od_status od_store_drop_session(const char *session, od_error *err);
 /* {"session", "count", "tensors": [meta...]}. */
 void od_store_list_json(const char *session, od_buf *b);
-/* {"id", "tensors", "bytes": {device type: n}, "budget_bytes", "idle_s"}; 404 when unknown. */
+/* {"id", "tensors", "bytes": {device type: n}, "budget_bytes", "idle_s",
+ * "ids": [its tensors]}; 404 when unknown. */
 od_status od_store_session_json(const char *session, od_buf *b, od_error *err);
 /* {"name" (when not NULL), "id", "dtype", "shape", "strides", "device",
  * "bytes", ...} of t (borrowed). */

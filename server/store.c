@@ -572,8 +572,18 @@ od_status od_store_session_json(const char *name, od_buf *b, od_error *err)
         for (int d = 0; d < OD_NUM_DEVICE_TYPES; d++)
             od_buf_printf(b, "%s\"%s\":%lld", d ? "," : "", od_device_type_name((od_device_type)d),
                           (long long)s->bytes[d]);
-        od_buf_printf(b, "},\"budget_bytes\":%zu,\"idle_s\":%.3f}", od_cfg.max_session_bytes,
+        od_buf_printf(b, "},\"budget_bytes\":%zu,\"idle_s\":%.3f,\"ids\":[", od_cfg.max_session_bytes,
                       (double)(od_now_ns() - s->last_used) / 1e9);
+        bool first = true;
+        for (size_t i = 0; i < g_nbuckets; i++)
+            for (entry *e = g_buckets[i]; e; e = e->next)
+                if (e->s == s && e->t) {
+                    if (!first)
+                        od_buf_putc(b, ',');
+                    first = false;
+                    od_buf_json_str(b, e->id);
+                }
+        od_buf_puts(b, "]}");
     }
     pthread_mutex_unlock(&g_lock);
     return s ? OD_OK : od_error_set(err, OD_ENOTFOUND, "no session '%.64s'", name);

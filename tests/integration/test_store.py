@@ -160,8 +160,10 @@ def test_sessions_are_isolated(server, rng):
     assert get(server, tid, "default").status_code == 404
     # s1 still has it, untouched
     np.testing.assert_array_equal(fetch(server, tid, s1), a)
-    info = server.get(f"/v1/sessions/{s1}").json()
-    assert info["tensors"] == 1 and info["bytes"]["cpu"] == a.nbytes
+    r = server.get(f"/v1/sessions/{s1}")
+    validate(r, "GET", f"/v1/sessions/{s1}")
+    info = r.json()
+    assert info["tensors"] == 1 and info["bytes"]["cpu"] == a.nbytes and info["ids"] == [tid]
     # deleting a session frees its tensors
     assert server.session.delete(server.url + f"/v1/sessions/{s1}").status_code == 200
     assert get(server, tid, s1).status_code == 404
