@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import error_message, slow_mm, slow_mm_size, tensor, validate
+from conftest import error_message, slow_mm, slow_mm_size, tensor, validate, wait_running
 
 JSON = {"Content-Type": "application/json"}
 
@@ -348,7 +348,7 @@ def test_sigterm_finishes_running_calls(make_server):
     box = []
     t = threading.Thread(target=lambda: box.append(slow_mm(s, n)))
     t.start()
-    time.sleep(0.8)
+    wait_running(s)  # its handler runs (a body still arriving would be closed at once)
     s.proc.send_signal(15)
     time.sleep(0.3)
     with pytest.raises(OSError):
