@@ -79,20 +79,10 @@ def put_binary(s, base, a, session):
 
 
 def chain_stored(s, base, x, b, session):
-    hdr = {"Content-Type": "application/json", "X-OD-Session": session}
+    """Stores the inputs (binary), runs the 10 calls with keep, gets the
+    result, frees the session."""
     xid, bid = put_binary(s, base, x, session), put_binary(s, base, b, session)
-    made = []
-    for op, arg in STEPS:
-        args = [{"ref": xid}] + ([{"ref": bid}] if arg == "b" else [] if arg is None else [arg])
-        r = s.post(f"{base}/v1/ops/{op}", data=json.dumps({"args": args, "keep": True}), headers=hdr)
-        r.raise_for_status()
-        xid = r.json()["outputs"][0]["id"]
-        made.append(xid)
-    r = s.get(f"{base}/v1/tensors/{xid}", params={"binary": "1"}, headers=hdr, stream=True)
-    content = body_of(r)
-    hl = int(r.headers["Inference-Header-Content-Length"])
-    out = json.loads(content[:hl])["outputs"][0]
-    y = np.frombuffer(content[hl:], dtype="<f4").reshape(out["shape"])
+    y, _ = stored_calls(s, base, xid, bid, session)
     s.delete(f"{base}/v1/sessions/{session}")
     return y
 
