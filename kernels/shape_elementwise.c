@@ -191,7 +191,7 @@ static const char *c_type_name(od_dtype dt)
     static const char *const names[OD_NUM_DTYPES] = {
         [OD_BOOL] = "bool",       [OD_UINT8] = "uint8_t",       [OD_INT8] = "int8_t",
         [OD_INT16] = "int16_t",   [OD_INT32] = "int",           [OD_INT64] = "int64_t",
-        [OD_FLOAT16] = "c10::Half", [OD_BFLOAT16] = "c10::BFloat16", [OD_FLOAT32] = "float",
+        [OD_FLOAT16] = "at::Half", [OD_BFLOAT16] = "at::BFloat16", [OD_FLOAT32] = "float",
         [OD_FLOAT64] = "double",
     };
     return (unsigned)dt < OD_NUM_DTYPES ? names[dt] : "?";
@@ -337,6 +337,10 @@ od_status od_shape_binary(od_opid id, const od_stack *s, od_out_spec *outs, int 
             return od_error_set(err, OD_EINVAL,
                                 "For integral input tensors, argument alpha must not be a floating "
                                 "point number.");
+        /* alpha is converted to the result dtype with c10's checks (other,
+         * a wrapped number, is not: int8 + 300 wraps, alpha=300 raises). */
+        if ((st = od_scalar_check_fits(alpha, dt, err)))
+            return st;
     } else if (id == OD_OPID_div_Tensor || id == OD_OPID_div_Scalar ||
                id == OD_OPID_div_Tensor_mode || id == OD_OPID_div_Scalar_mode) {
         int mode;
@@ -356,6 +360,10 @@ od_status od_shape_binary(od_opid id, const od_stack *s, od_out_spec *outs, int 
             return od_error_set(err, OD_EINVAL, "Integers to negative integer powers are not allowed.");
         if (dt == OD_BOOL)
             return not_implemented(id, dt, err);
+        /* an integral result converts a Scalar exponent with c10's checks */
+        if (id == OD_OPID_pow_Tensor_Scalar && !od_dtype_is_floating(dt) &&
+            (st = od_scalar_check_fits(b, dt, err)))
+            return st;
     }
     spec_set(&outs[0], dt, dev, sizes, ndim);
     *nouts = 1;
@@ -406,6 +414,10 @@ od_status od_shape_where(od_opid id, const od_stack *s, od_out_spec *outs, int *
     if ((st = common_device(s, &dev, err)) || (st = broadcast_args(s, all, 3, sizes, &ndim, err)))
         return st;
     od_dtype dt = result_type_of(s, all + 1, 2);
+    /* Scalar branches are converted to the result dtype with c10's checks. */
+    for (int i = 1; i <= 2; i++)
+        if (s->args[i].tag != OD_T_TENSOR && (st = od_scalar_check_fits(&s->args[i], dt, err)))
+            return st;
     spec_set(&outs[0], dt, dev, sizes, ndim);
     *nouts = 1;
     return OD_OK;

@@ -497,6 +497,9 @@ od_status od_shape_matmul(od_opid id, const od_stack *s, od_out_spec *outs, int 
             return od_error_set(err, OD_EMISMATCH,
                                 "self and mat2 must have the same dtype, but got %s and %s",
                                 od_dtype_scalar_name(self->dtype), od_dtype_scalar_name(b->dtype));
+        for (int i = 3; i <= 4; i++) /* beta, alpha: converted with c10's checks */
+            if ((st = od_scalar_check_fits(&s->args[i], a->dtype, err)))
+                return st;
         if ((st = check_same_device("addmm", a, self, err)))
             return st;
         int64_t sz[2] = {a->sizes[0], b->sizes[1]};

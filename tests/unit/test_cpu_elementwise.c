@@ -692,6 +692,24 @@ Test(cpu_ew, comparisons_random)
 
 /* ---- where ---------------------------------------------------------------------------------- */
 
+/* c10's overflows<To, From> for a Scalar converted to dt (torch raises
+ * "value cannot be converted to type ... without overflow" when false):
+ * floating dtypes take any non-finite value and finite ones up to their
+ * largest; integers their range, uint8 also -255..-1 (they wrap). */
+static bool ref_scalar_fits(const arg *a, od_dtype dt)
+{
+    if (a->t || a->kind == P_BOOL || dt == OD_BOOL)
+        return true;
+    if (isflt(dt)) {
+        double lim = dt == OD_FLOAT16 ? 65504.0 : dt == OD_BFLOAT16 ? 3.3895313892515355e38
+                     : dt == OD_FLOAT32 ? 3.4028234663852886e38 : INFINITY;
+        double d = a->v.is_int ? (double)a->v.i : a->v.d;
+        return !isfinite(d) || fabs(d) <= lim;
+    }
+    int64_t lo = dt == OD_UINT8 ? -255 : int_min_of(dt), hi = int_max_of(dt);
+    return a->v.is_int && a->v.i >= lo && a->v.i <= hi;
+}
+
 Test(cpu_ew, where_all_overloads)
 {
     static const od_opid W[4] = {OD_OPID_where_self, OD_OPID_where_ScalarOther, OD_OPID_where_ScalarSelf,
@@ -710,6 +728,13 @@ Test(cpu_ew, where_all_overloads)
         part ps[2] = {arg_part(&a), arg_part(&b)};
         od_dtype rt = ref_result_type(ps, 2);
         od_value args[3] = {tv(c.t), arg_value(&a), arg_value(&b)};
+        if (!ref_scalar_fits(&a, rt) || !ref_scalar_fits(&b, rt)) { /* torch raises */
+            call_fails(W[ov], args, 3, OD_EINVAL, "without overflow");
+            arg_release(&a);
+            arg_release(&b);
+            arg_release(&c);
+            continue;
+        }
         od_tensor *o = call1_ok(W[ov], args, 3);
         /* the output shape broadcasts all three */
         int64_t want[OD_MAX_DIMS];
@@ -1656,4 +1681,67 @@ Test(cpu_ew, per_element_ops_are_layout_independent)
             }
         }
     }
+}
+
+/* Scalars that torch converts to the result dtype with c10's checks: alpha
+ * of add/sub, beta/alpha of addmm, pow's exponent into an integral result,
+ * where's Scalar branches. The other operand of add.Scalar is a wrapped
+ * number and wraps. Cases and messages as PyTorch 1.13 gives them. */
+Test(cpu_ew, scalars_converted_with_overflow_checks)
+{
+    od_tensor *i8 = vec_i(OD_INT8, (int64_t[]){1, 2}, 2);
+    od_tensor *u8 = vec_i(OD_UINT8, (int64_t[]){1}, 1);
+    od_tensor *f32 = vec_d(OD_FLOAT32, (double[]){1, 2}, 2);
+    od_tensor *f16 = vec_d(OD_FLOAT16, (double[]){1, 2}, 2);
+    od_tensor *bf = vec_d(OD_BFLOAT16, (double[]){1, 2}, 2);
+    od_value a1[3] = {tv(i8), tv(i8), od_int(300)};
+    call_fails(OD_OPID_add_Tensor, a1, 3, OD_EINVAL, "value cannot be converted to type int8_t without overflow");
+    call_fails(OD_OPID_sub_Tensor, a1, 3, OD_EINVAL, "int8_t without overflow");
+    a1[2] = od_int(-129);
+    call_fails(OD_OPID_add_Tensor, a1, 3, OD_EINVAL, "int8_t without overflow");
+    a1[2] = od_int(127); /* fits: 1 + 127 wraps to -128 */
+    od_tensor *o = call1_ok(OD_OPID_add_Tensor, a1, 3);
+    TCHECK(((int8_t *)od_tensor_data(o))[0] == -128, "int8 1 + 127*1");
+    od_tensor_release(o);
+    od_value a2[3] = {tv(i8), od_int(300), od_int(1)}; /* a wrapped number wraps */
+    o = call1_ok(OD_OPID_add_Scalar, a2, 3);
+    TCHECK(((int8_t *)od_tensor_data(o))[0] == 45, "int8 1 + 300 wraps to 45");
+    od_tensor_release(o);
+    a2[1] = od_int(3);
+    a2[2] = od_int(300);
+    call_fails(OD_OPID_sub_Scalar, a2, 3, OD_EINVAL, "int8_t without overflow");
+    od_value a3[3] = {tv(u8), tv(u8), od_int(-1)}; /* uint8 takes -255..-1 */
+    o = call1_ok(OD_OPID_add_Tensor, a3, 3);
+    TCHECK(((uint8_t *)od_tensor_data(o))[0] == 0, "uint8 1 + (-1)*1");
+    od_tensor_release(o);
+    a3[2] = od_int(256);
+    call_fails(OD_OPID_add_Tensor, a3, 3, OD_EINVAL, "uint8_t without overflow");
+    od_value a4[3] = {tv(f32), tv(f32), od_double(1e300)};
+    call_fails(OD_OPID_add_Tensor, a4, 3, OD_EINVAL, "value cannot be converted to type float without overflow");
+    a4[0] = a4[1] = tv(f16);
+    a4[2] = od_double(1e5);
+    call_fails(OD_OPID_add_Tensor, a4, 3, OD_EINVAL, "type at::Half without overflow");
+    a4[0] = a4[1] = tv(bf);
+    a4[2] = od_double(1e300);
+    call_fails(OD_OPID_add_Tensor, a4, 3, OD_EINVAL, "type at::BFloat16 without overflow");
+    od_value p1[2] = {tv(i8), od_int(300)};
+    call_fails(OD_OPID_pow_Tensor_Scalar, p1, 2, OD_EINVAL, "int8_t without overflow");
+    od_value p2[2] = {tv(f32), od_double(1e300)}; /* a floating result: inf, no error */
+    o = call1_ok(OD_OPID_pow_Tensor_Scalar, p2, 2);
+    TCHECK(isinf(((float *)od_tensor_data(o))[1]), "2^1e300 in float32");
+    od_tensor_release(o);
+    od_tensor *cond = vec_i(OD_BOOL, (int64_t[]){1, 0}, 2);
+    od_value w[3] = {tv(cond), tv(i8), od_int(300)};
+    call_fails(OD_OPID_where_ScalarOther, w, 3, OD_EINVAL, "int8_t without overflow");
+    int64_t sz[2] = {2, 2};
+    od_tensor *m = t_rand(sz, 2, OD_INT8);
+    od_value mm[5] = {tv(m), tv(m), tv(m), od_int(300), od_int(1)};
+    call_fails(OD_OPID_addmm, mm, 5, OD_EINVAL, "int8_t without overflow");
+    od_tensor_release(m);
+    od_tensor_release(cond);
+    od_tensor_release(i8);
+    od_tensor_release(u8);
+    od_tensor_release(f32);
+    od_tensor_release(f16);
+    od_tensor_release(bf);
 }
