@@ -104,6 +104,12 @@ od_ew_rule od_ew_rule_of(od_opid id);
 /* Its inputs (1 or 2), 0 for every other operator. */
 int od_ew_arity(od_opid id);
 
+/* The alpha an add or sub kernel multiplies other by, as torch computes it:
+ * sub is add with alpha negated (an int alpha wraps: -(-2^63) is -2^63),
+ * and a bool result takes alpha as a bool (true + (-1)*true is true).
+ * alpha: borrowed, a number. */
+od_value od_add_alpha(od_opid id, const od_value *alpha, od_dtype dt);
+
 /* div's rounding_mode as OD_DIV_* (OD_DIV_TRUE for the overloads without
  * one); OD_EINVAL with torch's message for any other string. s: borrowed. */
 enum { OD_DIV_TRUE = 0, OD_DIV_TRUNC = 1, OD_DIV_FLOOR = 2 };

@@ -294,6 +294,19 @@ od_status od_div_rounding_mode(od_opid id, const od_stack *s, int *mode, od_erro
     return OD_OK;
 }
 
+od_value od_add_alpha(od_opid id, const od_value *alpha, od_dtype dt)
+{
+    od_value a = *alpha;
+    bool sub = id == OD_OPID_sub_Tensor || id == OD_OPID_sub_Scalar;
+    if (sub && a.tag == OD_T_INT)
+        a.u.i = (int64_t)(0u - (uint64_t)a.u.i); /* -(-2^63) wraps, like c10::Scalar's negation */
+    else if (sub && a.tag == OD_T_DOUBLE)
+        a.u.d = -a.u.d;
+    if (dt == OD_BOOL && a.tag != OD_T_BOOL) /* bool arithmetic: alpha is a bool too */
+        a = od_bool(od_value_as_double(&a) != 0);
+    return a;
+}
+
 static bool is_add_sub(od_opid id)
 {
     return id == OD_OPID_add_Tensor || id == OD_OPID_add_Scalar || id == OD_OPID_sub_Tensor ||
@@ -338,8 +351,10 @@ od_status od_shape_binary(od_opid id, const od_stack *s, od_out_spec *outs, int 
                                 "For integral input tensors, argument alpha must not be a floating "
                                 "point number.");
         /* alpha is converted to the result dtype with c10's checks (other,
-         * a wrapped number, is not: int8 + 300 wraps, alpha=300 raises). */
-        if ((st = od_scalar_check_fits(alpha, dt, err)))
+         * a wrapped number, is not: int8 + 300 wraps, alpha=300 raises);
+         * sub checks the negated alpha it adds (int8 alpha=128 is fine). */
+        od_value eff = od_add_alpha(id, alpha, dt);
+        if ((st = od_scalar_check_fits(&eff, dt, err)))
             return st;
     } else if (id == OD_OPID_div_Tensor || id == OD_OPID_div_Scalar ||
                id == OD_OPID_div_Tensor_mode || id == OD_OPID_div_Scalar_mode) {

@@ -558,14 +558,16 @@ od_status od_cpu_binary(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
     ew_ctx c;
     ctx_init(&c);
     if (kind == B_ADD || kind == B_SUB) {
-        const od_value *alpha = &s->args[2];
-        c.alpha_i64 = alpha->tag == OD_T_INT ? alpha->u.i : alpha->tag == OD_T_BOOL ? alpha->u.b
-                                                                                   : od_double_to_i64(alpha->u.d);
-        c.alpha_f64 = od_value_as_double(alpha);
+        od_value alpha = od_add_alpha(id, &s->args[2], dt);
+        if (kind == B_SUB) /* sub is add with the alpha od_add_alpha negated */
+            loop = g_binary[B_ADD][dt];
+        c.alpha_i64 = alpha.tag == OD_T_INT ? alpha.u.i : alpha.tag == OD_T_BOOL ? alpha.u.b
+                                                                                 : od_double_to_i64(alpha.u.d);
+        c.alpha_f64 = od_value_as_double(&alpha);
         c.alpha_f32 = (float)c.alpha_f64;
-        if (alpha->tag == OD_T_INT && od_dtype_is_floating(dt)) {
-            c.alpha_f64 = (double)alpha->u.i;
-            c.alpha_f32 = (float)alpha->u.i;
+        if (alpha.tag == OD_T_INT && od_dtype_is_floating(dt)) {
+            c.alpha_f64 = (double)alpha.u.i;
+            c.alpha_f32 = (float)alpha.u.i;
         }
     }
     return run_inputs(s, &spec, 2, dt, loop, &c, err);

@@ -75,10 +75,12 @@ od_status od_cuda_binary(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
     case OD_OPID_add_Tensor:
     case OD_OPID_add_Scalar:
     case OD_OPID_sub_Tensor:
-    case OD_OPID_sub_Scalar:
-        ewop = id == OD_OPID_add_Tensor || id == OD_OPID_add_Scalar ? OD_CU_EW_ADD : OD_CU_EW_SUB;
-        alpha_of(&s->args[2], &ad, &ai);
+    case OD_OPID_sub_Scalar: {
+        od_value alpha = od_add_alpha(id, &s->args[2], compute); /* sub: add with -alpha */
+        ewop = OD_CU_EW_ADD;
+        alpha_of(&alpha, &ad, &ai);
         break;
+    }
     case OD_OPID_mul_Tensor:
     case OD_OPID_mul_Scalar: ewop = OD_CU_EW_MUL; break;
     case OD_OPID_div_Tensor:

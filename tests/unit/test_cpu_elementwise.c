@@ -1686,8 +1686,10 @@ Test(cpu_ew, per_element_ops_are_layout_independent)
 /* Scalars that torch converts to the result dtype with c10's checks: alpha
  * of add/sub, beta/alpha of addmm, pow's exponent into an integral result,
  * where's Scalar branches. The other operand of add.Scalar is a wrapped
- * number and wraps. Cases and messages as PyTorch 1.13 gives them. */
-Test(cpu_ew, scalars_converted_with_overflow_checks)
+ * number and wraps. sub is add with alpha negated (wrapping at -2^63), and a
+ * bool result takes alpha as a bool (issue 17, classes 1-3). Cases and
+ * messages as PyTorch 1.13 gives them. */
+Test(cpu_ew, scalars_converted_with_overflow_checks_and_alpha_as_torch_has_it)
 {
     od_tensor *i8 = vec_i(OD_INT8, (int64_t[]){1, 2}, 2);
     od_tensor *u8 = vec_i(OD_UINT8, (int64_t[]){1}, 1);
@@ -1703,6 +1705,40 @@ Test(cpu_ew, scalars_converted_with_overflow_checks)
     od_tensor *o = call1_ok(OD_OPID_add_Tensor, a1, 3);
     TCHECK(((int8_t *)od_tensor_data(o))[0] == -128, "int8 1 + 127*1");
     od_tensor_release(o);
+    /* sub adds the negated alpha, and checks that: 128 fits as -128, -128 does not */
+    a1[2] = od_int(128);
+    o = call1_ok(OD_OPID_sub_Tensor, a1, 3);
+    TCHECK(((int8_t *)od_tensor_data(o))[0] == -127 && ((int8_t *)od_tensor_data(o))[1] == 2, "int8 sub alpha=128");
+    od_tensor_release(o);
+    a1[2] = od_int(-128);
+    call_fails(OD_OPID_sub_Tensor, a1, 3, OD_EINVAL, "int8_t without overflow");
+    /* bool results take alpha as a bool: true + (-1) * true is true */
+    od_tensor *bt = vec_i(OD_BOOL, (int64_t[]){1, 0}, 2), *bo = vec_i(OD_BOOL, (int64_t[]){1, 1}, 2);
+    od_value ab[3] = {tv(bt), tv(bo), od_int(-1)};
+    o = call1_ok(OD_OPID_add_Tensor, ab, 3);
+    TCHECK(((bool *)od_tensor_data(o))[0] && ((bool *)od_tensor_data(o))[1], "bool add with alpha -1");
+    od_tensor_release(o);
+    ab[2] = od_int(0);
+    o = call1_ok(OD_OPID_add_Tensor, ab, 3);
+    TCHECK(((bool *)od_tensor_data(o))[0] && !((bool *)od_tensor_data(o))[1], "bool add with alpha 0");
+    od_tensor_release(o);
+    od_tensor_release(bt);
+    od_tensor_release(bo);
+    /* alpha = -2^63 in sub: negated with wraparound, as torch does */
+    od_tensor *one = vec_d(OD_FLOAT32, (double[]){1}, 1);
+    od_value am[3] = {tv(one), od_int(1), od_int(INT64_MIN)};
+    o = call1_ok(OD_OPID_sub_Scalar, am, 3);
+    TCHECK(((float *)od_tensor_data(o))[0] == -9223372036854775808.0f, "sub.Scalar(1, 1, alpha=-2^63) = %g",
+           ((float *)od_tensor_data(o))[0]);
+    od_tensor_release(o);
+    od_tensor_release(one);
+    od_tensor *five = vec_i(OD_INT64, (int64_t[]){5}, 1), *o1 = vec_i(OD_INT64, (int64_t[]){1}, 1);
+    od_value ai[3] = {tv(five), tv(o1), od_int(INT64_MIN)};
+    o = call1_ok(OD_OPID_sub_Tensor, ai, 3);
+    TCHECK(((int64_t *)od_tensor_data(o))[0] == -9223372036854775803LL, "int64 5 - (-2^63) * 1 wraps");
+    od_tensor_release(o);
+    od_tensor_release(five);
+    od_tensor_release(o1);
     od_value a2[3] = {tv(i8), od_int(300), od_int(1)}; /* a wrapped number wraps */
     o = call1_ok(OD_OPID_add_Scalar, a2, 3);
     TCHECK(((int8_t *)od_tensor_data(o))[0] == 45, "int8 1 + 300 wraps to 45");
