@@ -514,9 +514,9 @@ od_status od_error_no_kernel(const od_op *op, od_key key, od_error *err)
 {
     char keys[512];
     print_key_list(op, keys, sizeof keys);
-    if (key == OD_KEY_Undefined)
+    if (key == OD_KEY_Undefined) /* the caller's arguments hold no tensor (cat([])): their error, not ours */
         return od_error_set(
-            err, OD_ENOKERNEL,
+            err, OD_EMISMATCH,
             "There were no tensor arguments to this function (e.g., you passed an empty list of "
             "Tensors), but no fallback function is registered for schema %s.  This usually "
             "means that this function requires a non-empty list of Tensors, or that you (the "

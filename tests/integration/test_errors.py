@@ -394,3 +394,12 @@ def test_sigterm_is_prompt_after_requests_that_never_complete(make_server):
         assert got == b"" or got.startswith(b"HTTP/1.1 503"), got[:100]
     for c in held + [idle, half]:
         c.close()
+
+
+def test_cat_of_an_empty_list_is_the_callers_error(server):
+    """torch.cat([]) raises; no tensor argument means no backend, and that is
+    the request's fault (422), not a missing kernel (501)."""
+    r = server.call("cat", [])
+    assert r.status_code == 422, r.text
+    assert "There were no tensor arguments to this function" in error_message(r)
+    assert server.alive()
