@@ -625,7 +625,9 @@ od_status od_shape_clamp(od_opid id, const od_stack *s, od_out_spec *outs, int *
      * promotion); tensor bounds always take part. */
     od_dtype dt = (!tensors && od_dtype_is_floating(self->dtype)) ? self->dtype
                                                                   : result_type_of(s, all, 3);
-    if (dt == OD_BOOL)
+    /* bool: torch 1.13 has clamp_min and clamp_max kernels for it (one
+     * tensor bound), not clamp's (both). */
+    if (dt == OD_BOOL && !(tensors && (s->args[1].tag == OD_T_NONE || s->args[2].tag == OD_T_NONE)))
         return not_implemented(id, dt, err);
     /* Scalar bounds are converted to the result dtype with c10's checks. */
     for (int i = 1; !tensors && i < 3; i++)

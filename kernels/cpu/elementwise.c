@@ -687,7 +687,9 @@ od_status od_cpu_ew(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_er
 static void clamp_sentinel(od_dtype dt, bool upper, void *buf)
 {
     od_value v;
-    if (od_dtype_is_floating(dt)) {
+    if (dt == OD_BOOL) {
+        v = od_bool(upper);
+    } else if (od_dtype_is_floating(dt)) {
         v = od_double(upper ? INFINITY : -INFINITY);
     } else {
         int bits = (int)od_dtype_size(dt) * 8;

@@ -928,7 +928,9 @@ Test(cpu_ew, clamp_scalar_and_tensor_bounds)
             if (isflt(rt) && bnd->kind == P_FLOAT && isfinite(bnd->v.d) && rt == OD_FLOAT16 && fabs(bnd->v.d) > 65504)
                 fits = false;
         }
-        if (rt == OD_BOOL || !fits) {
+        /* bool: only clamp.Tensor with one bound (clamp_min / clamp_max), as in torch */
+        bool bool_ok = rt == OD_BOOL && tensors && which != 0;
+        if ((rt == OD_BOOL && !bool_ok) || !fits) {
             call_fails(id, args, 3, OD_OK, NULL);
         } else {
             od_tensor *o = call1_ok(id, args, 3);
@@ -1780,4 +1782,31 @@ Test(cpu_ew, scalars_converted_with_overflow_checks_and_alpha_as_torch_has_it)
     od_tensor_release(f32);
     od_tensor_release(f16);
     od_tensor_release(bf);
+}
+
+/* clamp.Tensor on bool with one bound is clamp_min / clamp_max (torch 1.13
+ * has them for bool); with both bounds it is not implemented, as in torch
+ * (issue 17, class 7). */
+Test(cpu_ew, clamp_tensor_on_bool_with_one_bound)
+{
+    od_tensor *b = vec_i(OD_BOOL, (int64_t[]){1, 0}, 2);
+    od_tensor *t = vec_i(OD_BOOL, (int64_t[]){1, 1}, 2), *f = vec_i(OD_BOOL, (int64_t[]){0, 0}, 2);
+    od_value lo[3] = {tv(b), tv(t), od_none()};
+    od_tensor *o = call1_ok(OD_OPID_clamp_Tensor, lo, 3);
+    TCHECK(o->dtype == OD_BOOL && ((bool *)od_tensor_data(o))[0] && ((bool *)od_tensor_data(o))[1],
+           "clamp(min=true) is all true");
+    od_tensor_release(o);
+    od_value hi[3] = {tv(b), od_none(), tv(f)};
+    o = call1_ok(OD_OPID_clamp_Tensor, hi, 3);
+    TCHECK(!((bool *)od_tensor_data(o))[0] && !((bool *)od_tensor_data(o))[1], "clamp(max=false) is all false");
+    od_tensor_release(o);
+    od_value lo2[3] = {tv(b), tv(f), od_none()}; /* min=false keeps the input */
+    o = call1_ok(OD_OPID_clamp_Tensor, lo2, 3);
+    TCHECK(((bool *)od_tensor_data(o))[0] && !((bool *)od_tensor_data(o))[1], "clamp(min=false) keeps it");
+    od_tensor_release(o);
+    od_value both[3] = {tv(b), tv(f), tv(t)};
+    call_fails(OD_OPID_clamp_Tensor, both, 3, OD_EUNSUPPORTED, "not implemented for 'Bool'");
+    od_tensor_release(b);
+    od_tensor_release(t);
+    od_tensor_release(f);
 }
