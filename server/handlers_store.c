@@ -6,6 +6,7 @@
  * is released on every path. A stored tensor is sent back as it is (device,
  * strides): GET converts a copy to a contiguous CPU tensor for the wire.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -130,28 +131,46 @@ void od_h_tensor_get(od_req *r)
         od_tensor_release(t);
         return;
     }
+    /* The cap covers the answer as sent, as for calls (0: none), and is
+     * checked from the shape before any copy: JSON needs at least "0," per
+     * element, binary the bytes themselves. */
+    size_t cap = od_cfg.max_output_bytes ? od_cfg.max_output_bytes : SIZE_MAX;
+    bool binary = query_true(r, "binary") || od_want_binary(r, NULL);
+    if (st == OD_OK) {
+        size_t n = (size_t)od_tensor_numel(t), need;
+        if (binary)
+            need = od_tensor_nbytes(t);
+        else if (__builtin_mul_overflow(n, (size_t)2, &need))
+            need = SIZE_MAX;
+        if (need > cap)
+            st = od_error_set(&err, OD_ETOOLARGE,
+                              "tensor '%s' would take at least %zu bytes as sent, above --max-output-bytes (%zu)",
+                              id, need, cap);
+    }
     if (st == OD_OK)
         st = od_host_contiguous(t, &h, &err);
-    if (st == OD_OK && (size_t)od_tensor_nbytes(h) > od_cfg.max_output_bytes)
-        st = od_error_set(&err, OD_ETOOLARGE, "tensor '%s' is %zu bytes, above --max-output-bytes (%zu)", id,
-                          od_tensor_nbytes(h), od_cfg.max_output_bytes);
+    if (st == OD_OK) {
+        b.limit = cap == SIZE_MAX ? 0 : cap;
+        od_buf_puts(&b, "{\"id\":");
+        od_buf_json_str(&b, id);
+        od_buf_puts(&b, ",\"outputs\":[");
+        if (binary)
+            od_tensor_to_json_binary(&b, h, "out", false);
+        else
+            od_tensor_to_json(&b, h, "out", false);
+        od_buf_puts(&b, "]}");
+        if (b.oom)
+            st = od_error_set(&err, b.over ? OD_ETOOLARGE : OD_ENOMEM,
+                              b.over ? "tensor '%s' as JSON passes --max-output-bytes" : "out of memory writing '%s'",
+                              id);
+    }
     if (st != OD_OK) {
         od_buf_free(&b);
         od_respond_od_error(r, &err);
-    } else if (query_true(r, "binary") || od_want_binary(r, NULL)) {
-        od_buf_puts(&b, "{\"id\":");
-        od_buf_json_str(&b, id);
-        od_buf_puts(&b, ",\"outputs\":[");
-        od_tensor_to_json_binary(&b, h, "out", false);
-        od_buf_puts(&b, "]}");
+    } else if (binary) {
         od_tensor_retain(h);
         od_respond_binary(r, 200, &b, &h, 1);
     } else {
-        od_buf_puts(&b, "{\"id\":");
-        od_buf_json_str(&b, id);
-        od_buf_puts(&b, ",\"outputs\":[");
-        od_tensor_to_json(&b, h, "out", false);
-        od_buf_puts(&b, "]}");
         od_respond_buf(r, 200, "application/json", &b);
     }
     od_tensor_release(h);

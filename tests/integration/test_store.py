@@ -298,3 +298,24 @@ def test_lru_eviction_past_the_high_water_mark_and_410(make_server, rng):
     st = srv.get("/v1/stats").json()["store"]
     assert st["evicted"]["cpu"] >= 3
     assert 'od_store_evictions_total{device="cpu"}' in srv.get("/metrics").text
+
+
+def test_get_respects_the_output_limit_before_copying(make_server, rng):
+    """GET of a stored tensor is an answer like a call's: --max-output-bytes
+    caps it as sent (from the shape first, then while the JSON is written),
+    and 0 means no cap."""
+    srv = make_server("--max-output-bytes", "1000")
+    small = rng.standard_normal(100).astype(np.float32)  # 400 bytes, JSON ~ 1.1-1.3 KB
+    big = rng.standard_normal(500).astype(np.float32)  # 2000 bytes
+    sid, bid = put(srv, small)["id"], put(srv, big)["id"]
+    r = get(srv, bid, binary="1")
+    assert r.status_code == 413 and "at least 2000 bytes" in error_message(r)
+    r = get(srv, sid)  # the shape allows it, the text does not
+    assert r.status_code == 413 and "passes --max-output-bytes" in error_message(r)
+    r = get(srv, sid, binary="1")
+    assert r.status_code == 200
+    _, blobs = parse_binary_response(r)
+    np.testing.assert_array_equal(np.frombuffer(blobs[0], np.float32), small)
+    srv0 = make_server("--max-output-bytes", "0")
+    tid = put(srv0, big)["id"]
+    np.testing.assert_array_equal(fetch(srv0, tid), big)
