@@ -65,7 +65,7 @@ NVCCFLAGS := -O3 -std=c++17 $(NVCC_ARCH) $(INCLUDES) -Xcompiler -fPIC,-Wall,-Wex
 
 # ---- sources ----------------------------------------------------------------
 LIB_SRC  := $(wildcard dispatcher/*.c) $(wildcard kernels/*.c) \
-            $(foreach d,cpu meta composite autograd batched reference,$(wildcard kernels/$(d)/*.c))
+            $(foreach d,cpu meta composite autograd batched reference modes,$(wildcard kernels/$(d)/*.c))
 CUDA_C   := $(wildcard kernels/cuda/*.c)
 CUDA_CU  := $(wildcard kernels/cuda/*.cu)
 ifeq ($(CUDA_ON),1)
@@ -110,7 +110,7 @@ lib: $(LIB_A) $(LIB_SO)
 
 # Debian packages this project needs; installed by `make setup` when missing.
 DEB_PKGS := build-essential pkg-config libopenblas-dev libmicrohttpd-dev libjansson-dev \
-            libcriterion-dev libcurl4-openssl-dev python3 python3-venv curl wrk
+            libcriterion-dev libcurl4-openssl-dev python3 python3-venv curl wrk python3-torch
 SETUP_STAMP := .setup/debs-$(shell echo $(DEB_PKGS) | md5sum | cut -c1-8)
 
 setup: $(SETUP_STAMP)

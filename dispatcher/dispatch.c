@@ -44,6 +44,7 @@ struct od_op {
     od_kernel table[OD_NUM_RUNTIME_KEYS];
     od_provenance prov[OD_NUM_RUNTIME_KEYS];
     od_keyset fallthrough;
+    uint32_t mutates; /* bit i: argument i is a Tensor(a!) the operator writes */
 };
 
 static od_op *g_ops[OD_MAX_OPS];
@@ -207,9 +208,12 @@ od_status od_def(const char *schema_text, const char *file, int line, od_op **ou
         op_free(op);
         return od_error_set(err, OD_ETOOLARGE, "too many operators (at most %d)", OD_MAX_OPS);
     }
-    for (int i = 0; i < sc->nargs; i++)
+    for (int i = 0; i < sc->nargs; i++) {
         if (od_type_is_tensor_like(sc->args[i].type))
             op->tensor_args[op->ntensor_args++] = i;
+        if (sc->args[i].alias && sc->args[i].alias->is_write && sc->args[i].type->kind == OD_TY_TENSOR)
+            op->mutates |= 1u << i;
+    }
     op->id = g_nops;
     g_ops[g_nops++] = op;
     recompute(op);
@@ -566,6 +570,13 @@ run_observed(const od_op *op, od_key k, od_keyset ks, od_stack *s, od_error *err
     return st;
 }
 
+static void __attribute__((noinline)) bump_versions(const od_op *op, od_stack *s)
+{
+    for (int i = 0; i < s->nargs; i++)
+        if ((op->mutates >> i & 1u) && s->args[i].tag == OD_T_TENSOR && s->args[i].u.t)
+            od_tensor_bump_version(s->args[i].u.t);
+}
+
 od_status od_call_with_keys(const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
     ks &= ~op->fallthrough;
@@ -576,12 +587,20 @@ od_status od_call_with_keys(const od_op *op, od_keyset ks, od_stack *s, od_error
                             op->qualname);
     if (__builtin_expect(op->prov[k] == OD_PROV_MISSING, 0))
         return od_error_no_kernel(op, k, err);
+    od_status st;
     if (__builtin_expect(t_tls.trace != NULL ||
                              atomic_load_explicit(&g_stats_hook, memory_order_relaxed) != NULL,
-                         0))
-        return run_observed(op, k, ks, s, err);
-    const od_kernel *kern = &op->table[k];
-    return kern->fn(kern->ctx, op, ks, s, err);
+                         0)) {
+        st = run_observed(op, k, ks, s, err);
+    } else {
+        const od_kernel *kern = &op->table[k];
+        st = kern->fn(kern->ctx, op, ks, s, err);
+    }
+    /* In-place operators bump their tensor's version where the data is
+     * written (the backend key), so autograd above sees the new version. */
+    if (__builtin_expect(op->mutates != 0, 0) && st == OD_OK && od_key_is_backend(k))
+        bump_versions(op, s);
+    return st;
 }
 
 od_status od_call(const od_op *op, od_stack *s, od_error *err)

@@ -97,6 +97,10 @@ typedef struct od_storage {
     const od_allocator *allocator; /* NULL: data is not ours to free */
     void (*deleter)(void *ctx, void *data); /* for wrapped external memory */
     void *deleter_ctx;
+    /* PyTorch's version counter, shared by every view of the storage: an
+     * in-place operator bumps it (the dispatcher does, at the backend key),
+     * and autograd compares it with the version a saved tensor had. */
+    atomic_uint version;
 } od_storage;
 
 /* New storage of nbytes on device. CPU storage reads as zeros: no byte an
@@ -175,6 +179,17 @@ typedef struct od_tensor {
     void *autograd;
     void (*autograd_free)(void *autograd);
 } od_tensor;
+
+/* The version counter of t's storage, and one in-place modification of it. */
+static inline unsigned od_tensor_version(const od_tensor *t)
+{
+    return t->storage ? atomic_load_explicit(&t->storage->version, memory_order_relaxed) : 0;
+}
+static inline void od_tensor_bump_version(od_tensor *t)
+{
+    if (t->storage)
+        atomic_fetch_add_explicit(&t->storage->version, 1, memory_order_relaxed);
+}
 
 /* ---- creation (all return a new reference in *out) ---- */
 

@@ -219,6 +219,7 @@ static od_status new_storage_struct(od_device device, od_storage **out, od_error
         return od_error_set(err, OD_ENOMEM, "out of memory allocating a storage");
     od_storage *s = &b->s;
     atomic_init(&s->refcount, 1);
+    atomic_init(&s->version, 0);
     s->data = NULL;
     s->nbytes = 0;
     s->device = device;

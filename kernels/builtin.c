@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "od_autograd.h"
 #include "od_ops.h"
 
 static const od_op *g_builtin[OD_NUM_BUILTIN_OPS];
@@ -20,7 +21,7 @@ static const struct {
     const char *schema;
     int line;
 } g_defs[OD_NUM_BUILTIN_OPS] = {
-#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs) [OD_OPID_##id] = {schema, __LINE__},
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag) [OD_OPID_##id] = {schema, __LINE__},
 #include "ops.def"
 #undef OD_OP
 };
@@ -48,7 +49,7 @@ static od_status init_body(od_error *err)
         (st = od_fallback(OD_KEY_AutocastCUDA, NULL, NULL, "fallthrough", __FILE__, __LINE__, err)))
         return st;
     if ((st = od_register_meta_kernels(err)) || (st = od_register_cpu_kernels(err)) ||
-        (st = od_register_composite_kernels(err)))
+        (st = od_register_composite_kernels(err)) || (st = od_register_autograd_kernels(err)))
         return st;
 #ifdef OD_HAVE_CUDA
     if ((st = od_register_cuda_kernels(err)))

@@ -12,7 +12,7 @@
 #include "od_dispatch.h"
 
 typedef enum od_opid {
-#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs) OD_OPID_##id,
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag) OD_OPID_##id,
 #include "ops.def"
 #undef OD_OP
     OD_NUM_BUILTIN_OPS

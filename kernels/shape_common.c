@@ -10,7 +10,7 @@
 #include "od_shape.h"
 
 static const od_shape_fn g_shape_fns[OD_NUM_BUILTIN_OPS] = {
-#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs) [OD_OPID_##id] = shape,
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag) [OD_OPID_##id] = shape,
 #include "ops.def"
 #undef OD_OP
 };

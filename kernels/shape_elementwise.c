@@ -503,9 +503,9 @@ static const struct {
     unsigned char arity; /* 0: not a per-element operator */
     unsigned char rule;  /* od_ew_rule */
 } g_ew[OD_NUM_BUILTIN_OPS] = {
-#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs)
-#define OD_EW1(id, schema, fn, rule) [OD_OPID_##id] = {1, OD_EWR_##rule},
-#define OD_EW2(id, schema, fn, rule) [OD_OPID_##id] = {2, OD_EWR_##rule},
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag)
+#define OD_EW1(id, schema, fn, rule, ag) [OD_OPID_##id] = {1, OD_EWR_##rule},
+#define OD_EW2(id, schema, fn, rule, ag) [OD_OPID_##id] = {2, OD_EWR_##rule},
 #include "ops.def"
 #undef OD_OP
 #undef OD_EW1

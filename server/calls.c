@@ -229,6 +229,7 @@ void od_srv_call_init(od_srv_call *c, const od_op *op)
     od_bound_init(&c->bound);
     c->device = (od_device){OD_DEV_CPU, 0};
     c->key = OD_KEY_CPU;
+    od_exec_init(&c->exec);
     od_error_clear(&c->err);
 }
 
@@ -293,7 +294,9 @@ od_status od_srv_call_run(od_srv_call *c)
                     : od_cfg.max_call_seconds
                         ? od_now_ns() + (uint64_t)od_cfg.max_call_seconds * 1000000000u
                         : UINT64_MAX); /* no budget, but shutdown may still cancel it */
+    od_tls saved = od_exec_enter(&c->exec);
     st = od_call_traced(c->op, &c->stack, &c->trace, &c->err);
+    od_tls_restore(&saved);
     if (od_cancelled()) { /* outputs are incomplete: drop them */
         od_stack_release_rets(&c->stack);
         st = od_error_set(&c->err, OD_ETIMEOUT,
@@ -444,6 +447,7 @@ void od_srv_call_dispatch_json(od_buf *b, const od_srv_call *c)
     od_buf_i64(b, c->trace.dropped);
     od_buf_puts(b, ",\"device\":");
     od_buf_json_str(b, dev);
+    od_exec_json(b, &c->exec);
     uint64_t tb = c->t_body ? c->t_body : c->t_start;
     uint64_t td = c->t_decoded ? c->t_decoded : tb;
     uint64_t tc = c->t_called ? c->t_called : td;
@@ -678,6 +682,8 @@ void od_serve_call(od_req *r, const od_call_proto *p, void *q)
                            .ref = od_store_ref, .ref_ctx = r};
         st = p->bind(c.op, doc, q, &bo, &c.bound, &c.err);
         c.keep = p->keep(q);
+        if (p->exec && p->exec(q))
+            c.exec = *p->exec(q);
     }
     if (st == OD_OK)
         st = od_srv_call_run(&c);

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "od_autograd.h"
+#include "od_parallel.h"
 #include "od_server.h"
 
 const char *od_req_session_name(od_req *r)
@@ -244,4 +246,78 @@ void od_h_session_delete(od_req *r)
     od_buf_json_str(&b, session);
     od_buf_puts(&b, "}");
     od_respond_buf(r, 200, "application/json", &b);
+}
+
+/* POST /v1/tensors/{id}/backward: {"gradient": tensor or {"ref": id},
+ * "retain_graph": false}, both optional. Runs the stored tensor's graph
+ * backward; every stored tensor of the session that has a .grad then has
+ * it stored too, and the answer lists them: {"id", "grads": [{"id", "grad":
+ * metadata}]}. */
+void od_h_tensor_backward(od_req *r)
+{
+    const char *session = od_req_session(r);
+    if (!session)
+        return;
+    static const char *const fields[] = {"gradient", "retain_graph", NULL};
+    od_proto_limits lim = od_limits();
+    lim.top_keys = fields;
+    od_error err;
+    od_error_clear(&err);
+    od_json_doc *doc = NULL;
+    od_tensor *root = NULL, *grad = NULL;
+    bool retain = false;
+    size_t jlen;
+    const char *json = od_req_json(r, &jlen);
+    od_status st = od_store_get(session, r->params[0], &root, &err);
+    if (st == OD_OK && jlen) {
+        st = od_json_parse(json, jlen, &lim, &doc, &err);
+        if (st == OD_OK && r->binary)
+            st = od_json_attach_binary(doc, r->body, r->hdr_len, r->body->len - r->hdr_len, &err);
+        json_t *body = st == OD_OK ? od_json_root(doc) : NULL;
+        if (st == OD_OK && !json_is_object(body))
+            st = od_error_set(&err, OD_EINVAL, "the body must be {\"gradient\": tensor, \"retain_graph\": bool} or empty");
+        json_t *jg = st == OD_OK ? json_object_get(body, "gradient") : NULL;
+        json_t *jr = st == OD_OK ? json_object_get(body, "retain_graph") : NULL;
+        if (st == OD_OK && jr && !json_is_boolean(jr))
+            st = od_error_set(&err, OD_EINVAL, "\"retain_graph\" must be true or false, got %s", od_json_kind(jr));
+        retain = jr && json_is_true(jr);
+        json_t *ref = json_is_object(jg) ? json_object_get(jg, "ref") : NULL;
+        if (st == OD_OK && ref)
+            st = json_is_string(ref) ? od_store_get(session, json_string_value(ref), &grad, &err)
+                                     : od_error_set(&err, OD_EINVAL, "\"ref\" must be a tensor id");
+        else if (st == OD_OK && jg && !json_is_null(jg))
+            st = od_tensor_from_json(doc, jg, &lim, OD_DECODE_DATA, "gradient", &grad, &err);
+    }
+    uint64_t t0 = od_now_ns();
+    if (st == OD_OK) {
+        size_t prev_limit = od_get_alloc_limit();
+        od_set_alloc_limit(od_cfg.max_output_bytes);
+        od_set_deadline(od_cfg.max_call_seconds ? t0 + (uint64_t)od_cfg.max_call_seconds * 1000000000u
+                                                : UINT64_MAX);
+        st = od_backward(root, grad, retain, &err);
+        if (st == OD_OK && od_cancelled())
+            st = od_error_set(&err, OD_ETIMEOUT, "backward ran past its time budget of %u s (--max-call-seconds)",
+                              od_cfg.max_call_seconds);
+        od_set_deadline(0);
+        od_set_alloc_limit(prev_limit);
+    }
+    uint64_t t1 = od_now_ns();
+    od_buf b;
+    od_buf_init(&b);
+    if (st == OD_OK) {
+        od_buf_puts(&b, "{\"id\":");
+        od_buf_json_str(&b, r->params[0]);
+        od_buf_puts(&b, ",\"grads\":");
+        st = od_store_sync_grads(session, &b, &err);
+        od_buf_printf(&b, ",\"timing_us\":{\"backward\":%.3f}}", (double)(t1 - t0) / 1000.0);
+    }
+    if (st == OD_OK) {
+        od_respond_buf(r, 200, "application/json", &b);
+    } else {
+        od_buf_free(&b);
+        od_respond_od_error(r, &err);
+    }
+    od_tensor_release(grad);
+    od_tensor_release(root);
+    od_json_doc_free(doc);
 }

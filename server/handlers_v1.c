@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "od_autograd.h"
 #include "od_parallel.h"
 #include "od_server.h"
 #include "od_stats.h"
@@ -23,6 +24,7 @@ typedef struct call_req {
     json_t *args, *kwargs, *params, *outputs;
     const char *device;
     bool keep; /* outputs stay on the server (the session's store) */
+    od_exec exec;
 } call_req;
 
 /* Parses the body as {"args", "kwargs", "device", "parameters", "outputs"}. */
@@ -31,7 +33,9 @@ static od_status parse_call_body(od_req *r, call_req *q, od_error *err)
     memset(q, 0, sizeof *q);
     size_t jlen;
     const char *json = od_req_json(r, &jlen);
-    static const char *const fields[] = {"args", "kwargs", "device", "parameters", "outputs", "keep", "id", NULL};
+    static const char *const fields[] = {"args", "kwargs", "device", "parameters", "outputs", "keep", "id",
+                                         "grad_mode", "autocast", "modes", "vmap", NULL};
+    od_exec_init(&q->exec);
     od_proto_limits lim = od_limits();
     lim.top_keys = fields; /* refused before an unknown field's value is built */
     od_status st = od_json_parse(json, jlen, &lim, &q->doc, err);
@@ -66,11 +70,16 @@ static od_status parse_call_body(od_req *r, call_req *q, od_error *err)
                 return od_error_set(err, OD_EINVAL, "\"keep\" must be true or false, got %s",
                                     od_json_kind(v));
             q->keep = json_is_true(v);
-        } else if (strcmp(k, "id") != 0)
-            return od_error_set(err, OD_EINVAL,
-                                "unknown field '%.64s' (expected args, kwargs, device, parameters, "
-                                "outputs, keep)",
-                                k);
+        } else if (strcmp(k, "id") != 0) {
+            int x = od_exec_field(&q->exec, k, v, err);
+            if (x < 0)
+                return err->status;
+            if (x == 0)
+                return od_error_set(err, OD_EINVAL,
+                                    "unknown field '%.64s' (expected args, kwargs, device, parameters, "
+                                    "outputs, keep, grad_mode, autocast, modes, vmap)",
+                                    k);
+        }
     }
     if (q->args && !json_is_array(q->args))
         return od_error_set(err, OD_EINVAL, "\"args\" must be a list, got %s", od_json_kind(q->args));
@@ -109,6 +118,7 @@ static od_status v1_bind(const od_op *op, od_json_doc *doc, void *qv, const od_b
 static json_t *v1_outputs(void *qv) { return ((call_req *)qv)->outputs; }
 static json_t *v1_params(void *qv) { return ((call_req *)qv)->params; }
 static bool v1_keep(void *qv) { return ((call_req *)qv)->keep; }
+static const od_exec *v1_exec(void *qv) { return &((call_req *)qv)->exec; }
 
 static void v1_head(od_buf *b, const od_srv_call *c, void *qv)
 {
@@ -127,7 +137,7 @@ static void v1_tail(od_buf *b, const od_srv_call *c, void *qv)
 }
 
 static const od_call_proto v1_proto = {false, v1_parse, v1_resolve, v1_bind, v1_outputs,
-                                       v1_params, v1_keep, v1_head, v1_tail};
+                                       v1_params, v1_keep, v1_exec, v1_head, v1_tail};
 
 void od_h_op_call(od_req *r)
 {
@@ -693,7 +703,7 @@ void od_h_stats(od_req *r)
     for (int d = 0; d < OD_NUM_DEVICE_TYPES; d++)
         od_buf_printf(&b, "%s\"%s\":%lld", d ? "," : "", od_device_type_name((od_device_type)d),
                       (long long)st.evicted[d]);
-    od_buf_puts(&b, "}}}");
+    od_buf_printf(&b, "}},\"autograd\":{\"live_nodes\":%ld}}", od_autograd_live_nodes());
     od_respond_buf(r, 200, "application/json", &b);
 }
 
@@ -749,6 +759,9 @@ void od_h_metrics(od_req *r)
     for (int d = 0; d < OD_NUM_DEVICE_TYPES; d++)
         od_buf_printf(&b, "od_store_evictions_total{device=\"%s\"} %lld\n",
                       od_device_type_name((od_device_type)d), (long long)st.evicted[d]);
+    od_buf_printf(&b, "# HELP od_autograd_live_nodes Autograd graph nodes alive (held by stored tensors).\n"
+                      "# TYPE od_autograd_live_nodes gauge\nod_autograd_live_nodes %ld\n",
+                  od_autograd_live_nodes());
     od_respond_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
 }
 

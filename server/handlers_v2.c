@@ -335,7 +335,7 @@ static bool v2_keep(void *qv)
 }
 
 static const od_call_proto v2_proto = {true, v2_parse, v2_resolve, v2_bind, v2_outputs,
-                                       v2_params, v2_keep, v2_head, v2_tail};
+                                       v2_params, v2_keep, NULL, v2_head, v2_tail};
 
 void od_h_v2_infer(od_req *r)
 {

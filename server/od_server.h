@@ -177,6 +177,7 @@ void od_h_tensor_put(od_req *r);
 void od_h_tensor_list(od_req *r);
 void od_h_tensor_get(od_req *r);
 void od_h_tensor_delete(od_req *r);
+void od_h_tensor_backward(od_req *r);
 void od_h_session_new(od_req *r);
 void od_h_session_get(od_req *r);
 void od_h_session_delete(od_req *r);
@@ -228,6 +229,33 @@ od_status od_host_contiguous(od_tensor *t, od_tensor **out, od_error *err);
  * body, bounded argument types, no stored tensors. Both borrowed. */
 bool od_srv_call_is_cheap(const char *name, const char *body, size_t body_len);
 
+/* ---- what happens between the call and the kernel (exec.c) ------------------ */
+
+typedef enum od_grad_mode { OD_GRAD_ENABLED, OD_GRAD_NO_GRAD, OD_GRAD_INFERENCE } od_grad_mode;
+
+/* The execution settings of a call, a program or a session: grad mode,
+ * autocast, the mode stack and vmap. JSON pointers are borrowed from the
+ * request's document. */
+typedef struct od_exec {
+    od_grad_mode grad_mode;
+    od_dtype autocast;   /* OD_NUM_DTYPES: off */
+    json_t *modes;       /* "modes": [...], or NULL */
+    json_t *vmap;        /* "vmap": {...}, or NULL */
+} od_exec;
+
+void od_exec_init(od_exec *x);
+/* The exec fields a request body may carry, NULL-terminated (for
+ * od_proto_limits.top_keys lists). */
+extern const char *const od_exec_fields[];
+/* When key is an exec field, reads v into x: 1 on success, -1 with err set
+ * on a bad value; 0 when key is not an exec field. */
+int od_exec_field(od_exec *x, const char *key, json_t *v, od_error *err);
+/* "grad_mode" etc. as the JSON the dispatch record shows ("grad_mode":
+ * "no_grad", ...); writes nothing for the defaults. */
+void od_exec_json(od_buf *b, const od_exec *x);
+/* Applies x to this thread's dispatcher state; returns what to restore. */
+od_tls od_exec_enter(const od_exec *x);
+
 /* One operator call through the dispatcher with the request's limits:
  * device moves, output-bytes cap, trace, stats. */
 typedef struct od_srv_call {
@@ -243,6 +271,7 @@ typedef struct od_srv_call {
     uint64_t t_decoded, t_called, t_encoded;
     int64_t bytes_out;
     bool keep;                 /* outputs stay where they are, for the store */
+    od_exec exec;              /* grad mode, autocast, modes, vmap */
     uint64_t deadline;         /* od_now_ns() time to cancel at; 0: --max-call-seconds from now */
     od_error err;
 } od_srv_call;
@@ -275,6 +304,7 @@ typedef struct od_call_proto {
     json_t *(*outputs)(void *q); /* the "outputs" selection, or NULL */
     json_t *(*params)(void *q);  /* "parameters" (binary_data_output), or NULL */
     bool (*keep)(void *q);       /* outputs stay in the session's store */
+    const od_exec *(*exec)(void *q); /* grad mode, modes...; NULL: the defaults */
     void (*head)(od_buf *b, const od_srv_call *c, void *q); /* before "outputs" */
     void (*tail)(od_buf *b, const od_srv_call *c, void *q); /* after them; closes the object */
 } od_call_proto;
@@ -329,6 +359,9 @@ typedef struct od_store_totals {
     int64_t bytes[OD_NUM_DEVICE_TYPES];
 } od_store_totals;
 void od_store_stats(od_store_totals *out);
+/* Stores the .grad of every tensor of session that has one (once per
+ * gradient tensor) and writes [{"id", "grad": metadata}] into b. */
+od_status od_store_sync_grads(const char *session, od_buf *b, od_error *err);
 /* Frees every session idle longer than idle_ns (0: none) at time now (ns,
  * od_now_ns); returns how many. */
 int od_store_expire(uint64_t now, uint64_t idle_ns);

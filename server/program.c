@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "od_autograd.h"
+#include "od_parallel.h"
 #include "od_server.h"
 
 #define OD_PROGRAM_MAX_STEPS 256
@@ -33,6 +35,7 @@ typedef struct program {
     uint64_t deadline; /* --max-call-seconds covers the whole program */
     int *last_use;     /* per step: the last step that names its results; INT_MAX when
                         * outputs or keep name them, -1 when nothing does */
+    od_exec exec;      /* grad mode, autocast, modes, vmap: every step's */
 } program;
 
 /* "$j" or "$j.i" into j and i; false when s is not of that form. */
@@ -102,6 +105,8 @@ static void note_refs(program *p, json_t *v, int k)
         json_array_foreach(v, i, e) note_refs(p, e, k);
     } else if (json_is_object(v)) {
         json_t *ref = json_object_get(v, "ref");
+        if (!ref)
+            ref = json_object_get(v, "backward"); /* a backward step names its root */
         int j, i;
         if (json_is_string(ref) && parse_step_ref(json_string_value(ref), &j, &i)) {
             if (j < p->nsteps && p->last_use[j] < k)
@@ -124,11 +129,51 @@ static void release_dead(program *p, int k)
             od_stack_release_rets(&p->calls[j].stack);
 }
 
+/* Step k is {"backward": "$j" or a stored id, "gradient": tensor,
+ * "retain_graph": bool}: root.backward(gradient); it has no results. */
+static od_status run_backward(program *p, int k, od_json_doc *doc, json_t *st, od_error *err)
+{
+    const char *key;
+    json_t *v, *jb = json_object_get(st, "backward"), *jg = json_object_get(st, "gradient"),
+               *jr = json_object_get(st, "retain_graph");
+    json_object_foreach(st, key, v) if (strcmp(key, "backward") && strcmp(key, "gradient") && strcmp(key, "retain_graph"))
+        return od_error_set(err, OD_EINVAL, "step %d: unknown field '%.64s' (expected backward, gradient, retain_graph)",
+                            k, key);
+    if (!json_is_string(jb))
+        return od_error_set(err, OD_EINVAL, "step %d: \"backward\" must name a result (\"$j\") or a stored tensor", k);
+    if (jr && !json_is_boolean(jr))
+        return od_error_set(err, OD_EINVAL, "step %d: \"retain_graph\" must be true or false", k);
+    od_tensor *root = NULL, *grad = NULL;
+    od_status s = program_ref(p, json_string_value(jb), &root, err);
+    json_t *ref = json_is_object(jg) ? json_object_get(jg, "ref") : NULL;
+    if (s == OD_OK && json_is_string(ref))
+        s = program_ref(p, json_string_value(ref), &grad, err);
+    else if (s == OD_OK && jg && !json_is_null(jg)) {
+        od_proto_limits lim = od_limits();
+        s = od_tensor_from_json(doc, jg, &lim, OD_DECODE_DATA, "gradient", &grad, err);
+    }
+    if (s == OD_OK) {
+        od_tls saved = od_exec_enter(&p->exec);
+        od_set_deadline(p->deadline);
+        s = od_backward(root, grad, jr && json_is_true(jr), err);
+        od_set_deadline(0);
+        od_tls_restore(&saved);
+    }
+    od_tensor_release(grad);
+    od_tensor_release(root);
+    if (s != OD_OK)
+        od_error_prefix(err, "step %d (backward)", k);
+    return s;
+}
+
 /* Runs step k described by object st. */
 static od_status run_step(program *p, int k, od_json_doc *doc, json_t *st, od_device dev, od_error *err)
 {
     od_srv_call *c = &p->calls[k];
     od_srv_call_init(c, NULL);
+    if (json_object_get(st, "backward"))
+        return run_backward(p, k, doc, st, err);
+    c->exec = p->exec;
     c->deadline = p->deadline;
     c->t_start = c->t_body = od_now_ns();
     c->device = dev;
@@ -254,13 +299,14 @@ static od_status keep_results(program *p, od_buf *b, json_t *keep, od_error *err
 
 void od_h_run(od_req *r)
 {
-    static const char *const fields[] = {"steps", "outputs", "keep", "device", "parameters", "id", NULL};
+    static const char *const fields[] = {"steps", "outputs", "keep", "device", "parameters", "id",
+                                         "grad_mode", "autocast", "modes", "vmap", NULL};
     od_proto_limits lim = od_limits();
     lim.top_keys = fields;
     od_error err;
     od_error_clear(&err);
     od_json_doc *doc = NULL;
-    program p = {r, NULL, 0, 0,
+    program p = {.r = r, .deadline =
                  od_cfg.max_call_seconds ? od_now_ns() + (uint64_t)od_cfg.max_call_seconds * 1000000000u
                                          : UINT64_MAX,
                  NULL};
@@ -286,6 +332,15 @@ void od_h_run(od_req *r)
         s = od_error_set(&err, OD_EINVAL, "\"outputs\" and \"keep\" must be lists of \"$step[.output]\"");
     if (s == OD_OK && jdev && !json_is_string(jdev))
         s = od_error_set(&err, OD_EINVAL, "\"device\" must be a string, got %s", od_json_kind(jdev));
+    od_exec_init(&p.exec);
+    if (s == OD_OK) {
+        const char *k;
+        json_t *v;
+        json_object_foreach(root, k, v) if (od_exec_field(&p.exec, k, v, &err) < 0) {
+            s = err.status;
+            break;
+        }
+    }
     od_device dev = {OD_DEV_CPU, 0};
     if (s == OD_OK)
         s = od_resolve_device(jdev ? json_string_value(jdev) : NULL, &dev, &err);
@@ -334,6 +389,10 @@ void od_h_run(od_req *r)
         for (int k = 0; k < p.nsteps; k++) {
             if (k)
                 od_buf_putc(&b, ',');
+            if (!p.calls[k].op) { /* a backward step */
+                od_buf_puts(&b, "{\"op\":null,\"backward\":true}");
+                continue;
+            }
             od_buf_puts(&b, "{\"op\":");
             od_buf_json_str(&b, od_op_name(p.calls[k].op));
             od_buf_puts(&b, ",\"record\":");

@@ -73,6 +73,8 @@ static const route routes[] = {
      "the session's stored tensors"},
     {"GET", "/v1/tensors/{id}", od_h_tensor_get, BODY_NONE, "GET /v1/tensors/{id}",
      "a stored tensor (?meta=1: metadata; binary by Accept or ?binary=1)"},
+    {"POST", "/v1/tensors/{id}/backward", od_h_tensor_backward, BODY_CALL, "POST /v1/tensors/{id}/backward",
+     "run a stored tensor's graph backward: {\"gradient\", \"retain_graph\"} -> the leaves' .grad ids"},
     {"DELETE", "/v1/tensors/{id}", od_h_tensor_delete, BODY_NONE, "DELETE /v1/tensors/{id}",
      "free a stored tensor"},
     {"POST", "/v1/sessions", od_h_session_new, BODY_SMALL, "POST /v1/sessions",

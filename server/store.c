@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "od_autograd.h"
 #include "od_server.h"
 
 typedef struct entry {
@@ -39,6 +40,7 @@ typedef struct entry {
     struct session *s;
     int64_t bytes;
     uint64_t last_used;
+    char grad_id[OD_ID_LEN]; /* the stored .grad of t ("" when none) */
     struct entry *next; /* bucket chain */
 } entry;
 
@@ -503,8 +505,90 @@ void od_store_tensor_meta_json(od_buf *b, const char *name, const char *id, cons
     od_buf_i64s(b, t->strides, t->ndim);
     od_buf_puts(b, ",\"device\":");
     od_buf_json_str(b, dev);
-    od_buf_printf(b, ",\"bytes\":%zu,\"contiguous\":%s,\"requires_grad\":false,\"grad_fn\":null}",
-                  od_tensor_nbytes(t), od_tensor_is_contiguous(t) ? "true" : "false");
+    od_buf_printf(b, ",\"bytes\":%zu,\"contiguous\":%s,\"requires_grad\":%s,\"is_leaf\":%s",
+                  od_tensor_nbytes(t), od_tensor_is_contiguous(t) ? "true" : "false",
+                  t->requires_grad ? "true" : "false", od_is_leaf(t) ? "true" : "false");
+    const char *fn = od_grad_fn_name(t);
+    od_buf_puts(b, ",\"grad_fn\":");
+    if (fn)
+        od_buf_json_str(b, fn);
+    else
+        od_buf_puts(b, "null");
+    char gid[OD_ID_LEN] = "";
+    pthread_mutex_lock(&g_lock);
+    entry **link = find_any(id);
+    if (link && *link && (*link)->t == t && od_grad(t))
+        memcpy(gid, (*link)->grad_id, OD_ID_LEN);
+    pthread_mutex_unlock(&g_lock);
+    od_buf_puts(b, ",\"grad\":");
+    if (gid[0])
+        od_buf_json_str(b, gid);
+    else
+        od_buf_puts(b, "null");
+    od_buf_putc(b, '}');
+}
+
+/* Each stored tensor of the session with a .grad gets that gradient stored
+ * too (once: the engine accumulates into the same tensor), its id in the
+ * entry; {"id", "grad": metadata} per such tensor into b. */
+od_status od_store_sync_grads(const char *name, od_buf *b, od_error *err)
+{
+    size_t n = 0, cap = 0;
+    struct item {
+        char id[OD_ID_LEN], grad_id[OD_ID_LEN];
+        od_tensor *t, *g;
+    } *items = NULL;
+    pthread_mutex_lock(&g_lock);
+    session *s = find_session(name);
+    cap = s ? (size_t)s->ntensors : 0;
+    items = cap ? calloc(cap, sizeof *items) : NULL;
+    for (size_t i = 0; items && i < g_nbuckets; i++)
+        for (entry *e = g_buckets[i]; e; e = e->next)
+            if (e->s == s && e->t && od_grad(e->t) && n < cap) {
+                struct item *it = &items[n++];
+                memcpy(it->id, e->id, OD_ID_LEN);
+                memcpy(it->grad_id, e->grad_id, OD_ID_LEN);
+                it->t = e->t;
+                it->g = od_grad(e->t);
+                od_tensor_retain(it->t);
+                od_tensor_retain(it->g);
+            }
+    pthread_mutex_unlock(&g_lock);
+    od_status st = OD_OK;
+    od_buf_puts(b, "[");
+    for (size_t i = 0; i < n; i++) {
+        struct item *it = &items[i];
+        bool stored = false;
+        if (it->grad_id[0]) { /* still the same tensor under that id? */
+            pthread_mutex_lock(&g_lock);
+            entry *e = find_entry(name, it->grad_id, NULL);
+            stored = e && e->t == it->g;
+            pthread_mutex_unlock(&g_lock);
+        }
+        if (!stored && st == OD_OK) {
+            if ((st = od_store_put(name, it->g, it->grad_id, err)) == OD_OK) {
+                pthread_mutex_lock(&g_lock);
+                entry *e = find_entry(name, it->id, NULL);
+                if (e)
+                    memcpy(e->grad_id, it->grad_id, OD_ID_LEN);
+                pthread_mutex_unlock(&g_lock);
+            }
+        }
+        if (st == OD_OK) {
+            if (i)
+                od_buf_putc(b, ',');
+            od_buf_puts(b, "{\"id\":");
+            od_buf_json_str(b, it->id);
+            od_buf_puts(b, ",\"grad\":");
+            od_store_tensor_meta_json(b, NULL, it->grad_id, it->g);
+            od_buf_putc(b, '}');
+        }
+        od_tensor_release(it->t);
+        od_tensor_release(it->g);
+    }
+    od_buf_puts(b, "]");
+    free(items);
+    return st;
 }
 
 void od_store_tensor_detail_json(od_buf *b, const char *name, const char *id, const od_tensor *t)

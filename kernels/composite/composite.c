@@ -17,7 +17,7 @@ static const struct {
     const char *name[3];
     int line;
 } g_regs[] = {
-#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs) \
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag) \
     {OD_OPID_##id, {cea, cia, bs}, {#cea, #cia, #bs}, __LINE__},
 #include "ops.def"
 #undef OD_OP

@@ -109,15 +109,17 @@ OD_CX_KERNEL(od_cia_reshape)
     int64_t sizes[OD_MAX_DIMS], strides[OD_MAX_DIMS];
     if ((st = od_infer_size(list, n, od_tensor_numel(self), sizes, err)))
         return st;
+    /* view and clone go through the dispatcher, so autograd records them
+     * (reshape is composite: its gradient is theirs) */
     if (od_compute_view_strides(self, sizes, n, strides)) {
-        if ((st = od_tensor_view(self, sizes, n, &out, err)))
+        if ((st = od_cx_view(self, sizes, n, &out, err)))
             return st;
         return od_cx_return1(s, out);
     }
     od_tensor *copy = NULL;
     if ((st = od_cx_clone_contiguous(self, &copy, err)))
         return st;
-    st = od_tensor_view(copy, sizes, n, &out, err);
+    st = od_cx_view(copy, sizes, n, &out, err);
     od_tensor_release(copy);
     if (st)
         return st;

@@ -313,9 +313,9 @@ static inline bool ew_zero_f64(double b, int *zf) { (void)b; (void)zf; return fa
 #define EW_X2(rule, fn, DT) CAT(EW_X2_, OD_EWR_ZERO_DIV_##rule)(fn, DT)
 #define G_EW1(DT, id, fn, rule) DEF_LOOP1_(ew_##id##_##DT, DT, EW_OUT(rule, DT), MF(fn, DT)(a))
 #define G_EW2(DT, id, fn, rule) DEF_LOOP2_(ew_##id##_##DT, DT, EW_OUT(rule, DT), EW_X2(rule, fn, DT))
-#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs)
-#define OD_EW1(id, schema, fn, rule) OD_EWR_DTYPES_##rule(G_EW1, id, fn, rule)
-#define OD_EW2(id, schema, fn, rule) OD_EWR_DTYPES_##rule(G_EW2, id, fn, rule)
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag)
+#define OD_EW1(id, schema, fn, rule, ag) OD_EWR_DTYPES_##rule(G_EW1, id, fn, rule)
+#define OD_EW2(id, schema, fn, rule, ag) OD_EWR_DTYPES_##rule(G_EW2, id, fn, rule)
 #include "ops.def"
 #undef OD_OP
 #undef OD_EW1
@@ -385,9 +385,9 @@ static const loop_table g_unary[NUM_U] = {
 /* Loops of the OD_EW1 / OD_EW2 operators, by operator id and compute dtype. */
 #define EW_E_(DT, id) [OD_##DT] = ew_##id##_##DT,
 static const loop_table g_ew[OD_NUM_BUILTIN_OPS] = {
-#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs)
-#define OD_EW1(id, schema, fn, rule) [OD_OPID_##id] = {OD_EWR_DTYPES_##rule(EW_E_, id)},
-#define OD_EW2(id, schema, fn, rule) [OD_OPID_##id] = {OD_EWR_DTYPES_##rule(EW_E_, id)},
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag)
+#define OD_EW1(id, schema, fn, rule, ag) [OD_OPID_##id] = {OD_EWR_DTYPES_##rule(EW_E_, id)},
+#define OD_EW2(id, schema, fn, rule, ag) [OD_OPID_##id] = {OD_EWR_DTYPES_##rule(EW_E_, id)},
 #include "ops.def"
 #undef OD_OP
 #undef OD_EW1

@@ -21,7 +21,7 @@ typedef struct cpu_reg {
 /* A 0 in the column expands to a null pointer; a name must be declared in
  * cpu_kernels.h. */
 static const cpu_reg g_cpu_regs[] = {
-#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs) {OD_OPID_##id, cpu, #cpu, __LINE__},
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag) {OD_OPID_##id, cpu, #cpu, __LINE__},
 #include "ops.def"
 #undef OD_OP
 };

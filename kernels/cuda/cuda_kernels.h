@@ -99,9 +99,9 @@ typedef enum od_cu_ew {
     /* From here on, OD_CU_EW_<id> for each OD_EW1 / OD_EW2 operator of
      * ops.def (inputs: self, or self and other), in list order; its rule
      * (kernels/od_ew.h) says which families have kernels. */
-#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs)
-#define OD_EW1(id, schema, fn, rule) OD_CU_EW_##id,
-#define OD_EW2(id, schema, fn, rule) OD_CU_EW_##id,
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag)
+#define OD_EW1(id, schema, fn, rule, ag) OD_CU_EW_##id,
+#define OD_EW2(id, schema, fn, rule, ag) OD_CU_EW_##id,
 #include "ops.def"
 #undef OD_OP
 #undef OD_EW1

@@ -171,9 +171,9 @@ od_status od_cuda_unary(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
 
 /* The launcher's operation of each OD_EW1 / OD_EW2 operator of ops.def. */
 static const int16_t g_ew_op[OD_NUM_BUILTIN_OPS] = {
-#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs)
-#define OD_EW1(id, schema, fn, rule) [OD_OPID_##id] = OD_CU_EW_##id,
-#define OD_EW2(id, schema, fn, rule) [OD_OPID_##id] = OD_CU_EW_##id,
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag)
+#define OD_EW1(id, schema, fn, rule, ag) [OD_OPID_##id] = OD_CU_EW_##id,
+#define OD_EW2(id, schema, fn, rule, ag) [OD_OPID_##id] = OD_CU_EW_##id,
 #include "ops.def"
 #undef OD_OP
 #undef OD_EW1

@@ -12,15 +12,15 @@ cudaError_t OD_EW_GEN_CAT(od_cu_ew_group_gen, OD_EW_GEN_ARITY)(const od_cu_iter 
 {
     using namespace odcu;
     switch (a->op) {
-#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs)
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag)
 #define OD_EW_GEN_CASE_(id) \
     case OD_CU_EW_##id: return ew_launch<OD_CU_EW_##id>(it, a, st);
 #if OD_EW_GEN_ARITY == 1
-#define OD_EW1(id, schema, fn, rule) OD_EW_GEN_CASE_(id)
-#define OD_EW2(id, schema, fn, rule)
+#define OD_EW1(id, schema, fn, rule, ag) OD_EW_GEN_CASE_(id)
+#define OD_EW2(id, schema, fn, rule, ag)
 #else
-#define OD_EW1(id, schema, fn, rule)
-#define OD_EW2(id, schema, fn, rule) OD_EW_GEN_CASE_(id)
+#define OD_EW1(id, schema, fn, rule, ag)
+#define OD_EW2(id, schema, fn, rule, ag) OD_EW_GEN_CASE_(id)
 #endif
 #include "ops.def"
 #undef OD_OP

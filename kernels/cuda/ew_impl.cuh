@@ -26,9 +26,9 @@ namespace odcu {
 __host__ __device__ constexpr int ew_gen_arity(int op)
 {
     switch (op) {
-#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs)
-#define OD_EW1(id, schema, fn, rule) case OD_CU_EW_##id: return 1;
-#define OD_EW2(id, schema, fn, rule) case OD_CU_EW_##id: return 2;
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag)
+#define OD_EW1(id, schema, fn, rule, ag) case OD_CU_EW_##id: return 1;
+#define OD_EW2(id, schema, fn, rule, ag) case OD_CU_EW_##id: return 2;
 #include "ops.def"
 #undef OD_EW1
 #undef OD_EW2
@@ -38,8 +38,8 @@ __host__ __device__ constexpr int ew_gen_arity(int op)
 __host__ __device__ constexpr int ew_gen_rule(int op)
 {
     switch (op) {
-#define OD_EW1(id, schema, fn, rule) case OD_CU_EW_##id: return OD_EWR_##rule;
-#define OD_EW2(id, schema, fn, rule) case OD_CU_EW_##id: return OD_EWR_##rule;
+#define OD_EW1(id, schema, fn, rule, ag) case OD_CU_EW_##id: return OD_EWR_##rule;
+#define OD_EW2(id, schema, fn, rule, ag) case OD_CU_EW_##id: return OD_EWR_##rule;
 #include "ops.def"
 #undef OD_OP
 #undef OD_EW1
@@ -98,9 +98,9 @@ __device__ __forceinline__ C ew_gen_apply(C a, C b, int64_t *flag)
             OD_EWR_FLT_##rule(return (C)od_math_##fn##_f32(__VA_ARGS__);)        \
         }                                                                       \
     }
-#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs)
-#define OD_EW1(id, schema, fn, rule) OD_EW_CALL_(id, fn, rule, a)
-#define OD_EW2(id, schema, fn, rule)                                            \
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag)
+#define OD_EW1(id, schema, fn, rule, ag) OD_EW_CALL_(id, fn, rule, a)
+#define OD_EW2(id, schema, fn, rule, ag)                                            \
     if constexpr (OP == OD_CU_EW_##id && I && OD_EWR_ZERO_DIV_##rule) {         \
         if (b == 0) { /* PyTorch raises ZeroDivisionError: report, write 0 */  \
             if (flag)                                                           \

@@ -20,7 +20,7 @@ typedef struct cuda_reg {
 } cuda_reg;
 
 static const cuda_reg g_cuda_regs[] = {
-#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs) {OD_OPID_##id, cuda, #cuda, __LINE__},
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag) {OD_OPID_##id, cuda, #cuda, __LINE__},
 #include "ops.def"
 #undef OD_OP
 };

@@ -47,7 +47,7 @@ static const struct {
     const char *cpu; /* the CPU column as written: "0" when there is no compute */
     int line;
 } g_ops[] = {
-#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs) {OD_OPID_##id, #cpu, __LINE__},
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag) {OD_OPID_##id, #cpu, __LINE__},
 #include "ops.def"
 #undef OD_OP
 };

@@ -30,7 +30,7 @@ static const struct {
     od_opid id;
     const char *cuda;
 } g_cols[] = {
-#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs) {OD_OPID_##id, #cuda},
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag) {OD_OPID_##id, #cuda},
 #include "ops.def"
 #undef OD_OP
 };

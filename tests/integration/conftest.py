@@ -94,6 +94,10 @@ class Server:
             kw["json"] = body
         return self.session.post(self.url + path, **kw)
 
+    def delete(self, path, **kw):
+        kw.setdefault("timeout", 60)
+        return self.session.delete(self.url + path, **kw)
+
     def call(self, op, *args, kwargs=None, device=None, **extra):
         body = {"args": list(args)}
         if kwargs:

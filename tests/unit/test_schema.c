@@ -269,7 +269,7 @@ Test(schema_corpus, every_schema_round_trips_byte_identical)
 Test(schema_corpus, builtin_op_schemas_are_pytorch_schemas)
 {
     static const char *const builtin[] = {
-#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs) schema,
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag) schema,
 #include "ops.def"
 #undef OD_OP
     };

@@ -1,0 +1,778 @@
+/* formulas.c — the backward formula of every differentiable built-in, named
+ * od_bw_<grad_fn name> after ops.def's ag column, and the helpers they are
+ * written in.
+ *
+ * Invariants: formulas are PyTorch 1.13's derivatives.yaml, written with
+ * operator calls through the dispatcher, so one formula serves CPU and CUDA.
+ * A formula writes gin[k] only where need[k]; the engine reduces broadcast
+ * gradients (sum_to_size) and converts dtype and device afterwards, so a
+ * formula computes in the gradient's own shape. Every tensor a formula makes
+ * lives in the scope and is released by the engine.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "autograd.h"
+
+/* ---- helpers ------------------------------------------------------------------- */
+
+od_status ag_call1(od_opid id, od_value *args, int nargs, od_tensor **out, od_error *err)
+{
+    od_stack s;
+    od_status st = od_call_builtin(id, args, nargs, &s, err);
+    if (st)
+        return st;
+    if (s.nrets < 1 || s.rets[0].tag != OD_T_TENSOR || !s.rets[0].u.t) {
+        od_stack_release_rets(&s);
+        return od_error_set(err, OD_EINTERNAL, "%s returned no tensor", od_op_name(od_builtin(id)));
+    }
+    *out = s.rets[0].u.t;
+    for (int i = 1; i < s.nrets; i++)
+        od_value_release(&s.rets[i]);
+    return OD_OK;
+}
+
+static bool failed(ag_scope *sc) { return sc->st != OD_OK; }
+
+static od_tensor *fail(ag_scope *sc, od_status st)
+{
+    sc->st = st;
+    return NULL;
+}
+
+od_tensor *ag_tmp(ag_scope *sc, od_tensor *t)
+{
+    if (!t || failed(sc))
+        return NULL;
+    if (sc->n == AG_SCOPE_MAX)
+        return fail(sc, od_error_set(sc->err, OD_EINTERNAL, "a backward formula made too many tensors"));
+    od_tensor_retain(t);
+    sc->tmp[sc->n++] = t;
+    return t;
+}
+
+od_tensor *ag_give(ag_scope *sc, od_tensor *t)
+{
+    if (!t || failed(sc))
+        return NULL;
+    od_tensor_retain(t);
+    return t;
+}
+
+static od_tensor *keep_new(ag_scope *sc, od_tensor *t)
+{
+    /* t is a new reference: the scope takes it over */
+    if (sc->n == AG_SCOPE_MAX) {
+        od_tensor_release(t);
+        return fail(sc, od_error_set(sc->err, OD_EINTERNAL, "a backward formula made too many tensors"));
+    }
+    sc->tmp[sc->n++] = t;
+    return t;
+}
+
+od_tensor *ag_call(ag_scope *sc, od_opid id, int nargs, ...)
+{
+    if (failed(sc))
+        return NULL;
+    od_value a[OD_MAX_ARGS];
+    va_list ap;
+    va_start(ap, nargs);
+    for (int i = 0; i < nargs; i++) {
+        a[i] = va_arg(ap, od_value);
+        if (a[i].tag == OD_T_TENSOR && !a[i].u.t) { /* an input that failed earlier */
+            va_end(ap);
+            return fail(sc, sc->st ? sc->st : od_error_set(sc->err, OD_EINTERNAL, "missing tensor"));
+        }
+    }
+    va_end(ap);
+    od_tensor *out = NULL;
+    od_status st = ag_call1(id, a, nargs, &out, sc->err);
+    return st ? fail(sc, st) : keep_new(sc, out);
+}
+
+#define T(x) od_tensor_v(x)
+
+od_tensor *ag_add(ag_scope *sc, od_tensor *a, od_tensor *b) { return ag_call(sc, OD_OPID_add_Tensor, 3, T(a), T(b), od_int(1)); }
+od_tensor *ag_sub(ag_scope *sc, od_tensor *a, od_tensor *b) { return ag_call(sc, OD_OPID_sub_Tensor, 3, T(a), T(b), od_int(1)); }
+od_tensor *ag_mul(ag_scope *sc, od_tensor *a, od_tensor *b) { return ag_call(sc, OD_OPID_mul_Tensor, 2, T(a), T(b)); }
+od_tensor *ag_div(ag_scope *sc, od_tensor *a, od_tensor *b) { return ag_call(sc, OD_OPID_div_Tensor, 2, T(a), T(b)); }
+od_tensor *ag_muls(ag_scope *sc, od_tensor *a, double s) { return ag_call(sc, OD_OPID_mul_Scalar, 2, T(a), od_double(s)); }
+od_tensor *ag_adds(ag_scope *sc, od_tensor *a, double s) { return ag_call(sc, OD_OPID_add_Scalar, 3, T(a), od_double(s), od_int(1)); }
+od_tensor *ag_neg(ag_scope *sc, od_tensor *a) { return ag_call(sc, OD_OPID_neg, 1, T(a)); }
+od_tensor *ag_unary(ag_scope *sc, od_opid id, od_tensor *a) { return ag_call(sc, id, 1, T(a)); }
+od_tensor *ag_cmp(ag_scope *sc, od_opid id, od_tensor *a, od_tensor *b) { return ag_call(sc, id, 2, T(a), T(b)); }
+od_tensor *ag_cmps(ag_scope *sc, od_opid id, od_tensor *a, double s) { return ag_call(sc, id, 2, T(a), od_double(s)); }
+
+od_tensor *ag_where0(ag_scope *sc, od_tensor *cond, od_tensor *a, bool a_when_true)
+{
+    return a_when_true ? ag_call(sc, OD_OPID_where_ScalarOther, 3, T(cond), T(a), od_int(0))
+                       : ag_call(sc, OD_OPID_where_ScalarSelf, 3, T(cond), od_int(0), T(a));
+}
+
+od_tensor *ag_sum_dims(ag_scope *sc, od_tensor *a, const int64_t *dims, int n, bool keepdim)
+{
+    return ag_call(sc, OD_OPID_sum_dim_IntList, 4, T(a), od_list_v(OD_T_INT_LIST, (void *)dims, (size_t)n),
+                   od_bool(keepdim), od_none());
+}
+
+od_tensor *ag_reshape(ag_scope *sc, od_tensor *a, const int64_t *sizes, int n)
+{
+    return ag_call(sc, OD_OPID_reshape, 2, T(a), od_list_v(OD_T_INT_LIST, (void *)sizes, (size_t)n));
+}
+
+od_tensor *ag_expand(ag_scope *sc, od_tensor *a, const int64_t *sizes, int n)
+{
+    return ag_call(sc, OD_OPID_expand, 3, T(a), od_list_v(OD_T_INT_LIST, (void *)sizes, (size_t)n),
+                   od_bool(false));
+}
+
+od_tensor *ag_transpose(ag_scope *sc, od_tensor *a, int64_t d0, int64_t d1)
+{
+    return ag_call(sc, OD_OPID_transpose_int, 3, T(a), od_int(d0), od_int(d1));
+}
+
+od_tensor *ag_mm(ag_scope *sc, od_tensor *a, od_tensor *b) { return ag_call(sc, OD_OPID_mm, 2, T(a), T(b)); }
+
+od_tensor *ag_zeros(ag_scope *sc, const ag_tmeta *m)
+{
+    return ag_call(sc, OD_OPID_zeros, 5, od_list_v(OD_T_INT_LIST, (void *)m->sizes, (size_t)m->ndim),
+                   od_dtype_v(m->dtype), od_none(), od_device_v(m->device), od_none());
+}
+
+od_tensor *ag_to(ag_scope *sc, od_tensor *a, od_dtype dt, od_device dev)
+{
+    return ag_call(sc, OD_OPID__to_copy, 7, T(a), od_dtype_v(dt), od_none(), od_device_v(dev), od_none(),
+                   od_bool(false), od_none());
+}
+
+const od_value *ag_arg(od_node *n, int i) { return &n->args[i]; }
+
+int ag_in(od_node *n, int i)
+{
+    for (int k = 0; k < n->nin; k++)
+        if (n->in_arg[k] == i)
+            return k;
+    return -1;
+}
+
+static od_tensor *check_saved(ag_scope *sc, od_node *n, od_tensor *t, unsigned version, const char *what,
+                              int i)
+{
+    if (failed(sc))
+        return NULL;
+    if (n->freed)
+        return fail(sc, od_error_set(sc->err, OD_EMISMATCH,
+                                     "Trying to backward through the graph a second time (or directly "
+                                     "access saved tensors after they have already been freed). Saved "
+                                     "intermediate values of the graph are freed when you call "
+                                     ".backward() or autograd.grad(). Specify retain_graph=True if you "
+                                     "need to backward through the graph a second time or if you need "
+                                     "to access saved tensors after calling backward."));
+    if (!t)
+        return fail(sc, od_error_set(sc->err, OD_EINTERNAL, "%s: %s %d was not saved", n->name, what, i));
+    unsigned now = od_tensor_version(t);
+    if (now != version) {
+        char shape[128];
+        od_shape_print(t->sizes, t->ndim, shape, sizeof shape);
+        return fail(sc, od_error_set(sc->err, OD_EMISMATCH,
+                                     "one of the variables needed for gradient computation has been "
+                                     "modified by an inplace operation: [%s %s], which is %s %d of "
+                                     "%s, is at version %u; expected version %u instead.",
+                                     od_dtype_name(t->dtype), shape, what, i, n->name, now, version));
+    }
+    return t;
+}
+
+od_tensor *ag_saved(ag_scope *sc, od_node *n, int i)
+{
+    const od_value *v = &n->args[i];
+    return check_saved(sc, n, v->tag == OD_T_TENSOR ? v->u.t : NULL, n->arg_version[i], "argument", i);
+}
+
+od_tensor *ag_saved_out(ag_scope *sc, od_node *n, int i)
+{
+    return check_saved(sc, n, n->outs[i], n->out_version[i], "output", i);
+}
+
+static double num(const od_value *v) { return od_value_is_number(v) ? od_value_as_double(v) : 0.0; }
+
+/* Sorted, wrapped dims of a dim list argument (None or [] = every dim). */
+static int dims_of(const od_value *v, int ndim, int64_t *dims)
+{
+    bool seen[OD_MAX_DIMS] = {false};
+    int n = 0;
+    if (v->tag == OD_T_INT_LIST && v->u.list.n > 0) {
+        const int64_t *d = v->u.list.items;
+        for (size_t i = 0; i < v->u.list.n; i++) {
+            int64_t w = d[i] < 0 ? d[i] + (ndim ? ndim : 1) : d[i];
+            if (w >= 0 && w < OD_MAX_DIMS)
+                seen[w] = true;
+        }
+    } else if (v->tag == OD_T_INT) {
+        int64_t w = v->u.i < 0 ? v->u.i + (ndim ? ndim : 1) : v->u.i;
+        if (w >= 0 && w < OD_MAX_DIMS)
+            seen[w] = true;
+    } else {
+        for (int i = 0; i < ndim; i++)
+            seen[i] = true;
+    }
+    for (int i = 0; i < (ndim ? ndim : 1) && i < OD_MAX_DIMS; i++)
+        if (seen[i] && i < ndim)
+            dims[n++] = i;
+    return n;
+}
+
+/* g of a reduction over dims back to the input's rank: unsqueezed where
+ * keepdim dropped them. */
+static od_tensor *restore_dims(ag_scope *sc, od_tensor *g, const ag_tmeta *in, const int64_t *dims, int nd,
+                               bool keepdim)
+{
+    if (keepdim || !g)
+        return g;
+    int64_t sizes[OD_MAX_DIMS];
+    memcpy(sizes, in->sizes, (size_t)in->ndim * sizeof sizes[0]);
+    for (int i = 0; i < nd; i++)
+        sizes[dims[i]] = 1;
+    return ag_reshape(sc, g, sizes, in->ndim);
+}
+
+static int64_t count_over(const ag_tmeta *m, const int64_t *dims, int nd)
+{
+    int64_t c = 1;
+    for (int i = 0; i < nd; i++)
+        c *= m->sizes[dims[i]];
+    return c;
+}
+
+#define AG_UNUSED __attribute__((unused))
+#define OD_BW(name)                                                                          \
+    static void od_bw_##name(od_node *n AG_UNUSED, od_tensor *const *g AG_UNUSED,           \
+                             od_tensor **gin AG_UNUSED, const bool *need AG_UNUSED, ag_scope *sc AG_UNUSED)
+#define SET(k, expr)                      \
+    do {                                  \
+        int k_ = (k);                     \
+        if (k_ >= 0 && need[k_])          \
+            gin[k_] = ag_give(sc, (expr)); \
+    } while (0)
+
+/* ---- arithmetic ---------------------------------------------------------------- */
+
+OD_BW(AddBackward0)
+{
+    double alpha = num(ag_arg(n, 2));
+    SET(0, g[0]);
+    SET(1, alpha == 1 ? g[0] : ag_muls(sc, g[0], alpha));
+}
+OD_BW(AddBackward1) { SET(0, g[0]); }
+OD_BW(SubBackward0)
+{
+    SET(0, g[0]);
+    SET(1, ag_muls(sc, g[0], -num(ag_arg(n, 2))));
+}
+OD_BW(SubBackward1) { SET(0, g[0]); }
+OD_BW(MulBackward0)
+{
+    if (need[0])
+        SET(0, ag_mul(sc, g[0], ag_saved(sc, n, 1)));
+    if (need[1])
+        SET(1, ag_mul(sc, g[0], ag_saved(sc, n, 0)));
+}
+OD_BW(MulBackward1) { SET(0, ag_muls(sc, g[0], num(ag_arg(n, 1)))); }
+OD_BW(DivBackward0)
+{
+    od_tensor *other = ag_saved(sc, n, 1);
+    if (need[0])
+        SET(0, ag_div(sc, g[0], other));
+    if (need[1])
+        SET(1, ag_neg(sc, ag_div(sc, ag_mul(sc, g[0], ag_saved(sc, n, 0)), ag_mul(sc, other, other))));
+}
+OD_BW(DivBackward1) { SET(0, ag_muls(sc, g[0], 1.0 / num(ag_arg(n, 1)))); }
+OD_BW(DivBackward2)
+{
+    if (ag_arg(n, 2)->tag == OD_T_STRING) { /* a rounding mode: a step function */
+        SET(0, ag_muls(sc, g[0], 0));
+        SET(1, ag_muls(sc, g[0], 0));
+        return;
+    }
+    od_bw_DivBackward0(n, g, gin, need, sc);
+}
+OD_BW(DivBackward3)
+{
+    if (ag_arg(n, 2)->tag == OD_T_STRING)
+        SET(0, ag_muls(sc, g[0], 0));
+    else
+        SET(0, ag_muls(sc, g[0], 1.0 / num(ag_arg(n, 1))));
+}
+
+/* grad * e * x^(e-1), and 0 where e == 0 */
+static od_tensor *pow_self(ag_scope *sc, od_tensor *gr, od_tensor *x, od_tensor *e_t, double e)
+{
+    if (!e_t) {
+        if (e == 0)
+            return ag_muls(sc, gr, 0);
+        od_tensor *p = ag_call(sc, OD_OPID_pow_Tensor_Scalar, 2, T(x), od_double(e - 1));
+        return ag_muls(sc, ag_mul(sc, gr, p), e);
+    }
+    od_tensor *p = ag_call(sc, OD_OPID_pow_Tensor_Tensor, 2, T(x), T(ag_adds(sc, e_t, -1)));
+    od_tensor *v = ag_mul(sc, ag_mul(sc, gr, e_t), p);
+    return ag_where0(sc, ag_cmps(sc, OD_OPID_eq_Scalar, e_t, 0), v, false);
+}
+OD_BW(PowBackward0)
+{
+    SET(0, pow_self(sc, g[0], ag_saved(sc, n, 0), NULL, num(ag_arg(n, 1))));
+}
+OD_BW(PowBackward1)
+{
+    od_tensor *x = ag_saved(sc, n, 0), *e = ag_saved(sc, n, 1);
+    if (need[0])
+        SET(0, pow_self(sc, g[0], x, e, 0));
+    if (need[1]) {
+        /* grad * where(x == 0 & e >= 0, 0, result * log(x)) */
+        od_tensor *rl = ag_mul(sc, ag_saved_out(sc, n, 0), ag_unary(sc, OD_OPID_log, x));
+        od_tensor *mask = ag_call(sc, OD_OPID_logical_and, 2, T(ag_cmps(sc, OD_OPID_eq_Scalar, x, 0)),
+                                  T(ag_cmps(sc, OD_OPID_ge_Scalar, e, 0)));
+        SET(1, ag_mul(sc, g[0], ag_where0(sc, mask, rl, false)));
+    }
+}
+OD_BW(PowBackward2)
+{
+    double base = num(ag_arg(n, 0));
+    od_tensor *r = ag_muls(sc, ag_saved_out(sc, n, 0), log(base));
+    if (base == 0)
+        r = ag_where0(sc, ag_cmps(sc, OD_OPID_ge_Scalar, ag_saved(sc, n, 1), 0), r, false);
+    SET(ag_in(n, 1), ag_mul(sc, g[0], r));
+}
+
+static void max_min(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc, bool max)
+{
+    od_tensor *a = ag_saved(sc, n, 0), *b = ag_saved(sc, n, 1);
+    od_tensor *half = ag_call(sc, OD_OPID_where_self, 3, T(ag_cmp(sc, OD_OPID_eq_Tensor, a, b)),
+                              T(ag_muls(sc, g[0], 0.5)), T(g[0]));
+    od_tensor *a_loses = ag_cmp(sc, max ? OD_OPID_lt_Tensor : OD_OPID_gt_Tensor, a, b);
+    od_tensor *b_loses = ag_cmp(sc, max ? OD_OPID_gt_Tensor : OD_OPID_lt_Tensor, a, b);
+    if (need[0])
+        SET(0, ag_where0(sc, a_loses, half, false));
+    if (need[1])
+        SET(1, ag_where0(sc, b_loses, half, false));
+}
+OD_BW(MaximumBackward0) { max_min(n, g, gin, need, sc, true); }
+OD_BW(MinimumBackward0) { max_min(n, g, gin, need, sc, false); }
+
+static void mod_other(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc,
+                      const char *mode)
+{
+    SET(0, g[0]);
+    if (need[1]) {
+        od_tensor *q = ag_call(sc, OD_OPID_div_Tensor_mode, 3, T(ag_saved(sc, n, 0)), T(ag_saved(sc, n, 1)),
+                               od_str(mode));
+        SET(1, ag_neg(sc, ag_mul(sc, g[0], q)));
+    }
+}
+OD_BW(FmodBackward0) { SET(0, g[0]); }
+OD_BW(FmodBackward1) { mod_other(n, g, gin, need, sc, "trunc"); }
+OD_BW(RemainderBackward0) { SET(0, g[0]); }
+OD_BW(RemainderBackward1) { mod_other(n, g, gin, need, sc, "floor"); }
+
+OD_BW(WhereBackward0)
+{
+    od_tensor *cond = ag_saved(sc, n, 0);
+    int ks = ag_in(n, 1), ko = ag_in(n, 2);
+    if (ks >= 0 && need[ks])
+        SET(ks, ag_where0(sc, cond, g[0], true));
+    if (ko >= 0 && need[ko])
+        SET(ko, ag_where0(sc, cond, g[0], false));
+}
+
+/* ---- unary --------------------------------------------------------------------- */
+
+OD_BW(NegBackward0) { SET(0, ag_neg(sc, g[0])); }
+OD_BW(AbsBackward0) { SET(0, ag_mul(sc, g[0], ag_unary(sc, OD_OPID_sign, ag_saved(sc, n, 0)))); }
+OD_BW(ExpBackward0) { SET(0, ag_mul(sc, g[0], ag_saved_out(sc, n, 0))); }
+OD_BW(LogBackward0) { SET(0, ag_div(sc, g[0], ag_saved(sc, n, 0))); }
+OD_BW(SqrtBackward0) { SET(0, ag_div(sc, g[0], ag_muls(sc, ag_saved_out(sc, n, 0), 2))); }
+OD_BW(RsqrtBackward0)
+{
+    od_tensor *r = ag_saved_out(sc, n, 0);
+    SET(0, ag_muls(sc, ag_mul(sc, g[0], ag_mul(sc, r, ag_mul(sc, r, r))), -0.5));
+}
+OD_BW(SinBackward0) { SET(0, ag_mul(sc, g[0], ag_unary(sc, OD_OPID_cos, ag_saved(sc, n, 0)))); }
+OD_BW(CosBackward0) { SET(0, ag_neg(sc, ag_mul(sc, g[0], ag_unary(sc, OD_OPID_sin, ag_saved(sc, n, 0))))); }
+OD_BW(TanhBackward0)
+{
+    od_tensor *y = ag_saved_out(sc, n, 0);
+    SET(0, ag_mul(sc, g[0], ag_adds(sc, ag_neg(sc, ag_mul(sc, y, y)), 1)));
+}
+OD_BW(SigmoidBackward0)
+{
+    od_tensor *y = ag_saved_out(sc, n, 0);
+    SET(0, ag_mul(sc, g[0], ag_mul(sc, y, ag_adds(sc, ag_neg(sc, y), 1))));
+}
+OD_BW(ReluBackward0)
+{
+    SET(0, ag_where0(sc, ag_cmps(sc, OD_OPID_gt_Scalar, ag_saved_out(sc, n, 0), 0), g[0], true));
+}
+OD_BW(GeluBackward0)
+{
+    od_tensor *x = ag_saved(sc, n, 0);
+    const od_value *ap = ag_arg(n, 1);
+    bool tanh_approx = ap->tag == OD_T_STRING && !strcmp(ap->u.s, "tanh");
+    if (!tanh_approx) {
+        /* cdf(x) + x * pdf(x) */
+        od_tensor *cdf = ag_muls(sc, ag_adds(sc, ag_unary(sc, OD_OPID_erf, ag_muls(sc, x, M_SQRT1_2)), 1), 0.5);
+        od_tensor *pdf = ag_muls(sc, ag_unary(sc, OD_OPID_exp, ag_muls(sc, ag_mul(sc, x, x), -0.5)),
+                                 0.5 * M_2_SQRTPI * M_SQRT1_2);
+        SET(0, ag_mul(sc, g[0], ag_add(sc, cdf, ag_mul(sc, x, pdf))));
+        return;
+    }
+    const double k = M_SQRT2 * M_2_SQRTPI * 0.5, c = 0.044715;
+    od_tensor *x2 = ag_mul(sc, x, x);
+    od_tensor *inner = ag_muls(sc, ag_add(sc, x, ag_muls(sc, ag_mul(sc, x2, x), c)), k);
+    od_tensor *t = ag_unary(sc, OD_OPID_tanh, inner);
+    od_tensor *left_d = ag_muls(sc, ag_adds(sc, t, 1), 0.5);
+    od_tensor *tanh_d = ag_adds(sc, ag_neg(sc, ag_mul(sc, t, t)), 1);
+    od_tensor *inner_d = ag_muls(sc, ag_adds(sc, ag_muls(sc, x2, 3 * c), 1), k);
+    od_tensor *right_d = ag_mul(sc, ag_muls(sc, x, 0.5), ag_mul(sc, tanh_d, inner_d));
+    SET(0, ag_mul(sc, g[0], ag_add(sc, left_d, right_d)));
+}
+OD_BW(SiluBackward0)
+{
+    od_tensor *x = ag_saved(sc, n, 0);
+    od_tensor *s = ag_unary(sc, OD_OPID_sigmoid, x);
+    od_tensor *inner = ag_adds(sc, ag_mul(sc, x, ag_adds(sc, ag_neg(sc, s), 1)), 1);
+    SET(0, ag_mul(sc, g[0], ag_mul(sc, s, inner)));
+}
+OD_BW(Log1PBackward0) { SET(0, ag_div(sc, g[0], ag_adds(sc, ag_saved(sc, n, 0), 1))); }
+OD_BW(Expm1Backward0) { SET(0, ag_mul(sc, g[0], ag_adds(sc, ag_saved_out(sc, n, 0), 1))); }
+OD_BW(ErfBackward0)
+{
+    od_tensor *x = ag_saved(sc, n, 0);
+    od_tensor *e = ag_unary(sc, OD_OPID_exp, ag_neg(sc, ag_mul(sc, x, x)));
+    SET(0, ag_mul(sc, g[0], ag_muls(sc, e, M_2_SQRTPI)));
+}
+/* step functions: zero almost everywhere */
+OD_BW(FloorBackward0) { SET(0, ag_muls(sc, g[0], 0)); }
+OD_BW(CeilBackward0) { SET(0, ag_muls(sc, g[0], 0)); }
+OD_BW(RoundBackward0) { SET(0, ag_muls(sc, g[0], 0)); }
+OD_BW(TruncBackward0) { SET(0, ag_muls(sc, g[0], 0)); }
+OD_BW(SignBackward0) { SET(0, ag_muls(sc, g[0], 0)); }
+
+OD_BW(ClampBackward1)
+{
+    od_tensor *x = ag_saved(sc, n, 0), *mask = NULL;
+    const od_value *lo = ag_arg(n, 1), *hi = ag_arg(n, 2);
+    if (od_value_is_number(lo))
+        mask = ag_cmps(sc, OD_OPID_ge_Scalar, x, od_value_as_double(lo));
+    if (od_value_is_number(hi)) {
+        od_tensor *m2 = ag_cmps(sc, OD_OPID_le_Scalar, x, od_value_as_double(hi));
+        mask = mask ? ag_call(sc, OD_OPID_logical_and, 2, T(mask), T(m2)) : m2;
+    }
+    SET(0, mask ? ag_where0(sc, mask, g[0], true) : g[0]);
+}
+OD_BW(ClampBackward0)
+{
+    od_tensor *x = ag_saved(sc, n, 0);
+    od_tensor *lo = ag_arg(n, 1)->tag == OD_T_TENSOR ? ag_saved(sc, n, 1) : NULL;
+    od_tensor *hi = ag_arg(n, 2)->tag == OD_T_TENSOR ? ag_saved(sc, n, 2) : NULL;
+    od_tensor *mask = NULL;
+    if (lo)
+        mask = ag_cmp(sc, OD_OPID_ge_Tensor, x, lo);
+    if (hi) {
+        od_tensor *m2 = ag_cmp(sc, OD_OPID_le_Tensor, x, hi);
+        mask = mask ? ag_call(sc, OD_OPID_logical_and, 2, T(mask), T(m2)) : m2;
+    }
+    int k = 0;
+    SET(k, mask ? ag_where0(sc, mask, g[0], true) : g[0]);
+    /* the bounds take the gradient where they bind: min where x < min (and
+     * min < max), max where x > max or max < min, as clamp_backward_min_max */
+    if (lo && need[ag_in(n, 1)]) {
+        od_tensor *m = ag_cmp(sc, OD_OPID_lt_Tensor, x, lo);
+        if (hi)
+            m = ag_call(sc, OD_OPID_logical_and, 2, T(m), T(ag_cmp(sc, OD_OPID_lt_Tensor, lo, hi)));
+        SET(ag_in(n, 1), ag_where0(sc, m, g[0], true));
+    }
+    if (hi && need[ag_in(n, 2)]) {
+        od_tensor *m = ag_cmp(sc, OD_OPID_gt_Tensor, x, hi);
+        if (lo) { /* x > max or max < min */
+            od_tensor *a = ag_unary(sc, OD_OPID_logical_not, m);
+            od_tensor *b = ag_unary(sc, OD_OPID_logical_not, ag_cmp(sc, OD_OPID_lt_Tensor, hi, lo));
+            m = ag_unary(sc, OD_OPID_logical_not, ag_call(sc, OD_OPID_logical_and, 2, T(a), T(b)));
+        }
+        SET(ag_in(n, 2), ag_where0(sc, m, g[0], true));
+    }
+}
+
+/* ---- reductions ---------------------------------------------------------------- */
+
+static void sum_like(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc,
+                     bool has_dim, bool mean)
+{
+    const ag_tmeta *in = &n->in_meta[0];
+    int64_t dims[OD_MAX_DIMS];
+    int nd = dims_of(has_dim ? ag_arg(n, 1) : &(od_value){OD_T_NONE, {0}}, in->ndim, dims);
+    bool keepdim = has_dim && ag_arg(n, 2)->tag == OD_T_BOOL && ag_arg(n, 2)->u.b;
+    od_tensor *r = ag_expand(sc, restore_dims(sc, g[0], in, dims, nd, keepdim), in->sizes, in->ndim);
+    if (mean)
+        r = ag_muls(sc, r, 1.0 / (double)count_over(in, dims, nd));
+    SET(0, r);
+}
+OD_BW(SumBackward0) { sum_like(n, g, gin, need, sc, false, false); }
+OD_BW(SumBackward1) { sum_like(n, g, gin, need, sc, true, false); }
+OD_BW(MeanBackward0) { sum_like(n, g, gin, need, sc, false, true); }
+OD_BW(MeanBackward1) { sum_like(n, g, gin, need, sc, true, true); }
+
+/* the gradient shared evenly by the elements equal to the result */
+static void amax_amin(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc)
+{
+    const ag_tmeta *in = &n->in_meta[0];
+    int64_t dims[OD_MAX_DIMS];
+    int nd = dims_of(ag_arg(n, 1), in->ndim, dims);
+    bool keepdim = ag_arg(n, 2)->u.b;
+    od_tensor *gu = restore_dims(sc, g[0], in, dims, nd, keepdim);
+    od_tensor *ru = restore_dims(sc, ag_saved_out(sc, n, 0), in, dims, nd, keepdim);
+    od_tensor *mask = ag_cmp(sc, OD_OPID_eq_Tensor, ag_saved(sc, n, 0), ru);
+    od_tensor *maskf = mask ? ag_to(sc, mask, g[0]->dtype, g[0]->device) : NULL;
+    od_tensor *count = ag_sum_dims(sc, maskf, dims, nd, true);
+    SET(0, ag_mul(sc, ag_div(sc, gu, count), maskf));
+}
+OD_BW(AmaxBackward0) { amax_amin(n, g, gin, need, sc); }
+OD_BW(AminBackward0) { amax_amin(n, g, gin, need, sc); }
+
+/* var, var.dim and var.correction: 2 / (N - correction) * grad * (x - mean) */
+OD_BW(VarBackward0)
+{
+    const ag_tmeta *in = &n->in_meta[0];
+    const od_schema *s = od_op_schema(n->op);
+    int64_t dims[OD_MAX_DIMS];
+    int nd;
+    double corr = 1;
+    bool keepdim = false;
+    if (s->nargs == 2) { /* var(self, unbiased) */
+        nd = dims_of(&(od_value){OD_T_NONE, {0}}, in->ndim, dims);
+        corr = ag_arg(n, 1)->u.b ? 1 : 0;
+    } else {
+        nd = dims_of(ag_arg(n, 1), in->ndim, dims);
+        const od_value *c = ag_arg(n, 2);
+        if (!strcmp(s->overload, "dim"))
+            corr = c->u.b ? 1 : 0;
+        else
+            corr = c->tag == OD_T_INT ? (double)c->u.i : 1;
+        keepdim = ag_arg(n, 3)->u.b;
+    }
+    od_tensor *x = ag_saved(sc, n, 0);
+    od_tensor *mean = ag_call(sc, OD_OPID_mean_dim, 4, T(x), od_list_v(OD_T_INT_LIST, dims, (size_t)nd),
+                              od_bool(true), od_none());
+    od_tensor *gu = restore_dims(sc, g[0], in, dims, nd, keepdim);
+    double scale = 2.0 / ((double)count_over(in, dims, nd) - corr);
+    SET(0, ag_muls(sc, ag_mul(sc, gu, ag_sub(sc, x, mean)), scale));
+}
+
+/* ---- softmax and layer norm -------------------------------------------------------- */
+
+OD_BW(SoftmaxBackward0)
+{
+    od_tensor *y = ag_saved_out(sc, n, 0);
+    int64_t d = ag_arg(n, 1)->u.i;
+    od_tensor *gy = ag_mul(sc, g[0], y);
+    od_tensor *s = ag_sum_dims(sc, gy, &d, 1, true);
+    SET(0, ag_mul(sc, y, ag_sub(sc, g[0], s)));
+}
+OD_BW(LogSoftmaxBackward0)
+{
+    od_tensor *y = ag_saved_out(sc, n, 0);
+    int64_t d = ag_arg(n, 1)->u.i;
+    od_tensor *s = ag_sum_dims(sc, g[0], &d, 1, true);
+    SET(0, ag_sub(sc, g[0], ag_mul(sc, ag_unary(sc, OD_OPID_exp, y), s)));
+}
+OD_BW(NativeLayerNormBackward0)
+{
+    if (!g[0])
+        return; /* mean and rstd carry no gradient back (as in PyTorch) */
+    const ag_tmeta *in = &n->in_meta[0];
+    const od_value *ns = ag_arg(n, 1);
+    int nnorm = (int)ns->u.list.n, axis = in->ndim - nnorm;
+    int64_t ndims[OD_MAX_DIMS], bdims[OD_MAX_DIMS], N = 1;
+    for (int i = 0; i < nnorm; i++) {
+        ndims[i] = axis + i;
+        N *= in->sizes[axis + i];
+    }
+    for (int i = 0; i < axis; i++)
+        bdims[i] = i;
+    od_tensor *x = ag_saved(sc, n, 0), *mean = ag_saved_out(sc, n, 1), *rstd = ag_saved_out(sc, n, 2);
+    od_tensor *w = ag_arg(n, 2)->tag == OD_T_TENSOR ? ag_saved(sc, n, 2) : NULL;
+    od_tensor *xhat = ag_mul(sc, ag_sub(sc, x, mean), rstd);
+    if (need[0]) {
+        od_tensor *gw = w ? ag_mul(sc, g[0], w) : g[0];
+        od_tensor *a = ag_muls(sc, gw, (double)N);
+        od_tensor *b = nnorm ? ag_sum_dims(sc, gw, ndims, nnorm, true) : gw;
+        od_tensor *c = ag_mul(sc, xhat, nnorm ? ag_sum_dims(sc, ag_mul(sc, gw, xhat), ndims, nnorm, true)
+                                              : ag_mul(sc, gw, xhat));
+        od_tensor *inner = ag_sub(sc, ag_sub(sc, a, b), c);
+        SET(0, ag_muls(sc, ag_mul(sc, inner, rstd), N ? 1.0 / (double)N : 0));
+    }
+    int kw = ag_in(n, 2), kb = ag_in(n, 3);
+    if (kw >= 0 && need[kw]) {
+        od_tensor *p = ag_mul(sc, g[0], xhat);
+        SET(kw, axis ? ag_sum_dims(sc, p, bdims, axis, false) : p);
+    }
+    if (kb >= 0 && need[kb])
+        SET(kb, axis ? ag_sum_dims(sc, g[0], bdims, axis, false) : g[0]);
+}
+
+/* ---- matrix products --------------------------------------------------------------- */
+
+OD_BW(MmBackward0)
+{
+    if (need[0])
+        SET(0, ag_mm(sc, g[0], ag_transpose(sc, ag_saved(sc, n, 1), 0, 1)));
+    if (need[1])
+        SET(1, ag_mm(sc, ag_transpose(sc, ag_saved(sc, n, 0), 0, 1), g[0]));
+}
+OD_BW(BmmBackward0)
+{
+    if (need[0])
+        SET(0, ag_call(sc, OD_OPID_bmm, 2, T(g[0]), T(ag_transpose(sc, ag_saved(sc, n, 1), 1, 2))));
+    if (need[1])
+        SET(1, ag_call(sc, OD_OPID_bmm, 2, T(ag_transpose(sc, ag_saved(sc, n, 0), 1, 2)), T(g[0])));
+}
+OD_BW(AddmmBackward0)
+{
+    double beta = num(ag_arg(n, 3)), alpha = num(ag_arg(n, 4));
+    SET(0, beta == 1 ? g[0] : ag_muls(sc, g[0], beta));
+    if (need[1])
+        SET(1, ag_muls(sc, ag_mm(sc, g[0], ag_transpose(sc, ag_saved(sc, n, 2), 0, 1)), alpha));
+    if (need[2])
+        SET(2, ag_muls(sc, ag_mm(sc, ag_transpose(sc, ag_saved(sc, n, 1), 0, 1), g[0]), alpha));
+}
+OD_BW(DotBackward0)
+{
+    if (need[0])
+        SET(0, ag_mul(sc, g[0], ag_saved(sc, n, 1)));
+    if (need[1])
+        SET(1, ag_mul(sc, g[0], ag_saved(sc, n, 0)));
+}
+
+/* ---- joins, copies, indexing ----------------------------------------------------- */
+
+OD_BW(CatBackward0)
+{
+    int64_t dim = ag_arg(n, 1)->u.i, off = 0;
+    int rank = g[0]->ndim;
+    if (dim < 0)
+        dim += rank;
+    for (int k = 0; k < n->nin; k++) {
+        const ag_tmeta *m = &n->in_meta[k];
+        if (m->ndim == 1 && m->sizes[0] == 0 && rank != 1) { /* legacy empty input: skipped by cat */
+            SET(k, ag_zeros(sc, m));
+            continue;
+        }
+        int64_t len = m->sizes[dim];
+        if (need[k])
+            SET(k, ag_call(sc, OD_OPID_slice_Tensor, 5, T(g[0]), od_int(dim), od_int(off), od_int(off + len),
+                           od_int(1)));
+        off += len;
+    }
+}
+OD_BW(StackBackward0)
+{
+    int64_t dim = ag_arg(n, 1)->u.i;
+    if (dim < 0)
+        dim += g[0]->ndim;
+    for (int k = 0; k < n->nin; k++)
+        if (need[k])
+            SET(k, ag_call(sc, OD_OPID_select_int, 3, T(g[0]), od_int(dim), od_int(k)));
+}
+OD_BW(CloneBackward0) { SET(0, g[0]); }
+OD_BW(ToCopyBackward0) { SET(0, g[0]); } /* the engine converts it back */
+OD_BW(CopyBackwards)
+{
+    /* self's old values are overwritten: no gradient; src takes it all */
+    SET(ag_in(n, 1), g[0]);
+}
+OD_BW(FillBackward0) {}
+
+/* index_select's gradient adds rows of grad into zeros at index: done as a
+ * product with the one-hot matrix of index, so every backend that has mm
+ * has it */
+OD_BW(IndexSelectBackward0)
+{
+    const ag_tmeta *in = &n->in_meta[0];
+    if (in->ndim == 0) {
+        SET(0, ag_reshape(sc, ag_sum_dims(sc, g[0], NULL, 0, false), NULL, 0));
+        return;
+    }
+    int64_t d = ag_arg(n, 1)->u.i;
+    if (d < 0)
+        d += in->ndim;
+    od_tensor *index = ag_saved(sc, n, 2);
+    int64_t nidx = index ? od_tensor_numel(index) : 0, S = in->sizes[d];
+    od_tensor *gt = ag_transpose(sc, g[0], 0, d); /* [nidx, ...] */
+    int64_t R = nidx ? (gt ? od_tensor_numel(gt) / nidx : 0) : 1;
+    for (int i = 0; nidx == 0 && i < in->ndim; i++)
+        R *= i == d ? 1 : in->sizes[i];
+    int64_t s2[2] = {nidx, R}, s1[2] = {nidx, 1};
+    od_tensor *g2 = ag_reshape(sc, gt, s2, 2);
+    od_tensor *ar = ag_call(sc, OD_OPID_arange, 5, od_int(S), od_dtype_v(OD_INT64), od_none(),
+                            od_device_v(in->device), od_none());
+    od_tensor *oh = ag_cmp(sc, OD_OPID_eq_Tensor, ag_reshape(sc, index, s1, 2), ar); /* [nidx, S] */
+    od_tensor *ohf = oh ? ag_to(sc, oh, g[0]->dtype, g[0]->device) : NULL;
+    od_tensor *r = ag_mm(sc, ag_transpose(sc, ohf, 0, 1), g2); /* [S, R] */
+    int64_t sizes[OD_MAX_DIMS];
+    memcpy(sizes, in->sizes, (size_t)in->ndim * sizeof sizes[0]);
+    sizes[d] = in->sizes[0];
+    sizes[0] = S; /* the transposed layout */
+    SET(0, ag_transpose(sc, ag_reshape(sc, r, sizes, in->ndim), 0, d));
+}
+
+/* ---- views ------------------------------------------------------------------------ */
+
+static void back_to_shape(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc)
+{
+    SET(0, ag_reshape(sc, g[0], n->in_meta[0].sizes, n->in_meta[0].ndim));
+}
+OD_BW(ViewBackward0) { back_to_shape(n, g, gin, need, sc); }
+OD_BW(SqueezeBackward0) { back_to_shape(n, g, gin, need, sc); }
+OD_BW(SqueezeBackward1) { back_to_shape(n, g, gin, need, sc); }
+OD_BW(UnsqueezeBackward0) { back_to_shape(n, g, gin, need, sc); }
+OD_BW(ExpandBackward0) { SET(0, g[0]); } /* sum_to_size in the engine */
+OD_BW(TransposeBackward0)
+{
+    SET(0, ag_transpose(sc, g[0], ag_arg(n, 1)->u.i, ag_arg(n, 2)->u.i));
+}
+OD_BW(TBackward0) { SET(0, ag_call(sc, OD_OPID_t, 1, T(g[0]))); }
+OD_BW(PermuteBackward0)
+{
+    const od_value *p = ag_arg(n, 1);
+    int nd = (int)p->u.list.n;
+    int64_t inv[OD_MAX_DIMS];
+    for (int i = 0; i < nd && i < OD_MAX_DIMS; i++) {
+        int64_t d = ((const int64_t *)p->u.list.items)[i];
+        inv[d < 0 ? d + nd : d] = i;
+    }
+    SET(0, ag_call(sc, OD_OPID_permute, 2, T(g[0]), od_list_v(OD_T_INT_LIST, inv, (size_t)nd)));
+}
+/* select and slice: the gradient written into zeros through the same view */
+static void into_zeros(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc,
+                       bool slice)
+{
+    od_tensor *z = ag_zeros(sc, &n->in_meta[0]);
+    od_tensor *v = slice ? ag_call(sc, OD_OPID_slice_Tensor, 5, T(z), n->args[1], n->args[2], n->args[3],
+                                   n->args[4])
+                         : ag_call(sc, OD_OPID_select_int, 3, T(z), n->args[1], n->args[2]);
+    if (ag_call(sc, OD_OPID_copy_, 3, T(v), T(g[0]), od_bool(false)))
+        SET(0, z);
+}
+OD_BW(SelectBackward0) { into_zeros(n, g, gin, need, sc, false); }
+OD_BW(SliceBackward0) { into_zeros(n, g, gin, need, sc, true); }
+
+/* ---- the table ---------------------------------------------------------------------- */
+
+#define od_bw_0 NULL
+#define od_bw_NONDIFF NULL
+static const ag_formula g_formulas[OD_NUM_BUILTIN_OPS] = {
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag) [OD_OPID_##id] = od_bw_##ag,
+#include "ops.def"
+#undef OD_OP
+};
+
+ag_formula ag_formula_of(od_opid id) { return (unsigned)id < OD_NUM_BUILTIN_OPS ? g_formulas[id] : NULL; }

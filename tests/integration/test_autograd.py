@@ -1,0 +1,375 @@
+"""Autograd over HTTP: every backward formula against PyTorch 1.13's gradients
+(Debian's python3-torch, run by tools/torch_ref.py) and against central
+finite differences of the server's own forward, in float64 on fresh random
+inputs with broadcasting, 0-dim and empty tensors; grad_fn names; the
+engine's rules (retain_graph, the version counter, leaves in place, no_grad,
+integer tensors); and a thousand backward passes leaving nothing behind."""
+
+import json
+import pathlib
+import subprocess
+import uuid
+
+import numpy as np
+import pytest
+
+from conftest import error_message, from_json, validate
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TORCH_PY = "/usr/bin/python3"
+
+
+def T(a, rg=False):
+    a = np.asarray(a)
+    d = {"dtype": str(a.dtype), "shape": list(a.shape), "data": a.reshape(-1).tolist()}
+    if rg:
+        d["requires_grad"] = True
+    return d
+
+
+class RG:
+    """An input that requires grad."""
+
+    def __init__(self, a):
+        self.a = np.asarray(a, dtype=np.float64)
+
+
+def torch_ref(cases):
+    p = subprocess.run([TORCH_PY, str(ROOT / "tools" / "torch_ref.py")], input=json.dumps(cases),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout)
+
+
+def g(rng, *shape, pos=False, away=0.0):
+    a = rng.standard_normal(shape)
+    if pos:
+        a = np.abs(a) + 0.5
+    if away:
+        a = np.where(np.abs(a) < away, np.sign(a + 1e-12) * away, a)
+    return a
+
+
+def make_cases(rng):
+    """(op, args, kwargs, out index); RG marks inputs that require grad."""
+    a23 = lambda: RG(g(rng, 2, 3))
+    C = []
+    add = lambda op, *args, out=0, **kw: C.append((op, list(args), kw, out))
+    add("add.Tensor", a23(), RG(g(rng, 3)), alpha=2)
+    add("add.Scalar", a23(), 3)
+    add("sub.Tensor", a23(), RG(g(rng, 2, 1)), alpha=0.5)
+    add("sub.Scalar", a23(), 1.5)
+    add("mul.Tensor", a23(), RG(g(rng, 3)))
+    add("mul.Tensor", RG(g(rng)), RG(g(rng, 3)))  # 0-dim times a vector
+    add("mul.Scalar", a23(), 2.5)
+    add("div.Tensor", a23(), RG(g(rng, 2, 3, away=0.5)))
+    add("div.Scalar", a23(), 4.0)
+    add("div.Tensor_mode", a23(), RG(g(rng, 3, away=0.5)), rounding_mode="floor")
+    add("pow.Tensor_Scalar", RG(g(rng, 2, 3, pos=True)), 2.5)
+    add("pow.Tensor_Tensor", RG(g(rng, 2, 3, pos=True)), RG(g(rng, 3)))
+    add("pow.Scalar", 2.0, RG(g(rng, 2, 3)))
+    add("maximum", a23(), a23())
+    add("minimum", a23(), RG(g(rng, 3)))
+    add("fmod.Tensor", a23(), RG(g(rng, 2, 3, away=0.7)))
+    add("fmod.Scalar", a23(), 0.7)
+    add("remainder.Tensor", a23(), RG(g(rng, 2, 3, away=0.7)))
+    add("remainder.Scalar", a23(), 0.7)
+    cond = rng.random((2, 3)) < 0.5
+    add("where.self", cond, a23(), RG(g(rng, 3)))
+    add("where.ScalarOther", cond, a23(), 0.5)
+    add("where.ScalarSelf", cond, 0.5, a23())
+    for op in ("neg", "abs", "exp", "sin", "cos", "tanh", "sigmoid", "relu", "gelu", "silu", "expm1",
+               "erf", "floor", "ceil", "round", "trunc", "sign"):
+        add(op, RG(g(rng, 2, 3, away=0.05)))
+    for op in ("log", "sqrt", "rsqrt", "log1p"):
+        add(op, RG(g(rng, 2, 3, pos=True)))
+    add("exp", RG(g(rng)))  # 0-dim
+    add("gelu", a23(), approximate="tanh")
+    add("clamp", RG(g(rng, 3, 4)), -0.5, 0.5)
+    add("clamp", RG(g(rng, 3, 4)), min=-0.3)
+    add("clamp.Tensor", RG(g(rng, 3, 4)), RG(g(rng, 4) - 0.5), RG(g(rng, 3, 1) + 0.5))
+    add("sum", a23())
+    add("sum", RG(g(rng, 0, 3)))  # empty
+    add("sum.dim_IntList", RG(g(rng, 2, 3, 2)), [1])
+    add("sum.dim_IntList", RG(g(rng, 2, 3, 2)), [0, 2], True)
+    add("mean", a23())
+    add("mean.dim", RG(g(rng, 2, 3, 2)), [-1])
+    add("amax", RG(g(rng, 3, 4)), [1])
+    add("amin", RG(g(rng, 3, 4)), [0], True)
+    add("var", RG(g(rng, 3, 4)))
+    add("var.dim", RG(g(rng, 3, 4)), [1])
+    add("var.correction", RG(g(rng, 3, 4)), [0], correction=0, keepdim=True)
+    add("_softmax", RG(g(rng, 3, 4)), 1, False)
+    add("_log_softmax", RG(g(rng, 3, 4)), 0, False)
+    add("softmax.int", RG(g(rng, 2, 3, 4)), -1)
+    add("log_softmax.int", RG(g(rng, 2, 3, 4)), 1)
+    add("native_layer_norm", RG(g(rng, 2, 3, 4)), [4], RG(g(rng, 4)), RG(g(rng, 4)), 1e-5)
+    add("layer_norm", RG(g(rng, 2, 3, 4)), [3, 4], RG(g(rng, 3, 4)), RG(g(rng, 3, 4)))
+    add("mm", RG(g(rng, 2, 3)), RG(g(rng, 3, 4)))
+    add("bmm", RG(g(rng, 2, 2, 3)), RG(g(rng, 2, 3, 4)))
+    add("addmm", RG(g(rng, 4)), RG(g(rng, 2, 3)), RG(g(rng, 3, 4)), beta=0.5, alpha=2)
+    add("dot", RG(g(rng, 5)), RG(g(rng, 5)))
+    add("matmul", RG(g(rng, 2, 3, 4)), RG(g(rng, 4, 5)))
+    add("matmul", RG(g(rng, 4)), RG(g(rng, 4, 2)))
+    add("linear", RG(g(rng, 2, 3)), RG(g(rng, 4, 3)), RG(g(rng, 4)))
+    add("cat", [RG(g(rng, 2, 3)), RG(g(rng, 2, 1))], 1)
+    add("stack", [RG(g(rng, 2, 3)), RG(g(rng, 2, 3))], 0)
+    add("clone", a23())
+    add("_to_copy", a23(), dtype="float64")
+    add("index_select", RG(g(rng, 4, 3)), 0, np.array([2, 0, 2]))
+    add("index_select", RG(g(rng, 2, 5, 3)), 1, np.array([4, 4, 1, 0]))
+    add("embedding", RG(g(rng, 5, 3)), np.array([[1, 4], [1, 0]]))
+    add("view", a23(), [3, 2])
+    add("reshape", a23(), [6])
+    add("transpose.int", RG(g(rng, 2, 3, 4)), 0, 2)
+    add("permute", RG(g(rng, 2, 3, 4)), [2, 0, 1])
+    add("t", a23())
+    add("select.int", RG(g(rng, 2, 3)), 1, -1)
+    add("slice.Tensor", RG(g(rng, 5, 3)), 0, 1, 5, 2)
+    add("expand", RG(g(rng, 3, 1)), [2, 3, 4])
+    add("squeeze", RG(g(rng, 1, 3, 1)))
+    add("squeeze.dim", RG(g(rng, 1, 3)), 0)
+    add("unsqueeze", RG(g(rng, 2, 3)), 1)
+    return C
+
+
+def wire(v, rg_ids):
+    """A case argument as sent to the server: requires-grad inputs by ref."""
+    if isinstance(v, RG):
+        return {"ref": rg_ids.pop(0)}
+    if isinstance(v, list) and v and isinstance(v[0], RG):
+        return [wire(x, rg_ids) for x in v]
+    if isinstance(v, np.ndarray):
+        return T(v)
+    return v
+
+
+def ref_value(v):
+    if isinstance(v, RG):
+        return T(v.a, rg=True)
+    if isinstance(v, list) and v and isinstance(v[0], RG):
+        return [ref_value(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return T(v)
+    return v
+
+
+def leaves(args, kw):
+    out = []
+    for v in list(args) + list(kw.values()):
+        if isinstance(v, RG):
+            out.append(v)
+        elif isinstance(v, list) and v and isinstance(v[0], RG):
+            out.extend(v)
+    return out
+
+
+def forward_loss(server, op, args, kw, out, weight, session):
+    """sum(op(...)[out] * weight), from the server's forward in no_grad."""
+    plain = lambda v: T(v.a) if isinstance(v, RG) else [plain(x) for x in v] if isinstance(v, list) and v and isinstance(v[0], RG) else T(v) if isinstance(v, np.ndarray) else v
+    r = server.post(f"/v1/ops/{op}", {"args": [plain(a) for a in args], "kwargs": {k: plain(v) for k, v in kw.items()},
+                                      "grad_mode": "no_grad"}, headers={"X-OD-Session": session})
+    assert r.status_code == 200, r.text
+    y = from_json(r.json()["outputs"][out]).astype(np.float64)
+    return float(np.sum(y * weight))
+
+
+def server_grads(server, op, args, kw, out, weight, session):
+    """(grads of the leaves, grad_fn of the output) by the server's autograd."""
+    hdr = {"X-OD-Session": session}
+    lv = leaves(args, kw)
+    ids = []
+    for leaf in lv:
+        r = server.post("/v1/tensors", {"tensor": T(leaf.a, rg=True)}, headers=hdr)
+        assert r.status_code == 201, r.text
+        assert r.json()["requires_grad"] and r.json()["is_leaf"]
+        ids.append(r.json()["id"])
+    pool = list(ids)
+    wargs = [wire(a, pool) for a in args]
+    wkw = {k: wire(v, pool) for k, v in kw.items()}
+    r = server.post(f"/v1/ops/{op}", {"args": wargs, "kwargs": wkw, "keep": True}, headers=hdr)
+    assert r.status_code == 200, f"{op}: {r.text}"
+    res = r.json()
+    y = res["outputs"][out]
+    path = res["dispatch"]["path"]
+    r = server.post("/v1/ops/mul", {"args": [{"ref": y["id"]}, T(weight.astype(y["dtype"]))], "keep": True},
+                    headers=hdr)
+    assert r.status_code == 200, r.text
+    r = server.post("/v1/ops/sum", {"args": [{"ref": r.json()["outputs"][0]["id"]}], "keep": True}, headers=hdr)
+    assert r.status_code == 200, r.text
+    loss = r.json()["outputs"][0]
+    r = server.post(f"/v1/tensors/{loss['id']}/backward", {}, headers=hdr)
+    assert r.status_code == 200, f"{op}: {r.text}"
+    validate(r, "POST", f"/v1/tensors/{loss['id']}/backward")
+    by_leaf = {x["id"]: x["grad"]["id"] for x in r.json()["grads"]}
+    grads = []
+    for i in ids:
+        if i not in by_leaf:
+            grads.append(None)
+            continue
+        gr = server.get(f"/v1/tensors/{by_leaf[i]}", headers=hdr)
+        assert gr.status_code == 200
+        grads.append(from_json(gr.json()["outputs"][0]).astype(np.float64))
+    server.delete(f"/v1/sessions/{session}")
+    return grads, y.get("grad_fn"), path
+
+
+def test_every_formula_against_torch_and_finite_differences(server, rng):
+    cases = make_cases(rng)
+    weights, refs = [], []
+    for op, args, kw, out in cases:
+        refs.append({"op": op, "args": [ref_value(a) for a in args],
+                     "kwargs": {k: ref_value(v) for k, v in kw.items()}, "out": out})
+    # the output's shape comes from torch's forward; the weight is random
+    shapes = torch_ref([dict(c, weight=T(np.ones(1))) for c in refs])
+    for c, s in zip(refs, shapes):
+        assert "error" not in s, (c["op"], s)
+        w = rng.standard_normal(s["shape"])
+        weights.append(w)
+        c["weight"] = T(w)
+    expect = torch_ref(refs)
+    checked = 0
+    for (op, args, kw, out), w, want in zip(cases, weights, expect):
+        session = "ag-" + uuid.uuid4().hex[:12]
+        got, grad_fn, path = server_grads(server, op, args, kw, out, w, session)
+        assert "Autograd" in path, (op, path)
+        lv = leaves(args, kw)
+        assert len(got) == len(want["grads"]) == len(lv)
+        for i, (gs, gt, leaf) in enumerate(zip(got, want["grads"], lv)):
+            if gt is None:
+                assert gs is None or not np.any(gs), (op, i)
+                continue
+            assert gs is not None, f"{op}: no gradient for input {i}"
+            gt = np.array(gt).reshape(leaf.a.shape)
+            np.testing.assert_allclose(gs, gt, rtol=1e-7, atol=1e-9, err_msg=f"{op} input {i} vs torch")
+            # central differences of the server's own forward
+            fd = np.zeros_like(leaf.a)
+            h = 1e-6
+            for j in range(leaf.a.size):
+                orig = leaf.a.flat[j]
+                leaf.a.flat[j] = orig + h
+                up = forward_loss(server, op, args, kw, out, w, session)
+                leaf.a.flat[j] = orig - h
+                dn = forward_loss(server, op, args, kw, out, w, session)
+                leaf.a.flat[j] = orig
+                fd.flat[j] = (up - dn) / (2 * h)
+            np.testing.assert_allclose(gs, fd, rtol=1e-4, atol=1e-5, err_msg=f"{op} input {i} vs finite differences")
+            checked += 1
+        if op in ("matmul", "linear", "reshape", "embedding"):
+            # composites differentiate through their decomposition: the
+            # grad_fn is the last operator they became, which differs from
+            # torch's where its decomposition does (_unsafe_view, _reshape_alias)
+            assert grad_fn and grad_fn.endswith("Backward0"), (op, grad_fn)
+        elif want["grad_fn"]:
+            assert grad_fn == want["grad_fn"], (op, grad_fn, want["grad_fn"])
+    assert checked > 100
+
+
+def store(server, a, session, rg=True):
+    r = server.post("/v1/tensors", {"tensor": T(a, rg=rg)}, headers={"X-OD-Session": session})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def kcall(server, op, *args, session, **kw):
+    r = server.post(f"/v1/ops/{op}", {"args": list(args), "keep": True, **kw}, headers={"X-OD-Session": session})
+    assert r.status_code == 200, r.text
+    return r.json()["outputs"][0]
+
+
+def test_retain_graph_gradient_and_second_backward(server, rng):
+    s = "ag-" + uuid.uuid4().hex[:12]
+    a = rng.standard_normal((3, 4))
+    x = store(server, a, s)
+    y = kcall(server, "exp", {"ref": x}, session=s)
+    assert y["grad_fn"] == "ExpBackward0" and not y["is_leaf"]
+    gw = rng.standard_normal((3, 4))
+    hdr = {"X-OD-Session": s}
+    r = server.post(f"/v1/tensors/{y['id']}/backward", {"gradient": T(gw), "retain_graph": True}, headers=hdr)
+    assert r.status_code == 200, r.text
+    gid = r.json()["grads"][0]["grad"]["id"]
+    np.testing.assert_allclose(from_json(server.get(f"/v1/tensors/{gid}", headers=hdr).json()["outputs"][0]),
+                               gw * np.exp(a), rtol=1e-6)
+    # a second pass accumulates into the same stored .grad
+    r = server.post(f"/v1/tensors/{y['id']}/backward", {"gradient": T(gw)}, headers=hdr)
+    assert r.status_code == 200, r.text
+    assert r.json()["grads"][0]["grad"]["id"] == gid
+    np.testing.assert_allclose(from_json(server.get(f"/v1/tensors/{gid}", headers=hdr).json()["outputs"][0]),
+                               2 * gw * np.exp(a), rtol=1e-6)
+    assert server.get(f"/v1/tensors/{x}", params={"meta": 1}, headers=hdr).json()["grad"] == gid
+    # the graph is freed now: ExpBackward0 needs its saved result
+    r = server.post(f"/v1/tensors/{y['id']}/backward", {"gradient": T(gw)}, headers=hdr)
+    assert r.status_code == 422 and "backward through the graph a second time" in error_message(r)
+    # a non-scalar root needs a gradient; a wrong shape is PyTorch's message
+    z = kcall(server, "exp", {"ref": x}, session=s)
+    r = server.post(f"/v1/tensors/{z['id']}/backward", {}, headers=hdr)
+    assert r.status_code == 422 and "only for scalar outputs" in error_message(r)
+    r = server.post(f"/v1/tensors/{z['id']}/backward", {"gradient": T(np.ones(3))}, headers=hdr)
+    assert r.status_code == 422 and "Mismatch in shape" in error_message(r)
+    server.delete(f"/v1/sessions/{s}")
+
+
+def test_version_counter_and_in_place_rules(server, rng):
+    s = "ag-" + uuid.uuid4().hex[:12]
+    hdr = {"X-OD-Session": s}
+    x = store(server, rng.standard_normal(4), s)
+    b = store(server, rng.standard_normal(4), s, rg=False)
+    y = kcall(server, "mul", {"ref": x}, {"ref": b}, session=s)  # saves b
+    r = server.post("/v1/ops/fill_", {"args": [{"ref": b}, 1.0]}, headers=hdr)  # b is modified in place
+    assert r.status_code == 200, r.text
+    total = kcall(server, "sum", {"ref": y["id"]}, session=s)
+    r = server.post(f"/v1/tensors/{total['id']}/backward", {}, headers=hdr)
+    assert r.status_code == 422
+    assert "modified by an inplace operation" in error_message(r) and "MulBackward0" in error_message(r)
+    # a leaf that requires grad cannot be written in place
+    r = server.post("/v1/ops/fill_", {"args": [{"ref": x}, 1.0]}, headers=hdr)
+    assert r.status_code == 422 and "leaf Variable that requires grad" in error_message(r)
+    # ... but it can under no_grad, as in torch
+    r = server.post("/v1/ops/fill_", {"args": [{"ref": x}, 1.0], "grad_mode": "no_grad"}, headers=hdr)
+    assert r.status_code == 200, r.text
+    server.delete(f"/v1/sessions/{s}")
+
+
+def test_no_grad_inference_mode_and_integers(server, rng):
+    a = rng.standard_normal(3)
+    for mode in ("no_grad", "inference_mode"):
+        r = server.post("/v1/ops/mul", {"args": [T(a, rg=True), T(a)], "grad_mode": mode})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert "requires_grad" not in body["outputs"][0]
+        assert "Autograd" not in body["dispatch"]["path"] and body["dispatch"]["grad_mode"] == mode
+    r = server.post("/v1/ops/mul", {"args": [T(a, rg=True), T(a)]})
+    assert r.json()["outputs"][0]["requires_grad"] is True
+    r = server.post("/v1/ops/mul", {"args": [T(a), T(a)], "grad_mode": "sometimes"})
+    assert r.status_code == 400 and "grad_mode" in error_message(r)
+    r = server.post("/v1/tensors", {"tensor": {"dtype": "int64", "shape": [2], "data": [1, 2], "requires_grad": True}})
+    assert r.status_code == 422 and "floating point" in error_message(r)
+    # comparisons are not differentiable: their outputs do not require grad
+    r = server.post("/v1/ops/gt", {"args": [T(a, rg=True), 0.0]})
+    assert r.status_code == 200 and "requires_grad" not in r.json()["outputs"][0]
+    # an operator without a derivative is an error naming it
+    r = server.post("/v1/ops/remainder.Scalar_Tensor", {"args": [2.0, T(a, rg=True)]})
+    assert r.status_code == 501 and "remainder.Scalar_Tensor" in error_message(r)
+
+
+def test_thousand_backward_passes_leave_nothing(server, rng):
+    s = "ag-" + uuid.uuid4().hex[:12]
+    hdr = {"X-OD-Session": s}
+    x = store(server, rng.standard_normal((8, 8)), s)
+    w = store(server, rng.standard_normal((8, 8)), s)
+
+    def live():
+        return server.get("/v1/stats").json()["autograd"]["live_nodes"]
+
+    before = live()
+    for i in range(1000):
+        body = {"steps": [{"op": "mm", "args": [{"ref": x}, {"ref": w}]},
+                          {"op": "relu", "args": [{"ref": "$0"}]},
+                          {"op": "sum", "args": [{"ref": "$1"}]},
+                          {"backward": "$2"}],
+                "outputs": []}
+        r = server.post("/v1/run", body, headers=hdr)
+        assert r.status_code == 200, r.text
+    assert live() == before
+    server.delete(f"/v1/sessions/{s}")
+    assert live() == before

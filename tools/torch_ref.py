@@ -1,0 +1,72 @@
+#!/usr/bin/python3
+"""PyTorch 1.13 as the reference for the integration tests: reads cases as
+JSON on stdin, writes results as JSON on stdout.
+
+Runs under Debian's /usr/bin/python3 with python3-torch, outside the tests'
+virtualenv (whose numpy torch 1.13 was not built against). A case is
+{"op": "add.Tensor", "args": [...], "kwargs": {...}, "out": 0, "weight": T}
+where a tensor is {"dtype", "shape", "data", "requires_grad"}; the answer per
+case is {"grads": [data of each requires_grad input's .grad, or None]} for
+loss = sum(op(...)[out] * weight), or {"error": message}.
+"""
+import json
+import sys
+
+import torch
+
+DT = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int64, "bool": torch.bool,
+      "float16": torch.float16, "bfloat16": torch.bfloat16, "int32": torch.int32}
+
+
+def tensor(v):
+    t = torch.tensor(v["data"], dtype=DT[v["dtype"]]).reshape(v["shape"])
+    if v.get("requires_grad"):
+        t.requires_grad_(True)
+    return t
+
+
+def value(v, leaves):
+    if isinstance(v, dict) and "dtype" in v:
+        t = tensor(v)
+        if t.requires_grad:
+            leaves.append(t)
+        return t
+    if isinstance(v, list) and v and isinstance(v[0], dict):
+        return [value(x, leaves) for x in v]
+    return v
+
+
+def run(case):
+    name, _, overload = case["op"].partition(".")
+    fn = getattr(torch.ops.aten, name)
+    fn = getattr(fn, overload or "default")
+    leaves = []
+    args = [value(a, leaves) for a in case.get("args", [])]
+    kwargs = {k: value(v, leaves) for k, v in case.get("kwargs", {}).items()}
+    if "dtype" in kwargs and isinstance(kwargs["dtype"], str):
+        kwargs["dtype"] = DT[kwargs["dtype"]]
+    out = fn(*args, **kwargs)
+    if isinstance(out, (tuple, list)):
+        out = out[case.get("out", 0)]
+    res = {"value": out.detach().double().reshape(-1).tolist(), "shape": list(out.shape),
+           "grad_fn": type(out.grad_fn).__name__ if out.grad_fn is not None else None}
+    w = tensor(case["weight"]).to(out.dtype)
+    loss = (out * w).sum()
+    grads = torch.autograd.grad(loss, leaves, allow_unused=True) if leaves else []
+    res["grads"] = [None if g is None else g.double().reshape(-1).tolist() for g in grads]
+    return res
+
+
+def main():
+    cases = json.load(sys.stdin)
+    out = []
+    for c in cases:
+        try:
+            out.append(run(c))
+        except Exception as e:  # the error is part of the reference
+            out.append({"error": str(e)})
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
