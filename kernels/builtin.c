@@ -49,7 +49,8 @@ static od_status init_body(od_error *err)
         (st = od_fallback(OD_KEY_AutocastCUDA, NULL, NULL, "fallthrough", __FILE__, __LINE__, err)))
         return st;
     if ((st = od_register_meta_kernels(err)) || (st = od_register_cpu_kernels(err)) ||
-        (st = od_register_composite_kernels(err)) || (st = od_register_autograd_kernels(err)))
+        (st = od_register_composite_kernels(err)) || (st = od_register_autograd_kernels(err)) ||
+        (st = od_register_builtin_modes(err)) || (st = od_register_reference_kernels(err)))
         return st;
 #ifdef OD_HAVE_CUDA
     if ((st = od_register_cuda_kernels(err)))

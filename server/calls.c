@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "od_parallel.h"
+#include "od_mode.h"
 #include "od_server.h"
 #include "od_stats.h"
 #include "od_devices.h"
@@ -685,6 +686,9 @@ void od_serve_call(od_req *r, const od_call_proto *p, void *q)
         if (p->exec && p->exec(q))
             c.exec = *p->exec(q);
     }
+    od_mode_stack modes = {0};
+    if (st == OD_OK && c.exec.modes && (st = od_exec_build_modes(&c.exec, &modes, &c.err)) == OD_OK)
+        c.exec.stack = &modes;
     if (st == OD_OK)
         st = od_srv_call_run(&c);
     if (st == OD_OK) {
@@ -710,6 +714,7 @@ void od_serve_call(od_req *r, const od_call_proto *p, void *q)
     for (int i = 0; i < nbin; i++)
         od_tensor_release(bin[i]);
     od_buf_free(&b);
+    od_mode_stack_clear(&modes);
     od_srv_call_release(&c);
     od_json_doc_free(doc);
 }

@@ -6,9 +6,12 @@
  * the TLS guard API, and the caller restores what od_exec_enter returns, so
  * nothing leaks into the worker's next request.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "od_autograd.h"
+#include "od_mode.h"
 #include "od_server.h"
 
 const char *const od_exec_fields[] = {"grad_mode", "autocast", "modes", "vmap", NULL};
@@ -81,5 +84,73 @@ od_tls od_exec_enter(const od_exec *x)
     od_tls prev = od_tls_save();
     if (x->grad_mode != OD_GRAD_ENABLED)
         od_tls_exclude(OD_KS_AUTOGRAD);
+    if (x->stack)
+        od_modes_enter(x->stack);
     return prev;
+}
+
+#define MODE_PARAMS_MAX 32
+
+od_status od_exec_build_modes(const od_exec *x, od_mode_stack *st, od_error *err)
+{
+    size_t i;
+    json_t *m;
+    json_array_foreach(x->modes, i, m) {
+        const char *name = NULL;
+        json_t *settings = NULL;
+        if (json_is_string(m)) {
+            name = json_string_value(m);
+        } else if (json_is_object(m) && json_object_size(m) == 1) {
+            void *it = json_object_iter(m);
+            name = json_object_iter_key(it);
+            settings = json_object_iter_value(it);
+        }
+        if (!name || (settings && !json_is_object(settings) && !json_is_null(settings))) {
+            od_mode_stack_clear(st);
+            return od_error_set(err, OD_EINVAL,
+                                "modes[%zu] must be a mode name or {name: {settings}}", i);
+        }
+        od_mode_param params[MODE_PARAMS_MAX];
+        char numbers[MODE_PARAMS_MAX][32];
+        int np = 0;
+        const char *k;
+        json_t *v;
+        json_object_foreach(settings, k, v) {
+            if (np == MODE_PARAMS_MAX || !(json_is_string(v) || json_is_integer(v))) {
+                od_mode_stack_clear(st);
+                return od_error_set(err, OD_EINVAL,
+                                    "modes[%zu] (%s): settings are at most %d strings or integers", i, name,
+                                    MODE_PARAMS_MAX);
+            }
+            if (json_is_integer(v))
+                snprintf(numbers[np], sizeof numbers[np], "%lld", (long long)json_integer_value(v));
+            params[np] = (od_mode_param){k, json_is_string(v) ? json_string_value(v) : numbers[np]};
+            np++;
+        }
+        od_status s = od_mode_stack_push(st, name, params, np, err);
+        if (s) {
+            od_mode_stack_clear(st);
+            return s;
+        }
+    }
+    return OD_OK;
+}
+
+void od_exec_modes_json(od_buf *b, od_mode_stack *st)
+{
+    if (!st || st->n == 0)
+        return;
+    od_buf_puts(b, ",\"modes\":{");
+    bool first = true;
+    for (int i = 0; i < st->n; i++) {
+        char *rep = st->cls[i]->report ? st->cls[i]->report(st->state[i]) : NULL;
+        if (!first)
+            od_buf_putc(b, ',');
+        first = false;
+        od_buf_json_str(b, st->cls[i]->name);
+        od_buf_putc(b, ':');
+        od_buf_puts(b, rep ? rep : "null");
+        free(rep);
+    }
+    od_buf_putc(b, '}');
 }

@@ -133,6 +133,7 @@ static void v1_tail(od_buf *b, const od_srv_call *c, void *qv)
     (void)qv;
     od_buf_puts(b, ",\"dispatch\":");
     od_srv_call_dispatch_json(b, c);
+    od_exec_modes_json(b, c->exec.stack);
     od_buf_putc(b, '}');
 }
 

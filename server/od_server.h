@@ -241,6 +241,7 @@ typedef struct od_exec {
     od_dtype autocast;   /* OD_NUM_DTYPES: off */
     json_t *modes;       /* "modes": [...], or NULL */
     json_t *vmap;        /* "vmap": {...}, or NULL */
+    struct od_mode_stack *stack; /* the modes built from "modes" (borrowed), or NULL */
 } od_exec;
 
 void od_exec_init(od_exec *x);
@@ -255,6 +256,11 @@ int od_exec_field(od_exec *x, const char *key, json_t *v, od_error *err);
 void od_exec_json(od_buf *b, const od_exec *x);
 /* Applies x to this thread's dispatcher state; returns what to restore. */
 od_tls od_exec_enter(const od_exec *x);
+/* Instantiates x->modes, outermost first, into st (caller's, zeroed; an
+ * empty list leaves it empty); od_mode_stack_clear(st) frees them. */
+od_status od_exec_build_modes(const od_exec *x, struct od_mode_stack *st, od_error *err);
+/* ,"modes":{"<name>": report, ...} for the modes of st that report. */
+void od_exec_modes_json(od_buf *b, struct od_mode_stack *st);
 
 /* One operator call through the dispatcher with the request's limits:
  * device moves, output-bytes cap, trace, stats. */

@@ -23,6 +23,7 @@
 
 #include "od_autograd.h"
 #include "od_parallel.h"
+#include "od_mode.h"
 #include "od_server.h"
 
 #define OD_PROGRAM_MAX_STEPS 256
@@ -341,6 +342,9 @@ void od_h_run(od_req *r)
             break;
         }
     }
+    od_mode_stack modes = {0};
+    if (s == OD_OK && p.exec.modes && (s = od_exec_build_modes(&p.exec, &modes, &err)) == OD_OK)
+        p.exec.stack = &modes;
     od_device dev = {OD_DEV_CPU, 0};
     if (s == OD_OK)
         s = od_resolve_device(jdev ? json_string_value(jdev) : NULL, &dev, &err);
@@ -399,7 +403,9 @@ void od_h_run(od_req *r)
             od_srv_call_dispatch_json(&b, &p.calls[k]);
             od_buf_putc(&b, '}');
         }
-        od_buf_puts(&b, "]}");
+        od_buf_puts(&b, "]");
+        od_exec_modes_json(&b, p.exec.stack);
+        od_buf_puts(&b, "}");
         if (b.oom)
             s = od_error_set(&err, b.over ? OD_ETOOLARGE : OD_ENOMEM, "the answer does not fit the output limit");
     }
@@ -420,5 +426,6 @@ void od_h_run(od_req *r)
             od_srv_call_release(&p.calls[k]);
     free(p.calls);
     free(p.last_use);
+    od_mode_stack_clear(&modes);
     od_json_doc_free(doc);
 }

@@ -7,7 +7,9 @@ virtualenv (whose numpy torch 1.13 was not built against). A case is
 {"op": "add.Tensor", "args": [...], "kwargs": {...}, "out": 0, "weight": T}
 where a tensor is {"dtype", "shape", "data", "requires_grad"}; the answer per
 case is {"grads": [data of each requires_grad input's .grad, or None]} for
-loss = sum(op(...)[out] * weight), or {"error": message}.
+loss = sum(op(...)[out] * weight), or {"error": message}; without a weight,
+only the forward: {"value", "shape", "dtype"} ("autocast": "bfloat16" runs it
+under torch.autocast on the CPU).
 """
 import json
 import sys
@@ -45,11 +47,18 @@ def run(case):
     kwargs = {k: value(v, leaves) for k, v in case.get("kwargs", {}).items()}
     if "dtype" in kwargs and isinstance(kwargs["dtype"], str):
         kwargs["dtype"] = DT[kwargs["dtype"]]
-    out = fn(*args, **kwargs)
+    if case.get("autocast"):
+        with torch.autocast("cpu", dtype=DT[case["autocast"]]):
+            out = fn(*args, **kwargs)
+    else:
+        out = fn(*args, **kwargs)
     if isinstance(out, (tuple, list)):
         out = out[case.get("out", 0)]
     res = {"value": out.detach().double().reshape(-1).tolist(), "shape": list(out.shape),
+           "dtype": str(out.dtype).replace("torch.", ""),
            "grad_fn": type(out.grad_fn).__name__ if out.grad_fn is not None else None}
+    if "weight" not in case:
+        return res
     w = tensor(case["weight"]).to(out.dtype)
     loss = (out * w).sum()
     grads = torch.autograd.grad(loss, leaves, allow_unused=True) if leaves else []

@@ -1,0 +1,443 @@
+/* modes.c — the built-in modes: trace, profile, validate and override.
+ *
+ * Invariants: each mode's state belongs to one request on one thread (no
+ * locks); a handler always either continues the call (od_mode_continue) or
+ * answers it itself, and records what it saw in its own state only.
+ * Reports are JSON values built here, with no JSON library.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "od_half.h"
+#include "od_mode.h"
+#include "od_ops.h"
+
+/* ---- a growable string ---- */
+
+typedef struct str {
+    char *p;
+    size_t len, cap;
+    bool bad;
+} str;
+
+static void sput(str *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sput(str *b, const char *fmt, ...)
+{
+    if (b->bad)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->bad = true;
+            return;
+        }
+        if (b->p && b->len + (size_t)n < b->cap) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t nc = (b->cap ? b->cap * 2 : 256) + (size_t)n;
+        char *np = realloc(b->p, nc);
+        if (!np) {
+            b->bad = true;
+            return;
+        }
+        b->p = np;
+        b->cap = nc;
+    }
+}
+
+static char *sdone(str *b)
+{
+    if (b->bad) {
+        free(b->p);
+        return NULL;
+    }
+    return b->p ? b->p : strdup("null");
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* {"shape","dtype","device"[,"requires_grad"]} of each tensor in vals. */
+static void put_tensors(str *b, const od_value *vals, int n)
+{
+    sput(b, "[");
+    bool first = true;
+    for (int i = 0; i < n; i++) {
+        const od_value *v = &vals[i];
+        od_tensor *const *ts = v->tag == OD_T_TENSOR ? &v->u.t : v->tag == OD_T_TENSOR_LIST ? v->u.list.items : NULL;
+        size_t nt = v->tag == OD_T_TENSOR ? 1 : v->tag == OD_T_TENSOR_LIST ? v->u.list.n : 0;
+        for (size_t j = 0; j < nt; j++) {
+            const od_tensor *t = ts[j];
+            if (!t)
+                continue;
+            char shape[256], dev[32];
+            od_shape_print(t->sizes, t->ndim, shape, sizeof shape);
+            od_device_print(t->device, dev, sizeof dev);
+            sput(b, "%s{\"arg\":%d,\"shape\":%s,\"dtype\":\"%s\",\"device\":\"%s\"%s}", first ? "" : ",", i, shape,
+                 od_dtype_name(t->dtype), dev, t->requires_grad ? ",\"requires_grad\":true" : "");
+            first = false;
+        }
+    }
+    sput(b, "]");
+}
+
+/* ---- trace: every operator reached, in order, nested calls included ---- */
+
+typedef struct trace_ev {
+    const od_op *op;
+    int depth;
+    od_keyset ks;
+    char *inputs, *outputs;
+    uint64_t ns;
+    od_status st;
+} trace_ev;
+
+typedef struct trace_state {
+    trace_ev *ev;
+    int n, cap, max, dropped, depth;
+} trace_state;
+
+static od_status trace_create(const od_mode_param *p, int np, void **state, od_error *err)
+{
+    trace_state *t = calloc(1, sizeof *t);
+    if (!t)
+        return od_error_set(err, OD_ENOMEM, "out of memory");
+    t->max = 10000;
+    for (int i = 0; i < np; i++) {
+        if (!strcmp(p[i].key, "max_events")) {
+            t->max = atoi(p[i].value);
+            if (t->max < 1 || t->max > 1000000) {
+                free(t);
+                return od_error_set(err, OD_EINVAL, "max_events must be 1 to 1000000");
+            }
+        } else {
+            free(t);
+            return od_error_set(err, OD_EINVAL, "unknown setting '%.64s' (trace takes max_events)", p[i].key);
+        }
+    }
+    *state = t;
+    return OD_OK;
+}
+
+static od_status trace_handle(void *state, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    trace_state *t = state;
+    trace_ev *e = NULL;
+    if (t->n < t->max) {
+        if (t->n == t->cap) {
+            int nc = t->cap ? t->cap * 2 : 32;
+            trace_ev *ne = realloc(t->ev, (size_t)nc * sizeof *ne);
+            if (!ne)
+                return od_error_set(err, OD_ENOMEM, "out of memory tracing");
+            t->ev = ne;
+            t->cap = nc;
+        }
+        e = &t->ev[t->n++];
+        *e = (trace_ev){op, t->depth, ks & od_ks_below(OD_KEY_Mode), NULL, NULL, 0, OD_OK};
+        str b = {0};
+        put_tensors(&b, s->args, s->nargs);
+        e->inputs = sdone(&b);
+    } else {
+        t->dropped++;
+    }
+    int idx = e ? (int)(e - t->ev) : -1;
+    t->depth++;
+    uint64_t t0 = now_ns();
+    od_status st = od_mode_continue(op, ks, s, err);
+    uint64_t dt = now_ns() - t0;
+    t->depth--;
+    if (idx >= 0) { /* t->ev may have moved */
+        e = &t->ev[idx];
+        e->ns = dt;
+        e->st = st;
+        if (st == OD_OK) {
+            str b = {0};
+            put_tensors(&b, s->rets, s->nrets);
+            e->outputs = sdone(&b);
+        }
+    }
+    return st;
+}
+
+static char *trace_report(void *state)
+{
+    trace_state *t = state;
+    str b = {0};
+    sput(&b, "{\"events\":[");
+    for (int i = 0; i < t->n; i++) {
+        trace_ev *e = &t->ev[i];
+        char keys[256];
+        od_ks_print(e->ks, keys, sizeof keys);
+        sput(&b, "%s{\"op\":\"%s\",\"depth\":%d,\"key\":\"%s\",\"keyset\":\"%s\",\"inputs\":%s,\"outputs\":%s,"
+                 "\"us\":%.3f,\"status\":\"%s\"}",
+             i ? "," : "", od_op_name(e->op), e->depth, od_key_name(od_ks_highest(e->ks)), keys,
+             e->inputs ? e->inputs : "[]", e->outputs ? e->outputs : "null", (double)e->ns / 1000.0,
+             od_status_code(e->st));
+    }
+    sput(&b, "],\"dropped\":%d}", t->dropped);
+    return sdone(&b);
+}
+
+static void trace_destroy(void *state)
+{
+    trace_state *t = state;
+    for (int i = 0; i < t->n; i++) {
+        free(t->ev[i].inputs);
+        free(t->ev[i].outputs);
+    }
+    free(t->ev);
+    free(t);
+}
+
+/* ---- profile: count and time per operator (inclusive of nested calls) ---- */
+
+typedef struct prof_row {
+    const od_op *op;
+    uint64_t count, ns, errors;
+} prof_row;
+
+typedef struct prof_state {
+    prof_row *rows;
+    int n, cap;
+} prof_state;
+
+static od_status prof_create(const od_mode_param *p, int np, void **state, od_error *err)
+{
+    (void)p;
+    if (np)
+        return od_error_set(err, OD_EINVAL, "profile takes no settings");
+    *state = calloc(1, sizeof(prof_state));
+    return *state ? OD_OK : od_error_set(err, OD_ENOMEM, "out of memory");
+}
+
+static od_status prof_handle(void *state, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    prof_state *p = state;
+    uint64_t t0 = now_ns();
+    od_status st = od_mode_continue(op, ks, s, err);
+    uint64_t dt = now_ns() - t0;
+    int i = 0;
+    while (i < p->n && p->rows[i].op != op)
+        i++;
+    if (i == p->n) {
+        if (p->n == p->cap) {
+            int nc = p->cap ? p->cap * 2 : 16;
+            prof_row *nr = realloc(p->rows, (size_t)nc * sizeof *nr);
+            if (!nr)
+                return st;
+            p->rows = nr;
+            p->cap = nc;
+        }
+        p->rows[p->n++] = (prof_row){op, 0, 0, 0};
+    }
+    p->rows[i].count++;
+    p->rows[i].ns += dt;
+    p->rows[i].errors += st != OD_OK;
+    return st;
+}
+
+static char *prof_report(void *state)
+{
+    prof_state *p = state;
+    str b = {0};
+    sput(&b, "{\"ops\":[");
+    for (int i = 0; i < p->n; i++)
+        sput(&b, "%s{\"op\":\"%s\",\"count\":%llu,\"errors\":%llu,\"total_us\":%.3f,\"mean_us\":%.3f}", i ? "," : "",
+             od_op_name(p->rows[i].op), (unsigned long long)p->rows[i].count,
+             (unsigned long long)p->rows[i].errors, (double)p->rows[i].ns / 1000.0,
+             (double)p->rows[i].ns / 1000.0 / (double)p->rows[i].count);
+    sput(&b, "]}");
+    return sdone(&b);
+}
+
+static void prof_destroy(void *state)
+{
+    prof_state *p = state;
+    free(p->rows);
+    free(p);
+}
+
+/* ---- validate: 422 at the first NaN or Inf going in or coming out ---- */
+
+static double elem(const void *base, od_dtype dt, int64_t off)
+{
+    switch (dt) {
+    case OD_FLOAT32: return ((const float *)base)[off];
+    case OD_FLOAT64: return ((const double *)base)[off];
+    case OD_FLOAT16: return od_half_to_float(((const uint16_t *)base)[off]);
+    case OD_BFLOAT16: return od_bf16_to_float(((const uint16_t *)base)[off]);
+    default: return 0;
+    }
+}
+
+/* The flat index of t's first non-finite element, or -1. */
+static int64_t first_nonfinite(od_tensor *t, od_error *err, od_status *st)
+{
+    *st = OD_OK;
+    if (!od_dtype_is_floating(t->dtype) || t->device.type == OD_DEV_META || od_tensor_numel(t) == 0)
+        return -1;
+    od_tensor *h = t;
+    if (t->device.type != OD_DEV_CPU) {
+        od_device cpu = {OD_DEV_CPU, 0};
+        if ((*st = od_to_device(t, cpu, &h, err)) != OD_OK)
+            return -1;
+    }
+    const char *base = od_tensor_data(h);
+    int64_t n = od_tensor_numel(h), idx[OD_MAX_DIMS] = {0}, found = -1;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t off = 0;
+        for (int d = 0; d < h->ndim; d++)
+            off += idx[d] * h->strides[d];
+        if (!isfinite(elem(base, h->dtype, off))) {
+            found = k;
+            break;
+        }
+        for (int d = h->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < h->sizes[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    if (h != t)
+        od_tensor_release(h);
+    return found;
+}
+
+static od_status check_values(const od_op *op, const od_value *vals, int n, const char *what, od_error *err)
+{
+    for (int i = 0; i < n; i++) {
+        const od_value *v = &vals[i];
+        od_tensor *const *ts = v->tag == OD_T_TENSOR ? &v->u.t : v->tag == OD_T_TENSOR_LIST ? v->u.list.items : NULL;
+        size_t nt = v->tag == OD_T_TENSOR ? 1 : v->tag == OD_T_TENSOR_LIST ? v->u.list.n : 0;
+        for (size_t j = 0; j < nt; j++) {
+            if (!ts[j])
+                continue;
+            od_status st;
+            int64_t at = first_nonfinite(ts[j], err, &st);
+            if (st)
+                return st;
+            if (at >= 0)
+                return od_error_set(err, OD_EMISMATCH,
+                                    "validate: %s %s %d holds a non-finite value (NaN or Inf) at flat index %lld",
+                                    od_op_name(op), what, i, (long long)at);
+        }
+    }
+    return OD_OK;
+}
+
+static od_status validate_create(const od_mode_param *p, int np, void **state, od_error *err)
+{
+    (void)p;
+    *state = NULL;
+    return np ? od_error_set(err, OD_EINVAL, "validate takes no settings") : OD_OK;
+}
+
+static od_status validate_handle(void *state, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)state;
+    od_status st = check_values(op, s->args, s->nargs, "input", err);
+    if (st == OD_OK)
+        st = od_mode_continue(op, ks, s, err);
+    if (st == OD_OK && (st = check_values(op, s->rets, s->nrets, "output", err)) != OD_OK)
+        od_stack_release_rets(s);
+    return st;
+}
+
+/* ---- override: one operator's calls served by another operator ---- */
+
+#define OVERRIDE_MAX 16
+typedef struct override_state {
+    const od_op *from[OVERRIDE_MAX], *to[OVERRIDE_MAX];
+    int n;
+    uint64_t hits;
+} override_state;
+
+static const od_op *find_op(const char *name)
+{
+    const od_op *op = od_op_find(name);
+    if (!op && !strstr(name, "::")) {
+        char q[256];
+        snprintf(q, sizeof q, "od::%s", name);
+        op = od_op_find(q);
+    }
+    return op;
+}
+
+static od_status override_create(const od_mode_param *p, int np, void **state, od_error *err)
+{
+    if (np < 1 || np > OVERRIDE_MAX)
+        return od_error_set(err, OD_EINVAL, "override takes 1 to %d {\"op\": \"replacement\"} pairs", OVERRIDE_MAX);
+    override_state *o = calloc(1, sizeof *o);
+    if (!o)
+        return od_error_set(err, OD_ENOMEM, "out of memory");
+    for (int i = 0; i < np; i++) {
+        const od_op *a = find_op(p[i].key), *b = find_op(p[i].value);
+        od_status st = OD_OK;
+        if (!a || !b)
+            st = od_error_set(err, OD_EINVAL, "override: no operator named '%.128s'", !a ? p[i].key : p[i].value);
+        else if (od_op_schema(a)->nargs != od_op_schema(b)->nargs ||
+                 od_op_schema(a)->nrets != od_op_schema(b)->nrets)
+            st = od_error_set(err, OD_EINVAL, "override: %s and %s do not take the same arguments", od_op_name(a),
+                              od_op_name(b));
+        if (st) {
+            free(o);
+            return st;
+        }
+        o->from[o->n] = a;
+        o->to[o->n++] = b;
+    }
+    *state = o;
+    return OD_OK;
+}
+
+static od_status override_handle(void *state, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    override_state *o = state;
+    for (int i = 0; i < o->n; i++)
+        if (o->from[i] == op) {
+            o->hits++;
+            return od_call(o->to[i], s, err); /* the next mode down sees the replacement */
+        }
+    return od_mode_continue(op, ks, s, err);
+}
+
+static char *override_report(void *state)
+{
+    override_state *o = state;
+    str b = {0};
+    sput(&b, "{\"replaced_calls\":%llu,\"map\":{", (unsigned long long)o->hits);
+    for (int i = 0; i < o->n; i++)
+        sput(&b, "%s\"%s\":\"%s\"", i ? "," : "", od_op_name(o->from[i]), od_op_name(o->to[i]));
+    sput(&b, "}}");
+    return sdone(&b);
+}
+
+static const od_mode_class g_builtin_modes[] = {
+    {"trace", "every operator reached, in order, nested calls included: shapes, dtypes, devices, keys, time",
+     trace_create, trace_handle, trace_report, trace_destroy},
+    {"profile", "count and inclusive time per operator", prof_create, prof_handle, prof_report, prof_destroy},
+    {"validate", "422 naming the first operator whose input or output holds NaN or Inf", validate_create,
+     validate_handle, NULL, NULL},
+    {"override", "{\"mm\": \"mm_reference\"}: an operator's calls served by another registered operator",
+     override_create, override_handle, override_report, free},
+};
+
+od_status od_register_builtin_modes(od_error *err)
+{
+    od_status st = od_register_mode_fallback(err);
+    for (size_t i = 0; !st && i < sizeof g_builtin_modes / sizeof g_builtin_modes[0]; i++)
+        st = od_mode_register(&g_builtin_modes[i], err);
+    return st;
+}
