@@ -65,7 +65,7 @@ NVCCFLAGS := -O3 -std=c++17 $(NVCC_ARCH) $(INCLUDES) -Xcompiler -fPIC,-Wall,-Wex
 
 # ---- sources ----------------------------------------------------------------
 LIB_SRC  := $(wildcard dispatcher/*.c) $(wildcard kernels/*.c) \
-            $(foreach d,cpu meta composite autograd batched reference modes,$(wildcard kernels/$(d)/*.c))
+            $(foreach d,cpu meta composite autograd batched autocast reference modes,$(wildcard kernels/$(d)/*.c))
 CUDA_C   := $(wildcard kernels/cuda/*.c)
 CUDA_CU  := $(wildcard kernels/cuda/*.cu)
 ifeq ($(CUDA_ON),1)

@@ -103,8 +103,10 @@ od_keyset od_op_fallthrough_keys(const od_op *op);
 typedef struct od_tls {
     od_keyset included; /* stored XOR OD_KS_DEFAULT_INCLUDED: zero is the default */
     od_keyset excluded; /* stored XOR OD_KS_DEFAULT_EXCLUDED */
-    struct od_mode_stack *modes;   /* reserved for the mode stack (not built yet): NULL */
+    struct od_mode_stack *modes;   /* the entered mode stack (borrowed), or NULL */
     struct od_trace *trace;        /* NULL: not tracing (borrowed) */
+    struct od_vmap_level *vmap;    /* the innermost entered vmap level (borrowed), or NULL */
+    int autocast_dtype;            /* the lower-precision dtype (od_dtype) while autocast is on */
 } od_tls;
 
 od_keyset od_tls_included(void);

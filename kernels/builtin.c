@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "od_autograd.h"
+#include "od_vmap.h"
 #include "od_ops.h"
 
 static const od_op *g_builtin[OD_NUM_BUILTIN_OPS];
@@ -50,7 +51,8 @@ static od_status init_body(od_error *err)
         return st;
     if ((st = od_register_meta_kernels(err)) || (st = od_register_cpu_kernels(err)) ||
         (st = od_register_composite_kernels(err)) || (st = od_register_autograd_kernels(err)) ||
-        (st = od_register_builtin_modes(err)) || (st = od_register_reference_kernels(err)))
+        (st = od_register_builtin_modes(err)) || (st = od_register_reference_kernels(err)) ||
+        (st = od_register_batched_kernels(err)) || (st = od_register_autocast_kernels(err)))
         return st;
 #ifdef OD_HAVE_CUDA
     if ((st = od_register_cuda_kernels(err)))

@@ -31,6 +31,7 @@ od_status od_register_meta_kernels(od_error *err);
 od_status od_register_cuda_kernels(od_error *err); /* only with OD_HAVE_CUDA */
 od_status od_register_builtin_modes(od_error *err);      /* kernels/modes/: trace, profile, ... */
 od_status od_register_reference_kernels(od_error *err); /* kernels/reference/: od::mm_reference */
+od_status od_register_autocast_kernels(od_error *err);  /* kernels/autocast/ */
 
 /* Runs built-in id on args (borrowed, nargs == the schema's argument count,
  * defaults filled by the caller) through the full dispatcher (od_call).

@@ -23,6 +23,7 @@
 
 #include "od_parallel.h"
 #include "od_mode.h"
+#include "od_vmap.h"
 #include "od_server.h"
 #include "od_stats.h"
 #include "od_devices.h"
@@ -295,9 +296,30 @@ od_status od_srv_call_run(od_srv_call *c)
                     : od_cfg.max_call_seconds
                         ? od_now_ns() + (uint64_t)od_cfg.max_call_seconds * 1000000000u
                         : UINT64_MAX); /* no budget, but shutdown may still cancel it */
+    od_vmap_level levels[OD_VMAP_MAX_LEVELS];
+    od_vmap_run vm = {.lv = levels};
+    c->exec.autocast_key = c->device.type == OD_DEV_CUDA ? OD_KEY_AutocastCUDA : OD_KEY_AutocastCPU;
+    if (c->exec.autocast == OD_FLOAT16 && c->device.type != OD_DEV_CUDA) {
+        od_set_deadline(0);
+        od_set_alloc_limit(prev_limit);
+        return od_error_set(&c->err, OD_EUNSUPPORTED,
+                            "autocast float16 is for CUDA: CPU autocast supports bfloat16 only (as in "
+                            "PyTorch 1.13)");
+    }
+    if (c->exec.vmap && (st = od_exec_vmap_wrap(&c->exec, &c->bound, &vm, &c->err)) != OD_OK) {
+        od_set_deadline(0);
+        od_set_alloc_limit(prev_limit);
+        return st;
+    }
     od_tls saved = od_exec_enter(&c->exec);
+    if (vm.n)
+        od_vmap_enter(&levels[vm.n - 1]);
     st = od_call_traced(c->op, &c->stack, &c->trace, &c->err);
+    c->ks = c->trace.first_keyset; /* with the modes', vmap's and autocast's keys */
+    c->key = od_ks_highest(c->ks);
     od_tls_restore(&saved);
+    if (st == OD_OK && vm.n && (st = od_exec_vmap_unwrap(&vm, &c->stack, &c->err)) != OD_OK)
+        od_stack_release_rets(&c->stack);
     if (od_cancelled()) { /* outputs are incomplete: drop them */
         od_stack_release_rets(&c->stack);
         st = od_error_set(&c->err, OD_ETIMEOUT,

@@ -12,6 +12,7 @@
 
 #include "od_autograd.h"
 #include "od_mode.h"
+#include "od_vmap.h"
 #include "od_server.h"
 
 const char *const od_exec_fields[] = {"grad_mode", "autocast", "modes", "vmap", NULL};
@@ -84,9 +85,136 @@ od_tls od_exec_enter(const od_exec *x)
     od_tls prev = od_tls_save();
     if (x->grad_mode != OD_GRAD_ENABLED)
         od_tls_exclude(OD_KS_AUTOGRAD);
+    if (x->autocast != OD_NUM_DTYPES) { /* on for the call's device type */
+        od_tls_set_excluded(od_tls_excluded() & ~OD_KS_AUTOCAST);
+        od_tls_include(x->autocast_key == OD_KEY_AutocastCUDA ? OD_KS(OD_KEY_AutocastCUDA)
+                                                              : OD_KS(OD_KEY_AutocastCPU));
+        od_tls_get()->autocast_dtype = (int)x->autocast;
+    }
     if (x->stack)
         od_modes_enter(x->stack);
     return prev;
+}
+
+/* ---- vmap ---- */
+
+static od_status dims_entry(json_t *dims, size_t i, bool *present, int64_t *d, const char *what, od_error *err)
+{
+    json_t *v = json_is_array(dims) ? json_array_get(dims, i) : dims;
+    *present = v && !json_is_null(v);
+    if (*present && !json_is_integer(v))
+        return od_error_set(err, OD_EINVAL, "vmap: %s must be integers or null", what);
+    if (*present)
+        *d = json_integer_value(v);
+    return OD_OK;
+}
+
+od_status od_exec_vmap_wrap(const od_exec *x, od_bound *b, od_vmap_run *run, od_error *err)
+{
+    json_t *v = x->vmap;
+    size_t n = json_is_array(v) ? json_array_size(v) : 1;
+    if (n == 0 || n > OD_VMAP_MAX_LEVELS)
+        return od_error_set(err, OD_EINVAL, "vmap: 1 to %d levels", OD_VMAP_MAX_LEVELS);
+    run->n = 0;
+    for (size_t L = 0; L < n; L++) {
+        json_t *spec = json_is_array(v) ? json_array_get(v, L) : v;
+        static const char *const keys[] = {"in_dims", "out_dims", "randomness", NULL};
+        const char *k;
+        json_t *e;
+        if (!json_is_object(spec))
+            return od_error_set(err, OD_EINVAL, "vmap: each level is {\"in_dims\", \"out_dims\", \"randomness\"}");
+        json_object_foreach(spec, k, e) {
+            bool known = false;
+            for (int j = 0; keys[j]; j++)
+                known |= !strcmp(k, keys[j]);
+            if (!known)
+                return od_error_set(err, OD_EINVAL, "vmap: unknown field '%.64s' (expected in_dims, out_dims, randomness)", k);
+        }
+        json_t *in = json_object_get(spec, "in_dims"), *rnd = json_object_get(spec, "randomness");
+        if (in && !json_is_array(in) && !json_is_integer(in))
+            return od_error_set(err, OD_EINVAL, "vmap: in_dims must be a list (one entry per positional argument) or an integer");
+        od_vmap_level *lv = &run->lv[L];
+        lv->level = (int)L + 1;
+        lv->size = -1;
+        lv->outer = L ? &run->lv[L - 1] : NULL;
+        lv->randomness = OD_RANDOMNESS_ERROR;
+        if (rnd) {
+            const char *r = json_is_string(rnd) ? json_string_value(rnd) : "";
+            if (!strcmp(r, "different"))
+                lv->randomness = OD_RANDOMNESS_DIFFERENT;
+            else if (!strcmp(r, "same"))
+                lv->randomness = OD_RANDOMNESS_SAME;
+            else if (strcmp(r, "error"))
+                return od_error_set(err, OD_EINVAL, "vmap: randomness must be \"error\", \"different\" or \"same\"");
+        }
+        run->spec[L] = spec;
+        run->n = (int)L + 1;
+        size_t nin = json_is_array(in) ? json_array_size(in) : (size_t)b->nargs;
+        if (json_is_array(in) && nin > (size_t)b->nargs)
+            return od_error_set(err, OD_EINVAL, "vmap: in_dims has %zu entries for %d arguments", nin, b->nargs);
+        bool any = false;
+        for (size_t i = 0; i < nin; i++) {
+            bool present = true;
+            int64_t d = 0; /* no in_dims: 0 for every tensor argument */
+            od_status st = in ? dims_entry(in, i, &present, &d, "in_dims", err) : OD_OK;
+            if (st)
+                return st;
+            od_value *a = &b->args[i];
+            if (!present || (!json_is_array(in) && a->tag != OD_T_TENSOR))
+                continue; /* an integer in_dims maps every tensor argument */
+            if (a->tag != OD_T_TENSOR || !a->u.t)
+                return od_error_set(err, OD_EINVAL, "vmap: in_dims[%zu] is %lld but argument %zu is not a Tensor", i,
+                                    (long long)d, i);
+            od_tensor *t = a->u.t;
+            int64_t w = d < 0 ? d + t->ndim : d;
+            if (w < 0 || w >= t->ndim)
+                return od_error_set(err, OD_EINVAL,
+                                    "vmap: in_dims[%zu] is %lld but the argument has %d dimension(s) at this level", i,
+                                    (long long)d, t->ndim);
+            if (lv->size >= 0 && t->sizes[w] != lv->size)
+                return od_error_set(err, OD_EMISMATCH,
+                                    "vmap: Expected all tensors to have the same size in the mapped dimension, got "
+                                    "sizes %lld and %lld for the mapped dimension",
+                                    (long long)lv->size, (long long)t->sizes[w]);
+            lv->size = t->sizes[w];
+            od_tensor *wrapped = NULL;
+            if ((st = od_make_batched(t, w, lv->level, &wrapped, err)) != OD_OK)
+                return st;
+            if (b->owned[i])
+                od_tensor_release(t);
+            a->u.t = wrapped;
+            b->owned[i] = true;
+            any = true;
+        }
+        if (!any)
+            return od_error_set(err, OD_EINVAL, "vmap: level %zu maps no tensor argument (in_dims all null)", L + 1);
+    }
+    return OD_OK;
+}
+
+od_status od_exec_vmap_unwrap(const od_vmap_run *run, od_stack *s, od_error *err)
+{
+    for (int L = run->n - 1; L >= 0; L--) {
+        json_t *out = json_object_get(run->spec[L], "out_dims");
+        for (int i = 0; i < s->nrets; i++) {
+            od_value *r = &s->rets[i];
+            if (r->tag != OD_T_TENSOR || !r->u.t)
+                continue;
+            bool present = true;
+            int64_t d = 0;
+            od_status st = out ? dims_entry(out, (size_t)i, &present, &d, "out_dims", err) : OD_OK;
+            if (st)
+                return st;
+            if (!present)
+                return od_error_set(err, OD_EINVAL, "vmap: out_dims[%d] is null: every output has a batch dim", i);
+            od_tensor *u = NULL;
+            if ((st = od_unwrap_batched(r->u.t, run->lv[L].level, run->lv[L].size, d, &u, err)) != OD_OK)
+                return st;
+            od_tensor_release(r->u.t);
+            r->u.t = u;
+        }
+    }
+    return OD_OK;
 }
 
 #define MODE_PARAMS_MAX 32

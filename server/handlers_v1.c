@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "od_autograd.h"
+#include "od_mode.h"
+#include "od_vmap.h"
 #include "od_parallel.h"
 #include "od_server.h"
 #include "od_stats.h"
@@ -188,6 +190,15 @@ void od_h_op_explain(od_req *r)
         goto out;
     }
     od_stack_init(&s, meta.args, meta.nargs);
+    /* the request's settings (grad mode, autocast, modes) apply as in a call */
+    od_mode_stack modes = {0};
+    if (q.exec.modes && (st = od_exec_build_modes(&q.exec, &modes, &err)) != OD_OK) {
+        od_respond_od_error(r, &err);
+        goto out;
+    }
+    q.exec.stack = &modes;
+    q.exec.autocast_key = dev.type == OD_DEV_CUDA ? OD_KEY_AutocastCUDA : OD_KEY_AutocastCPU;
+    od_tls saved = od_exec_enter(&q.exec);
     /* the key set the real call would have: Meta stands in for the device */
     od_keyset ks = od_call_keyset(op, &s);
     od_key devkey = od_device_key(dev);
@@ -205,6 +216,8 @@ void od_h_op_explain(od_req *r)
     od_error merr;
     od_error_clear(&merr);
     od_status mst = od_call_traced(op, &s, &trace, &merr);
+    od_tls_restore(&saved);
+    od_mode_stack_clear(&modes);
     if (mst != OD_OK && mst != OD_ENOKERNEL && mst != OD_EUNSUPPORTED) {
         /* the arguments themselves are wrong: the real call would fail too */
         od_respond_od_error(r, &merr);
@@ -232,6 +245,23 @@ void od_h_op_explain(od_req *r)
     od_buf_json_str(&b, od_provenance_name(prov));
     if (kern && kern->file)
         od_buf_printf(&b, ",\"registered_at\":\"%s:%d\"", kern->file, kern->line);
+    /* the keys the call visits, from the Meta run's own redispatches, with
+     * the device's keys and slots in place of Meta's */
+    od_buf_puts(&b, ",\"path\":\"");
+    bool first_step = true;
+    for (int i = 0; i < trace.nsteps; i++) {
+        const od_trace_step *t = &trace.steps[i];
+        if (t->op != op || t->depth != i) /* the operator's own chain, not what it calls */
+            continue;
+        od_key k = t->key == OD_KEY_Meta ? devkey
+                   : t->key == OD_KEY_AutogradOther && devkey != OD_KEY_Meta ? od_key_autograd_of(devkey)
+                                                                             : t->key;
+        od_provenance p;
+        od_op_slot(op, k, &p);
+        od_buf_printf(&b, "%s%s [%s]", first_step ? "" : " \xe2\x86\x92 ", od_key_name(k), od_provenance_name(p));
+        first_step = false;
+    }
+    od_buf_putc(&b, '"');
     if (!kern) {
         od_error nk;
         od_error_no_kernel(op, key, &nk);
@@ -594,7 +624,43 @@ void od_h_keys(od_req *r)
     od_buf_keyset(&b, OD_KS_DEFAULT_INCLUDED);
     od_buf_puts(&b, ",\"default_excluded\":");
     od_buf_keyset(&b, OD_KS_DEFAULT_EXCLUDED);
-    od_buf_puts(&b, "}");
+    /* The thread-local sets a request runs with, per setting: each one is
+     * entered on this thread exactly as a call enters it, read, and undone. */
+    od_buf_puts(&b, ",\"request_tls\":{");
+    static const struct {
+        const char *name;
+        od_grad_mode grad;
+        od_dtype autocast;
+        bool modes, vmap;
+    } settings[] = {{"default", OD_GRAD_ENABLED, OD_NUM_DTYPES, false, false},
+                    {"grad_mode=no_grad", OD_GRAD_NO_GRAD, OD_NUM_DTYPES, false, false},
+                    {"autocast=bfloat16", OD_GRAD_ENABLED, OD_BFLOAT16, false, false},
+                    {"modes=[trace]", OD_GRAD_ENABLED, OD_NUM_DTYPES, true, false},
+                    {"vmap", OD_GRAD_ENABLED, OD_NUM_DTYPES, false, true}};
+    for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
+        od_exec x;
+        od_exec_init(&x);
+        x.grad_mode = settings[i].grad;
+        x.autocast = settings[i].autocast;
+        x.autocast_key = OD_KEY_AutocastCPU;
+        od_mode_stack ms = {0};
+        od_error ignore;
+        if (settings[i].modes && od_mode_stack_push(&ms, "trace", NULL, 0, &ignore) == OD_OK)
+            x.stack = &ms;
+        od_vmap_level lv = {1, 1, OD_RANDOMNESS_ERROR, NULL};
+        od_tls saved = od_exec_enter(&x);
+        if (settings[i].vmap)
+            od_vmap_enter(&lv);
+        od_keyset inc = od_tls_included(), exc = od_tls_excluded();
+        od_tls_restore(&saved);
+        od_mode_stack_clear(&ms);
+        od_buf_printf(&b, "%s\"%s\":{\"included\":", i ? "," : "", settings[i].name);
+        od_buf_keyset(&b, inc);
+        od_buf_puts(&b, ",\"excluded\":");
+        od_buf_keyset(&b, exc);
+        od_buf_putc(&b, '}');
+    }
+    od_buf_puts(&b, "}}");
     od_respond_buf(r, 200, "application/json", &b);
 }
 
@@ -704,7 +770,16 @@ void od_h_stats(od_req *r)
     for (int d = 0; d < OD_NUM_DEVICE_TYPES; d++)
         od_buf_printf(&b, "%s\"%s\":%lld", d ? "," : "", od_device_type_name((od_device_type)d),
                       (long long)st.evicted[d]);
-    od_buf_printf(&b, "}},\"autograd\":{\"live_nodes\":%ld}}", od_autograd_live_nodes());
+    od_buf_printf(&b, "}},\"autograd\":{\"live_nodes\":%ld},\"vmap_fallback\":{", od_autograd_live_nodes());
+    bool first = true;
+    for (int i = 0; i < od_op_count(); i++) {
+        uint64_t n = od_vmap_fallback_calls(od_op_at(i));
+        if (!n)
+            continue;
+        od_buf_printf(&b, "%s\"%s\":%llu", first ? "" : ",", od_op_name(od_op_at(i)), (unsigned long long)n);
+        first = false;
+    }
+    od_buf_puts(&b, "}}");
     od_respond_buf(r, 200, "application/json", &b);
 }
 
@@ -763,6 +838,14 @@ void od_h_metrics(od_req *r)
     od_buf_printf(&b, "# HELP od_autograd_live_nodes Autograd graph nodes alive (held by stored tensors).\n"
                       "# TYPE od_autograd_live_nodes gauge\nod_autograd_live_nodes %ld\n",
                   od_autograd_live_nodes());
+    od_buf_puts(&b, "# HELP od_vmap_fallback_calls_total Calls batched by the per-sample vmap fallback (the slow path).\n"
+                    "# TYPE od_vmap_fallback_calls_total counter\n");
+    for (int i = 0; i < od_op_count(); i++) {
+        uint64_t n = od_vmap_fallback_calls(od_op_at(i));
+        if (n)
+            od_buf_printf(&b, "od_vmap_fallback_calls_total{op=\"%s\"} %llu\n", od_op_name(od_op_at(i)),
+                          (unsigned long long)n);
+    }
     od_respond_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
 }
 

@@ -242,6 +242,7 @@ typedef struct od_exec {
     json_t *modes;       /* "modes": [...], or NULL */
     json_t *vmap;        /* "vmap": {...}, or NULL */
     struct od_mode_stack *stack; /* the modes built from "modes" (borrowed), or NULL */
+    od_key autocast_key;  /* AutocastCPU or AutocastCUDA: the call's device type */
 } od_exec;
 
 void od_exec_init(od_exec *x);
@@ -261,6 +262,20 @@ od_tls od_exec_enter(const od_exec *x);
 od_status od_exec_build_modes(const od_exec *x, struct od_mode_stack *st, od_error *err);
 /* ,"modes":{"<name>": report, ...} for the modes of st that report. */
 void od_exec_modes_json(od_buf *b, struct od_mode_stack *st);
+
+/* vmap of one call: the levels (outermost first) and their specs. */
+#define OD_VMAP_MAX_LEVELS 4
+typedef struct od_vmap_run {
+    int n;
+    struct od_vmap_level *lv; /* n levels, lv[i].outer = &lv[i-1] */
+    json_t *spec[OD_VMAP_MAX_LEVELS];
+} od_vmap_run;
+/* Wraps b's arguments as batched tensors per x->vmap's in_dims (each level
+ * in turn); *run describes the levels (run->lv: caller's array of
+ * OD_VMAP_MAX_LEVELS). Nothing to do without x->vmap. */
+od_status od_exec_vmap_wrap(const od_exec *x, od_bound *b, od_vmap_run *run, od_error *err);
+/* Unwraps every tensor result of s, innermost level first, per out_dims. */
+od_status od_exec_vmap_unwrap(const od_vmap_run *run, od_stack *s, od_error *err);
 
 /* One operator call through the dispatcher with the request's limits:
  * device moves, output-bytes cap, trace, stats. */

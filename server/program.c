@@ -154,7 +154,9 @@ static od_status run_backward(program *p, int k, od_json_doc *doc, json_t *st, o
         s = od_tensor_from_json(doc, jg, &lim, OD_DECODE_DATA, "gradient", &grad, err);
     }
     if (s == OD_OK) {
-        od_tls saved = od_exec_enter(&p->exec);
+        od_exec x = p->exec; /* the formulas run in the forward's types: no autocast */
+        x.autocast = OD_NUM_DTYPES;
+        od_tls saved = od_exec_enter(&x);
         od_set_deadline(p->deadline);
         s = od_backward(root, grad, jr && json_is_true(jr), err);
         od_set_deadline(0);
@@ -307,6 +309,7 @@ void od_h_run(od_req *r)
     od_error err;
     od_error_clear(&err);
     od_json_doc *doc = NULL;
+    bool backward = false; /* a backward step ran: the leaves' .grad go to the store */
     program p = {.r = r, .deadline =
                  od_cfg.max_call_seconds ? od_now_ns() + (uint64_t)od_cfg.max_call_seconds * 1000000000u
                                          : UINT64_MAX,
@@ -342,6 +345,8 @@ void od_h_run(od_req *r)
             break;
         }
     }
+    if (s == OD_OK && p.exec.vmap) /* in_dims name a call's arguments; a program has none of its own */
+        s = od_error_set(&err, OD_EUNSUPPORTED, "vmap applies to a call (POST /v1/ops/{op}); put it on the call");
     od_mode_stack modes = {0};
     if (s == OD_OK && p.exec.modes && (s = od_exec_build_modes(&p.exec, &modes, &err)) == OD_OK)
         p.exec.stack = &modes;
@@ -377,6 +382,7 @@ void od_h_run(od_req *r)
                                : od_error_set(&err, OD_EINVAL, "step %d must be an object", k);
         if (s == OD_OK) {
             p.ran = k + 1;
+            backward |= !p.calls[k].op;
             release_dead(&p, k);
         } else if (!json_is_object(st)) {
             od_srv_call_init(&p.calls[k], NULL); /* nothing to release */
@@ -388,6 +394,12 @@ void od_h_run(od_req *r)
     }
     if (s == OD_OK && keep)
         s = keep_results(&p, &b, keep, &err);
+    if (s == OD_OK && backward) { /* stored leaves' gradients, as /v1/tensors/{id}/backward answers */
+        const char *session = od_req_session_name(r);
+        od_buf_puts(&b, ",\"grads\":");
+        s = session ? od_store_sync_grads(session, &b, &err)
+                    : od_error_set(&err, OD_EINVAL, "X-OD-Session is not a valid session name");
+    }
     if (s == OD_OK) {
         od_buf_puts(&b, ",\"dispatch\":[");
         for (int k = 0; k < p.nsteps; k++) {

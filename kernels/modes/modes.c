@@ -69,44 +69,26 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* {"shape","dtype","device"[,"requires_grad"]} of each tensor in vals. */
-static void put_tensors(str *b, const od_value *vals, int n)
-{
-    sput(b, "[");
-    bool first = true;
-    for (int i = 0; i < n; i++) {
-        const od_value *v = &vals[i];
-        od_tensor *const *ts = v->tag == OD_T_TENSOR ? &v->u.t : v->tag == OD_T_TENSOR_LIST ? v->u.list.items : NULL;
-        size_t nt = v->tag == OD_T_TENSOR ? 1 : v->tag == OD_T_TENSOR_LIST ? v->u.list.n : 0;
-        for (size_t j = 0; j < nt; j++) {
-            const od_tensor *t = ts[j];
-            if (!t)
-                continue;
-            char shape[256], dev[32];
-            od_shape_print(t->sizes, t->ndim, shape, sizeof shape);
-            od_device_print(t->device, dev, sizeof dev);
-            sput(b, "%s{\"arg\":%d,\"shape\":%s,\"dtype\":\"%s\",\"device\":\"%s\"%s}", first ? "" : ",", i, shape,
-                 od_dtype_name(t->dtype), dev, t->requires_grad ? ",\"requires_grad\":true" : "");
-            first = false;
-        }
-    }
-    sput(b, "]");
-}
-
-/* ---- trace: every operator reached, in order, nested calls included ---- */
+/* ---- trace: every operator reached, in order, nested calls included ----
+ * Recording copies shapes into one growing arena of int64 (no formatting,
+ * no allocation per event once warm); the report formats them. */
 
 typedef struct trace_ev {
     const od_op *op;
     int depth;
     od_keyset ks;
-    char *inputs, *outputs;
     uint64_t ns;
     od_status st;
+    size_t in_off, out_off; /* into the arena; SIZE_MAX: none */
+    int nin, nout;
 } trace_ev;
 
 typedef struct trace_state {
     trace_ev *ev;
     int n, cap, max, dropped, depth;
+    int64_t *arena;
+    size_t alen, acap;
+    bool oom;
 } trace_state;
 
 static od_status trace_create(const od_mode_param *p, int np, void **state, od_error *err)
@@ -131,44 +113,99 @@ static od_status trace_create(const od_mode_param *p, int np, void **state, od_e
     return OD_OK;
 }
 
+static bool arena_room(trace_state *t, size_t need)
+{
+    if (t->alen + need <= t->acap)
+        return true;
+    size_t nc = (t->acap ? t->acap * 2 : 1024) + need;
+    int64_t *na = realloc(t->arena, nc * sizeof *na);
+    if (!na) {
+        t->oom = true;
+        return false;
+    }
+    t->arena = na;
+    t->acap = nc;
+    return true;
+}
+
+/* Appends [arg, dtype, device type, device index, requires_grad, ndim,
+ * sizes...] per tensor of vals; returns how many tensors. */
+static int record_tensors(trace_state *t, const od_value *vals, int n, size_t *off)
+{
+    *off = t->alen;
+    int count = 0;
+    for (int i = 0; i < n; i++) {
+        const od_value *v = &vals[i];
+        od_tensor *const *ts = v->tag == OD_T_TENSOR ? &v->u.t : v->tag == OD_T_TENSOR_LIST ? v->u.list.items : NULL;
+        size_t nt = v->tag == OD_T_TENSOR ? 1 : v->tag == OD_T_TENSOR_LIST ? v->u.list.n : 0;
+        for (size_t j = 0; j < nt; j++) {
+            const od_tensor *x = ts[j];
+            if (!x || !arena_room(t, 6 + (size_t)x->ndim))
+                continue;
+            int64_t *a = t->arena + t->alen;
+            a[0] = i;
+            a[1] = x->dtype;
+            a[2] = x->device.type;
+            a[3] = x->device.index;
+            a[4] = x->requires_grad;
+            a[5] = x->ndim;
+            memcpy(a + 6, x->sizes, (size_t)x->ndim * sizeof a[0]);
+            t->alen += 6 + (size_t)x->ndim;
+            count++;
+        }
+    }
+    return count;
+}
+
 static od_status trace_handle(void *state, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
     trace_state *t = state;
-    trace_ev *e = NULL;
-    if (t->n < t->max) {
+    int idx = -1;
+    if (t->n < t->max && (t->n < t->cap || !t->oom)) {
         if (t->n == t->cap) {
-            int nc = t->cap ? t->cap * 2 : 32;
+            int nc = t->cap ? t->cap * 2 : 64;
             trace_ev *ne = realloc(t->ev, (size_t)nc * sizeof *ne);
             if (!ne)
                 return od_error_set(err, OD_ENOMEM, "out of memory tracing");
             t->ev = ne;
             t->cap = nc;
         }
-        e = &t->ev[t->n++];
-        *e = (trace_ev){op, t->depth, ks & od_ks_below(OD_KEY_Mode), NULL, NULL, 0, OD_OK};
-        str b = {0};
-        put_tensors(&b, s->args, s->nargs);
-        e->inputs = sdone(&b);
+        idx = t->n++;
+        trace_ev *e = &t->ev[idx];
+        *e = (trace_ev){op, t->depth, ks & od_ks_below(OD_KEY_Mode), 0, OD_OK, 0, SIZE_MAX, 0, 0};
+        e->nin = record_tensors(t, s->args, s->nargs, &e->in_off);
     } else {
         t->dropped++;
     }
-    int idx = e ? (int)(e - t->ev) : -1;
     t->depth++;
     uint64_t t0 = now_ns();
     od_status st = od_mode_continue(op, ks, s, err);
     uint64_t dt = now_ns() - t0;
     t->depth--;
     if (idx >= 0) { /* t->ev may have moved */
-        e = &t->ev[idx];
+        trace_ev *e = &t->ev[idx];
         e->ns = dt;
         e->st = st;
-        if (st == OD_OK) {
-            str b = {0};
-            put_tensors(&b, s->rets, s->nrets);
-            e->outputs = sdone(&b);
-        }
+        if (st == OD_OK)
+            e->nout = record_tensors(t, s->rets, s->nrets, &e->out_off);
     }
     return st;
+}
+
+static void put_recorded(str *b, const trace_state *t, size_t off, int n)
+{
+    sput(b, "[");
+    const int64_t *a = t->arena + off;
+    for (int k = 0; k < n; k++) {
+        char shape[256], dev[32];
+        int nd = (int)a[5];
+        od_shape_print(a + 6, nd, shape, sizeof shape);
+        od_device_print((od_device){(od_device_type)a[2], (int)a[3]}, dev, sizeof dev);
+        sput(b, "%s{\"arg\":%d,\"shape\":%s,\"dtype\":\"%s\",\"device\":\"%s\"%s}", k ? "," : "", (int)a[0],
+             shape, od_dtype_name((od_dtype)a[1]), dev, a[4] ? ",\"requires_grad\":true" : "");
+        a += 6 + nd;
+    }
+    sput(b, "]");
 }
 
 static char *trace_report(void *state)
@@ -180,11 +217,15 @@ static char *trace_report(void *state)
         trace_ev *e = &t->ev[i];
         char keys[256];
         od_ks_print(e->ks, keys, sizeof keys);
-        sput(&b, "%s{\"op\":\"%s\",\"depth\":%d,\"key\":\"%s\",\"keyset\":\"%s\",\"inputs\":%s,\"outputs\":%s,"
-                 "\"us\":%.3f,\"status\":\"%s\"}",
-             i ? "," : "", od_op_name(e->op), e->depth, od_key_name(od_ks_highest(e->ks)), keys,
-             e->inputs ? e->inputs : "[]", e->outputs ? e->outputs : "null", (double)e->ns / 1000.0,
-             od_status_code(e->st));
+        sput(&b, "%s{\"op\":\"%s\",\"depth\":%d,\"key\":\"%s\",\"keyset\":\"%s\",\"inputs\":", i ? "," : "",
+             od_op_name(e->op), e->depth, od_key_name(od_ks_highest(e->ks)), keys);
+        put_recorded(&b, t, e->in_off, e->nin);
+        sput(&b, ",\"outputs\":");
+        if (e->out_off == SIZE_MAX)
+            sput(&b, "null");
+        else
+            put_recorded(&b, t, e->out_off, e->nout);
+        sput(&b, ",\"us\":%.3f,\"status\":\"%s\"}", (double)e->ns / 1000.0, od_status_code(e->st));
     }
     sput(&b, "],\"dropped\":%d}", t->dropped);
     return sdone(&b);
@@ -193,11 +234,8 @@ static char *trace_report(void *state)
 static void trace_destroy(void *state)
 {
     trace_state *t = state;
-    for (int i = 0; i < t->n; i++) {
-        free(t->ev[i].inputs);
-        free(t->ev[i].outputs);
-    }
     free(t->ev);
+    free(t->arena);
     free(t);
 }
 

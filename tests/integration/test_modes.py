@@ -140,3 +140,36 @@ def test_bad_modes(server, rng):
         assert msg in error_message(r), (msg, error_message(r))
     r = call(server, "relu", a, modes=["trace"] * 9)
     assert r.status_code == 413 and "at most 8" in error_message(r)
+
+
+def test_tables_explain_and_keys_show_the_functionality_keys(server, rng):
+    d = server.get("/v1/ops/aten::mm").json()
+    slot = {s["key"]: s for s in d["table"]}
+    assert (slot["AutogradCPU"]["provenance"], slot["AutogradCPU"]["kernel"]) == ("autograd kernel", "MmBackward0")
+    assert (slot["Batched"]["provenance"], slot["Batched"]["kernel"]) == ("kernel", "batch_rule_matmul")
+    assert slot["AutocastCPU"]["kernel"] == "autocast_lower_precision"
+    assert (slot["Mode"]["provenance"], slot["Mode"]["kernel"]) == ("backend fallback", "mode_stack")
+    # an operator without a rule or formula: the fallbacks
+    slot = {s["key"]: s for s in server.get("/v1/ops/aten::cat").json()["table"]}
+    assert (slot["Batched"]["provenance"], slot["Batched"]["kernel"]) == ("backend fallback", "vmap_fallback_loop")
+    slot = {s["key"]: s for s in server.get("/v1/ops/aten::remainder.Scalar_Tensor").json()["table"]}
+    assert slot["AutogradCPU"]["kernel"] == "autograd_not_implemented"
+    dump = server.get("/v1/ops/aten::mm", params={"format": "text"}).text
+    assert any(l.startswith("AutogradCPU: registered at kernels/ops.def:") and l.endswith("[autograd kernel]")
+               for l in dump.splitlines()), dump
+    # explain: the path a call with these settings would take
+    a = tensor(rng.standard_normal(3).astype(np.float32))
+    r = server.post("/v1/ops/mul/explain", {"args": [dict(a, requires_grad=True), a], "modes": ["trace"]})
+    assert r.status_code == 200, r.text
+    validate(r, "POST", "/v1/ops/mul/explain")
+    assert r.json()["path"] == \
+        "Mode [backend fallback] \u2192 AutogradCPU [autograd kernel] \u2192 CPU [kernel]", r.json()["path"]
+    r = server.post("/v1/ops/mul/explain", {"args": [dict(a, requires_grad=True), a], "grad_mode": "no_grad"})
+    assert r.json()["path"] == "CPU [kernel]"
+    k = server.get("/v1/keys").json()["request_tls"]
+    assert k["default"] == {"included": ["BackendSelect"], "excluded": ["AutocastCUDA", "AutocastCPU"]}
+    assert "Mode" in k["modes=[trace]"]["included"]
+    assert {"AutogradCUDA", "AutogradCPU", "AutogradOther"} <= set(k["grad_mode=no_grad"]["excluded"])
+    assert "Batched" in k["vmap"]["included"]
+    assert "AutocastCPU" in k["autocast=bfloat16"]["included"]
+    assert "AutocastCPU" not in k["autocast=bfloat16"]["excluded"]

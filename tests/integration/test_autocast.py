@@ -1,0 +1,76 @@
+"""Autocast over HTTP against torch.autocast on the CPU (PyTorch 1.13,
+bfloat16): which operators run in lower precision, the values they give,
+float64 and other operators left alone, and the errors."""
+
+import json
+import pathlib
+import subprocess
+
+import numpy as np
+
+from conftest import error_message, from_json, tensor, validate
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def torch_ref(cases):
+    p = subprocess.run(["/usr/bin/python3", str(ROOT / "tools" / "torch_ref.py")], input=json.dumps(cases),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout)
+
+
+def T(a):
+    return {"dtype": str(a.dtype), "shape": list(a.shape), "data": a.reshape(-1).tolist()}
+
+
+def test_autocast_matches_torch_on_cpu(server, rng):
+    x, w = rng.standard_normal((4, 8)).astype(np.float32), rng.standard_normal((8, 3)).astype(np.float32)
+    xb = rng.standard_normal((2, 4, 8)).astype(np.float32)
+    cases = [
+        ("mm", [x, w]), ("matmul", [x, w]), ("bmm", [xb, np.stack([w, w])]),
+        ("addmm", [rng.standard_normal(3).astype(np.float32), x, w]), ("linear", [x, w.T.copy()]),
+        ("mm", [x.astype(np.float64), w.astype(np.float64)]),  # float64 is not cast
+        ("relu", [x]),  # not on a list
+        ("softmax.int", [x, 1]), ("sum", [x]),  # fp32-list ops keep their dtype on the CPU
+    ]
+    refs = torch_ref([{"op": op, "args": [T(a) if isinstance(a, np.ndarray) else a for a in args],
+                       "autocast": "bfloat16"} for op, args in cases])
+    for (op, args), ref in zip(cases, refs):
+        assert "error" not in ref, (op, ref)
+        r = server.post(f"/v1/ops/{op}", {"args": [tensor(a) if isinstance(a, np.ndarray) else a for a in args],
+                                          "autocast": "bfloat16"})
+        assert r.status_code == 200, (op, r.text)
+        validate(r, "POST", f"/v1/ops/{op}")
+        body = r.json()
+        got = body["outputs"][0]
+        assert got["dtype"] == ref["dtype"], (op, got["dtype"], ref["dtype"])
+        np.testing.assert_allclose(np.array(got["data"], dtype=np.float64).reshape(-1), ref["value"], rtol=2e-2,
+                                   atol=2e-2, err_msg=op)
+        assert body["dispatch"]["autocast"] == "bfloat16"
+        if ref["dtype"] == "bfloat16" and op in ("mm", "addmm", "bmm", "matmul", "linear"):
+            assert "AutocastCPU [kernel]" in body["dispatch"]["path"], body["dispatch"]["path"]
+
+
+def test_autocast_off_by_default_and_errors(server, rng):
+    x = rng.standard_normal((3, 3)).astype(np.float32)
+    r = server.post("/v1/ops/mm", {"args": [tensor(x), tensor(x)]})
+    assert r.json()["outputs"][0]["dtype"] == "float32" and "Autocast" not in r.json()["dispatch"]["path"]
+    r = server.post("/v1/ops/mm", {"args": [tensor(x), tensor(x)], "autocast": "float16"})
+    assert r.status_code == 422 and "bfloat16 only" in error_message(r)
+    r = server.post("/v1/ops/mm", {"args": [tensor(x), tensor(x)], "autocast": "int8"})
+    assert r.status_code == 400 and "autocast" in error_message(r)
+    # autograd records the casts: the gradient comes back in float32
+    s = {"X-OD-Session": "autocast-grad"}
+    xid = server.post("/v1/tensors", {"tensor": dict(tensor(x), requires_grad=True)}, headers=s).json()["id"]
+    body = {"steps": [{"op": "mm", "args": [{"ref": xid}, tensor(x)]},
+                      {"op": "sum", "args": [{"ref": "$0"}]},
+                      {"backward": "$1"}], "outputs": ["$0"], "autocast": "bfloat16"}
+    r = server.post("/v1/run", body, headers=s)
+    assert r.status_code == 200, r.text
+    assert r.json()["outputs"][0]["dtype"] == "bfloat16"
+    meta = server.get(f"/v1/tensors/{xid}", params={"meta": 1}, headers=s).json()
+    g = from_json(server.get(f"/v1/tensors/{meta['grad']}", headers=s).json()["outputs"][0])
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, np.ones((3, 3)) @ x.T, rtol=3e-2, atol=3e-2)
+    server.delete("/v1/sessions/autocast-grad")
