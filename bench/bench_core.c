@@ -13,29 +13,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "od_ops.h"
 #include "od_parallel.h"
 
 static int g_reps = 7;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
 
 static void die(const char *what, const od_error *err)
 {

@@ -14,30 +14,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "od_autograd.h"
 #include "od_mode.h"
 #include "od_vmap.h"
 
 static int g_reps = 9;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
 
 static void check(od_status st, const od_error *err, const char *what)
 {

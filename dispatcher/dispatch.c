@@ -22,6 +22,7 @@
 
 #include "od_dispatch.h"
 #include "od_parallel.h"
+#include "od_sbuf.h"
 
 #define OD_MAX_OPS 2048
 
@@ -659,71 +660,23 @@ int od_op_registrations(const od_op *op, od_registration_info *out, int cap)
     return n;
 }
 
-/* A growable string for the dumps; on allocation failure it stays NULL and
- * the dump returns NULL. */
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool failed;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    if (b->failed)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = true;
-            return;
-        }
-        if (b->p && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t ncap = (b->cap ? b->cap * 2 : 1024) + (size_t)n;
-        char *np = realloc(b->p, ncap);
-        if (!np) {
-            b->failed = true;
-            return;
-        }
-        b->p = np;
-        b->cap = ncap;
-    }
-}
-
-static char *sb_finish(sbuf *b)
-{
-    if (b->failed) {
-        free(b->p);
-        return NULL;
-    }
-    if (!b->p)
-        return strdup("");
-    return b->p;
-}
-
 char *od_dump_table(const od_op *op)
 {
-    sbuf b = {0};
+    od_sbuf b = {0};
     for (int k = 0; k < OD_NUM_RUNTIME_KEYS; k++) {
         if (op->prov[k] == OD_PROV_MISSING)
             continue;
         const od_kernel *kern = &op->table[k];
-        sb_printf(&b, "%s: %sregistered at %s:%d [%s]\n", od_key_name((od_key)k),
+        od_sbuf_printf(&b, "%s: %sregistered at %s:%d [%s]\n", od_key_name((od_key)k),
                   kern->fallthrough ? "fallthrough " : "", kern->file, kern->line,
                   od_provenance_name(op->prov[k]));
     }
-    return sb_finish(&b);
+    return od_sbuf_finish(&b);
 }
 
 char *od_dump_state(const od_op *op)
 {
-    sbuf b = {0};
+    od_sbuf b = {0};
     char *schema_text = NULL, *sig = NULL;
     int n = od_schema_print(op->schema, NULL, 0);
     schema_text = malloc((size_t)n + 1);
@@ -736,20 +689,20 @@ char *od_dump_state(const od_op *op)
     }
     od_schema_print(op->schema, schema_text, (size_t)n + 1);
     od_schema_print_signature(op->schema, sig, (size_t)m + 1);
-    sb_printf(&b, "name: %s\nschema: %s\ndebug: registered at %s:%d\nalias analysis kind: "
+    od_sbuf_printf(&b, "name: %s\nschema: %s\ndebug: registered at %s:%d\nalias analysis kind: "
                   "FROM_SCHEMA\n",
               op->qualname, schema_text, op->def_file, op->def_line);
     for (int k = 0; k < OD_NUM_KEYS; k++) {
         const od_reg *r = &op->reg[k];
         if (!r->present)
             continue;
-        sb_printf(&b, "%s%s: registered at %s:%d :: %s [ %sboxed ]\n", od_key_name((od_key)k),
+        od_sbuf_printf(&b, "%s%s: registered at %s:%d :: %s [ %sboxed ]\n", od_key_name((od_key)k),
                   od_key_is_alias((od_key)k) ? "[alias]" : "", r->k.file, r->k.line,
                   r->k.fallthrough ? "(none)" : sig, r->k.fallthrough ? "fallthrough " : "");
     }
     free(schema_text);
     free(sig);
-    return sb_finish(&b);
+    return od_sbuf_finish(&b);
 }
 
 /* Operators are process-lifetime objects; freeing them at exit keeps leak

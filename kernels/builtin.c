@@ -83,6 +83,24 @@ const od_op *od_builtin(od_opid id)
     return (unsigned)id < OD_NUM_BUILTIN_OPS ? g_builtin[id] : NULL;
 }
 
+od_status od_call_builtin1(od_opid id, od_value *args, int nargs, od_tensor **out, od_error *err)
+{
+    od_stack s;
+    od_status st = od_call_builtin(id, args, nargs, &s, err);
+    if (st)
+        return st;
+    if (s.nrets < 1 || s.rets[0].tag != OD_T_TENSOR || !s.rets[0].u.t) {
+        int n = s.nrets;
+        od_stack_release_rets(&s);
+        return od_error_set(err, OD_EINTERNAL, "%s returned %d values where a tensor was expected",
+                            od_op_name(od_builtin(id)), n);
+    }
+    *out = s.rets[0].u.t;
+    for (int i = 1; i < s.nrets; i++) /* the first is what the caller asked for */
+        od_value_release(&s.rets[i]);
+    return OD_OK;
+}
+
 od_status od_call_builtin(od_opid id, od_value *args, int nargs, od_stack *s, od_error *err)
 {
     const od_op *op = od_builtin(id);

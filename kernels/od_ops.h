@@ -37,6 +37,9 @@ od_status od_register_autocast_kernels(od_error *err);  /* kernels/autocast/ */
  * defaults filled by the caller) through the full dispatcher (od_call).
  * Returns values in s->rets (new). */
 od_status od_call_builtin(od_opid id, od_value *args, int nargs, od_stack *s, od_error *err);
+/* The same, taking the first return, which must be a tensor: *out new (any
+ * other returns are released). */
+od_status od_call_builtin1(od_opid id, od_value *args, int nargs, od_tensor **out, od_error *err);
 
 /* ---- typed C API: tensors borrowed, *out new; stacks live on the C stack ---- */
 od_status od_add(od_tensor *self, od_tensor *other, double alpha, od_tensor **out, od_error *err);

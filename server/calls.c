@@ -314,6 +314,8 @@ od_status od_srv_call_run(od_srv_call *c)
     od_tls saved = od_exec_enter(&c->exec);
     if (vm.n)
         od_vmap_enter(&levels[vm.n - 1]);
+    else if (c->exec.in_vmap)
+        od_vmap_enter(c->exec.in_vmap);
     st = od_call_traced(c->op, &c->stack, &c->trace, &c->err);
     c->ks = c->trace.first_keyset; /* with the modes', vmap's and autocast's keys */
     c->key = od_ks_highest(c->ks);

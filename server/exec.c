@@ -109,7 +109,7 @@ static od_status dims_entry(json_t *dims, size_t i, bool *present, int64_t *d, c
     return OD_OK;
 }
 
-od_status od_exec_vmap_wrap(const od_exec *x, od_bound *b, od_vmap_run *run, od_error *err)
+od_status od_exec_vmap_levels(const od_exec *x, od_vmap_run *run, bool by_id, od_error *err)
 {
     json_t *v = x->vmap;
     size_t n = json_is_array(v) ? json_array_size(v) : 1;
@@ -131,7 +131,10 @@ od_status od_exec_vmap_wrap(const od_exec *x, od_bound *b, od_vmap_run *run, od_
                 return od_error_set(err, OD_EINVAL, "vmap: unknown field '%.64s' (expected in_dims, out_dims, randomness)", k);
         }
         json_t *in = json_object_get(spec, "in_dims"), *rnd = json_object_get(spec, "randomness");
-        if (in && !json_is_array(in) && !json_is_integer(in))
+        if (by_id && !json_is_object(in))
+            return od_error_set(err, OD_EINVAL,
+                                "vmap: a program's in_dims is {\"<stored tensor id>\": dim, ...}");
+        if (!by_id && in && !json_is_array(in) && !json_is_integer(in))
             return od_error_set(err, OD_EINVAL, "vmap: in_dims must be a list (one entry per positional argument) or an integer");
         od_vmap_level *lv = &run->lv[L];
         lv->level = (int)L + 1;
@@ -149,70 +152,112 @@ od_status od_exec_vmap_wrap(const od_exec *x, od_bound *b, od_vmap_run *run, od_
         }
         run->spec[L] = spec;
         run->n = (int)L + 1;
+    }
+    return OD_OK;
+}
+
+/* *t (owned when *owned) as a batched tensor of level lv, batch dim d. */
+static od_status wrap_one(od_vmap_level *lv, od_tensor **t, bool *owned, int64_t d, const char *what, od_error *err)
+{
+    int64_t w = d < 0 ? d + (*t)->ndim : d;
+    if (w < 0 || w >= (*t)->ndim)
+        return od_error_set(err, OD_EINVAL, "vmap: in_dims%s is %lld but the argument has %d dimension(s) at this level",
+                            what, (long long)d, (*t)->ndim);
+    if (lv->size >= 0 && (*t)->sizes[w] != lv->size)
+        return od_error_set(err, OD_EMISMATCH,
+                            "vmap: Expected all tensors to have the same size in the mapped dimension, got sizes "
+                            "%lld and %lld for the mapped dimension",
+                            (long long)lv->size, (long long)(*t)->sizes[w]);
+    lv->size = (*t)->sizes[w];
+    od_tensor *wrapped = NULL;
+    od_status st = od_make_batched(*t, w, lv->level, &wrapped, err);
+    if (st)
+        return st;
+    if (*owned)
+        od_tensor_release(*t);
+    *t = wrapped;
+    *owned = true;
+    return OD_OK;
+}
+
+od_status od_exec_vmap_wrap(const od_exec *x, od_bound *b, od_vmap_run *run, od_error *err)
+{
+    od_status st = od_exec_vmap_levels(x, run, false, err);
+    for (int L = 0; st == OD_OK && L < run->n; L++) {
+        json_t *in = json_object_get(run->spec[L], "in_dims");
         size_t nin = json_is_array(in) ? json_array_size(in) : (size_t)b->nargs;
         if (json_is_array(in) && nin > (size_t)b->nargs)
             return od_error_set(err, OD_EINVAL, "vmap: in_dims has %zu entries for %d arguments", nin, b->nargs);
         bool any = false;
-        for (size_t i = 0; i < nin; i++) {
+        for (size_t i = 0; i < nin && st == OD_OK; i++) {
             bool present = true;
             int64_t d = 0; /* no in_dims: 0 for every tensor argument */
-            od_status st = in ? dims_entry(in, i, &present, &d, "in_dims", err) : OD_OK;
-            if (st)
+            if (in && (st = dims_entry(in, i, &present, &d, "in_dims", err)) != OD_OK)
                 return st;
             od_value *a = &b->args[i];
             if (!present || (!json_is_array(in) && a->tag != OD_T_TENSOR))
                 continue; /* an integer in_dims maps every tensor argument */
+            char what[32];
+            snprintf(what, sizeof what, "[%zu]", i);
             if (a->tag != OD_T_TENSOR || !a->u.t)
-                return od_error_set(err, OD_EINVAL, "vmap: in_dims[%zu] is %lld but argument %zu is not a Tensor", i,
+                return od_error_set(err, OD_EINVAL, "vmap: in_dims%s is %lld but argument %zu is not a Tensor", what,
                                     (long long)d, i);
-            od_tensor *t = a->u.t;
-            int64_t w = d < 0 ? d + t->ndim : d;
-            if (w < 0 || w >= t->ndim)
-                return od_error_set(err, OD_EINVAL,
-                                    "vmap: in_dims[%zu] is %lld but the argument has %d dimension(s) at this level", i,
-                                    (long long)d, t->ndim);
-            if (lv->size >= 0 && t->sizes[w] != lv->size)
-                return od_error_set(err, OD_EMISMATCH,
-                                    "vmap: Expected all tensors to have the same size in the mapped dimension, got "
-                                    "sizes %lld and %lld for the mapped dimension",
-                                    (long long)lv->size, (long long)t->sizes[w]);
-            lv->size = t->sizes[w];
-            od_tensor *wrapped = NULL;
-            if ((st = od_make_batched(t, w, lv->level, &wrapped, err)) != OD_OK)
-                return st;
-            if (b->owned[i])
-                od_tensor_release(t);
-            a->u.t = wrapped;
-            b->owned[i] = true;
+            st = wrap_one(&run->lv[L], &a->u.t, &b->owned[i], d, what, err);
             any = true;
         }
-        if (!any)
-            return od_error_set(err, OD_EINVAL, "vmap: level %zu maps no tensor argument (in_dims all null)", L + 1);
+        if (st == OD_OK && !any)
+            return od_error_set(err, OD_EINVAL, "vmap: level %d maps no tensor argument (in_dims all null)", L + 1);
+    }
+    return st;
+}
+
+od_status od_exec_vmap_wrap_stored(od_vmap_run *run, const char *id, od_tensor **t, od_error *err)
+{
+    bool owned = true;
+    for (int L = 0; L < run->n; L++) {
+        json_t *d = json_object_get(json_object_get(run->spec[L], "in_dims"), id);
+        if (!d || json_is_null(d))
+            continue;
+        if (!json_is_integer(d))
+            return od_error_set(err, OD_EINVAL, "vmap: in_dims[\"%.40s\"] must be an integer or null", id);
+        char what[64];
+        snprintf(what, sizeof what, "[\"%.40s\"]", id);
+        od_status st = wrap_one(&run->lv[L], t, &owned, json_integer_value(d), what, err);
+        if (st)
+            return st;
+    }
+    return OD_OK;
+}
+
+od_status od_exec_vmap_unwrap_one(const od_vmap_run *run, int i, od_tensor **t, od_error *err)
+{
+    for (int L = run->n - 1; L >= 0; L--) {
+        json_t *out = json_object_get(run->spec[L], "out_dims");
+        bool present = true;
+        int64_t d = 0;
+        od_status st = out ? dims_entry(out, (size_t)i, &present, &d, "out_dims", err) : OD_OK;
+        if (st)
+            return st;
+        if (!present)
+            return od_error_set(err, OD_EINVAL, "vmap: out_dims[%d] is null: every output has a batch dim", i);
+        od_tensor *u = NULL;
+        if ((st = od_unwrap_batched(*t, run->lv[L].level, run->lv[L].size, d, &u, err)) != OD_OK)
+            return st;
+        od_tensor_release(*t);
+        *t = u;
     }
     return OD_OK;
 }
 
 od_status od_exec_vmap_unwrap(const od_vmap_run *run, od_stack *s, od_error *err)
 {
-    for (int L = run->n - 1; L >= 0; L--) {
-        json_t *out = json_object_get(run->spec[L], "out_dims");
-        for (int i = 0; i < s->nrets; i++) {
-            od_value *r = &s->rets[i];
-            if (r->tag != OD_T_TENSOR || !r->u.t)
-                continue;
-            bool present = true;
-            int64_t d = 0;
-            od_status st = out ? dims_entry(out, (size_t)i, &present, &d, "out_dims", err) : OD_OK;
-            if (st)
-                return st;
-            if (!present)
-                return od_error_set(err, OD_EINVAL, "vmap: out_dims[%d] is null: every output has a batch dim", i);
-            od_tensor *u = NULL;
-            if ((st = od_unwrap_batched(r->u.t, run->lv[L].level, run->lv[L].size, d, &u, err)) != OD_OK)
-                return st;
-            od_tensor_release(r->u.t);
-            r->u.t = u;
-        }
+    for (int i = 0; i < s->nrets; i++) {
+        od_value *r = &s->rets[i];
+        if (r->tag != OD_T_TENSOR || !r->u.t)
+            continue;
+        od_status st = od_exec_vmap_unwrap_one(run, i, &r->u.t, err);
+        if (st)
+            return st;
     }
     return OD_OK;
 }

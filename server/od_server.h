@@ -243,6 +243,7 @@ typedef struct od_exec {
     json_t *vmap;        /* "vmap": {...}, or NULL */
     struct od_mode_stack *stack; /* the modes built from "modes" (borrowed), or NULL */
     od_key autocast_key;  /* AutocastCPU or AutocastCUDA: the call's device type */
+    struct od_vmap_level *in_vmap; /* a program's steps: the vmap level they run in (borrowed) */
 } od_exec;
 
 void od_exec_init(od_exec *x);
@@ -270,11 +271,18 @@ typedef struct od_vmap_run {
     struct od_vmap_level *lv; /* n levels, lv[i].outer = &lv[i-1] */
     json_t *spec[OD_VMAP_MAX_LEVELS];
 } od_vmap_run;
-/* Wraps b's arguments as batched tensors per x->vmap's in_dims (each level
- * in turn); *run describes the levels (run->lv: caller's array of
- * OD_VMAP_MAX_LEVELS). Nothing to do without x->vmap. */
+/* Reads x->vmap's levels into *run (run->lv: caller's array of
+ * OD_VMAP_MAX_LEVELS); by_id: in_dims maps stored tensor ids (a program). */
+od_status od_exec_vmap_levels(const od_exec *x, od_vmap_run *run, bool by_id, od_error *err);
+/* Reads the levels and wraps b's arguments as batched tensors per in_dims
+ * (each level in turn). */
 od_status od_exec_vmap_wrap(const od_exec *x, od_bound *b, od_vmap_run *run, od_error *err);
-/* Unwraps every tensor result of s, innermost level first, per out_dims. */
+/* A program's stored tensor id (*t: owned, replaced) wrapped at each level
+ * whose in_dims names it. */
+od_status od_exec_vmap_wrap_stored(od_vmap_run *run, const char *id, od_tensor **t, od_error *err);
+/* Output i (*t: owned, replaced) unwrapped, innermost level first, per out_dims. */
+od_status od_exec_vmap_unwrap_one(const od_vmap_run *run, int i, od_tensor **t, od_error *err);
+/* Every tensor result of s unwrapped. */
 od_status od_exec_vmap_unwrap(const od_vmap_run *run, od_stack *s, od_error *err);
 
 /* One operator call through the dispatcher with the request's limits:

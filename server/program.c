@@ -24,6 +24,7 @@
 #include "od_autograd.h"
 #include "od_parallel.h"
 #include "od_mode.h"
+#include "od_vmap.h"
 #include "od_server.h"
 
 #define OD_PROGRAM_MAX_STEPS 256
@@ -37,6 +38,7 @@ typedef struct program {
     int *last_use;     /* per step: the last step that names its results; INT_MAX when
                         * outputs or keep name them, -1 when nothing does */
     od_exec exec;      /* grad mode, autocast, modes, vmap: every step's */
+    od_vmap_run vm;    /* vmap: its levels (vm.n == 0: none) */
 } program;
 
 /* "$j" or "$j.i" into j and i; false when s is not of that form. */
@@ -67,8 +69,14 @@ static od_status program_ref(void *ctx, const char *id, od_tensor **out, od_erro
 {
     program *p = ctx;
     int j, i;
-    if (!parse_step_ref(id, &j, &i))
-        return od_store_ref(p->r, id, out, err);
+    if (!parse_step_ref(id, &j, &i)) {
+        od_status st = od_store_ref(p->r, id, out, err);
+        if (st == OD_OK && p->vm.n && (st = od_exec_vmap_wrap_stored(&p->vm, id, out, err)) != OD_OK) {
+            od_tensor_release(*out);
+            *out = NULL;
+        }
+        return st;
+    }
     if (j >= p->ran)
         return od_error_set(err, OD_EINVAL, "\"%s\" names step %d, which has not run before this one", id, j);
     const od_stack *s = &p->calls[j].stack;
@@ -142,6 +150,8 @@ static od_status run_backward(program *p, int k, od_json_doc *doc, json_t *st, o
                             k, key);
     if (!json_is_string(jb))
         return od_error_set(err, OD_EINVAL, "step %d: \"backward\" must name a result (\"$j\") or a stored tensor", k);
+    if (p->vm.n)
+        return od_error_set(err, OD_EUNSUPPORTED, "step %d: backward inside a vmap is not supported", k);
     if (jr && !json_is_boolean(jr))
         return od_error_set(err, OD_EINVAL, "step %d: \"retain_graph\" must be true or false", k);
     od_tensor *root = NULL, *grad = NULL;
@@ -241,9 +251,16 @@ static od_status encode(program *p, od_buf *b, json_t *outs, bool binary, od_ten
         }
         if (s == OD_OK && binary && *nbin >= OD_MAX_RETURNS)
             s = od_error_set(err, OD_ETOOLARGE, "at most %d outputs come back as binary data", OD_MAX_RETURNS);
-        od_tensor *h = NULL;
+        od_tensor *h = NULL, *u = NULL;
+        if (s == OD_OK) {
+            od_tensor_retain(t);
+            u = t;
+            if (p->vm.n)
+                s = od_exec_vmap_unwrap_one(&p->vm, (int)x, &u, err);
+        }
         if (s == OD_OK)
-            s = od_host_contiguous(t, &h, err);
+            s = od_host_contiguous(u, &h, err);
+        od_tensor_release(u);
         if (s != OD_OK)
             return s;
         if (x)
@@ -279,10 +296,19 @@ static od_status keep_results(program *p, od_buf *b, json_t *keep, od_error *err
     size_t done = 0;
     od_buf_puts(b, ",\"kept\":{");
     for (; done < n && s == OD_OK; done++) {
-        od_tensor *t;
+        od_tensor *t, *u = NULL;
         const char *name;
-        if ((s = selected(p, json_array_get(keep, done), &t, &name, err)) != OD_OK ||
-            (s = od_store_put(session, t, ids[done], err)) != OD_OK)
+        if ((s = selected(p, json_array_get(keep, done), &t, &name, err)) != OD_OK)
+            break;
+        od_tensor_retain(t);
+        u = t;
+        if (p->vm.n && (s = od_exec_vmap_unwrap_one(&p->vm, (int)done, &u, err)) != OD_OK) {
+            od_tensor_release(u);
+            break;
+        }
+        s = od_store_put(session, u, ids[done], err);
+        od_tensor_release(u);
+        if (s != OD_OK)
             break;
         if (done)
             od_buf_putc(b, ',');
@@ -345,8 +371,12 @@ void od_h_run(od_req *r)
             break;
         }
     }
-    if (s == OD_OK && p.exec.vmap) /* in_dims name a call's arguments; a program has none of its own */
-        s = od_error_set(&err, OD_EUNSUPPORTED, "vmap applies to a call (POST /v1/ops/{op}); put it on the call");
+    od_vmap_level vlevels[OD_VMAP_MAX_LEVELS];
+    p.vm.lv = vlevels;
+    if (s == OD_OK && p.exec.vmap && (s = od_exec_vmap_levels(&p.exec, &p.vm, true, &err)) == OD_OK) {
+        p.exec.vmap = NULL; /* the steps run in the levels; they wrap nothing themselves */
+        p.exec.in_vmap = &vlevels[p.vm.n - 1];
+    }
     od_mode_stack modes = {0};
     if (s == OD_OK && p.exec.modes && (s = od_exec_build_modes(&p.exec, &modes, &err)) == OD_OK)
         p.exec.stack = &modes;

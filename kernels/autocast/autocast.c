@@ -20,11 +20,7 @@ enum { LOWER = 1, FP32 = 2 };
 static od_status cast(od_tensor *t, od_dtype to, od_tensor **out, od_error *err)
 {
     od_value a[7] = {od_tensor_v(t), od_dtype_v(to), od_none(), od_none(), od_none(), od_bool(false), od_none()};
-    od_stack s;
-    od_status st = od_call_builtin(OD_OPID__to_copy, a, 7, &s, err);
-    if (st == OD_OK)
-        *out = s.rets[0].u.t;
-    return st;
+    return od_call_builtin1(OD_OPID__to_copy, a, 7, out, err);
 }
 
 static od_status autocast_kernel(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)

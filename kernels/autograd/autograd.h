@@ -99,9 +99,6 @@ od_tensor *ag_tmp(ag_scope *sc, od_tensor *t);
 /* A new reference for gin[]. */
 od_tensor *ag_give(ag_scope *sc, od_tensor *t);
 
-/* Runs built-in id (args borrowed, every argument given) and takes its one
- * tensor return: *out new. */
-od_status ag_call1(od_opid id, od_value *args, int nargs, od_tensor **out, od_error *err);
 /* Calls built-in id on nargs values; its one tensor return lives in the scope. */
 od_tensor *ag_call(ag_scope *sc, od_opid id, int nargs, ...);
 

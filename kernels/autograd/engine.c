@@ -620,7 +620,7 @@ static od_status accumulate_leaf(od_tensor *leaf, od_tensor *g, od_error *err)
             m->grad = g;
         } else {
             od_value a[2] = {od_tensor_v(g), od_int(0 /* contiguous */)};
-            st = ag_call1(OD_OPID_clone, a, 2, &m->grad, err);
+            st = od_call_builtin1(OD_OPID_clone, a, 2, &m->grad, err);
         }
     } else {
         od_tensor *sum = NULL;
@@ -697,7 +697,7 @@ static od_status seed_of(od_tensor *root, od_tensor *gradient, od_tensor **out, 
         od_value v[6] = {od_list_v(OD_T_INT_LIST, root->sizes, (size_t)root->ndim),
                          od_double(1.0), od_dtype_v(root->dtype), od_none(),
                          od_device_v(root->device), od_none()};
-        return ag_call1(OD_OPID_full, v, 6, out, err);
+        return od_call_builtin1(OD_OPID_full, v, 6, out, err);
     }
     if (gradient->ndim != root->ndim ||
         memcmp(gradient->sizes, root->sizes, (size_t)root->ndim * sizeof root->sizes[0])) {
@@ -719,7 +719,7 @@ static od_status seed_of(od_tensor *root, od_tensor *gradient, od_tensor **out, 
     }
     od_value v[7] = {od_tensor_v(gradient), od_dtype_v(root->dtype), od_none(),
                      od_device_v(root->device), od_none(), od_bool(false), od_none()};
-    return ag_call1(OD_OPID__to_copy, v, 7, out, err);
+    return od_call_builtin1(OD_OPID__to_copy, v, 7, out, err);
 }
 
 od_status od_backward(od_tensor *root, od_tensor *gradient, bool retain, od_error *err)

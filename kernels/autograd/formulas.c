@@ -17,22 +17,6 @@
 
 /* ---- helpers ------------------------------------------------------------------- */
 
-od_status ag_call1(od_opid id, od_value *args, int nargs, od_tensor **out, od_error *err)
-{
-    od_stack s;
-    od_status st = od_call_builtin(id, args, nargs, &s, err);
-    if (st)
-        return st;
-    if (s.nrets < 1 || s.rets[0].tag != OD_T_TENSOR || !s.rets[0].u.t) {
-        od_stack_release_rets(&s);
-        return od_error_set(err, OD_EINTERNAL, "%s returned no tensor", od_op_name(od_builtin(id)));
-    }
-    *out = s.rets[0].u.t;
-    for (int i = 1; i < s.nrets; i++)
-        od_value_release(&s.rets[i]);
-    return OD_OK;
-}
-
 static bool failed(ag_scope *sc) { return sc->st != OD_OK; }
 
 static od_tensor *fail(ag_scope *sc, od_status st)
@@ -87,7 +71,7 @@ od_tensor *ag_call(ag_scope *sc, od_opid id, int nargs, ...)
     }
     va_end(ap);
     od_tensor *out = NULL;
-    od_status st = ag_call1(id, a, nargs, &out, sc->err);
+    od_status st = od_call_builtin1(id, a, nargs, &out, sc->err);
     return st ? fail(sc, st) : keep_new(sc, out);
 }
 

@@ -70,16 +70,7 @@ static od_status call1(od_opid id, od_tensor **out, od_error *err, int nargs, ..
     for (int i = 0; i < nargs; i++)
         a[i] = va_arg(ap, od_value);
     va_end(ap);
-    od_stack s;
-    od_status st = od_call_builtin(id, a, nargs, &s, err);
-    if (st)
-        return st;
-    if (s.nrets != 1 || s.rets[0].tag != OD_T_TENSOR) {
-        od_stack_release_rets(&s);
-        return od_error_set(err, OD_EINTERNAL, "%s did not return one tensor", od_op_name(od_builtin(id)));
-    }
-    *out = s.rets[0].u.t;
-    return OD_OK;
+    return od_call_builtin1(id, a, nargs, out, err);
 }
 
 #define T(x) od_tensor_v(x)

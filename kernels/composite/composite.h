@@ -35,11 +35,7 @@ void od_cx_factories_init(void);
 
 /* ---- calls through the dispatcher ---- */
 
-/* Runs built-in id (args borrowed, every argument given) and takes its single
- * tensor return: *out is new. */
-od_status od_cx_call1(od_opid id, od_value *args, int nargs, od_tensor **out, od_error *err);
-
-/* One-line wrappers over od_cx_call1 (tensors borrowed, *out new). */
+/* One-line wrappers over od_call_builtin1 (tensors borrowed, *out new). */
 od_status od_cx_view(od_tensor *t, const int64_t *sizes, int n, od_tensor **out, od_error *err);
 od_status od_cx_reshape(od_tensor *t, const int64_t *sizes, int n, od_tensor **out, od_error *err);
 od_status od_cx_expand(od_tensor *t, const int64_t *sizes, int n, od_tensor **out, od_error *err);

@@ -140,7 +140,7 @@ OD_CX_KERNEL(od_cia_to)
                                                                    ? od_int(OD_CX_MF_CONTIGUOUS)
                                                                    : od_none()};
     od_tensor *out = NULL;
-    if ((st = od_cx_call1(OD_OPID__to_copy, a, 7, &out, err)))
+    if ((st = od_call_builtin1(OD_OPID__to_copy, a, 7, &out, err)))
         return st;
     return od_cx_return1(s, out);
 }

@@ -22,7 +22,7 @@ static int64_t prod(const int64_t *sizes, int n)
 static od_status call2(od_opid id, od_tensor *a, od_tensor *b, od_tensor **out, od_error *err)
 {
     od_value v[2] = {od_tensor_v(a), od_tensor_v(b)};
-    return od_cx_call1(id, v, 2, out, err);
+    return od_call_builtin1(id, v, 2, out, err);
 }
 
 /* r = view(r, sizes) consuming the old r. */
@@ -190,21 +190,21 @@ OD_CX_KERNEL(od_cia_linear)
     if (input->ndim == 2 && bias) {
         od_value a[5] = {od_tensor_v(bias), od_tensor_v(input), od_tensor_v(wt), od_int(1),
                          od_int(1)};
-        st = od_cx_call1(OD_OPID_addmm, a, 5, &out, err);
+        st = od_call_builtin1(OD_OPID_addmm, a, 5, &out, err);
         od_tensor_release(wt);
         if (st)
             return st;
         return od_cx_return1(s, out);
     }
     od_value mv[2] = {od_tensor_v(input), od_tensor_v(wt)};
-    st = od_cx_call1(OD_OPID_matmul, mv, 2, &out, err);
+    st = od_call_builtin1(OD_OPID_matmul, mv, 2, &out, err);
     od_tensor_release(wt);
     if (st)
         return st;
     if (bias) {
         od_tensor *sum = NULL;
         od_value a[3] = {od_tensor_v(out), od_tensor_v(bias), od_int(1)};
-        st = od_cx_call1(OD_OPID_add_Tensor, a, 3, &sum, err);
+        st = od_call_builtin1(OD_OPID_add_Tensor, a, 3, &sum, err);
         od_tensor_release(out);
         if (st)
             return st;

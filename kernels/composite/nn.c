@@ -55,7 +55,7 @@ OD_CX_KERNEL(od_cea_stack)
     od_tensor *out = NULL;
     if (!st) {
         od_value a[2] = {od_list_v(OD_T_TENSOR_LIST, parts, (size_t)n), od_int(d)};
-        st = od_cx_call1(OD_OPID_cat, a, 2, &out, err);
+        st = od_call_builtin1(OD_OPID_cat, a, 2, &out, err);
     }
     for (int i = 0; i < made; i++)
         od_tensor_release(parts[i]);
@@ -84,7 +84,7 @@ OD_CX_KERNEL(od_cia_softmax)
     if (has_dtype && (st = od_cx_to_dtype_copy(self, dtype, &cast, err)))
         return st;
     od_value a[3] = {od_tensor_v(cast ? cast : self), od_int(dim), od_bool(false)};
-    st = od_cx_call1(id == OD_OPID_log_softmax_int ? OD_OPID__log_softmax : OD_OPID__softmax, a, 3,
+    st = od_call_builtin1(id == OD_OPID_log_softmax_int ? OD_OPID__log_softmax : OD_OPID__softmax, a, 3,
                      &out, err);
     od_tensor_release(cast);
     if (st)
@@ -165,7 +165,7 @@ OD_CX_KERNEL(od_cia_embedding)
             return st;
     }
     od_value a[3] = {od_tensor_v(weight), od_int(0), od_tensor_v(flat ? flat : indices)};
-    st = od_cx_call1(OD_OPID_index_select, a, 3, &rows, err);
+    st = od_call_builtin1(OD_OPID_index_select, a, 3, &rows, err);
     od_tensor_release(flat);
     if (st)
         return st;

@@ -1,9 +1,10 @@
 /* util.c — calls through the dispatcher and argument readers shared by the
  * composite kernels.
  *
- * Invariants: od_cx_call1 leaves nothing allocated on error and checks that
- * the callee really returned one tensor (a kernel bug becomes OD_EINTERNAL,
- * not a crash). The argument readers never retain: what they hand out is
+ * Invariants: the wrappers call through od_call_builtin1, which leaves
+ * nothing allocated on error and checks that the callee really returned a
+ * tensor (a kernel bug becomes OD_EINTERNAL, not a crash). The argument
+ * readers never retain: what they hand out is
  * borrowed from the caller's stack. Messages follow PyTorch's argument
  * parser: "<op>(): argument '<name>' must be <type>, not <got>".
  */
@@ -12,70 +13,54 @@
 
 #include "composite.h"
 
-od_status od_cx_call1(od_opid id, od_value *args, int nargs, od_tensor **out, od_error *err)
-{
-    od_stack s;
-    od_status st = od_call_builtin(id, args, nargs, &s, err);
-    if (st)
-        return st;
-    if (s.nrets != 1 || s.rets[0].tag != OD_T_TENSOR || !s.rets[0].u.t) {
-        int n = s.nrets;
-        od_stack_release_rets(&s);
-        return od_error_set(err, OD_EINTERNAL, "%s returned %d values where one tensor was expected",
-                            od_op_name(od_builtin(id)), n);
-    }
-    *out = s.rets[0].u.t;
-    return OD_OK;
-}
-
 od_status od_cx_view(od_tensor *t, const int64_t *sizes, int n, od_tensor **out, od_error *err)
 {
     od_value a[2] = {od_tensor_v(t), od_list_v(OD_T_INT_LIST, (void *)sizes, (size_t)n)};
-    return od_cx_call1(OD_OPID_view, a, 2, out, err);
+    return od_call_builtin1(OD_OPID_view, a, 2, out, err);
 }
 
 od_status od_cx_reshape(od_tensor *t, const int64_t *sizes, int n, od_tensor **out, od_error *err)
 {
     od_value a[2] = {od_tensor_v(t), od_list_v(OD_T_INT_LIST, (void *)sizes, (size_t)n)};
-    return od_cx_call1(OD_OPID_reshape, a, 2, out, err);
+    return od_call_builtin1(OD_OPID_reshape, a, 2, out, err);
 }
 
 od_status od_cx_expand(od_tensor *t, const int64_t *sizes, int n, od_tensor **out, od_error *err)
 {
     od_value a[3] = {od_tensor_v(t), od_list_v(OD_T_INT_LIST, (void *)sizes, (size_t)n),
                      od_bool(false)};
-    return od_cx_call1(OD_OPID_expand, a, 3, out, err);
+    return od_call_builtin1(OD_OPID_expand, a, 3, out, err);
 }
 
 od_status od_cx_unsqueeze(od_tensor *t, int64_t dim, od_tensor **out, od_error *err)
 {
     od_value a[2] = {od_tensor_v(t), od_int(dim)};
-    return od_cx_call1(OD_OPID_unsqueeze, a, 2, out, err);
+    return od_call_builtin1(OD_OPID_unsqueeze, a, 2, out, err);
 }
 
 od_status od_cx_t(od_tensor *t, od_tensor **out, od_error *err)
 {
     od_value a[1] = {od_tensor_v(t)};
-    return od_cx_call1(OD_OPID_t, a, 1, out, err);
+    return od_call_builtin1(OD_OPID_t, a, 1, out, err);
 }
 
 od_status od_cx_mm(od_tensor *a, od_tensor *b, od_tensor **out, od_error *err)
 {
     od_value v[2] = {od_tensor_v(a), od_tensor_v(b)};
-    return od_cx_call1(OD_OPID_mm, v, 2, out, err);
+    return od_call_builtin1(OD_OPID_mm, v, 2, out, err);
 }
 
 od_status od_cx_clone_contiguous(od_tensor *t, od_tensor **out, od_error *err)
 {
     od_value a[2] = {od_tensor_v(t), od_int(OD_CX_MF_CONTIGUOUS)};
-    return od_cx_call1(OD_OPID_clone, a, 2, out, err);
+    return od_call_builtin1(OD_OPID_clone, a, 2, out, err);
 }
 
 od_status od_cx_to_dtype_copy(od_tensor *t, od_dtype dtype, od_tensor **out, od_error *err)
 {
     od_value a[7] = {od_tensor_v(t), od_dtype_v(dtype), od_none(), od_none(),
                      od_none(),      od_bool(false),    od_none()};
-    return od_cx_call1(OD_OPID__to_copy, a, 7, out, err);
+    return od_call_builtin1(OD_OPID__to_copy, a, 7, out, err);
 }
 
 /* ------------------------------------------------------------ arguments */

@@ -15,52 +15,7 @@
 #include "od_half.h"
 #include "od_mode.h"
 #include "od_ops.h"
-
-/* ---- a growable string ---- */
-
-typedef struct str {
-    char *p;
-    size_t len, cap;
-    bool bad;
-} str;
-
-static void sput(str *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sput(str *b, const char *fmt, ...)
-{
-    if (b->bad)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->bad = true;
-            return;
-        }
-        if (b->p && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t nc = (b->cap ? b->cap * 2 : 256) + (size_t)n;
-        char *np = realloc(b->p, nc);
-        if (!np) {
-            b->bad = true;
-            return;
-        }
-        b->p = np;
-        b->cap = nc;
-    }
-}
-
-static char *sdone(str *b)
-{
-    if (b->bad) {
-        free(b->p);
-        return NULL;
-    }
-    return b->p ? b->p : strdup("null");
-}
+#include "od_sbuf.h"
 
 static uint64_t now_ns(void)
 {
@@ -192,43 +147,43 @@ static od_status trace_handle(void *state, const od_op *op, od_keyset ks, od_sta
     return st;
 }
 
-static void put_recorded(str *b, const trace_state *t, size_t off, int n)
+static void put_recorded(od_sbuf *b, const trace_state *t, size_t off, int n)
 {
-    sput(b, "[");
+    od_sbuf_printf(b, "[");
     const int64_t *a = t->arena + off;
     for (int k = 0; k < n; k++) {
         char shape[256], dev[32];
         int nd = (int)a[5];
         od_shape_print(a + 6, nd, shape, sizeof shape);
         od_device_print((od_device){(od_device_type)a[2], (int)a[3]}, dev, sizeof dev);
-        sput(b, "%s{\"arg\":%d,\"shape\":%s,\"dtype\":\"%s\",\"device\":\"%s\"%s}", k ? "," : "", (int)a[0],
+        od_sbuf_printf(b, "%s{\"arg\":%d,\"shape\":%s,\"dtype\":\"%s\",\"device\":\"%s\"%s}", k ? "," : "", (int)a[0],
              shape, od_dtype_name((od_dtype)a[1]), dev, a[4] ? ",\"requires_grad\":true" : "");
         a += 6 + nd;
     }
-    sput(b, "]");
+    od_sbuf_printf(b, "]");
 }
 
 static char *trace_report(void *state)
 {
     trace_state *t = state;
-    str b = {0};
-    sput(&b, "{\"events\":[");
+    od_sbuf b = {0};
+    od_sbuf_printf(&b, "{\"events\":[");
     for (int i = 0; i < t->n; i++) {
         trace_ev *e = &t->ev[i];
         char keys[256];
         od_ks_print(e->ks, keys, sizeof keys);
-        sput(&b, "%s{\"op\":\"%s\",\"depth\":%d,\"key\":\"%s\",\"keyset\":\"%s\",\"inputs\":", i ? "," : "",
+        od_sbuf_printf(&b, "%s{\"op\":\"%s\",\"depth\":%d,\"key\":\"%s\",\"keyset\":\"%s\",\"inputs\":", i ? "," : "",
              od_op_name(e->op), e->depth, od_key_name(od_ks_highest(e->ks)), keys);
         put_recorded(&b, t, e->in_off, e->nin);
-        sput(&b, ",\"outputs\":");
+        od_sbuf_printf(&b, ",\"outputs\":");
         if (e->out_off == SIZE_MAX)
-            sput(&b, "null");
+            od_sbuf_printf(&b, "null");
         else
             put_recorded(&b, t, e->out_off, e->nout);
-        sput(&b, ",\"us\":%.3f,\"status\":\"%s\"}", (double)e->ns / 1000.0, od_status_code(e->st));
+        od_sbuf_printf(&b, ",\"us\":%.3f,\"status\":\"%s\"}", (double)e->ns / 1000.0, od_status_code(e->st));
     }
-    sput(&b, "],\"dropped\":%d}", t->dropped);
-    return sdone(&b);
+    od_sbuf_printf(&b, "],\"dropped\":%d}", t->dropped);
+    return od_sbuf_finish(&b);
 }
 
 static void trace_destroy(void *state)
@@ -289,15 +244,15 @@ static od_status prof_handle(void *state, const od_op *op, od_keyset ks, od_stac
 static char *prof_report(void *state)
 {
     prof_state *p = state;
-    str b = {0};
-    sput(&b, "{\"ops\":[");
+    od_sbuf b = {0};
+    od_sbuf_printf(&b, "{\"ops\":[");
     for (int i = 0; i < p->n; i++)
-        sput(&b, "%s{\"op\":\"%s\",\"count\":%llu,\"errors\":%llu,\"total_us\":%.3f,\"mean_us\":%.3f}", i ? "," : "",
+        od_sbuf_printf(&b, "%s{\"op\":\"%s\",\"count\":%llu,\"errors\":%llu,\"total_us\":%.3f,\"mean_us\":%.3f}", i ? "," : "",
              od_op_name(p->rows[i].op), (unsigned long long)p->rows[i].count,
              (unsigned long long)p->rows[i].errors, (double)p->rows[i].ns / 1000.0,
              (double)p->rows[i].ns / 1000.0 / (double)p->rows[i].count);
-    sput(&b, "]}");
-    return sdone(&b);
+    od_sbuf_printf(&b, "]}");
+    return od_sbuf_finish(&b);
 }
 
 static void prof_destroy(void *state)
@@ -454,12 +409,12 @@ static od_status override_handle(void *state, const od_op *op, od_keyset ks, od_
 static char *override_report(void *state)
 {
     override_state *o = state;
-    str b = {0};
-    sput(&b, "{\"replaced_calls\":%llu,\"map\":{", (unsigned long long)o->hits);
+    od_sbuf b = {0};
+    od_sbuf_printf(&b, "{\"replaced_calls\":%llu,\"map\":{", (unsigned long long)o->hits);
     for (int i = 0; i < o->n; i++)
-        sput(&b, "%s\"%s\":\"%s\"", i ? "," : "", od_op_name(o->from[i]), od_op_name(o->to[i]));
-    sput(&b, "}}");
-    return sdone(&b);
+        od_sbuf_printf(&b, "%s\"%s\":\"%s\"", i ? "," : "", od_op_name(o->from[i]), od_op_name(o->to[i]));
+    od_sbuf_printf(&b, "}}");
+    return od_sbuf_finish(&b);
 }
 
 static const od_mode_class g_builtin_modes[] = {

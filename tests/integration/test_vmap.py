@@ -159,3 +159,32 @@ def test_errors(server, rng):
         r = server.post("/v1/ops/add", {"args": [tensor(x), tensor(x[0])], "vmap": vm})
         assert r.status_code == 400, (vm, r.text)
         assert msg in error_message(r), (msg, error_message(r))
+
+
+def test_vmap_over_a_program(server, rng):
+    s = {"X-OD-Session": "vmap-prog"}
+    x, w, b = f32(rng, 7, 2, 3), f32(rng, 3, 4), f32(rng, 4)
+    xid = server.post("/v1/tensors", {"tensor": tensor(x)}, headers=s).json()["id"]
+    wid = server.post("/v1/tensors", {"tensor": tensor(w)}, headers=s).json()["id"]
+    # a per-sample two-layer function of a stored batch: relu(x @ w + b).sum(0)
+    body = {"steps": [{"op": "mm", "args": [{"ref": xid}, {"ref": wid}]},
+                      {"op": "add", "args": [{"ref": "$0"}, tensor(b)]},
+                      {"op": "relu", "args": [{"ref": "$1"}]},
+                      {"op": "sum", "args": [{"ref": "$2"}, [0]]}],
+            "outputs": ["$3", "$0"], "keep": ["$3"],
+            "vmap": {"in_dims": {xid: 0}, "out_dims": [0, 1]}}
+    r = server.post("/v1/run", body, headers=s)
+    assert r.status_code == 200, r.text
+    validate(r, "POST", "/v1/run")
+    res = r.json()
+    ref = loop(lambda a: np.maximum(a @ w + b, 0).sum(0), x, in_dims=[0])
+    np.testing.assert_allclose(from_json(res["outputs"][0]), ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(from_json(res["outputs"][1]), loop(lambda a: a @ w, x, in_dims=[0], out_dim=1),
+                               rtol=1e-5, atol=1e-5)
+    kept = res["kept"]["$3"]
+    got = from_json(server.get(f"/v1/tensors/{kept}", headers=s).json()["outputs"][0])
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    assert all("Batched" in d["record"]["path"] for d in res["dispatch"]), [d["record"]["path"] for d in res["dispatch"]]
+    r = server.post("/v1/run", dict(body, vmap={"in_dims": [0]}), headers=s)
+    assert r.status_code == 400 and "stored tensor id" in error_message(r)
+    server.delete("/v1/sessions/vmap-prog")
