@@ -102,7 +102,15 @@ SERVER := $(if $(wildcard server/main.c),$(B)/opdispatchd)
 PLUGINS := $(patsubst examples/plugins/%.c,$(B)/plugins/lib%.so,$(wildcard examples/plugins/*.c)) \
            $(patsubst tests/plugins/%.c,$(B)/plugins/lib%.so,$(wildcard tests/plugins/*.c))
 
-all: $(LIB_A) $(LIB_SO) $(SERVER) $(UNIT_BIN) $(PLUGINS)
+CLIENT_C := $(B)/opdispatch
+
+all: $(LIB_A) $(LIB_SO) $(SERVER) $(UNIT_BIN) $(PLUGINS) $(CLIENT_C)
+
+# The C client library and the opdispatch command (clients/c/): libcurl for
+# control requests, its own epoll engine for load.
+$(CLIENT_C): $(wildcard clients/c/*.c) $(wildcard clients/c/*.h) | $(SETUP_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(OPT_CFLAGS) -Iclients/c $(filter %.c,$^) -o $@ $(SAN_LDFLAGS) -lcurl -ljansson -lm -pthread
 
 plugins: $(PLUGINS)
 
@@ -110,7 +118,7 @@ lib: $(LIB_A) $(LIB_SO)
 
 # Debian packages this project needs; installed by `make setup` when missing.
 DEB_PKGS := build-essential pkg-config libopenblas-dev libmicrohttpd-dev libjansson-dev \
-            libcriterion-dev libcurl4-openssl-dev python3 python3-venv curl wrk python3-torch
+            libcriterion-dev libcurl4-openssl-dev python3 python3-venv curl wrk python3-torch nodejs gnuplot-nox
 SETUP_STAMP := .setup/debs-$(shell echo $(DEB_PKGS) | md5sum | cut -c1-8)
 
 setup: $(SETUP_STAMP)

@@ -3,6 +3,8 @@
 #   make bench-http   wrk against opdispatchd, a fixed-body libmicrohttpd
 #                     server and a FastAPI + numpy peer, all in one run on
 #                     127.0.0.1 (bench/http/run.py); BENCH_DURATION=S per point
+#   make bench-load   opdispatch load against wrk on the same server, operator
+#                     and request bytes (bench/http/load.py)
 #   make bench-store  stored tensors against shipping them: a 10-call chain on
 #                     1024x1024 and the cost of naming a 64 MiB stored tensor
 #                     (bench/http/store.py)
@@ -11,7 +13,7 @@ BENCH_DURATION ?= 5
 FIXED_SERVER := $(B)/bench/fixed_server
 BENCH_VENV_STAMP := .venv/.bench-$(shell md5sum tools/bench-requirements.txt 2>/dev/null | cut -c1-8)
 
-.PHONY: bench-http bench-store
+.PHONY: bench-http bench-store bench-load
 $(FIXED_SERVER): bench/http/fixed_server.c | $(SETUP_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $< -o $@ -lmicrohttpd
@@ -27,4 +29,7 @@ bench-http: $(SERVER) $(FIXED_SERVER) $(BENCH_VENV_STAMP)
 bench-store: $(SERVER) $(VENV_STAMP)
 	.venv/bin/python bench/http/store.py --opdispatchd $(B)/opdispatchd
 
-bench: bench-http bench-store
+bench-load: $(SERVER) $(CLIENT_C) $(VENV_STAMP)
+	.venv/bin/python bench/http/load.py --opdispatchd $(B)/opdispatchd --cli $(CLIENT_C)
+
+bench: bench-http bench-store bench-load

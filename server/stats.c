@@ -439,6 +439,9 @@ void od_stats_json(od_buf *b)
             tot.bytes_out += r->bytes_out;
             tot.kcalls += r->kcalls;
             tot.kerrs += r->kerrs;
+            tot.dec_ns += r->dec_ns;
+            tot.inf_ns += r->inf_ns;
+            tot.enc_ns += r->enc_ns;
             if (r->e2e) {
                 if (!e2e_all && (e2e_all = calloc(1, sizeof *e2e_all)))
                     e2e_all->min = UINT64_MAX;
@@ -468,6 +471,9 @@ void od_stats_json(od_buf *b)
                       (unsigned long long)tot.kcalls, (unsigned long long)tot.kerrs);
         hist_json(b, e2e_all);
         free(e2e_all);
+        /* where the server's time went, summed: what a load generator diffs */
+        od_buf_printf(b, ",\"server_us\":{\"decode\":%.3f,\"dispatch\":%.3f,\"encode\":%.3f}",
+                      (double)tot.dec_ns / 1000.0, (double)tot.inf_ns / 1000.0, (double)tot.enc_ns / 1000.0);
         od_buf_puts(b, ",\"keys\":[");
         bool first_key = true;
         for (int k = NKEYS - 1; k >= 0; k--) {
