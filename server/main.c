@@ -27,7 +27,7 @@
 enum {
     O_HOST = 1, O_PORT, O_THREADS, O_MAX_BODY, O_MAX_RANK, O_MAX_ELEMS, O_MAX_OUT, O_MAX_DEPTH,
     O_MAX_VALUES, O_MAX_INFLIGHT, O_CALL_WORKERS, O_MAX_CALL_S, O_MAX_CONN, O_MAX_CONN_IP, O_IDLE,
-    O_REQ_TIMEOUT, O_DRAIN, O_DEVICE, O_SESSION_BYTES, O_SESSION_IDLE, O_HIGH_WATER, O_PLUGIN, O_LOG, O_NO_ACCESS, O_HELP, O_VERSION
+    O_REQ_TIMEOUT, O_DRAIN, O_DEVICE, O_SESSION_BYTES, O_SESSION_IDLE, O_HIGH_WATER, O_PLUGIN, O_LOG, O_NO_ACCESS, O_BENCH, O_HELP, O_VERSION
 };
 
 typedef struct opt_def {
@@ -82,6 +82,8 @@ static const opt_def OPTS[] = {
      "the registry freezes; repeatable; the variable takes a ':'-separated list"},
     {O_LOG, "log-level", "L", "OD_LOG_LEVEL", "info", "error, warn, info (access log) or debug"},
     {O_NO_ACCESS, "no-access-log", NULL, "OD_ACCESS_LOG=0", NULL, "no per-request line"},
+    {O_BENCH, "enable-bench", NULL, "OD_ENABLE_BENCH=1", NULL,
+     "allow POST /v1/bench (an operator run many times on server-side inputs; 403 otherwise)"},
     {O_HELP, "help", NULL, NULL, NULL, "this text"},
     {O_VERSION, "version", NULL, NULL, NULL, "the version"},
 };
@@ -340,6 +342,8 @@ int main(int argc, char **argv)
         if (v && *v && !apply(OPTS[i].id, v, OPTS[i].env))
             return 2;
     }
+    const char *eb = getenv("OD_ENABLE_BENCH");
+    od_cfg.enable_bench = eb && !strcmp(eb, "1");
     const char *al = getenv("OD_ACCESS_LOG");
     if (al && (!strcmp(al, "0") || !strcmp(al, "off") || !strcmp(al, "false")))
         od_cfg.access_log = false;
@@ -361,6 +365,10 @@ int main(int argc, char **argv)
         }
         if (c == O_NO_ACCESS) {
             od_cfg.access_log = false;
+            continue;
+        }
+        if (c == O_BENCH) {
+            od_cfg.enable_bench = true;
             continue;
         }
         if (c == '?') {

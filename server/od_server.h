@@ -54,6 +54,7 @@ typedef struct od_config {
     unsigned drain_timeout_s;
     od_log_level log_level;
     bool access_log;
+    bool enable_bench;              /* POST /v1/bench allowed */
     char default_device[32];        /* "auto", "cpu", "cuda", "cuda:N" */
     size_t max_session_bytes;       /* stored tensor bytes per session and device type (0: no cap) */
     unsigned session_idle_s;        /* a session idle this long is freed (0: never) */
@@ -178,6 +179,7 @@ void od_h_tensor_list(od_req *r);
 void od_h_tensor_get(od_req *r);
 void od_h_tensor_delete(od_req *r);
 void od_h_tensor_backward(od_req *r);
+void od_h_bench(od_req *r);
 void od_h_session_new(od_req *r);
 void od_h_session_get(od_req *r);
 void od_h_session_delete(od_req *r);

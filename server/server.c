@@ -65,6 +65,9 @@ static const route routes[] = {
      "dispatch keys, priorities, alias keys"},
     {"GET", "/v1/devices", od_h_devices, BODY_NONE, "GET /v1/devices",
      "CPU, BLAS and CUDA devices"},
+    {"POST", "/v1/bench", od_h_bench, BODY_CALL, "POST /v1/bench",
+     "run an operator N times on server-side inputs: kernel time, GFLOP/s, GB/s against the "
+     "device's measured ceilings (--enable-bench)"},
     {"POST", "/v1/run", od_h_run, BODY_CALL, "POST /v1/run",
      "a program: {\"steps\": [{\"op\", \"args\"}...], \"outputs\": [\"$k\"]} in one round trip"},
     {"POST", "/v1/tensors", od_h_tensor_put, BODY_CALL, "POST /v1/tensors",

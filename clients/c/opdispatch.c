@@ -10,6 +10,9 @@
  *     load OP [--arg ...] [--connections N] [--duration S | --count N]
  *          [--rate R] [--warmup S] [--json-body] [--sweep connections=1,2,4 | rate=.. | n=..]
  *          [--format table|json|csv] [--plot out.png|out.svg]
+ *     bench OP [--arg ...] [--iterations N] [--sizes 1e3..1e8 | --sweep n=..]
+ *          [--format json] [--plot roofline.png]   (POST /v1/bench; inputs
+ *          rand/randn/ones/zeros are made on the server)
  *
  * VALUE: rand:SHAPE:DTYPE, randn:SHAPE:DTYPE, ones:SHAPE:DTYPE, zeros:...,
  * full:V:SHAPE:DTYPE (SHAPE like 1024x1024, empty for 0-dim), ref:ID (a
@@ -43,7 +46,7 @@ typedef struct opts {
     int connections;
     double duration, rate, warmup;
     uint64_t count;
-    const char *sweep, *format, *plot;
+    const char *sweep, *format, *plot, *sizes;
 } opts;
 
 static int usage(const char *msg)
@@ -59,6 +62,7 @@ static int usage(const char *msg)
             "  load OP [--arg ...] [--connections N] [--duration S | --count N] [--rate R]\n"
             "       [--warmup S] [--json-body] [--sweep connections=1,2,4|rate=..|n=..]\n"
             "       [--format table|json|csv] [--plot out.png|out.svg]\n"
+            "  bench OP [--arg ...] [--iterations N] [--sizes 1e3..1e8] [--plot roofline.png]\n"
             "VALUE: rand:SHAPE:DTYPE randn:.. ones:.. zeros:.. full:V:SHAPE:DTYPE ref:ID or JSON\n");
     return EXIT_USAGE;
 }
@@ -790,6 +794,176 @@ static int cmd_load(od_client *c, const char *op, const opts *o)
     return bad ? EXIT_4XX : EXIT_OK;
 }
 
+/* ---- bench: POST /v1/bench, inputs made on the server ---- */
+
+/* "[NAME=]rand:SHAPE:DTYPE" as {"generate": ...} JSON; other values as
+ * they are. Returns the JSON text (new) and the name (borrowed from the
+ * static table), NULL on error. */
+static char *bench_arg(const char *text, const char **name)
+{
+    static char names[MAX_ARGS][64];
+    static int nnames;
+    *name = NULL;
+    const char *eq = strchr(text, '='), *colon = strchr(text, ':');
+    if (eq && (!colon || eq < colon) && eq != text && (size_t)(eq - text) < 64 && nnames < MAX_ARGS) {
+        memcpy(names[nnames], text, (size_t)(eq - text));
+        names[nnames][eq - text] = '\0';
+        *name = names[nnames++];
+        text = eq + 1;
+    }
+    static const char *const kinds[] = {"rand", "randn", "ones", "zeros", NULL};
+    for (int k = 0; kinds[k]; k++) {
+        size_t kl = strlen(kinds[k]);
+        if (strncmp(text, kinds[k], kl) || text[kl] != ':')
+            continue;
+        const char *p = text + kl + 1, *c2 = strchr(p, ':');
+        char shape[512] = "", tmp[256];
+        snprintf(tmp, sizeof tmp, "%.*s", (int)(c2 ? c2 - p : (long)strlen(p)), p);
+        size_t sl = 0;
+        for (char *tok = tmp[0] ? strtok(tmp, "x,") : NULL; tok; tok = strtok(NULL, "x,"))
+            sl += (size_t)snprintf(shape + sl, sizeof shape - sl, "%s%lld", sl ? "," : "", (long long)atof(tok));
+        char *out = malloc(700);
+        if (out)
+            snprintf(out, 700, "{\"generate\":\"%s\",\"shape\":[%s],\"dtype\":\"%s\"}", kinds[k], shape,
+                     c2 ? c2 + 1 : "float32");
+        return out;
+    }
+    return strdup(text);
+}
+
+static int cmd_bench(od_client *c, const char *op, const opts *o)
+{
+    /* --sweep n=1e3,1e6 (or --sizes A..B, powers of ten) fills "{n}" */
+    double sizes[32];
+    int nsizes = 0;
+    if (o->sweep && !strncmp(o->sweep, "n=", 2)) {
+        char tmp[512];
+        snprintf(tmp, sizeof tmp, "%s", o->sweep + 2);
+        for (char *t = strtok(tmp, ","); t && nsizes < 32; t = strtok(NULL, ","))
+            sizes[nsizes++] = atof(t);
+    } else if (o->sizes) {
+        double a, b;
+        if (sscanf(o->sizes, "%lf..%lf", &a, &b) != 2 || a <= 0 || b < a)
+            return usage("--sizes A..B (powers of ten from A to B)");
+        for (double v = a; v <= b * 1.0001 && nsizes < 32; v *= 10)
+            sizes[nsizes++] = v;
+    } else {
+        sizes[nsizes++] = -1;
+    }
+    if (strcmp(o->format, "json"))
+        printf("%-20s %12s %10s %10s %10s %10s %9s %8s %9s %8s\n", "op", "n", "median us", "p99 us", "GFLOP/s",
+               "GB/s", "flop/byte", "%bw", "%compute", "bound");
+    FILE *dat = NULL;
+    char datpath[64] = "";
+    if (o->plot) {
+        snprintf(datpath, sizeof datpath, "/tmp/opdispatch-roofline-XXXXXX");
+        int fd = mkstemp(datpath);
+        dat = fd >= 0 ? fdopen(fd, "w") : NULL;
+    }
+    double ceil_bw = 0, ceil_fl = 0;
+    int rc = EXIT_OK;
+    for (int z = 0; z < nsizes && rc == EXIT_OK; z++) {
+        char body[16384];
+        size_t bl = (size_t)snprintf(body, sizeof body, "{\"op\":\"%s\",\"iterations\":%llu", op,
+                                     (unsigned long long)(o->count ? o->count : 20));
+        if (o->device)
+            bl += (size_t)snprintf(body + bl, sizeof body - bl, ",\"device\":\"%s\"", o->device);
+        bl += (size_t)snprintf(body + bl, sizeof body - bl, ",\"args\":[");
+        bool first = true;
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass == 1)
+                bl += (size_t)snprintf(body + bl, sizeof body - bl, "],\"kwargs\":{"), first = true;
+            for (int i = 0; i < o->nargs; i++) {
+                char text[1024];
+                const char *src = o->argv_args[i], *ph = sizes[z] >= 0 ? strstr(src, "{n}") : NULL;
+                if (ph)
+                    snprintf(text, sizeof text, "%.*s%lld%s", (int)(ph - src), src, (long long)sizes[z], ph + 3);
+                else
+                    snprintf(text, sizeof text, "%s", src);
+                const char *name;
+                char *j = bench_arg(text, &name);
+                if (j && (name != NULL) == (pass == 1)) {
+                    if (name)
+                        bl += (size_t)snprintf(body + bl, sizeof body - bl, "%s\"%s\":%s", first ? "" : ",", name, j);
+                    else
+                        bl += (size_t)snprintf(body + bl, sizeof body - bl, "%s%s", first ? "" : ",", j);
+                    first = false;
+                }
+                free(j);
+            }
+        }
+        bl += (size_t)snprintf(body + bl, sizeof body - bl, "}}");
+        if (bl >= sizeof body) {
+            fprintf(stderr, "opdispatch: bench: arguments too long\n");
+            rc = EXIT_USAGE;
+            break;
+        }
+        char err[256];
+        od_client_response r;
+        if (od_client_request(c, "POST", "/v1/bench", body, bl, 0, &r, err, sizeof err) < 0) {
+            fprintf(stderr, "opdispatch: %s: %s\n", od_client_url(c), err);
+            rc = EXIT_TRANSPORT;
+            break;
+        }
+        if ((rc = report_status(&r)) == EXIT_OK) {
+            if (!strcmp(o->format, "json")) {
+                fwrite(r.body, 1, r.len, stdout);
+                putchar('\n');
+            } else {
+                json_t *j = json_loadb(r.body, r.len, 0, NULL);
+                json_t *k = json_object_get(j, "kernel_us"), *cost = json_object_get(j, "cost"),
+                       *ach = json_object_get(j, "achieved"), *fr = json_object_get(j, "fraction"),
+                       *ce = json_object_get(j, "ceiling");
+                json_t *fl = json_object_get(ach, "gflops"), *ai = json_object_get(cost, "arithmetic_intensity");
+                char nbuf[32] = "-";
+                if (sizes[z] >= 0)
+                    snprintf(nbuf, sizeof nbuf, "%.0f", sizes[z]);
+                printf("%-20s %12s %10.2f %10.2f %10s %10.2f %9s %7.0f%% %8s %8s\n",
+                       json_string_value(json_object_get(j, "op")), nbuf,
+                       json_number_value(json_object_get(k, "median")), json_number_value(json_object_get(k, "p99")),
+                       json_is_number(fl) ? (snprintf(err, 32, "%.2f", json_number_value(fl)), err) : "-",
+                       json_number_value(json_object_get(ach, "gbps")),
+                       json_is_number(ai) ? (snprintf(err + 64, 32, "%.3g", json_number_value(ai)), err + 64) : "-",
+                       100 * json_number_value(json_object_get(fr, "bandwidth")),
+                       json_is_number(json_object_get(fr, "compute"))
+                           ? (snprintf(err + 128, 32, "%.1f%%", 100 * json_number_value(json_object_get(fr, "compute"))), err + 128)
+                           : "-",
+                       json_string_value(json_object_get(j, "bound")));
+                ceil_bw = json_number_value(json_object_get(ce, "gbps"));
+                ceil_fl = json_number_value(json_object_get(ce, "gflops"));
+                if (dat && json_is_number(fl) && json_is_number(ai))
+                    fprintf(dat, "%g %g %g\n", json_number_value(ai), json_number_value(fl), sizes[z]);
+                json_decref(j);
+            }
+        }
+        od_client_response_free(&r);
+    }
+    if (dat) { /* the roofline: the two ceilings and the measured points */
+        fclose(dat);
+        char gp[64] = "/tmp/opdispatch-roofline-gp-XXXXXX";
+        int fd = mkstemp(gp);
+        FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (f) {
+            bool svg = strlen(o->plot) > 4 && !strcmp(o->plot + strlen(o->plot) - 4, ".svg");
+            fprintf(f, "set terminal %s size 720,480\nset output '%s'\nset logscale xy\nset title '%s: roofline'\n"
+                       "set xlabel 'flop per byte'\nset ylabel 'GFLOP/s'\nset xrange [0.01:1000]\n"
+                       "plot (x * %g < %g ? x * %g : %g) title 'ceilings (%.0f GB/s, %.0f GFLOP/s)' with lines, "
+                       "'%s' using 1:2 with points pt 7 title '%s'\n",
+                    svg ? "svg" : "pngcairo", o->plot, op, ceil_bw, ceil_fl, ceil_bw, ceil_fl, ceil_bw, ceil_fl, datpath, op);
+            fclose(f);
+            char cmd[256];
+            snprintf(cmd, sizeof cmd, "gnuplot '%s'", gp);
+            if (system(cmd) != 0) {
+                fprintf(stderr, "opdispatch: --plot: gnuplot failed (is gnuplot installed?)\n");
+                rc = rc ? rc : EXIT_USAGE;
+            }
+            unlink(gp);
+        }
+        unlink(datpath);
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     opts o = {.url = getenv("OD_URL"), .connections = 1, .format = "table"};
@@ -802,7 +976,7 @@ int main(int argc, char **argv)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         static const char *const with_value[] = {"--url", "--session", "--device", "--modes", "--grad-mode", "--arg",
                                                  "--connections", "--duration", "--count", "--rate", "--warmup",
-                                                 "--sweep", "--format", "--plot", NULL};
+                                                 "--sweep", "--format", "--plot", "--sizes", "--iterations", NULL};
         for (int k = 0; with_value[k]; k++)
             if (!strcmp(a, with_value[k]) && !v) {
                 fprintf(stderr, "opdispatch: %s needs a value\n", a);
@@ -847,6 +1021,10 @@ int main(int argc, char **argv)
             o.format = v;
         else if (TAKES("--plot"))
             o.plot = v;
+        else if (TAKES("--sizes"))
+            o.sizes = v;
+        else if (TAKES("--iterations"))
+            o.count = (uint64_t)atof(v);
         else if (a[0] == '-' && a[1] == '-')
             return usage("unknown option");
         else if (npos < 4)
@@ -886,6 +1064,8 @@ int main(int argc, char **argv)
         rc = cmd_call(c, pos[1], &o, true);
     else if (!strcmp(cmd, "load") && npos == 2)
         rc = cmd_load(c, pos[1], &o);
+    else if (!strcmp(cmd, "bench") && npos == 2)
+        rc = cmd_bench(c, pos[1], &o);
     else
         rc = usage("unknown command or missing operator name");
     od_client_free(c);

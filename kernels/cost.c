@@ -1,0 +1,82 @@
+/* cost.c — the cost model of ops.def's OD_COST lines (see od_cost.h). */
+#include "od_cost.h"
+
+enum { K_NONE, K_EW, K_RED, K_MM };
+
+static const struct {
+    int kind;
+    double factor;
+} g_cost[OD_NUM_BUILTIN_OPS] = {
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag)
+#define OD_COST(id, kind, factor) [OD_OPID_##id] = {K_##kind, factor},
+#include "ops.def"
+#undef OD_COST
+#undef OD_OP
+};
+
+static double tensor_bytes(const od_value *v)
+{
+    if (v->tag == OD_T_TENSOR && v->u.t)
+        return (double)od_tensor_nbytes(v->u.t);
+    double b = 0;
+    if (v->tag == OD_T_TENSOR_LIST)
+        for (size_t i = 0; i < v->u.list.n; i++)
+            if (((od_tensor **)v->u.list.items)[i])
+                b += (double)od_tensor_nbytes(((od_tensor **)v->u.list.items)[i]);
+    return b;
+}
+
+static bool is_arg(const od_stack *s, const od_tensor *t)
+{
+    for (int i = 0; i < s->nargs; i++)
+        if (s->args[i].tag == OD_T_TENSOR && s->args[i].u.t == t)
+            return true;
+    return false;
+}
+
+static const od_tensor *arg_t(const od_stack *s, int i)
+{
+    return i < s->nargs && s->args[i].tag == OD_T_TENSOR ? s->args[i].u.t : NULL;
+}
+
+void od_op_cost(const od_op *op, const od_stack *s, od_cost *out)
+{
+    out->flops = out->bytes = 0;
+    out->has_flops = false;
+    for (int i = 0; i < s->nargs; i++)
+        out->bytes += tensor_bytes(&s->args[i]);
+    for (int i = 0; i < s->nrets; i++)
+        if (!(s->rets[i].tag == OD_T_TENSOR && is_arg(s, s->rets[i].u.t)))
+            out->bytes += tensor_bytes(&s->rets[i]);
+    int id = od_op_id(op);
+    if (id >= OD_NUM_BUILTIN_OPS || g_cost[id].kind == K_NONE)
+        return;
+    const od_tensor *r0 = s->nrets && s->rets[0].tag == OD_T_TENSOR ? s->rets[0].u.t : NULL, *a0 = arg_t(s, 0);
+    switch (g_cost[id].kind) {
+    case K_EW:
+        out->flops = r0 ? g_cost[id].factor * (double)od_tensor_numel(r0) : 0;
+        break;
+    case K_RED:
+        out->flops = a0 ? g_cost[id].factor * (double)od_tensor_numel(a0) : 0;
+        break;
+    case K_MM: {
+        int first = id == OD_OPID_addmm ? 1 : 0;
+        const od_tensor *a = arg_t(s, first), *b = arg_t(s, first + 1);
+        if (!a || !b)
+            return;
+        if (id == OD_OPID_dot) {
+            out->flops = 2.0 * (double)od_tensor_numel(a);
+        } else if (id == OD_OPID_bmm && a->ndim == 3 && b->ndim == 3) {
+            out->flops = 2.0 * (double)a->sizes[0] * (double)a->sizes[1] * (double)a->sizes[2] * (double)b->sizes[2];
+        } else if (a->ndim == 2 && b->ndim == 2) {
+            out->flops = 2.0 * (double)a->sizes[0] * (double)a->sizes[1] * (double)b->sizes[1];
+            if (id == OD_OPID_addmm) /* beta * self + alpha * product */
+                out->flops += 2.0 * (double)a->sizes[0] * (double)b->sizes[1];
+        }
+        break;
+    }
+    default:
+        return;
+    }
+    out->has_flops = true;
+}

@@ -1,0 +1,24 @@
+/* od_cost.h — the cost model of a call: floating-point operations and bytes
+ * moved, from the shapes, as ops.def's OD_COST lines declare it.
+ *
+ * Invariants: bytes count every tensor argument read once and every result
+ * written once (a result that is one of the arguments, in place, counts
+ * once); flops follow the kind: EW factor x output elements, RED factor x
+ * input elements, MM 2mnk (bmm x batch; addmm adds 2mn; dot 2k). An
+ * operator without a line (or a plugin's) has bytes and no flops.
+ */
+#ifndef OD_COST_H
+#define OD_COST_H
+
+#include "od_ops.h"
+
+typedef struct od_cost {
+    double flops, bytes;
+    bool has_flops;
+} od_cost;
+
+/* The cost of one call of op on s's arguments and results (s->rets filled
+ * by a successful call). *out: caller's. */
+void od_op_cost(const od_op *op, const od_stack *s, od_cost *out);
+
+#endif

@@ -1,0 +1,325 @@
+/* bench.c — POST /v1/bench: an operator run many times on server-side
+ * inputs, timed per call, with its cost model against the device's measured
+ * ceilings (only with --enable-bench).
+ *
+ * Invariants:
+ *  - Bounded: at most OD_BENCH_MAX_ITERS runs and max_seconds (never more
+ *    than --max-call-seconds); inputs obey the same limits as a call's.
+ *  - Inputs are bound like a call's ({"ref"} to stored tensors included),
+ *    plus {"generate": "rand"|"randn"|"ones"|"zeros", "shape", "dtype"}
+ *    made on the device itself, so a large input is never sent.
+ *  - Every CUDA operator is synchronous (kernels/cuda/cuda_internal.h), so
+ *    the host clock around a call is its device time.
+ *  - The ceilings (memory bandwidth: clone of 64 MiB of float32; compute:
+ *    mm of 1024x1024 float32, both through the dispatcher on the device)
+ *    are measured once per device type, on first use, under a mutex.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "od_cost.h"
+#include "od_parallel.h"
+#include "od_server.h"
+
+#define OD_BENCH_MAX_ITERS 100000
+#define MAX_GEN 16
+
+typedef struct bench {
+    od_req *r;
+    od_tensor *gen[MAX_GEN];
+    int ngen;
+} bench;
+
+static od_status bench_ref(void *ctx, const char *id, od_tensor **out, od_error *err)
+{
+    bench *b = ctx;
+    if (!strncmp(id, "gen:", 4)) {
+        int i = atoi(id + 4);
+        if (i < 0 || i >= b->ngen)
+            return od_error_set(err, OD_EINTERNAL, "bad generated input %s", id);
+        od_tensor_retain(b->gen[i]);
+        *out = b->gen[i];
+        return OD_OK;
+    }
+    return od_store_ref(b->r, id, out, err);
+}
+
+/* Makes each {"generate": ...} of v on dev and replaces it by a reference. */
+static od_status generate(bench *b, json_t *v, od_device dev, od_error *err)
+{
+    if (json_is_array(v)) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(v, i, e) {
+            od_status st = generate(b, e, dev, err);
+            if (st)
+                return st;
+        }
+        return OD_OK;
+    }
+    if (!json_is_object(v))
+        return OD_OK;
+    json_t *g = json_object_get(v, "generate");
+    if (!g) {
+        const char *k;
+        json_t *e;
+        json_object_foreach(v, k, e) {
+            od_status st = generate(b, e, dev, err);
+            if (st)
+                return st;
+        }
+        return OD_OK;
+    }
+    static const struct {
+        const char *name;
+        od_opid id;
+    } kinds[] = {{"rand", OD_OPID_rand}, {"randn", OD_OPID_randn}, {"ones", OD_OPID_ones}, {"zeros", OD_OPID_zeros}};
+    int k = -1;
+    for (int i = 0; i < 4; i++)
+        if (json_is_string(g) && !strcmp(json_string_value(g), kinds[i].name))
+            k = i;
+    json_t *shape = json_object_get(v, "shape"), *jdt = json_object_get(v, "dtype");
+    if (k < 0 || !json_is_array(shape) || json_array_size(shape) > OD_MAX_DIMS || (jdt && !json_is_string(jdt)))
+        return od_error_set(err, OD_EINVAL,
+                            "{\"generate\": \"rand\"|\"randn\"|\"ones\"|\"zeros\", \"shape\": [...], \"dtype\": ...}");
+    if (b->ngen == MAX_GEN)
+        return od_error_set(err, OD_ETOOLARGE, "at most %d generated inputs", MAX_GEN);
+    int64_t sizes[OD_MAX_DIMS], numel = 1;
+    size_t i;
+    json_t *e;
+    json_array_foreach(shape, i, e) {
+        if (!json_is_integer(e) || json_integer_value(e) < 0)
+            return od_error_set(err, OD_EINVAL, "generate: sizes must be non-negative integers");
+        sizes[i] = json_integer_value(e);
+        if (__builtin_mul_overflow(numel, sizes[i], &numel) || numel > od_cfg.max_elements)
+            return od_error_set(err, OD_ETOOLARGE, "generate: more than --max-elements (%lld) elements",
+                                (long long)od_cfg.max_elements);
+    }
+    od_dtype dt = jdt ? od_dtype_from_name(json_string_value(jdt)) : OD_FLOAT32;
+    if (dt == OD_NUM_DTYPES)
+        return od_error_set(err, OD_EINVAL, "generate: unknown dtype '%.40s'", json_string_value(jdt));
+    od_value a[5] = {od_list_v(OD_T_INT_LIST, sizes, json_array_size(shape)), od_dtype_v(dt), od_none(),
+                     od_device_v(dev), od_none()};
+    od_status st = od_call_builtin1(kinds[k].id, a, 5, &b->gen[b->ngen], err);
+    if (st)
+        return st;
+    char ref[32];
+    snprintf(ref, sizeof ref, "gen:%d", b->ngen++);
+    json_object_clear(v);
+    json_object_set_new(v, "ref", json_string(ref));
+    return OD_OK;
+}
+
+/* ---- ceilings ---- */
+
+typedef struct ceiling {
+    bool done;
+    double gbps, gflops;
+} ceiling;
+
+static pthread_mutex_t g_ceil_lock = PTHREAD_MUTEX_INITIALIZER;
+static ceiling g_ceil[OD_NUM_DEVICE_TYPES];
+
+static double best_of(int n, od_status (*fn)(od_tensor *a, od_tensor *b, od_error *err), od_tensor *a, od_tensor *b,
+                      od_error *err, od_status *st)
+{
+    double best = INFINITY;
+    for (int i = 0; i < n && *st == OD_OK; i++) {
+        uint64_t t0 = od_now_ns();
+        *st = fn(a, b, err);
+        double dt = (double)(od_now_ns() - t0) / 1e9;
+        best = dt < best ? dt : best;
+    }
+    return best;
+}
+
+static od_status run_clone(od_tensor *a, od_tensor *b, od_error *err)
+{
+    (void)b;
+    od_value v[2] = {od_tensor_v(a), od_none()};
+    od_tensor *out = NULL;
+    od_status st = od_call_builtin1(OD_OPID_clone, v, 2, &out, err);
+    od_tensor_release(out);
+    return st;
+}
+
+static od_status run_mm(od_tensor *a, od_tensor *b, od_error *err)
+{
+    od_tensor *out = NULL;
+    od_status st = od_mm(a, b, &out, err);
+    od_tensor_release(out);
+    return st;
+}
+
+static od_status measure_ceiling(od_device dev, ceiling *out, od_error *err)
+{
+    pthread_mutex_lock(&g_ceil_lock);
+    ceiling *c = &g_ceil[dev.type];
+    od_status st = OD_OK;
+    if (!c->done) {
+        int64_t big = (int64_t)16 << 20, sq[2] = {1024, 1024};
+        od_tensor *x = NULL, *m = NULL;
+        od_value a[5] = {od_list_v(OD_T_INT_LIST, &big, 1), od_dtype_v(OD_FLOAT32), od_none(), od_device_v(dev), od_none()};
+        od_value b[5] = {od_list_v(OD_T_INT_LIST, sq, 2), od_dtype_v(OD_FLOAT32), od_none(), od_device_v(dev), od_none()};
+        st = od_call_builtin1(OD_OPID_rand, a, 5, &x, err);
+        if (st == OD_OK)
+            st = od_call_builtin1(OD_OPID_rand, b, 5, &m, err);
+        double tc = st == OD_OK ? best_of(5, run_clone, x, NULL, err, &st) : 0;
+        double tm = st == OD_OK ? best_of(3, run_mm, m, m, err, &st) : 0;
+        if (st == OD_OK) {
+            c->gbps = 2.0 * (double)od_tensor_nbytes(x) / tc / 1e9; /* read + write */
+            c->gflops = 2.0 * 1024.0 * 1024.0 * 1024.0 / tm / 1e9;
+            c->done = true;
+        }
+        od_tensor_release(x);
+        od_tensor_release(m);
+    }
+    *out = *c;
+    pthread_mutex_unlock(&g_ceil_lock);
+    return st;
+}
+
+/* ---- the endpoint ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void od_h_bench(od_req *r)
+{
+    od_error err;
+    od_error_clear(&err);
+    if (!od_cfg.enable_bench) {
+        od_respond_error(r, OD_EFORBIDDEN,
+                         "POST /v1/bench runs operators on the server's own inputs: start opdispatchd with "
+                         "--enable-bench (or OD_ENABLE_BENCH=1) to allow it");
+        return;
+    }
+    static const char *const fields[] = {"op", "args", "kwargs", "device", "iterations", "warmup", "max_seconds", NULL};
+    od_proto_limits lim = od_limits();
+    lim.top_keys = fields;
+    od_json_doc *doc = NULL;
+    bench bn = {.r = r};
+    od_srv_call c;
+    od_srv_call_init(&c, NULL);
+    double *times = NULL;
+    size_t jlen;
+    const char *json = od_req_json(r, &jlen);
+    od_status st = od_json_parse(json, jlen, &lim, &doc, &err);
+    if (st == OD_OK && r->binary)
+        st = od_json_attach_binary(doc, r->body, r->hdr_len, r->body->len - r->hdr_len, &err);
+    json_t *root = st == OD_OK ? od_json_root(doc) : NULL;
+    json_t *jop = json_object_get(root, "op"), *args = json_object_get(root, "args"),
+           *kwargs = json_object_get(root, "kwargs"), *jdev = json_object_get(root, "device"),
+           *jit = json_object_get(root, "iterations"), *jwu = json_object_get(root, "warmup"),
+           *jmax = json_object_get(root, "max_seconds");
+    if (st == OD_OK && !json_is_string(jop))
+        st = od_error_set(&err, OD_EINVAL, "the body must be {\"op\": name, \"args\": [...], \"iterations\": N, ...}");
+    if (st == OD_OK && ((args && !json_is_array(args)) || (kwargs && !json_is_object(kwargs)) ||
+                        (jdev && !json_is_string(jdev))))
+        st = od_error_set(&err, OD_EINVAL, "\"args\" must be a list, \"kwargs\" an object and \"device\" a string");
+    int64_t iters = json_is_integer(jit) ? json_integer_value(jit) : 20, warm = json_is_integer(jwu) ? json_integer_value(jwu) : 3;
+    double max_s = jmax && json_is_number(jmax) ? json_number_value(jmax) : 10;
+    if (st == OD_OK && ((jit && !json_is_integer(jit)) || iters < 1 || iters > OD_BENCH_MAX_ITERS ||
+                        (jwu && !json_is_integer(jwu)) || warm < 0 || warm > 1000 || max_s <= 0))
+        st = od_error_set(&err, OD_EINVAL, "iterations must be 1..%d, warmup 0..1000 and max_seconds > 0",
+                          OD_BENCH_MAX_ITERS);
+    if (od_cfg.max_call_seconds && max_s > od_cfg.max_call_seconds)
+        max_s = od_cfg.max_call_seconds;
+    if (st == OD_OK)
+        st = od_resolve_device(jdev ? json_string_value(jdev) : NULL, &c.device, &c.err) ? c.err.status : OD_OK,
+        err = c.err;
+    if (st == OD_OK && !(c.op = od_resolve_op_for_args(json_string_value(jop), args, kwargs, &err)))
+        st = err.status;
+    r->op = c.op;
+    if (st == OD_OK && (st = generate(&bn, args, c.device, &err)) == OD_OK)
+        st = generate(&bn, kwargs, c.device, &err);
+    if (st == OD_OK) {
+        od_bind_opts bo = {.lim = &lim, .mode = OD_DECODE_DATA, .has_device = true, .device = c.device,
+                           .ref = bench_ref, .ref_ctx = &bn};
+        st = od_proto_bind(c.op, doc, args, kwargs, &bo, &c.bound, &err);
+    }
+    /* the first run through the call path moves the inputs to the device */
+    c.keep = true;
+    if (st == OD_OK && (st = od_srv_call_run(&c)) != OD_OK)
+        err = c.err;
+    od_cost cost = {0};
+    if (st == OD_OK) {
+        od_op_cost(c.op, &c.stack, &cost);
+        od_stack_release_rets(&c.stack);
+    }
+    if (st == OD_OK && !(times = malloc((size_t)iters * sizeof *times)))
+        st = od_error_set(&err, OD_ENOMEM, "out of memory");
+    int64_t done = 0;
+    uint64_t t_start = od_now_ns(), budget = (uint64_t)(max_s * 1e9);
+    for (int64_t i = 0; st == OD_OK && i < warm + iters && od_now_ns() - t_start < budget; i++) {
+        od_stack s;
+        od_stack_init(&s, c.bound.args, c.bound.nargs);
+        uint64_t t0 = od_now_ns();
+        st = od_call(c.op, &s, &err);
+        uint64_t dt = od_now_ns() - t0;
+        od_stack_release_rets(&s);
+        if (st == OD_OK && i >= warm)
+            times[done++] = (double)dt / 1e3;
+    }
+    ceiling ceil = {0};
+    if (st == OD_OK && done == 0)
+        st = od_error_set(&err, OD_ETIMEOUT, "no timed run fit in max_seconds (%.3g s)", max_s);
+    if (st == OD_OK)
+        st = measure_ceiling(c.device, &ceil, &err);
+    od_buf b;
+    od_buf_init(&b);
+    if (st == OD_OK) {
+        qsort(times, (size_t)done, sizeof *times, cmp_double);
+        double sum = 0;
+        for (int64_t i = 0; i < done; i++)
+            sum += times[i];
+        double med = times[done / 2], p99 = times[(int64_t)((double)(done - 1) * 0.99)];
+        double gbps = cost.bytes / (med * 1e-6) / 1e9, gflops = cost.has_flops ? cost.flops / (med * 1e-6) / 1e9 : 0;
+        char dev[32];
+        od_device_print(c.device, dev, sizeof dev);
+        od_buf_puts(&b, "{\"op\":");
+        od_buf_json_str(&b, od_op_name(c.op));
+        od_buf_puts(&b, ",\"device\":");
+        od_buf_json_str(&b, dev);
+        od_buf_printf(&b,
+                      ",\"iterations\":%lld,\"warmup\":%lld,\"kernel_us\":{\"min\":%.3f,\"median\":%.3f,\"mean\":%.3f,"
+                      "\"p99\":%.3f,\"max\":%.3f},\"cost\":{\"bytes\":%.0f,\"flops\":",
+                      (long long)done, (long long)warm, times[0], med, sum / (double)done, p99, times[done - 1],
+                      cost.bytes);
+        if (cost.has_flops)
+            od_buf_printf(&b, "%.0f,\"arithmetic_intensity\":%.4g}", cost.flops, cost.bytes > 0 ? cost.flops / cost.bytes : 0.0);
+        else
+            od_buf_puts(&b, "null,\"arithmetic_intensity\":null}");
+        od_buf_printf(&b, ",\"achieved\":{\"gbps\":%.4g,\"gflops\":", gbps);
+        if (cost.has_flops)
+            od_buf_printf(&b, "%.4g}", gflops);
+        else
+            od_buf_puts(&b, "null}");
+        od_buf_printf(&b,
+                      ",\"ceiling\":{\"gbps\":%.4g,\"gflops\":%.4g,\"measured_with\":\"clone of 64 MiB float32; "
+                      "mm of 1024x1024 float32\"},\"fraction\":{\"bandwidth\":%.4g,\"compute\":",
+                      ceil.gbps, ceil.gflops, gbps / ceil.gbps);
+        if (cost.has_flops)
+            od_buf_printf(&b, "%.4g}", gflops / ceil.gflops);
+        else
+            od_buf_puts(&b, "null}");
+        /* the roofline's verdict: the nearer ceiling */
+        bool compute = cost.has_flops && gflops / ceil.gflops > gbps / ceil.gbps;
+        od_buf_printf(&b, ",\"bound\":\"%s\"}", compute ? "compute" : "memory");
+        od_respond_buf(r, 200, "application/json", &b);
+    } else {
+        od_buf_free(&b);
+        od_respond_od_error(r, &err);
+    }
+    free(times);
+    od_srv_call_release(&c);
+    for (int i = 0; i < bn.ngen; i++)
+        od_tensor_release(bn.gen[i]);
+    od_json_doc_free(doc);
+}
