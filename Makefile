@@ -179,6 +179,7 @@ test-integration: all
 	  $(MAKE) --no-print-directory venv && OD_SERVER=$(abspath $(B)/opdispatchd) \
 	  .venv/bin/python -m pytest -q tests/integration; \
 	else echo "integration: no tests yet"; fi
+	OD_SERVER=$(abspath $(B)/opdispatchd) node --test clients/js/test/
 
 test-asan:
 	@$(MAKE) --no-print-directory SAN=1 B=build/asan test-unit

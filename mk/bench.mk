@@ -13,7 +13,7 @@ BENCH_DURATION ?= 5
 FIXED_SERVER := $(B)/bench/fixed_server
 BENCH_VENV_STAMP := .venv/.bench-$(shell md5sum tools/bench-requirements.txt 2>/dev/null | cut -c1-8)
 
-.PHONY: bench-http bench-store bench-load
+.PHONY: bench-http bench-store bench-load bench-clients
 $(FIXED_SERVER): bench/http/fixed_server.c | $(SETUP_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $< -o $@ -lmicrohttpd
@@ -32,4 +32,8 @@ bench-store: $(SERVER) $(VENV_STAMP)
 bench-load: $(SERVER) $(CLIENT_C) $(VENV_STAMP)
 	.venv/bin/python bench/http/load.py --opdispatchd $(B)/opdispatchd --cli $(CLIENT_C)
 
-bench: bench-http bench-store bench-load
+# the Python client against raw http.client on the same requests
+bench-clients: $(SERVER) $(VENV_STAMP)
+	.venv/bin/python bench/http/client_py.py --opdispatchd $(B)/opdispatchd
+
+bench: bench-http bench-store bench-load bench-clients

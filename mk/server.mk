@@ -15,6 +15,9 @@ test-integration-asan:
 	  ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:protect_shadow_gap=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  .venv/bin/python -m pytest -q tests/integration; \
 	else echo "integration: no tests yet"; fi
+	OD_SERVER=$(abspath build/asan/opdispatchd) \
+	  ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:protect_shadow_gap=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  node --test clients/js/test/
 
 serve-asan:
 	@$(MAKE) --no-print-directory SAN=1 B=build/asan build/asan/opdispatchd
