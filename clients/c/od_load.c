@@ -92,6 +92,7 @@ typedef struct run {
     conn *c;
     struct sockaddr_in addr;
     uint64_t t0, t_record, t_end, issued, next_due_i;
+    int nbusy; /* connections with a request out */
     bool recording;
 } run;
 
@@ -135,6 +136,8 @@ static void reset_conn(run *r, conn *c)
     c->fd = -1;
     if (r->recording)
         r->res->transport_errors++;
+    if (c->busy)
+        r->nbusy--;
     c->busy = false;
     c->retry_at = now_ns() + 10000000u;
 }
@@ -178,6 +181,7 @@ static void start_request(run *r, conn *c, uint64_t t_start)
     if (c->fd < 0)
         return;
     c->busy = true;
+    r->nbusy++;
     c->sent = 0;
     c->hlen = 0;
     c->status = 0;
@@ -187,10 +191,10 @@ static void start_request(run *r, conn *c, uint64_t t_start)
     pump_write(r, c);
 }
 
-static void complete(run *r, conn *c)
+static void complete(run *r, conn *c, uint64_t now)
 {
-    uint64_t now = now_ns();
     c->busy = false;
+    r->nbusy--;
     if (r->recording && c->t_start >= r->t_record) {
         od_hist_add(&r->res->lat, now - c->t_start);
         r->res->requests++;
@@ -253,8 +257,8 @@ static void pump_read(run *r, conn *c)
         }
         c->body_left -= (long long)((size_t)n - off);
         if (c->body_left <= 0) {
-            complete(r, c);
             uint64_t now = now_ns();
+            complete(r, c, now);
             if (r->sp->rate <= 0 && r->recording && more_to_issue(r, now))
                 start_request(r, c, now); /* closed loop: straight on */
         }
@@ -329,11 +333,9 @@ int od_load_run(const od_load_spec *sp, od_load_result *res, char *err, size_t e
             r.t_end = now + (uint64_t)(sp->duration_s * 1e9);
             r.t_record = now;
         }
-        fill(&r, now);
-        bool busy = false;
-        for (int i = 0; i < sp->connections; i++)
-            busy |= r.c[i].busy;
-        if ((r.recording && !more_to_issue(&r, now) && !busy) || now > hard_stop)
+        if (r.nbusy < sp->connections)
+            fill(&r, now);
+        if ((r.recording && !more_to_issue(&r, now) && r.nbusy == 0) || now > hard_stop)
             break;
         int timeout_ms = 10; /* also the reconnect pace */
         if (sp->rate > 0 && more_to_issue(&r, now)) {
