@@ -118,7 +118,7 @@ lib: $(LIB_A) $(LIB_SO)
 
 # Debian packages this project needs; installed by `make setup` when missing.
 DEB_PKGS := build-essential pkg-config libopenblas-dev libmicrohttpd-dev libjansson-dev \
-            libcriterion-dev libcurl4-openssl-dev python3 python3-venv curl wrk python3-torch nodejs gnuplot-nox
+            libcriterion-dev libcurl4-openssl-dev python3 python3-venv curl wrk python3-torch nodejs gnuplot-nox libjs-chart.js chromium chromium-driver
 SETUP_STAMP := .setup/debs-$(shell echo $(DEB_PKGS) | md5sum | cut -c1-8)
 
 setup: $(SETUP_STAMP)
@@ -151,6 +151,10 @@ $(B)/tests/%: tests/unit/%.c $(LIB_A) $(PROTO_OBJ) | $(SETUP_STAMP)
 
 # -rdynamic: plugins (--plugin) resolve od_def, od_impl, ... against the
 # server's own registry, so the server exports its symbols.
+# the dashboard's files are served from where they are (or $$OD_WEB_ROOT)
+$(B)/obj/server/web_files.o: CFLAGS += -DOD_WEB_ROOT='"$(abspath server/web)"' \
+                                      -DOD_JS_CLIENT='"$(abspath clients/js/opdispatch.mjs)"'
+
 $(B)/opdispatchd: server/main.c $(SERVER_OBJ) $(PROTO_OBJ) $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -rdynamic $< $(SERVER_OBJ) $(PROTO_OBJ) -o $@ -Wl,--whole-archive $(LIB_A) \
@@ -223,9 +227,11 @@ bench-baseline: setup all $(B)/bench/bench_core
 	  .venv/bin/python bench/http/run.py --opdispatchd $(B)/opdispatchd \
 	    --baseline $$d/build/opdispatchd --duration 4
 
+# on 127.0.0.1 only, with the benchmark and load endpoints the dashboard's
+# load panel uses
 run: setup all
-	@echo "opdispatchd: http://127.0.0.1:8000/"
-	$(B)/opdispatchd --host 127.0.0.1 --port 8000
+	@echo "opdispatchd: http://127.0.0.1:8000/  (the dashboard: open it in a browser)"
+	$(B)/opdispatchd --host 127.0.0.1 --port 8000 --enable-bench
 
 check-cuda:
 	@echo "CUDA_ON=$(CUDA_ON) NVCC=$(NVCC_PATH) CUDA_HOME=$(CUDA_HOME)"

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "od_cost.h"
 #include "od_parallel.h"
@@ -190,6 +191,46 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The part a benchmark and a load share: the body parsed (*doc new; its
+ * root in *root), the operator resolved, generated inputs made, arguments
+ * bound and one call run through the call path (which moves the inputs to
+ * the device). fields: the body's allowed top-level keys. */
+static od_status prepare(od_req *r, const char *const *fields, od_json_doc **doc, json_t **root, bench *bn,
+                         od_srv_call *c, od_error *err)
+{
+    od_proto_limits lim = od_limits();
+    lim.top_keys = fields;
+    size_t jlen;
+    const char *json = od_req_json(r, &jlen);
+    od_status st = od_json_parse(json, jlen, &lim, doc, err);
+    if (st == OD_OK && r->binary)
+        st = od_json_attach_binary(*doc, r->body, r->hdr_len, r->body->len - r->hdr_len, err);
+    *root = st == OD_OK ? od_json_root(*doc) : NULL;
+    json_t *jop = json_object_get(*root, "op"), *args = json_object_get(*root, "args"),
+           *kwargs = json_object_get(*root, "kwargs"), *jdev = json_object_get(*root, "device");
+    if (st == OD_OK && !json_is_string(jop))
+        st = od_error_set(err, OD_EINVAL, "the body must be {\"op\": name, \"args\": [...], ...}");
+    if (st == OD_OK && ((args && !json_is_array(args)) || (kwargs && !json_is_object(kwargs)) ||
+                        (jdev && !json_is_string(jdev))))
+        st = od_error_set(err, OD_EINVAL, "\"args\" must be a list, \"kwargs\" an object and \"device\" a string");
+    if (st == OD_OK && od_resolve_device(jdev ? json_string_value(jdev) : NULL, &c->device, err) != OD_OK)
+        st = err->status;
+    if (st == OD_OK && !(c->op = od_resolve_op_for_args(json_string_value(jop), args, kwargs, err)))
+        st = err->status;
+    r->op = c->op;
+    if (st == OD_OK && (st = generate(bn, args, c->device, err)) == OD_OK)
+        st = generate(bn, kwargs, c->device, err);
+    if (st == OD_OK) {
+        od_bind_opts bo = {.lim = &lim, .mode = OD_DECODE_DATA, .has_device = true, .device = c->device,
+                           .ref = bench_ref, .ref_ctx = bn};
+        st = od_proto_bind(c->op, *doc, args, kwargs, &bo, &c->bound, err);
+    }
+    c->keep = true;
+    if (st == OD_OK && (st = od_srv_call_run(c)) != OD_OK)
+        *err = c->err;
+    return st;
+}
+
 void od_h_bench(od_req *r)
 {
     od_error err;
@@ -201,28 +242,15 @@ void od_h_bench(od_req *r)
         return;
     }
     static const char *const fields[] = {"op", "args", "kwargs", "device", "iterations", "warmup", "max_seconds", NULL};
-    od_proto_limits lim = od_limits();
-    lim.top_keys = fields;
     od_json_doc *doc = NULL;
+    json_t *root = NULL;
     bench bn = {.r = r};
     od_srv_call c;
     od_srv_call_init(&c, NULL);
     double *times = NULL;
-    size_t jlen;
-    const char *json = od_req_json(r, &jlen);
-    od_status st = od_json_parse(json, jlen, &lim, &doc, &err);
-    if (st == OD_OK && r->binary)
-        st = od_json_attach_binary(doc, r->body, r->hdr_len, r->body->len - r->hdr_len, &err);
-    json_t *root = st == OD_OK ? od_json_root(doc) : NULL;
-    json_t *jop = json_object_get(root, "op"), *args = json_object_get(root, "args"),
-           *kwargs = json_object_get(root, "kwargs"), *jdev = json_object_get(root, "device"),
-           *jit = json_object_get(root, "iterations"), *jwu = json_object_get(root, "warmup"),
+    od_status st = prepare(r, fields, &doc, &root, &bn, &c, &err);
+    json_t *jit = json_object_get(root, "iterations"), *jwu = json_object_get(root, "warmup"),
            *jmax = json_object_get(root, "max_seconds");
-    if (st == OD_OK && !json_is_string(jop))
-        st = od_error_set(&err, OD_EINVAL, "the body must be {\"op\": name, \"args\": [...], \"iterations\": N, ...}");
-    if (st == OD_OK && ((args && !json_is_array(args)) || (kwargs && !json_is_object(kwargs)) ||
-                        (jdev && !json_is_string(jdev))))
-        st = od_error_set(&err, OD_EINVAL, "\"args\" must be a list, \"kwargs\" an object and \"device\" a string");
     int64_t iters = json_is_integer(jit) ? json_integer_value(jit) : 20, warm = json_is_integer(jwu) ? json_integer_value(jwu) : 3;
     double max_s = jmax && json_is_number(jmax) ? json_number_value(jmax) : 10;
     if (st == OD_OK && ((jit && !json_is_integer(jit)) || iters < 1 || iters > OD_BENCH_MAX_ITERS ||
@@ -231,23 +259,6 @@ void od_h_bench(od_req *r)
                           OD_BENCH_MAX_ITERS);
     if (od_cfg.max_call_seconds && max_s > od_cfg.max_call_seconds)
         max_s = od_cfg.max_call_seconds;
-    if (st == OD_OK)
-        st = od_resolve_device(jdev ? json_string_value(jdev) : NULL, &c.device, &c.err) ? c.err.status : OD_OK,
-        err = c.err;
-    if (st == OD_OK && !(c.op = od_resolve_op_for_args(json_string_value(jop), args, kwargs, &err)))
-        st = err.status;
-    r->op = c.op;
-    if (st == OD_OK && (st = generate(&bn, args, c.device, &err)) == OD_OK)
-        st = generate(&bn, kwargs, c.device, &err);
-    if (st == OD_OK) {
-        od_bind_opts bo = {.lim = &lim, .mode = OD_DECODE_DATA, .has_device = true, .device = c.device,
-                           .ref = bench_ref, .ref_ctx = &bn};
-        st = od_proto_bind(c.op, doc, args, kwargs, &bo, &c.bound, &err);
-    }
-    /* the first run through the call path moves the inputs to the device */
-    c.keep = true;
-    if (st == OD_OK && (st = od_srv_call_run(&c)) != OD_OK)
-        err = c.err;
     od_cost cost = {0};
     if (st == OD_OK) {
         od_op_cost(c.op, &c.stack, &cost);
@@ -322,4 +333,310 @@ void od_h_bench(od_req *r)
     for (int i = 0; i < bn.ngen; i++)
         od_tensor_release(bn.gen[i]);
     od_json_doc_free(doc);
+}
+
+/* ---- POST/GET/DELETE /v1/load: a bounded load run by the server itself ----
+ * One at a time. Worker threads (concurrency, at most OD_LOAD_MAX_THREADS)
+ * call the operator in a loop on the prepared inputs until the duration or
+ * the count is reached or DELETE stops them; each call's time goes into a
+ * log-bucketed histogram of the whole run and one of the current second,
+ * which closes into the series every second. */
+
+#define OD_LOAD_MAX_THREADS 8
+#define OD_LOAD_MAX_SECONDS 120
+#define OD_LOAD_MAX_COUNT 10000000
+#define OD_LOAD_SERIES 600
+#define HB 512 /* buckets: 16 per power of two of nanoseconds */
+
+typedef struct lhist {
+    uint64_t n, b[HB];
+    uint64_t max;
+} lhist;
+
+static int hbucket(uint64_t ns)
+{
+    if (ns < 16)
+        return (int)ns;
+    int e = 63 - __builtin_clzll(ns);
+    int i = 16 + (e - 4) * 16 + (int)((ns >> (e - 4)) & 15);
+    return i < HB ? i : HB - 1;
+}
+
+static double hvalue(int i)
+{
+    if (i < 16)
+        return i;
+    int k = (i - 16) / 16, sub = (i - 16) % 16;
+    return (double)((uint64_t)(16 + sub) << k) * (1.0 + 1.0 / 32); /* the bucket's middle */
+}
+
+static double hquant(const lhist *h, double q)
+{
+    if (!h->n)
+        return 0;
+    uint64_t rank = (uint64_t)(q * (double)h->n + 0.5), seen = 0;
+    for (int i = 0; i < HB; i++)
+        if ((seen += h->b[i]) >= (rank ? rank : 1))
+            return hvalue(i) > (double)h->max ? (double)h->max : hvalue(i);
+    return (double)h->max;
+}
+
+static void hadd(lhist *h, uint64_t ns)
+{
+    h->n++;
+    h->b[hbucket(ns)]++;
+    if (ns > h->max)
+        h->max = ns;
+}
+
+typedef enum { L_IDLE, L_RUNNING, L_DONE, L_STOPPED, L_FAILED } lstate;
+static const char *const lstate_name[] = {"idle", "running", "done", "stopped", "failed"};
+
+typedef struct lpoint {
+    double t, rps, p50_us, p99_us;
+} lpoint;
+
+static struct {
+    pthread_mutex_t lock;
+    lstate state;
+    bool stop;
+    int nthreads, running, concurrency;
+    pthread_t threads[OD_LOAD_MAX_THREADS];
+    od_json_doc *doc;
+    bench bn;
+    od_srv_call c;
+    uint64_t t0, deadline, count, issued, done, errors;
+    lhist all, second;
+    uint64_t second_start, second_done;
+    lpoint series[OD_LOAD_SERIES];
+    int nseries;
+    char message[256];
+} L = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Closes the current second into the series (lock held). */
+static void close_second(uint64_t now)
+{
+    if (L.nseries < OD_LOAD_SERIES && now > L.second_start) {
+        double dt = (double)(now - L.second_start) / 1e9;
+        L.series[L.nseries++] = (lpoint){(double)(now - L.t0) / 1e9, (double)L.second_done / dt,
+                                         hquant(&L.second, 0.5) / 1e3, hquant(&L.second, 0.99) / 1e3};
+    }
+    memset(&L.second, 0, sizeof L.second);
+    L.second_done = 0;
+    L.second_start = now;
+}
+
+static void *load_thread(void *unused)
+{
+    (void)unused;
+    od_set_deadline(L.deadline);
+    for (;;) {
+        pthread_mutex_lock(&L.lock);
+        bool go = !L.stop && (!L.count || L.issued < L.count) && od_now_ns() < L.deadline;
+        if (go)
+            L.issued++;
+        pthread_mutex_unlock(&L.lock);
+        if (!go)
+            break;
+        od_value args[OD_MAX_ARGS];
+        memcpy(args, L.c.bound.args, (size_t)L.c.bound.nargs * sizeof args[0]);
+        od_stack s;
+        od_stack_init(&s, args, L.c.bound.nargs);
+        od_error err;
+        uint64_t t0 = od_now_ns();
+        od_status st = od_call(L.c.op, &s, &err);
+        uint64_t now = od_now_ns();
+        od_stack_release_rets(&s);
+        pthread_mutex_lock(&L.lock);
+        L.done++;
+        L.errors += st != OD_OK;
+        if (st != OD_OK && !L.message[0] && !od_cancelled())
+            snprintf(L.message, sizeof L.message, "%.200s", err.message);
+        hadd(&L.all, now - t0);
+        hadd(&L.second, now - t0);
+        L.second_done++;
+        if (now - L.second_start >= 1000000000u)
+            close_second(now);
+        pthread_mutex_unlock(&L.lock);
+    }
+    od_set_deadline(0);
+    pthread_mutex_lock(&L.lock);
+    bool last = --L.running == 0;
+    if (last) {
+        close_second(od_now_ns());
+        L.state = L.stop ? L_STOPPED : L.errors && L.errors == L.done ? L_FAILED : L_DONE;
+    }
+    pthread_mutex_unlock(&L.lock);
+    return NULL;
+}
+
+/* Joins finished threads and frees the run's inputs (lock not held). */
+static void reap(void)
+{
+    pthread_mutex_lock(&L.lock);
+    int n = L.nthreads;
+    bool finished = L.state != L_RUNNING && n > 0;
+    pthread_mutex_unlock(&L.lock);
+    if (!finished)
+        return;
+    for (int i = 0; i < n; i++)
+        pthread_join(L.threads[i], NULL);
+    pthread_mutex_lock(&L.lock);
+    L.nthreads = 0;
+    od_srv_call_release(&L.c);
+    for (int i = 0; i < L.bn.ngen; i++)
+        od_tensor_release(L.bn.gen[i]);
+    L.bn.ngen = 0;
+    od_json_doc_free(L.doc);
+    L.doc = NULL;
+    pthread_mutex_unlock(&L.lock);
+}
+
+static void load_json(od_buf *b)
+{
+    pthread_mutex_lock(&L.lock);
+    double el = L.t0 ? (double)((L.state == L_RUNNING ? od_now_ns() : L.second_start) - L.t0) / 1e9 : 0;
+    od_buf_printf(b, "{\"state\":\"%s\"", lstate_name[L.state]);
+    if (L.state != L_IDLE) {
+        od_buf_puts(b, ",\"op\":");
+        od_buf_json_str(b, L.c.op ? od_op_name(L.c.op) : "?");
+        od_buf_printf(b,
+                      ",\"concurrency\":%d,\"elapsed_s\":%.3f,\"requests\":%llu,\"errors\":%llu,\"rps\":%.1f,"
+                      "\"latency_us\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},\"series\":[",
+                      L.concurrency, el, (unsigned long long)L.done, (unsigned long long)L.errors,
+                      el > 0 ? (double)L.done / el : 0.0, hquant(&L.all, 0.5) / 1e3, hquant(&L.all, 0.9) / 1e3,
+                      hquant(&L.all, 0.99) / 1e3, (double)L.all.max / 1e3);
+        for (int i = 0; i < L.nseries; i++)
+            od_buf_printf(b, "%s{\"t\":%.3f,\"rps\":%.1f,\"p50_us\":%.3f,\"p99_us\":%.3f}", i ? "," : "",
+                          L.series[i].t, L.series[i].rps, L.series[i].p50_us, L.series[i].p99_us);
+        od_buf_putc(b, ']');
+        if (L.message[0]) {
+            od_buf_puts(b, ",\"message\":");
+            od_buf_json_str(b, L.message);
+        }
+    }
+    od_buf_putc(b, '}');
+    pthread_mutex_unlock(&L.lock);
+}
+
+static bool load_allowed(od_req *r)
+{
+    if (od_cfg.enable_bench)
+        return true;
+    od_respond_error(r, OD_EFORBIDDEN,
+                     "/v1/load runs a load on the server: start opdispatchd with --enable-bench (or "
+                     "OD_ENABLE_BENCH=1) to allow it");
+    return false;
+}
+
+void od_h_load_start(od_req *r)
+{
+    if (!load_allowed(r))
+        return;
+    reap();
+    od_error err;
+    od_error_clear(&err);
+    pthread_mutex_lock(&L.lock);
+    bool busy = L.state == L_RUNNING || L.nthreads > 0;
+    pthread_mutex_unlock(&L.lock);
+    if (busy) {
+        od_respond_error(r, OD_EBUSY, "a load is already running (GET /v1/load watches it, DELETE /v1/load stops it)");
+        return;
+    }
+    static const char *const fields[] = {"op", "args", "kwargs", "device", "duration_s", "count", "concurrency", NULL};
+    od_json_doc *doc = NULL;
+    json_t *root = NULL;
+    bench bn = {.r = NULL};
+    od_srv_call c;
+    od_srv_call_init(&c, NULL);
+    bn.r = r;
+    od_status st = prepare(r, fields, &doc, &root, &bn, &c, &err);
+    bn.r = NULL; /* the run outlives the request: stored tensors were bound already */
+    json_t *jd = json_object_get(root, "duration_s"), *jc = json_object_get(root, "count"),
+           *jn = json_object_get(root, "concurrency");
+    double dur = json_is_number(jd) ? json_number_value(jd) : jc ? OD_LOAD_MAX_SECONDS : 10;
+    int64_t count = json_is_integer(jc) ? json_integer_value(jc) : 0;
+    int64_t conc = json_is_integer(jn) ? json_integer_value(jn) : 1;
+    if (st == OD_OK && ((jd && !json_is_number(jd)) || dur <= 0 || dur > OD_LOAD_MAX_SECONDS ||
+                        (jc && !json_is_integer(jc)) || count < 0 || count > OD_LOAD_MAX_COUNT ||
+                        (jn && !json_is_integer(jn)) || conc < 1 || conc > OD_LOAD_MAX_THREADS))
+        st = od_error_set(&err, OD_EINVAL, "duration_s must be in (0, %d], count 0..%d and concurrency 1..%d",
+                          OD_LOAD_MAX_SECONDS, OD_LOAD_MAX_COUNT, OD_LOAD_MAX_THREADS);
+    if (st == OD_OK)
+        od_stack_release_rets(&c.stack);
+    if (st != OD_OK) {
+        od_srv_call_release(&c);
+        for (int i = 0; i < bn.ngen; i++)
+            od_tensor_release(bn.gen[i]);
+        od_json_doc_free(doc);
+        od_respond_od_error(r, &err);
+        return;
+    }
+    pthread_mutex_lock(&L.lock);
+    L.doc = doc;
+    L.bn = bn;
+    L.c = c;
+    L.state = L_RUNNING;
+    L.stop = false;
+    L.t0 = L.second_start = od_now_ns();
+    L.deadline = L.t0 + (uint64_t)(dur * 1e9);
+    L.count = (uint64_t)count;
+    L.issued = L.done = L.errors = L.second_done = 0;
+    memset(&L.all, 0, sizeof L.all);
+    memset(&L.second, 0, sizeof L.second);
+    L.nseries = 0;
+    L.message[0] = '\0';
+    L.nthreads = L.running = 0;
+    L.concurrency = (int)conc;
+    for (int i = 0; i < conc; i++)
+        if (pthread_create(&L.threads[L.nthreads], NULL, load_thread, NULL) == 0) {
+            L.nthreads++;
+            L.running++;
+        }
+    if (!L.nthreads)
+        L.state = L_FAILED;
+    pthread_mutex_unlock(&L.lock);
+    od_buf b;
+    od_buf_init(&b);
+    load_json(&b);
+    od_respond_buf(r, 202, "application/json", &b);
+}
+
+void od_h_load_get(od_req *r)
+{
+    reap();
+    od_buf b;
+    od_buf_init(&b);
+    load_json(&b);
+    od_respond_buf(r, 200, "application/json", &b);
+}
+
+void od_load_stop(void)
+{
+    pthread_mutex_lock(&L.lock);
+    L.stop = true;
+    int n = L.nthreads;
+    pthread_mutex_unlock(&L.lock);
+    for (int i = 0; i < n; i++) /* threads check stop before every call */
+        while (true) {
+            pthread_mutex_lock(&L.lock);
+            bool done = L.running == 0;
+            pthread_mutex_unlock(&L.lock);
+            if (done)
+                break;
+            struct timespec ts = {0, 2000000};
+            nanosleep(&ts, NULL);
+        }
+    reap();
+}
+
+void od_h_load_stop(od_req *r)
+{
+    if (!load_allowed(r))
+        return;
+    od_load_stop();
+    od_buf b;
+    od_buf_init(&b);
+    load_json(&b);
+    od_respond_buf(r, 200, "application/json", &b);
 }

@@ -851,6 +851,10 @@ void od_h_metrics(od_req *r)
 
 void od_h_index(od_req *r)
 {
+    if (od_web_wants_page(r)) { /* a browser: the dashboard */
+        od_web_index(r);
+        return;
+    }
     od_buf b;
     od_buf_init(&b);
     od_buf_puts(&b, "{\"name\":\"opdispatch\",\"version\":\"" OD_VERSION "\",\"endpoints\":");

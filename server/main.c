@@ -449,6 +449,7 @@ int main(int argc, char **argv)
             break;
         }
     }
+    od_load_stop();
     od_server_stop();
     od_store_clear();
     od_log(OD_LOG_INFO, "stopped");

@@ -180,6 +180,16 @@ void od_h_tensor_get(od_req *r);
 void od_h_tensor_delete(od_req *r);
 void od_h_tensor_backward(od_req *r);
 void od_h_bench(od_req *r);
+void od_h_load_start(od_req *r);
+void od_h_load_get(od_req *r);
+void od_h_load_stop(od_req *r);
+/* Stops a running /v1/load and frees it (at shutdown). */
+void od_load_stop(void);
+/* The dashboard (web_files.c): a browser asking for / gets the page. */
+bool od_web_wants_page(od_req *r);
+void od_web_index(od_req *r);
+void od_h_web_file(od_req *r);
+void od_h_web_vendor(od_req *r);
 void od_h_session_new(od_req *r);
 void od_h_session_get(od_req *r);
 void od_h_session_delete(od_req *r);

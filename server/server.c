@@ -52,7 +52,11 @@ typedef struct route {
 
 static const route routes[] = {
     {"GET", "/", od_h_index, BODY_NONE, "GET /",
-     "this list"},
+     "this list (a browser gets the dashboard)"},
+    {"GET", "/web/{file}", od_h_web_file, BODY_NONE, "GET /web/{file}",
+     "the dashboard's files"},
+    {"GET", "/web/vendor/{file}", od_h_web_vendor, BODY_NONE, "GET /web/vendor/{file}",
+     "Chart.js, from Debian's libjs-chart.js"},
     {"GET", "/v1/ops", od_h_ops_list, BODY_NONE, "GET /v1/ops",
      "every operator: schema, overloads, keys with kernels"},
     {"GET", "/v1/ops/{op}", od_h_op_detail, BODY_NONE, "GET /v1/ops/{op}",
@@ -68,6 +72,12 @@ static const route routes[] = {
     {"POST", "/v1/bench", od_h_bench, BODY_CALL, "POST /v1/bench",
      "run an operator N times on server-side inputs: kernel time, GFLOP/s, GB/s against the "
      "device's measured ceilings (--enable-bench)"},
+    {"POST", "/v1/load", od_h_load_start, BODY_CALL, "POST /v1/load",
+     "start a bounded load run by the server (--enable-bench; one at a time)"},
+    {"GET", "/v1/load", od_h_load_get, BODY_NONE, "GET /v1/load",
+     "the load's state, throughput, latency percentiles and per-second series"},
+    {"DELETE", "/v1/load", od_h_load_stop, BODY_NONE, "DELETE /v1/load",
+     "stop the load"},
     {"POST", "/v1/run", od_h_run, BODY_CALL, "POST /v1/run",
      "a program: {\"steps\": [{\"op\", \"args\"}...], \"outputs\": [\"$k\"]} in one round trip"},
     {"POST", "/v1/tensors", od_h_tensor_put, BODY_CALL, "POST /v1/tensors",

@@ -94,3 +94,39 @@ def test_cli_roofline(bench_server, tmp_path):
     p = subprocess.run([CLI, "--url", bench_server.url, "bench", "mm", "--arg", "rand:64x32", "--arg", "rand:32x16",
                         "--iterations", "3", "--format", "json"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and json.loads(p.stdout)["cost"]["flops"] == 2 * 64 * 32 * 16
+
+
+def test_load_runs_bounded_one_at_a_time(server, bench_server):
+    r = server.post("/v1/load", {"op": "relu", "args": [gen(4)]})
+    assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
+    assert server.session.delete(server.url + "/v1/load").status_code == 403
+    srv = bench_server
+    assert srv.get("/v1/load").json()["state"] in ("idle", "done", "stopped")
+    # a count-bounded run ends by itself with exactly that many calls
+    r = srv.post("/v1/load", {"op": "add", "args": [gen(64), gen(64)], "count": 5000, "concurrency": 2})
+    assert r.status_code == 202, r.text
+    validate(r, "POST", "/v1/load")
+    import time
+    for _ in range(200):
+        d = srv.get("/v1/load").json()
+        if d["state"] != "running":
+            break
+        time.sleep(0.05)
+    validate(srv.get("/v1/load"), "GET", "/v1/load")
+    assert d["state"] == "done" and d["requests"] == 5000 and d["errors"] == 0, d
+    assert 0 < d["latency_us"]["p50"] <= d["latency_us"]["p99"] <= d["latency_us"]["max"]
+    assert d["op"] == "aten::add.Tensor" and d["concurrency"] == 2
+    # one at a time; DELETE stops a long one early
+    r = srv.post("/v1/load", {"op": "mm", "args": [gen(32, 32), gen(32, 32)], "duration_s": 60})
+    assert r.status_code == 202
+    r2 = srv.post("/v1/load", {"op": "relu", "args": [gen(4)]})
+    assert r2.status_code == 503 and "already running" in error_message(r2)
+    time.sleep(1.3)
+    d = srv.get("/v1/load").json()
+    assert d["state"] == "running" and d["requests"] > 0 and len(d["series"]) >= 1
+    r = srv.session.delete(srv.url + "/v1/load")
+    assert r.status_code == 200 and r.json()["state"] == "stopped" and r.json()["elapsed_s"] < 30
+    for body in ({"op": "relu", "args": [gen(4)], "duration_s": 1000},
+                 {"op": "relu", "args": [gen(4)], "concurrency": 64},
+                 {"op": "relu", "args": [gen(4)], "count": -1}):
+        assert srv.post("/v1/load", body).status_code == 400, body

@@ -424,21 +424,21 @@ def test_modes(server, rng, client):
 def test_vmap(server, rng, client):
     x, y = f32(rng, 5, 3, 4), f32(rng, 4)
     got = client.vmap("add", in_dims=(0, None))(x, y, alpha=2)
-    np.testing.assert_allclose(got, x + 2 * y, rtol=1e-6)
+    np.testing.assert_allclose(got, x + 2 * y, rtol=1e-6, atol=1e-6)
     assert "Batched [kernel]" in client.last_dispatch["path"]
     # batch dim 1 in, 2 out, through the ops namespace
     a, b = f32(rng, 3, 6), f32(rng, 2, 3)
     got = client.vmap(client.ops.mul, in_dims=(1, None), out_dims=2)(a, b)
-    np.testing.assert_allclose(got, np.stack([a[:, i] * b for i in range(6)], axis=2), rtol=1e-6)
+    np.testing.assert_allclose(got, np.stack([a[:, i] * b for i in range(6)], axis=2), rtol=1e-6, atol=1e-6)
     # nested levels: a dot over two batch dimensions
     p, q = f32(rng, 2, 3, 7), f32(rng, 2, 3, 7)
     got = client.vmap(client.vmap("dot", in_dims=(0, 0)), in_dims=(0, 0))(p, q)
-    np.testing.assert_allclose(got, np.einsum("abk,abk->ab", p, q), rtol=1e-5)
+    np.testing.assert_allclose(got, np.einsum("abk,abk->ab", p, q), rtol=1e-5, atol=1e-5)
     # on remote tensors
     xr = client.tensor(x)
     got = client.vmap("sum", in_dims=0)(xr, [1])
     assert isinstance(got, RemoteTensor)
-    np.testing.assert_allclose(got.numpy(), x.sum(2), rtol=1e-5)
+    np.testing.assert_allclose(got.numpy(), x.sum(2), rtol=1e-5, atol=1e-5)
     with pytest.raises(TypeError):
         client.vmap(lambda t: t)
 
