@@ -191,6 +191,29 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Both endpoints run operators on the server's own inputs: only when the
+ * server was started to allow it. */
+static bool bench_allowed(od_req *r, const char *what)
+{
+    if (od_cfg.enable_bench)
+        return true;
+    od_respond_error(r, OD_EFORBIDDEN,
+                     "%s runs operators on the server's own inputs: start opdispatchd with --enable-bench (or "
+                     "OD_ENABLE_BENCH=1) to allow it",
+                     what);
+    return false;
+}
+
+/* Frees what prepare made. */
+static void unprepare(od_json_doc *doc, bench *bn, od_srv_call *c)
+{
+    od_srv_call_release(c);
+    for (int i = 0; i < bn->ngen; i++)
+        od_tensor_release(bn->gen[i]);
+    bn->ngen = 0;
+    od_json_doc_free(doc);
+}
+
 /* The part a benchmark and a load share: the body parsed (*doc new; its
  * root in *root), the operator resolved, generated inputs made, arguments
  * bound and one call run through the call path (which moves the inputs to
@@ -233,14 +256,10 @@ static od_status prepare(od_req *r, const char *const *fields, od_json_doc **doc
 
 void od_h_bench(od_req *r)
 {
+    if (!bench_allowed(r, "POST /v1/bench"))
+        return;
     od_error err;
     od_error_clear(&err);
-    if (!od_cfg.enable_bench) {
-        od_respond_error(r, OD_EFORBIDDEN,
-                         "POST /v1/bench runs operators on the server's own inputs: start opdispatchd with "
-                         "--enable-bench (or OD_ENABLE_BENCH=1) to allow it");
-        return;
-    }
     static const char *const fields[] = {"op", "args", "kwargs", "device", "iterations", "warmup", "max_seconds", NULL};
     od_json_doc *doc = NULL;
     json_t *root = NULL;
@@ -329,10 +348,7 @@ void od_h_bench(od_req *r)
         od_respond_od_error(r, &err);
     }
     free(times);
-    od_srv_call_release(&c);
-    for (int i = 0; i < bn.ngen; i++)
-        od_tensor_release(bn.gen[i]);
-    od_json_doc_free(doc);
+    unprepare(doc, &bn, &c);
 }
 
 /* ---- POST/GET/DELETE /v1/load: a bounded load run by the server itself ----
@@ -475,7 +491,7 @@ static void reap(void)
 {
     pthread_mutex_lock(&L.lock);
     int n = L.nthreads;
-    bool finished = L.state != L_RUNNING && n > 0;
+    bool finished = (L.state != L_RUNNING || L.stop) && n > 0;
     pthread_mutex_unlock(&L.lock);
     if (!finished)
         return;
@@ -483,11 +499,7 @@ static void reap(void)
         pthread_join(L.threads[i], NULL);
     pthread_mutex_lock(&L.lock);
     L.nthreads = 0;
-    od_srv_call_release(&L.c);
-    for (int i = 0; i < L.bn.ngen; i++)
-        od_tensor_release(L.bn.gen[i]);
-    L.bn.ngen = 0;
-    od_json_doc_free(L.doc);
+    unprepare(L.doc, &L.bn, &L.c);
     L.doc = NULL;
     pthread_mutex_unlock(&L.lock);
 }
@@ -519,19 +531,9 @@ static void load_json(od_buf *b)
     pthread_mutex_unlock(&L.lock);
 }
 
-static bool load_allowed(od_req *r)
-{
-    if (od_cfg.enable_bench)
-        return true;
-    od_respond_error(r, OD_EFORBIDDEN,
-                     "/v1/load runs a load on the server: start opdispatchd with --enable-bench (or "
-                     "OD_ENABLE_BENCH=1) to allow it");
-    return false;
-}
-
 void od_h_load_start(od_req *r)
 {
-    if (!load_allowed(r))
+    if (!bench_allowed(r, "/v1/load"))
         return;
     reap();
     od_error err;
@@ -546,10 +548,9 @@ void od_h_load_start(od_req *r)
     static const char *const fields[] = {"op", "args", "kwargs", "device", "duration_s", "count", "concurrency", NULL};
     od_json_doc *doc = NULL;
     json_t *root = NULL;
-    bench bn = {.r = NULL};
+    bench bn = {.r = r};
     od_srv_call c;
     od_srv_call_init(&c, NULL);
-    bn.r = r;
     od_status st = prepare(r, fields, &doc, &root, &bn, &c, &err);
     bn.r = NULL; /* the run outlives the request: stored tensors were bound already */
     json_t *jd = json_object_get(root, "duration_s"), *jc = json_object_get(root, "count"),
@@ -565,10 +566,7 @@ void od_h_load_start(od_req *r)
     if (st == OD_OK)
         od_stack_release_rets(&c.stack);
     if (st != OD_OK) {
-        od_srv_call_release(&c);
-        for (int i = 0; i < bn.ngen; i++)
-            od_tensor_release(bn.gen[i]);
-        od_json_doc_free(doc);
+        unprepare(doc, &bn, &c);
         od_respond_od_error(r, &err);
         return;
     }
@@ -615,24 +613,13 @@ void od_load_stop(void)
 {
     pthread_mutex_lock(&L.lock);
     L.stop = true;
-    int n = L.nthreads;
     pthread_mutex_unlock(&L.lock);
-    for (int i = 0; i < n; i++) /* threads check stop before every call */
-        while (true) {
-            pthread_mutex_lock(&L.lock);
-            bool done = L.running == 0;
-            pthread_mutex_unlock(&L.lock);
-            if (done)
-                break;
-            struct timespec ts = {0, 2000000};
-            nanosleep(&ts, NULL);
-        }
-    reap();
+    reap(); /* the threads check stop before every call; reap joins them */
 }
 
 void od_h_load_stop(od_req *r)
 {
-    if (!load_allowed(r))
+    if (!bench_allowed(r, "/v1/load"))
         return;
     od_load_stop();
     od_buf b;

@@ -10,7 +10,8 @@
  *    dependencies, and runs a node once every node that feeds it has run
  *    (the ready node created last goes first, as PyTorch orders by sequence
  *    number). Gradients for one input are summed before its node runs.
- *  - Leaf accumulation is serialised by one mutex and writes into the
+ *  - Backward passes run one at a time (g_engine_lock). Leaf accumulation
+ *    is serialised by one mutex and writes into the
  *    existing .grad tensor in place, so a stored gradient keeps its identity
  *    across backward passes.
  *  - Everything a backward pass allocates is released on every path.
@@ -25,6 +26,9 @@
 static atomic_long g_live_nodes;
 static atomic_ullong g_seq;
 static pthread_mutex_t g_leaf_lock = PTHREAD_MUTEX_INITIALIZER;
+/* One backward pass at a time: two passes through a shared graph would
+ * otherwise free a node's saved tensors while the other reads them. */
+static pthread_mutex_t g_engine_lock = PTHREAD_MUTEX_INITIALIZER;
 
 long od_autograd_live_nodes(void) { return atomic_load(&g_live_nodes); }
 
@@ -727,6 +731,7 @@ od_status od_backward(od_tensor *root, od_tensor *gradient, bool retain, od_erro
     if (!root->requires_grad)
         return od_error_set(err, OD_EMISMATCH,
                             "element 0 of tensors does not require grad and does not have a grad_fn");
+    pthread_mutex_lock(&g_engine_lock);
     od_tls prev = od_no_grad_enter();
     od_tensor *seed = NULL;
     od_status st = seed_of(root, gradient, &seed, err);
@@ -735,6 +740,7 @@ od_status od_backward(od_tensor *root, od_tensor *gradient, bool retain, od_erro
         st = accumulate_leaf(root, seed, err);
         od_tensor_release(seed);
         od_tls_restore(&prev);
+        pthread_mutex_unlock(&g_engine_lock);
         return st;
     }
     graph g = {0};
@@ -764,5 +770,6 @@ od_status od_backward(od_tensor *root, od_tensor *gradient, bool retain, od_erro
     od_tensor_release(seed);
     graph_free(&g);
     od_tls_restore(&prev);
+    pthread_mutex_unlock(&g_engine_lock);
     return st;
 }
