@@ -148,6 +148,10 @@ static od_status cuda_props(int index, od_props *out)
     od_props_int(out, "memory_bus_bits", ci.mem_bus_bits);
     od_props_int(out, "driver_version", ci.driver_version);
     od_props_int(out, "runtime_version", ci.runtime_version);
+    if (ci.util_gpu_pct >= 0) {
+        od_props_int(out, "utilization_gpu_percent", ci.util_gpu_pct);
+        od_props_int(out, "utilization_memory_percent", ci.util_mem_pct);
+    }
     od_props_int(out, "allocator.in_use_bytes", (int64_t)ca.in_use_bytes);
     od_props_int(out, "allocator.cached_bytes", (int64_t)ca.cached_bytes);
     od_props_int(out, "allocator.peak_in_use_bytes", (int64_t)ca.peak_in_use_bytes);

@@ -55,6 +55,8 @@ typedef struct od_cuda_info {
     int mem_bus_bits;           /* memory bus width (0 when unknown) */
     int driver_version;         /* e.g. 13000 */
     int runtime_version;
+    int util_gpu_pct;           /* NVML's utilisation over the last sample period; -1 unknown */
+    int util_mem_pct;           /* ... of the memory bus; -1 unknown */
 } od_cuda_info;
 
 /* Fills *out (caller's) for device ordinal. OD_EUNAVAIL without a device or

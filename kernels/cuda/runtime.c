@@ -17,6 +17,7 @@
  *  - Per-thread state (streams, cuBLAS handles, staging, error word) is
  *    created lazily per device and destroyed by the thread-exit destructor.
  */
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -726,6 +727,45 @@ bool od_cuda_get_allow_tf32(void)
 
 /* ---- device info ---------------------------------------------------------------------- */
 
+/* Utilisation comes from NVML, which the driver installs (libnvidia-ml.so.1)
+ * and which is not ours to link: it is opened at run time, once, and its
+ * absence only leaves the figures unknown. NVML numbers devices its own way,
+ * so the device is found by PCI bus id. */
+typedef struct { unsigned int gpu, memory; } nvml_util;
+static struct {
+    pthread_once_t once;
+    bool ok;
+    int (*by_bus_id)(const char *, void **);
+    int (*utilization)(void *, nvml_util *);
+} g_nvml = {.once = PTHREAD_ONCE_INIT};
+
+static void nvml_open(void)
+{
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return;
+    int (*init)(void) = (int (*)(void))dlsym(h, "nvmlInit_v2");
+    g_nvml.by_bus_id = (int (*)(const char *, void **))dlsym(h, "nvmlDeviceGetHandleByPciBusId_v2");
+    g_nvml.utilization = (int (*)(void *, nvml_util *))dlsym(h, "nvmlDeviceGetUtilizationRates");
+    g_nvml.ok = init && g_nvml.by_bus_id && g_nvml.utilization && init() == 0;
+    if (!g_nvml.ok)
+        dlclose(h);
+}
+
+static void nvml_utilization(int ordinal, int *gpu, int *mem)
+{
+    *gpu = *mem = -1;
+    pthread_once(&g_nvml.once, nvml_open);
+    char bus[32];
+    void *dev = NULL;
+    nvml_util u;
+    if (!g_nvml.ok || cudaDeviceGetPCIBusId(bus, (int)sizeof bus, ordinal) != cudaSuccess ||
+        g_nvml.by_bus_id(bus, &dev) != 0 || g_nvml.utilization(dev, &u) != 0)
+        return;
+    *gpu = (int)u.gpu;
+    *mem = (int)u.memory;
+}
+
 od_status od_cuda_device_info(int ordinal, od_cuda_info *out)
 {
     memset(out, 0, sizeof *out);
@@ -754,6 +794,7 @@ od_status od_cuda_device_info(int ordinal, od_cuda_info *out)
         out->driver_version = v;
     if (cudaRuntimeGetVersion(&v) == cudaSuccess)
         out->runtime_version = v;
+    nvml_utilization(ordinal, &out->util_gpu_pct, &out->util_mem_pct);
     /* Free memory needs a context on the device; the caller asked for it. */
     int prev = tl_cur_dev;
     if (set_device(ordinal) == cudaSuccess) {

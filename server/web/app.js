@@ -512,15 +512,19 @@ async function pollDevices() {
       el("p", { class: "muted small", text: cuda.compiled === false ? "built without CUDA" : "built with CUDA" })));
   }
   for (const g of cuda.devices ?? []) {
-    const mem = g.memory ?? {};
-    const pick = (...names) => { for (const n of names) if (g[n] !== undefined) return g[n]; for (const n of names) if (mem[n] !== undefined) return mem[n]; return undefined; };
+    const al = g.allocator ?? {};
+    const pct = (v) => (v === undefined ? "unknown (no NVML)" : `${v} %`);
     cards.push(card(`GPU ${g.index ?? ""}: ${g.name ?? "?"}`, [
-      ["memory total", bytes(pick("total_bytes", "memory_total_bytes", "total"))],
-      ["in use", bytes(pick("in_use_bytes", "allocated_bytes", "used_bytes", "used"))],
-      ["cached", bytes(pick("cached_bytes", "reserved_bytes", "cached"))],
-      ["free", bytes(pick("free_bytes", "free"))],
-      ["SMs", g.sms ?? g.multiprocessors ?? g.sm_count],
-      ["compute capability", g.compute_capability ?? g.capability],
+      ["memory total", bytes(g.total_memory_bytes)],
+      ["free (driver)", bytes(g.free_memory_bytes)],
+      ["allocator in use", bytes(al.in_use_bytes)],
+      ["allocator cached", bytes(al.cached_bytes)],
+      ["allocator peak", bytes(al.peak_in_use_bytes)],
+      ["utilisation", pct(g.utilization_gpu_percent)],
+      ["memory-bus utilisation", pct(g.utilization_memory_percent)],
+      ["SMs", g.sm_count],
+      ["compute capability", g.compute_capability],
+      ["driver / runtime", `${g.driver_version} / ${g.runtime_version}`],
     ], el("details", {}, el("summary", { text: "raw" }), el("pre", { text: JSON.stringify(g, null, 2) }))));
   }
   box.replaceChildren(...cards);
@@ -701,14 +705,32 @@ function readOptions() {
   if (dev) o.device = dev;
   if ($("pg-grad").value) o.gradMode = $("pg-grad").value;
   const modes = ["trace", "profile", "validate"].filter((m) => $(`pg-mode-${m}`).checked);
+  const ov = $("pg-override").value.trim();
+  if (ov) {
+    // "mm=mm_reference, add.Tensor=..." -> {override: {mm: "mm_reference", ...}}
+    const map = {};
+    for (const pair of ov.split(",").map((x) => x.trim()).filter(Boolean)) {
+      const [from, to] = pair.split("=").map((x) => x.trim());
+      if (!from || !to) throw new Error(`override: "${pair}" is not op=replacement`);
+      map[from] = to;
+    }
+    modes.push({ override: map });
+  }
   if (modes.length) o.modes = modes;
   if ($("pg-autocast").value) o.autocast = $("pg-autocast").value;
   if ($("pg-vmap").checked) {
-    const txt = $("pg-indims").value.trim();
-    const dims = parseList(txt.replace(/[[\]()]/g, "")).map((x) => (x === "null" || x === "None" ? null : parseInt(x, 10)));
-    o.vmap = { in_dims: dims.length === 1 && !txt.includes(",") ? dims[0] : dims };
+    o.vmap = { in_dims: readDims($("pg-indims").value), out_dims: readDims($("pg-outdims").value) };
+    if ($("pg-randomness").value) o.vmap.randomness = $("pg-randomness").value;
   }
   return o;
+}
+
+// "0", "(0, None)", "[1, null]" -> 0 or [0, null]: PyTorch's in_dims/out_dims spelling
+function readDims(text) {
+  const txt = text.trim();
+  const dims = parseList(txt.replace(/[[\]()]/g, "")).map((x) => (x === "null" || x === "None" ? null : parseInt(x, 10)));
+  if (dims.some((d) => d !== null && !Number.isInteger(d))) throw new Error(`vmap dims: "${text}" is not a number, None or a list of them`);
+  return dims.length === 1 && !txt.includes(",") ? dims[0] : dims;
 }
 
 function jsonText(v) {
@@ -717,9 +739,8 @@ function jsonText(v) {
 }
 
 function renderSnippets() {
-  let f;
-  try { f = readForm(); } catch (e) { $("pg-curl").textContent = `# ${e.message}`; $("pg-python").textContent = `# ${e.message}`; return null; }
-  const o = readOptions();
+  let f, o;
+  try { f = readForm(); o = readOptions(); } catch (e) { $("pg-curl").textContent = `# ${e.message}`; $("pg-python").textContent = `# ${e.message}`; return null; }
   const body = { args: f.jArgs };
   if (Object.keys(f.jKwargs).length) body.kwargs = f.jKwargs;
   if (o.device) body.device = o.device;
@@ -733,8 +754,10 @@ function renderSnippets() {
   const lines = ["import numpy as np", "from opdispatch import Client", "", `c = Client(${JSON.stringify(location.origin)})`, ...f.pyPre];
   const callArgs = [JSON.stringify(model), ...f.pyArgs, ...f.pyKw];
   if (o.device) callArgs.push(`device=${JSON.stringify(o.device)}`);
+  const vmapKw = o.vmap ? [`in_dims=${pyDims(o.vmap.in_dims)}`, `out_dims=${pyDims(o.vmap.out_dims)}`,
+    ...(o.vmap.randomness ? [`randomness=${JSON.stringify(o.vmap.randomness)}`] : [])] : [];
   let call = o.vmap
-    ? `c.vmap(${JSON.stringify(model)}, in_dims=${pyDims(o.vmap.in_dims)})(${[...f.pyArgs, ...f.pyKw].join(", ")})`
+    ? `c.vmap(${[JSON.stringify(model), ...vmapKw].join(", ")})(${[...f.pyArgs, ...f.pyKw].join(", ")})`
     : `c.call(${callArgs.join(", ")})`;
   const ctx = [];
   if (o.gradMode === "no_grad") ctx.push("c.no_grad()");

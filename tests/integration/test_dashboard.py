@@ -314,6 +314,71 @@ def test_playground_add_and_statistics(dash, browser):
     set_size(d, "desktop")
 
 
+def _values(d, op, **shapes_vals):
+    Select(d.find_element(By.ID, "pg-op")).select_by_value(op)
+    first = next(iter(shapes_vals))
+    wait(d, lambda: len(d.find_elements(By.CSS_SELECTOR, f'#pg-args .arg[data-name="{first}"]')) == 1)
+    for name, (shape, vals) in shapes_vals.items():
+        a = _arg(d, name)
+        a.find_element(By.CSS_SELECTOR, ".shape").clear()
+        a.find_element(By.CSS_SELECTOR, ".shape").send_keys(shape)
+        Select(a.find_element(By.CSS_SELECTOR, ".gen")).select_by_value("values")
+        a.find_element(By.CSS_SELECTOR, ".values").clear()
+        a.find_element(By.CSS_SELECTOR, ".values").send_keys(vals)
+
+
+def _run(d):
+    d.execute_script("document.getElementById('pg-outputs').replaceChildren()")
+    d.find_element(By.ID, "pg-run").click()
+    wait(d, lambda: d.find_elements(By.CSS_SELECTOR, "#pg-outputs .out-table td")
+         or d.find_element(By.ID, "pg-error").is_displayed(), msg="outputs")
+    assert not d.find_element(By.ID, "pg-error").is_displayed(), d.find_element(By.ID, "pg-error").text
+    return [float(td.text) for td in d.find_elements(By.CSS_SELECTOR, "#pg-outputs .out-table td")]
+
+
+def test_playground_vmap_and_override(dash, browser):
+    d = browser
+    show(d, "playground")
+    x = [-1, 2, -3, 4, 5, -6]
+    _values(d, "relu", self=("2,3", ",".join(map(str, x))))
+    d.find_element(By.ID, "pg-vmap").click()
+    for field, text in (("pg-indims", "0"), ("pg-outdims", "1")):
+        d.find_element(By.ID, field).clear()
+        d.find_element(By.ID, field).send_keys(text)
+    Select(d.find_element(By.ID, "pg-randomness")).select_by_value("same")
+    got = _run(d)
+    # out_dims=1: the batch of 2 moves to the last dim, so the [3, 2] result is relu(x).T
+    want = [max(x[b * 3 + j], 0) for j in range(3) for b in range(2)]
+    assert got == want
+    assert "[3, 2]" in d.find_element(By.CSS_SELECTOR, "#pg-outputs h4").text
+    keys = d.execute_script("return [...document.querySelectorAll('#pg-path li.step-li')].map(l => l.dataset.key)")
+    assert keys[0] == "Batched" and keys[-1] == "CPU", keys
+    py = d.find_element(By.ID, "pg-python").text
+    assert 'c.vmap("relu", in_dims=0, out_dims=1, randomness="same")(self)' in py
+    curl = d.find_element(By.ID, "pg-curl").text
+    body = json.loads(curl.split("-d '", 1)[1].rsplit("'", 1)[0])
+    assert body["vmap"] == {"in_dims": 0, "out_dims": 1, "randomness": "same"}
+    r = dash.post("/v1/ops/relu", body).json()
+    assert r["outputs"][0]["shape"] == [3, 2] and r["outputs"][0]["data"] == want
+    d.find_element(By.ID, "pg-vmap").click()
+
+    # override: mm served by mm_reference; the mode reports the replaced call
+    _values(d, "mm", self=("2,2", "1,2,3,4"), mat2=("2,2", "5,6,7,8"))
+    d.find_element(By.ID, "pg-override").send_keys("mm=mm_reference")
+    assert _run(d) == [19, 22, 43, 50]
+    rep = json.loads(d.find_element(By.ID, "pg-modes").get_attribute("textContent"))
+    assert rep["override"]["replaced_calls"] == 1 and rep["override"]["map"] == {"aten::mm": "od::mm_reference"}, rep
+    assert 'c.modes([{"override":{"mm":"mm_reference"}}])' in d.find_element(By.ID, "pg-python").text
+    # a malformed override is refused in the page, before any request
+    d.find_element(By.ID, "pg-override").clear()
+    d.find_element(By.ID, "pg-override").send_keys("mm")
+    d.find_element(By.ID, "pg-run").click()
+    wait(d, lambda: d.find_element(By.ID, "pg-error").is_displayed(), msg="override error")
+    assert "op=replacement" in d.find_element(By.ID, "pg-error").text
+    d.find_element(By.ID, "pg-override").clear()
+    assert not console_errors(d)
+
+
 def test_devices(dash, browser):
     d = browser
     show(d, "devices")
@@ -324,7 +389,8 @@ def test_devices(dash, browser):
     if not dev["cuda"]["available"]:
         assert dev["cuda"]["reason"] in text
     for g in dev["cuda"]["devices"]:
-        assert g["name"] in text
+        assert g["name"] in text and "allocator in use" in text and "utilisation" in text
+    assert "undefined" not in text and "NaN" not in text
     for size in SIZES:
         set_size(d, size)
         time.sleep(0.3)
