@@ -73,7 +73,7 @@ static void set_slot(od_op *op, od_key k, const od_kernel *kern, od_provenance p
     op->prov[k] = p;
 }
 
-/* DESIGN.md's precedence, first match wins. */
+/* The precedence of docs/ARCHITECTURE.md (PyTorch's), first match wins. */
 static void compute_slot(od_op *op, od_key k)
 {
     const od_reg *r = op->reg;

@@ -72,6 +72,13 @@ bool od_dtype_is_floating(od_dtype dt)
     return dt == OD_FLOAT16 || dt == OD_BFLOAT16 || dt == OD_FLOAT32 || dt == OD_FLOAT64;
 }
 
+bool od_dtype_can_cast(od_dtype from, od_dtype to)
+{
+    if (od_dtype_is_floating(from) && od_dtype_is_integral(to, false))
+        return false;
+    return !(from != OD_BOOL && to == OD_BOOL);
+}
+
 bool od_dtype_is_integral(od_dtype dt, bool include_bool)
 {
     switch (dt) {

@@ -77,7 +77,7 @@ static inline od_keyset od_ks_below(od_key k) { return OD_KS(k) - 1; }
     (OD_KS(OD_KEY_AutogradOther) | OD_KS(OD_KEY_AutogradCPU) | OD_KS(OD_KEY_AutogradCUDA))
 #define OD_KS_AUTOCAST (OD_KS(OD_KEY_AutocastCPU) | OD_KS(OD_KEY_AutocastCUDA))
 
-/* The defaults of the thread-local sets, as DESIGN.md gives them. */
+/* The defaults of the thread-local sets, as docs/ARCHITECTURE.md gives them. */
 #define OD_KS_DEFAULT_INCLUDED OD_KS(OD_KEY_BackendSelect)
 #define OD_KS_DEFAULT_EXCLUDED OD_KS_AUTOCAST
 

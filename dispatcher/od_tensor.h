@@ -59,6 +59,9 @@ bool od_dtype_is_integral(od_dtype dt, bool include_bool);
 
 /* PyTorch's promoteTypes table (c10/core/ScalarType.h). */
 od_dtype od_promote_types(od_dtype a, od_dtype b);
+/* c10::canCast: may an in-place result of dtype from be written into to?
+ * Not floating into integral, not anything but bool into bool. */
+bool od_dtype_can_cast(od_dtype from, od_dtype to);
 /* torch.get_default_dtype(): float32. */
 #define OD_DEFAULT_FLOAT OD_FLOAT32
 
@@ -231,6 +234,37 @@ int64_t od_tensor_numel(const od_tensor *t);
 size_t od_tensor_nbytes(const od_tensor *t); /* numel * element size */
 /* (SIZE_MAX when an expanded view names more bytes than size_t holds.) */
 bool od_tensor_is_contiguous(const od_tensor *t);
+
+/* torch.memory_format, numbered like c10::MemoryFormat. Our tensors are
+ * strided, so channels_last is a stride order: (N, C, H, W) laid out as
+ * N, H, W, C (and N, D, H, W, C for channels_last_3d). */
+typedef enum od_memory_format {
+    OD_MF_CONTIGUOUS = 0,
+    OD_MF_PRESERVE = 1,
+    OD_MF_CHANNELS_LAST = 2,
+    OD_MF_CHANNELS_LAST_3D = 3,
+} od_memory_format;
+/* "contiguous_format", "torch.channels_last", ...; static. */
+const char *od_memory_format_name(od_memory_format mf);
+/* The strides (caller's array of ndim) of a dense tensor of sizes laid out in
+ * mf (not PRESERVE), as c10's get_channels_last_strides_2d/3d compute them.
+ * OD_EINVAL "required rank 4 tensor to use channels_last format". */
+od_status od_memory_format_strides(const int64_t *sizes, int ndim, od_memory_format mf, int64_t *strides,
+                                   od_error *err);
+/* t->is_contiguous(memory_format): size-1 dims are ignored; PRESERVE and a
+ * rank that does not fit the format read as plain contiguity / false. */
+bool od_tensor_is_contiguous_as(const od_tensor *t, od_memory_format mf);
+/* t.suggest_memory_format(): channels_last(_3d) for a tensor whose strides
+ * are that layout and not also plain contiguous, else contiguous. */
+od_memory_format od_tensor_suggest_memory_format(const od_tensor *t);
+/* torch's is_non_overlapping_and_dense: the dims of size > 1, ordered by
+ * stride, tile the storage exactly (and nothing is empty). */
+bool od_tensor_is_non_overlapping_and_dense(const od_tensor *t);
+/* The strides empty_like(t, memory_format=mf) gives: PRESERVE keeps t's
+ * strides when t is non-overlapping and dense, else takes its suggested
+ * format. Errors as od_memory_format_strides. */
+od_status od_memory_format_strides_like(const od_tensor *t, od_memory_format mf, int64_t *strides,
+                                        od_error *err);
 /* Address of element [0,...,0] (storage data + offset). NULL for meta. */
 void *od_tensor_data(const od_tensor *t);
 /* Writes "[2, 3]"; returns length needed. */

@@ -74,6 +74,10 @@ void od_value_release(od_value *v);
  * and strings. *dst is new. */
 od_status od_value_clone(const od_value *src, od_value *dst, od_error *err);
 const char *od_tag_name(od_tag tag);
+/* A MemoryFormat argument: None (read as preserve), an int 0-3 or a name
+ * ("channels_last", "torch.channels_last"). -1: an unknown int or name;
+ * -2: not an int, a string or None. */
+int od_memory_format_of_value(const od_value *v);
 
 /* Numeric accessors for Scalar-typed arguments: bool, int or double. */
 static inline bool od_value_is_number(const od_value *v)

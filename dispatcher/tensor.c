@@ -665,6 +665,124 @@ bool od_tensor_is_contiguous(const od_tensor *t)
     return true;
 }
 
+const char *od_memory_format_name(od_memory_format mf)
+{
+    switch (mf) {
+    case OD_MF_CONTIGUOUS: return "contiguous_format";
+    case OD_MF_PRESERVE: return "preserve_format";
+    case OD_MF_CHANNELS_LAST: return "channels_last";
+    case OD_MF_CHANNELS_LAST_3D: return "channels_last_3d";
+    }
+    return "?";
+}
+
+/* The dims of a channels_last(_3d) tensor from the innermost out: C, then
+ * the spatial dims from the last, then N. */
+static int channels_last_order(int ndim, int *order)
+{
+    int n = 0;
+    order[n++] = 1;
+    for (int d = ndim - 1; d >= 2; d--)
+        order[n++] = d;
+    order[n++] = 0;
+    return n;
+}
+
+od_status od_memory_format_strides(const int64_t *sizes, int ndim, od_memory_format mf, int64_t *strides,
+                                   od_error *err)
+{
+    if (mf == OD_MF_CHANNELS_LAST || mf == OD_MF_CHANNELS_LAST_3D) {
+        int want = mf == OD_MF_CHANNELS_LAST ? 4 : 5;
+        if (ndim != want)
+            return od_error_set(err, OD_EINVAL, "required rank %d tensor to use %s format", want,
+                                od_memory_format_name(mf));
+        int order[5];
+        channels_last_order(ndim, order);
+        int64_t z = 1;
+        for (int i = 0; i < ndim; i++) {
+            strides[order[i]] = z;
+            z *= sizes[order[i]] > 1 ? sizes[order[i]] : 1;
+        }
+        return OD_OK;
+    }
+    int64_t z = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        strides[d] = z;
+        z *= sizes[d] > 1 ? sizes[d] : 1;
+    }
+    return OD_OK;
+}
+
+bool od_tensor_is_contiguous_as(const od_tensor *t, od_memory_format mf)
+{
+    if (mf != OD_MF_CHANNELS_LAST && mf != OD_MF_CHANNELS_LAST_3D)
+        return od_tensor_is_contiguous(t);
+    if (t->ndim != (mf == OD_MF_CHANNELS_LAST ? 4 : 5))
+        return false;
+    if (od_tensor_numel(t) == 0)
+        return true;
+    int order[5];
+    channels_last_order(t->ndim, order);
+    int64_t z = 1;
+    for (int i = 0; i < t->ndim; i++) {
+        int d = order[i];
+        if (t->sizes[d] == 1)
+            continue;
+        if (t->strides[d] != z)
+            return false;
+        z *= t->sizes[d];
+    }
+    return true;
+}
+
+od_memory_format od_tensor_suggest_memory_format(const od_tensor *t)
+{
+    if (od_tensor_is_contiguous(t))
+        return OD_MF_CONTIGUOUS;
+    if (od_tensor_is_contiguous_as(t, OD_MF_CHANNELS_LAST))
+        return OD_MF_CHANNELS_LAST;
+    if (od_tensor_is_contiguous_as(t, OD_MF_CHANNELS_LAST_3D))
+        return OD_MF_CHANNELS_LAST_3D;
+    return OD_MF_CONTIGUOUS;
+}
+
+bool od_tensor_is_non_overlapping_and_dense(const od_tensor *t)
+{
+    int idx[OD_MAX_DIMS], m = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->sizes[d] == 0)
+            return false;
+        if (t->sizes[d] != 1)
+            idx[m++] = d;
+    }
+    for (int i = 1; i < m; i++) /* insertion sort by stride; m <= 16 */
+        for (int j = i; j > 0 && t->strides[idx[j]] < t->strides[idx[j - 1]]; j--) {
+            int x = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = x;
+        }
+    int64_t expect = 1;
+    for (int j = 0; j < m; j++) {
+        if (t->strides[idx[j]] != expect)
+            return false;
+        expect *= t->sizes[idx[j]];
+    }
+    return true;
+}
+
+od_status od_memory_format_strides_like(const od_tensor *t, od_memory_format mf, int64_t *strides,
+                                        od_error *err)
+{
+    if (mf == OD_MF_PRESERVE) {
+        if (od_tensor_is_non_overlapping_and_dense(t) && !od_tensor_is_contiguous(t)) {
+            memcpy(strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
+            return OD_OK;
+        }
+        mf = od_tensor_suggest_memory_format(t);
+    }
+    return od_memory_format_strides(t->sizes, t->ndim, mf, strides, err);
+}
+
 void *od_tensor_data(const od_tensor *t)
 {
     if (!t->storage || !t->storage->data)

@@ -99,3 +99,18 @@ void od_stack_release_rets(od_stack *s)
         od_value_release(&s->rets[i]);
     s->nrets = 0;
 }
+
+int od_memory_format_of_value(const od_value *v)
+{
+    if (v->tag == OD_T_NONE)
+        return OD_MF_PRESERVE;
+    if (v->tag == OD_T_INT)
+        return v->u.i >= OD_MF_CONTIGUOUS && v->u.i <= OD_MF_CHANNELS_LAST_3D ? (int)v->u.i : -1;
+    if (v->tag != OD_T_STRING || !v->u.s)
+        return -2;
+    const char *name = strncmp(v->u.s, "torch.", 6) == 0 ? v->u.s + 6 : v->u.s;
+    for (int mf = OD_MF_CONTIGUOUS; mf <= OD_MF_CHANNELS_LAST_3D; mf++)
+        if (!strcmp(name, od_memory_format_name((od_memory_format)mf)))
+            return mf;
+    return -1;
+}

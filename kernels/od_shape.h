@@ -21,6 +21,8 @@ typedef struct od_out_spec {
     int ndim;
     int64_t sizes[OD_MAX_DIMS];
     int alias_of; /* >= 0: this return IS argument alias_of (in-place ops) */
+    bool strided; /* strides below, not contiguous (a clone that keeps a layout) */
+    int64_t strides[OD_MAX_DIMS];
 } od_out_spec;
 
 typedef od_status (*od_shape_fn)(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts,
@@ -54,6 +56,15 @@ OD_SHAPE_FNS(OD_X_)
 /* Reduction dims: from an int[1]? / int[1] / int? argument (None or [] = all
  * dims) into a bitmask over ndim dims; errors name the argument "dim". */
 od_status od_reduce_dims(const od_value *dim_arg, int ndim, uint32_t *mask, od_error *err);
+
+/* mm / bmm of a (borrowed) by b with nothing to multiply: an empty result or
+ * an empty sum. ATen returns zeros before it looks at the dtypes, so such a
+ * product takes any dtypes, bool included (mm's result has self's dtype,
+ * bmm's mat2's). */
+static inline bool od_mm_is_trivial(const od_tensor *a, const od_tensor *b)
+{
+    return od_tensor_numel(a) == 0 || b->sizes[b->ndim - 1] == 0;
+}
 
 /* Dtype a Scalar argument contributes to result_type (bool/int/float). */
 od_result_arg od_result_arg_of_value(const od_value *v);

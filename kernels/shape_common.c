@@ -20,6 +20,21 @@ od_shape_fn od_builtin_shape_fn(od_opid id)
     return (unsigned)id < OD_NUM_BUILTIN_OPS ? g_shape_fns[id] : NULL;
 }
 
+/* A dense tensor with sp's strides: storage for its elements, viewed. */
+static od_status alloc_strided(const od_out_spec *sp, bool overwrite, od_tensor **out, od_error *err)
+{
+    int64_t numel = 1;
+    for (int d = 0; d < sp->ndim; d++)
+        numel *= sp->sizes[d];
+    od_tensor *flat = NULL;
+    od_status st = (overwrite ? od_tensor_empty_uninit : od_tensor_empty)(&numel, 1, sp->dtype, sp->device,
+                                                                         &flat, err);
+    if (!st)
+        st = od_tensor_as_strided(flat, sp->sizes, sp->strides, sp->ndim, 0, out, err);
+    od_tensor_release(flat);
+    return st;
+}
+
 static od_status alloc_outputs(const od_stack *s, const od_out_spec *specs, int n, bool overwrite,
                                od_tensor **outs, od_error *err)
 {
@@ -36,6 +51,9 @@ static od_status alloc_outputs(const od_stack *s, const od_out_spec *specs, int 
             st = od_error_set(err, OD_EINTERNAL,
                               "output %d aliases argument %d, which is not a tensor", i,
                               sp->alias_of);
+        } else if (sp->strided) {
+            if (!(st = alloc_strided(sp, overwrite, &outs[i], err)))
+                continue;
         } else {
             st = (overwrite ? od_tensor_empty_uninit : od_tensor_empty)(sp->sizes, sp->ndim, sp->dtype,
                                                                      sp->device, &outs[i], err);

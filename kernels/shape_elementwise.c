@@ -678,35 +678,47 @@ od_status od_elementwise_common_dtype(od_opid id, const od_stack *s, od_dtype *o
 
 /* ---- clone, copy_, fill_ ---------------------------------------------------------------------- */
 
-static od_status check_memory_format(od_opid id, const od_stack *s, int i, od_error *err)
+static od_status arg_memory_format(od_opid id, const od_stack *s, int i, od_memory_format *mf, od_error *err)
 {
-    const od_value *v = &s->args[i];
-    if (v->tag == OD_T_NONE)
-        return OD_OK;
-    if (v->tag == OD_T_INT) {
-        if (v->u.i == 0 || v->u.i == 1) /* contiguous_format, preserve_format */
-            return OD_OK;
-    } else if (v->tag == OD_T_STRING && v->u.s) {
-        const char *n = strncmp(v->u.s, "torch.", 6) == 0 ? v->u.s + 6 : v->u.s;
-        if (!strcmp(n, "contiguous_format") || !strcmp(n, "preserve_format"))
-            return OD_OK;
-    } else {
+    int code = od_memory_format_of_value(&s->args[i]);
+    if (code == -2)
         return bad_arg(id, s, i, "torch.memory_format or None", err);
+    if (code == -1)
+        return od_error_set(err, OD_EINVAL, "%s(): argument '%s' (position %d): unknown memory format",
+                            op_name(id), arg_name(id, i), i + 1);
+    *mf = (od_memory_format)code;
+    return OD_OK;
+}
+
+/* An output laid out as mf asks: channels_last strides, or self's layout
+ * kept under preserve_format (empty_like's rule); else contiguous. */
+static od_status spec_layout(od_out_spec *o, const od_tensor *like, od_memory_format mf, od_error *err)
+{
+    int64_t st[OD_MAX_DIMS], contig[OD_MAX_DIMS];
+    od_status rc = like ? od_memory_format_strides_like(like, mf, st, err)
+                        : od_memory_format_strides(o->sizes, o->ndim, mf == OD_MF_PRESERVE ? OD_MF_CONTIGUOUS : mf,
+                                                   st, err);
+    if (rc)
+        return rc;
+    od_memory_format_strides(o->sizes, o->ndim, OD_MF_CONTIGUOUS, contig, err);
+    if (o->ndim > 0 && memcmp(st, contig, sizeof(int64_t) * (size_t)o->ndim)) {
+        o->strided = true;
+        memcpy(o->strides, st, sizeof(int64_t) * (size_t)o->ndim);
     }
-    return od_error_set(err, OD_EUNSUPPORTED,
-                        "%s(): argument '%s' (position %d): only torch.contiguous_format and "
-                        "torch.preserve_format are supported",
-                        op_name(id), arg_name(id, i), i + 1);
+    return OD_OK;
 }
 
 od_status od_shape_same(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
 {
     od_status st;
     const od_tensor *self = NULL;
+    od_memory_format mf;
     if ((st = need_nargs(id, s, 2, err)) || (st = arg_tensor(id, s, 0, &self, err)) ||
-        (st = check_memory_format(id, s, 1, err)))
+        (st = arg_memory_format(id, s, 1, &mf, err)))
         return st;
     spec_set(&outs[0], self->dtype, self->device, self->sizes, self->ndim);
+    if ((st = spec_layout(&outs[0], self, mf, err)))
+        return st;
     *nouts = 1;
     return OD_OK;
 }
@@ -843,8 +855,13 @@ od_status od_shape_factory(od_opid id, const od_stack *s, od_out_spec *outs, int
     od_device dev;
     if ((st = factory_options(id, s, k, &has_dt, &dt, &dev, err)))
         return st;
-    if (id == OD_OPID_empty_memory_format && (st = check_memory_format(id, s, k + 4, err)))
-        return st;
+    od_memory_format mf = OD_MF_CONTIGUOUS;
+    if (id == OD_OPID_empty_memory_format && s->args[k + 4].tag != OD_T_NONE) {
+        if ((st = arg_memory_format(id, s, k + 4, &mf, err)))
+            return st;
+        if (mf == OD_MF_PRESERVE) /* nothing to preserve */
+            return od_error_set(err, OD_EINVAL, "unsupported memory format Preserve");
+    }
     if (id == OD_OPID_full) {
         if ((st = arg_scalar(id, s, 1, err)))
             return st;
@@ -861,6 +878,8 @@ od_status od_shape_factory(od_opid id, const od_stack *s, od_out_spec *outs, int
                             id == OD_OPID_rand ? "check_uniform_bounds" : "normal_kernel_cpu",
                             od_dtype_scalar_name(dt));
     spec_set(&outs[0], dt, dev, sz, (int)n);
+    if ((st = spec_layout(&outs[0], NULL, mf, err)))
+        return st;
     *nouts = 1;
     return OD_OK;
 }

@@ -262,7 +262,8 @@ od_status od_reduce_parse(od_opid id, const od_stack *s, od_reduce_info *info, o
         break;
     }
     case OD_RED_ARGMAX:
-        if (in == OD_BOOL)
+        /* bool is refused by the kernel, which an empty result never reaches */
+        if (in == OD_BOOL && numel > 0)
             return od_error_set(err, OD_EUNSUPPORTED, "\"argmax_cpu\" not implemented for 'Bool'");
         info->out_dtype = OD_INT64;
         if (dim_arg && dim_arg->tag == OD_T_INT) {
@@ -336,7 +337,8 @@ od_status od_shape_softmax(od_opid id, const od_stack *s, od_out_spec *outs, int
     int d;
     if ((st = od_wrap_dim(dim, self->ndim, &d, err)))
         return st;
-    if (!od_dtype_is_floating(self->dtype))
+    /* ATen returns an empty input before it dispatches on the dtype. */
+    if (!od_dtype_is_floating(self->dtype) && od_tensor_numel(self) > 0)
         return od_error_set(err, OD_EUNSUPPORTED, "\"%s_lastdim_kernel_impl\" not implemented for '%s'",
                             log ? "log_softmax" : "softmax", od_dtype_scalar_name(self->dtype));
     if (h2f && self->dtype != OD_FLOAT16)
@@ -454,7 +456,7 @@ static od_status shape_mm(const char *op, const od_tensor *a, const od_tensor *b
                             "mat1 and mat2 shapes cannot be multiplied (%" PRId64 "x%" PRId64
                             " and %" PRId64 "x%" PRId64 ")",
                             a->sizes[0], a->sizes[1], b->sizes[0], b->sizes[1]);
-    if (a->dtype != b->dtype)
+    if (a->dtype != b->dtype && !(!strcmp(op, "mm") && od_mm_is_trivial(a, b)))
         return od_error_set(err, OD_EMISMATCH,
                             "expected m1 and m2 to have the same dtype, but got: %s != %s",
                             torch_meta_name(a->dtype), torch_meta_name(b->dtype));
@@ -542,14 +544,14 @@ od_status od_shape_matmul(od_opid id, const od_stack *s, od_out_spec *outs, int 
                                 "Expected size for first two dimensions of batch2 tensor to be: [%" PRId64
                                 ", %" PRId64 "] but got: [%" PRId64 ", %" PRId64 "].",
                                 a->sizes[0], a->sizes[2], b->sizes[0], b->sizes[1]);
-        if (a->dtype != b->dtype)
+        if (a->dtype != b->dtype && !od_mm_is_trivial(a, b))
             return od_error_set(err, OD_EMISMATCH,
                                 "expected batch1 and batch2 to have the same dtype, but got: %s != %s",
                                 torch_meta_name(a->dtype), torch_meta_name(b->dtype));
         if ((st = check_same_device("bmm", a, b, err)))
             return st;
         int64_t sz[3] = {a->sizes[0], a->sizes[1], b->sizes[2]};
-        spec_init(&outs[0], a->dtype, a->device, sz, 3);
+        spec_init(&outs[0], b->dtype, a->device, sz, 3); /* ATen's bmm takes batch2's options */
         return OD_OK;
     }
     case OD_OPID_dot: {

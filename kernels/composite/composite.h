@@ -42,7 +42,8 @@ od_status od_cx_expand(od_tensor *t, const int64_t *sizes, int n, od_tensor **ou
 od_status od_cx_unsqueeze(od_tensor *t, int64_t dim, od_tensor **out, od_error *err);
 od_status od_cx_t(od_tensor *t, od_tensor **out, od_error *err);
 od_status od_cx_mm(od_tensor *a, od_tensor *b, od_tensor **out, od_error *err);
-od_status od_cx_clone_contiguous(od_tensor *t, od_tensor **out, od_error *err);
+/* clone(t, memory_format=mf) through the dispatcher. */
+od_status od_cx_clone(od_tensor *t, od_memory_format mf, od_tensor **out, od_error *err);
 /* _to_copy(t, dtype=dtype) with every other argument defaulted. */
 od_status od_cx_to_dtype_copy(od_tensor *t, od_dtype dtype, od_tensor **out, od_error *err);
 
@@ -83,9 +84,8 @@ od_status od_cx_check_layout(const od_op *op, const od_stack *s, int i, od_error
 /* bool? pin_memory: None or False. */
 od_status od_cx_check_pin_memory(const od_op *op, const od_stack *s, int i, od_error *err);
 
-/* MemoryFormat(?) values, numbered like c10::MemoryFormat. */
-enum { OD_CX_MF_CONTIGUOUS = 0, OD_CX_MF_PRESERVE = 1 };
-/* None reads as preserve; channels_last formats are OD_EUNSUPPORTED. */
+/* A MemoryFormat(?) argument into *mf (an od_memory_format); None reads as
+ * preserve. */
 od_status od_cx_arg_memory_format(const od_op *op, const od_stack *s, int i, int *mf,
                                   od_error *err);
 

@@ -8,48 +8,28 @@
  * aten::to aliases self exactly when torch does (to_will_alias): nothing
  * changes and copy=False.
  */
+#include <string.h>
+
 #include "composite.h"
 
-/* torch's "non-overlapping and dense": the dims of size > 1, ordered by
- * stride, tile the storage exactly. Such tensors keep their strides under
- * preserve_format (empty_like semantics). */
-static bool dense_non_overlapping(const od_tensor *t)
-{
-    int idx[OD_MAX_DIMS], m = 0;
-    for (int d = 0; d < t->ndim; d++) {
-        if (t->sizes[d] == 0)
-            return false;
-        if (t->sizes[d] != 1)
-            idx[m++] = d;
-    }
-    for (int i = 1; i < m; i++) /* insertion sort by stride; m <= 16 */
-        for (int j = i; j > 0 && t->strides[idx[j]] < t->strides[idx[j - 1]]; j--) {
-            int x = idx[j];
-            idx[j] = idx[j - 1];
-            idx[j - 1] = x;
-        }
-    int64_t expect = 1;
-    for (int j = 0; j < m; j++) {
-        if (t->strides[idx[j]] != expect)
-            return false;
-        expect *= t->sizes[idx[j]];
-    }
-    return true;
-}
-
-/* Uninitialised destination for self: contiguous, or with self's strides
- * when preserve_format applies. */
+/* Uninitialised destination for self laid out as empty_like(self,
+ * memory_format=mf) would be. */
 static od_status alloc_like(od_tensor *self, od_dtype dtype, od_device dev, int mf,
                             od_tensor **out, od_error *err)
 {
-    if (mf == OD_CX_MF_CONTIGUOUS || od_tensor_is_contiguous(self) || !dense_non_overlapping(self))
+    int64_t strides[OD_MAX_DIMS];
+    od_status st = od_memory_format_strides_like(self, (od_memory_format)mf, strides, err);
+    if (st)
+        return st;
+    int64_t contig[OD_MAX_DIMS];
+    od_memory_format_strides(self->sizes, self->ndim, OD_MF_CONTIGUOUS, contig, err);
+    if (!memcmp(strides, contig, sizeof(int64_t) * (size_t)self->ndim))
         return od_tensor_empty(self->sizes, self->ndim, dtype, dev, out, err);
     int64_t numel = od_tensor_numel(self);
     od_tensor *flat = NULL;
-    od_status st = od_tensor_empty(&numel, 1, dtype, dev, &flat, err);
-    if (st)
+    if ((st = od_tensor_empty(&numel, 1, dtype, dev, &flat, err)))
         return st;
-    st = od_tensor_as_strided(flat, self->sizes, self->strides, self->ndim, 0, out, err);
+    st = od_tensor_as_strided(flat, self->sizes, strides, self->ndim, 0, out, err);
     od_tensor_release(flat);
     return st;
 }
@@ -129,16 +109,14 @@ OD_CX_KERNEL(od_cia_to)
         return od_error_set(err, OD_EINVAL,
                             "to(): argument 'dtype' (position %d) must be torch.dtype, not None",
                             base + 2);
-    /* torch's to_will_alias: suggest_memory_format() is contiguous_format for
-     * every tensor we can hold, so both supported formats alias. */
-    if (!copy && dtype == self->dtype && od_device_eq(dev, self->device)) {
+    /* torch's to_will_alias */
+    if (!copy && dtype == self->dtype && od_device_eq(dev, self->device) &&
+        (mf == OD_MF_PRESERVE || (int)od_tensor_suggest_memory_format(self) == mf)) {
         od_tensor_retain(self);
         return od_cx_return1(s, self);
     }
     od_value a[7] = {od_tensor_v(self), od_dtype_v(dtype), od_none(), od_device_v(dev),
-                     od_none(),         od_bool(non_blocking), mf == OD_CX_MF_CONTIGUOUS
-                                                                   ? od_int(OD_CX_MF_CONTIGUOUS)
-                                                                   : od_none()};
+                     od_none(),         od_bool(non_blocking), mf == OD_MF_PRESERVE ? od_none() : od_int(mf)};
     od_tensor *out = NULL;
     if ((st = od_call_builtin1(OD_OPID__to_copy, a, 7, &out, err)))
         return st;

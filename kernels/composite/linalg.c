@@ -8,6 +8,8 @@
  * both operands expanded and reshaped to 3-D. Shape and dtype errors of the
  * products come from their own kernels, so they read exactly as for mm/bmm.
  */
+#include <string.h>
+
 #include "composite.h"
 
 /* Product of sizes[0..n). Sizes are validated tensor sizes, so no overflow. */
@@ -35,6 +37,20 @@ static od_status view_into(od_tensor **r, const int64_t *sizes, int n, od_error 
     return st;
 }
 
+/* ATen computes a matrix @ vector with mv, whose result takes the vector's
+ * dtype; the dtypes can only differ here when the product was empty (mm
+ * checks them otherwise), so a conversion of zero or few zeros. */
+static od_status as_mv_dtype(od_tensor **r, const od_tensor *vec, od_error *err)
+{
+    if ((*r)->dtype == vec->dtype)
+        return OD_OK;
+    od_tensor *c = NULL;
+    od_status st = od_cx_to_dtype_copy(*r, vec->dtype, &c, err);
+    od_tensor_release(*r);
+    *r = c;
+    return st;
+}
+
 /* a (1-D or 2-D) @ b (1-D or 2-D), not both 1-D. */
 static od_status matmul_small(od_tensor *a, od_tensor *b, od_tensor **out, od_error *err)
 {
@@ -45,7 +61,8 @@ static od_status matmul_small(od_tensor *a, od_tensor *b, od_tensor **out, od_er
     if (a->ndim == 2) { /* matrix @ vector: mm with b as a column, then drop it */
         if ((st = od_cx_unsqueeze(b, 1, &u, err)))
             return st;
-        st = od_cx_mm(a, u, &r, err);
+        if (!(st = od_cx_mm(a, u, &r, err)))
+            st = as_mv_dtype(&r, b, err);
     } else { /* vector @ matrix: a as a row */
         if ((st = od_cx_unsqueeze(a, 0, &u, err)))
             return st;
@@ -72,8 +89,8 @@ static od_status matmul_fold(od_tensor *a, od_tensor *b, od_tensor **out, od_err
     if (st)
         return st;
     if (b->ndim == 1) {
-        if (!(st = od_cx_unsqueeze(b, 1, &u, err)))
-            st = od_cx_mm(a2, u, &r, err);
+        if (!(st = od_cx_unsqueeze(b, 1, &u, err)) && !(st = od_cx_mm(a2, u, &r, err)))
+            st = as_mv_dtype(&r, b, err);
         od_tensor_release(u);
     } else {
         st = od_cx_mm(a2, b, &r, err);
@@ -173,13 +190,49 @@ OD_CX_KERNEL(od_cia_matmul)
     return od_cx_return1(s, out);
 }
 
-/* linear(input, weight, bias?) = input @ weight.t() (+ bias); the 2-D
- * biased case is one fused addmm, like torch. */
+/* output.add_(bias) as torch 1.13's linear does it: in place, so the result
+ * keeps output's shape and dtype (bias broadcasts into it, and its dtype
+ * must cast to output's). Consumes *out. */
+static od_status add_bias_inplace(od_tensor **out, od_tensor *bias, od_error *err)
+{
+    od_tensor *o = *out, *sum = NULL;
+    int64_t shape[OD_MAX_DIMS];
+    int n = 0;
+    char os[256], bs[256];
+    od_status st = od_broadcast_shapes(o->sizes, o->ndim, bias->sizes, bias->ndim, shape, &n, err);
+    if (!st && (n != o->ndim || memcmp(shape, o->sizes, sizeof(int64_t) * (size_t)n))) {
+        od_shape_print(o->sizes, o->ndim, os, sizeof os);
+        od_shape_print(shape, n, bs, sizeof bs);
+        st = od_error_set(err, OD_EMISMATCH, "output with shape %s doesn't match the broadcast shape %s", os, bs);
+    }
+    od_value a[3] = {od_tensor_v(o), od_tensor_v(bias), od_int(1)};
+    if (!st)
+        st = od_call_builtin1(OD_OPID_add_Tensor, a, 3, &sum, err);
+    if (!st && !od_dtype_can_cast(sum->dtype, o->dtype))
+        st = od_error_set(err, OD_EMISMATCH, "result type %s can't be cast to the desired output type %s",
+                          od_dtype_scalar_name(sum->dtype), od_dtype_scalar_name(o->dtype));
+    if (!st && sum->dtype != o->dtype) {
+        od_tensor *c = NULL;
+        st = od_cx_to_dtype_copy(sum, o->dtype, &c, err);
+        od_tensor_release(sum);
+        sum = c;
+    }
+    od_tensor_release(o);
+    *out = st ? NULL : sum;
+    if (st)
+        od_tensor_release(sum);
+    return st;
+}
+
+/* linear(input, weight, bias?) as torch 1.13 computes it: one fused addmm
+ * for a biased 2-D input or a contiguous 3-D one (viewed as 2-D), else
+ * input @ weight.t() and then an in-place add of the bias. Which path runs
+ * decides the result dtype and which dtype mixes raise, so it is kept. */
 OD_CX_KERNEL(od_cia_linear)
 {
     (void)ctx;
     (void)ks;
-    od_tensor *input, *weight, *bias, *wt = NULL, *out = NULL;
+    od_tensor *input, *weight, *bias, *wt = NULL, *in2 = NULL, *out = NULL;
     od_status st;
     if ((st = od_cx_arg_tensor(op, s, 0, &input, err)) ||
         (st = od_cx_arg_tensor(op, s, 1, &weight, err)) ||
@@ -187,11 +240,24 @@ OD_CX_KERNEL(od_cia_linear)
         return st;
     if ((st = od_cx_t(weight, &wt, err)))
         return st;
-    if (input->ndim == 2 && bias) {
-        od_value a[5] = {od_tensor_v(bias), od_tensor_v(input), od_tensor_v(wt), od_int(1),
-                         od_int(1)};
-        st = od_call_builtin1(OD_OPID_addmm, a, 5, &out, err);
+    bool fused3 = input->ndim == 3 && od_tensor_is_contiguous(input);
+    if (bias && (input->ndim == 2 || fused3)) {
+        if (fused3) {
+            int64_t flat[2] = {input->sizes[0] * input->sizes[1], input->sizes[2]};
+            st = od_cx_view(input, flat, 2, &in2, err);
+        } else {
+            od_tensor_retain(in2 = input);
+        }
+        if (!st) {
+            od_value a[5] = {od_tensor_v(bias), od_tensor_v(in2), od_tensor_v(wt), od_int(1), od_int(1)};
+            st = od_call_builtin1(OD_OPID_addmm, a, 5, &out, err);
+        }
+        od_tensor_release(in2);
         od_tensor_release(wt);
+        if (!st && fused3) {
+            int64_t sz[3] = {input->sizes[0], input->sizes[1], out->sizes[1]};
+            st = view_into(&out, sz, 3, err);
+        }
         if (st)
             return st;
         return od_cx_return1(s, out);
@@ -199,16 +265,9 @@ OD_CX_KERNEL(od_cia_linear)
     od_value mv[2] = {od_tensor_v(input), od_tensor_v(wt)};
     st = od_call_builtin1(OD_OPID_matmul, mv, 2, &out, err);
     od_tensor_release(wt);
+    if (!st && bias)
+        st = add_bias_inplace(&out, bias, err);
     if (st)
         return st;
-    if (bias) {
-        od_tensor *sum = NULL;
-        od_value a[3] = {od_tensor_v(out), od_tensor_v(bias), od_int(1)};
-        st = od_call_builtin1(OD_OPID_add_Tensor, a, 3, &sum, err);
-        od_tensor_release(out);
-        if (st)
-            return st;
-        out = sum;
-    }
     return od_cx_return1(s, out);
 }

@@ -50,9 +50,9 @@ od_status od_cx_mm(od_tensor *a, od_tensor *b, od_tensor **out, od_error *err)
     return od_call_builtin1(OD_OPID_mm, v, 2, out, err);
 }
 
-od_status od_cx_clone_contiguous(od_tensor *t, od_tensor **out, od_error *err)
+od_status od_cx_clone(od_tensor *t, od_memory_format mf, od_tensor **out, od_error *err)
 {
-    od_value a[2] = {od_tensor_v(t), od_int(OD_CX_MF_CONTIGUOUS)};
+    od_value a[2] = {od_tensor_v(t), od_int(mf)};
     return od_call_builtin1(OD_OPID_clone, a, 2, out, err);
 }
 
@@ -252,37 +252,15 @@ od_status od_cx_check_pin_memory(const od_op *op, const od_stack *s, int i, od_e
 od_status od_cx_arg_memory_format(const od_op *op, const od_stack *s, int i, int *mf,
                                   od_error *err)
 {
-    static const char *const names[] = {"contiguous_format", "preserve_format", "channels_last",
-                                        "channels_last_3d"};
     const od_value *v = arg_at(s, i);
-    int64_t code = -1;
-    if (v && v->tag == OD_T_NONE) {
-        *mf = OD_CX_MF_PRESERVE;
-        return OD_OK;
-    }
-    if (v && v->tag == OD_T_INT) {
-        code = v->u.i;
-    } else if (v && v->tag == OD_T_STRING && v->u.s) {
-        const char *name = strncmp(v->u.s, "torch.", 6) == 0 ? v->u.s + 6 : v->u.s;
-        for (int k = 0; k < 4; k++)
-            if (!strcmp(name, names[k]))
-                code = k;
-        if (code < 0)
-            return od_error_set(err, OD_EINVAL,
-                                "%s(): argument '%s' (position %d): unknown memory format '%s'",
-                                od_op_schema(op)->name, arg_name(op, i), i + 1, v->u.s);
-    } else {
+    int code = v ? od_memory_format_of_value(v) : -2;
+    if (code == -2)
         return bad_arg(op, s, i, "torch.memory_format or None", err);
-    }
-    if (code == OD_CX_MF_CONTIGUOUS || code == OD_CX_MF_PRESERVE) {
-        *mf = (int)code;
-        return OD_OK;
-    }
-    return od_error_set(err, OD_EUNSUPPORTED,
-                        "%s(): argument '%s' (position %d): memory format %s is not supported; "
-                        "use torch.contiguous_format or torch.preserve_format",
-                        od_op_schema(op)->name, arg_name(op, i), i + 1,
-                        code >= 0 && code < 4 ? names[code] : "(unknown)");
+    if (code == -1)
+        return od_error_set(err, OD_EINVAL, "%s(): argument '%s' (position %d): unknown memory format",
+                            od_op_schema(op)->name, arg_name(op, i), i + 1);
+    *mf = code;
+    return OD_OK;
 }
 
 int od_cx_arg_index(const od_op *op, const char *name)

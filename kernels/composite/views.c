@@ -117,7 +117,7 @@ OD_CX_KERNEL(od_cia_reshape)
         return od_cx_return1(s, out);
     }
     od_tensor *copy = NULL;
-    if ((st = od_cx_clone_contiguous(self, &copy, err)))
+    if ((st = od_cx_clone(self, OD_MF_CONTIGUOUS, &copy, err)))
         return st;
     st = od_cx_view(copy, sizes, n, &out, err);
     od_tensor_release(copy);
@@ -126,7 +126,8 @@ OD_CX_KERNEL(od_cia_reshape)
     return od_cx_return1(s, out);
 }
 
-/* aten::contiguous: self itself (a new reference) when already contiguous. */
+/* aten::contiguous: self itself (a new reference) when it already has the
+ * layout asked for, else a clone in it; preserve_format is refused only then. */
 OD_CX_KERNEL(od_cia_contiguous)
 {
     (void)ctx;
@@ -137,14 +138,14 @@ OD_CX_KERNEL(od_cia_contiguous)
     if ((st = od_cx_arg_tensor(op, s, 0, &self, err)) ||
         (st = od_cx_arg_memory_format(op, s, 1, &mf, err)))
         return st;
-    if (mf == OD_CX_MF_PRESERVE)
-        return od_error_set(err, OD_EINVAL,
-                            "preserve memory format is unsupported by the contiguous operator");
-    if (od_tensor_is_contiguous(self)) {
+    if (od_tensor_is_contiguous_as(self, (od_memory_format)mf)) {
         od_tensor_retain(self);
         return od_cx_return1(s, self);
     }
-    if ((st = od_cx_clone_contiguous(self, &out, err)))
+    if (mf == OD_MF_PRESERVE)
+        return od_error_set(err, OD_EINVAL,
+                            "preserve memory format is unsupported by the contiguous operator");
+    if ((st = od_cx_clone(self, (od_memory_format)mf, &out, err)))
         return st;
     return od_cx_return1(s, out);
 }

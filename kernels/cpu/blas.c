@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "od_half.h"
 #include "od_parallel.h"
 #include "od_shape.h"
 
@@ -66,18 +67,13 @@ static bool blas_layout(const od_tensor *t, CBLAS_TRANSPOSE *tr, int64_t *ld)
     return *ld <= INT_MAX;
 }
 
-/* alpha / beta as the dtype's compute type; integral dtypes take no floats. */
-static od_status scalar_arg(const od_value *v, const char *name, bool integral, double *d,
-                            int64_t *i, od_error *err)
+/* alpha / beta as the dtype's compute type. An integral dtype truncates a
+ * float toward zero (torch 1.13's Scalar::to<int64_t>; the shape function
+ * has range-checked it), so uint8 with beta=0.2 ignores self. */
+static void scalar_arg(const od_value *v, double *d, int64_t *i)
 {
-    if (integral && v->tag == OD_T_DOUBLE)
-        return od_error_set(err, OD_EINVAL,
-                            "For integral input tensors, argument %s must not be a floating point "
-                            "number.",
-                            name);
     *d = od_value_as_double(v);
-    *i = v->tag == OD_T_INT ? v->u.i : v->tag == OD_T_BOOL ? (int64_t)v->u.b : 0;
-    return OD_OK;
+    *i = v->tag == OD_T_INT ? v->u.i : v->tag == OD_T_BOOL ? (int64_t)v->u.b : od_double_to_i64(*d);
 }
 
 /* ---- float32 / float64 through cblas ------------------------------------------------ */
@@ -172,10 +168,10 @@ static od_status matmul(od_opid id, od_tensor *A, od_tensor *B, od_tensor *self,
     double alpha = 1.0, beta = 0.0;
     int64_t ialpha = 1, ibeta = 0;
     od_status st;
-    if (alpha_v && (st = scalar_arg(alpha_v, "alpha", integral, &alpha, &ialpha, err)))
-        return st;
-    if (beta_v && (st = scalar_arg(beta_v, "beta", integral, &beta, &ibeta, err)))
-        return st;
+    if (alpha_v)
+        scalar_arg(alpha_v, &alpha, &ialpha);
+    if (beta_v)
+        scalar_arg(beta_v, &beta, &ibeta);
     bool use_beta = self && (integral ? ibeta != 0 : beta != 0.0);
     if (od_tensor_numel(out) == 0)
         return OD_OK;
@@ -307,18 +303,21 @@ od_status od_cpu_blas(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
     od_status st = od_shape_matmul(id, s, &spec, &nouts, err);
     if (st)
         return st;
-    if (spec.dtype == OD_BOOL)
+    bool trivial = (id == OD_OPID_mm || id == OD_OPID_bmm) && od_mm_is_trivial(s->args[0].u.t, s->args[1].u.t);
+    if (spec.dtype == OD_BOOL && !trivial)
         return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for 'Bool'",
                             id == OD_OPID_dot   ? "dot"
                             : id == OD_OPID_bmm ? "bmm"
                                                 : "addmm_impl_cpu_");
     od_tensor *out = NULL;
-    if ((st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err))) /* beta = 0, and k == 0 fills */
+    if ((st = trivial ? od_alloc_outputs(s, &spec, 1, &out, err) /* zeros */
+                      : od_alloc_outputs_overwrite(s, &spec, 1, &out, err))) /* beta = 0, and k == 0 fills */
         return st;
     switch (id) {
     case OD_OPID_mm:
     case OD_OPID_bmm:
-        st = matmul(id, s->args[0].u.t, s->args[1].u.t, NULL, NULL, NULL, out, err);
+        if (!trivial)
+            st = matmul(id, s->args[0].u.t, s->args[1].u.t, NULL, NULL, NULL, out, err);
         break;
     case OD_OPID_addmm:
         st = matmul(id, s->args[1].u.t, s->args[2].u.t, s->args[0].u.t, &s->args[3], &s->args[4],

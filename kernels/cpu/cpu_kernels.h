@@ -5,7 +5,7 @@
  * addresses; ctx is (void *)(intptr_t)OD_OPID_<id> (see OD_OPID_OF_CTX). Each
  * kernel follows the boxed convention of od_value.h: s->args borrowed,
  * s->rets new on OD_OK, nrets == 0 on error. Only files of kernels/cpu/
- * (and their unit tests) include this header (DESIGN.md: no kernel family reads another's private
+ * (and their unit tests) include this header (docs/ARCHITECTURE.md: no kernel family reads another's private
  * header).
  */
 #ifndef OD_CPU_KERNELS_H

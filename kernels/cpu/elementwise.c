@@ -63,7 +63,15 @@ typedef struct ew_ctx {
     float alpha_f32;
     double alpha_f64;
     atomic_int zero_div; /* an integer division by zero was seen */
+    int pow_kind;        /* pow.Tensor_Scalar on floats: POW_* */
+    double pow_exp;      /* ... its exponent, as ATen holds it for the dtype */
 } ew_ctx;
+
+/* ATen's pow_tensor_scalar_kernel: exponents 0.5, -0.5 and -1 are sqrt,
+ * rsqrt and reciprocal (so pow(-0.0, 0.5) is -0.0) except on float16; the
+ * rest is std::pow(base, (double)exp), so an odd exponent above 2^24 stays
+ * odd on float32. */
+enum { POW_GENERAL, POW_SQRT, POW_RSQRT, POW_RECIP };
 
 static void note_zero_div(ew_ctx *c, int zf)
 {
@@ -93,6 +101,24 @@ static inline float ew_divt_f32(float a, float b, int *zf) { (void)zf; return od
 static inline float ew_divf_f32(float a, float b, int *zf) { (void)zf; return od_math_div_floor_f32(a, b); }
 static inline double ew_divt_f64(double a, double b, int *zf) { (void)zf; return od_math_div_trunc_f64(a, b); }
 static inline double ew_divf_f64(double a, double b, int *zf) { (void)zf; return od_math_div_floor_f64(a, b); }
+static inline float ew_pows_f32(float a, const ew_ctx *c)
+{
+    switch (c->pow_kind) {
+    case POW_SQRT: return sqrtf(a);
+    case POW_RSQRT: return 1.0f / sqrtf(a);
+    case POW_RECIP: return 1.0f / a;
+    default: return (float)pow((double)a, c->pow_exp);
+    }
+}
+static inline double ew_pows_f64(double a, const ew_ctx *c)
+{
+    switch (c->pow_kind) {
+    case POW_SQRT: return sqrt(a);
+    case POW_RSQRT: return 1.0 / sqrt(a);
+    case POW_RECIP: return 1.0 / a;
+    default: return pow(a, c->pow_exp);
+    }
+}
 
 #define ST_SAME(x) (x)
 
@@ -249,22 +275,29 @@ static inline double ew_divf_f64(double a, double b, int *zf) { (void)zf; return
 /* Expands SAME(DT) into two arguments before DEF_LOOP2 counts them. */
 #define DEF_LOOP2_(...) DEF_LOOP2(__VA_ARGS__)
 
-#define G_add(DT) DEF_LOOP2_(add_##DT, DT, SAME(DT), MF(add, DT)(a, b, c->CF(alpha, DT)))
-#define G_sub(DT) DEF_LOOP2_(sub_##DT, DT, SAME(DT), MF(sub, DT)(a, b, c->CF(alpha, DT)))
+/* a + alpha * b with the product rounded as ATen's CPU kernel rounds it
+ * (float16 -60000 + 2 * 40000 is inf there). */
+#define G_add(DT) \
+    DEF_LOOP2_(add_##DT, DT, SAME(DT), MF(add, DT)(a, OD_CPU_RND_##DT(MF(mul, DT)(c->CF(alpha, DT), b)), (CT(DT))1))
 #define G_mul(DT) DEF_LOOP2_(mul_##DT, DT, SAME(DT), MF(mul, DT)(a, b))
 #define G_div(DT) DEF_LOOP2_(div_##DT, DT, SAME(DT), MF(div, DT)(a, b))
 #define G_divt(DT) DEF_LOOP2_(divt_##DT, DT, SAME(DT), CAT(ew_divt_, OD_CPU_FAM_##DT)(a, b, &zf))
+/* float16 / bfloat16: the quotient is rounded to 16 bits before trunc, as in
+ * ATen (bfloat16 1.3046875 / -0.11865234375 -> -11.0 -> -11). */
+#define G_divt16(DT) DEF_LOOP2_(divt_##DT, DT, SAME(DT), truncf(OD_CPU_RND_##DT(a / b)))
 #define G_divf(DT) DEF_LOOP2_(divf_##DT, DT, SAME(DT), CAT(ew_divf_, OD_CPU_FAM_##DT)(a, b, &zf))
 #define G_pow(DT) DEF_LOOP2_(pow_##DT, DT, SAME(DT), MF(pow, DT)(a, b))
+#define G_pows(DT) DEF_LOOP2_(pows_##DT, DT, SAME(DT), ((void)b, CAT(ew_pows_, OD_CPU_FAM_##DT)(a, c)))
 #define G_max(DT) DEF_LOOP2_(max_##DT, DT, SAME(DT), MF(maximum, DT)(a, b))
 #define G_min(DT) DEF_LOOP2_(min_##DT, DT, SAME(DT), MF(minimum, DT)(a, b))
 OD_CPU_ALL_DTYPES(G_add)
-OD_CPU_ALL_DTYPES(G_sub)
 OD_CPU_ALL_DTYPES(G_mul)
 OD_CPU_FLOAT_DTYPES(G_div)
-OD_CPU_ALL_DTYPES(G_divt)
+G_divt(BOOL) G_divt(UINT8) G_divt(INT8) G_divt(INT16) G_divt(INT32) G_divt(INT64)
+G_divt16(FLOAT16) G_divt16(BFLOAT16) G_divt(FLOAT32) G_divt(FLOAT64)
 OD_CPU_ALL_DTYPES(G_divf)
 OD_CPU_ALL_DTYPES(G_pow)
+OD_CPU_FLOAT_DTYPES(G_pows)
 OD_CPU_ALL_DTYPES(G_max)
 OD_CPU_ALL_DTYPES(G_min)
 
@@ -363,11 +396,12 @@ DEF_WHERE(where64, uint64_t)
 
 typedef od_cpu_loop_fn loop_table[OD_NUM_DTYPES];
 
-enum { B_ADD, B_SUB, B_MUL, B_DIV, B_DIVT, B_DIVF, B_POW, B_MAX, B_MIN, NUM_B };
+enum { B_ADD, B_SUB, B_MUL, B_DIV, B_DIVT, B_DIVF, B_POW, B_POWS, B_MAX, B_MIN, NUM_B };
 static const loop_table g_binary[NUM_B] = {
-    [B_ADD] = TABLE_ALL(add),   [B_SUB] = TABLE_ALL(sub),   [B_MUL] = TABLE_ALL(mul),
+    [B_ADD] = TABLE_ALL(add),   [B_SUB] = TABLE_ALL(add), /* alpha negated */   [B_MUL] = TABLE_ALL(mul),
     [B_DIV] = TABLE_FLT(div),   [B_DIVT] = TABLE_ALL(divt), [B_DIVF] = TABLE_ALL(divf),
-    [B_POW] = TABLE_ALL(pow),   [B_MAX] = TABLE_ALL(max),   [B_MIN] = TABLE_ALL(min),
+    [B_POW] = TABLE_ALL(pow),   [B_POWS] = TABLE_FLT(pows), [B_MAX] = TABLE_ALL(max),
+    [B_MIN] = TABLE_ALL(min),
 };
 
 enum { C_EQ, C_NE, C_LT, C_LE, C_GT, C_GE, NUM_C };
@@ -524,8 +558,8 @@ static int binary_kind(od_opid id, int mode)
     case OD_OPID_div_Tensor: case OD_OPID_div_Scalar:
     case OD_OPID_div_Tensor_mode: case OD_OPID_div_Scalar_mode:
         return mode == OD_DIV_TRUNC ? B_DIVT : mode == OD_DIV_FLOOR ? B_DIVF : B_DIV;
-    case OD_OPID_pow_Tensor_Tensor: case OD_OPID_pow_Tensor_Scalar: case OD_OPID_pow_Scalar:
-        return B_POW;
+    case OD_OPID_pow_Tensor_Tensor: case OD_OPID_pow_Scalar: return B_POW;
+    case OD_OPID_pow_Tensor_Scalar: return B_POWS; /* B_POW for integers */
     case OD_OPID_maximum: return B_MAX;
     case OD_OPID_minimum: return B_MIN;
     default: return -1;
@@ -552,6 +586,8 @@ od_status od_cpu_binary(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
         return st;
     int kind = binary_kind(id, mode);
     od_dtype dt = spec.dtype;
+    if (kind == B_POWS && !od_dtype_is_floating(dt))
+        kind = B_POW;
     od_cpu_loop_fn loop = kind >= 0 ? g_binary[kind][dt] : NULL;
     if (!loop)
         return no_loop(op, dt, err);
@@ -569,6 +605,19 @@ od_status od_cpu_binary(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
             c.alpha_f64 = (double)alpha.u.i;
             c.alpha_f32 = (float)alpha.u.i;
         }
+        /* ATen takes alpha as the dtype: alpha.to<c10::Half>() */
+        if (dt == OD_FLOAT16)
+            c.alpha_f32 = OD_CPU_RND_FLOAT16(c.alpha_f32);
+        else if (dt == OD_BFLOAT16)
+            c.alpha_f32 = OD_CPU_RND_BFLOAT16(c.alpha_f32);
+    }
+    if (kind == B_POWS) {
+        double e = od_value_as_double(&s->args[1]);
+        c.pow_kind = dt == OD_FLOAT16 ? POW_GENERAL : e == 0.5 ? POW_SQRT : e == -0.5 ? POW_RSQRT
+                   : e == -1.0 ? POW_RECIP : POW_GENERAL;
+        /* exp.to<scalar_t>() for the 16-bit types, a double otherwise */
+        c.pow_exp = dt == OD_FLOAT16 ? OD_CPU_RND_FLOAT16((float)e)
+                  : dt == OD_BFLOAT16 ? OD_CPU_RND_BFLOAT16((float)e) : e;
     }
     return run_inputs(s, &spec, 2, dt, loop, &c, err);
 }
@@ -720,7 +769,10 @@ od_status od_cpu_clamp(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
     if ((st = operands_add(&o, &s->args[0], dt, err)))
         goto fail;
     for (int i = 1; i <= 2; i++) {
-        if (s->args[i].tag == OD_T_NONE) {
+        /* A NaN Scalar bound leaves the input, as std::min/std::max do in
+         * ATen's clamp_scalar kernel; a NaN in a Tensor bound gives NaN. */
+        const od_value *b = &s->args[i];
+        if (b->tag == OD_T_NONE || (b->tag == OD_T_DOUBLE && isnan(b->u.d))) {
             int k = o.n++;
             o.owned[k] = NULL;
             clamp_sentinel(dt, i == 2, o.scalar[k].bytes);

@@ -115,6 +115,21 @@ void od_cpu_iter_run(const od_cpu_iter *it, od_cpu_loop_fn fn, void *ctx, int64_
 #define OD_CPU_LD_FLOAT32(v) (v)
 #define OD_CPU_LD_FLOAT64(v) (v)
 
+/* A value of the compute family rounded to the dtype where ATen's CPU kernels
+ * round it: c10::Half and c10::BFloat16 arithmetic rounds every operation to
+ * 16 bits (a product alpha * b, a quotient before trunc), everything else
+ * computes in its own type. */
+#define OD_CPU_RND_BOOL(x) (x)
+#define OD_CPU_RND_UINT8(x) (x)
+#define OD_CPU_RND_INT8(x) (x)
+#define OD_CPU_RND_INT16(x) (x)
+#define OD_CPU_RND_INT32(x) (x)
+#define OD_CPU_RND_INT64(x) (x)
+#define OD_CPU_RND_FLOAT16(x) od_half_to_float(od_float_to_half(x))
+#define OD_CPU_RND_BFLOAT16(x) od_bf16_to_float(od_float_to_bf16(x))
+#define OD_CPU_RND_FLOAT32(x) (x)
+#define OD_CPU_RND_FLOAT64(x) (x)
+
 #define OD_CPU_ST_BOOL(x) ((x) != 0)
 #define OD_CPU_ST_UINT8(x) ((uint8_t)(x))
 #define OD_CPU_ST_INT8(x) ((int8_t)(x))

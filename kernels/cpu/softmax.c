@@ -347,7 +347,7 @@ static void ln_rows(void *ctx, int64_t begin, int64_t end)
             const double *x = (const double *)(const void *)c->x + r * N;
             const double *w = (const double *)(const void *)c->w, *b = (const double *)(const void *)c->b;
             double *y = (double *)(void *)c->y + r * N;
-            double mu = od_cpu_sum_f64(x, N) / (double)N;
+            double mu = N ? od_cpu_sum_f64(x, N) / (double)N : 0.0; /* ATen: 0, and rstd NaN */
             double rs = 1.0 / sqrt(od_cpu_sqdev_f64(x, N, mu) / (double)N + c->eps);
             for (int64_t i = 0; i < N; i++)
                 y[i] = (x[i] - mu) * rs * (w ? w[i] : 1.0) + (b ? b[i] : 0.0);
@@ -357,7 +357,7 @@ static void ln_rows(void *ctx, int64_t begin, int64_t end)
             const float *x = (const float *)(const void *)c->x + r * N;
             const float *w = (const float *)(const void *)c->w, *b = (const float *)(const void *)c->b;
             float *y = (float *)(void *)c->y + r * N;
-            double mu = od_cpu_sum_f32(x, N) / (double)N;
+            double mu = N ? od_cpu_sum_f32(x, N) / (double)N : 0.0; /* ATen: 0, and rstd NaN */
             double rs = 1.0 / sqrt(od_cpu_sqdev_f32(x, N, mu) / (double)N + c->eps);
             float fm = (float)mu, fr = (float)rs;
             ln_apply_f32(x, w, b, y, N, fm, fr);

@@ -204,7 +204,8 @@ od_status od_cuda_blas(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
         (st = od_cu_outputs(id, s, device, &out, &n, err)))
         return st;
     cudaDataType_t ty;
-    if (!cublas_type(out->dtype, &ty)) {
+    bool trivial = (id == OD_OPID_mm || id == OD_OPID_bmm) && od_mm_is_trivial(s->args[0].u.t, s->args[1].u.t);
+    if (!trivial && !cublas_type(out->dtype, &ty)) {
         /* PyTorch's names: mm and addmm both run "addmm_cuda". */
         const char *fn = id == OD_OPID_bmm ? "bmm_cuda" : id == OD_OPID_dot ? "dot_cuda" : "addmm_cuda";
         st = od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'", fn,
@@ -219,7 +220,7 @@ od_status od_cuda_blas(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
         int64_t kk = a->sizes[a->ndim - 1];
         if (od_tensor_numel(out) == 0)
             break;
-        if (kk == 0) /* an empty sum: zeros */
+        if (kk == 0) /* an empty sum: zeros (any dtype, bool included) */
             st = od_cu_status(cudaMemsetAsync(od_tensor_data(out), 0, od_tensor_nbytes(out), env.stream),
                               "cudaMemsetAsync", err);
         else

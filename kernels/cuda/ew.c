@@ -9,6 +9,7 @@
  * bfloat16). 0-dim CPU tensors join as constants. Everything is released on
  * every error path; nrets stays 0 on error.
  */
+#include <math.h>
 #include <string.h>
 
 #include "cuda_internal.h"
@@ -205,13 +206,18 @@ od_status od_cuda_clamp(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
     od_status st = od_elementwise_common_dtype(id, s, &compute, err);
     if (st)
         return st;
-    bool has_lo = s->args[1].tag != OD_T_NONE && !(s->args[1].tag == OD_T_TENSOR && !s->args[1].u.t);
-    bool has_hi = s->args[2].tag != OD_T_NONE && !(s->args[2].tag == OD_T_TENSOR && !s->args[2].u.t);
+    /* A NaN Scalar bound leaves the input (ATen's ::min/::max), as if absent. */
+#define OD_BOUND_(v) ((v).tag != OD_T_NONE && !((v).tag == OD_T_TENSOR && !(v).u.t) && \
+                      !((v).tag == OD_T_DOUBLE && isnan((v).u.d)))
+    bool has_lo = OD_BOUND_(s->args[1]), has_hi = OD_BOUND_(s->args[2]);
+#undef OD_BOUND_
     const od_value *in[3] = {&s->args[0], &s->args[1], &s->args[2]};
     if (has_lo && has_hi)
         return run_ew(op, id, s, in, 3, OD_CU_EW_CLAMP, compute, 0, 0, false, err);
     if (has_lo)
         return run_ew(op, id, s, in, 2, OD_CU_EW_CLAMP_MIN, compute, 0, 0, false, err);
+    if (!has_hi)
+        return run_ew(op, id, s, in, 1, OD_CU_EW_COPY, compute, 0, 0, false, err);
     in[1] = &s->args[2];
     return run_ew(op, id, s, in, 2, OD_CU_EW_CLAMP_MAX, compute, 0, 0, false, err);
 }

@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(256) layer_norm_rows(const RowParams p)
             s = row_load_fold<S, C>(p, in, cache, s, [](C a, C x) { return a + x; });
         __syncwarp();
         s = row_allreduce<C, false>(s, L, red);
-        const C mean = s / (C)p.n;
+        const C mean = p.n ? s / (C)p.n : (C)0; /* ATen: 0 for an empty row, and rstd NaN */
         C q = 0;
         if (live)
             for (int64_t i = threadIdx.x; i < p.n; i += L) {

@@ -360,12 +360,41 @@ Test(composite, contiguous_returns_self_or_a_contiguous_copy)
         od_tensor_release(y);
         od_tensor_release(x);
     }
-    int64_t sz[1] = {3};
+    /* preserve_format: self when contiguous (torch checks is_contiguous first), else refused */
+    int64_t sz[1] = {3}, s4[4] = {2, 3, 4, 5};
     od_tensor *x = t_rand(sz, 1, OD_FLOAT32);
-    od_value a[2] = {tv(x), od_int(1)};
-    call_fails(OD_OPID_contiguous, a, 2, OD_EINVAL, "preserve memory format is unsupported");
-    od_value b[2] = {tv(x), od_int(2)};
-    call_fails(OD_OPID_contiguous, b, 2, OD_EUNSUPPORTED, "channels_last");
+    od_value a[2] = {tv(x), od_int(OD_MF_PRESERVE)};
+    od_tensor *same = call1_ok(OD_OPID_contiguous, a, 2);
+    TCHECK(same == x, "contiguous(preserve_format) of a contiguous tensor is self");
+    od_tensor_release(same);
+    od_value b[2] = {tv(x), od_int(OD_MF_CHANNELS_LAST)};
+    call_fails(OD_OPID_contiguous, b, 2, OD_EINVAL, "required rank 4 tensor to use channels_last format");
+    od_tensor *x4 = t_rand(s4, 4, OD_FLOAT32), *t4 = NULL;
+    od_error e;
+    TCHECK(od_tensor_transpose(x4, 0, 1, &t4, &e) == OD_OK, "transpose");
+    od_value p[2] = {tv(t4), od_int(OD_MF_PRESERVE)};
+    call_fails(OD_OPID_contiguous, p, 2, OD_EINVAL, "preserve memory format is unsupported");
+    /* channels_last: N, H, W, C in memory, the same values; a second call returns self */
+    od_value c[2] = {tv(x4), od_int(OD_MF_CHANNELS_LAST)};
+    od_tensor *cl = call1_ok(OD_OPID_contiguous, c, 2);
+    int64_t want[4] = {60, 1, 15, 3}, idx[4] = {0};
+    for (int d = 0; d < 4; d++)
+        TCHECK(cl->strides[d] == want[d], "channels_last strides");
+    do
+        TCHECK(get_d(cl, idx) == get_d(x4, idx), "channels_last element mismatch");
+    while (next_index(idx, s4, 4));
+    od_value c2[2] = {tv(cl), od_int(OD_MF_CHANNELS_LAST)};
+    od_tensor *cl2 = call1_ok(OD_OPID_contiguous, c2, 2);
+    TCHECK(cl2 == cl, "contiguous(channels_last) of a channels_last tensor is self");
+    /* clone keeps the layout under preserve_format, as empty_like does */
+    od_value k[2] = {tv(cl), od_none()};
+    od_tensor *kc = call1_ok(OD_OPID_clone, k, 2);
+    TCHECK(kc->storage != cl->storage && od_tensor_is_contiguous_as(kc, OD_MF_CHANNELS_LAST), "clone preserves channels_last");
+    od_tensor_release(kc);
+    od_tensor_release(cl2);
+    od_tensor_release(cl);
+    od_tensor_release(t4);
+    od_tensor_release(x4);
     od_tensor_release(x);
 }
 
@@ -839,8 +868,8 @@ Test(composite, matmul_errors)
     call_fails(OD_OPID_matmul, fo, 2, OD_OK, NULL);
     int64_t sw[2] = {5, 3}, sbias[1] = {4};
     od_tensor *w = t_rand(sw, 2, OD_FLOAT32), *bias = t_rand(sbias, 1, OD_FLOAT32);
-    od_value li[3] = {tv(x), tv(w), tv(bias)}; /* [2,2,5] + [4] */
-    call_fails(OD_OPID_linear, li, 3, OD_EMISMATCH, "must match the size of tensor");
+    od_value li[3] = {tv(x), tv(w), tv(bias)}; /* [2,2,5] + [4]: a contiguous 3-D input is one addmm */
+    call_fails(OD_OPID_linear, li, 3, OD_EMISMATCH, "must match the existing size");
     od_tensor_release(d3);
     od_tensor_release(e2);
     od_tensor_release(w);
@@ -1165,7 +1194,9 @@ Test(composite, factory_argument_errors)
     od_value lay[5] = {ilist(sz, 1), od_none(), od_int(1), od_none(), od_none()};
     call_fails(OD_OPID_zeros, lay, 5, OD_EUNSUPPORTED, "strided");
     od_value mf[6] = {ilist(sz, 1), od_none(), od_none(), od_none(), od_none(), od_int(2)};
-    call_fails(OD_OPID_empty_memory_format, mf, 6, OD_EUNSUPPORTED, "contiguous_format");
+    call_fails(OD_OPID_empty_memory_format, mf, 6, OD_EINVAL, "required rank 4 tensor to use channels_last format");
+    mf[5] = od_int(OD_MF_PRESERVE);
+    call_fails(OD_OPID_empty_memory_format, mf, 6, OD_EINVAL, "unsupported memory format Preserve");
     od_value wrong[5] = {ilist(sz, 1), od_int(3), od_none(), od_none(), od_none()};
     call_fails(OD_OPID_zeros, wrong, 5, OD_EINVAL, "dtype");
 }
@@ -1342,4 +1373,61 @@ Test(composite, cuda_round_trip_when_available)
     od_tensor *all[] = {x, xc, tc, cc, h, w, wc, yc, y, zc, zh};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         od_tensor_release(all[i]);
+}
+
+/* linear as torch 1.13 runs it: a biased 2-D or contiguous 3-D input is one
+ * addmm (so bias and input dtypes must agree), anything else is a matmul and
+ * an in-place add of the bias (so the output keeps the product's dtype and
+ * shape); a matrix @ vector product takes the vector's dtype, as mv does
+ * (issue 17, classes 8 and 10). */
+Test(composite, linear_and_matmul_follow_torch_paths)
+{
+    int64_t s4[1] = {4}, s14[2] = {1, 4}, s1[1] = {1}, s234[3] = {2, 3, 4}, s2234[4] = {2, 2, 3, 4};
+    int64_t s54[2] = {5, 4}, s5[1] = {5}, s20[2] = {2, 0}, s0[1] = {0}, s25[2] = {2, 5};
+    /* uint8 input, int16 bias: matmul in uint8, bias added in int16, cast back */
+    od_tensor *u = t_empty(s4, 1, OD_UINT8, CPU), *wu = t_empty(s14, 2, OD_UINT8, CPU), *bi = t_empty(s1, 1, OD_INT16, CPU);
+    for (int64_t i = 0; i < 4; i++)
+        set_d(u, &i, 100);
+    for (int64_t i = 0; i < 4; i++) {
+        int64_t ix[2] = {0, i};
+        set_d(wu, ix, 1);
+    }
+    int64_t z = 0;
+    set_d(bi, &z, 643);
+    od_value l1[3] = {tv(u), tv(wu), tv(bi)};
+    od_tensor *o = call1_ok(OD_OPID_linear, l1, 3);
+    TCHECK(o->dtype == OD_UINT8 && get_d(o, &z) == 19, "uint8 linear with an int16 bias is 19 (torch)");
+    od_tensor_release(o);
+    /* float32 input, float64 bias: 4-D keeps float32; 2-D and contiguous 3-D are addmm and refuse */
+    od_tensor *w = t_rand(s54, 2, OD_FLOAT32), *b64 = t_rand(s5, 1, OD_FLOAT64);
+    od_tensor *x4 = t_rand(s2234, 4, OD_FLOAT32), *x3 = t_rand(s234, 3, OD_FLOAT32), *t3 = NULL;
+    od_value l2[3] = {tv(x4), tv(w), tv(b64)};
+    o = call1_ok(OD_OPID_linear, l2, 3);
+    TCHECK(o->dtype == OD_FLOAT32, "4-D linear keeps the input dtype");
+    od_tensor_release(o);
+    od_value l3[3] = {tv(x3), tv(w), tv(b64)};
+    call_fails(OD_OPID_linear, l3, 3, OD_EMISMATCH, "self and mat2 must have the same dtype");
+    od_error e;
+    TCHECK(od_tensor_transpose(x3, 0, 1, &t3, &e) == OD_OK, "transpose");
+    od_value l4[3] = {tv(t3), tv(w), tv(b64)}; /* not contiguous: matmul + add_ */
+    o = call1_ok(OD_OPID_linear, l4, 3);
+    TCHECK(o->dtype == OD_FLOAT32, "a non-contiguous 3-D linear keeps the input dtype");
+    od_tensor_release(o);
+    /* an integer output cannot take a float bias in place; a bias may not grow the output */
+    od_tensor *xi = t_rand(s4, 1, OD_INT64), *wi = t_rand(s54, 2, OD_INT64), *bf = t_rand(s5, 1, OD_FLOAT32);
+    od_value l5[3] = {tv(xi), tv(wi), tv(bf)};
+    call_fails(OD_OPID_linear, l5, 3, OD_EMISMATCH, "result type Float can't be cast to the desired output type Long");
+    od_tensor *x1 = t_rand(s4, 1, OD_FLOAT32), *b25 = t_rand(s25, 2, OD_FLOAT32);
+    od_value l6[3] = {tv(x1), tv(w), tv(b25)};
+    call_fails(OD_OPID_linear, l6, 3, OD_EMISMATCH, "output with shape [5] doesn't match the broadcast shape [2, 5]");
+    /* matrix @ vector with nothing to multiply: mv's dtype, the vector's */
+    od_tensor *ef = t_empty(s20, 2, OD_FLOAT32, CPU), *ei = t_empty(s0, 1, OD_INT64, CPU);
+    od_value mv[2] = {tv(ef), tv(ei)};
+    o = call1_ok(OD_OPID_matmul, mv, 2);
+    int64_t w2[1] = {2}, idx = 0;
+    TCHECK(o->dtype == OD_INT64 && same_shape(o, w2, 1) && get_d(o, &idx) == 0, "empty mv takes the vector's dtype");
+    od_tensor_release(o);
+    od_tensor *ts[] = {u, wu, bi, w, b64, x4, x3, t3, xi, wi, bf, x1, b25, ef, ei};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        od_tensor_release(ts[i]);
 }

@@ -220,7 +220,14 @@ Test(cpu_blas, addmm_self_broadcast_beta_alpha)
         od_tensor *self = snd ? t_rand_any(ss, snd, dt) : t_rand(ss, 0, dt);
         od_value beta, alpha;
         double bv, av;
-        if (is_int(dt)) {
+        if (is_int(dt) && t % 12 == 11) {
+            /* floats truncate toward zero for integral dtypes (1.7 -> 1, -0.5 -> 0) */
+            double fb = rng_uniform(-3.9, 3.9), fa = rng_uniform(-3.9, 3.9);
+            bv = trunc(fb);
+            av = trunc(fa);
+            beta = od_double(fb);
+            alpha = od_double(fa);
+        } else if (is_int(dt)) {
             bv = (double)rng_int(-3, 3);
             av = (double)rng_int(-3, 3);
             beta = od_int((int64_t)bv);
@@ -322,6 +329,43 @@ Test(cpu_blas, empty_products)
     }
 }
 
+/* ATen returns before it looks at the dtypes when there is nothing to
+ * multiply, so an empty mm / bmm takes bool and mixed dtypes: mm's result has
+ * self's dtype, bmm's mat2's; k == 0 gives zeros. Non-empty, both refuse. */
+Test(cpu_blas, trivial_products_take_any_dtype)
+{
+    static const od_dtype dts[] = {OD_BOOL, OD_INT64, OD_FLOAT32, OD_FLOAT16, OD_UINT8};
+    for (int t = 0; t < 40; t++) {
+        od_dtype da = dts[rng_next() % 5], db = dts[rng_next() % 5];
+        bool batched = t % 2;
+        int64_t n = rng_int(0, 3), k = rng_int(0, 3), m = rng_int(0, 3), bsz = rng_int(0, 2);
+        if (n && k && m && (!batched || bsz)) /* force a trivial product */
+            k = 0;
+        int64_t sa[3] = {bsz, n, k}, sb[3] = {bsz, k, m};
+        od_tensor *A = t_rand_any(batched ? sa : sa + 1, batched ? 3 : 2, da);
+        od_tensor *B = t_rand_any(batched ? sb : sb + 1, batched ? 3 : 2, db);
+        od_value a[2] = {tv(A), tv(B)};
+        od_tensor *out = call1_ok(batched ? OD_OPID_bmm : OD_OPID_mm, a, 2);
+        TCHECK(out->dtype == (batched ? db : da), "result dtype: mm self's, bmm mat2's");
+        int64_t want[3] = {bsz, n, m};
+        TCHECK(same_shape(out, batched ? want : want + 1, batched ? 3 : 2), "shape");
+        int64_t idx[3] = {0};
+        if (od_tensor_numel(out))
+            do
+                TCHECK(get_d(out, idx) == 0.0, "an empty sum is zero");
+            while (next_index(idx, out->sizes, out->ndim));
+        od_tensor_release(out);
+        od_tensor_release(A);
+        od_tensor_release(B);
+    }
+    int64_t s22[2] = {2, 2};
+    od_tensor *f = t_rand(s22, 2, OD_FLOAT32), *i = t_rand(s22, 2, OD_INT64);
+    od_value x[2] = {tv(f), tv(i)};
+    call_fails(OD_OPID_mm, x, 2, OD_EMISMATCH, "expected m1 and m2 to have the same dtype");
+    od_tensor_release(f);
+    od_tensor_release(i);
+}
+
 Test(cpu_blas, errors_like_torch)
 {
     int64_t s23[2] = {2, 3}, s45[2] = {4, 5}, s3[1] = {3}, s32[2] = {3, 2}, s4[1] = {4};
@@ -364,7 +408,8 @@ Test(cpu_blas, errors_like_torch)
     int64_t s22[2] = {2, 2};
     od_tensor *i22 = t_rand(s22, 2, OD_INT32);
     ai[0] = tv(i22);
-    call_fails(OD_OPID_addmm, ai, 5, OD_EINVAL, "argument beta must not be a floating point number");
+    ai[3] = od_double(3e9); /* a float beta is range-checked for the dtype */
+    call_fails(OD_OPID_addmm, ai, 5, OD_EINVAL, "value cannot be converted to type int without overflow");
     /* dot */
     od_value dt2[2] = {tv(v), tv(v4)};
     call_fails(OD_OPID_dot, dt2, 2, OD_EMISMATCH,

@@ -424,6 +424,17 @@ static uint64_t upow(uint64_t b, int64_t e)
 }
 
 /* Reference of one element in compute dtype ct. *zero: integer division by 0. */
+/* v rounded to a 16-bit float dtype, as c10::Half / c10::BFloat16 arithmetic
+ * rounds each operation; other dtypes unchanged. */
+static double r16(od_dtype ct, double v)
+{
+    if (ct == OD_FLOAT16)
+        return od_half_to_float(od_float_to_half((float)v));
+    if (ct == OD_BFLOAT16)
+        return od_bf16_to_float(od_float_to_bf16((float)v));
+    return v;
+}
+
 static rv ref_binary(binop op, rv a, rv b, rv alpha, od_dtype ct, bool *zero)
 {
     if (!isflt(ct)) {
@@ -456,12 +467,12 @@ static rv ref_binary(binop op, rv a, rv b, rv alpha, od_dtype ct, bool *zero)
     }
     double x = a.d, y = b.d, al = alpha.is_int ? (double)alpha.i : alpha.d;
     switch (op) {
-    case OP_ADD: return RD(x + al * y);
-    case OP_SUB: return RD(x - al * y);
+    case OP_ADD: return RD(x + r16(ct, r16(ct, al) * y)); /* ATen rounds alpha and alpha * y on halves */
+    case OP_SUB: return RD(x - r16(ct, r16(ct, al) * y));
     case OP_MUL: return RD(x * y);
     case OP_DIV: return RD(x / y);
-    case OP_DIVT: /* torch: trunc of the quotient rounded in the compute type (float for halves) */
-        return RD(ct == OD_FLOAT64 ? trunc(x / y) : (double)truncf((float)x / (float)y));
+    case OP_DIVT: /* torch: trunc of the quotient rounded in the dtype (16 bits for halves) */
+        return RD(ct == OD_FLOAT64 ? trunc(x / y) : (double)truncf((float)r16(ct, (float)x / (float)y)));
     case OP_DIVF:
         if (y == 0)
             return RD(x / y);
@@ -582,6 +593,9 @@ static void binary_case(binop op, bool big)
         double ulps = op == OP_POW ? 8 : (op == OP_ADD || op == OP_SUB) ? 4 : 2;
         do {
             rv x = ref_cast(arg_at(&a, idx, nd), ct), y = ref_cast(arg_at(&b, idx, nd), ct);
+            /* pow.Tensor_Scalar on float32 keeps the exponent a double (ATen's std::pow) */
+            if (op == OP_POW && id == OD_OPID_pow_Tensor_Scalar && ct == OD_FLOAT32)
+                y = ref_cast(arg_at(&b, idx, nd), OD_FLOAT64);
             bool zero = false;
             rv r = ref_binary(op, x, y, alpha.v, ct, &zero);
             int64_t oi[OD_MAX_DIMS];
@@ -873,6 +887,7 @@ static rv ref_clamp(rv x, bool has_lo, rv lo, bool has_hi, rv hi)
     if (!x.is_int) {
         if (isnan(x.d) || (has_lo && isnan(lo.d)) || (has_hi && isnan(hi.d)))
             return RD(NAN);
+        /* (a NaN Scalar bound reaches here as absent: see the caller) */
         double v = x.d;
         if (has_lo && v < lo.d)
             v = lo.d;
@@ -945,7 +960,11 @@ Test(cpu_ew, clamp_scalar_and_tensor_bounds)
                     rv v = ref_cast(arg_at(&x, idx, o->ndim), rt);
                     rv l = has_lo ? ref_cast(arg_at(&lo, idx, o->ndim), rt) : RI(0);
                     rv h = has_hi ? ref_cast(arg_at(&hi, idx, o->ndim), rt) : RI(0);
-                    rv w = ref_clamp(v, has_lo, l, has_hi, h);
+                    /* a NaN Scalar bound leaves the input (std::min/max in ATen's
+                     * clamp_scalar kernel); a NaN in a Tensor bound gives NaN */
+                    bool lo_on = has_lo && (tensors || l.is_int || !isnan(l.d));
+                    bool hi_on = has_hi && (tensors || h.is_int || !isnan(h.d));
+                    rv w = ref_clamp(v, lo_on, l, hi_on, h);
                     rv g = get_rv(o, idx);
                     TCHECK(isflt(rt) ? (g.d == w.d || (isnan(g.d) && isnan(w.d))) : g.i == w.i,
                            "clamp %s(%.17g, %.17g, %.17g) = %.17g, want %.17g", dtn(rt), v.d, l.d, h.d, g.d, w.d);
@@ -1296,16 +1315,22 @@ Test(cpu_ew, zero_dim_cpu_tensor_is_a_scalar_for_device_checks)
 
 /* ---- clone / copy_ / fill_ --------------------------------------------------------------------- */
 
-Test(cpu_ew, clone_makes_a_contiguous_copy)
+Test(cpu_ew, clone_copies_in_the_asked_layout)
 {
     for (int rep = 0; rep < 200; rep++) {
         int64_t sz[OD_MAX_DIMS];
         int nd = rand_shape(sz, rep % 40 == 39);
         od_dtype dt = rand_dtype();
         od_tensor *x = gen_tensor(sz, nd, dt, rand_layout(), 10);
-        od_value args[2] = {tv(x), od_none()};
+        /* preserve_format (None) keeps a dense layout (empty_like); contiguous_format does not */
+        bool preserve = rep % 2;
+        od_value args[2] = {tv(x), preserve ? od_none() : od_int(OD_MF_CONTIGUOUS)};
         od_tensor *o = call1_ok(OD_OPID_clone, args, 2);
-        TCHECK(o->dtype == dt && same_shape(o, sz, nd) && od_tensor_is_contiguous(o) &&
+        bool keeps = preserve && od_tensor_is_non_overlapping_and_dense(x) && !od_tensor_is_contiguous(x);
+        bool layout_ok = od_tensor_is_contiguous(o) == !keeps;
+        for (int d = 0; keeps && d < nd; d++)
+            layout_ok &= sz[d] == 1 || o->strides[d] == x->strides[d];
+        TCHECK(o->dtype == dt && same_shape(o, sz, nd) && layout_ok &&
                    (od_tensor_numel(o) == 0 || od_tensor_data(o) != od_tensor_data(x)),
                "clone: wrong metadata");
         if (od_tensor_numel(o) > 0) {
@@ -1809,4 +1834,63 @@ Test(cpu_ew, clamp_tensor_on_bool_with_one_bound)
     od_tensor_release(b);
     od_tensor_release(t);
     od_tensor_release(f);
+}
+
+/* Cases where torch 1.13's CPU kernels round or branch in a way a plain
+ * float evaluation does not (issue 17, classes 4, 5, 6 and 14); each value
+ * below is what torch returns. */
+static double first_d(od_tensor *o, int64_t i) { return get_d(o, &i); }
+
+Test(cpu_ew, torch_rounding_and_branches)
+{
+    /* float16: alpha * other is rounded to 16 bits first, so 2 * 40000 is inf */
+    od_tensor *a = vec_d(OD_FLOAT16, (double[]){-60000}, 1), *b = vec_d(OD_FLOAT16, (double[]){40000}, 1);
+    od_value add[3] = {tv(a), tv(b), od_int(2)};
+    od_tensor *o = call1_ok(OD_OPID_add_Tensor, add, 3);
+    TCHECK(isinf(first_d(o, 0)) && first_d(o, 0) > 0, "float16 -60000 + 2 * 40000 is inf");
+    od_tensor_release(o);
+    /* bfloat16: the quotient is rounded before trunc, -10.99 -> -11.0 -> -11 */
+    od_tensor *n = vec_d(OD_BFLOAT16, (double[]){1.3046875}, 1), *d = vec_d(OD_BFLOAT16, (double[]){-0.11865234375}, 1);
+    od_value dv[3] = {tv(n), tv(d), od_str("trunc")};
+    o = call1_ok(OD_OPID_div_Tensor_mode, dv, 3);
+    TCHECK(first_d(o, 0) == -11.0, "bfloat16 trunc division gives %g, torch -11", first_d(o, 0));
+    od_tensor_release(o);
+    /* pow(x, 0.5) is sqrt on float32 (-0.0 stays -0.0, -inf is NaN), not on float16 */
+    od_tensor *x32 = vec_d(OD_FLOAT32, (double[]){-INFINITY, -0.0, 4}, 3);
+    od_tensor *x16 = vec_d(OD_FLOAT16, (double[]){-INFINITY, -0.0, 4}, 3);
+    od_value p32[2] = {tv(x32), od_double(0.5)}, p16[2] = {tv(x16), od_double(0.5)};
+    o = call1_ok(OD_OPID_pow_Tensor_Scalar, p32, 2);
+    TCHECK(isnan(first_d(o, 0)) && first_d(o, 1) == 0.0 && signbit(first_d(o, 1)) && first_d(o, 2) == 2.0,
+           "float32 pow(x, 0.5) is sqrt");
+    od_tensor_release(o);
+    o = call1_ok(OD_OPID_pow_Tensor_Scalar, p16, 2);
+    TCHECK(isinf(first_d(o, 0)) && first_d(o, 1) == 0.0 && !signbit(first_d(o, 1)), "float16 pow(x, 0.5) is powf");
+    od_tensor_release(o);
+    /* an odd integer exponent above 2^24 stays odd on float32 */
+    od_tensor *m1 = vec_d(OD_FLOAT32, (double[]){-1}, 1);
+    od_value pe[2] = {tv(m1), od_int(16777217)};
+    o = call1_ok(OD_OPID_pow_Tensor_Scalar, pe, 2);
+    TCHECK(first_d(o, 0) == -1.0, "(-1)^16777217 is -1");
+    od_tensor_release(o);
+    /* a NaN Scalar bound leaves the input; an integer input is promoted */
+    od_tensor *c = vec_d(OD_FLOAT32, (double[]){4, 5}, 2), *ci = vec_i(OD_INT64, (int64_t[]){4, 5}, 2);
+    od_value cl[3] = {tv(c), od_double(NAN), od_double(4.5)}, cli[3] = {tv(ci), od_none(), od_double(NAN)};
+    o = call1_ok(OD_OPID_clamp, cl, 3);
+    TCHECK(first_d(o, 0) == 4 && first_d(o, 1) == 4.5, "clamp(min=NaN, max=4.5)");
+    od_tensor_release(o);
+    o = call1_ok(OD_OPID_clamp, cli, 3);
+    TCHECK(o->dtype == OD_FLOAT32 && first_d(o, 0) == 4 && first_d(o, 1) == 5, "int clamp(max=NaN)");
+    od_tensor_release(o);
+    /* gelu(-0.0) is +0.0 on float32 (torch's oneDNN path), -0.0 on float64 */
+    od_tensor *z32 = vec_d(OD_FLOAT32, (double[]){-0.0, 1}, 2), *z64 = vec_d(OD_FLOAT64, (double[]){-0.0, 1}, 2);
+    od_value g32[2] = {tv(z32), od_str("none")}, g64[2] = {tv(z64), od_str("none")};
+    o = call1_ok(OD_OPID_gelu, g32, 2);
+    TCHECK(first_d(o, 0) == 0.0 && !signbit(first_d(o, 0)), "float32 gelu(-0.0) is +0.0");
+    od_tensor_release(o);
+    o = call1_ok(OD_OPID_gelu, g64, 2);
+    TCHECK(first_d(o, 0) == 0.0 && signbit(first_d(o, 0)), "float64 gelu(-0.0) is -0.0");
+    od_tensor_release(o);
+    od_tensor *ts[] = {a, b, n, d, x32, x16, m1, c, ci, z32, z64};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        od_tensor_release(ts[i]);
 }

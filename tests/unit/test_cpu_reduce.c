@@ -656,3 +656,21 @@ Test(cpu_reduce, var_divisor_at_or_below_zero_is_inf_or_nan)
     od_tensor_release(r);
     od_tensor_release(x);
 }
+
+/* argmax on bool is refused by its kernel, which an empty result never
+ * reaches: torch answers an empty int64 tensor (issue 17, class 8). */
+Test(cpu_reduce, argmax_of_an_empty_bool)
+{
+    int64_t s03[2] = {0, 3}, s23[2] = {2, 3}, want[1] = {0};
+    od_tensor *e = t_empty(s03, 2, OD_BOOL, CPU), *b = t_rand(s23, 2, OD_BOOL);
+    od_value a[3] = {tv(e), od_int(1), od_bool(false)};
+    od_tensor *o = call1_ok(OD_OPID_argmax, a, 3);
+    TCHECK(o->dtype == OD_INT64 && same_shape(o, want, 1), "argmax(empty bool, dim=1)");
+    od_tensor_release(o);
+    a[1] = od_int(0); /* over the empty dim: torch's zero-size reduction error */
+    call_fails(OD_OPID_argmax, a, 3, OD_OK, NULL);
+    od_value c[3] = {tv(b), od_int(1), od_bool(false)};
+    call_fails(OD_OPID_argmax, c, 3, OD_EUNSUPPORTED, "\"argmax_cpu\" not implemented for 'Bool'");
+    od_tensor_release(e);
+    od_tensor_release(b);
+}

@@ -204,7 +204,7 @@ static void layer_norm_case(od_tensor *x, int k, od_tensor *w, od_tensor *b, dou
         long double mu = 0, var = 0;
         for (int64_t j = 0; j < N; j++)
             mu += v[r * N + j];
-        mu /= N;
+        mu = N ? mu / N : 0; /* ATen: an empty row's mean is 0 (and its rstd NaN) */
         for (int64_t j = 0; j < N; j++)
             var += (v[r * N + j] - mu) * (v[r * N + j] - mu);
         var /= N;
@@ -286,4 +286,39 @@ Test(cpu_softmax, layer_norm_errors)
     od_tensor_release(w);
     od_tensor_release(xi);
     od_tensor_release(wd);
+}
+
+/* ATen returns an empty input before it dispatches on the dtype, so the
+ * softmax family takes integer and bool inputs when they are empty; layer
+ * norm over an empty normalized shape gives mean 0 and rstd NaN (issue 17,
+ * classes 8 and 11). */
+Test(cpu_softmax, empty_inputs_as_torch)
+{
+    int64_t s03[2] = {0, 3}, s23[2] = {2, 3}, s20[2] = {2, 0};
+    static const od_dtype dts[] = {OD_INT64, OD_BOOL, OD_UINT8};
+    for (int k = 0; k < 3; k++)
+        for (int log = 0; log < 2; log++) {
+            od_tensor *x = t_empty(s03, 2, dts[k], CPU);
+            od_value a[3] = {tv(x), od_int(1), od_bool(false)};
+            od_tensor *o = call1_ok(log ? OD_OPID__log_softmax : OD_OPID__softmax, a, 3);
+            TCHECK(o->dtype == dts[k] && same_shape(o, s03, 2), "empty %s softmax keeps the dtype", dtn(dts[k]));
+            od_tensor_release(o);
+            od_tensor *y = t_rand(s23, 2, dts[k]);
+            od_value b[3] = {tv(y), od_int(1), od_bool(false)};
+            call_fails(log ? OD_OPID__log_softmax : OD_OPID__softmax, b, 3, OD_EUNSUPPORTED, "not implemented for");
+            od_tensor_release(y);
+            od_tensor_release(x);
+        }
+    od_tensor *e = t_empty(s20, 2, OD_FLOAT32, CPU);
+    od_value ln[5] = {tv(e), ilist((int64_t[]){0}, 1), od_none(), od_none(), od_double(1e-5)};
+    od_stack st;
+    od_error err;
+    TCHECK(call_id(OD_OPID_native_layer_norm, ln, 5, &st, &err) == OD_OK, "layer_norm: %s", err.message);
+    od_tensor *mean = st.rets[1].u.t, *rstd = st.rets[2].u.t;
+    for (int64_t i = 0; i < 2; i++) {
+        int64_t idx[2] = {i, 0};
+        TCHECK(get_d(mean, idx) == 0.0 && isnan(get_d(rstd, idx)), "empty row: mean 0, rstd NaN");
+    }
+    od_stack_release_rets(&st);
+    od_tensor_release(e);
 }

@@ -114,7 +114,7 @@ Test(keys, highest_by_priority)
     cr_assert_eq(od_ks_highest(OD_KS(OD_KEY_CPU) | OD_KS(OD_KEY_CUDA)), OD_KEY_CUDA);
     cr_assert_eq(od_ks_highest(OD_KS(OD_KEY_CPU) | OD_KS(OD_KEY_AutogradCPU)), OD_KEY_AutogradCPU);
     cr_assert_eq(od_ks_highest(OD_KS(OD_KEY_Mode) | OD_KS(OD_KEY_Batched)), OD_KEY_Mode);
-    /* DESIGN.md's order, highest first. */
+    /* The key order of docs/ARCHITECTURE.md, highest first. */
     const od_key order[] = {OD_KEY_Mode, OD_KEY_Batched, OD_KEY_AutocastCUDA, OD_KEY_AutocastCPU,
                             OD_KEY_AutogradCUDA, OD_KEY_AutogradCPU, OD_KEY_AutogradOther,
                             OD_KEY_BackendSelect, OD_KEY_CUDA, OD_KEY_CPU, OD_KEY_Meta};
@@ -298,7 +298,7 @@ static void permute_check(int *items, int n, int depth, const char *expect)
     }
 }
 
-/* An independent statement of DESIGN.md's rules, written as a decision per
+/* An independent statement of the table rules (docs/ARCHITECTURE.md), written as a decision per
  * key rather than a first-match scan, to cross-check the implementation. */
 static const char *expected_for(unsigned mask, od_key k, bool fb_cpu, bool fb_agcpu)
 {

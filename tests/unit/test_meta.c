@@ -416,9 +416,9 @@ Test(meta, alloc_outputs_allocates_aliases_and_cleans_up)
     od_stack s;
     od_stack_init(&s, args, 2);
     od_out_spec spec[3] = {
-        {OD_FLOAT64, CPU, 2, {4, 5}, -1},
-        {OD_INT8, META, 1, {1 << 30}, -1},
-        {OD_FLOAT32, CPU, 0, {0}, 0},
+        {OD_FLOAT64, CPU, 2, {4, 5}, -1, false, {0}},
+        {OD_INT8, META, 1, {1 << 30}, -1, false, {0}},
+        {OD_FLOAT32, CPU, 0, {0}, 0, false, {0}},
     };
     od_tensor *outs[3];
     OKCALL(od_alloc_outputs(&s, spec, 3, outs, &e_));
@@ -431,16 +431,25 @@ Test(meta, alloc_outputs_allocates_aliases_and_cleans_up)
         od_tensor_release(outs[i]);
     TCHECK(x->refcount == 1, "released alias");
 
+    /* a strided spec (clone to channels_last) gets exactly its strides over dense storage */
+    od_out_spec cl[1] = {{OD_FLOAT32, CPU, 4, {1, 2, 3, 4}, -1, true, {24, 1, 8, 2}}};
+    OKCALL(od_alloc_outputs(&s, cl, 1, outs, &e_));
+    TCHECK(outs[0]->strides[1] == 1 && outs[0]->strides[2] == 8 && outs[0]->strides[3] == 2 &&
+               od_tensor_is_contiguous_as(outs[0], OD_MF_CHANNELS_LAST) && !od_tensor_is_contiguous(outs[0]) &&
+               od_tensor_is_non_overlapping_and_dense(outs[0]),
+           "channels_last output");
+    od_tensor_release(outs[0]);
+
     /* a failure in the middle leaves nothing behind (ASan checks the leak) */
     od_out_spec bad[3] = {
-        {OD_FLOAT32, CPU, 1, {8}, 0},
-        {OD_FLOAT32, CPU, 1, {-1}, -1},
-        {OD_FLOAT32, CPU, 1, {8}, -1},
+        {OD_FLOAT32, CPU, 1, {8}, 0, false, {0}},
+        {OD_FLOAT32, CPU, 1, {-1}, -1, false, {0}},
+        {OD_FLOAT32, CPU, 1, {8}, -1, false, {0}},
     };
     od_error err;
     od_status st = od_alloc_outputs(&s, bad, 3, outs, &err);
     TCHECK(st != OD_OK && outs[0] == NULL && x->refcount == 1, "failed od_alloc_outputs cleaned up");
-    od_out_spec alias_int[1] = {{OD_FLOAT32, CPU, 0, {0}, 1}};
+    od_out_spec alias_int[1] = {{OD_FLOAT32, CPU, 0, {0}, 1, false, {0}}};
     st = od_alloc_outputs(&s, alias_int, 1, outs, &err);
     TCHECK(st == OD_EINTERNAL, "alias of a non-tensor argument is an internal error");
     od_tensor_release(x);
