@@ -1,7 +1,7 @@
 /* bench_cuda.c — CUDA kernel timings against the device's own ceilings
  * (make bench-gpu).
  *
- * Method (/work/.library/device/METHOD.md): the ceilings are measured in the
+ * Method: the ceilings are measured in the
  * same run — memory bandwidth by a large device-to-device cudaMemcpy
  * (bytes read + bytes written), matrix throughput by cublasSgemm and
  * cublasGemmEx(bf16) called directly. Kernel times come from CUDA events

@@ -27,7 +27,7 @@ def bin_tensor(a, name=None, oip=False):
 
 
 def test_oip_binary_in_and_out_literal_example(server):
-    # the exact exchange of the reference document (serving-protocols.md)
+    # the exact exchange of the Open Inference Protocol binary extension's own example
     a = np.array([1, 2, 3, 4], np.float32).reshape(2, 2)
     b = np.array([10, 20, 30, 40], np.float32).reshape(2, 2)
     header = {"inputs": [bin_tensor(a, "self", True), bin_tensor(b, "other", True)],
