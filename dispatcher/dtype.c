@@ -164,7 +164,11 @@ od_dtype od_result_type(const od_result_arg *args, int n)
     od_dtype dim_result = OD_NUM_DTYPES, zero_result = OD_NUM_DTYPES, wrapped_result = OD_NUM_DTYPES;
     for (int i = 0; i < n; i++) {
         const od_result_arg *a = &args[i];
-        if (a->tensor) {
+        if (a->tensor && a->tensor->wrapped_number) {
+            /* like a Python number, a wrapped float counts as the default dtype */
+            od_dtype dt = od_dtype_is_floating(a->tensor->dtype) ? OD_DEFAULT_FLOAT : a->tensor->dtype;
+            wrapped_result = promote_skip_undefined(wrapped_result, dt);
+        } else if (a->tensor) {
             if (a->tensor->ndim > 0)
                 dim_result = promote_skip_undefined(dim_result, a->tensor->dtype);
             else

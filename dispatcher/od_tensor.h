@@ -173,6 +173,10 @@ typedef struct od_tensor {
     int64_t strides[OD_MAX_DIMS]; /* in elements */
     int64_t offset;               /* in elements */
     bool requires_grad;
+    /* PyTorch's wrapped number: a Python number passed where a Tensor is
+     * declared, held as a 0-dim int64/float64/bool tensor that takes part in
+     * type promotion as a Scalar would (int8 + 1 stays int8). */
+    bool wrapped_number;
     od_keyset keys;
     /* Batched wrapper (vmap): value is the physical tensor, bdim its batch
      * dimension, level the vmap level; NULL value for ordinary tensors. */

@@ -468,6 +468,7 @@ static od_status make_tensor(od_storage *s, od_dtype dtype, od_device device, in
     od_tensor *t = &b->t;
     atomic_init(&t->refcount, 1);
     t->requires_grad = false;
+    t->wrapped_number = false;
     t->batched_value = NULL;
     t->bdim = t->level = 0;
     t->autograd = NULL;

@@ -249,6 +249,34 @@ static od_status bind_list(bctx *c, const od_type *t, json_t *v, const char *lab
                         od_op_name(c->op), label, tyl);
 }
 
+/* A JSON number or bool where a Tensor is declared: PyTorch's wrapped
+ * number, a 0-dim CPU tensor (int64, float64 or bool) flagged to promote as
+ * a Scalar. Its device is the call's by the 0-dim rule of elementwise ops. */
+static od_status wrapped_number(bctx *c, json_t *v, od_value *out, bool *owned)
+{
+    double d = 0;
+    od_dtype dt = json_is_boolean(v) ? OD_BOOL : json_is_integer(v) ? OD_INT64 : OD_FLOAT64;
+    if (json_is_string(v))
+        nonfinite_name(json_string_value(v), &d);
+    else if (dt == OD_FLOAT64)
+        d = json_number_value(v);
+    od_device cpu = {OD_DEV_CPU, 0};
+    od_tensor *t = NULL;
+    od_status st = od_tensor_empty(NULL, 0, dt, cpu, &t, c->err);
+    if (st)
+        return st;
+    if (dt == OD_BOOL)
+        *(bool *)od_tensor_data(t) = json_is_true(v);
+    else if (dt == OD_INT64)
+        *(int64_t *)od_tensor_data(t) = (int64_t)json_integer_value(v);
+    else
+        *(double *)od_tensor_data(t) = d;
+    t->wrapped_number = true;
+    *out = od_tensor_v(t);
+    *owned = true;
+    return OD_OK;
+}
+
 /* One JSON value for an argument of type t. */
 static od_status bind_value(bctx *c, const od_type *t, json_t *v, const char *label, od_value *out,
                             bool *owned)
@@ -264,7 +292,11 @@ static od_status bind_value(bctx *c, const od_type *t, json_t *v, const char *la
     switch (t->kind) {
     case OD_TY_TENSOR: {
         char what[160];
+        double nf;
         what_label(what, sizeof what, od_op_name(c->op), label);
+        if (json_is_number(v) || json_is_boolean(v) ||
+            (json_is_string(v) && nonfinite_name(json_string_value(v), &nf)))
+            return wrapped_number(c, v, out, owned);
         if (!json_is_object(v))
             return type_err(c, label, t, v);
         od_tensor *tn = NULL;

@@ -244,7 +244,8 @@ void od_srv_call_release(od_srv_call *c)
 /* Replaces a CPU tensor value with its copy on dev. */
 static od_status move_value(od_value *v, bool owned, od_device dev, od_error *err)
 {
-    if (v->tag == OD_T_TENSOR && v->u.t && !od_device_eq(v->u.t->device, dev)) {
+    /* a wrapped number stays a CPU scalar, as in PyTorch */
+    if (v->tag == OD_T_TENSOR && v->u.t && !v->u.t->wrapped_number && !od_device_eq(v->u.t->device, dev)) {
         od_tensor *nt = NULL;
         od_status st = od_to_device(v->u.t, dev, &nt, err);
         if (st != OD_OK)

@@ -17,11 +17,13 @@ import sys
 import torch
 
 DT = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int64, "bool": torch.bool,
-      "float16": torch.float16, "bfloat16": torch.bfloat16, "int32": torch.int32}
+      "float16": torch.float16, "bfloat16": torch.bfloat16, "int32": torch.int32, "int16": torch.int16,
+      "int8": torch.int8, "uint8": torch.uint8}
 
 
 def tensor(v):
-    t = torch.tensor(v["data"], dtype=DT[v["dtype"]]).reshape(v["shape"])
+    data = [float(x) if isinstance(x, str) else x for x in v["data"]]  # "NaN", "Infinity"
+    t = torch.tensor(data, dtype=DT[v["dtype"]]).reshape(v["shape"])
     if v.get("requires_grad"):
         t.requires_grad_(True)
     return t
@@ -40,8 +42,10 @@ def value(v, leaves):
 
 def run(case):
     name, _, overload = case["op"].partition(".")
-    fn = getattr(torch.ops.aten, name)
-    fn = getattr(fn, overload or "default")
+    if case.get("python"):  # the Python-level function (torch.where ...), which wraps numbers
+        fn = getattr(torch, name)
+    else:
+        fn = getattr(getattr(torch.ops.aten, name), overload or "default")
     leaves = []
     args = [value(a, leaves) for a in case.get("args", [])]
     kwargs = {k: value(v, leaves) for k, v in case.get("kwargs", {}).items()}

@@ -7,6 +7,7 @@ and must leave no sanitizer report (AddressSanitizer, LeakSanitizer,
 UndefinedBehaviorSanitizer) in its stderr, or the test fails.
 """
 
+import json
 import os
 import pathlib
 import re
@@ -146,6 +147,18 @@ class Server:
         for f in (self.errf, self.outf):
             f.close()
             os.unlink(f.name)
+
+
+TORCH_PY = "/usr/bin/python3"  # Debian's python3-torch (1.13), outside the virtualenv
+
+
+def torch_ref(cases):
+    """Runs cases through tools/torch_ref.py (PyTorch 1.13): one result per
+    case, {"value", "shape", "dtype"} or {"error": message}."""
+    p = subprocess.run([TORCH_PY, str(ROOT / "tools" / "torch_ref.py")], input=json.dumps(cases),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout)
 
 
 def error_message(resp):

@@ -2,22 +2,9 @@
 bfloat16): which operators run in lower precision, the values they give,
 float64 and other operators left alone, and the errors."""
 
-import json
-import pathlib
-import subprocess
-
 import numpy as np
 
-from conftest import error_message, from_json, tensor, validate
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def torch_ref(cases):
-    p = subprocess.run(["/usr/bin/python3", str(ROOT / "tools" / "torch_ref.py")], input=json.dumps(cases),
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr[-2000:]
-    return json.loads(p.stdout)
+from conftest import error_message, from_json, tensor, torch_ref, validate
 
 
 def T(a):

@@ -6,17 +6,12 @@ engine's rules (retain_graph, the version counter, leaves in place, no_grad,
 integer tensors); and a thousand backward passes leaving nothing behind."""
 
 import json
-import pathlib
-import subprocess
 import uuid
 
 import numpy as np
 import pytest
 
-from conftest import error_message, from_json, validate
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-TORCH_PY = "/usr/bin/python3"
+from conftest import error_message, from_json, torch_ref, validate
 
 
 def T(a, rg=False):
@@ -32,13 +27,6 @@ class RG:
 
     def __init__(self, a):
         self.a = np.asarray(a, dtype=np.float64)
-
-
-def torch_ref(cases):
-    p = subprocess.run([TORCH_PY, str(ROOT / "tools" / "torch_ref.py")], input=json.dumps(cases),
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr[-2000:]
-    return json.loads(p.stdout)
 
 
 def g(rng, *shape, pos=False, away=0.0):

@@ -192,6 +192,36 @@ Test(result_type, dimensioned_tensors_follow_the_table_and_commute)
     }
 }
 
+/* A wrapped number (a Python number passed where a Tensor is declared) is a
+ * 0-dim int64/float64/bool tensor that promotes as the Scalar it was:
+ * int8 + 1 stays int8, and a wrapped float counts as float32. */
+Test(result_type, wrapped_numbers_promote_as_scalars)
+{
+    static const struct {
+        od_dtype tensor, wrapped, want;
+    } w[] = {
+        {OD_INT8, OD_INT64, OD_INT8},       {OD_INT8, OD_FLOAT64, OD_FLOAT32},
+        {OD_FLOAT16, OD_FLOAT64, OD_FLOAT16}, {OD_BOOL, OD_INT64, OD_INT64},
+        {OD_UINT8, OD_BOOL, OD_UINT8},      {OD_BFLOAT16, OD_INT64, OD_BFLOAT16},
+    };
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
+        od_tensor t = fake(w[i].tensor, 0), n = fake(w[i].wrapped, 0);
+        n.wrapped_number = true;
+        od_result_arg a[2] = {targ(&t), targ(&n)};
+        cr_expect_eq(od_result_type(a, 2), w[i].want, "0-dim %s + wrapped %s", od_dtype_name(w[i].tensor),
+                     od_dtype_name(w[i].wrapped));
+        t = fake(w[i].tensor, 2);
+        a[0] = targ(&t);
+        cr_expect_eq(od_result_type(a, 2), w[i].want, "%s + wrapped %s", od_dtype_name(w[i].tensor),
+                     od_dtype_name(w[i].wrapped));
+    }
+    /* two wrapped numbers alone: int + float is float32, as for Python numbers */
+    od_tensor i = fake(OD_INT64, 0), f = fake(OD_FLOAT64, 0);
+    i.wrapped_number = f.wrapped_number = true;
+    od_result_arg b[2] = {targ(&i), targ(&f)};
+    cr_expect_eq(od_result_type(b, 2), OD_FLOAT32);
+}
+
 Test(result_type, no_arguments_is_undefined)
 {
     cr_assert_eq(od_result_type(NULL, 0), OD_NUM_DTYPES);
