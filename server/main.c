@@ -430,6 +430,7 @@ int main(int argc, char **argv)
     od_log(OD_LOG_INFO, "signal %d: no new connections; draining %ld in-flight request(s)", sig,
            od_server_inflight());
     od_server_quiesce();
+    od_load_stop(); /* a server-side load is not a request to drain: it ends now */
     struct timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
     deadline.tv_sec += od_cfg.drain_timeout_s;
@@ -449,7 +450,6 @@ int main(int argc, char **argv)
             break;
         }
     }
-    od_load_stop();
     od_server_stop();
     od_store_clear();
     od_log(OD_LOG_INFO, "stopped");

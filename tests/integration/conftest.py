@@ -130,7 +130,10 @@ class Server:
         return r.status_code == 200
 
     def stop(self, sig=signal.SIGTERM, timeout=60):
-        """SIGTERM, wait, and check the exit status and the sanitizer log."""
+        """SIGTERM, wait, and check the exit status and the sanitizer log
+        (once: a test may stop a server its fixture stops again)."""
+        if self.errf.closed:
+            return
         self.session.close()
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
@@ -139,7 +142,8 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-                raise AssertionError(f"opdispatchd did not exit within {timeout}s of SIGTERM")
+                raise AssertionError(f"opdispatchd did not exit within {timeout}s of SIGTERM; its log:\n"
+                                     + self.stderr()[-4000:])
         err = self.stderr()
         problems = [line for line in err.splitlines() if SAN_RE.search(line)]
         assert not problems, "sanitizer report in opdispatchd's stderr:\n" + err[-20000:]

@@ -4,6 +4,7 @@ errors, and the CLI's roofline table and chart."""
 
 import json
 import subprocess
+import time
 
 import pytest
 
@@ -106,7 +107,6 @@ def test_load_runs_bounded_one_at_a_time(server, bench_server):
     r = srv.post("/v1/load", {"op": "add", "args": [gen(64), gen(64)], "count": 5000, "concurrency": 2})
     assert r.status_code == 202, r.text
     validate(r, "POST", "/v1/load")
-    import time
     for _ in range(200):
         d = srv.get("/v1/load").json()
         if d["state"] != "running":
@@ -130,3 +130,14 @@ def test_load_runs_bounded_one_at_a_time(server, bench_server):
                  {"op": "relu", "args": [gen(4)], "concurrency": 64},
                  {"op": "relu", "args": [gen(4)], "count": -1}):
         assert srv.post("/v1/load", body).status_code == 400, body
+
+
+def test_sigterm_ends_a_running_load_at_once(make_server):
+    # a server-side load is not a request to drain: shutdown stops it first
+    srv = make_server("--enable-bench")
+    r = srv.post("/v1/load", {"op": "mm", "args": [gen(32, 32), gen(32, 32)], "duration_s": 120})
+    assert r.status_code == 202
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    srv.stop(timeout=20)
+    assert time.monotonic() - t0 < 10

@@ -29,6 +29,7 @@ os.environ.setdefault("SE_OFFLINE", "true")
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
@@ -71,6 +72,18 @@ def console_errors(d, allow=()):
 
 def wait(d, cond, timeout=20, msg=""):
     return WebDriverWait(d, timeout, poll_frequency=0.1).until(lambda _: cond(), message=msg)
+
+
+def fresh(fn, tries=10):
+    """fn() again while the element it touches is replaced under it (views
+    that refresh rebuild their rows)."""
+    for i in range(tries):
+        try:
+            return fn()
+        except StaleElementReferenceException:
+            if i == tries - 1:
+                raise
+            time.sleep(0.1)
 
 
 def show(d, view):
@@ -297,14 +310,16 @@ def test_playground_add_and_statistics(dash, browser):
     # the statistics view shows the calls
     show(d, "stats")
     wait(d, lambda: d.find_elements(By.CSS_SELECTOR, '#top-ops tr[data-op="aten::add.Tensor"]'), msg="stats row")
-    row = d.find_element(By.CSS_SELECTOR, '#top-ops tr[data-op="aten::add.Tensor"]')
-    assert int(row.find_elements(By.TAG_NAME, "td")[1].text) >= 2
+    # the table is rebuilt every refresh: read it in one script, not through a stale element
+    calls = d.execute_script("return document.querySelector('#top-ops tr[data-op=\"aten::add.Tensor\"]')"
+                             ".querySelectorAll('td')[1].textContent")
+    assert int(calls) >= 2
     assert d.execute_script("return !!Chart.getChart(document.getElementById('chart-rps')) && !!Chart.getChart(document.getElementById('chart-lat'))")
-    row.send_keys(Keys.ENTER)
+    fresh(lambda: d.find_element(By.CSS_SELECTOR, '#top-ops tr[data-op="aten::add.Tensor"]').send_keys(Keys.ENTER))
     wait(d, lambda: "AutogradCPU" in d.find_element(By.ID, "key-split").text, msg="key split")
     # sortable: by operator name
     d.find_element(By.CSS_SELECTOR, '#top-ops th button[data-col="op"]').click()
-    ops = [tr.get_attribute("data-op") for tr in d.find_elements(By.CSS_SELECTOR, "#top-ops tbody tr")]
+    ops = d.execute_script("return [...document.querySelectorAll('#top-ops tbody tr')].map(t => t.dataset.op)")
     assert ops == sorted(ops) or ops == sorted(ops, reverse=True)
     time.sleep(2)   # a few samples in the charts
     for size in SIZES:
@@ -411,6 +426,13 @@ def test_load_panel_starts_and_stops(dash, browser):
     amt.clear()
     amt.send_keys("60")
     d.find_element(By.ID, "load-start").click()
+    try:
+        _watch_and_stop_load(d, dash)
+    finally:
+        dash.delete("/v1/load")  # never outlives the test, whatever the browser did
+
+
+def _watch_and_stop_load(d, dash):
     wait(d, lambda: d.find_element(By.ID, "load-state").get_attribute("data-state") == "running", 15, "running")
     wait(d, lambda: d.execute_script("return Chart.getChart(document.getElementById('chart-load')).data.labels.length") >= 2, 20, "series")
     st = dash.get("/v1/load").json()
