@@ -271,6 +271,89 @@ OD_MATH_FN double od_math_expm1_f64(double a) { return expm1(a); }
 OD_MATH_FN float od_math_erf_f32(float a) { return erff(a); }
 OD_MATH_FN double od_math_erf_f64(double a) { return erf(a); }
 
+/* ---- more unary math (issue 19): libm's, in each family ---- */
+#define OD_MATH_LIBM1_(name, ff, fd)                                 \
+    OD_MATH_FN float od_math_##name##_f32(float a) { return ff(a); } \
+    OD_MATH_FN double od_math_##name##_f64(double a) { return fd(a); }
+OD_MATH_LIBM1_(acos, acosf, acos)
+OD_MATH_LIBM1_(asin, asinf, asin)
+OD_MATH_LIBM1_(atan, atanf, atan)
+OD_MATH_LIBM1_(acosh, acoshf, acosh)
+OD_MATH_LIBM1_(asinh, asinhf, asinh)
+OD_MATH_LIBM1_(atanh, atanhf, atanh)
+/* float32 sinh/cosh overflow where exp does (|x| > ln FLT_MAX), as ATen's
+ * vectorised (Sleef) kernels do, though the exact value is finite to 89.4 */
+OD_MATH_FN float od_math_sinh_f32(float a) { return fabsf(a) > 88.7228394f ? copysignf(INFINITY, a) : sinhf(a); }
+OD_MATH_FN double od_math_sinh_f64(double a) { return sinh(a); }
+OD_MATH_FN float od_math_cosh_f32(float a) { return fabsf(a) > 88.7228394f ? INFINITY : coshf(a); }
+OD_MATH_FN double od_math_cosh_f64(double a) { return cosh(a); }
+OD_MATH_LIBM1_(tan, tanf, tan)
+OD_MATH_LIBM1_(exp2, exp2f, exp2)
+OD_MATH_LIBM1_(log2, log2f, log2)
+OD_MATH_LIBM1_(log10, log10f, log10)
+OD_MATH_LIBM1_(erfc, erfcf, erfc)
+#undef OD_MATH_LIBM1_
+OD_MATH_FN float od_math_reciprocal_f32(float a) { return 1.0f / a; }
+OD_MATH_FN double od_math_reciprocal_f64(double a) { return 1.0 / a; }
+/* x * (pi / 180) with the constant in the dtype, as ATen multiplies */
+OD_MATH_FN float od_math_deg2rad_f32(float a) { return a * (float)(3.14159265358979323846 / 180.0); }
+OD_MATH_FN double od_math_deg2rad_f64(double a) { return a * (3.14159265358979323846 / 180.0); }
+OD_MATH_FN float od_math_rad2deg_f32(float a) { return a * (float)(180.0 / 3.14159265358979323846); }
+OD_MATH_FN double od_math_rad2deg_f64(double a) { return a * (180.0 / 3.14159265358979323846); }
+OD_MATH_FN float od_math_frac_f32(float a) { return a - truncf(a); }
+OD_MATH_FN double od_math_frac_f64(double a) { return a - trunc(a); }
+/* sgn of a real number is sign */
+OD_MATH_FN int64_t od_math_sgn_i64(int64_t a) { return od_math_sign_i64(a); }
+OD_MATH_FN float od_math_sgn_f32(float a) { return od_math_sign_f32(a); }
+OD_MATH_FN double od_math_sgn_f64(double a) { return od_math_sign_f64(a); }
+/* signbit: -0.0 and -NaN count */
+OD_MATH_FN bool od_math_signbit_i64(int64_t a) { return a < 0; }
+/* (copysign rather than signbit(), which makes gcc 12's AVX-512 clones fail) */
+OD_MATH_FN bool od_math_signbit_f32(float a) { return copysignf(1.0f, a) < 0.0f; }
+OD_MATH_FN bool od_math_signbit_f64(double a) { return copysign(1.0, a) < 0.0; }
+/* relu6(x + 3) / 6; x * that; x * tanh(softplus(x)) (ATen's formulas) */
+/* std::min/std::max order, so NaN stays NaN */
+OD_MATH_FN float od_math_relu6_f32(float a) { return a < 0.0f ? 0.0f : 6.0f < a ? 6.0f : a; }
+OD_MATH_FN double od_math_relu6_f64(double a) { return a < 0.0 ? 0.0 : 6.0 < a ? 6.0 : a; }
+OD_MATH_FN float od_math_hardsigmoid_f32(float a) { return od_math_relu6_f32(a + 3.0f) / 6.0f; }
+OD_MATH_FN double od_math_hardsigmoid_f64(double a) { return od_math_relu6_f64(a + 3.0) / 6.0; }
+OD_MATH_FN float od_math_hardswish_f32(float a) { return a * od_math_relu6_f32(a + 3.0f) / 6.0f; }
+OD_MATH_FN double od_math_hardswish_f64(double a) { return a * od_math_relu6_f64(a + 3.0) / 6.0; }
+OD_MATH_FN float od_math_mish_f32(float a) { return a * tanhf(log1pf(expf(a))); }
+OD_MATH_FN double od_math_mish_f64(double a) { return a * tanh(log1p(exp(a))); }
+
+/* ---- more binary math (issue 19) ---- */
+OD_MATH_FN float od_math_atan2_f32(float a, float b) { return atan2f(a, b); }
+OD_MATH_FN double od_math_atan2_f64(double a, double b) { return atan2(a, b); }
+OD_MATH_FN float od_math_hypot_f32(float a, float b) { return hypotf(a, b); }
+OD_MATH_FN double od_math_hypot_f64(double a, double b) { return hypot(a, b); }
+OD_MATH_FN float od_math_copysign_f32(float a, float b) { return copysignf(a, b); }
+OD_MATH_FN double od_math_copysign_f64(double a, double b) { return copysign(a, b); }
+/* log(exp a + exp b) without overflow; equal infinities give themselves */
+OD_MATH_FN float od_math_logaddexp_f32(float a, float b)
+{
+    float m = fmaxf(a, b);
+    return (isinf(a) && a == b) ? a : m + log1pf(expf(-fabsf(a - b)));
+}
+OD_MATH_FN double od_math_logaddexp_f64(double a, double b)
+{
+    double m = fmax(a, b);
+    return (isinf(a) && a == b) ? a : m + log1p(exp(-fabs(a - b)));
+}
+OD_MATH_FN float od_math_logaddexp2_f32(float a, float b)
+{
+    float m = fmaxf(a, b);
+    return (isinf(a) && a == b) ? a : m + log1pf(exp2f(-fabsf(a - b))) / 0.693147180559945309f;
+}
+OD_MATH_FN double od_math_logaddexp2_f64(double a, double b)
+{
+    double m = fmax(a, b);
+    return (isinf(a) && a == b) ? a : m + log1p(exp2(-fabs(a - b))) / 0.693147180559945309417;
+}
+/* x * log(y), 0 where x == 0 unless y is NaN */
+OD_MATH_FN float od_math_xlogy_f32(float a, float b) { return isnan(b) ? NAN : a == 0.0f ? 0.0f : a * logf(b); }
+OD_MATH_FN double od_math_xlogy_f64(double a, double b) { return isnan(b) ? NAN : a == 0.0 ? 0.0 : a * log(b); }
+
 /* ---- logical and bitwise (NaN is true, as any non-zero) ---- */
 #define OD_MATH_LOGICAL_(SFX, T)                                                              \
     OD_MATH_FN bool od_math_logical_not_##SFX(T a) { return a == (T)0; }                     \

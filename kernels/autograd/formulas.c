@@ -440,6 +440,130 @@ OD_BW(CeilBackward0) { SET(0, ag_muls(sc, g[0], 0)); }
 OD_BW(RoundBackward0) { SET(0, ag_muls(sc, g[0], 0)); }
 OD_BW(TruncBackward0) { SET(0, ag_muls(sc, g[0], 0)); }
 OD_BW(SignBackward0) { SET(0, ag_muls(sc, g[0], 0)); }
+OD_BW(SgnBackward0) { SET(0, ag_muls(sc, g[0], 0)); }
+
+/* ---- issue 19's unary math, from derivatives.yaml ---- */
+/* g / sqrt(k + s * x^2), the shape of the inverse trig and hyperbolic rules */
+static od_tensor *over_sqrt(ag_scope *sc, od_tensor *g, od_tensor *x, double s, double k)
+{
+    return ag_div(sc, g, ag_unary(sc, OD_OPID_sqrt, ag_adds(sc, ag_muls(sc, ag_mul(sc, x, x), s), k)));
+}
+OD_BW(AcosBackward0) { SET(0, ag_neg(sc, over_sqrt(sc, g[0], ag_saved(sc, n, 0), -1, 1))); }
+OD_BW(AsinBackward0) { SET(0, over_sqrt(sc, g[0], ag_saved(sc, n, 0), -1, 1)); }
+OD_BW(AcoshBackward0) { SET(0, over_sqrt(sc, g[0], ag_saved(sc, n, 0), 1, -1)); }
+OD_BW(AsinhBackward0) { SET(0, over_sqrt(sc, g[0], ag_saved(sc, n, 0), 1, 1)); }
+OD_BW(AtanBackward0)
+{
+    od_tensor *x = ag_saved(sc, n, 0);
+    SET(0, ag_div(sc, g[0], ag_adds(sc, ag_mul(sc, x, x), 1)));
+}
+OD_BW(AtanhBackward0)
+{
+    od_tensor *x = ag_saved(sc, n, 0);
+    SET(0, ag_div(sc, g[0], ag_adds(sc, ag_neg(sc, ag_mul(sc, x, x)), 1)));
+}
+OD_BW(SinhBackward0) { SET(0, ag_mul(sc, g[0], ag_unary(sc, OD_OPID_cosh, ag_saved(sc, n, 0)))); }
+OD_BW(CoshBackward0) { SET(0, ag_mul(sc, g[0], ag_unary(sc, OD_OPID_sinh, ag_saved(sc, n, 0)))); }
+OD_BW(TanBackward0)
+{
+    od_tensor *y = ag_saved_out(sc, n, 0);
+    SET(0, ag_mul(sc, g[0], ag_adds(sc, ag_mul(sc, y, y), 1)));
+}
+OD_BW(Exp2Backward0) { SET(0, ag_muls(sc, ag_mul(sc, g[0], ag_saved_out(sc, n, 0)), M_LN2)); }
+OD_BW(Log2Backward0) { SET(0, ag_div(sc, g[0], ag_muls(sc, ag_saved(sc, n, 0), M_LN2))); }
+OD_BW(Log10Backward0) { SET(0, ag_div(sc, g[0], ag_muls(sc, ag_saved(sc, n, 0), M_LN10))); }
+OD_BW(ErfcBackward0)
+{
+    od_tensor *x = ag_saved(sc, n, 0);
+    od_tensor *e = ag_unary(sc, OD_OPID_exp, ag_neg(sc, ag_mul(sc, x, x)));
+    SET(0, ag_muls(sc, ag_mul(sc, g[0], e), -M_2_SQRTPI));
+}
+OD_BW(ReciprocalBackward0)
+{
+    od_tensor *y = ag_saved_out(sc, n, 0);
+    SET(0, ag_neg(sc, ag_mul(sc, g[0], ag_mul(sc, y, y))));
+}
+OD_BW(Deg2RadBackward0) { SET(0, ag_muls(sc, g[0], M_PI / 180.0)); }
+OD_BW(Rad2DegBackward0) { SET(0, ag_muls(sc, g[0], 180.0 / M_PI)); }
+OD_BW(FracBackward0) { SET(0, g[0]); }
+/* hardsigmoid: g / 6 on (-3, 3), else 0 */
+OD_BW(HardsigmoidBackward0)
+{
+    od_tensor *x = ag_saved(sc, n, 0);
+    od_tensor *in = ag_mul(sc, ag_cmps(sc, OD_OPID_gt_Scalar, x, -3), ag_cmps(sc, OD_OPID_lt_Scalar, x, 3));
+    SET(0, ag_where0(sc, in, ag_muls(sc, g[0], 1.0 / 6.0), true));
+}
+/* hardswish: 0 below -3, g * (x / 3 + 0.5) up to 3, g above (ATen's branches) */
+OD_BW(HardswishBackward0)
+{
+    od_tensor *x = ag_saved(sc, n, 0);
+    od_tensor *mid = ag_mul(sc, g[0], ag_adds(sc, ag_muls(sc, x, 1.0 / 3.0), 0.5));
+    od_tensor *up = ag_cmps(sc, OD_OPID_le_Scalar, x, 3);
+    od_tensor *lo = ag_cmps(sc, OD_OPID_lt_Scalar, x, -3);
+    od_tensor *v = ag_call(sc, OD_OPID_where_self, 3, T(up), T(mid), T(g[0]));
+    SET(0, ag_where0(sc, lo, v, false));
+}
+/* mish: tanh(sp) + x * sigmoid(x) * (1 - tanh(sp)^2), sp = softplus(x) */
+OD_BW(MishBackward0)
+{
+    od_tensor *x = ag_saved(sc, n, 0);
+    od_tensor *t = ag_unary(sc, OD_OPID_tanh, ag_unary(sc, OD_OPID_log1p, ag_unary(sc, OD_OPID_exp, x)));
+    od_tensor *d = ag_mul(sc, ag_mul(sc, x, ag_unary(sc, OD_OPID_sigmoid, x)), ag_adds(sc, ag_neg(sc, ag_mul(sc, t, t)), 1));
+    SET(0, ag_mul(sc, g[0], ag_add(sc, t, d)));
+}
+
+/* ---- issue 19's binary math ---- */
+OD_BW(Atan2Backward0)
+{
+    od_tensor *a = ag_saved(sc, n, 0), *b = ag_saved(sc, n, 1);
+    od_tensor *r = ag_div(sc, g[0], ag_add(sc, ag_mul(sc, a, a), ag_mul(sc, b, b)));
+    if (need[0])
+        SET(0, ag_mul(sc, r, b));
+    if (need[1])
+        SET(1, ag_neg(sc, ag_mul(sc, r, a)));
+}
+OD_BW(HypotBackward0)
+{
+    od_tensor *y = ag_saved_out(sc, n, 0);
+    if (need[0])
+        SET(0, ag_div(sc, ag_mul(sc, g[0], ag_saved(sc, n, 0)), y));
+    if (need[1])
+        SET(1, ag_div(sc, ag_mul(sc, g[0], ag_saved(sc, n, 1)), y));
+}
+/* copysign: d/dself = sign(self) * sign(result) where self != 0, else 0; other gets 0 */
+OD_BW(CopysignBackward0)
+{
+    od_tensor *a = ag_saved(sc, n, 0), *y = ag_saved_out(sc, n, 0);
+    od_tensor *s = ag_mul(sc, ag_unary(sc, OD_OPID_sign, a), ag_unary(sc, OD_OPID_sign, y));
+    if (need[0])
+        SET(0, ag_mul(sc, g[0], s));
+    if (need[1])
+        SET(1, ag_muls(sc, g[0], 0));
+}
+/* logaddexp: g / (1 + exp(other - self)), and the mirror; base 2 the same in exp2 */
+static void logaddexp_bw(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc,
+                         od_opid expf_)
+{
+    od_tensor *a = ag_saved(sc, n, 0), *b = ag_saved(sc, n, 1);
+    if (need[0])
+        SET(0, ag_div(sc, g[0], ag_adds(sc, ag_unary(sc, expf_, ag_sub(sc, b, a)), 1)));
+    if (need[1])
+        SET(1, ag_div(sc, g[0], ag_adds(sc, ag_unary(sc, expf_, ag_sub(sc, a, b)), 1)));
+}
+OD_BW(LogaddexpBackward0) { logaddexp_bw(n, g, gin, need, sc, OD_OPID_exp); }
+OD_BW(Logaddexp2Backward0) { logaddexp_bw(n, g, gin, need, sc, OD_OPID_exp2); }
+/* xlogy: self gets g * log(other) (0 where self == 0 and other is not NaN,
+ * as ATen masks it); other gets g * self / other */
+OD_BW(XlogyBackward0)
+{
+    od_tensor *a = ag_saved(sc, n, 0), *b = ag_saved(sc, n, 1);
+    if (need[0]) {
+        od_tensor *keep = ag_add(sc, ag_cmps(sc, OD_OPID_ne_Scalar, a, 0), ag_cmp(sc, OD_OPID_ne_Tensor, b, b));
+        SET(0, ag_where0(sc, keep, ag_mul(sc, g[0], ag_unary(sc, OD_OPID_log, b)), true));
+    }
+    if (need[1])
+        SET(1, ag_div(sc, ag_mul(sc, g[0], a), b));
+}
 
 OD_BW(ClampBackward1)
 {

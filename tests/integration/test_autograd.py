@@ -69,8 +69,20 @@ def make_cases(rng):
     for op in ("neg", "abs", "exp", "sin", "cos", "tanh", "sigmoid", "relu", "gelu", "silu", "expm1",
                "erf", "floor", "ceil", "round", "trunc", "sign"):
         add(op, RG(g(rng, 2, 3, away=0.05)))
-    for op in ("log", "sqrt", "rsqrt", "log1p"):
+    for op in ("log", "sqrt", "rsqrt", "log1p", "log2", "log10"):
         add(op, RG(g(rng, 2, 3, pos=True)))
+    for op in ("atan", "asinh", "sinh", "cosh", "exp2", "erfc", "reciprocal", "deg2rad", "rad2deg", "frac",
+               "sgn", "hardsigmoid", "hardswish", "mish"):
+        add(op, RG(g(rng, 2, 3, away=0.05)))  # away from kinks (frac, hardswish at 0 is smooth anyway)
+    for op in ("acos", "asin", "atanh", "tan"):
+        add(op, RG(np.tanh(g(rng, 2, 3)) * 0.9))  # inside (-0.9, 0.9)
+    add("acosh", RG(g(rng, 2, 3, pos=True) + 1))
+    add("atan2", a23(), RG(g(rng, 3, away=0.2)))
+    add("hypot", a23(), RG(g(rng, 2, 1, away=0.2)))
+    add("copysign.Tensor", RG(g(rng, 2, 3, away=0.05)), RG(g(rng, 3, away=0.05)))
+    add("logaddexp", a23(), RG(g(rng, 3)))
+    add("logaddexp2", a23(), RG(g(rng, 2, 1)))
+    add("xlogy.Tensor", a23(), RG(g(rng, 3, pos=True)))
     add("exp", RG(g(rng)))  # 0-dim
     add("gelu", a23(), approximate="tanh")
     add("clamp", RG(g(rng, 3, 4)), -0.5, 0.5)
