@@ -1077,9 +1077,20 @@ od_status od_tensor_slice(od_tensor *t, int64_t dim, int64_t start, int64_t end,
     int64_t sizes[OD_MAX_DIMS], strides[OD_MAX_DIMS];
     memcpy(sizes, t->sizes, sizeof sizes);
     memcpy(strides, t->strides, sizeof strides);
-    sizes[d] = len == 0 ? 0 : 1 + (len - 1) / step;
+    /* ATen's (len + step - 1) / step, wrapping as it does for a step near
+     * INT64_MAX: a negative size is its storage-size error, a wrapped small
+     * one its answer (torch.ones(5)[::2**63-1] is empty in 1.13). */
+    sizes[d] = (int64_t)((uint64_t)len + (uint64_t)step - 1u) / step;
+    strides[d] = (int64_t)((uint64_t)t->strides[d] * (uint64_t)step);
+    if (sizes[d] < 0) {
+        char sz[256], stv[256];
+        od_shape_print(sizes, t->ndim, sz, sizeof sz);
+        od_shape_print(strides, t->ndim, stv, sizeof stv);
+        return od_error_set(err, OD_EINVAL, "Storage size calculation overflowed with sizes=%s and strides=%s", sz,
+                            stv);
+    }
     /* With one element left the stride is never used; keep it finite. */
-    if (__builtin_mul_overflow(t->strides[d], step, &strides[d]))
+    if (sizes[d] <= 1)
         strides[d] = t->strides[d];
     int64_t offset = t->offset + (len == 0 ? 0 : start * t->strides[d]);
     return make_view(t, t->ndim, sizes, strides, offset, out, err);

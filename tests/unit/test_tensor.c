@@ -1233,6 +1233,8 @@ static int64_t py_slice(int64_t size, int64_t start, int64_t end, int64_t step, 
         end = size;
     }
     int64_t n = 0;
+    if (step == INT64_MAX && end - start >= 2) /* torch 1.13's wrapping (len + step - 1) / step */
+        return end - start <= 3 ? -1 : 0;  /* -1 (len 2, 3): its storage-size error */
     for (int64_t i = start; i < end; i += step) {
         sel[n++] = i;
         if (step > end)
@@ -1370,6 +1372,12 @@ static od_tensor *random_view_step(od_tensor *t, ref_t *r, od_tensor *base, char
         int64_t dim = maybe_negative(g->a, nd);
         snprintf(what, wcap, "slice(dim=%ld, %ld, %ld, %ld) of %s", (long)dim, (long)start, (long)end,
                  (long)step, shp(t->sizes, nd));
+        if (step == INT64_MAX && py_slice(size, start, end, step, g->sel) < 0) {
+            CHECK(od_tensor_slice(t, dim, start, end, step, &v, &last_err) == OD_EINVAL &&
+                      strstr(last_err.message, "Storage size calculation overflowed"),
+                  "%s: torch's overflow error", what);
+            step = 1;
+        }
         OK(od_tensor_slice(t, dim, start, end, step, &v, &last_err));
         memcpy(sizes, t->sizes, sizeof sizes);
         sizes[g->a] = py_slice(size, start, end, step, g->sel);
