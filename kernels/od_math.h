@@ -357,12 +357,16 @@ OD_MATH_FN double od_math_xlogy_f64(double a, double b) { return isnan(b) ? NAN 
 /* ---- logical and bitwise (NaN is true, as any non-zero) ---- */
 #define OD_MATH_LOGICAL_(SFX, T)                                                              \
     OD_MATH_FN bool od_math_logical_not_##SFX(T a) { return a == (T)0; }                     \
-    OD_MATH_FN bool od_math_logical_and_##SFX(T a, T b) { return (a != (T)0) & (b != (T)0); }
+    OD_MATH_FN bool od_math_logical_and_##SFX(T a, T b) { return (a != (T)0) & (b != (T)0); }  \
+    OD_MATH_FN bool od_math_logical_or_##SFX(T a, T b) { return (a != (T)0) | (b != (T)0); }   \
+    OD_MATH_FN bool od_math_logical_xor_##SFX(T a, T b) { return (a != (T)0) != (b != (T)0); }
 OD_MATH_LOGICAL_(i64, int64_t)
 OD_MATH_LOGICAL_(f32, float)
 OD_MATH_LOGICAL_(f64, double)
 #undef OD_MATH_LOGICAL_
 OD_MATH_FN int64_t od_math_bitwise_and_i64(int64_t a, int64_t b) { return a & b; }
+OD_MATH_FN int64_t od_math_bitwise_or_i64(int64_t a, int64_t b) { return a | b; }
+OD_MATH_FN int64_t od_math_bitwise_xor_i64(int64_t a, int64_t b) { return a ^ b; }
 
 /* ---- fmod and remainder ----
  * fmod's result takes the dividend's sign (C's % and fmod); remainder's the

@@ -51,6 +51,12 @@ def _xlogy(x, y):
     return np.where(np.isnan(y), np.nan, np.where(x == 0, 0, r)).astype(r.dtype)
 
 
+def _floor_divide(a, b):
+    # Python's // as torch's div(rounding_mode="floor"): numpy's floor_divide
+    with np.errstate(all="ignore"):
+        return np.floor_divide(a, b)
+
+
 def _relu6_3(x):
     return np.minimum(np.maximum(x + 3, 0), 6)
 
@@ -84,6 +90,16 @@ OPS = {
     "bitwise_and.Scalar": (np.bitwise_and, "BITWISE", 0),
     "bitwise_and.Scalar_Tensor": (np.bitwise_and, "BITWISE", 0),
     "logical_and": (np.logical_and, "LOGICAL", 0),
+    "logical_or": (np.logical_or, "LOGICAL", 0),
+    "logical_xor": (np.logical_xor, "LOGICAL", 0),
+    "bitwise_or.Tensor": (np.bitwise_or, "BITWISE", 0),
+    "bitwise_or.Scalar": (np.bitwise_or, "BITWISE", 0),
+    "bitwise_or.Scalar_Tensor": (np.bitwise_or, "BITWISE", 0),
+    "bitwise_xor.Tensor": (np.bitwise_xor, "BITWISE", 0),
+    "bitwise_xor.Scalar": (np.bitwise_xor, "BITWISE", 0),
+    "bitwise_xor.Scalar_Tensor": (np.bitwise_xor, "BITWISE", 0),
+    "floor_divide": (_floor_divide, "INT_DIV", 2e-7),
+    "floor_divide.Scalar": (_floor_divide, "INT_DIV", 2e-7),
     "acos": (np.arccos, "FLOAT", 4e-7),
     "asin": (np.arcsin, "FLOAT", 4e-7),
     "atan": (np.arctan, "FLOAT", 4e-7),
@@ -218,7 +234,8 @@ def device(request, server):
 
 
 CANCELLING = {"logaddexp", "logaddexp2"}
-BINARY = {"fmod", "remainder", "bitwise_and", "logical_and", "atan2", "hypot", "copysign", "logaddexp",
+BINARY = {"fmod", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor", "logical_and", "logical_or",
+          "logical_xor", "floor_divide", "atan2", "hypot", "copysign", "logaddexp",
           "logaddexp2", "xlogy"}
 
 
