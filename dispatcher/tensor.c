@@ -1082,6 +1082,12 @@ od_status od_tensor_slice(od_tensor *t, int64_t dim, int64_t start, int64_t end,
      * one its answer (torch.ones(5)[::2**63-1] is empty in 1.13). */
     sizes[d] = (int64_t)((uint64_t)len + (uint64_t)step - 1u) / step;
     strides[d] = (int64_t)((uint64_t)t->strides[d] * (uint64_t)step);
+    if (strides[d] < 0) { /* the wrapped product, which as_strided refuses */
+        char stv[256];
+        od_shape_print(strides, t->ndim, stv, sizeof stv);
+        return od_error_set(err, OD_EINVAL, "as_strided: Negative strides are not supported at the moment, got strides: %s",
+                            stv);
+    }
     if (sizes[d] < 0) {
         char sz[256], stv[256];
         od_shape_print(sizes, t->ndim, sz, sizeof sz);

@@ -66,6 +66,10 @@ static inline bool od_mm_is_trivial(const od_tensor *a, const od_tensor *b)
     return od_tensor_numel(a) == 0 || b->sizes[b->ndim - 1] == 0;
 }
 
+/* clamp (Scalar bounds) with both bounds given and one of them NaN: ATen 1.13
+ * fills the output with NaN; a NaN bound alone leaves the input instead. */
+bool od_clamp_fills_nan(od_opid id, const od_stack *s);
+
 /* Dtype a Scalar argument contributes to result_type (bool/int/float). */
 od_result_arg od_result_arg_of_value(const od_value *v);
 

@@ -375,8 +375,9 @@ od_status od_shape_binary(od_opid id, const od_stack *s, od_out_spec *outs, int 
             return od_error_set(err, OD_EINVAL, "Integers to negative integer powers are not allowed.");
         if (dt == OD_BOOL)
             return not_implemented(id, dt, err);
-        /* an integral result converts a Scalar exponent with c10's checks */
-        if (id == OD_OPID_pow_Tensor_Scalar && !od_dtype_is_floating(dt) &&
+        /* an integral or 16-bit result converts a Scalar exponent with c10's
+         * checks (exp.to<c10::Half>()); float32/float64 take it as a double */
+        if (id == OD_OPID_pow_Tensor_Scalar && dt != OD_FLOAT32 && dt != OD_FLOAT64 &&
             (st = od_scalar_check_fits(b, dt, err)))
             return st;
     }
@@ -599,6 +600,16 @@ od_status od_shape_ew(od_opid id, const od_stack *s, od_out_spec *outs, int *nou
 
 /* ---- clamp --------------------------------------------------------------------------------- */
 
+bool od_clamp_fills_nan(od_opid id, const od_stack *s)
+{
+    if (id != OD_OPID_clamp || s->nargs < 3 || s->args[1].tag == OD_T_NONE || s->args[2].tag == OD_T_NONE)
+        return false;
+    for (int i = 1; i < 3; i++)
+        if (s->args[i].tag == OD_T_DOUBLE && isnan(s->args[i].u.d))
+            return true;
+    return false;
+}
+
 od_status od_shape_clamp(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
 {
     od_status st;
@@ -629,8 +640,9 @@ od_status od_shape_clamp(od_opid id, const od_stack *s, od_out_spec *outs, int *
      * tensor bound), not clamp's (both). */
     if (dt == OD_BOOL && !(tensors && (s->args[1].tag == OD_T_NONE || s->args[2].tag == OD_T_NONE)))
         return not_implemented(id, dt, err);
-    /* Scalar bounds are converted to the result dtype with c10's checks. */
-    for (int i = 1; !tensors && i < 3; i++)
+    /* Scalar bounds are converted to the result dtype with c10's checks,
+     * except where a NaN bound makes ATen fill the output with NaN. */
+    for (int i = 1; !tensors && !od_clamp_fills_nan(id, s) && i < 3; i++)
         if (s->args[i].tag != OD_T_NONE && (st = od_scalar_check_fits(&s->args[i], dt, err)))
             return st;
     spec_set(&outs[0], dt, dev, sizes, ndim);

@@ -262,8 +262,11 @@ od_status od_reduce_parse(od_opid id, const od_stack *s, od_reduce_info *info, o
         break;
     }
     case OD_RED_ARGMAX:
-        /* bool is refused by the kernel, which an empty result never reaches */
-        if (in == OD_BOOL && numel > 0)
+        /* ATen refuses bool in the kernel, which an empty input or a
+         * reduced dim of size 1 (all zeros) never reaches */
+        if (in == OD_BOOL && numel > 0 &&
+            !(dim_arg && dim_arg->tag == OD_T_INT && self->ndim > 0 &&
+              self->sizes[dim_arg->u.i < 0 ? dim_arg->u.i + self->ndim : dim_arg->u.i % self->ndim] == 1))
             return od_error_set(err, OD_EUNSUPPORTED, "\"argmax_cpu\" not implemented for 'Bool'");
         info->out_dtype = OD_INT64;
         if (dim_arg && dim_arg->tag == OD_T_INT) {

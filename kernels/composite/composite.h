@@ -81,7 +81,9 @@ od_status od_cx_arg_opt_device(const od_op *op, const od_stack *s, int i, bool *
                                od_device *d, od_error *err);
 /* Layout?: only None or torch.strided (0 / "strided") are supported. */
 od_status od_cx_check_layout(const od_op *op, const od_stack *s, int i, od_error *err);
-/* bool? pin_memory: None or False. */
+/* bool? pin_memory: None or a bool. Pinning only speeds host-device copies,
+ * which ours stage themselves, so _to_copy(pin_memory=True) is an ordinary
+ * copy (torch 1.13 accepts it on the CPU too). */
 od_status od_cx_check_pin_memory(const od_op *op, const od_stack *s, int i, od_error *err);
 
 /* A MemoryFormat(?) argument into *mf (an od_memory_format); None reads as

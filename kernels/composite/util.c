@@ -239,13 +239,8 @@ od_status od_cx_check_layout(const od_op *op, const od_stack *s, int i, od_error
 od_status od_cx_check_pin_memory(const od_op *op, const od_stack *s, int i, od_error *err)
 {
     const od_value *v = arg_at(s, i);
-    if (v && (v->tag == OD_T_NONE || (v->tag == OD_T_BOOL && !v->u.b)))
+    if (v && (v->tag == OD_T_NONE || v->tag == OD_T_BOOL))
         return OD_OK;
-    if (v && v->tag == OD_T_BOOL)
-        return od_error_set(err, OD_EUNSUPPORTED,
-                            "%s(): argument '%s' (position %d): pinned memory is not supported; "
-                            "pass pin_memory=False or None",
-                            od_op_schema(op)->name, arg_name(op, i), i + 1);
     return bad_arg(op, s, i, "bool or None", err);
 }
 

@@ -319,11 +319,13 @@ G_cmp(ge)
 #define G_abs(DT) DEF_LOOP1_(abs_##DT, DT, SAME(DT), MF(abs, DT)(a))
 #define G_relu(DT) DEF_LOOP1_(relu_##DT, DT, SAME(DT), MF(relu, DT)(a))
 #define G_gelu(DT) DEF_LOOP1_(gelu_##DT, DT, SAME(DT), MF(gelu, DT)(a))
+#define G_gelu_dnnl(DT) DEF_LOOP1_(gelu_dnnl_##DT, DT, SAME(DT), od_math_gelu_dnnl_f32(a))
 #define G_gelu_tanh(DT) DEF_LOOP1_(gelu_tanh_##DT, DT, SAME(DT), MF(gelu_tanh, DT)(a))
 OD_CPU_ALL_DTYPES(G_neg)
 OD_CPU_ALL_DTYPES(G_abs)
 OD_CPU_ALL_DTYPES(G_relu)
 OD_CPU_FLOAT_DTYPES(G_gelu)
+G_gelu_dnnl(FLOAT32) G_gelu_dnnl(BFLOAT16)
 OD_CPU_FLOAT_DTYPES(G_gelu_tanh)
 
 /* The per-element operators of ops.def (OD_EW1 / OD_EW2 lines): one loop
@@ -410,10 +412,11 @@ static const loop_table g_compare[NUM_C] = {
     [C_LE] = TABLE_ALL(le), [C_GT] = TABLE_ALL(gt), [C_GE] = TABLE_ALL(ge),
 };
 
-enum { U_NEG, U_ABS, U_RELU, U_GELU, U_GELU_TANH, NUM_U };
+enum { U_NEG, U_ABS, U_RELU, U_GELU, U_GELU_TANH, U_GELU_DNNL, NUM_U };
 static const loop_table g_unary[NUM_U] = {
     [U_NEG] = TABLE_ALL(neg),   [U_ABS] = TABLE_ALL(abs),             [U_RELU] = TABLE_ALL(relu),
     [U_GELU] = TABLE_FLT(gelu), [U_GELU_TANH] = TABLE_FLT(gelu_tanh),
+    [U_GELU_DNNL] = {E_(gelu_dnnl, FLOAT32) E_(gelu_dnnl, BFLOAT16)},
 };
 
 /* Loops of the OD_EW1 / OD_EW2 operators, by operator id and compute dtype. */
@@ -700,12 +703,18 @@ od_status od_cpu_unary(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
         if ((st = od_gelu_approximate(s, &tanh_form, err)))
             return st;
         kind = tanh_form ? U_GELU_TANH : U_GELU;
+        /* torch 1.13's oneDNN condition (use_mkldnn): its gelu(-0.0) is +0.0 */
+        const od_tensor *x = s->args[0].u.t;
+        if (!tanh_form && od_tensor_is_contiguous(x) && od_tensor_numel(x) > 1)
+            kind = U_GELU_DNNL;
         break;
     }
     default: return no_loop(op, spec.dtype, err);
     }
     od_dtype dt = spec.dtype;
     od_cpu_loop_fn loop = g_unary[kind][dt];
+    if (!loop && kind == U_GELU_DNNL) /* other dtypes never reach oneDNN */
+        loop = g_unary[U_GELU][dt];
     if (!loop)
         return no_loop(op, dt, err);
     return run_inputs(s, &spec, 1, dt, loop, NULL, err);
@@ -769,10 +778,11 @@ od_status od_cpu_clamp(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
     if ((st = operands_add(&o, &s->args[0], dt, err)))
         goto fail;
     for (int i = 1; i <= 2; i++) {
-        /* A NaN Scalar bound leaves the input, as std::min/std::max do in
-         * ATen's clamp_scalar kernel; a NaN in a Tensor bound gives NaN. */
+        /* A NaN Scalar bound alone leaves the input (ATen's clamp_min/max
+         * kernels); with the other bound given it stays, and the clamp's NaN
+         * rule fills the output with NaN, as ATen does. */
         const od_value *b = &s->args[i];
-        if (b->tag == OD_T_NONE || (b->tag == OD_T_DOUBLE && isnan(b->u.d))) {
+        if (b->tag == OD_T_NONE || (b->tag == OD_T_DOUBLE && isnan(b->u.d) && !od_clamp_fills_nan(id, s))) {
             int k = o.n++;
             o.owned[k] = NULL;
             clamp_sentinel(dt, i == 2, o.scalar[k].bytes);

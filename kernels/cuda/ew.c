@@ -206,9 +206,11 @@ od_status od_cuda_clamp(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
     od_status st = od_elementwise_common_dtype(id, s, &compute, err);
     if (st)
         return st;
-    /* A NaN Scalar bound leaves the input (ATen's ::min/::max), as if absent. */
+    /* A NaN Scalar bound alone leaves the input (ATen's ::min/::max), as if
+     * absent; with both bounds given, the clamp's NaN rule gives NaN. */
+    bool fill_nan = od_clamp_fills_nan(id, s);
 #define OD_BOUND_(v) ((v).tag != OD_T_NONE && !((v).tag == OD_T_TENSOR && !(v).u.t) && \
-                      !((v).tag == OD_T_DOUBLE && isnan((v).u.d)))
+                      (fill_nan || !((v).tag == OD_T_DOUBLE && isnan((v).u.d))))
     bool has_lo = OD_BOUND_(s->args[1]), has_hi = OD_BOUND_(s->args[2]);
 #undef OD_BOUND_
     const od_value *in[3] = {&s->args[0], &s->args[1], &s->args[2]};

@@ -962,8 +962,9 @@ Test(cpu_ew, clamp_scalar_and_tensor_bounds)
                     rv h = has_hi ? ref_cast(arg_at(&hi, idx, o->ndim), rt) : RI(0);
                     /* a NaN Scalar bound leaves the input (std::min/max in ATen's
                      * clamp_scalar kernel); a NaN in a Tensor bound gives NaN */
-                    bool lo_on = has_lo && (tensors || l.is_int || !isnan(l.d));
-                    bool hi_on = has_hi && (tensors || h.is_int || !isnan(h.d));
+                    bool both = !tensors && has_lo && has_hi; /* then a NaN bound fills NaN */
+                    bool lo_on = has_lo && (tensors || both || l.is_int || !isnan(l.d));
+                    bool hi_on = has_hi && (tensors || both || h.is_int || !isnan(h.d));
                     rv w = ref_clamp(v, lo_on, l, hi_on, h);
                     rv g = get_rv(o, idx);
                     TCHECK(isflt(rt) ? (g.d == w.d || (isnan(g.d) && isnan(w.d))) : g.i == w.i,
@@ -1872,16 +1873,25 @@ Test(cpu_ew, torch_rounding_and_branches)
     o = call1_ok(OD_OPID_pow_Tensor_Scalar, pe, 2);
     TCHECK(first_d(o, 0) == -1.0, "(-1)^16777217 is -1");
     od_tensor_release(o);
-    /* a NaN Scalar bound leaves the input; an integer input is promoted */
+    /* a NaN Scalar bound alone leaves the input (an integer input is
+     * promoted); with the other bound given, ATen fills the output with NaN */
     od_tensor *c = vec_d(OD_FLOAT32, (double[]){4, 5}, 2), *ci = vec_i(OD_INT64, (int64_t[]){4, 5}, 2);
     od_value cl[3] = {tv(c), od_double(NAN), od_double(4.5)}, cli[3] = {tv(ci), od_none(), od_double(NAN)};
+    od_value c1[3] = {tv(c), od_double(NAN), od_none()}, cbig[3] = {tv(ci), od_double(1e300), od_double(NAN)};
+    o = call1_ok(OD_OPID_clamp, c1, 3);
+    TCHECK(first_d(o, 0) == 4 && first_d(o, 1) == 5, "clamp(min=NaN)");
+    od_tensor_release(o);
     o = call1_ok(OD_OPID_clamp, cl, 3);
-    TCHECK(first_d(o, 0) == 4 && first_d(o, 1) == 4.5, "clamp(min=NaN, max=4.5)");
+    TCHECK(isnan(first_d(o, 0)) && isnan(first_d(o, 1)), "clamp(min=NaN, max=4.5) is NaN");
+    od_tensor_release(o);
+    o = call1_ok(OD_OPID_clamp, cbig, 3); /* no range check then: the fill comes first */
+    TCHECK(o->dtype == OD_FLOAT32 && isnan(first_d(o, 0)), "int clamp(1e300, NaN) is float32 NaN");
     od_tensor_release(o);
     o = call1_ok(OD_OPID_clamp, cli, 3);
     TCHECK(o->dtype == OD_FLOAT32 && first_d(o, 0) == 4 && first_d(o, 1) == 5, "int clamp(max=NaN)");
     od_tensor_release(o);
-    /* gelu(-0.0) is +0.0 on float32 (torch's oneDNN path), -0.0 on float64 */
+    /* gelu(-0.0) is +0.0 on a contiguous float32 tensor of more than one
+     * element (torch's oneDNN path), -0.0 on float64 and on a single element */
     od_tensor *z32 = vec_d(OD_FLOAT32, (double[]){-0.0, 1}, 2), *z64 = vec_d(OD_FLOAT64, (double[]){-0.0, 1}, 2);
     od_value g32[2] = {tv(z32), od_str("none")}, g64[2] = {tv(z64), od_str("none")};
     o = call1_ok(OD_OPID_gelu, g32, 2);
@@ -1890,6 +1900,12 @@ Test(cpu_ew, torch_rounding_and_branches)
     o = call1_ok(OD_OPID_gelu, g64, 2);
     TCHECK(first_d(o, 0) == 0.0 && signbit(first_d(o, 0)), "float64 gelu(-0.0) is -0.0");
     od_tensor_release(o);
+    od_tensor *z1 = vec_d(OD_FLOAT32, (double[]){-0.0}, 1);
+    od_value g1[2] = {tv(z1), od_str("none")};
+    o = call1_ok(OD_OPID_gelu, g1, 2);
+    TCHECK(first_d(o, 0) == 0.0 && signbit(first_d(o, 0)), "a single float32 gelu(-0.0) is -0.0");
+    od_tensor_release(o);
+    od_tensor_release(z1);
     od_tensor *ts[] = {a, b, n, d, x32, x16, m1, c, ci, z32, z64};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
         od_tensor_release(ts[i]);
