@@ -97,7 +97,7 @@ LIB_SO := $(B)/libopdispatch.so
 SERVER := $(if $(wildcard server/main.c),$(B)/opdispatchd)
 
 # ---- top-level targets --------------------------------------------------------
-.PHONY: all plugins lib setup test test-unit test-asan test-integration bench bench-baseline run clean check-cuda
+.PHONY: all plugins lib setup test test-unit test-asan test-integration difftest bench bench-baseline run clean check-cuda
 
 PLUGINS := $(patsubst examples/plugins/%.c,$(B)/plugins/lib%.so,$(wildcard examples/plugins/*.c)) \
            $(patsubst tests/plugins/%.c,$(B)/plugins/lib%.so,$(wildcard tests/plugins/*.c))
@@ -187,6 +187,15 @@ test-integration: all
 
 test-asan:
 	@$(MAKE) --no-print-directory SAN=1 B=build/asan test-unit
+
+# The randomized differential test against PyTorch 1.13 (tests/diff/), as
+# long as asked: make difftest DIFF_N=2000 [DIFF_SEED=n] [DIFF_OPS=regex].
+# make test runs a 120 s sample of it (tests/integration/test_difftest.py).
+DIFF_N ?= 500
+difftest: all
+	@$(MAKE) --no-print-directory venv
+	.venv/bin/python tests/diff/difftest.py --n $(DIFF_N) --server $(abspath $(B)/opdispatchd) \
+	  $(if $(DIFF_SEED),--seed $(DIFF_SEED)) $(if $(DIFF_OPS),--ops '$(DIFF_OPS)')
 
 # The whole suite twice: a release build, then ASan+UBSan (unit tests and the
 # integration suite against the sanitized server, which fails on any report).

@@ -162,6 +162,29 @@ static od_dtype combine_categories(od_dtype higher, od_dtype lower)
 od_dtype od_result_type(const od_result_arg *args, int n)
 {
     od_dtype dim_result = OD_NUM_DTYPES, zero_result = OD_NUM_DTYPES, wrapped_result = OD_NUM_DTYPES;
+    /* Only wrapped numbers (and Scalars) in the call, all of one dtype: ATen
+     * keeps it, so add.Tensor(1.5, 2.5) is float64; mixed kinds promote as
+     * Python numbers do (add.Tensor(1.5, 2) is float32). */
+    bool wrapped = false, real = false;
+    for (int i = 0; i < n; i++)
+        if (args[i].tensor) {
+            wrapped |= args[i].tensor->wrapped_number;
+            real |= !args[i].tensor->wrapped_number;
+        }
+    if (wrapped && !real) {
+        od_dtype r = OD_NUM_DTYPES;
+        bool same = true;
+        for (int i = 0; i < n; i++) {
+            od_dtype dt = args[i].tensor ? args[i].tensor->dtype
+                          : args[i].scalar_kind == OD_SCALAR_FLOAT ? OD_FLOAT64
+                          : args[i].scalar_kind == OD_SCALAR_INT   ? OD_INT64
+                                                                   : OD_BOOL;
+            same &= r == OD_NUM_DTYPES || r == dt;
+            r = dt;
+        }
+        if (same)
+            return r;
+    }
     for (int i = 0; i < n; i++) {
         const od_result_arg *a = &args[i];
         if (a->tensor && a->tensor->wrapped_number) {

@@ -22,8 +22,8 @@
  *    FLOAT_ONLY  floating dtypes    self's                         as computed
  *    NUMERIC     all but bool       result_type of the inputs      as computed
  *    ANY         every dtype        self's                         as computed
- *    LOGICAL     every dtype        promote_types of the tensors   bool
- *                                   (truthiness survives it)
+ *    LOGICAL     every dtype        result_type (torch's           bool
+ *                                   comparison_op)
  *    BITWISE     integers and bool  result_type                    as computed
  *    INT_DIV     all but bool       result_type                    as computed;
  *                an integer divisor of 0 is "ZeroDivisionError", as in torch

@@ -549,14 +549,8 @@ static od_status ew_dtypes(od_opid id, const od_stack *s, od_dtype *compute, od_
     if ((st = common_device(s, dev, err)) || (st = broadcast_args(s, ab, n, sizes, ndim, err)))
         return st;
     od_dtype dt = result_type_of(s, ab, n);
-    if (rule == OD_EWR_LOGICAL) {
-        /* Truthiness must survive the conversion: promote_types never
-         * narrows, while result_type may (a 0-dim float64 of 1e-50 and an
-         * int tensor would compute in float32 and read as 0). */
-        dt = s->args[0].u.t->dtype;
-        for (int i = 1; i < n; i++)
-            dt = od_promote_types(dt, s->args[i].u.t->dtype);
-    }
+    /* LOGICAL computes in result_type too, as ATen's comparison_op does: a
+     * 0-dim int32 65536 and an int16 tensor read as int16 0, false. */
     bool flt = od_dtype_is_floating(dt);
     switch (rule) {
     case OD_EWR_FLOAT:
@@ -940,9 +934,12 @@ od_status od_arange_params_of(od_opid id, const od_stack *s, od_arange_params *p
         if (!((xst > 0 && xe >= xs) || (xst < 0 && xe <= xs)))
             return od_error_set(err, OD_EINVAL, "upper bound and larger bound inconsistent with step sign");
         if (dt == OD_INT64) {
-            __int128 sgn = xst > 0 ? 1 : -1;
-            __int128 q = ((__int128)xe - xs + xst - sgn) / xst;
-            size_d = (double)q;
+            /* ATen's int64 (end - start + step - sgn) / step, wrapping as it
+             * does at the extremes (arange(INT64_MIN, 256, INT64_MAX) is
+             * empty in torch 1.13) */
+            uint64_t sgn = xst > 0 ? 1u : (uint64_t)-1;
+            int64_t num = (int64_t)((uint64_t)xe - (uint64_t)xs + (uint64_t)xst - sgn);
+            size_d = num == INT64_MIN && xst == -1 ? 9.3e18 : (double)(num / xst);
         } else {
             size_d = ceil((od_value_as_double(end) - od_value_as_double(start)) /
                           od_value_as_double(step));

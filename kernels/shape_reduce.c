@@ -502,7 +502,9 @@ od_status od_shape_matmul(od_opid id, const od_stack *s, od_out_spec *outs, int 
             return od_error_set(err, OD_EMISMATCH,
                                 "self and mat2 must have the same dtype, but got %s and %s",
                                 od_dtype_scalar_name(self->dtype), od_dtype_scalar_name(b->dtype));
-        for (int i = 3; i <= 4; i++) /* beta, alpha: converted with c10's checks */
+        /* beta, alpha: converted with c10's checks, which an empty result
+         * never reaches in ATen */
+        for (int i = 3; i <= 4 && a->sizes[0] && b->sizes[1]; i++)
             if ((st = od_scalar_check_fits(&s->args[i], a->dtype, err)))
                 return st;
         if ((st = check_same_device("addmm", a, self, err)))

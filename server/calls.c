@@ -77,6 +77,17 @@ const od_op *od_resolve_op(const char *name, od_op_fits fits, void *ctx, od_erro
 {
     const char *colons = strstr(name, "::");
     const char *tail = colons ? colons + 2 : name;
+    size_t nlen = strlen(name);
+    if (nlen > 8 && !strcmp(name + nlen - 8, ".default")) {
+        /* torch.ops.aten.var.default: exactly the overload with no name */
+        char base[256];
+        snprintf(base, sizeof base, "%.*s", (int)(nlen - 8), name);
+        const od_op *op = od_op_find(base);
+        if (op && !*od_op_schema(op)->overload)
+            return op;
+        od_error_set(err, OD_ENOTFOUND, "unknown operator '%s' (GET /v1/ops lists them)", name);
+        return NULL;
+    }
     const od_op *dflt = od_op_find(name); /* the default overload, or the only one */
     if (strchr(tail, '.')) {              /* an overload named: that one or nothing */
         if (!dflt)

@@ -417,7 +417,13 @@ static void reduce_range(const red_plan *P, const char *base, int64_t r0, int64_
 
 static double var_of(const red_plan *P, double m2)
 {
-    double div = (double)P->N - (double)P->correction;
+    /* torch 1.13's float32/float64 full reduction (std_var_all) takes
+     * N - correction in int64, wrapping at the extremes (correction =
+     * INT64_MIN: a negative divisor, so 0, inf or nan); its other paths take
+     * it in double */
+    bool wraps = (P->out_dtype == OD_FLOAT32 || P->out_dtype == OD_FLOAT64) && P->M == 1;
+    double div = wraps ? (double)(int64_t)((uint64_t)P->N - (uint64_t)P->correction)
+                       : (double)P->N - (double)P->correction;
     return m2 / (div > 0.0 ? div : 0.0);
 }
 

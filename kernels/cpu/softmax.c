@@ -338,6 +338,17 @@ static void ln_apply_f32(const float *restrict x, const float *restrict w, const
         y[i] = (x[i] - fm) * fr * (w ? w[i] : 1.0f) + (b ? b[i] : 0.0f);
 }
 
+/* ATen's Welford moments turn an infinite mean or variance into NaN (inf -
+ * inf where partial moments combine); a row holding inf, or whose squares
+ * overflow, normalizes to NaN there, not to 0. */
+static void ln_nonfinite(double *mu, double var, double *rs)
+{
+    if (!isfinite(*mu))
+        *mu = NAN;
+    if (isnan(*mu) || isinf(var))
+        *rs = NAN;
+}
+
 static void ln_rows(void *ctx, int64_t begin, int64_t end)
 {
     const ln_ctx *c = ctx;
@@ -348,7 +359,9 @@ static void ln_rows(void *ctx, int64_t begin, int64_t end)
             const double *w = (const double *)(const void *)c->w, *b = (const double *)(const void *)c->b;
             double *y = (double *)(void *)c->y + r * N;
             double mu = N ? od_cpu_sum_f64(x, N) / (double)N : 0.0; /* ATen: 0, and rstd NaN */
-            double rs = 1.0 / sqrt(od_cpu_sqdev_f64(x, N, mu) / (double)N + c->eps);
+            double var = od_cpu_sqdev_f64(x, N, mu) / (double)N;
+            double rs = 1.0 / sqrt(var + c->eps);
+            ln_nonfinite(&mu, var, &rs);
             for (int64_t i = 0; i < N; i++)
                 y[i] = (x[i] - mu) * rs * (w ? w[i] : 1.0) + (b ? b[i] : 0.0);
             ((double *)(void *)c->mean)[r] = mu;
@@ -358,7 +371,9 @@ static void ln_rows(void *ctx, int64_t begin, int64_t end)
             const float *w = (const float *)(const void *)c->w, *b = (const float *)(const void *)c->b;
             float *y = (float *)(void *)c->y + r * N;
             double mu = N ? od_cpu_sum_f32(x, N) / (double)N : 0.0; /* ATen: 0, and rstd NaN */
-            double rs = 1.0 / sqrt(od_cpu_sqdev_f32(x, N, mu) / (double)N + c->eps);
+            double var = od_cpu_sqdev_f32(x, N, mu) / (double)N;
+            double rs = 1.0 / sqrt(var + c->eps);
+            ln_nonfinite(&mu, var, &rs);
             float fm = (float)mu, fr = (float)rs;
             ln_apply_f32(x, w, b, y, N, fm, fr);
             ((float *)(void *)c->mean)[r] = fm;

@@ -59,7 +59,9 @@ od_status od_cuda_reduce(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
             push_dim(a.kept_sizes, a.kept_strides, &a.nkept, self->sizes[d], self->strides[d]);
         }
     }
-    a.correction = (double)info.correction;
+    /* N - correction as ATen's int64 arithmetic gives it (wrapping), so the
+     * kernel's N - correction in floating point has the same sign */
+    a.correction = (double)a.r - (double)(int64_t)((uint64_t)a.r - (uint64_t)info.correction);
     a.sm_count = env.sm_count;
     if (a.m == 0) {
         od_cu_return(s, &out, 1);

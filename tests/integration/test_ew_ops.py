@@ -182,10 +182,7 @@ def expected(op, operands):
     name = op.split(".")[0]
     dt = result_type(operands)
     if rule == "LOGICAL":
-        dt = operands[0][0]
-        for o in operands[1:]:
-            dt = promote(dt, o[0])
-        return dt, "bool"
+        return dt, "bool"  # computed in result_type, as torch's comparison_op
     if rule == "FLOAT":
         dt = dt if dt in FLOATS else "float32"
     refused = (rule == "FLOAT_ONLY" and dt not in FLOATS) or \

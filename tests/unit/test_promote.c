@@ -215,11 +215,19 @@ Test(result_type, wrapped_numbers_promote_as_scalars)
         cr_expect_eq(od_result_type(a, 2), w[i].want, "%s + wrapped %s", od_dtype_name(w[i].tensor),
                      od_dtype_name(w[i].wrapped));
     }
-    /* two wrapped numbers alone: int + float is float32, as for Python numbers */
-    od_tensor i = fake(OD_INT64, 0), f = fake(OD_FLOAT64, 0);
-    i.wrapped_number = f.wrapped_number = true;
-    od_result_arg b[2] = {targ(&i), targ(&f)};
+    /* wrapped numbers alone, all of one kind, keep their dtype (ATen's
+     * add.Tensor(1.5, 2.5) and add.Scalar(1.5, 2.5) are float64); mixed kinds
+     * promote as Python numbers (add.Tensor(1.5, 2) is float32) */
+    od_tensor i = fake(OD_INT64, 0), f = fake(OD_FLOAT64, 0), f2 = fake(OD_FLOAT64, 0);
+    i.wrapped_number = f.wrapped_number = f2.wrapped_number = true;
+    od_result_arg b[2] = {targ(&i), targ(&f)}, ff[2] = {targ(&f), targ(&f2)};
     cr_expect_eq(od_result_type(b, 2), OD_FLOAT32);
+    cr_expect_eq(od_result_type(ff, 2), OD_FLOAT64);
+    od_result_arg c[2] = {targ(&f), sarg(OD_SCALAR_FLOAT)}, d[2] = {targ(&i), sarg(OD_SCALAR_INT)};
+    od_result_arg e[2] = {targ(&f), sarg(OD_SCALAR_INT)};
+    cr_expect_eq(od_result_type(c, 2), OD_FLOAT64);
+    cr_expect_eq(od_result_type(d, 2), OD_INT64);
+    cr_expect_eq(od_result_type(e, 2), OD_FLOAT32);
 }
 
 Test(result_type, no_arguments_is_undefined)
