@@ -951,10 +951,10 @@ class Runner:
         done = Counter()
         next_report = time.monotonic() + 30
         while time.monotonic() < self.deadline:
-            todo = [s for s in ops if done[s.model] < self.args.n]
-            if not todo:
+            pending = [s for s in ops if done[s.model] < self.args.n]
+            if not pending:
                 break
-            cases = [gen.case(s) for s in todo for _ in range(ROUND)]
+            cases = [gen.case(s) for s in pending for _ in range(ROUND)]
             for c in cases:
                 c.cross = rng.random() < CROSS_RATE and not c.injected
             answers = [None] * len(cases)
