@@ -636,7 +636,8 @@ od_status od_shape_clamp(od_opid id, const od_stack *s, od_out_spec *outs, int *
         return not_implemented(id, dt, err);
     /* Scalar bounds are converted to the result dtype with c10's checks,
      * except where a NaN bound makes ATen fill the output with NaN. */
-    for (int i = 1; !tensors && !od_clamp_fills_nan(id, s) && i < 3; i++)
+    bool fills_nan = od_clamp_fills_nan(id, s);
+    for (int i = 1; !tensors && !fills_nan && i < 3; i++)
         if (s->args[i].tag != OD_T_NONE && (st = od_scalar_check_fits(&s->args[i], dt, err)))
             return st;
     spec_set(&outs[0], dt, dev, sizes, ndim);

@@ -777,12 +777,13 @@ od_status od_cpu_clamp(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
     od_tensor *out = NULL;
     if ((st = operands_add(&o, &s->args[0], dt, err)))
         goto fail;
+    /* A NaN Scalar bound alone leaves the input (ATen's clamp_min/max
+     * kernels); with the other bound given it stays, and the clamp's NaN
+     * rule fills the output with NaN, as ATen does. */
+    bool fills_nan = od_clamp_fills_nan(id, s);
     for (int i = 1; i <= 2; i++) {
-        /* A NaN Scalar bound alone leaves the input (ATen's clamp_min/max
-         * kernels); with the other bound given it stays, and the clamp's NaN
-         * rule fills the output with NaN, as ATen does. */
         const od_value *b = &s->args[i];
-        if (b->tag == OD_T_NONE || (b->tag == OD_T_DOUBLE && isnan(b->u.d) && !od_clamp_fills_nan(id, s))) {
+        if (b->tag == OD_T_NONE || (b->tag == OD_T_DOUBLE && isnan(b->u.d) && !fills_nan)) {
             int k = o.n++;
             o.owned[k] = NULL;
             clamp_sentinel(dt, i == 2, o.scalar[k].bytes);
