@@ -37,6 +37,11 @@ od_status od_alloc_outputs(const od_stack *s, const od_out_spec *specs, int n, o
 od_status od_alloc_outputs_overwrite(const od_stack *s, const od_out_spec *specs, int n,
                                      od_tensor **outs, od_error *err);
 
+/* Lays o (sizes and ndim set) out as mf asks, empty_like's rule: strides of
+ * channels_last(_3d), or like's layout kept under preserve_format when like
+ * (borrowed, may be NULL) is dense; o->strided stays false for contiguous. */
+od_status od_out_spec_layout(od_out_spec *o, const od_tensor *like, od_memory_format mf, od_error *err);
+
 /* The shape function of a built-in, or NULL. */
 od_shape_fn od_builtin_shape_fn(od_opid id);
 

@@ -7,6 +7,8 @@
  * error every output it already made is released and outs[] is cleared. It
  * sits on every kernel's hot path, so it does no more than allocate.
  */
+#include <string.h>
+
 #include "od_shape.h"
 
 static const od_shape_fn g_shape_fns[OD_NUM_BUILTIN_OPS] = {
@@ -18,6 +20,24 @@ static const od_shape_fn g_shape_fns[OD_NUM_BUILTIN_OPS] = {
 od_shape_fn od_builtin_shape_fn(od_opid id)
 {
     return (unsigned)id < OD_NUM_BUILTIN_OPS ? g_shape_fns[id] : NULL;
+}
+
+/* An output laid out as mf asks: channels_last strides, or self's layout
+ * kept under preserve_format (empty_like's rule); else contiguous. */
+od_status od_out_spec_layout(od_out_spec *o, const od_tensor *like, od_memory_format mf, od_error *err)
+{
+    int64_t st[OD_MAX_DIMS], contig[OD_MAX_DIMS];
+    od_status rc = like ? od_memory_format_strides_like(like, mf, st, err)
+                        : od_memory_format_strides(o->sizes, o->ndim, mf == OD_MF_PRESERVE ? OD_MF_CONTIGUOUS : mf,
+                                                   st, err);
+    if (rc)
+        return rc;
+    od_memory_format_strides(o->sizes, o->ndim, OD_MF_CONTIGUOUS, contig, err);
+    if (o->ndim > 0 && memcmp(st, contig, sizeof(int64_t) * (size_t)o->ndim)) {
+        o->strided = true;
+        memcpy(o->strides, st, sizeof(int64_t) * (size_t)o->ndim);
+    }
+    return OD_OK;
 }
 
 /* A dense tensor with sp's strides: storage for its elements, viewed. */

@@ -697,24 +697,6 @@ static od_status arg_memory_format(od_opid id, const od_stack *s, int i, od_memo
     return OD_OK;
 }
 
-/* An output laid out as mf asks: channels_last strides, or self's layout
- * kept under preserve_format (empty_like's rule); else contiguous. */
-static od_status spec_layout(od_out_spec *o, const od_tensor *like, od_memory_format mf, od_error *err)
-{
-    int64_t st[OD_MAX_DIMS], contig[OD_MAX_DIMS];
-    od_status rc = like ? od_memory_format_strides_like(like, mf, st, err)
-                        : od_memory_format_strides(o->sizes, o->ndim, mf == OD_MF_PRESERVE ? OD_MF_CONTIGUOUS : mf,
-                                                   st, err);
-    if (rc)
-        return rc;
-    od_memory_format_strides(o->sizes, o->ndim, OD_MF_CONTIGUOUS, contig, err);
-    if (o->ndim > 0 && memcmp(st, contig, sizeof(int64_t) * (size_t)o->ndim)) {
-        o->strided = true;
-        memcpy(o->strides, st, sizeof(int64_t) * (size_t)o->ndim);
-    }
-    return OD_OK;
-}
-
 od_status od_shape_same(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
 {
     od_status st;
@@ -724,7 +706,7 @@ od_status od_shape_same(od_opid id, const od_stack *s, od_out_spec *outs, int *n
         (st = arg_memory_format(id, s, 1, &mf, err)))
         return st;
     spec_set(&outs[0], self->dtype, self->device, self->sizes, self->ndim);
-    if ((st = spec_layout(&outs[0], self, mf, err)))
+    if ((st = od_out_spec_layout(&outs[0], self, mf, err)))
         return st;
     *nouts = 1;
     return OD_OK;
@@ -885,7 +867,7 @@ od_status od_shape_factory(od_opid id, const od_stack *s, od_out_spec *outs, int
                             id == OD_OPID_rand ? "check_uniform_bounds" : "normal_kernel_cpu",
                             od_dtype_scalar_name(dt));
     spec_set(&outs[0], dt, dev, sz, (int)n);
-    if ((st = spec_layout(&outs[0], NULL, mf, err)))
+    if ((st = od_out_spec_layout(&outs[0], NULL, mf, err)))
         return st;
     *nouts = 1;
     return OD_OK;

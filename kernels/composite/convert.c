@@ -11,27 +11,22 @@
 #include <string.h>
 
 #include "composite.h"
+#include "od_shape.h"
 
-/* Uninitialised destination for self laid out as empty_like(self,
- * memory_format=mf) would be. */
+/* Destination for self laid out as empty_like(self, memory_format=mf) would
+ * be, through the same allocation as every kernel's output. */
 static od_status alloc_like(od_tensor *self, od_dtype dtype, od_device dev, int mf,
                             od_tensor **out, od_error *err)
 {
-    int64_t strides[OD_MAX_DIMS];
-    od_status st = od_memory_format_strides_like(self, (od_memory_format)mf, strides, err);
-    if (st)
-        return st;
-    int64_t contig[OD_MAX_DIMS];
-    od_memory_format_strides(self->sizes, self->ndim, OD_MF_CONTIGUOUS, contig, err);
-    if (!memcmp(strides, contig, sizeof(int64_t) * (size_t)self->ndim))
-        return od_tensor_empty(self->sizes, self->ndim, dtype, dev, out, err);
-    int64_t numel = od_tensor_numel(self);
-    od_tensor *flat = NULL;
-    if ((st = od_tensor_empty(&numel, 1, dtype, dev, &flat, err)))
-        return st;
-    st = od_tensor_as_strided(flat, self->sizes, strides, self->ndim, 0, out, err);
-    od_tensor_release(flat);
-    return st;
+    od_out_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.dtype = dtype;
+    sp.device = dev;
+    sp.ndim = self->ndim;
+    memcpy(sp.sizes, self->sizes, sizeof(int64_t) * (size_t)self->ndim);
+    sp.alias_of = -1;
+    od_status st = od_out_spec_layout(&sp, self, (od_memory_format)mf, err);
+    return st ? st : od_alloc_outputs(NULL, &sp, 1, out, err);
 }
 
 OD_CX_KERNEL(od_cea_to_copy)
