@@ -390,14 +390,22 @@ function renderStats() {
     return desc ? -c : c;
   });
   const table = $("top-ops");
-  table.tHead.replaceChildren(el("tr", {}, STAT_COLS.map((c) => el("th", {
-    scope: "col", class: c.num ? "num" : undefined,
-    "aria-sort": c.col === col ? (desc ? "descending" : "ascending") : "none",
-  }, el("button", {
-    type: "button", dataset: { col: c.col },
-    onclick: () => { stats.sort = { col: c.col, desc: stats.sort.col === c.col ? !stats.sort.desc : c.col !== "op" }; renderStats(); },
-    text: c.label + (c.col === col ? (desc ? " ▼" : " ▲") : ""),
-  })))));
+  // The header is built once and updated in place, and a focused row is
+  // focused again after the rebuild: the view refreshes every 1.5 s, and a
+  // keyboard user (or a test) must not lose the control it is on.
+  if (!table.tHead.rows.length) {
+    table.tHead.append(el("tr", {}, STAT_COLS.map((c) => el("th", { scope: "col", class: c.num ? "num" : undefined },
+      el("button", {
+        type: "button", dataset: { col: c.col },
+        onclick: () => { stats.sort = { col: c.col, desc: stats.sort.col === c.col ? !stats.sort.desc : c.col !== "op" }; renderStats(); },
+      })))));
+  }
+  STAT_COLS.forEach((c, i) => {
+    const th = table.tHead.rows[0].cells[i];
+    th.setAttribute("aria-sort", c.col === col ? (desc ? "descending" : "ascending") : "none");
+    th.firstChild.textContent = c.label + (c.col === col ? (desc ? " ▼" : " ▲") : "");
+  });
+  const focused = table.tBodies[0].contains(document.activeElement) ? document.activeElement.dataset.op : undefined;
   table.tBodies[0].replaceChildren(...rows.map((r) => {
     const tr = el("tr", {
       class: r.op === stats.selected ? "selected" : undefined, tabindex: "0", dataset: { op: r.op },
@@ -406,6 +414,7 @@ function renderStats() {
     }, STAT_COLS.map((c) => el("td", { class: c.num ? "num" : undefined, text: c.get(r) })));
     return tr;
   }));
+  if (focused !== undefined) [...table.tBodies[0].rows].find((tr) => tr.dataset.op === focused)?.focus();
   if (!rows.length) table.tBodies[0].replaceChildren(el("tr", {}, el("td", { colspan: STAT_COLS.length, class: "muted", text: "no calls yet (run one in the Playground)" })));
   renderSplit();
   renderStatCharts();

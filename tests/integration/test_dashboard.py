@@ -321,7 +321,12 @@ def test_playground_add_and_statistics(dash, browser):
     d.find_element(By.CSS_SELECTOR, '#top-ops th button[data-col="op"]').click()
     ops = d.execute_script("return [...document.querySelectorAll('#top-ops tbody tr')].map(t => t.dataset.op)")
     assert ops == sorted(ops) or ops == sorted(ops, reverse=True)
-    time.sleep(2)   # a few samples in the charts
+    # the refresh keeps the header and the focused row: a keyboard user stays put
+    fresh(lambda: d.execute_script("document.querySelector('#top-ops tr[data-op=\"aten::add.Tensor\"]').focus()"))
+    hdr = d.find_element(By.CSS_SELECTOR, '#top-ops th button[data-col="op"]')
+    time.sleep(2)   # a few samples in the charts, and at least one refresh
+    assert hdr.is_displayed()   # the same element: it raises if rebuilt
+    assert d.execute_script("return document.activeElement.dataset.op") == "aten::add.Tensor"
     for size in SIZES:
         set_size(d, size)
         time.sleep(0.5)
