@@ -453,6 +453,11 @@ static int arg_index(const od_schema *s, const char *name)
     return -1;
 }
 
+static bool is_device_type(const od_type *t)
+{
+    return od_type_unwrap_optional(t)->kind == OD_TY_DEVICE;
+}
+
 static int positional_count(const od_schema *s)
 {
     int n = 0;
@@ -505,9 +510,8 @@ bool od_proto_args_match(const od_op *op, json_t *args, json_t *kwargs, od_error
         }
     }
     for (int i = 0; i < s->nargs; i++)
-        if (!given[i] && !s->args[i].has_default && s->args[i].type->kind != OD_TY_DEVICE &&
-            !(od_type_is_optional(s->args[i].type) &&
-              od_type_unwrap_optional(s->args[i].type)->kind == OD_TY_DEVICE)) {
+        if (!given[i] && !s->args[i].has_default &&
+            !(od_type_is_optional(s->args[i].type) && is_device_type(s->args[i].type))) {
             od_error_set(err, OD_EMISMATCH, "%s() missing required argument '%s'", od_op_name(op),
                          s->args[i].name);
             return false;
@@ -516,11 +520,6 @@ bool od_proto_args_match(const od_op *op, json_t *args, json_t *kwargs, od_error
 }
 
 /* ---- binding ---------------------------------------------------------------- */
-
-static bool is_device_type(const od_type *t)
-{
-    return od_type_unwrap_optional(t)->kind == OD_TY_DEVICE;
-}
 
 /* Defaults and the request's device for everything not given. */
 static od_status fill_missing(bctx *c)
@@ -531,7 +530,10 @@ static od_status fill_missing(bctx *c)
         if (b->given[i])
             continue;
         const od_arg *a = &s->args[i];
-        if (c->opts->has_device && is_device_type(a->type)) {
+        /* A factory's optional device is the call's; a required one
+         * (to.device) must be given, as in torch. */
+        if (c->opts->has_device && is_device_type(a->type) &&
+            (a->has_default || od_type_is_optional(a->type))) {
             b->args[i] = od_device_v(c->opts->device);
             continue;
         }

@@ -217,8 +217,10 @@ static void layer_norm_case(od_tensor *x, int k, od_tensor *w, od_tensor *b, dou
         for (int64_t j = 0; j < N; j++) {
             long double yv = (v[r * N + j] - mu) * rs * (wv ? wv[j] : 1.0) + (bv ? bv[j] : 0.0);
             double ry = cast_value((double)yv, dt);
+            /* torch's x * rstd - rstd * mean loses |x| + |mean| (times rstd)
+             * to rounding, not |x - mean|: the kernel computes it that way */
             double tol = 2 * dtype_eps(dt) * fabs(ry) +
-                         ceps * 8 * (fabs((double)((v[r * N + j] - mu) * rs * (wv ? wv[j] : 1))) + 1);
+                         ceps * 8 * ((fabs(v[r * N + j]) + fabs((double)mu)) * (double)rs * fabs(wv ? wv[j] : 1) + 1);
             if (dt == OD_FLOAT16 || dt == OD_BFLOAT16) /* mean and rstd are rounded to float, not half */
                 tol += 1e-5 * (1 + fabs(ry));
             TCHECK(close_to(gy[r * N + j], ry, tol), "layer_norm(%s) out[%" PRId64 ",%" PRId64 "] = %.10g, want %.10g",
