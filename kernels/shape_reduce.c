@@ -502,10 +502,11 @@ od_status od_shape_matmul(od_opid id, const od_stack *s, od_out_spec *outs, int 
             return od_error_set(err, OD_EMISMATCH,
                                 "self and mat2 must have the same dtype, but got %s and %s",
                                 od_dtype_scalar_name(self->dtype), od_dtype_scalar_name(b->dtype));
-        /* beta, alpha: converted with c10's checks, which an empty result
-         * never reaches in ATen */
+        /* beta, alpha: converted with c10's checks to the op math type (float
+         * for float16 and bfloat16), which an empty result never reaches */
+        od_dtype sdt = a->dtype == OD_FLOAT16 || a->dtype == OD_BFLOAT16 ? OD_FLOAT32 : a->dtype;
         for (int i = 3; i <= 4 && a->sizes[0] && b->sizes[1]; i++)
-            if ((st = od_scalar_check_fits(&s->args[i], a->dtype, err)))
+            if ((st = od_scalar_check_fits(&s->args[i], sdt, err)))
                 return st;
         if ((st = check_same_device("addmm", a, self, err)))
             return st;

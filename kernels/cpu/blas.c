@@ -304,7 +304,11 @@ od_status od_cpu_blas(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
     if (st)
         return st;
     bool trivial = (id == OD_OPID_mm || id == OD_OPID_bmm) && od_mm_is_trivial(s->args[0].u.t, s->args[1].u.t);
-    if (spec.dtype == OD_BOOL && !trivial)
+    int64_t numel = 1;
+    for (int i = 0; i < spec.ndim; i++)
+        numel *= spec.sizes[i];
+    /* ATen returns before dispatching on the dtype when the result is empty */
+    if (spec.dtype == OD_BOOL && !trivial && numel > 0)
         return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for 'Bool'",
                             id == OD_OPID_dot   ? "dot"
                             : id == OD_OPID_bmm ? "bmm"

@@ -276,9 +276,11 @@ static inline double ew_pows_f64(double a, const ew_ctx *c)
 #define DEF_LOOP2_(...) DEF_LOOP2(__VA_ARGS__)
 
 /* a + alpha * b with the product rounded as ATen's CPU kernel rounds it
- * (float16 -60000 + 2 * 40000 is inf there). */
+ * (float16 -60000 + 2 * 40000 is inf there); float and double are one fma
+ * there (vec::fmadd), so -inf + 1e300 * 1e300 is -inf, not NaN. */
 #define G_add(DT) \
     DEF_LOOP2_(add_##DT, DT, SAME(DT), MF(add, DT)(a, OD_CPU_RND_##DT(MF(mul, DT)(c->CF(alpha, DT), b)), (CT(DT))1))
+#define G_add_fma(DT, FMA) DEF_LOOP2_(add_##DT, DT, SAME(DT), FMA(c->CF(alpha, DT), b, a))
 #define G_mul(DT) DEF_LOOP2_(mul_##DT, DT, SAME(DT), MF(mul, DT)(a, b))
 #define G_div(DT) DEF_LOOP2_(div_##DT, DT, SAME(DT), MF(div, DT)(a, b))
 #define G_divt(DT) DEF_LOOP2_(divt_##DT, DT, SAME(DT), CAT(ew_divt_, OD_CPU_FAM_##DT)(a, b, &zf))
@@ -290,7 +292,8 @@ static inline double ew_pows_f64(double a, const ew_ctx *c)
 #define G_pows(DT) DEF_LOOP2_(pows_##DT, DT, SAME(DT), ((void)b, CAT(ew_pows_, OD_CPU_FAM_##DT)(a, c)))
 #define G_max(DT) DEF_LOOP2_(max_##DT, DT, SAME(DT), MF(maximum, DT)(a, b))
 #define G_min(DT) DEF_LOOP2_(min_##DT, DT, SAME(DT), MF(minimum, DT)(a, b))
-OD_CPU_ALL_DTYPES(G_add)
+G_add(BOOL) G_add(UINT8) G_add(INT8) G_add(INT16) G_add(INT32) G_add(INT64)
+G_add(FLOAT16) G_add(BFLOAT16) G_add_fma(FLOAT32, fmaf) G_add_fma(FLOAT64, fma)
 OD_CPU_ALL_DTYPES(G_mul)
 OD_CPU_FLOAT_DTYPES(G_div)
 G_divt(BOOL) G_divt(UINT8) G_divt(INT8) G_divt(INT16) G_divt(INT32) G_divt(INT64)
