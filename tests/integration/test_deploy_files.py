@@ -16,7 +16,6 @@ probes, drain timing, GPU requests, selectors, ports, Ingress backends.
 
 import json
 import os
-import pathlib
 import re
 import shutil
 import subprocess
