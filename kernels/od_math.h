@@ -282,12 +282,50 @@ OD_MATH_LIBM1_(atan, atanf, atan)
 OD_MATH_LIBM1_(acosh, acoshf, acosh)
 OD_MATH_LIBM1_(asinh, asinhf, asinh)
 OD_MATH_LIBM1_(atanh, atanhf, atanh)
-/* float32 sinh/cosh overflow where exp does (|x| > ln FLT_MAX), as ATen's
- * vectorised (Sleef) kernels do, though the exact value is finite to 89.4 */
-OD_MATH_FN float od_math_sinh_f32(float a) { return fabsf(a) > 88.7228394f ? copysignf(INFINITY, a) : sinhf(a); }
-OD_MATH_FN double od_math_sinh_f64(double a) { return sinh(a); }
-OD_MATH_FN float od_math_cosh_f32(float a) { return fabsf(a) > 88.7228394f ? INFINITY : coshf(a); }
-OD_MATH_FN double od_math_cosh_f64(double a) { return cosh(a); }
+OD_MATH_LIBM1_(sinh, sinhf, sinh)
+OD_MATH_LIBM1_(cosh, coshf, cosh)
+
+/* ---- ATen's vectorized path, where it differs from its scalar one ----
+ * A contiguous ATen loop runs its Vectorized (Sleef) kernel on the first
+ * n - n % (2 * lanes) elements and the scalar function on the rest; strided
+ * loops are all scalar. The CPU loops call od_math_<fn>_vec_<family> there
+ * for the functions that OD_MATH_VEC_<fn> marks (kernels/cpu/elementwise.c). */
+#define OD_MATH_VEC_sinh ~, 1
+#define OD_MATH_VEC_cosh ~, 1
+#define OD_MATH_VEC_fmod ~, 1
+#define OD_MATH_VEC_remainder ~, 1
+#define OD_MATH_VEC_div_floor ~, 1
+/* Sleef's sinh/cosh overflow where exp does (|x| > ln max), though the exact
+ * value stays finite a little further (89.4 in float32, 710.5 in float64). */
+OD_MATH_FN float od_math_sinh_vec_f32(float a) { return fabsf(a) > 88.7228394f ? copysignf(INFINITY, a) : sinhf(a); }
+OD_MATH_FN double od_math_sinh_vec_f64(double a) { return fabs(a) > 709.782712893384 ? copysign(INFINITY, a) : sinh(a); }
+OD_MATH_FN float od_math_cosh_vec_f32(float a) { return fabsf(a) > 88.7228394f ? INFINITY : coshf(a); }
+OD_MATH_FN double od_math_cosh_vec_f64(double a) { return fabs(a) > 709.782712893384 ? INFINITY : cosh(a); }
+/* Sleef's fmod is NaN where |a / b| overflows (a subnormal b first scales
+ * both by 2^25, or 2^54 in double), which fmod, remainder and floor division
+ * all inherit; |a| < |b| returns a. */
+OD_MATH_FN bool od_math_fmod_vec_nan_f32(float a, float b)
+{
+    float nu = fabsf(a), de = fabsf(b);
+    if (!(isfinite(nu) && isfinite(de)) || de == 0.0f || nu < de)
+        return false;
+    if (de < 1.17549435e-38f) {
+        nu *= 33554432.0f;
+        de *= 33554432.0f;
+    }
+    return isinf(nu * (1.0f / de));
+}
+OD_MATH_FN bool od_math_fmod_vec_nan_f64(double a, double b)
+{
+    double nu = fabs(a), de = fabs(b);
+    if (!(isfinite(nu) && isfinite(de)) || de == 0.0 || nu < de)
+        return false;
+    if (de < 2.2250738585072014e-308) {
+        nu *= 18014398509481984.0;
+        de *= 18014398509481984.0;
+    }
+    return isinf(nu * (1.0 / de));
+}
 OD_MATH_LIBM1_(tan, tanf, tan)
 OD_MATH_LIBM1_(exp2, exp2f, exp2)
 OD_MATH_LIBM1_(log2, log2f, log2)
@@ -393,6 +431,27 @@ OD_MATH_FN double od_math_remainder_f64(double a, double b)
     double r = fmod(a, b);
     return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
 }
+
+#define OD_MATH_VEC_FMOD_FAMILY_(SFX, T)                                                          \
+    OD_MATH_FN T od_math_fmod_vec_##SFX(T a, T b)                                                  \
+    {                                                                                              \
+        return od_math_fmod_vec_nan_##SFX(a, b) ? (T)NAN : od_math_fmod_##SFX(a, b);               \
+    }                                                                                              \
+    OD_MATH_FN T od_math_remainder_vec_##SFX(T a, T b)                                             \
+    {                                                                                              \
+        return od_math_fmod_vec_nan_##SFX(a, b) ? (T)NAN : od_math_remainder_##SFX(a, b);          \
+    }                                                                                              \
+    OD_MATH_FN T od_math_div_floor_vec_##SFX(T a, T b)                                             \
+    {                                                                                              \
+        return b != 0 && od_math_fmod_vec_nan_##SFX(a, b) ? (T)NAN : od_math_div_floor_##SFX(a, b); \
+    }
+OD_MATH_VEC_FMOD_FAMILY_(f32, float)
+OD_MATH_VEC_FMOD_FAMILY_(f64, double)
+#undef OD_MATH_VEC_FMOD_FAMILY_
+/* integers have no vectorized difference */
+OD_MATH_FN int64_t od_math_fmod_vec_i64(int64_t a, int64_t b) { return od_math_fmod_i64(a, b); }
+OD_MATH_FN int64_t od_math_remainder_vec_i64(int64_t a, int64_t b) { return od_math_remainder_i64(a, b); }
+OD_MATH_FN int64_t od_math_div_floor_vec_i64(int64_t a, int64_t b) { return od_math_div_floor_i64(a, b); }
 
 /* ---- comparisons (one per family; NaN compares false except ne) ---- */
 #define OD_MATH_CMP_(SFX, T)                                                 \

@@ -53,6 +53,26 @@
 #define VEC_FLOAT64 OD_CPU_CLONES
 
 #define CAT OD_CPU_CAT
+/* Elements per step of ATen's AVX2 vectorized_loop (two Vectorized): the
+ * first n - n % VEC2 of a contiguous loop take the vectorized path. */
+#define VEC2_BOOL 64
+#define VEC2_UINT8 64
+#define VEC2_INT8 64
+#define VEC2_INT16 32
+#define VEC2_INT32 16
+#define VEC2_INT64 8
+#define VEC2_FLOAT16 32
+#define VEC2_BFLOAT16 32
+#define VEC2_FLOAT32 16
+#define VEC2_FLOAT64 8
+/* MFP(fn, DT): od_math's fn, or its _vec_ form on the vectorized path when
+ * od_math.h defines OD_MATH_VEC_<fn> (as "~, 1": the probe counts it). */
+#define EW_PROBE_N(x, n, ...) n
+#define EW_PROBE(...) EW_PROBE_N(__VA_ARGS__, 0, )
+#define EW_HAS_VEC(fn) EW_PROBE(CAT(OD_MATH_VEC_, fn))
+#define MFP_0(fn, DT) MF(fn, DT)
+#define MFP_1(fn, DT) (vp ? CAT(od_math_##fn##_vec_, OD_CPU_FAM_##DT) : MF(fn, DT))
+#define MFP(fn, DT) CAT(MFP_, EW_HAS_VEC(fn))(fn, DT)
 #define CT(DT) CAT(OD_CPU_CT_, OD_CPU_FAM_##DT)
 #define MF(op, DT) CAT(od_math_##op##_, OD_CPU_FAM_##DT)
 #define CF(field, DT) CAT(field##_, OD_CPU_FAM_##DT)
@@ -65,6 +85,7 @@ typedef struct ew_ctx {
     atomic_int zero_div; /* an integer division by zero was seen */
     int pow_kind;        /* pow.Tensor_Scalar on floats: POW_* */
     double pow_exp;      /* ... its exponent, as ATen holds it for the dtype */
+    bool scalar_path;    /* ATen's loop would be strided: no vectorized path */
 } ew_ctx;
 
 /* ATen's pow_tensor_scalar_kernel: exponents 0.5, -0.5 and -1 are sqrt,
@@ -99,6 +120,9 @@ static inline int64_t ew_divf_i64(int64_t a, int64_t b, int *zf)
 }
 static inline float ew_divt_f32(float a, float b, int *zf) { (void)zf; return od_math_div_trunc_f32(a, b); }
 static inline float ew_divf_f32(float a, float b, int *zf) { (void)zf; return od_math_div_floor_f32(a, b); }
+static inline float ew_divfv_f32(float a, float b, int *zf) { (void)zf; return od_math_div_floor_vec_f32(a, b); }
+static inline double ew_divfv_f64(double a, double b, int *zf) { (void)zf; return od_math_div_floor_vec_f64(a, b); }
+#define ew_divfv_i64 ew_divf_i64
 static inline double ew_divt_f64(double a, double b, int *zf) { (void)zf; return od_math_div_trunc_f64(a, b); }
 static inline double ew_divf_f64(double a, double b, int *zf) { (void)zf; return od_math_div_floor_f64(a, b); }
 static inline float ew_pows_f32(float a, const ew_ctx *c)
@@ -135,10 +159,12 @@ static inline double ew_pows_f64(double a, const ew_ctx *c)
         const T *restrict x = (const T *)px;                                                      \
         const T *restrict y = (const T *)py;                                                      \
         int zf = 0;                                                                               \
-        (void)c;                                                                                  \
+        const int64_t nv = c->scalar_path ? 0 : n - n % VEC2_##DT;                                \
         for (int64_t i = 0; i < n; i++) {                                                         \
+            const bool vp = i < nv;                                                               \
             CT(DT) a = OD_CPU_LD_##DT(x[i]);                                                      \
             CT(DT) b = OD_CPU_LD_##DT(y[i]);                                                      \
+            (void)vp;                                                                             \
             o[i] = SF(EXPR);                                                                      \
         }                                                                                         \
         note_zero_div(c, zf);                                                                     \
@@ -150,9 +176,11 @@ static inline double ew_pows_f64(double a, const ew_ctx *c)
         const T *restrict x = (const T *)px;                                                      \
         const CT(DT) b = OD_CPU_LD_##DT(*(const T *)py);                                          \
         int zf = 0;                                                                               \
-        (void)c;                                                                                  \
+        const int64_t nv = c->scalar_path ? 0 : n - n % VEC2_##DT;                                \
         for (int64_t i = 0; i < n; i++) {                                                         \
+            const bool vp = i < nv;                                                               \
             CT(DT) a = OD_CPU_LD_##DT(x[i]);                                                      \
+            (void)vp;                                                                             \
             o[i] = SF(EXPR);                                                                      \
         }                                                                                         \
         note_zero_div(c, zf);                                                                     \
@@ -164,9 +192,11 @@ static inline double ew_pows_f64(double a, const ew_ctx *c)
         const CT(DT) a = OD_CPU_LD_##DT(*(const T *)px);                                          \
         const T *restrict y = (const T *)py;                                                      \
         int zf = 0;                                                                               \
-        (void)c;                                                                                  \
+        const int64_t nv = c->scalar_path ? 0 : n - n % VEC2_##DT;                                \
         for (int64_t i = 0; i < n; i++) {                                                         \
+            const bool vp = i < nv;                                                               \
             CT(DT) b = OD_CPU_LD_##DT(y[i]);                                                      \
+            (void)vp;                                                                             \
             o[i] = SF(EXPR);                                                                      \
         }                                                                                         \
         note_zero_div(c, zf);                                                                     \
@@ -186,6 +216,8 @@ static inline double ew_pows_f64(double a, const ew_ctx *c)
             char *po = d[0];                                                                      \
             const char *px = d[1], *py = d[2];                                                    \
             int zf = 0;                                                                           \
+            const bool vp = false; /* strided: ATen's scalar path */                              \
+            (void)vp;                                                                             \
             for (int64_t i = 0; i < n; i++, po += s[0], px += s[1], py += s[2]) {                 \
                 CT(DT) a = OD_CPU_LD_##DT(*(const T *)px);                                        \
                 CT(DT) b = OD_CPU_LD_##DT(*(const T *)py);                                        \
@@ -202,8 +234,11 @@ static inline double ew_pows_f64(double a, const ew_ctx *c)
         typedef OD_CPU_T_##DT T;                                                                  \
         OT *restrict o = (OT *)po;                                                                \
         const T *restrict x = (const T *)px;                                                      \
+        const int64_t nv = n - n % VEC2_##DT;                                                     \
         for (int64_t i = 0; i < n; i++) {                                                         \
+            const bool vp = i < nv;                                                               \
             CT(DT) a = OD_CPU_LD_##DT(x[i]);                                                      \
+            (void)vp;                                                                             \
             o[i] = SF(EXPR);                                                                      \
         }                                                                                         \
     }                                                                                             \
@@ -217,6 +252,8 @@ static inline double ew_pows_f64(double a, const ew_ctx *c)
         } else {                                                                                  \
             char *po = d[0];                                                                      \
             const char *px = d[1];                                                                \
+            const bool vp = false; /* strided: ATen's scalar path */                              \
+            (void)vp;                                                                             \
             for (int64_t i = 0; i < n; i++, po += s[0], px += s[1]) {                             \
                 CT(DT) a = OD_CPU_LD_##DT(*(const T *)px);                                        \
                 *(OT *)po = SF(EXPR);                                                             \
@@ -287,7 +324,8 @@ static inline double ew_pows_f64(double a, const ew_ctx *c)
 /* float16 / bfloat16: the quotient is rounded to 16 bits before trunc, as in
  * ATen (bfloat16 1.3046875 / -0.11865234375 -> -11.0 -> -11). */
 #define G_divt16(DT) DEF_LOOP2_(divt_##DT, DT, SAME(DT), truncf(OD_CPU_RND_##DT(a / b)))
-#define G_divf(DT) DEF_LOOP2_(divf_##DT, DT, SAME(DT), CAT(ew_divf_, OD_CPU_FAM_##DT)(a, b, &zf))
+#define G_divf(DT) \
+    DEF_LOOP2_(divf_##DT, DT, SAME(DT), (vp ? CAT(ew_divfv_, OD_CPU_FAM_##DT) : CAT(ew_divf_, OD_CPU_FAM_##DT))(a, b, &zf))
 #define G_pow(DT) DEF_LOOP2_(pow_##DT, DT, SAME(DT), MF(pow, DT)(a, b))
 #define G_pows(DT) DEF_LOOP2_(pows_##DT, DT, SAME(DT), ((void)b, CAT(ew_pows_, OD_CPU_FAM_##DT)(a, c)))
 #define G_max(DT) DEF_LOOP2_(max_##DT, DT, SAME(DT), MF(maximum, DT)(a, b))
@@ -346,10 +384,10 @@ static inline bool ew_zero_i64(int64_t b, int *zf)
 }
 static inline bool ew_zero_f32(float b, int *zf) { (void)b; (void)zf; return false; }
 static inline bool ew_zero_f64(double b, int *zf) { (void)b; (void)zf; return false; }
-#define EW_X2_0(fn, DT) MF(fn, DT)(a, b)
-#define EW_X2_1(fn, DT) (CAT(ew_zero_, OD_CPU_FAM_##DT)(b, &zf) ? 0 : MF(fn, DT)(a, b))
+#define EW_X2_0(fn, DT) MFP(fn, DT)(a, b)
+#define EW_X2_1(fn, DT) (CAT(ew_zero_, OD_CPU_FAM_##DT)(b, &zf) ? 0 : MFP(fn, DT)(a, b))
 #define EW_X2(rule, fn, DT) CAT(EW_X2_, OD_EWR_ZERO_DIV_##rule)(fn, DT)
-#define G_EW1(DT, id, fn, rule) DEF_LOOP1_(ew_##id##_##DT, DT, EW_OUT(rule, DT), MF(fn, DT)(a))
+#define G_EW1(DT, id, fn, rule) DEF_LOOP1_(ew_##id##_##DT, DT, EW_OUT(rule, DT), MFP(fn, DT)(a))
 #define G_EW2(DT, id, fn, rule) DEF_LOOP2_(ew_##id##_##DT, DT, EW_OUT(rule, DT), EW_X2(rule, fn, DT))
 #define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag)
 #define OD_EW1(id, schema, fn, rule, ag) OD_EWR_DTYPES_##rule(G_EW1, id, fn, rule)
@@ -546,8 +584,16 @@ static od_status run_inputs(od_stack *s, const od_out_spec *spec, int n, od_dtyp
     operands o = {.n = 1};
     od_tensor *out = NULL;
     od_status st = OD_OK;
-    for (int i = 0; i < n && !st; i++)
-        st = operands_add(&o, &s->args[i], dt, err);
+    for (int i = 0; i < n && !st; i++) {
+        /* ATen converts a permuted dense input keeping its strides (others
+         * become contiguous), so with another operand its loop is strided
+         * where our converted copy is not */
+        const od_value *v = &s->args[i];
+        if (n > 1 && v->tag == OD_T_TENSOR && v->u.t->dtype != dt && !od_tensor_is_contiguous(v->u.t) &&
+            od_tensor_is_non_overlapping_and_dense(v->u.t))
+            c->scalar_path = true;
+        st = operands_add(&o, v, dt, err);
+    }
     if (st || (st = alloc_out(s, spec, &out, err))) {
         operands_release(&o);
         return st;
