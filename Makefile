@@ -119,7 +119,7 @@ lib: $(LIB_A) $(LIB_SO)
 # Debian packages this project needs; installed by `make setup` when missing.
 DEB_PKGS := build-essential pkg-config libopenblas-dev libmicrohttpd-dev libjansson-dev \
             libcriterion-dev libcurl4-openssl-dev python3 python3-venv curl wrk python3-torch nodejs gnuplot-nox libjs-chart.js chromium chromium-driver \
-            nginx docker.io debootstrap
+            nginx
 SETUP_STAMP := .setup/debs-$(shell echo $(DEB_PKGS) | md5sum | cut -c1-8)
 
 setup: $(SETUP_STAMP)
