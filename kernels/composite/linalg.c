@@ -191,36 +191,15 @@ OD_CX_KERNEL(od_cia_matmul)
 }
 
 /* output.add_(bias) as torch 1.13's linear does it: in place, so the result
- * keeps output's shape and dtype (bias broadcasts into it, and its dtype
- * must cast to output's). Consumes *out. */
+ * keeps output's shape and dtype (aten::add_.Tensor checks both). Consumes
+ * *out; *out is the result, or NULL on error. */
 static od_status add_bias_inplace(od_tensor **out, od_tensor *bias, od_error *err)
 {
-    od_tensor *o = *out, *sum = NULL;
-    int64_t shape[OD_MAX_DIMS];
-    int n = 0;
-    char os[256], bs[256];
-    od_status st = od_broadcast_shapes(o->sizes, o->ndim, bias->sizes, bias->ndim, shape, &n, err);
-    if (!st && (n != o->ndim || memcmp(shape, o->sizes, sizeof(int64_t) * (size_t)n))) {
-        od_shape_print(o->sizes, o->ndim, os, sizeof os);
-        od_shape_print(shape, n, bs, sizeof bs);
-        st = od_error_set(err, OD_EMISMATCH, "output with shape %s doesn't match the broadcast shape %s", os, bs);
-    }
-    od_value a[3] = {od_tensor_v(o), od_tensor_v(bias), od_int(1)};
-    if (!st)
-        st = od_call_builtin1(OD_OPID_add_Tensor, a, 3, &sum, err);
-    if (!st && !od_dtype_can_cast(sum->dtype, o->dtype))
-        st = od_error_set(err, OD_EMISMATCH, "result type %s can't be cast to the desired output type %s",
-                          od_dtype_scalar_name(sum->dtype), od_dtype_scalar_name(o->dtype));
-    if (!st && sum->dtype != o->dtype) {
-        od_tensor *c = NULL;
-        st = od_cx_to_dtype_copy(sum, o->dtype, &c, err);
-        od_tensor_release(sum);
-        sum = c;
-    }
-    od_tensor_release(o);
-    *out = st ? NULL : sum;
-    if (st)
-        od_tensor_release(sum);
+    od_tensor *sum = NULL;
+    od_value a[3] = {od_tensor_v(*out), od_tensor_v(bias), od_int(1)};
+    od_status st = od_call_builtin1(OD_OPID_add__Tensor, a, 3, &sum, err);
+    od_tensor_release(*out);
+    *out = sum;
     return st;
 }
 

@@ -133,7 +133,11 @@ def torch_worker(out_limit):
         args = [(n, value(t, v, upcast)) for n, t, v in case["args"]]
         kwargs = {k: value(t, v, upcast) for k, (t, v) in case["kwargs"].items()}
         name = case["op"].partition(".")[0]
-        if case["bool_scalar"] and hasattr(torch, name):
+        if case["bool_scalar"] and name.endswith("_") and args and isinstance(args[0][1], torch.Tensor) \
+                and hasattr(torch.Tensor, name):
+            # the same for an in-place operator, a method of self
+            out = getattr(args[0][1], name)(**{n: v for n, v in args[1:]}, **kwargs)
+        elif case["bool_scalar"] and hasattr(torch, name):
             # torch.ops reads a bool Scalar as an int (TorchScript's rule); the
             # Python API, which the server follows, keeps it a bool. There the
             # first argument goes by position and the rest by name (positions

@@ -1,0 +1,61 @@
+/* inplace.c — the in-place variants declared by ops.def's OD_INPLACE lines
+ * (add_.Tensor, sqrt_, clamp_, ...): the out-of-place operator of the same
+ * arguments, then copy_ of its result into self.
+ *
+ * Invariants: self keeps its dtype, shape and storage. ATen's TensorIterator
+ * checks come first: the result must have self's shape (it may not broadcast
+ * self) and its dtype must cast to self's (no float into an integer, nothing
+ * into bool). Both operators are reached through the dispatcher, so Autograd
+ * records the operator and copy_ (CopyBackwards, and the leaf check of an
+ * in-place write), a mode sees both, and the same kernel serves CPU, CUDA and
+ * Meta. self is returned, retained once.
+ */
+#include <string.h>
+
+#include "composite.h"
+
+/* In-place id -> its out-of-place operator's id, plus one (0: not in-place). */
+static const int g_functional[OD_NUM_BUILTIN_OPS] = {
+#define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag)
+#define OD_INPLACE(id, schema, functional) [OD_OPID_##id] = (int)OD_OPID_##functional + 1,
+#include "ops.def"
+#undef OD_INPLACE
+#undef OD_OP
+};
+
+OD_CX_KERNEL(od_cia_inplace)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_tensor *self, *res = NULL;
+    od_status st;
+    if (g_functional[id] == 0)
+        return od_error_set(err, OD_EINTERNAL, "%s is not an in-place operator", od_op_name(op));
+    if ((st = od_cx_arg_tensor(op, s, 0, &self, err)))
+        return st;
+    if ((st = od_call_builtin1((od_opid)(g_functional[id] - 1), s->args, s->nargs, &res, err)))
+        return st;
+    char a[256], b[256];
+    if (res->ndim != self->ndim || memcmp(res->sizes, self->sizes, sizeof(int64_t) * (size_t)self->ndim)) {
+        od_shape_print(self->sizes, self->ndim, a, sizeof a);
+        od_shape_print(res->sizes, res->ndim, b, sizeof b);
+        od_tensor_release(res);
+        return od_error_set(err, OD_EMISMATCH, "output with shape %s doesn't match the broadcast shape %s",
+                            a, b);
+    }
+    if (!od_dtype_can_cast(res->dtype, self->dtype)) {
+        st = od_error_set(err, OD_EMISMATCH, "result type %s can't be cast to the desired output type %s",
+                          od_dtype_scalar_name(res->dtype), od_dtype_scalar_name(self->dtype));
+        od_tensor_release(res);
+        return st;
+    }
+    od_value cv[3] = {od_tensor_v(self), od_tensor_v(res), od_bool(false)};
+    od_stack cs;
+    st = od_call_builtin(OD_OPID_copy_, cv, 3, &cs, err);
+    od_tensor_release(res);
+    if (st)
+        return st;
+    od_stack_release_rets(&cs); /* copy_ returns self itself */
+    od_tensor_retain(self);
+    return od_cx_return1(s, self);
+}
