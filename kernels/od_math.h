@@ -361,6 +361,88 @@ OD_MATH_FN double od_math_hardswish_f64(double a) { return a * od_math_relu6_f64
 OD_MATH_FN float od_math_mish_f32(float a) { return a * tanhf(log1pf(expf(a))); }
 OD_MATH_FN double od_math_mish_f64(double a) { return a * tanh(log1p(exp(a))); }
 
+/* ---- special functions and predicates ---- */
+OD_MATH_FN float od_math_lgamma_f32(float a) { return lgammaf(a); }
+OD_MATH_FN double od_math_lgamma_f64(double a) { return lgamma(a); }
+/* digamma as ATen's calc_digamma: +-inf at +-0 (the sign opposite to x's),
+ * NaN at negative integers, reflection below 0, recurrence up to 10, then
+ * the asymptotic series. */
+#define OD_MATH_DIGAMMA_(SFX, T, F, PSI10)                                                       \
+    OD_MATH_FN T od_math_digamma_##SFX(T x)                                                      \
+    {                                                                                            \
+        static const T A[] = {(T)8.33333333333333333333E-2, (T)-2.10927960927960927961E-2,       \
+                              (T)7.57575757575757575758E-3, (T)-4.16666666666666666667E-3,       \
+                              (T)3.96825396825396825397E-3, (T)-8.33333333333333333333E-3,       \
+                              (T)8.33333333333333333333E-2};                                     \
+        T result = 0;                                                                            \
+        if (x == 0)                                                                              \
+            return copysign##F((T)INFINITY, -x);                                                 \
+        if (x < 0) {                                                                             \
+            if (x == trunc##F(x))                                                                \
+                return (T)NAN;                                                                   \
+            T q, r = modf##F(x, &q);                                                             \
+            (void)q;                                                                             \
+            /* the reflection term in double, float32 too, as ATen */                            \
+            return od_math_digamma_##SFX(1 - x) - (T)(3.14159265358979323846 /                   \
+                                                      tan(3.14159265358979323846 * (double)r));  \
+        }                                                                                        \
+        while (x < 10) {                                                                         \
+            result -= 1 / x;                                                                     \
+            x += 1;                                                                              \
+        }                                                                                        \
+        if (x == 10)                                                                             \
+            return result + (PSI10);                                                             \
+        T y = 0;                                                                                 \
+        if (x < (T)1.0e17) {                                                                     \
+            T z = 1 / (x * x), p = A[0];                                                         \
+            for (int i = 1; i <= 6; i++)                                                         \
+                p = p * z + A[i];                                                                \
+            y = z * p;                                                                           \
+        }                                                                                        \
+        return result + log##F(x) - ((T)0.5 / x) - y;                                            \
+    }
+OD_MATH_DIGAMMA_(f32, float, f, 2.25175258906672110764f)
+OD_MATH_DIGAMMA_(f64, double, , 2.25175258906672110764)
+#undef OD_MATH_DIGAMMA_
+/* sinc: sin(pi x) / (pi x), 1 at 0, as ATen computes it */
+OD_MATH_FN float od_math_sinc_f32(float a)
+{
+    if (a == 0.0f)
+        return 1.0f;
+    float p = 3.14159265358979323846f * a;
+    return sinf(p) / p;
+}
+OD_MATH_FN double od_math_sinc_f64(double a)
+{
+    if (a == 0.0)
+        return 1.0;
+    double p = 3.14159265358979323846 * a;
+    return sin(p) / p;
+}
+/* (comparisons rather than isnan()/isinf(), as for signbit) */
+#define OD_MATH_PRED_(SFX, T)                                                                    \
+    OD_MATH_FN bool od_math_isnan_##SFX(T a) { return a != a; }                                  \
+    OD_MATH_FN bool od_math_isinf_##SFX(T a) { return a == (T)INFINITY || a == -(T)INFINITY; }   \
+    OD_MATH_FN bool od_math_isposinf_##SFX(T a) { return a == (T)INFINITY; }                     \
+    OD_MATH_FN bool od_math_isneginf_##SFX(T a) { return a == -(T)INFINITY; }                    \
+    OD_MATH_FN bool od_math_isfinite_##SFX(T a) { return a - a == (T)0; }
+OD_MATH_PRED_(f32, float)
+OD_MATH_PRED_(f64, double)
+#undef OD_MATH_PRED_
+OD_MATH_FN bool od_math_isnan_i64(int64_t a) { (void)a; return false; }
+OD_MATH_FN bool od_math_isinf_i64(int64_t a) { (void)a; return false; }
+OD_MATH_FN bool od_math_isposinf_i64(int64_t a) { (void)a; return false; }
+OD_MATH_FN bool od_math_isneginf_i64(int64_t a) { (void)a; return false; }
+OD_MATH_FN bool od_math_isfinite_i64(int64_t a) { (void)a; return true; }
+/* fmax/fmin ignore a NaN operand; of equal operands (+0 and -0) they return
+ * self, as torch 1.13's build of std::fmax does (glibc's returns other) */
+OD_MATH_FN float od_math_fmax_f32(float a, float b) { return a >= b || b != b ? a : b; }
+OD_MATH_FN double od_math_fmax_f64(double a, double b) { return a >= b || b != b ? a : b; }
+OD_MATH_FN int64_t od_math_fmax_i64(int64_t a, int64_t b) { return a > b ? a : b; }
+OD_MATH_FN float od_math_fmin_f32(float a, float b) { return a <= b || b != b ? a : b; }
+OD_MATH_FN double od_math_fmin_f64(double a, double b) { return a <= b || b != b ? a : b; }
+OD_MATH_FN int64_t od_math_fmin_i64(int64_t a, int64_t b) { return a < b ? a : b; }
+
 /* ---- more binary math (issue 19) ---- */
 OD_MATH_FN float od_math_atan2_f32(float a, float b) { return atan2f(a, b); }
 OD_MATH_FN double od_math_atan2_f64(double a, double b) { return atan2(a, b); }

@@ -342,6 +342,20 @@ static void max_min(od_node *n, od_tensor *const *g, od_tensor **gin, const bool
 }
 OD_BW(MaximumBackward0) { max_min(n, g, gin, need, sc, true); }
 OD_BW(MinimumBackward0) { max_min(n, g, gin, need, sc, false); }
+/* fmax/fmin: self takes the gradient where it won or other is NaN */
+static void fmax_fmin(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc, bool max)
+{
+    od_tensor *a = ag_saved(sc, n, 0), *b = ag_saved(sc, n, 1);
+    od_tensor *self_wins = ag_call(sc, OD_OPID_logical_or, 2,
+                                   T(ag_cmp(sc, max ? OD_OPID_ge_Tensor : OD_OPID_le_Tensor, a, b)),
+                                   T(ag_unary(sc, OD_OPID_isnan, b)));
+    if (need[0])
+        SET(0, ag_where0(sc, self_wins, g[0], true));
+    if (need[1])
+        SET(1, ag_where0(sc, self_wins, g[0], false));
+}
+OD_BW(FmaxBackward0) { fmax_fmin(n, g, gin, need, sc, true); }
+OD_BW(FminBackward0) { fmax_fmin(n, g, gin, need, sc, false); }
 
 static void mod_other(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc,
                       const char *mode)
@@ -482,6 +496,16 @@ OD_BW(ReciprocalBackward0)
 {
     od_tensor *y = ag_saved_out(sc, n, 0);
     SET(0, ag_neg(sc, ag_mul(sc, g[0], ag_mul(sc, y, y))));
+}
+OD_BW(LgammaBackward0) { SET(0, ag_mul(sc, g[0], ag_unary(sc, OD_OPID_digamma, ag_saved(sc, n, 0)))); }
+/* ATen's sinc_backward: (pi x cos(pi x) - sin(pi x)) / (pi x^2), 0 at x = 0 */
+OD_BW(SincBackward0)
+{
+    od_tensor *x = ag_saved(sc, n, 0);
+    od_tensor *px = ag_muls(sc, x, M_PI), *sq = ag_muls(sc, ag_mul(sc, x, x), M_PI);
+    od_tensor *num = ag_sub(sc, ag_mul(sc, px, ag_unary(sc, OD_OPID_cos, px)), ag_unary(sc, OD_OPID_sin, px));
+    od_tensor *out = ag_div(sc, ag_mul(sc, g[0], num), sq);
+    SET(0, ag_where0(sc, ag_cmps(sc, OD_OPID_eq_Scalar, sq, 0), out, false));
 }
 OD_BW(Deg2RadBackward0) { SET(0, ag_muls(sc, g[0], M_PI / 180.0)); }
 OD_BW(Rad2DegBackward0) { SET(0, ag_muls(sc, g[0], 180.0 / M_PI)); }

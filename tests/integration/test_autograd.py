@@ -83,6 +83,10 @@ def make_cases(rng):
     add("logaddexp", a23(), RG(g(rng, 3)))
     add("logaddexp2", a23(), RG(g(rng, 2, 1)))
     add("xlogy.Tensor", a23(), RG(g(rng, 3, pos=True)))
+    add("fmax", a23(), RG(g(rng, 3)))
+    add("fmin", a23(), RG(g(rng, 2, 1)))
+    add("lgamma", RG(g(rng, 2, 3, pos=True) + 0.1))
+    add("sinc", RG(g(rng, 2, 3, away=0.05)))
     add("exp", RG(g(rng)))  # 0-dim
     add("gelu", a23(), approximate="tanh")
     add("clamp", RG(g(rng, 3, 4)), -0.5, 0.5)

@@ -36,6 +36,38 @@ def _remainder(a, b):
     return np.remainder(a, b)
 
 
+def _lgamma(x):
+    # log|gamma(x)|: inf at the poles (0 and negative integers) and at +-inf
+    if math.isnan(x):
+        return math.nan
+    if math.isinf(x) or (x <= 0 and x == math.floor(x)):
+        return math.inf
+    return math.lgamma(x)
+
+
+def _digamma(x):
+    """psi(x) in double, independently of ATen's: the reflection formula,
+    the recurrence up to 20 and 9 terms of the asymptotic series."""
+    if math.isnan(x) or x == -math.inf:
+        return math.nan
+    if x == 0:
+        return math.copysign(math.inf, -x)
+    if x < 0:
+        if x == math.floor(x):
+            return math.nan
+        return _digamma(1 - x) - math.pi / math.tan(math.pi * x)
+    if math.isinf(x):
+        return x
+    r = 0.0
+    while x < 20:
+        r -= 1 / x
+        x += 1
+    z = 1 / (x * x)
+    b = [1 / 12, -1 / 120, 1 / 252, -1 / 240, 1 / 132, -691 / 32760, 1 / 12, -3617 / 8160, 43867 / 14364]
+    s = sum(c * z ** (k + 1) for k, c in enumerate(b))
+    return r + math.log(x) - 0.5 / x - s
+
+
 def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
@@ -128,6 +160,16 @@ OPS = {
     "logaddexp": (np.logaddexp, "FLOAT_ONLY", 1e-6),  # max + log1p(exp(-d)): a few roundings
     "logaddexp2": (np.logaddexp2, "FLOAT_ONLY", 1e-6),
     "xlogy.Tensor": (_xlogy, "FLOAT", 4e-7),
+    "fmax": (np.fmax, "ANY", 0),
+    "fmin": (np.fmin, "ANY", 0),
+    "lgamma": (np.vectorize(_lgamma, otypes=[np.float64]), "FLOAT", 2e-6),
+    "digamma": (np.vectorize(lambda v: _digamma(v), otypes=[np.float64]), "FLOAT", 4e-6),
+    "sinc": (np.sinc, "FLOAT", 4e-7),
+    "isnan": (np.isnan, "LOGICAL", 0),
+    "isinf": (np.isinf, "LOGICAL", 0),
+    "isposinf": (np.isposinf, "LOGICAL", 0),
+    "isneginf": (np.isneginf, "LOGICAL", 0),
+    "isfinite": (np.isfinite, "LOGICAL", 0),
 }
 
 # ---- torch's dtype rules, written out independently of the server ----------
@@ -230,10 +272,12 @@ def device(request, server):
     return request.param
 
 
-CANCELLING = {"logaddexp", "logaddexp2"}
+# Errors on the scale of the operands, not the result: logaddexp's max +
+# log1p(...) near 0, and sinc's sin(pi x) at integers (pi x is rounded first).
+CANCELLING = {"logaddexp", "logaddexp2", "sinc"}
 BINARY = {"fmod", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor", "logical_and", "logical_or",
           "logical_xor", "floor_divide", "atan2", "hypot", "copysign", "logaddexp",
-          "logaddexp2", "xlogy"}
+          "logaddexp2", "xlogy", "fmax", "fmin"}
 
 
 def arity(op):
