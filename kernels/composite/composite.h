@@ -29,6 +29,7 @@ OD_CX_KERNEL(od_cia_linear);
 OD_CX_KERNEL(od_cia_embedding);
 OD_CX_KERNEL(od_cea_factory);
 OD_CX_KERNEL(od_bs_factory);
+OD_CX_KERNEL(od_cea_like); /* *_like, new_* */
 OD_CX_KERNEL(od_cia_inplace); /* every OD_INPLACE line */
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */

@@ -1,6 +1,7 @@
 /* factories.c — factory operators: the BackendSelect kernel that picks a
  * backend from the Device argument, and the CompositeExplicitAutograd
- * kernel of empty / zeros / ones / full.
+ * kernel of empty / zeros / ones / full, and that of the *_like and new_*
+ * factories, which take self's dtype, device (and layout) as defaults.
  *
  * Invariants: a factory has no tensor argument, so its call reaches
  * BackendSelect (in the default included set); od_bs_factory adds the backend
@@ -13,6 +14,7 @@
  * Device argument's position is looked up by name once, at registration.
  */
 #include <stdint.h>
+#include <string.h>
 
 #include "composite.h"
 #include "od_shape.h"
@@ -81,6 +83,88 @@ OD_CX_KERNEL(od_cea_factory)
         fill = od_int(0);
         break;
     }
+    od_value a[2] = {od_tensor_v(out), fill};
+    od_stack fs;
+    if ((st = od_call_builtin(OD_OPID_fill__Scalar, a, 2, &fs, err))) {
+        od_tensor_release(out);
+        return st;
+    }
+    od_stack_release_rets(&fs); /* fill_ returns out itself */
+    return od_cx_return1(s, out);
+}
+
+/* zeros_like / ones_like / full_like / empty_like (self, [fill_value], *,
+ * dtype, layout, device, pin_memory, memory_format): self's shape, and its
+ * dtype and device unless asked otherwise; laid out by empty_like's rule
+ * (self's strides kept under preserve_format when self is dense). new_zeros /
+ * new_ones / new_full / new_empty (self, size, [fill_value], *, dtype,
+ * layout, device, pin_memory): the factory of that name with self's dtype and
+ * device as defaults, through the dispatcher. Outputs never require grad. */
+OD_CX_KERNEL(od_cea_like)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    bool is_new = id == OD_OPID_new_zeros || id == OD_OPID_new_ones || id == OD_OPID_new_full ||
+                  id == OD_OPID_new_empty;
+    bool has_fill = id == OD_OPID_full_like || id == OD_OPID_new_full;
+    int k = 1 + is_new + has_fill; /* dtype's position */
+    od_tensor *self;
+    bool has_dt, has_dev;
+    od_dtype dt;
+    od_device dev;
+    od_status st;
+    if ((st = od_cx_arg_tensor(op, s, 0, &self, err)) ||
+        (st = od_cx_arg_opt_dtype(op, s, k, &has_dt, &dt, err)) ||
+        (st = od_cx_check_layout(op, s, k + 1, err)) ||
+        (st = od_cx_arg_opt_device(op, s, k + 2, &has_dev, &dev, err)) ||
+        (st = od_cx_check_pin_memory(op, s, k + 3, err)))
+        return st;
+    if (s->args[k + 3].tag == OD_T_BOOL && s->args[k + 3].u.b) /* the factories' refusal */
+        return od_error_set(err, OD_EUNSUPPORTED,
+                            "%s(): pinned memory is not supported; pass pin_memory=False or None",
+                            od_op_schema(op)->name);
+    if (!has_dt)
+        dt = self->dtype;
+    if (!has_dev)
+        dev = self->device;
+    od_value fill = has_fill ? s->args[k - 1] : od_int(id == OD_OPID_ones_like || id == OD_OPID_new_ones);
+
+    if (is_new) {
+        od_opid f = id == OD_OPID_new_zeros ? OD_OPID_zeros
+                    : id == OD_OPID_new_ones ? OD_OPID_ones
+                    : id == OD_OPID_new_full ? OD_OPID_full
+                                             : OD_OPID_empty_memory_format;
+        od_value a[7];
+        int n = 0;
+        a[n++] = s->args[1];
+        if (has_fill)
+            a[n++] = fill;
+        a[n++] = od_dtype_v(dt);
+        a[n++] = od_none(); /* layout: checked above */
+        a[n++] = od_device_v(dev);
+        a[n++] = od_none(); /* pin_memory: checked above */
+        if (f == OD_OPID_empty_memory_format)
+            a[n++] = od_none();
+        od_tensor *out = NULL;
+        if ((st = od_call_builtin1(f, a, n, &out, err)))
+            return st;
+        return od_cx_return1(s, out);
+    }
+
+    int mf;
+    if ((st = od_cx_arg_memory_format(op, s, k + 4, &mf, err)))
+        return st;
+    od_out_spec o = {.dtype = dt, .device = dev, .ndim = self->ndim, .alias_of = -1};
+    memcpy(o.sizes, self->sizes, sizeof(int64_t) * (size_t)self->ndim);
+    if ((st = od_out_spec_layout(&o, self, (od_memory_format)mf, err)))
+        return st;
+    od_tensor *out = NULL;
+    if ((st = od_alloc_outputs(s, &o, 1, &out, err)))
+        return st;
+    /* empty_like: CPU memory comes zeroed; a device's cached block may hold
+     * another request's bytes, so it is cleared like zeros_like */
+    if (id == OD_OPID_empty_like && (out->device.type == OD_DEV_CPU || out->device.type == OD_DEV_META))
+        return od_cx_return1(s, out);
     od_value a[2] = {od_tensor_v(out), fill};
     od_stack fs;
     if ((st = od_call_builtin(OD_OPID_fill__Scalar, a, 2, &fs, err))) {

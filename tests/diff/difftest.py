@@ -50,7 +50,7 @@ STRINGS = ["none", "tanh", "trunc", "floor", "mean", "sum", "bogus"]
 NONDETERMINISTIC = re.compile(r"^(rand|normal|bernoulli|uniform|multinomial|poisson|exponential|geometric|"
                               r"cauchy|log_normal|rrelu)|dropout")
 # Operators whose output values are whatever memory held: dtype and shape only.
-UNDEFINED_VALUES = re.compile(r"^empty")
+UNDEFINED_VALUES = re.compile(r"^(empty|new_empty)")
 
 
 def torch_bug(c, t):
