@@ -403,3 +403,12 @@ def test_cat_of_an_empty_list_is_the_callers_error(server):
     assert r.status_code == 422, r.text
     assert "There were no tensor arguments to this function" in error_message(r)
     assert server.alive()
+
+
+def test_a_required_device_is_not_filled_from_the_call(server):
+    # to.device's device is required (torch: missing argument); a factory's
+    # optional device still defaults to the call's
+    r = server.post("/v1/ops/to.device", {"args": [tensor(np.ones(2, np.float32))], "kwargs": {"dtype": "float64"}})
+    assert r.status_code in (400, 422) and "device" in error_message(r), r.text
+    r = server.post("/v1/ops/zeros", {"args": [[2]]})
+    assert r.status_code == 200 and r.json()["outputs"][0]["data"] == [0.0, 0.0], r.text

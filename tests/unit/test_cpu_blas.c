@@ -422,3 +422,26 @@ Test(cpu_blas, errors_like_torch)
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
         od_tensor_release(ts[i]);
 }
+
+/* addmm's alpha and beta go to the op math type (float for bfloat16), and
+ * an empty result returns before the dtype dispatch (torch 1.13). */
+Test(cpu_blas, addmm_scalars_in_op_math_and_empty_bool)
+{
+    int64_t s22[2] = {2, 2}, s20[2] = {2, 0}, s02[2] = {0, 2}, s00[2] = {0, 0};
+    od_tensor *a = t_rand(s22, 2, OD_BFLOAT16), *b = t_rand(s22, 2, OD_BFLOAT16), *c = t_rand(s22, 2, OD_BFLOAT16);
+    od_value ad[5] = {tv(c), tv(a), tv(b), od_double(0), od_double(3.4e38)};
+    od_tensor *out = call1_ok(OD_OPID_addmm, ad, 5); /* 3.4e38 > bfloat16's max, < float's */
+    TCHECK(out->dtype == OD_BFLOAT16, "bfloat16 addmm with alpha 3.4e38");
+    od_tensor_release(out);
+    od_tensor *e1 = t_rand(s02, 2, OD_BOOL), *e2 = t_rand(s20, 2, OD_BOOL), *e0 = t_rand(s00, 2, OD_BOOL);
+    od_tensor *m1 = t_rand(s02, 2, OD_BOOL), *m2 = t_rand(s22, 2, OD_BOOL);
+    od_value eb[5] = {tv(e1), tv(m1), tv(m2), od_int(1), od_int(1)};
+    out = call1_ok(OD_OPID_addmm, eb, 5); /* [0,2] @ [2,2] + [0,2]: empty, so no dtype check */
+    TCHECK(out->dtype == OD_BOOL && od_tensor_numel(out) == 0, "empty bool addmm");
+    od_tensor_release(out);
+    od_value nb[5] = {tv(m2), tv(m2), tv(m2), od_int(1), od_int(1)};
+    call_fails(OD_OPID_addmm, nb, 5, OD_EUNSUPPORTED, "\"addmm_impl_cpu_\" not implemented for 'Bool'");
+    od_tensor *ts[] = {a, b, c, e1, e2, e0, m1, m2};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        od_tensor_release(ts[i]);
+}

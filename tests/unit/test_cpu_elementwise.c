@@ -1910,3 +1910,52 @@ Test(cpu_ew, torch_rounding_and_branches)
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
         od_tensor_release(ts[i]);
 }
+
+/* ATen's contiguous loops run Vectorized (Sleef) on the first n - n % 16
+ * float32 elements and the scalar function on the rest; the two differ near
+ * overflow. Values are torch 1.13's. */
+Test(cpu_ew, vectorized_and_scalar_paths_by_position)
+{
+    double v[17];
+    for (int i = 0; i < 17; i++)
+        v[i] = 89.0;
+    od_tensor *x = vec_d(OD_FLOAT32, v, 17);
+    od_value a[1] = {tv(x)};
+    od_tensor *o = call1_ok(OD_OPID_sinh, a, 1);
+    TCHECK(isinf(first_d(o, 0)) && isinf(first_d(o, 15)), "sinh(89) overflows on the vectorized path");
+    TCHECK(fabs(first_d(o, 16) - 2.2448063889081578e+38) < 1e31, "sinh(89) in the tail is %g, torch 2.2448e38",
+           first_d(o, 16));
+    od_tensor_release(o);
+    /* remainder and floor division: NaN where Sleef's fmod meets an
+     * overflowing quotient, the exact answer in the tail */
+    double r[18];
+    for (int i = 0; i < 18; i++)
+        r[i] = 3.4e38;
+    od_tensor *big = vec_d(OD_FLOAT32, r, 18);
+    od_value ra[2] = {tv(big), od_double(0.5)};
+    o = call1_ok(OD_OPID_remainder_Scalar, ra, 2);
+    TCHECK(isnan(first_d(o, 0)) && isnan(first_d(o, 15)) && first_d(o, 16) == 0.0 && first_d(o, 17) == 0.0,
+           "remainder(3.4e38, 0.5): NaN, then 0 in the tail");
+    od_tensor_release(o);
+    o = call1_ok(OD_OPID_floor_divide_Scalar, ra, 2);
+    TCHECK(isnan(first_d(o, 0)) && isinf(first_d(o, 17)), "floor_divide(3.4e38, 0.5): NaN, then inf in the tail");
+    od_tensor_release(o);
+    /* float add is one fma: -inf + 1e300 * 1e300 is -inf, not inf - inf */
+    od_tensor *m = vec_d(OD_FLOAT64, (double[]){-INFINITY}, 1), *h = vec_d(OD_FLOAT64, (double[]){1e300}, 1);
+    od_value ad[3] = {tv(m), tv(h), od_double(1e300)};
+    o = call1_ok(OD_OPID_add_Tensor, ad, 3);
+    TCHECK(isinf(first_d(o, 0)) && first_d(o, 0) < 0, "-inf + 1e300 * 1e300 is %g", first_d(o, 0));
+    od_tensor_release(o);
+    /* fmax/fmin of equal zeros return self */
+    od_tensor *pz = vec_d(OD_FLOAT32, (double[]){0.0, -0.0}, 2), *nz = vec_d(OD_FLOAT32, (double[]){-0.0, 0.0}, 2);
+    od_value fm[2] = {tv(pz), tv(nz)};
+    o = call1_ok(OD_OPID_fmin, fm, 2);
+    TCHECK(!signbit(first_d(o, 0)) && signbit(first_d(o, 1)), "fmin(+0, -0) is +0, fmin(-0, +0) is -0");
+    od_tensor_release(o);
+    od_tensor_release(x);
+    od_tensor_release(big);
+    od_tensor_release(m);
+    od_tensor_release(h);
+    od_tensor_release(pz);
+    od_tensor_release(nz);
+}

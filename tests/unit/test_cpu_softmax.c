@@ -324,3 +324,61 @@ Test(cpu_softmax, empty_inputs_as_torch)
     od_stack_release_rets(&st);
     od_tensor_release(e);
 }
+
+/* native_layer_norm replays ATen 1.13's kernel (Welford moments per lane,
+ * x * rstd - rstd * mean with fma), so rows where that differs from exact
+ * arithmetic give torch's answers. Values are torch 1.13's. */
+static od_tensor *ln_row(od_dtype dt, const double *v, int64_t n)
+{
+    od_tensor *t = t_rand(&n, 1, dt);
+    set_all(t, v);
+    return t;
+}
+
+Test(cpu_softmax, layer_norm_rounds_as_aten)
+{
+    double c8[8], pm[25];
+    for (int i = 0; i < 8; i++)
+        c8[i] = 4269.366487826809;
+    int64_t n8 = 8, n25 = 25, n1 = 1;
+    od_tensor *cst = ln_row(OD_FLOAT64, c8, 8);
+    od_value a[5] = {tv(cst), ilist(&n8, 1), od_none(), od_none(), od_double(1e-5)};
+    od_stack s;
+    od_error err;
+    TCHECK(call_id(OD_OPID_native_layer_norm, a, 5, &s, &err) == OD_OK, "%s", err.message);
+    double *y = get_all(s.rets[0].u.t);
+    TCHECK(y[0] == -8.079909320002042e-11, "a constant row's fma residue: %.17g, torch -8.079909320002042e-11", y[0]);
+    free(y);
+    od_stack_release_rets(&s);
+    a[4] = od_double(0); /* eps 0 on a constant row: rstd inf, NaN out */
+    TCHECK(call_id(OD_OPID_native_layer_norm, a, 5, &s, &err) == OD_OK, "%s", err.message);
+    y = get_all(s.rets[0].u.t);
+    TCHECK(isnan(y[0]), "eps = 0 on a constant row is NaN");
+    free(y);
+    od_stack_release_rets(&s);
+    /* +-1e300 in one lane: the variance overflows, the mean stays finite, out 0 */
+    for (int i = 0; i < 25; i++)
+        pm[i] = i == 18 ? 1e300 : i == 22 ? -1e300 : 0.25 * (i % 5) - 0.5;
+    od_tensor *big = ln_row(OD_FLOAT64, pm, 25);
+    od_value b[5] = {tv(big), ilist(&n25, 1), od_none(), od_none(), od_double(1e-5)};
+    TCHECK(call_id(OD_OPID_native_layer_norm, b, 5, &s, &err) == OD_OK, "%s", err.message);
+    y = get_all(s.rets[0].u.t);
+    double *rs = get_all(s.rets[2].u.t);
+    TCHECK(y[0] == 0.0 && y[18] == 0.0 && rs[0] == 0.0, "+-1e300 row: rstd 0, out 0");
+    free(y);
+    free(rs);
+    od_stack_release_rets(&s);
+    /* bfloat16, one element with a bias: exactly the bias (no fma there) */
+    od_tensor *one = ln_row(OD_BFLOAT16, (double[]){-2490368.0}, 1);
+    od_tensor *bias = ln_row(OD_BFLOAT16, (double[]){-1.3359375}, 1);
+    od_value c[5] = {tv(one), ilist(&n1, 1), od_none(), tv(bias), od_double(0.7928)};
+    TCHECK(call_id(OD_OPID_native_layer_norm, c, 5, &s, &err) == OD_OK, "%s", err.message);
+    y = get_all(s.rets[0].u.t);
+    TCHECK(y[0] == -1.3359375, "bfloat16 [x] + bias is the bias");
+    free(y);
+    od_stack_release_rets(&s);
+    od_tensor_release(cst);
+    od_tensor_release(big);
+    od_tensor_release(one);
+    od_tensor_release(bias);
+}
