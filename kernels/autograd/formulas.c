@@ -255,6 +255,11 @@ OD_BW(SubBackward0)
     SET(1, ag_muls(sc, g[0], -num(ag_arg(n, 2))));
 }
 OD_BW(SubBackward1) { SET(0, g[0]); }
+OD_BW(RsubBackward0) /* other - alpha * self */
+{
+    SET(0, ag_muls(sc, g[0], -num(ag_arg(n, 2))));
+    SET(1, g[0]);
+}
 OD_BW(MulBackward0)
 {
     if (need[0])

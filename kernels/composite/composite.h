@@ -30,6 +30,7 @@ OD_CX_KERNEL(od_cia_embedding);
 OD_CX_KERNEL(od_cea_factory);
 OD_CX_KERNEL(od_bs_factory);
 OD_CX_KERNEL(od_cea_like); /* *_like, new_* */
+OD_CX_KERNEL(od_cia_defined_by); /* square, rsub.Tensor, true_divide, positive */
 OD_CX_KERNEL(od_cia_inplace); /* every OD_INPLACE line */
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */

@@ -87,6 +87,9 @@ def make_cases(rng):
     add("fmin", a23(), RG(g(rng, 2, 1)))
     add("lgamma", RG(g(rng, 2, 3, pos=True) + 0.1))
     add("sinc", RG(g(rng, 2, 3, away=0.05)))
+    add("square", a23())  # through pow: CompositeImplicit kernels differentiate by decomposition
+    add("rsub.Tensor", a23(), RG(g(rng, 3)), alpha=2)
+    add("true_divide.Tensor", a23(), RG(g(rng, 2, 3, away=0.5)))
     add("exp", RG(g(rng)))  # 0-dim
     add("gelu", a23(), approximate="tanh")
     add("clamp", RG(g(rng, 3, 4)), -0.5, 0.5)
