@@ -304,28 +304,21 @@ OD_MATH_FN double od_math_cosh_vec_f64(double a) { return fabs(a) > 709.78271289
 /* Sleef's fmod is NaN where |a / b| overflows (a subnormal b first scales
  * both by 2^25, or 2^54 in double), which fmod, remainder and floor division
  * all inherit; |a| < |b| returns a. */
-OD_MATH_FN bool od_math_fmod_vec_nan_f32(float a, float b)
-{
-    float nu = fabsf(a), de = fabsf(b);
-    if (!(isfinite(nu) && isfinite(de)) || de == 0.0f || nu < de)
-        return false;
-    if (de < 1.17549435e-38f) {
-        nu *= 33554432.0f;
-        de *= 33554432.0f;
+#define OD_MATH_FMOD_VEC_NAN_(SFX, T, FABS, TMIN, SCALE)                                         \
+    OD_MATH_FN bool od_math_fmod_vec_nan_##SFX(T a, T b)                                           \
+    {                                                                                              \
+        T nu = FABS(a), de = FABS(b);                                                              \
+        if (!(isfinite(nu) && isfinite(de)) || de == 0 || nu < de)                                 \
+            return false;                                                                          \
+        if (de < (TMIN)) {                                                                         \
+            nu *= (SCALE);                                                                         \
+            de *= (SCALE);                                                                         \
+        }                                                                                          \
+        return isinf(nu * (1 / de));                                                               \
     }
-    return isinf(nu * (1.0f / de));
-}
-OD_MATH_FN bool od_math_fmod_vec_nan_f64(double a, double b)
-{
-    double nu = fabs(a), de = fabs(b);
-    if (!(isfinite(nu) && isfinite(de)) || de == 0.0 || nu < de)
-        return false;
-    if (de < 2.2250738585072014e-308) {
-        nu *= 18014398509481984.0;
-        de *= 18014398509481984.0;
-    }
-    return isinf(nu * (1.0 / de));
-}
+OD_MATH_FMOD_VEC_NAN_(f32, float, fabsf, 1.17549435e-38f, 33554432.0f)
+OD_MATH_FMOD_VEC_NAN_(f64, double, fabs, 2.2250738585072014e-308, 18014398509481984.0)
+#undef OD_MATH_FMOD_VEC_NAN_
 OD_MATH_LIBM1_(tan, tanf, tan)
 OD_MATH_LIBM1_(exp2, exp2f, exp2)
 OD_MATH_LIBM1_(log2, log2f, log2)

@@ -48,6 +48,20 @@ OD_CX_KERNEL(od_bs_factory)
     return od_call_with_keys(op, next, s, err);
 }
 
+/* Fills out (new, consumed) with fill through aten::fill_ and returns it. */
+static od_status fill_and_return(od_stack *s, od_tensor *out, od_value fill, od_error *err)
+{
+    od_value a[2] = {od_tensor_v(out), fill};
+    od_stack fs;
+    od_status st = od_call_builtin(OD_OPID_fill__Scalar, a, 2, &fs, err);
+    if (st) {
+        od_tensor_release(out);
+        return st;
+    }
+    od_stack_release_rets(&fs); /* fill_ returns out itself */
+    return od_cx_return1(s, out);
+}
+
 OD_CX_KERNEL(od_cea_factory)
 {
     (void)ks;
@@ -83,14 +97,7 @@ OD_CX_KERNEL(od_cea_factory)
         fill = od_int(0);
         break;
     }
-    od_value a[2] = {od_tensor_v(out), fill};
-    od_stack fs;
-    if ((st = od_call_builtin(OD_OPID_fill__Scalar, a, 2, &fs, err))) {
-        od_tensor_release(out);
-        return st;
-    }
-    od_stack_release_rets(&fs); /* fill_ returns out itself */
-    return od_cx_return1(s, out);
+    return fill_and_return(s, out, fill, err);
 }
 
 /* zeros_like / ones_like / full_like / empty_like (self, [fill_value], *,
@@ -165,12 +172,5 @@ OD_CX_KERNEL(od_cea_like)
      * another request's bytes, so it is cleared like zeros_like */
     if (id == OD_OPID_empty_like && (out->device.type == OD_DEV_CPU || out->device.type == OD_DEV_META))
         return od_cx_return1(s, out);
-    od_value a[2] = {od_tensor_v(out), fill};
-    od_stack fs;
-    if ((st = od_call_builtin(OD_OPID_fill__Scalar, a, 2, &fs, err))) {
-        od_tensor_release(out);
-        return st;
-    }
-    od_stack_release_rets(&fs); /* fill_ returns out itself */
-    return od_cx_return1(s, out);
+    return fill_and_return(s, out, fill, err);
 }

@@ -352,10 +352,12 @@ fail:
         int64_t n = N / (L * H), m = (n + LN_CHUNK - 1) / LN_CHUNK, depth = 1;                       \
         while (((int64_t)1 << depth) < m)                                                            \
             depth++;                                                                                 \
-        int64_t s0[64] = {0};                                                                        \
+        int64_t s0[64];                                                                              \
         T s1[64][L], s2[64][L];                                                                      \
-        memset(s1, 0, sizeof s1);                                                                    \
-        memset(s2, 0, sizeof s2);                                                                    \
+        /* only the cascade's depth levels are used: short rows clear little */                      \
+        memset(s0, 0, sizeof s0[0] * (size_t)depth);                                                 \
+        memset(s1, 0, sizeof s1[0] * (size_t)depth);                                                 \
+        memset(s2, 0, sizeof s2[0] * (size_t)depth);                                                 \
         for (int64_t i = 0; i < m; i++) {                                                            \
             const T *xp = x + i * LN_CHUNK * L * H;                                                  \
             int64_t m0 = n - i * LN_CHUNK < LN_CHUNK ? n - i * LN_CHUNK : LN_CHUNK;                  \
