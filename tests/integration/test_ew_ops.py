@@ -55,7 +55,8 @@ def _digamma(x):
     if x < 0:
         if x == math.floor(x):
             return math.nan
-        return _digamma(1 - x) - math.pi / math.tan(math.pi * x)
+        # tan has period pi: tan(pi * frac(x)), exact, not tan(pi * x), rounded
+        return _digamma(1 - x) - math.pi / math.tan(math.pi * math.modf(x)[0])
     if math.isinf(x):
         return x
     r = 0.0
@@ -274,8 +275,8 @@ def device(request, server):
 
 # Errors on the scale of the operands (or 1), not the result, in ulps: logaddexp's
 # max + log1p(...) near 0, sinc's sin(pi x) at integers (pi x is rounded
-# first), digamma's sum of terms near its root (1.46).
-CANCELLING = {"logaddexp": 4, "logaddexp2": 4, "sinc": 4, "digamma": 16}
+# first), digamma's sum of terms near its root (1.46), lgamma near its roots (1, 2).
+CANCELLING = {"logaddexp": 4, "logaddexp2": 4, "sinc": 4, "digamma": 16, "lgamma": 8}
 BINARY = {"fmod", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor", "logical_and", "logical_or",
           "logical_xor", "floor_divide", "atan2", "hypot", "copysign", "logaddexp",
           "logaddexp2", "xlogy", "fmax", "fmin"}
