@@ -21,7 +21,6 @@
  * the inline functions of od_math.h are compiled under it too. */
 #pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math")
 
-#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
