@@ -113,6 +113,30 @@ template <int DT, typename C> __device__ __forceinline__ typename Storage<DT>::t
     }
 }
 
+/* A value of compute type C as a value of dtype dt: ATen casts each input
+ * to the computation's dtype first (an int16 300 in a uint8 computation is
+ * 44; a float input of a float16 computation rounds to half). */
+template <typename C> __device__ __forceinline__ C round_to_dtype(C v, int dt)
+{
+    if constexpr (is_int_v<C>) {
+        switch (dt) {
+        case OD_CU_BOOL: return (C)(v != 0);
+        case OD_CU_UINT8: return (C)(uint8_t)v;
+        case OD_CU_INT8: return (C)(int8_t)v;
+        case OD_CU_INT16: return (C)(int16_t)v;
+        case OD_CU_INT32: return (C)(int32_t)v;
+        default: return v;
+        }
+    } else {
+        switch (dt) {
+        case OD_CU_FLOAT16: return (C)h2f(f2h((float)v));
+        case OD_CU_BFLOAT16: return (C)bf2f(f2bf((float)v));
+        case OD_CU_FLOAT32: return (C)(float)v;
+        default: return v;
+        }
+    }
+}
+
 /* Dynamic-dtype load / store (for iterators whose operands differ in dtype). */
 template <typename C> __device__ __forceinline__ C load_dyn(const char *p, int dt)
 {

@@ -118,7 +118,7 @@ __device__ __forceinline__ C ew_gen_apply(C a, C b, int64_t *flag)
 }
 
 template <int OP, typename C>
-__device__ __forceinline__ C ew_apply(C a, C b, C c, C alpha, int64_t *flag)
+__device__ __forceinline__ C ew_apply(C a, C b, C c, C alpha, int64_t *flag, int cdt)
 {
     constexpr bool I = is_int_v<C>;
     constexpr bool D = std::is_same<C, double>::value;
@@ -144,6 +144,7 @@ __device__ __forceinline__ C ew_apply(C a, C b, C c, C alpha, int64_t *flag)
     (void)c;
     (void)alpha;
     (void)flag;
+    (void)cdt;
     if constexpr (OP >= OD_CU_EW_GEN_FIRST)
         return ew_gen_apply<OP, C>(a, b, flag);
     else if constexpr (OP == OD_CU_EW_COPY)
@@ -163,6 +164,12 @@ __device__ __forceinline__ C ew_apply(C a, C b, C c, C alpha, int64_t *flag)
                     *(volatile int64_t *)flag = 1;
                 return 0;
             }
+        }
+        if constexpr (OP == OD_CU_EW_DIV_TRUNC && !I) {
+            /* float16/bfloat16: the quotient rounds to 16 bits before trunc,
+             * as in ATen (scalar_t a / b) and the CPU kernel */
+            if (cdt == OD_CU_FLOAT16 || cdt == OD_CU_BFLOAT16)
+                return (C)trunc(round_to_dtype<C>(a / b, cdt));
         }
         if constexpr (OP == OD_CU_EW_DIV_TRUNC)
             OD_FAM_(div_trunc, a, b);
@@ -234,6 +241,7 @@ template <int N> struct GenParams {
     double alpha_d;
     int64_t alpha_i;
     int64_t *flag;
+    int32_t compute;                       /* OD_CU_* dtype inputs are cast to */
 };
 
 template <int OP, typename C>
@@ -267,9 +275,12 @@ __global__ void __launch_bounds__(256) ew_general(const GenParams<ew_nops(OP)> p
         C v[3] = {cst[0], cst[1], cst[2]};
 #pragma unroll
         for (int k = 1; k < N; k++)
-            if (!p.is_const[k])
+            if (!p.is_const[k]) {
                 v[k - 1] = load_dyn<C>(p.data[k] + off[k], p.dtype[k]);
-        C r = ew_apply<OP, C>(v[0], v[1], v[2], alpha, p.flag);
+                if (p.dtype[k] != p.compute)
+                    v[k - 1] = round_to_dtype<C>(v[k - 1], p.compute);
+            }
+        C r = ew_apply<OP, C>(v[0], v[1], v[2], alpha, p.flag, p.compute);
         store_dyn<C>(p.data[0] + off[0], p.dtype[0], r);
     }
 }
@@ -328,7 +339,7 @@ __global__ void __launch_bounds__(256) ew_contig(const ContigParams<ew_nops(OP)>
                     for (int k = 1; k < N; k++)
                         if (!p.is_const[k])
                             x[k - 1] = to_c<C>(in[u][k - 1].v[e]);
-                    o.v[e] = from_c<DTO>(ew_apply<OP, C>(x[0], x[1], x[2], alpha, p.flag));
+                    o.v[e] = from_c<DTO>(ew_apply<OP, C>(x[0], x[1], x[2], alpha, p.flag, DT));
                 }
                 reinterpret_cast<Vec<SO, V> *>(p.data[0])[vi] = o;
             }
@@ -342,7 +353,7 @@ __global__ void __launch_bounds__(256) ew_contig(const ContigParams<ew_nops(OP)>
         for (int k = 1; k < N; k++)
             if (!p.is_const[k])
                 x[k - 1] = to_c<C>(reinterpret_cast<const S *>(p.data[k])[i]);
-        reinterpret_cast<SO *>(p.data[0])[i] = from_c<DTO>(ew_apply<OP, C>(x[0], x[1], x[2], alpha, p.flag));
+        reinterpret_cast<SO *>(p.data[0])[i] = from_c<DTO>(ew_apply<OP, C>(x[0], x[1], x[2], alpha, p.flag, DT));
     }
 }
 
@@ -430,6 +441,7 @@ static cudaError_t launch_general(const od_cu_iter *it, const od_cu_ew_args *a, 
     p.alpha_d = a->alpha_d;
     p.alpha_i = a->alpha_i;
     p.flag = a->flag;
+    p.compute = a->compute;
     unsigned grid = grid_for(it->numel, 256, a->sm_count, 8);
     ew_general<OP, C><<<grid, 256, 0, st>>>(p);
     return cudaGetLastError();
@@ -454,7 +466,7 @@ template <int OP> static cudaError_t ew_launch(const od_cu_iter *it, const od_cu
             continue;
         if (dt < 0)
             dt = it->op[k].dtype;
-        fast = it->op[k].dtype == dt && operand_contig(it, k) && aligned16(it->op[k].data);
+        fast = it->op[k].dtype == dt && dt == a->compute && operand_contig(it, k) && aligned16(it->op[k].data);
     }
     if (fast && dt >= 0) {
         int want_out = ew_out_bool(OP) ? OD_CU_BOOL : dt;

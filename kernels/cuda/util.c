@@ -13,6 +13,7 @@
 
 #include "cuda_internal.h"
 #include "od_half.h"
+#include "od_math.h"
 
 /* cuda_kernels.h mirrors od_dtype and OD_MAX_DIMS. */
 _Static_assert((int)OD_CU_BOOL == (int)OD_BOOL && (int)OD_CU_UINT8 == (int)OD_UINT8 &&
@@ -225,6 +226,34 @@ void od_cu_iter_coalesce(od_cu_iter *it)
     it->ndim = nd > 0 ? w + 1 : 0;
 }
 
+/* A constant operand as a value of dt, the computation's dtype: ATen casts
+ * every input to the common dtype before computing (uint8 0 >= 2^31 is
+ * 0 >= 0 there; 2^31 as uint8 is a divisor of 0), with the CPU kernels'
+ * conversions (kernels/cpu/iter.h's OD_CPU_FROM_*). */
+static void const_to_dtype(od_cu_operand *o, od_dtype dt)
+{
+    bool fl = od_dtype_is_floating((od_dtype)o->dtype);
+    double d = o->cd;
+    int64_t i = o->ci;
+    switch (dt) {
+    case OD_BOOL: i = fl ? d != 0 : i != 0; d = (double)i; break;
+    case OD_UINT8: i = (uint8_t)(fl ? od_math_f64_to_i32(d) : i); d = (double)i; break;
+    case OD_INT8: i = (int8_t)(fl ? od_math_f64_to_i32(d) : i); d = (double)i; break;
+    case OD_INT16: i = (int16_t)(fl ? od_math_f64_to_i32(d) : i); d = (double)i; break;
+    case OD_INT32: i = fl ? od_math_f64_to_i32(d) : (int32_t)i; d = (double)i; break;
+    case OD_INT64: i = fl ? od_double_to_i64(d) : i; d = (double)i; break;
+    case OD_FLOAT16: d = od_half_to_float(fl ? od_double_to_half(d) : od_float_to_half((float)i)); break;
+    case OD_BFLOAT16: d = od_bf16_to_float(fl ? od_double_to_bf16(d) : od_float_to_bf16((float)i)); break;
+    case OD_FLOAT32: d = fl ? (float)d : (float)i; break;
+    default: d = fl ? d : (double)i; break;
+    }
+    if (od_dtype_is_floating(dt))
+        i = od_double_to_i64(d);
+    o->cd = d;
+    o->ci = i;
+    o->dtype = dt;
+}
+
 od_status od_cu_run_elementwise(const od_cu_env *env, od_cu_iter *it, od_cu_ew op, od_dtype compute,
                                 double alpha_d, int64_t alpha_i, const char *flag_what,
                                 od_error *err)
@@ -234,6 +263,9 @@ od_status od_cu_run_elementwise(const od_cu_env *env, od_cu_iter *it, od_cu_ew o
     if (!od_cu_ew_supported(op, compute))
         return od_error_set(err, OD_EUNSUPPORTED, "%s: no CUDA kernel for dtype %s",
                             flag_what ? flag_what : "elementwise op", od_dtype_name(compute));
+    for (int k = 1; k < it->nops; k++)
+        if (it->op[k].is_const)
+            const_to_dtype(&it->op[k], compute);
     od_cu_iter_coalesce(it);
     od_cu_ew_args a = {op, compute, alpha_d, alpha_i, env->sm_count, NULL};
     od_status st;
