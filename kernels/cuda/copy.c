@@ -13,6 +13,7 @@
  *  - Every function synchronizes its stream before returning (also on
  *    errors), so no staging buffer or scratch tensor is in use afterwards.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_internal.h"
@@ -342,14 +343,16 @@ od_status od_cuda_cat(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
         return st;
     od_tensor **ts = s->args[0].u.list.items;
     size_t nt = s->args[0].u.list.n;
-    int dim = 0;
-    if (out->ndim > 0 && (st = od_wrap_dim(s->args[1].u.i, out->ndim, &dim, err)))
-        goto fail;
+    int dim = -1;
     int64_t at = 0;
-    for (size_t i = 0; i < nt; i++) {
+    /* dim wraps against the first tensor that is not skipped, as on the CPU
+     * (od_shape_cat has checked it); an empty result needs no dim at all */
+    for (size_t i = 0; i < nt && od_tensor_numel(out) > 0; i++) {
         od_tensor *t = ts[i];
         if (od_cat_should_skip(t))
             continue;
+        if (dim < 0 && (st = od_wrap_dim(s->args[1].u.i, t->ndim, &dim, err)))
+            goto fail;
         int64_t len = t->sizes[dim];
         if (od_tensor_numel(t) > 0) {
             od_tensor *view = NULL;
@@ -373,6 +376,32 @@ fail:
 }
 
 /* ---- index_select --------------------------------------------------------------------------------------- */
+
+/* Every index of a.index in [0, size of a.dim), read back to the host: for
+ * an empty result, where the gather kernel (which checks as it reads) has
+ * nothing to do. */
+static od_status check_indices_on_host(const od_cu_env *env, const od_cu_index_args *a, od_error *err)
+{
+    size_t es = a->index_dtype == OD_INT64 ? 8 : 4;
+    size_t n = a->index_stride == 0 ? 1 : (size_t)a->n_index; /* an expanded index: one value */
+    int64_t dsize = a->self_sizes[a->dim];
+    char *h = malloc(es * n);
+    if (!h)
+        return od_error_set(err, OD_ENOMEM, "out of host memory reading %zu indices", n);
+    cudaError_t e = n == 1 ? cudaMemcpyAsync(h, a->index, es, cudaMemcpyDeviceToHost, env->stream)
+                           : cudaMemcpy2DAsync(h, es, a->index, es * (size_t)a->index_stride, es, n,
+                                               cudaMemcpyDeviceToHost, env->stream);
+    od_status st = od_cu_status(e, "cudaMemcpy2DAsync (indices to host)", err);
+    if (!st)
+        st = od_cu_finish(env, "index_select", err);
+    for (size_t i = 0; !st && i < n; i++) {
+        int64_t v = es == 8 ? ((const int64_t *)h)[i] : ((const int32_t *)h)[i];
+        if (v < 0 || v >= dsize)
+            st = od_error_set(err, OD_EINVAL, "index out of range in self");
+    }
+    free(h);
+    return st;
+}
 
 od_status od_cuda_index_select(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
@@ -421,6 +450,8 @@ od_status od_cuda_index_select(void *ctx, const od_op *op, od_keyset ks, od_stac
             st = od_error_set(err, OD_EINVAL, "index out of range in self");
             goto fail;
         }
+    } else if (a.n_index > 0 && (st = check_indices_on_host(&env, &a, err))) {
+        goto fail; /* nothing to gather, but the CPU checks every index too */
     }
     od_cu_return(s, &out, 1);
     return OD_OK;

@@ -202,25 +202,53 @@ __global__ void __launch_bounds__(256) layer_norm_rows(const RowParams p)
             s = row_load_fold<S, C>(p, in, cache, s, [](C a, C x) { return a + x; });
         __syncwarp();
         s = row_allreduce<C, false>(s, L, red);
-        const C mean = p.n ? s / (C)p.n : (C)0; /* ATen: 0 for an empty row, and rstd NaN */
+        /* ATen: 0 for an empty row (and rstd NaN); a row holding an infinity
+         * has a NaN mean there (Welford's x - mean meets inf - inf unless the
+         * infinity comes last), where the plain sum here would give inf */
+        const C mean = !p.n ? (C)0 : isinf(s) ? (C)NAN : s / (C)p.n;
+        /* Passes 1 and 2 in 16-byte vectors where the rows allow (as pass 0),
+         * then the tail; src is the cached row or the input. */
+        constexpr int V = 16 / sizeof(S) > 8 ? 8 : 16 / sizeof(S);
+        const S *src = p.cache ? cache : in;
+        const int64_t vstart = p.vec ? p.n / V * V : 0;
         C q = 0;
-        if (live)
-            for (int64_t i = threadIdx.x; i < p.n; i += L) {
-                C d = to_c<C>(p.cache ? cache[i] : in[i]) - mean;
+        if (live) {
+            for (int64_t k = threadIdx.x; k < vstart / V; k += L) {
+                Vec<S, V> x = reinterpret_cast<const Vec<S, V> *>(src)[k];
+#pragma unroll
+                for (int e = 0; e < V; e++) {
+                    C d = to_c<C>(x.v[e]) - mean;
+                    q += d * d;
+                }
+            }
+            for (int64_t i = vstart + threadIdx.x; i < p.n; i += L) {
+                C d = to_c<C>(src[i]) - mean;
                 q += d * d;
             }
+        }
         q = row_allreduce<C, false>(q, L, red);
         const C var = q / (C)p.n;
         const C rstd = (C)1 / sqrt(var + (C)p.eps);
         if (live) {
-            for (int64_t i = threadIdx.x; i < p.n; i += L) {
-                C y = (to_c<C>(p.cache ? cache[i] : in[i]) - mean) * rstd;
+            /* weight and bias in the compute type (the common case) read
+             * directly; any other dtype through load_dyn */
+            const bool wc = p.wdt == (std::is_same<C, double>::value ? OD_CU_FLOAT64 : OD_CU_FLOAT32);
+            auto affine = [&](C y, int64_t i) {
                 if (p.w)
-                    y = y * load_dyn<C>(p.w + i * wes, p.wdt);
+                    y = y * (wc ? reinterpret_cast<const C *>(p.w)[i] : load_dyn<C>(p.w + i * wes, p.wdt));
                 if (p.b)
-                    y = y + load_dyn<C>(p.b + i * wes, p.wdt);
-                out[i] = from_c<DT>(y);
+                    y = y + (wc ? reinterpret_cast<const C *>(p.b)[i] : load_dyn<C>(p.b + i * wes, p.wdt));
+                return y;
+            };
+            for (int64_t k = threadIdx.x; k < vstart / V; k += L) {
+                Vec<S, V> x = reinterpret_cast<const Vec<S, V> *>(src)[k], o;
+#pragma unroll
+                for (int e = 0; e < V; e++)
+                    o.v[e] = from_c<DT>(affine((to_c<C>(x.v[e]) - mean) * rstd, k * V + e));
+                reinterpret_cast<Vec<S, V> *>(out)[k] = o;
             }
+            for (int64_t i = vstart + threadIdx.x; i < p.n; i += L)
+                out[i] = from_c<DT>(affine((to_c<C>(src[i]) - mean) * rstd, i));
             if (threadIdx.x == 0) {
                 store_dyn<C>(p.mean + row * ses, p.stat_dt, mean);
                 store_dyn<C>(p.rstd + row * ses, p.stat_dt, rstd);
@@ -330,23 +358,15 @@ extern "C" cudaError_t od_cu_layer_norm(const void *in, int dt, const void *weig
     p.eps = eps;
     dim3 grid, block;
     size_t smem;
+    if (dt != OD_CU_FLOAT32 && dt != OD_CU_FLOAT64 && dt != OD_CU_FLOAT16 && dt != OD_CU_BFLOAT16)
+        return cudaErrorNotSupported;
+    plan_rows(&p, in, dtype_size(dt), sm_count, &grid, &block, &smem);
+    p.vec = p.vec && ((uintptr_t)out & 15u) == 0; /* the output is written in vectors too */
     switch (dt) {
-    case OD_CU_FLOAT32:
-        plan_rows(&p, in, 4, sm_count, &grid, &block, &smem);
-        layer_norm_rows<float, float><<<grid, block, smem, st>>>(p);
-        break;
-    case OD_CU_FLOAT64:
-        plan_rows(&p, in, 8, sm_count, &grid, &block, &smem);
-        layer_norm_rows<double, double><<<grid, block, smem, st>>>(p);
-        break;
-    case OD_CU_FLOAT16:
-        plan_rows(&p, in, 2, sm_count, &grid, &block, &smem);
-        layer_norm_rows<half_t, float><<<grid, block, smem, st>>>(p);
-        break;
-    case OD_CU_BFLOAT16:
-        plan_rows(&p, in, 2, sm_count, &grid, &block, &smem);
-        layer_norm_rows<bf16_t, float><<<grid, block, smem, st>>>(p);
-        break;
+    case OD_CU_FLOAT32: layer_norm_rows<float, float><<<grid, block, smem, st>>>(p); break;
+    case OD_CU_FLOAT64: layer_norm_rows<double, double><<<grid, block, smem, st>>>(p); break;
+    case OD_CU_FLOAT16: layer_norm_rows<half_t, float><<<grid, block, smem, st>>>(p); break;
+    case OD_CU_BFLOAT16: layer_norm_rows<bf16_t, float><<<grid, block, smem, st>>>(p); break;
     default: return cudaErrorNotSupported;
     }
     return cudaGetLastError();

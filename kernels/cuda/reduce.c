@@ -59,9 +59,12 @@ od_status od_cuda_reduce(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
             push_dim(a.kept_sizes, a.kept_strides, &a.nkept, self->sizes[d], self->strides[d]);
         }
     }
-    /* N - correction as ATen's int64 arithmetic gives it (wrapping), so the
-     * kernel's N - correction in floating point has the same sign */
-    a.correction = (double)a.r - (double)(int64_t)((uint64_t)a.r - (uint64_t)info.correction);
+    /* N - correction as the CPU kernel takes it (kernels/cpu/reduce.c's
+     * var_of): in int64, wrapping, for a float32/float64 full reduction
+     * (torch 1.13's std_var_all), in double otherwise */
+    a.correction = (out->dtype == OD_FLOAT32 || out->dtype == OD_FLOAT64) && a.m == 1
+                       ? (double)a.r - (double)(int64_t)((uint64_t)a.r - (uint64_t)info.correction)
+                       : (double)info.correction;
     a.sm_count = env.sm_count;
     if (a.m == 0) {
         od_cu_return(s, &out, 1);

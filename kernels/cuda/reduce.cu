@@ -154,7 +154,8 @@ template <typename A> struct VarOp {
         A div = (A)a.n - (A)correction;
         if (div < (A)0)
             div = (A)0;
-        store_dyn<A>(p, dt, a.m2 / div);
+        /* nothing reduced: NaN whatever the divisor, as ATen fills it */
+        store_dyn<A>(p, dt, a.n == 0 ? (A)NAN : a.m2 / div);
     }
 };
 
