@@ -739,6 +739,13 @@ od_status od_shape_inplace(od_opid id, const od_stack *s, od_out_spec *outs, int
                                 "destination of shape %s",
                                 ss, ds);
         }
+        /* ATen's copy_ asserts no internal overlap, whatever the device */
+        for (int d = 0; d < self->ndim && od_tensor_numel(self) > 0; d++)
+            if (self->sizes[d] > 1 && self->strides[d] == 0)
+                return od_error_set(err, OD_EINVAL,
+                                    "unsupported operation: more than one element of the written-to "
+                                    "tensor refers to a single memory location. Please clone() the "
+                                    "tensor before performing the operation.");
     } else if (id == OD_OPID_fill__Scalar) {
         if ((st = need_nargs(id, s, 2, err)) || (st = arg_tensor(id, s, 0, &self, err)) ||
             (st = arg_scalar(id, s, 1, err)) ||

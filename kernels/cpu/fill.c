@@ -154,15 +154,6 @@ static bool same_view(const od_tensor *a, const od_tensor *b)
     return true;
 }
 
-/* Does some memory location hold two elements of t (an expanded view)? */
-static bool has_internal_overlap(const od_tensor *t)
-{
-    for (int d = 0; d < t->ndim; d++)
-        if (t->sizes[d] > 1 && t->strides[d] == 0)
-            return true;
-    return false;
-}
-
 od_status od_cpu_copy_into(od_tensor *dst, const od_tensor *src, od_error *err)
 {
     od_status st;
@@ -170,11 +161,6 @@ od_status od_cpu_copy_into(od_tensor *dst, const od_tensor *src, od_error *err)
         return st;
     if (od_tensor_numel(dst) == 0)
         return OD_OK;
-    if (has_internal_overlap(dst))
-        return od_error_set(err, OD_EINVAL,
-                            "unsupported operation: more than one element of the written-to tensor "
-                            "refers to a single memory location. Please clone() the tensor before "
-                            "performing the operation.");
     if (same_view(dst, src))
         return OD_OK;
     od_tensor *tmp = NULL;
