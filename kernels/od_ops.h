@@ -56,6 +56,11 @@ od_status od_sum(od_tensor *self, const int64_t *dims, int ndims, bool keepdim, 
 od_status od_softmax(od_tensor *self, int64_t dim, od_tensor **out, od_error *err);
 od_status od_to_dtype(od_tensor *self, od_dtype dtype, od_tensor **out, od_error *err);
 od_status od_to_device(od_tensor *self, od_device device, od_tensor **out, od_error *err);
+/* For a tensor just decoded from a request: its copy on device is the leaf
+ * that requires grad (as torch.tensor(data, device=..., requires_grad=True)),
+ * not a ToCopyBackward0 node over a CPU leaf nobody holds. self borrowed
+ * (its requires_grad flag is left as it was); *out new. */
+od_status od_to_device_leaf(od_tensor *self, od_device device, od_tensor **out, od_error *err);
 od_status od_zeros(const int64_t *sizes, int ndim, od_dtype dtype, od_device device,
                    od_tensor **out, od_error *err);
 

@@ -3,10 +3,12 @@
  * Invariants: every function builds its argument array on the C stack with
  * every schema argument present (defaults filled here), calls
  * od_call_builtin (the full dispatcher: modes, autograd, backends all apply)
- * and hands back the single tensor return as a new reference. Nothing is
+ * and hands back the single tensor return as a new reference (od_to_device_leaf
+ * wraps od_to_device). Nothing is
  * allocated here; this is the benchmarked path, so it stays a few stores and
  * one call.
  */
+#include "od_autograd.h"
 #include "od_ops.h"
 
 /* Takes the single tensor return of a finished call. */
@@ -121,6 +123,23 @@ od_status od_to_device(od_tensor *self, od_device device, od_tensor **out, od_er
     od_value a[6] = {od_tensor_v(self), od_device_v(device), od_dtype_v(self->dtype),
                      od_bool(false),    od_bool(false),      od_none()};
     return call1(OD_OPID_to_device, a, 6, out, err);
+}
+
+od_status od_to_device_leaf(od_tensor *self, od_device device, od_tensor **out, od_error *err)
+{
+    if (!self || !self->requires_grad || !od_is_leaf(self))
+        return od_to_device(self, device, out, err);
+    od_status st = od_set_requires_grad(self, false, err);
+    if (st)
+        return st;
+    st = od_to_device(self, device, out, err);
+    od_error ignored;
+    (void)od_set_requires_grad(self, true, &ignored); /* a floating leaf: cannot fail */
+    if (st == OD_OK && (st = od_set_requires_grad(*out, true, err))) {
+        od_tensor_release(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 od_status od_zeros(const int64_t *sizes, int ndim, od_dtype dtype, od_device device,

@@ -252,13 +252,14 @@ void od_srv_call_release(od_srv_call *c)
     od_bound_release(&c->bound);
 }
 
-/* Replaces a CPU tensor value with its copy on dev. */
-static od_status move_value(od_value *v, bool owned, od_device dev, od_error *err)
+/* Replaces a tensor value (or list) with its copy on dev. leaf: the
+ * request's own tensors, which become leaves there (od_to_device_leaf). */
+static od_status move_value(od_value *v, bool owned, od_device dev, bool leaf, od_error *err)
 {
     /* a wrapped number stays a CPU scalar, as in PyTorch */
     if (v->tag == OD_T_TENSOR && v->u.t && !v->u.t->wrapped_number && !od_device_eq(v->u.t->device, dev)) {
         od_tensor *nt = NULL;
-        od_status st = od_to_device(v->u.t, dev, &nt, err);
+        od_status st = leaf ? od_to_device_leaf(v->u.t, dev, &nt, err) : od_to_device(v->u.t, dev, &nt, err);
         if (st != OD_OK)
             return st;
         if (owned)
@@ -272,7 +273,7 @@ static od_status move_value(od_value *v, bool owned, od_device dev, od_error *er
             if (!ts[i] || od_device_eq(ts[i]->device, dev))
                 continue;
             od_tensor *nt = NULL;
-            od_status st = od_to_device(ts[i], dev, &nt, err);
+            od_status st = leaf ? od_to_device_leaf(ts[i], dev, &nt, err) : od_to_device(ts[i], dev, &nt, err);
             if (st != OD_OK)
                 return st;
             od_tensor_release(ts[i]);
@@ -291,7 +292,7 @@ od_status od_srv_call_run(od_srv_call *c)
             if ((v->tag == OD_T_TENSOR || v->tag == OD_T_TENSOR_LIST) && !c->bound.owned[i])
                 continue; /* defaults hold no tensors */
             bool was_owned = c->bound.owned[i];
-            if ((st = move_value(v, was_owned, c->device, &c->err)) != OD_OK)
+            if ((st = move_value(v, was_owned, c->device, true, &c->err)) != OD_OK)
                 return st;
             if (v->tag == OD_T_TENSOR)
                 c->bound.owned[i] = true;
@@ -359,7 +360,7 @@ od_status od_srv_call_run(od_srv_call *c)
         od_value *v = &c->stack.rets[i];
         if ((v->tag == OD_T_TENSOR && v->u.t && v->u.t->device.type == OD_DEV_CUDA) ||
             v->tag == OD_T_TENSOR_LIST)
-            if ((st = move_value(v, true, cpu, &c->err)) != OD_OK)
+            if ((st = move_value(v, true, cpu, false, &c->err)) != OD_OK)
                 return st;
     }
     return OD_OK;

@@ -79,7 +79,7 @@ void od_h_tensor_put(od_req *r)
         st = od_tensor_from_json(doc, jt, &lim, OD_DECODE_DATA, "tensor", &t, &err);
     if (st == OD_OK && !od_device_eq(t->device, dev)) {
         od_tensor *moved = NULL;
-        st = od_to_device(t, dev, &moved, &err);
+        st = od_to_device_leaf(t, dev, &moved, &err);
         od_tensor_release(t);
         t = moved;
     }
