@@ -48,11 +48,12 @@ cuda-bins: $(GPU_TEST_BINS) $(GPU_PROBE) $(GPU_BENCH)
 cuda-host-check: cuda-bins
 	@bash tools/gpu-tests.sh host $(GPU_DIR) $(if $(GPU_HOST_QUIET),quiet)
 
-test-gpu: setup cuda-bins
+test-gpu: setup venv cuda-bins $(B)/opdispatchd
 	@bash tools/gpu-tests.sh run $(GPU_DIR)
 
-bench-gpu: setup $(GPU_BENCH)
+bench-gpu: setup venv $(GPU_BENCH) $(B)/opdispatchd
 	@$(GPU_BENCH)
+	@OPENBLAS_NUM_THREADS=1 .venv/bin/python tests/gpu/server_cuda.py --server $(B)/opdispatchd --no-diff --bench
 
 else
 

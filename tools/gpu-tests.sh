@@ -5,9 +5,11 @@
 #                                 bench binaries when the backend is built, runs the
 #                                 host-only checks, and says why GPU tests are skipped
 #   gpu-tests.sh host DIR         run DIR/test_cuda_host (no GPU needed)
-#   gpu-tests.sh run DIR          `make test-gpu`: the device suite, then the same
-#                                 suite under compute-sanitizer memcheck; without a
-#                                 device prints a skip line and exits 0
+#   gpu-tests.sh run DIR          `make test-gpu`: the device suite, the server on
+#                                 cuda against cpu (tests/gpu/server_cuda.py), the
+#                                 suite under compute-sanitizer memcheck and the
+#                                 reductions under racecheck; without a device
+#                                 prints a skip line and exits 0
 set -u
 mode=${1:-skip-report}
 dir=${2:-build/gpu}
@@ -59,6 +61,12 @@ run)
   OPENBLAS_NUM_THREADS=1 "$dir/test_cuda_host" --jobs 1 || exit 1
   echo "== $dir/test_cuda"
   OD_CUDA_POISON=1 OPENBLAS_NUM_THREADS=1 "$dir/test_cuda" --jobs 1 || exit 1
+  # The real server on device cuda against device cpu: every overload with
+  # the differential tester's inputs, JSON and binary, stored tensors, autograd.
+  server=${OD_SERVER:-$(dirname "$dir")/opdispatchd}
+  py=$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )
+  echo "== tests/gpu/server_cuda.py ($server)"
+  OPENBLAS_NUM_THREADS=1 "$py" tests/gpu/server_cuda.py --server "$server" || exit 1
   sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
   if [ -z "$sanitizer" ]; then
     echo "gpu: compute-sanitizer not found; memcheck run SKIPPED"
@@ -69,7 +77,11 @@ run)
   # every kernel and path. The allocation-failure test is excluded: the
   # sanitizer reports the failed cudaMalloc it provokes on purpose.
   OD_TEST_QUICK=1 OD_CUDA_POISON=1 OPENBLAS_NUM_THREADS=1 "$sanitizer" --tool memcheck --error-exitcode 1 \
-    --leak-check no "$dir/test_cuda" --jobs 1 --no-early-exit --filter '!(alloc/oom*)' || exit 1
+    --leak-check no "$dir/test_cuda" --jobs 1 --filter '!(alloc/oom*)' || exit 1
+  # Shared-memory races in the block reductions: sum ... var, softmax, layer_norm.
+  echo "== compute-sanitizer --tool racecheck $dir/test_cuda --filter 'red/*'"
+  OD_TEST_QUICK=1 OPENBLAS_NUM_THREADS=1 "$sanitizer" --tool racecheck --error-exitcode 1 \
+    "$dir/test_cuda" --jobs 1 --filter 'red/*' || exit 1
   ;;
 *)
   echo "usage: $0 skip-report | host DIR | run DIR" >&2

@@ -51,6 +51,47 @@ static int cmp_f(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static double now_us(void);
+
+typedef struct {
+    od_tensor *x, *y;
+} tiny_ctx;
+
+static void tiny_add(tiny_ctx *c)
+{
+    od_tensor *out = NULL;
+    OKD(od_add(c->x, c->y, 1.0, &out, &e_));
+    od_tensor_release(out);
+}
+
+static void tiny_roundtrip(tiny_ctx *c)
+{
+    CHECK(cudaMemsetAsync(od_tensor_data(c->x), 0, 4, g_env.stream));
+    CHECK(cudaStreamSynchronize(g_env.stream));
+}
+
+/* Prints and returns the median host microseconds of fn over 5000 calls. */
+static float tiny_us(const char *label, void (*fn)(tiny_ctx *), tiny_ctx *c, const char *target)
+{
+    enum { WARM = 200, N = 5000 };
+    float *us = malloc(sizeof *us * N);
+    if (!us)
+        exit(1);
+    for (int i = 0; i < WARM + N; i++) {
+        double t0 = now_us();
+        fn(c);
+        double t1 = now_us();
+        if (i >= WARM)
+            us[i - WARM] = (float)(t1 - t0);
+    }
+    qsort(us, N, sizeof *us, cmp_f);
+    float med = us[N / 2];
+    printf("%-26s %-18s %10.4f  %9.2f %-7s %7s  %s (p90 %.2f us, p99 %.2f us)\n", label, "16 f32", med / 1e3,
+           (double)med, "us", "", target, (double)us[N * 9 / 10], (double)us[N * 99 / 100]);
+    free(us);
+    return med;
+}
+
 /* Median milliseconds of reps runs of fn(ctx, i) on the benchmark stream. */
 typedef void (*run_fn)(void *ctx, int i);
 static double time_ms(run_fn fn, void *ctx, int reps)
@@ -120,6 +161,7 @@ typedef struct gemm_ctx {
     cublasHandle_t h;
     void *a, *b, *c;
     int n;
+    int batch; /* > 1: the strided-batched GEMM (bmm's cuBLAS call) */
     int bf16;
 } gemm_ctx;
 static void run_gemm(void *p, int i)
@@ -128,7 +170,15 @@ static void run_gemm(void *p, int i)
     gemm_ctx *g = p;
     float one = 1, zero = 0;
     cublasStatus_t s;
-    if (g->bf16)
+    long long st = (long long)g->n * g->n;
+    if (g->batch > 1 && g->bf16)
+        s = cublasGemmStridedBatchedEx(g->h, CUBLAS_OP_N, CUBLAS_OP_N, g->n, g->n, g->n, &one, g->a, CUDA_R_16BF,
+                                       g->n, st, g->b, CUDA_R_16BF, g->n, st, &zero, g->c, CUDA_R_16BF, g->n, st,
+                                       g->batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    else if (g->batch > 1)
+        s = cublasSgemmStridedBatched(g->h, CUBLAS_OP_N, CUBLAS_OP_N, g->n, g->n, g->n, &one, g->a, g->n, st,
+                                      g->b, g->n, st, &zero, g->c, g->n, st, g->batch);
+    else if (g->bf16)
         s = cublasGemmEx(g->h, CUBLAS_OP_N, CUBLAS_OP_N, g->n, g->n, g->n, &one, g->a, CUDA_R_16BF, g->n, g->b,
                          CUDA_R_16BF, g->n, &zero, g->c, CUDA_R_16BF, g->n, CUBLAS_COMPUTE_32F,
                          CUBLAS_GEMM_DEFAULT);
@@ -165,17 +215,26 @@ static void run_red(void *p, int i)
     CHECK(od_cu_reduce(&c->a[i % c->nsets], c->ws, g_env.stream));
 }
 
+enum { ROW_SOFTMAX, ROW_LOG_SOFTMAX, ROW_LAYER_NORM };
 typedef struct sm_ctx {
     od_tensor *in[16], *out[16];
-    int nsets;
+    od_tensor *w, *b, *mean, *rstd; /* layer_norm's affine and statistics */
+    int nsets, kind;
     int64_t rows, cols;
 } sm_ctx;
-static void run_softmax(void *p, int i)
+static void run_rows(void *p, int i)
 {
     sm_ctx *c = p;
     int k = i % c->nsets;
-    CHECK(od_cu_softmax(od_tensor_data(c->in[k]), c->in[k]->dtype, od_tensor_data(c->out[k]), c->out[k]->dtype,
-                        c->rows, c->cols, 1, false, g_env.sm_count, g_env.stream));
+    if (c->kind == ROW_LAYER_NORM)
+        CHECK(od_cu_layer_norm(od_tensor_data(c->in[k]), OD_FLOAT32, od_tensor_data(c->w), od_tensor_data(c->b),
+                               OD_FLOAT32, od_tensor_data(c->out[k]), od_tensor_data(c->mean),
+                               od_tensor_data(c->rstd), OD_FLOAT32, c->rows, c->cols, 1e-5, g_env.sm_count,
+                               g_env.stream));
+    else
+        CHECK(od_cu_softmax(od_tensor_data(c->in[k]), c->in[k]->dtype, od_tensor_data(c->out[k]),
+                            c->out[k]->dtype, c->rows, c->cols, 1, c->kind == ROW_LOG_SOFTMAX, g_env.sm_count,
+                            g_env.stream));
 }
 
 typedef struct mm_ctx {
@@ -187,6 +246,15 @@ static void run_mm(void *p, int i)
     mm_ctx *c = p;
     od_tensor *out = NULL;
     OKD(od_mm(c->a, c->b, &out, &e_));
+    od_tensor_release(out);
+}
+
+static void run_bmm(void *p, int i)
+{
+    (void)i;
+    mm_ctx *c = p;
+    od_tensor *out = NULL;
+    OKD(od_matmul(c->a, c->b, &out, &e_));
     od_tensor_release(out);
 }
 
@@ -273,9 +341,17 @@ static void bench_sum_rows(int64_t rows, int64_t cols, double bw_ceiling, const 
     free(c);
 }
 
-static void bench_softmax(int64_t rows, int64_t cols, double bw_ceiling, const char *target)
+/* softmax, log_softmax or layer_norm over the last dim of rows x cols
+ * float32: bytes are the input read and the output written. */
+static void bench_rows(const char *label, int kind, int64_t rows, int64_t cols, double bw_ceiling,
+                       const char *target)
 {
     sm_ctx *c = calloc(1, sizeof *c);
+    c->kind = kind;
+    c->w = dev_rand(&cols, 1, OD_FLOAT32);
+    c->b = dev_rand(&cols, 1, OD_FLOAT32);
+    c->mean = dev_rand(&rows, 1, OD_FLOAT32);
+    c->rstd = dev_rand(&rows, 1, OD_FLOAT32);
     size_t set_bytes = (size_t)(rows * cols) * 4 * 2;
     c->nsets = rotation(set_bytes);
     c->rows = rows;
@@ -285,15 +361,18 @@ static void bench_softmax(int64_t rows, int64_t cols, double bw_ceiling, const c
         c->in[s] = dev_rand(sz, 2, OD_FLOAT32);
         c->out[s] = dev_rand(sz, 2, OD_FLOAT32);
     }
-    double ms = time_ms(run_softmax, c, 100);
+    double ms = time_ms(run_rows, c, 100);
     double gbs = (double)set_bytes / (ms * 1e-3) / 1e9;
     char s[32];
     snprintf(s, sizeof s, "%lldx%lld f32", (long long)rows, (long long)cols);
-    row("softmax(dim=-1)", s, ms, "GB/s", gbs, bw_ceiling, target);
+    row(label, s, ms, "GB/s", gbs, bw_ceiling, target);
     for (int i = 0; i < c->nsets; i++) {
         od_tensor_release(c->in[i]);
         od_tensor_release(c->out[i]);
     }
+    od_tensor *aux[] = {c->w, c->b, c->mean, c->rstd};
+    for (int i = 0; i < 4; i++)
+        od_tensor_release(aux[i]);
     free(c);
 }
 
@@ -341,10 +420,19 @@ int main(void)
     double sgemm_tf = flops / (time_ms(run_gemm, &g, 20) * 1e-3) / 1e12;
     g.a = od_tensor_data(a16), g.b = od_tensor_data(b16), g.c = od_tensor_data(c16), g.bf16 = 1;
     double bgemm_tf = flops / (time_ms(run_gemm, &g, 20) * 1e-3) / 1e12;
+    /* ...and their strided-batched forms on bmm's shapes: 8 x 2048^3, the same flops */
+    int64_t cube[3] = {8, 2048, 2048};
+    od_tensor *ba32 = dev_rand(cube, 3, OD_FLOAT32), *bb32 = dev_rand(cube, 3, OD_FLOAT32);
+    od_tensor *ba16 = dev_rand(cube, 3, OD_BFLOAT16), *bb16 = dev_rand(cube, 3, OD_BFLOAT16);
+    od_tensor *bc32 = dev_rand(cube, 3, OD_FLOAT32), *bc16 = dev_rand(cube, 3, OD_BFLOAT16);
+    gemm_ctx gb = {h, od_tensor_data(ba32), od_tensor_data(bb32), od_tensor_data(bc32), 2048, 8, 0};
+    double sbatch_tf = flops / (time_ms(run_gemm, &gb, 20) * 1e-3) / 1e12;
+    gb.a = od_tensor_data(ba16), gb.b = od_tensor_data(bb16), gb.c = od_tensor_data(bc16), gb.bf16 = 1;
+    double bbatch_tf = flops / (time_ms(run_gemm, &gb, 20) * 1e-3) / 1e12;
 
     printf("ceilings: D2D copy %.1f GB/s (1 GiB, read+write); cublasSgemm %.1f TFLOP/s; cublasGemmEx bf16 %.1f "
-           "TFLOP/s (4096^3)\n\n",
-           bw, sgemm_tf, bgemm_tf);
+           "TFLOP/s (4096^3); strided-batched 8x2048^3: %.1f / %.1f TFLOP/s\n\n",
+           bw, sgemm_tf, bgemm_tf, sbatch_tf, bbatch_tf);
     printf("%-26s %-18s %10s  %17s %7s  %s\n", "op", "size", "median ms", "achieved", "of ceil", "target");
 
     const int64_t big = 16777216, small = 1 << 20;
@@ -354,30 +442,31 @@ int main(void)
     bench_ew("add (bfloat16)", OD_CU_EW_ADD, OD_BFLOAT16, big, 2, bw, "");
     bench_ew("add (float32)", OD_CU_EW_ADD, OD_FLOAT32, small, 2, bw, "");
     bench_sum_rows(8192, 8192, bw, ">= 70% of D2D");
-    bench_softmax(8192, 8192, bw, ">= 70% of D2D");
+    bench_rows("softmax(dim=-1)", ROW_SOFTMAX, 8192, 8192, bw, "");
+    bench_rows("softmax(dim=-1)", ROW_SOFTMAX, 4096, 4096, bw, ">= 60% of D2D");
+    bench_rows("log_softmax(dim=-1)", ROW_LOG_SOFTMAX, 4096, 4096, bw, ">= 60% of D2D");
+    bench_rows("layer_norm(last dim)", ROW_LAYER_NORM, 4096, 4096, bw, ">= 60% of D2D");
 
     mm_ctx m32 = {a32, b32}, m16 = {a16, b16};
     double ms32 = time_ms(run_mm, &m32, 20), ms16 = time_ms(run_mm, &m16, 20);
     row("mm via od_mm", "4096^3 f32", ms32, "TFLOP/s", flops / (ms32 * 1e-3) / 1e12, sgemm_tf, ">= 90% of cuBLAS");
     row("mm via od_mm", "4096^3 bf16", ms16, "TFLOP/s", flops / (ms16 * 1e-3) / 1e12, bgemm_tf, ">= 90% of cuBLAS");
+    mm_ctx bm32 = {ba32, bb32}, bm16 = {ba16, bb16};
+    double bms32 = time_ms(run_bmm, &bm32, 20), bms16 = time_ms(run_bmm, &bm16, 20);
+    row("bmm via od_matmul", "8x2048^3 f32", bms32, "TFLOP/s", flops / (bms32 * 1e-3) / 1e12, sbatch_tf,
+        ">= 90% of cuBLAS batched");
+    row("bmm via od_matmul", "8x2048^3 bf16", bms16, "TFLOP/s", flops / (bms16 * 1e-3) / 1e12, bbatch_tf,
+        ">= 90% of cuBLAS batched");
 
-    /* Tiny op: end-to-end host time of od_add through the typed C API. */
+    /* Tiny op: end-to-end host time of od_add through the typed C API, and
+     * the floor under it: one GPU round trip (a 4-byte memset and the stream
+     * synchronization every call ends with, so an error belongs to its call). */
     int64_t n16 = 16;
     od_tensor *x = dev_rand(&n16, 1, OD_FLOAT32), *y = dev_rand(&n16, 1, OD_FLOAT32);
-    float *us = malloc(sizeof *us * 5000);
-    for (int i = 0; i < 5200; i++) {
-        od_tensor *out = NULL;
-        double t0 = now_us();
-        OKD(od_add(x, y, 1.0, &out, &e_));
-        double t1 = now_us();
-        od_tensor_release(out);
-        if (i >= 200)
-            us[i - 200] = (float)(t1 - t0);
-    }
-    qsort(us, 5000, sizeof *us, cmp_f);
-    printf("%-26s %-18s %10.4f  %9.2f %-7s %7s  <= 10 us (p90 %.2f us, p99 %.2f us)\n", "tiny od_add (host e2e)",
-           "16 f32", us[2500] / 1e3, (double)us[2500], "us", "", (double)us[4500], (double)us[4950]);
-    free(us);
+    tiny_ctx tx = {x, y};
+    float add_us = tiny_us("tiny od_add (host e2e)", tiny_add, &tx, "<= 10 us");
+    float rt_us = tiny_us("GPU round trip (floor)", tiny_roundtrip, &tx, "");
+    printf("%-26s %-18s %10s  %9.0f %-7s\n", "  of which the round trip", "", "", 100.0 * rt_us / add_us, "%");
 
     od_cuda_alloc_info ai;
     if (od_cuda_alloc_stats(0, &ai) == OD_OK)
@@ -385,7 +474,7 @@ int main(void)
                (unsigned long long)ai.allocs, (unsigned long long)ai.cache_hits,
                (unsigned long long)ai.device_mallocs, (double)ai.in_use_bytes / (1 << 20),
                (double)ai.cached_bytes / (1 << 20));
-    od_tensor *all[] = {a32, b32, c32, a16, b16, c16, x, y};
+    od_tensor *all[] = {a32, b32, c32, a16, b16, c16, x, y, ba32, bb32, ba16, bb16, bc32, bc16};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         od_tensor_release(all[i]);
     return 0;
