@@ -181,7 +181,7 @@ test-unit: $(UNIT_BIN)
 
 test-integration: all
 	@if [ -d tests/integration ] && ls tests/integration/test_*.py >/dev/null 2>&1; then \
-	  $(MAKE) --no-print-directory venv && OD_SERVER=$(abspath $(B)/opdispatchd) \
+	  $(MAKE) --no-print-directory venv venv-torch && OD_SERVER=$(abspath $(B)/opdispatchd) \
 	  .venv/bin/python -m pytest -q tests/integration; \
 	else echo "integration: no tests yet"; fi
 	OD_SERVER=$(abspath $(B)/opdispatchd) node --test clients/js/test/
@@ -198,6 +198,16 @@ difftest: all
 	.venv/bin/python tests/diff/difftest.py --n $(DIFF_N) --server $(abspath $(B)/opdispatchd) \
 	  $(if $(DIFF_SEED),--seed $(DIFF_SEED)) $(if $(DIFF_OPS),--ops '$(DIFF_OPS)')
 
+# PyTorch's own OpInfo samples replayed against the server (tests/diff/opinfo.py):
+# make opinfo [OPINFO_SAMPLES=12] [OPINFO_OPS=regex]. make test runs a bounded
+# sample of it (tests/integration/test_opinfo.py).
+OPINFO_SAMPLES ?= 12
+.PHONY: opinfo venv-torch
+opinfo: all
+	@$(MAKE) --no-print-directory venv venv-torch
+	.venv/bin/python tests/diff/opinfo.py --samples $(OPINFO_SAMPLES) --server $(abspath $(B)/opdispatchd) \
+	  $(if $(OPINFO_OPS),--ops '$(OPINFO_OPS)')
+
 # The whole suite twice: a release build, then ASan+UBSan (unit tests and the
 # integration suite against the sanitized server, which fails on any report).
 test: setup
@@ -209,7 +219,15 @@ test: setup
 	@bash tools/gpu-tests.sh skip-report
 	@echo "make test: all suites passed"
 
-# ---- python virtualenv for integration tests and benchmarks -----------------
+# ---- python virtualenvs for integration tests and benchmarks ------------------
+# .venv-torch sees Debian's python3-torch and adds what its OpInfo database imports.
+TORCH_VENV_STAMP := .venv-torch/.stamp-$(shell md5sum tools/requirements-torch.txt 2>/dev/null | cut -c1-8)
+venv-torch: $(TORCH_VENV_STAMP)
+$(TORCH_VENV_STAMP): tools/requirements-torch.txt | $(SETUP_STAMP)
+	/usr/bin/python3 -m venv --system-site-packages .venv-torch
+	.venv-torch/bin/pip install -q -r tools/requirements-torch.txt
+	touch $@
+
 VENV_STAMP := .venv/.stamp-$(shell md5sum tools/requirements.txt 2>/dev/null | cut -c1-8)
 .PHONY: venv
 venv: $(VENV_STAMP)
