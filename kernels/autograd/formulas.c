@@ -872,6 +872,10 @@ OD_BW(SqueezeBackward0) { back_to_shape(n, g, gin, need, sc); }
 OD_BW(SqueezeBackward1) { back_to_shape(n, g, gin, need, sc); }
 OD_BW(UnsqueezeBackward0) { back_to_shape(n, g, gin, need, sc); }
 OD_BW(ExpandBackward0) { SET(0, g[0]); } /* sum_to_size in the engine */
+OD_BW(AliasBackward0) { SET(0, g[0]); }
+OD_BW(LiftFreshBackward0) { SET(0, g[0]); }
+OD_BW(ReshapeAliasBackward0) { back_to_shape(n, g, gin, need, sc); }
+OD_BW(UnsafeViewBackward0) { back_to_shape(n, g, gin, need, sc); }
 OD_BW(TransposeBackward0)
 {
     SET(0, ag_transpose(sc, g[0], ag_arg(n, 1)->u.i, ag_arg(n, 2)->u.i));

@@ -80,6 +80,27 @@ OD_CX_KERNEL(od_cea_view)
             return st;
         st = od_tensor_unsqueeze(self, a, &out, err);
         break;
+    case OD_OPID_alias:
+    case OD_OPID_lift_fresh:
+    case OD_OPID_detach: /* the same view of the same storage (detach: its autograd is NONDIFF) */
+        st = od_tensor_as_strided(self, self->sizes, self->strides, self->ndim, self->offset, &out, err);
+        break;
+    case OD_OPID__reshape_alias: {
+        const int64_t *strides = NULL;
+        int ns = 0;
+        if ((st = od_cx_arg_int_list(op, s, 1, &list, &n, err)) ||
+            (st = od_cx_arg_int_list(op, s, 2, &strides, &ns, err)))
+            return st;
+        if (ns != n)
+            return od_error_set(err, OD_EINVAL, "_reshape_alias(): size has %d dimensions but stride has %d", n, ns);
+        st = od_tensor_as_strided(self, list, strides, n, self->offset, &out, err);
+        break;
+    }
+    case OD_OPID__unsafe_view: /* a view here; torch's marks its result as not a view for autograd only */
+        if ((st = od_cx_arg_int_list(op, s, 1, &list, &n, err)))
+            return st;
+        st = od_tensor_view(self, list, n, &out, err);
+        break;
     default:
         return od_error_set(err, OD_EINTERNAL, "od_cea_view registered for %s, which is not a view",
                             od_op_name(op));

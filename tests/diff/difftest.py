@@ -65,6 +65,15 @@ def torch_bug(c, t):
         return "index_select of a 0-dim tensor with an index of length != 1 (torch reads past the index)"
     if any(s < 0 for o in t["outputs"] for s in o.get("shape", [])):
         return "a negative size in torch's output shape"
+    if c.op.startswith("_reshape_alias") and tens and len(args) >= 3 and \
+            isinstance(args[1], list) and isinstance(args[2], list) and len(args[1]) == len(args[2]):
+        # an internal op that checks nothing: torch reads whatever memory the
+        # sizes and strides reach; the server refuses what leaves the storage
+        if any(isinstance(x, int) and x < 0 for x in args[2]):
+            return "_reshape_alias with a negative stride (torch reads before the storage)"
+        if all(isinstance(x, int) for x in args[1] + args[2]) and min(args[1], default=1) > 0 and \
+                1 + sum((n - 1) * st for n, st in zip(args[1], args[2])) > tens[0].base.size:
+            return "_reshape_alias past the storage's end (torch reads beyond it)"
     return None
 
 DEVICE = "cpu"              # torch runs on the CPU, so the server must too

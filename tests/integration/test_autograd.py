@@ -137,6 +137,10 @@ def make_cases(rng):
     add("squeeze", RG(g(rng, 1, 3, 1)))
     add("squeeze.dim", RG(g(rng, 1, 3)), 0)
     add("unsqueeze", RG(g(rng, 2, 3)), 1)
+    add("alias", a23())
+    add("lift_fresh", a23())
+    add("_reshape_alias", a23(), [3, 2], [2, 1])  # what reshape emits: its formula is a reshape
+    add("_unsafe_view", a23(), [6])
     return C
 
 
