@@ -904,6 +904,60 @@ static void into_zeros(od_node *n, od_tensor *const *g, od_tensor **gin, const b
         SET(0, z);
 }
 OD_BW(SelectBackward0) { into_zeros(n, g, gin, need, sc, false); }
+
+/* ---- shapes.c's composites ---- */
+/* the gradient cropped (or padded with zeros) by the negated pads */
+OD_BW(ConstantPadNdBackward0)
+{
+    const od_value *p = ag_arg(n, 1);
+    int np = (int)p->u.list.n;
+    int64_t neg[2 * OD_MAX_DIMS];
+    for (int i = 0; i < np && i < 2 * OD_MAX_DIMS; i++)
+        neg[i] = -((const int64_t *)p->u.list.items)[i];
+    SET(0, ag_call(sc, OD_OPID_constant_pad_nd, 3, T(g[0]), od_list_v(OD_T_INT_LIST, neg, (size_t)np), od_int(0)));
+}
+/* each dim's copies summed: [.., r*s, ..] viewed as [.., r, s, ..], summed over r;
+ * then the leading new dims summed away */
+OD_BW(RepeatBackward0)
+{
+    const od_value *p = ag_arg(n, 1);
+    const int64_t *rep = p->u.list.items;
+    int nr = (int)p->u.list.n, lead = nr - n->in_meta[0].ndim;
+    od_tensor *gr = g[0];
+    for (int i = nr - 1; i >= lead && gr; i--) {
+        if (rep[i] == 1)
+            continue;
+        int64_t sz[OD_MAX_DIMS + 1];
+        int k = 0;
+        for (int j = 0; j < gr->ndim; j++) {
+            if (j == i) {
+                sz[k++] = rep[i];
+                sz[k++] = n->in_meta[0].sizes[i - lead];
+            } else {
+                sz[k++] = gr->sizes[j];
+            }
+        }
+        int64_t d = i;
+        gr = ag_sum_dims(sc, ag_reshape(sc, gr, sz, k), &d, 1, false);
+    }
+    if (gr && lead > 0) {
+        int64_t dims[OD_MAX_DIMS];
+        for (int i = 0; i < lead; i++)
+            dims[i] = i;
+        gr = ag_sum_dims(sc, gr, dims, lead, false);
+    }
+    SET(0, gr);
+}
+OD_BW(FlipBackward0) { SET(0, ag_call(sc, OD_OPID_flip, 2, T(g[0]), n->args[1])); }
+OD_BW(RollBackward0)
+{
+    const od_value *p = ag_arg(n, 1);
+    int ns = (int)p->u.list.n;
+    int64_t neg[4 * OD_MAX_DIMS];
+    for (int i = 0; i < ns && i < 4 * OD_MAX_DIMS; i++)
+        neg[i] = -((const int64_t *)p->u.list.items)[i];
+    SET(0, ag_call(sc, OD_OPID_roll, 3, T(g[0]), od_list_v(OD_T_INT_LIST, neg, (size_t)ns), n->args[2]));
+}
 OD_BW(SliceBackward0) { into_zeros(n, g, gin, need, sc, true); }
 
 /* ---- the table ---------------------------------------------------------------------- */

@@ -32,6 +32,10 @@ OD_CX_KERNEL(od_bs_factory);
 OD_CX_KERNEL(od_cea_like); /* *_like, new_* */
 OD_CX_KERNEL(od_cia_defined_by); /* square, rsub.Tensor, true_divide, positive */
 OD_CX_KERNEL(od_cia_inplace); /* every OD_INPLACE line */
+OD_CX_KERNEL(od_cea_constant_pad_nd); /* shapes.c */
+OD_CX_KERNEL(od_cea_repeat);
+OD_CX_KERNEL(od_cea_flip);
+OD_CX_KERNEL(od_cea_roll);
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */
 void od_cx_factories_init(void);

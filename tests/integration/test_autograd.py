@@ -141,6 +141,12 @@ def make_cases(rng):
     add("lift_fresh", a23())
     add("_reshape_alias", a23(), [3, 2], [2, 1])  # what reshape emits: its formula is a reshape
     add("_unsafe_view", a23(), [6])
+    add("constant_pad_nd", RG(g(rng, 2, 3, 4)), [1, 2, -1, 1], 0.5)
+    add("constant_pad_nd", a23(), [-1, 0])  # cropping only
+    add("repeat", a23(), [2, 1, 3])
+    add("flip", RG(g(rng, 2, 3, 4)), [0, -1])
+    add("roll", RG(g(rng, 2, 3, 4)), [1, -2], [0, 2])
+    add("roll", a23(), [4])  # flattened
     return C
 
 
