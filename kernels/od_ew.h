@@ -27,6 +27,7 @@
  *    BITWISE     integers and bool  result_type                    as computed
  *    INT_DIV     all but bool       result_type                    as computed;
  *                an integer divisor of 0 is "ZeroDivisionError", as in torch
+ *    INT         integers           result_type                    as computed
  *
  *  - The OD_EWR_DTYPES_<rule>(X, ...) lists name the loop dtypes of a rule
  *    (X(DT, ...) per dtype suffix: BOOL, UINT8, ..., FLOAT64), and
@@ -45,7 +46,8 @@ typedef enum od_ew_rule {
     OD_EWR_ANY,
     OD_EWR_LOGICAL,
     OD_EWR_BITWISE,
-    OD_EWR_INT_DIV
+    OD_EWR_INT_DIV,
+    OD_EWR_INT
 } od_ew_rule;
 
 #define OD_EWR_INT_DTYPES_(X, ...) \
@@ -60,6 +62,7 @@ typedef enum od_ew_rule {
 #define OD_EWR_DTYPES_LOGICAL(X, ...) OD_EWR_DTYPES_ANY(X, __VA_ARGS__)
 #define OD_EWR_DTYPES_BITWISE(X, ...) X(BOOL, __VA_ARGS__) OD_EWR_INT_DTYPES_(X, __VA_ARGS__)
 #define OD_EWR_DTYPES_INT_DIV(X, ...) OD_EWR_DTYPES_NUMERIC(X, __VA_ARGS__)
+#define OD_EWR_DTYPES_INT(X, ...) OD_EWR_INT_DTYPES_(X, __VA_ARGS__)
 
 /* Whether a rule has the integer (i64) / floating (f32, f64) families. */
 #define OD_EWR_I64_FLOAT(x)
@@ -69,6 +72,7 @@ typedef enum od_ew_rule {
 #define OD_EWR_I64_LOGICAL(x) x
 #define OD_EWR_I64_BITWISE(x) x
 #define OD_EWR_I64_INT_DIV(x) x
+#define OD_EWR_I64_INT(x) x
 #define OD_EWR_FLT_FLOAT(x) x
 #define OD_EWR_FLT_FLOAT_ONLY(x) x
 #define OD_EWR_FLT_NUMERIC(x) x
@@ -76,6 +80,7 @@ typedef enum od_ew_rule {
 #define OD_EWR_FLT_LOGICAL(x) x
 #define OD_EWR_FLT_BITWISE(x)
 #define OD_EWR_FLT_INT_DIV(x) x
+#define OD_EWR_FLT_INT(x)
 
 /* The output is bool (1) or the compute dtype (0). */
 #define OD_EWR_BOOL_OUT_FLOAT 0
@@ -85,6 +90,7 @@ typedef enum od_ew_rule {
 #define OD_EWR_BOOL_OUT_LOGICAL 1
 #define OD_EWR_BOOL_OUT_BITWISE 0
 #define OD_EWR_BOOL_OUT_INT_DIV 0
+#define OD_EWR_BOOL_OUT_INT 0
 
 /* An integer divisor of 0 is an error (1) or cannot occur (0). */
 #define OD_EWR_ZERO_DIV_FLOAT 0
@@ -94,5 +100,6 @@ typedef enum od_ew_rule {
 #define OD_EWR_ZERO_DIV_LOGICAL 0
 #define OD_EWR_ZERO_DIV_BITWISE 0
 #define OD_EWR_ZERO_DIV_INT_DIV 1
+#define OD_EWR_ZERO_DIV_INT 0
 
 #endif

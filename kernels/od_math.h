@@ -479,6 +479,35 @@ OD_MATH_LOGICAL_(f32, float)
 OD_MATH_LOGICAL_(f64, double)
 #undef OD_MATH_LOGICAL_
 OD_MATH_FN int64_t od_math_bitwise_and_i64(int64_t a, int64_t b) { return a & b; }
+/* Shifts as PyTorch defines them from 2.0 on (1.13's are C++'s, undefined
+ * for a count < 0 or >= the width): past the width, << gives 0 and >> the
+ * sign; below it the result is the same for every integer dtype once
+ * truncated back (an int8 1 << 9 is 0 as in torch). */
+OD_MATH_FN int64_t od_math_lshift_i64(int64_t a, int64_t b)
+{
+    return b < 0 || b >= 64 ? 0 : (int64_t)((uint64_t)a << b);
+}
+OD_MATH_FN int64_t od_math_rshift_i64(int64_t a, int64_t b) { return b < 0 || b >= 64 ? (a < 0 ? -1 : 0) : a >> b; }
+/* ATen's calc_gcd on magnitudes (uint64_t: |INT64_MIN| wraps as there) */
+OD_MATH_FN int64_t od_math_gcd_i64(int64_t a, int64_t b)
+{
+    uint64_t x = a < 0 ? 0 - (uint64_t)a : (uint64_t)a, y = b < 0 ? 0 - (uint64_t)b : (uint64_t)b;
+    while (x != 0) {
+        uint64_t c = x;
+        x = y % x;
+        y = c;
+    }
+    return (int64_t)y;
+}
+/* ATen's lcm: |a / gcd * b|, 0 when the gcd is 0; wrapping as uint64_t */
+OD_MATH_FN int64_t od_math_lcm_i64(int64_t a, int64_t b)
+{
+    int64_t g = od_math_gcd_i64(a, b);
+    if (g == 0)
+        return 0;
+    uint64_t p = (uint64_t)(a / g) * (uint64_t)b; /* g > 0 or INT64_MIN: never a / -1 */
+    return (int64_t)p < 0 ? (int64_t)(0 - p) : (int64_t)p;
+}
 OD_MATH_FN int64_t od_math_bitwise_or_i64(int64_t a, int64_t b) { return a | b; }
 OD_MATH_FN int64_t od_math_bitwise_xor_i64(int64_t a, int64_t b) { return a ^ b; }
 

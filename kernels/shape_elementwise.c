@@ -570,6 +570,10 @@ static od_status ew_dtypes(od_opid id, const od_stack *s, od_dtype *compute, od_
         if (flt)
             return not_implemented(id, dt, err);
         break;
+    case OD_EWR_INT:
+        if (flt || dt == OD_BOOL)
+            return not_implemented(id, dt, err);
+        break;
     default:
         break;
     }

@@ -559,7 +559,14 @@ OD_BW(HypotBackward0)
     if (need[1])
         SET(1, ag_div(sc, ag_mul(sc, g[0], ag_saved(sc, n, 1)), y));
 }
-/* copysign: d/dself = sign(self) * sign(result) where self != 0, else 0; other gets 0 */
+/* copysign: d/dself = sign(self) * sign(result) where self != 0, else 0; other gets 0
+ * (CopysignBackward1, the Scalar overload: self's part alone) */
+OD_BW(CopysignBackward1)
+{
+    od_tensor *s = ag_mul(sc, ag_unary(sc, OD_OPID_sign, ag_saved(sc, n, 0)),
+                          ag_unary(sc, OD_OPID_sign, ag_saved_out(sc, n, 0)));
+    SET(0, ag_mul(sc, g[0], s));
+}
 OD_BW(CopysignBackward0)
 {
     od_tensor *a = ag_saved(sc, n, 0), *y = ag_saved_out(sc, n, 0);

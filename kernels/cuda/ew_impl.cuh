@@ -71,7 +71,7 @@ __host__ __device__ constexpr bool ew_ok(int op, int fam)
         int r = ew_gen_rule(op);
         if (r == OD_EWR_FLOAT || r == OD_EWR_FLOAT_ONLY)
             return fam != FAM_I64;
-        return r != OD_EWR_BITWISE || fam == FAM_I64;
+        return (r != OD_EWR_BITWISE && r != OD_EWR_INT) || fam == FAM_I64;
     }
     return fam != FAM_I64 || (op != OD_CU_EW_DIV && op != OD_CU_EW_GELU && op != OD_CU_EW_GELU_TANH);
 }

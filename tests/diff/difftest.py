@@ -53,6 +53,38 @@ NONDETERMINISTIC = re.compile(r"^(rand|normal|bernoulli|uniform|multinomial|pois
 UNDEFINED_VALUES = re.compile(r"^(empty|new_empty)")
 
 
+def cxx_undefined(c, args, t):
+    """Where torch 1.13's answer comes from C++ undefined behaviour in its
+    integer kernels (a shift count outside [0, width), abs of the minimum,
+    signed overflow): the reason, else None. The server defines these as
+    PyTorch 2 does, or by wrapping (kernels/od_math.h)."""
+    name = c.op.split(".")[0].rstrip("_")
+    if name not in ("bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm") or len(args) < 2:
+        return None
+    dt = t["outputs"][0]["dtype"]
+    if dt not in ("int64", "int32", "int16", "int8", "uint8"):
+        return None
+    width = 64 if dt == "int64" else 32  # C++ promotes the narrower types to int
+
+    def values(v):
+        if isinstance(v, Tens):
+            return [int(x) for x in np.asarray(v.logical()).reshape(-1)]
+        return [int(v)] if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else []
+    a, b = values(args[0]), values(args[1])
+    if name.endswith("shift"):
+        wrapped = [x - (1 << 64) if x >= 1 << 63 else x for x in ((y % (1 << 64)) for y in b)]
+        if any(x < 0 or x >= width for x in b + wrapped):
+            return f"a shift count outside [0, {width}) (undefined in C++; PyTorch 2 defines it)"
+        return None
+    lo = -(1 << (width - 1))
+    if width == 64 or dt == "int32":
+        if any(x <= lo or x >= -lo for x in a + b):
+            return "abs of an integer type's minimum (undefined in C++)"
+        if name == "lcm" and a and b and max(map(abs, a)) * max(map(abs, b)) >= -lo:
+            return "lcm overflowing its integer type (undefined in C++)"
+    return None
+
+
 def torch_bug(c, t):
     """Why torch 1.13's answer to case c is no reference, or None. Each is a
     torch defect later versions fixed; the server answers 4xx there."""
@@ -65,6 +97,9 @@ def torch_bug(c, t):
         return "index_select of a 0-dim tensor with an index of length != 1 (torch reads past the index)"
     if any(s < 0 for o in t["outputs"] for s in o.get("shape", [])):
         return "a negative size in torch's output shape"
+    ub = cxx_undefined(c, args, t)
+    if ub:
+        return ub
     if c.op.startswith("_reshape_alias") and tens and len(args) >= 3 and \
             isinstance(args[1], list) and isinstance(args[2], list) and len(args[1]) == len(args[2]):
         # an internal op that checks nothing: torch reads whatever memory the

@@ -34,6 +34,9 @@ RECORDER_PYTHON = os.environ.get("OD_TORCH_PYTHON", str(ROOT / ".venv-torch" / "
 DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"]
 MAX_IN_ELEMS = 20000     # a recorded call's tensors, all together
 MAX_OUT_ELEMS = 100000
+# operators that read their input's storage through its strides: replayed
+# only from contiguous inputs, since JSON carries values, not strides
+STRIDED = {"_reshape_alias", "as_strided"}
 
 
 # ---- the recorder (runs with torch) --------------------------------------------------
@@ -118,7 +121,8 @@ def record(declared, samples, ops_re, seed, out):
             ns, _, name = func._schema.name.partition("::")
             model = name if func._overloadname == "default" else f"{name}.{func._overloadname}"
             rec = None
-            if ns == "aten" and model in declared:
+            if ns == "aten" and model in declared and (name not in STRIDED or all(
+                    a.is_contiguous() and a.storage_offset() == 0 for a in args if isinstance(a, torch.Tensor))):
                 try:
                     budget = [MAX_IN_ELEMS]
                     rec = {"op": model, "args": enc(list(args), budget),

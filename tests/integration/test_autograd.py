@@ -80,6 +80,7 @@ def make_cases(rng):
     add("atan2", a23(), RG(g(rng, 3, away=0.2)))
     add("hypot", a23(), RG(g(rng, 2, 1, away=0.2)))
     add("copysign.Tensor", RG(g(rng, 2, 3, away=0.05)), RG(g(rng, 3, away=0.05)))
+    add("copysign.Scalar", RG(g(rng, 2, 3, away=0.05)), -1.5)
     add("logaddexp", a23(), RG(g(rng, 3)))
     add("logaddexp2", a23(), RG(g(rng, 2, 1)))
     add("xlogy.Tensor", a23(), RG(g(rng, 3, pos=True)))

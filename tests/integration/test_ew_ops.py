@@ -90,6 +90,33 @@ def _floor_divide(a, b):
         return np.floor_divide(a, b)
 
 
+def _wrap64(x):
+    x %= 1 << 64
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def _ints(f):
+    """f on Python ints element by element (broadcast), as int64 with C's wrapping."""
+    return lambda a, b: np.vectorize(lambda x, y: _wrap64(f(int(x), int(y))), otypes=[object])(a, b).astype(np.int64)
+
+
+def _gcd(x, y):
+    return math.gcd(abs(x), abs(y))
+
+
+def _lcm(x, y):  # ATen's |a / gcd * b|, wrapping (kernels/od_math.h)
+    g = _wrap64(_gcd(x, y))
+    if g == 0:
+        return 0
+    p = _wrap64((x // g) * y)
+    return -p if p < 0 else p
+
+
+# shifts as PyTorch 2 defines them past the width (1.13's are undefined there)
+_lshift = _ints(lambda x, y: 0 if y < 0 or y >= 64 else x << y)
+_rshift = _ints(lambda x, y: (-1 if x < 0 else 0) if y < 0 or y >= 64 else x >> y)
+
+
 def _relu6_3(x):
     return np.minimum(np.maximum(x + 3, 0), 6)
 
@@ -131,6 +158,14 @@ OPS = {
     "bitwise_xor.Tensor": (np.bitwise_xor, "BITWISE", 0),
     "bitwise_xor.Scalar": (np.bitwise_xor, "BITWISE", 0),
     "bitwise_xor.Scalar_Tensor": (np.bitwise_xor, "BITWISE", 0),
+    "bitwise_left_shift.Tensor": (_lshift, "INT", 0),
+    "bitwise_left_shift.Tensor_Scalar": (_lshift, "INT", 0),
+    "bitwise_left_shift.Scalar_Tensor": (_lshift, "INT", 0),
+    "bitwise_right_shift.Tensor": (_rshift, "INT", 0),
+    "bitwise_right_shift.Tensor_Scalar": (_rshift, "INT", 0),
+    "bitwise_right_shift.Scalar_Tensor": (_rshift, "INT", 0),
+    "gcd": (_ints(_gcd), "INT", 0),
+    "lcm": (_ints(_lcm), "INT", 0),
     "floor_divide": (_floor_divide, "INT_DIV", 2e-7),
     "floor_divide.Scalar": (_floor_divide, "INT_DIV", 2e-7),
     "acos": (np.arccos, "FLOAT", 4e-7),
@@ -158,6 +193,7 @@ OPS = {
     "atan2": (np.arctan2, "FLOAT", 4e-7),
     "hypot": (np.hypot, "FLOAT_ONLY", 4e-7),
     "copysign.Tensor": (np.copysign, "FLOAT", 0),
+    "copysign.Scalar": (np.copysign, "FLOAT", 0),
     "logaddexp": (np.logaddexp, "FLOAT_ONLY", 1e-6),  # max + log1p(exp(-d)): a few roundings
     "logaddexp2": (np.logaddexp2, "FLOAT_ONLY", 1e-6),
     "xlogy.Tensor": (_xlogy, "FLOAT", 4e-7),
@@ -229,7 +265,8 @@ def expected(op, operands):
     if rule == "FLOAT":
         dt = dt if dt in FLOATS else "float32"
     refused = (rule == "FLOAT_ONLY" and dt not in FLOATS) or \
-        (rule in ("NUMERIC", "INT_DIV") and dt == "bool") or (rule == "BITWISE" and dt in FLOATS)
+        (rule in ("NUMERIC", "INT_DIV") and dt == "bool") or (rule == "BITWISE" and dt in FLOATS) or \
+        (rule == "INT" and (dt in FLOATS or dt == "bool"))
     if refused:
         return f'"{name}" not implemented for \'{ {"bool": "Bool", "float32": "Float", "float64": "Double", "float16": "Half", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int", "int64": "Long"}[dt]}\''
     return dt, dt
@@ -279,7 +316,7 @@ def device(request, server):
 CANCELLING = {"logaddexp": 4, "logaddexp2": 4, "sinc": 4, "digamma": 16, "lgamma": 8}
 BINARY = {"fmod", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor", "logical_and", "logical_or",
           "logical_xor", "floor_divide", "atan2", "hypot", "copysign", "logaddexp",
-          "logaddexp2", "xlogy", "fmax", "fmin"}
+          "logaddexp2", "xlogy", "fmax", "fmin", "bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm"}
 
 
 def arity(op):
@@ -288,7 +325,7 @@ def arity(op):
 
 def scalar_positions(op):
     ov = op.split(".")[1] if "." in op else ""
-    return {"Scalar": {1}, "Scalar_Tensor": {0}}.get(ov, set())
+    return {"Scalar": {1}, "Tensor_Scalar": {1}, "Scalar_Tensor": {0}}.get(ov, set())
 
 
 def call(server, op, operands, device):
