@@ -601,6 +601,28 @@ OD_BW(XlogyBackward0)
         SET(1, ag_div(sc, ag_mul(sc, g[0], a), b));
 }
 
+/* one bound: self where it is inside (NaN self passes, as torch's mask is
+ * self >= min), the Tensor bound where self is outside */
+static void clamp_bound_bw(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc,
+                           bool lo, bool tensor)
+{
+    od_tensor *x = ag_saved(sc, n, 0);
+    if (!tensor) {
+        double b = od_value_as_double(ag_arg(n, 1));
+        SET(0, ag_where0(sc, ag_cmps(sc, lo ? OD_OPID_ge_Scalar : OD_OPID_le_Scalar, x, b), g[0], true));
+        return;
+    }
+    od_tensor *b = ag_saved(sc, n, 1);
+    if (need[0])
+        SET(0, ag_where0(sc, ag_cmp(sc, lo ? OD_OPID_ge_Tensor : OD_OPID_le_Tensor, x, b), g[0], true));
+    if (need[1])
+        SET(1, ag_where0(sc, ag_cmp(sc, lo ? OD_OPID_lt_Tensor : OD_OPID_gt_Tensor, x, b), g[0], true));
+}
+OD_BW(ClampMinBackward0) { clamp_bound_bw(n, g, gin, need, sc, true, false); }
+OD_BW(ClampMinBackward1) { clamp_bound_bw(n, g, gin, need, sc, true, true); }
+OD_BW(ClampMaxBackward0) { clamp_bound_bw(n, g, gin, need, sc, false, false); }
+OD_BW(ClampMaxBackward1) { clamp_bound_bw(n, g, gin, need, sc, false, true); }
+
 OD_BW(ClampBackward1)
 {
     od_tensor *x = ag_saved(sc, n, 0), *mask = NULL;

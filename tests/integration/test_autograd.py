@@ -96,6 +96,10 @@ def make_cases(rng):
     add("clamp", RG(g(rng, 3, 4)), -0.5, 0.5)
     add("clamp", RG(g(rng, 3, 4)), min=-0.3)
     add("clamp.Tensor", RG(g(rng, 3, 4)), RG(g(rng, 4) - 0.5), RG(g(rng, 3, 1) + 0.5))
+    add("clamp_min", RG(g(rng, 3, 4)), -0.2)
+    add("clamp_max", RG(g(rng, 3, 4)), 0.3)
+    add("clamp_min.Tensor", RG(g(rng, 3, 4)), RG(g(rng, 4)))
+    add("clamp_max.Tensor", RG(g(rng, 3, 4)), RG(g(rng, 3, 1)))
     add("sum", a23())
     add("sum", RG(g(rng, 0, 3)))  # empty
     add("sum.dim_IntList", RG(g(rng, 2, 3, 2)), [1])
