@@ -935,15 +935,20 @@ static void into_zeros(od_node *n, od_tensor *const *g, od_tensor **gin, const b
 OD_BW(SelectBackward0) { into_zeros(n, g, gin, need, sc, false); }
 
 /* ---- shapes.c's composites ---- */
+/* An int[] argument negated into neg (cap entries; the forward op refused
+ * longer lists), as a list value over neg. */
+static od_value negated(const od_value *list, int64_t *neg, int cap)
+{
+    int n = (int)list->u.list.n < cap ? (int)list->u.list.n : cap;
+    for (int i = 0; i < n; i++)
+        neg[i] = -((const int64_t *)list->u.list.items)[i];
+    return od_list_v(OD_T_INT_LIST, neg, (size_t)n);
+}
 /* the gradient cropped (or padded with zeros) by the negated pads */
 OD_BW(ConstantPadNdBackward0)
 {
-    const od_value *p = ag_arg(n, 1);
-    int np = (int)p->u.list.n;
     int64_t neg[2 * OD_MAX_DIMS];
-    for (int i = 0; i < np && i < 2 * OD_MAX_DIMS; i++)
-        neg[i] = -((const int64_t *)p->u.list.items)[i];
-    SET(0, ag_call(sc, OD_OPID_constant_pad_nd, 3, T(g[0]), od_list_v(OD_T_INT_LIST, neg, (size_t)np), od_int(0)));
+    SET(0, ag_call(sc, OD_OPID_constant_pad_nd, 3, T(g[0]), negated(ag_arg(n, 1), neg, 2 * OD_MAX_DIMS), od_int(0)));
 }
 /* each dim's copies summed: [.., r*s, ..] viewed as [.., r, s, ..], summed over r;
  * then the leading new dims summed away */
@@ -980,12 +985,8 @@ OD_BW(RepeatBackward0)
 OD_BW(FlipBackward0) { SET(0, ag_call(sc, OD_OPID_flip, 2, T(g[0]), n->args[1])); }
 OD_BW(RollBackward0)
 {
-    const od_value *p = ag_arg(n, 1);
-    int ns = (int)p->u.list.n;
     int64_t neg[4 * OD_MAX_DIMS];
-    for (int i = 0; i < ns && i < 4 * OD_MAX_DIMS; i++)
-        neg[i] = -((const int64_t *)p->u.list.items)[i];
-    SET(0, ag_call(sc, OD_OPID_roll, 3, T(g[0]), od_list_v(OD_T_INT_LIST, neg, (size_t)ns), n->args[2]));
+    SET(0, ag_call(sc, OD_OPID_roll, 3, T(g[0]), negated(ag_arg(n, 1), neg, 4 * OD_MAX_DIMS), n->args[2]));
 }
 OD_BW(SliceBackward0) { into_zeros(n, g, gin, need, sc, true); }
 

@@ -113,8 +113,9 @@ typedef enum od_cu_ew {
 
 typedef struct od_cu_ew_args {
     int32_t op;        /* od_cu_ew */
-    int32_t compute;   /* OD_CU_* dtype whose family computes: FLOAT16/BFLOAT16/FLOAT32
-                        * compute in float, FLOAT64 in double, the rest in int64 */
+    int32_t compute;   /* OD_CU_* dtype every input is cast to, whose family computes:
+                        * FLOAT16/BFLOAT16/FLOAT32 in float, FLOAT64 in double, the
+                        * rest in int64 */
     double alpha_d;    /* add/sub alpha, floating families */
     int64_t alpha_i;   /* add/sub alpha, integer family */
     int sm_count;      /* of the device, to size the grid */

@@ -4,8 +4,10 @@
  *
  * Invariants:
  *  - Per-element math is od_math.h's, chosen by compute family; this file
- *    only moves data: loads convert each input to the compute type C, the
- *    result converts to the output's dtype (cu_common.cuh's casts).
+ *    only moves data: loads convert each input to the compute type C (an
+ *    input of another dtype rounded to the compute dtype first, as ATen
+ *    casts it), the result converts to the output's dtype (cu_common.cuh's
+ *    casts).
  *  - Two kernels per (op, family): ew_contig, for contiguous operands of one
  *    fast dtype with 16-byte aligned pointers (16-byte vector loads and
  *    stores, grid-stride, two vectors in flight per thread); ew_general, for
