@@ -29,7 +29,7 @@ os.environ.setdefault("SE_OFFLINE", "true")
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
-from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.common.exceptions import ElementNotInteractableException, StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
@@ -76,11 +76,12 @@ def wait(d, cond, timeout=20, msg=""):
 
 def fresh(fn, tries=10):
     """fn() again while the element it touches is replaced under it (views
-    that refresh rebuild their rows)."""
+    that refresh rebuild their rows: the row found may be detached by the
+    time a key reaches it, which Chrome reports either way)."""
     for i in range(tries):
         try:
             return fn()
-        except StaleElementReferenceException:
+        except (StaleElementReferenceException, ElementNotInteractableException):
             if i == tries - 1:
                 raise
             time.sleep(0.1)
