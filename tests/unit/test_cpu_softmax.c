@@ -212,8 +212,11 @@ static void layer_norm_case(od_tensor *x, int k, od_tensor *w, od_tensor *b, dou
         double rm = cast_value((double)mu, dt), rr = cast_value((double)rs, dt);
         TCHECK(close_to(gm[r], rm, 2 * dtype_eps(dt) * fabs(rm) + ceps * 4), "layer_norm mean[%" PRId64 "] = %.10g, want %.10g",
                r, gm[r], rm);
-        TCHECK(close_to(gr[r], rr, (2 * dtype_eps(dt) + ceps) * fabs(rr)), "layer_norm rstd[%" PRId64 "] = %.10g, want %.10g",
-               r, gr[r], rr);
+        /* ATen's float moments lose about N ulps of mean^2 in the variance
+         * (a row of mean 1 and std 0.03 is ~1000x worse conditioned) */
+        double cond = (double)(mu * mu / (var + eps));
+        TCHECK(close_to(gr[r], rr, (2 * dtype_eps(dt) + ceps + 2 * dtype_eps(dt) * (double)N * cond) * fabs(rr)),
+               "layer_norm rstd[%" PRId64 "] = %.10g, want %.10g", r, gr[r], rr);
         for (int64_t j = 0; j < N; j++) {
             long double yv = (v[r * N + j] - mu) * rs * (wv ? wv[j] : 1.0) + (bv ? bv[j] : 0.0);
             double ry = cast_value((double)yv, dt);
