@@ -3,8 +3,8 @@
 
 PyTorch 1.13's OpInfo database (torch.testing._internal.common_methods_invocations
 .op_db) holds the sample inputs its test suite runs for some 600 operators.
-This runs each operator's samples (--samples per operator and CPU dtype)
-under a TorchDispatchMode that records every aten call reaching the
+This runs each operator's samples (--samples per operator and CPU dtype),
+and its in-place variant's on a copy of the input, under a TorchDispatchMode that records every aten call reaching the
 dispatcher, keeps the calls on overloads the server declares (GET /v1/ops),
 with torch's results, and replays each over HTTP: JSON /v1 always, and, for
 a share of them (--cross), binary /v1 and /v2, which must answer bit for
@@ -164,6 +164,15 @@ def record(declared, samples, ops_re, seed, out):
                             op(s.input, *s.args, **s.kwargs)
                     except Exception:
                         pass  # torch refusing a sample records nothing after it
+                    # the in-place variant on a copy, as PyTorch's
+                    # test_variant_consistency_eager runs it
+                    if op.inplace_variant is not None and isinstance(s.input, torch.Tensor):
+                        try:
+                            x = s.input.clone()
+                            with Recorder():
+                                op.inplace_variant(x, *s.args, **s.kwargs)
+                        except Exception:
+                            pass
             except Exception:
                 pass
             out.flush()
