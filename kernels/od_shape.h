@@ -86,7 +86,9 @@ typedef enum od_reduce_kind {
     OD_RED_AMAX,
     OD_RED_AMIN,
     OD_RED_ARGMAX,
-    OD_RED_VAR
+    OD_RED_VAR,
+    OD_RED_ARGMIN,
+    OD_RED_PROD
 } od_reduce_kind;
 
 typedef struct od_reduce_info {

@@ -176,6 +176,9 @@ static bool red_layout_of(od_opid id, red_layout *l)
         {OD_OPID_amax, {OD_RED_AMAX, "amax", 1, 2, -1, -1, -1}},
         {OD_OPID_amin, {OD_RED_AMIN, "amin", 1, 2, -1, -1, -1}},
         {OD_OPID_argmax, {OD_RED_ARGMAX, "argmax", 1, 2, -1, -1, -1}},
+        {OD_OPID_argmin, {OD_RED_ARGMIN, "argmin", 1, 2, -1, -1, -1}},
+        {OD_OPID_prod, {OD_RED_PROD, "prod", -1, -1, 1, -1, -1}},
+        {OD_OPID_prod_dim_int, {OD_RED_PROD, "prod", 1, 2, 3, -1, -1}},
         {OD_OPID_var, {OD_RED_VAR, "var", -1, -1, -1, 1, -1}},
         {OD_OPID_var_dim, {OD_RED_VAR, "var", 1, 3, -1, 2, -1}},
         {OD_OPID_var_correction, {OD_RED_VAR, "var", 1, 3, -1, -1, 2}},
@@ -213,8 +216,9 @@ od_status od_reduce_parse(od_opid id, const od_stack *s, od_reduce_info *info, o
     if (l.keepdim >= 0 && (st = arg_bool(s, l.keepdim, l.name, "keepdim", &info->keepdim, err)))
         return st;
     const od_value *dim_arg = l.dim >= 0 && l.dim < s->nargs ? &s->args[l.dim] : NULL;
-    if (l.kind == OD_RED_ARGMAX && dim_arg && dim_arg->tag != OD_T_NONE && dim_arg->tag != OD_T_INT)
-        return od_error_set(err, OD_EINVAL, "argmax(): argument 'dim' must be an int or None");
+    if ((l.kind == OD_RED_ARGMAX || l.kind == OD_RED_ARGMIN) && dim_arg && dim_arg->tag != OD_T_NONE &&
+        dim_arg->tag != OD_T_INT)
+        return od_error_set(err, OD_EINVAL, "%s(): argument 'dim' must be an int or None", l.name);
     if ((st = od_reduce_dims(dim_arg, self->ndim, &info->mask, err)))
         return st;
 
@@ -227,9 +231,15 @@ od_status od_reduce_parse(od_opid id, const od_stack *s, od_reduce_info *info, o
 
     switch (l.kind) {
     case OD_RED_SUM:
-    case OD_RED_MEAN: {
+    case OD_RED_MEAN:
+    case OD_RED_PROD: {
         /* get_dtype_from_self(self, dtype, promote_integers=true) */
         od_dtype out = has_dt ? dt : od_dtype_is_integral(in, true) ? OD_INT64 : in;
+        /* torch 1.13's CPU prod has no half kernels; its CUDA one has */
+        if (l.kind == OD_RED_PROD && (out == OD_FLOAT16 || out == OD_BFLOAT16) &&
+            self->device.type == OD_DEV_CPU && numel > 0)
+            return od_error_set(err, OD_EUNSUPPORTED, "\"prod_cpu\" not implemented for '%s'",
+                                od_dtype_scalar_name(out));
         if (l.kind == OD_RED_MEAN && !od_dtype_is_floating(out))
             return od_error_set(err, OD_EUNSUPPORTED,
                                 "mean(): could not infer output dtype. %s dtype must be either a "
@@ -262,21 +272,22 @@ od_status od_reduce_parse(od_opid id, const od_stack *s, od_reduce_info *info, o
         break;
     }
     case OD_RED_ARGMAX:
+    case OD_RED_ARGMIN:
         /* ATen refuses bool in the kernel, which an empty input or a
          * reduced dim of size 1 (all zeros) never reaches */
         if (in == OD_BOOL && numel > 0 &&
             !(dim_arg && dim_arg->tag == OD_T_INT && self->ndim > 0 &&
               self->sizes[dim_arg->u.i < 0 ? dim_arg->u.i + self->ndim : dim_arg->u.i % self->ndim] == 1))
-            return od_error_set(err, OD_EUNSUPPORTED, "\"argmax_cpu\" not implemented for 'Bool'");
+            return od_error_set(err, OD_EUNSUPPORTED, "\"%s_cpu\" not implemented for 'Bool'", l.name);
         info->out_dtype = OD_INT64;
         if (dim_arg && dim_arg->tag == OD_T_INT) {
             int w;
             if ((st = od_wrap_dim(dim_arg->u.i, self->ndim, &w, err)) ||
-                (st = check_nonempty_dim("argmax", self, w, w, err)))
+                (st = check_nonempty_dim(l.name, self, w, w, err)))
                 return st;
         } else if (numel == 0) {
             return od_error_set(err, OD_EINVAL,
-                                "argmax(): Expected reduction dim to be specified for input.numel() == 0.");
+                                "%s(): Expected reduction dim to be specified for input.numel() == 0.", l.name);
         }
         break;
     case OD_RED_VAR: {

@@ -1,4 +1,4 @@
-/* reduce.c — CPU reductions: sum, mean, amax, amin, argmax, var.
+/* reduce.c — CPU reductions: sum, mean, prod, amax, amin, argmax, argmin, var.
  *
  * Invariants:
  *  - od_reduce_parse (kernels/shape_reduce.c) validates every argument; this
@@ -16,8 +16,10 @@
  *    like torch.
  *  - Partial sums (runs, buffers, parallel chunks, column updates) combine
  *    with Neumaier compensation, so the error does not grow with their count.
- *  - amax/amin propagate NaN; argmax returns the first NaN, else the first
- *    maximum (ties break toward the smaller index).
+ *  - amax/amin propagate NaN; argmax/argmin return the first NaN, else the
+ *    first maximum/minimum (ties break toward the smaller index).
+ *  - prod multiplies in double (floating) or uint64 (integers, modular like
+ *    torch's int64 wraparound); like sum it reads self cast to its dtype.
  *  - sum/mean with a dtype argument read self cast to that dtype. When that
  *    cast is exact for every value the loads do it on the fly; otherwise
  *    (rounding, overflow to inf, wraparound) self is converted first, as torch
@@ -66,9 +68,9 @@ typedef struct part {
     double s, c; /* float sum, compensated (Neumaier): the value is s + c;
                   * var: sum(x - K) in pass 0, squared deviations in pass 1 */
     uint64_t u;  /* integer sum (modular) */
-    double m;    /* float max/min, argmax's best value */
-    int64_t im;  /* integer max/min, argmax's best value */
-    int64_t idx; /* argmax: index of the best value, -1 before any */
+    double m;    /* float max/min, argmax/argmin's best value */
+    int64_t im;  /* integer max/min, argmax/argmin's best value */
+    int64_t idx; /* argmax/argmin: index of the best value, -1 before any */
 } part;
 
 /* Compensated addition: partial sums of runs and buffers (which may be many
@@ -85,8 +87,9 @@ static inline double ksum(double s, double c) { return isfinite(s) ? s + c : s; 
 
 static void part_init(const red_plan *P, part *a)
 {
-    a->s = a->c = 0.0;
-    a->u = 0;
+    a->s = P->kind == OD_RED_PROD ? 1.0 : 0.0; /* prod: s is the running product */
+    a->c = 0.0;
+    a->u = P->kind == OD_RED_PROD;
     a->m = P->kind == OD_RED_AMIN ? INFINITY : -INFINITY;
     a->im = P->kind == OD_RED_AMIN ? INT64_MAX : INT64_MIN;
     a->idx = -1;
@@ -278,7 +281,7 @@ static void run_update(const red_plan *P, const char *p, int64_t stride, int64_t
     od_reduce_kind k = P->kind;
     bool sumlike = k == OD_RED_SUM || k == OD_RED_MEAN || k == OD_RED_VAR;
     if (P->acc_float && stride == 1 && (P->w == OD_FLOAT32 || P->w == OD_FLOAT64) &&
-        k != OD_RED_ARGMAX) {
+        k != OD_RED_ARGMAX && k != OD_RED_ARGMIN && k != OD_RED_PROD) {
         bool f32 = P->w == OD_FLOAT32;
         const void *x = p;
         if (sumlike && pass == 0 && k == OD_RED_VAR)
@@ -312,12 +315,17 @@ static void run_update(const red_plan *P, const char *p, int64_t stride, int64_t
             case OD_RED_AMIN:
                 a->m = maxmin_f64(bd, len, k == OD_RED_AMAX, a->m);
                 break;
+            case OD_RED_PROD:
+                for (int64_t i = 0; i < len; i++)
+                    a->s *= bd[i];
+                break;
             case OD_RED_ARGMAX:
+            case OD_RED_ARGMIN:
                 if (a->idx >= 0 && a->m != a->m)
                     return; /* a NaN was found: nothing later can win */
                 for (int64_t i = 0; i < len; i++) {
                     double v = bd[i];
-                    if (a->idx < 0 || v > a->m || v != v) {
+                    if (a->idx < 0 || (k == OD_RED_ARGMAX ? v > a->m : v < a->m) || v != v) {
                         a->m = v;
                         a->idx = idx0 + c + i;
                         if (v != v)
@@ -346,9 +354,14 @@ static void run_update(const red_plan *P, const char *p, int64_t stride, int64_t
                 for (int64_t i = 0; i < len; i++)
                     a->im = bi[i] < a->im ? bi[i] : a->im;
                 break;
-            case OD_RED_ARGMAX:
+            case OD_RED_PROD:
                 for (int64_t i = 0; i < len; i++)
-                    if (a->idx < 0 || bi[i] > a->im) {
+                    a->u *= (uint64_t)bi[i];
+                break;
+            case OD_RED_ARGMAX:
+            case OD_RED_ARGMIN:
+                for (int64_t i = 0; i < len; i++)
+                    if (a->idx < 0 || (k == OD_RED_ARGMAX ? bi[i] > a->im : bi[i] < a->im)) {
                         a->im = bi[i];
                         a->idx = idx0 + c + i;
                     }
@@ -377,12 +390,20 @@ static void part_combine(const red_plan *P, part *a, const part *b)
         a->m = MINNAN_(a->m, b->m);
         a->im = b->im < a->im ? b->im : a->im;
         break;
+    case OD_RED_PROD:
+        a->s *= b->s;
+        a->u *= b->u;
+        break;
     case OD_RED_ARGMAX:
+    case OD_RED_ARGMIN: {
+        bool mx = P->kind == OD_RED_ARGMAX;
         if (b->idx < 0 || (a->idx >= 0 && P->acc_float && a->m != a->m))
             break;
-        if (a->idx < 0 || (P->acc_float ? (b->m > a->m || b->m != b->m) : b->im > a->im))
+        if (a->idx < 0 || (P->acc_float ? ((mx ? b->m > a->m : b->m < a->m) || b->m != b->m)
+                                        : (mx ? b->im > a->im : b->im < a->im)))
             *a = *b;
         break;
+    }
     }
 }
 
@@ -450,7 +471,14 @@ static void finish(const red_plan *P, int64_t o, const part *a)
         else
             store_i64(P->out, P->out_dtype, o, a->im);
         break;
+    case OD_RED_PROD:
+        if (P->acc_float)
+            store_f64(P->out, P->out_dtype, o, a->s);
+        else
+            store_i64(P->out, P->out_dtype, o, (int64_t)a->u);
+        break;
     case OD_RED_ARGMAX:
+    case OD_RED_ARGMIN:
         store_i64(P->out, P->out_dtype, o, a->idx);
         break;
     }
@@ -572,8 +600,9 @@ static void col_block(const red_plan *P, const char *base, int64_t o0, int64_t b
     part init;
     part_init(P, &init);
     for (int64_t j = 0; j < b; j++) {
-        s[j] = cs[j] = 0.0;
-        u[j] = 0;
+        s[j] = init.s;
+        cs[j] = 0.0;
+        u[j] = init.u;
         m[j] = init.m;
         im[j] = init.im;
         idx[j] = -1;
@@ -611,9 +640,16 @@ static void col_block(const red_plan *P, const char *base, int64_t o0, int64_t b
                     for (int64_t j = 0; j < b; j++)
                         m[j] = MINNAN_(m[j], bd[j]);
                     break;
-                case OD_RED_ARGMAX:
+                case OD_RED_PROD:
                     for (int64_t j = 0; j < b; j++)
-                        if (idx[j] < 0 || (m[j] == m[j] && (bd[j] > m[j] || bd[j] != bd[j]))) {
+                        s[j] *= bd[j];
+                    break;
+                case OD_RED_ARGMAX:
+                case OD_RED_ARGMIN:
+                    for (int64_t j = 0; j < b; j++)
+                        if (idx[j] < 0 ||
+                            (m[j] == m[j] &&
+                             ((k == OD_RED_ARGMAX ? bd[j] > m[j] : bd[j] < m[j]) || bd[j] != bd[j]))) {
                             m[j] = bd[j];
                             idx[j] = r;
                         }
@@ -636,9 +672,14 @@ static void col_block(const red_plan *P, const char *base, int64_t o0, int64_t b
                     for (int64_t j = 0; j < b; j++)
                         im[j] = bi[j] < im[j] ? bi[j] : im[j];
                     break;
-                case OD_RED_ARGMAX:
+                case OD_RED_PROD:
                     for (int64_t j = 0; j < b; j++)
-                        if (idx[j] < 0 || bi[j] > im[j]) {
+                        u[j] *= (uint64_t)bi[j];
+                    break;
+                case OD_RED_ARGMAX:
+                case OD_RED_ARGMIN:
+                    for (int64_t j = 0; j < b; j++)
+                        if (idx[j] < 0 || (k == OD_RED_ARGMAX ? bi[j] > im[j] : bi[j] < im[j])) {
                             im[j] = bi[j];
                             idx[j] = r;
                         }
@@ -722,7 +763,7 @@ static void build_plan(red_plan *P, const od_tensor *x, uint32_t mask)
             P->kstride[P->nk++] = x->strides[d];
         }
     }
-    if (P->kind != OD_RED_ARGMAX) {
+    if (P->kind != OD_RED_ARGMAX && P->kind != OD_RED_ARGMIN) {
         /* Order is free: walk the reduced dims outermost-stride first. */
         for (int i = 1; i < P->nr; i++)
             for (int j = i; j > 0 && P->rstride[j - 1] < P->rstride[j]; j--) {
@@ -745,10 +786,11 @@ static void build_plan(red_plan *P, const od_tensor *x, uint32_t mask)
 static void fill_empty(const red_plan *P)
 {
     for (int64_t o = 0; o < P->M; o++) {
-        if (P->kind == OD_RED_SUM && !P->acc_float)
-            store_i64(P->out, P->out_dtype, o, 0);
+        bool one = P->kind == OD_RED_PROD; /* the empty product */
+        if ((P->kind == OD_RED_SUM || one) && !P->acc_float)
+            store_i64(P->out, P->out_dtype, o, one);
         else
-            store_f64(P->out, P->out_dtype, o, P->kind == OD_RED_SUM ? 0.0 : NAN);
+            store_f64(P->out, P->out_dtype, o, one ? 1.0 : P->kind == OD_RED_SUM ? 0.0 : NAN);
     }
 }
 
@@ -780,7 +822,7 @@ od_status od_cpu_reduce(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
     if (st || (st = od_shape_reduce(id, s, &spec, &nouts, err)))
         return st;
     od_tensor *self = s->args[0].u.t, *src = self, *conv = NULL, *out = NULL;
-    bool sumlike = info.kind == OD_RED_SUM || info.kind == OD_RED_MEAN;
+    bool sumlike = info.kind == OD_RED_SUM || info.kind == OD_RED_MEAN || info.kind == OD_RED_PROD;
     if (sumlike && !cast_is_exact(self->dtype, info.out_dtype)) {
         if ((st = od_cpu_to_dtype(self, info.out_dtype, &conv, err)))
             return st;

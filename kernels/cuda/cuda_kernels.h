@@ -156,7 +156,9 @@ typedef enum od_cu_red {
     OD_CU_RED_AMAX,
     OD_CU_RED_AMIN,
     OD_CU_RED_ARGMAX,
-    OD_CU_RED_VAR
+    OD_CU_RED_VAR,
+    OD_CU_RED_ARGMIN,
+    OD_CU_RED_PROD
 } od_cu_red;
 
 /* A reduction over the dims of in: kept dims (the output's, row-major,

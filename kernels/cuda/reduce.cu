@@ -1,4 +1,4 @@
-/* reduce.cu — sum, mean, amax, amin, argmax, var over any set of dims.
+/* reduce.cu — sum, mean, prod, amax, amin, argmax, argmin, var over any set of dims.
  *
  * Invariants:
  *  - The input is viewed as M outputs (kept dims) x R reduced elements
@@ -15,9 +15,9 @@
  *    merges the G partials per output. The merge is associative (argmax
  *    breaks ties by index; Welford merges for var), so the result does not
  *    depend on L or G beyond float rounding.
- *  - Accumulation: sum/mean in the output dtype's family (float for half,
+ *  - Accumulation: sum/mean/prod in the output dtype's family (float for half,
  *    bfloat16 and float32; double; int64 for integers and bool, wrapping),
- *    amax/amin/argmax in the input's family, var in float/double (Welford).
+ *    amax/amin/argmax/argmin in the input's family, var in float/double (Welford).
  */
 #include <float.h>
 
@@ -66,6 +66,23 @@ template <typename A, bool MEAN> struct SumOp {
     }
 };
 
+template <typename A> struct ProdOp {
+    using acc_t = A;
+    using in_t = A;
+    double correction;
+    int64_t count;
+    __device__ A init() const { return A(1); }
+    __device__ A merge(A a, A b) const
+    {
+        if constexpr (is_int_v<A>)
+            return (A)((uint64_t)a * (uint64_t)b); /* int64 wraparound without signed overflow */
+        else
+            return a * b;
+    }
+    __device__ A reduce(A a, A x, int64_t) const { return merge(a, x); }
+    __device__ void store(char *p, int dt, A a) const { store_dyn<A>(p, dt, a); }
+};
+
 template <typename A, bool MAX> struct MinMaxOp {
     using acc_t = A;
     using in_t = A;
@@ -90,13 +107,13 @@ template <typename A> struct ArgAcc {
     int64_t i;
 };
 
-template <typename A> struct ArgMaxOp {
+template <typename A, bool MAX> struct ArgMaxOp {
     using acc_t = ArgAcc<A>;
     using in_t = A;
     double correction;
     int64_t count;
-    __device__ acc_t init() const { return acc_t{lowest_of<A>(), INT64_MAX}; }
-    /* NaN is the maximum (first NaN wins); ties go to the smaller index. */
+    __device__ acc_t init() const { return acc_t{MAX ? lowest_of<A>() : highest_of<A>(), INT64_MAX}; }
+    /* NaN wins for argmax and argmin alike (first NaN); ties go to the smaller index. */
     __device__ acc_t merge(acc_t a, acc_t b) const
     {
         bool an = a.v != a.v, bn = b.v != b.v;
@@ -105,9 +122,9 @@ template <typename A> struct ArgMaxOp {
                 return a.i <= b.i ? a : b;
             return an ? a : b;
         }
-        if (a.v > b.v)
+        if (MAX ? a.v > b.v : a.v < b.v)
             return a;
-        if (b.v > a.v)
+        if (MAX ? b.v > a.v : b.v < a.v)
             return b;
         return a.i <= b.i ? a : b;
     }
@@ -433,9 +450,17 @@ template <typename F> static cudaError_t with_op(int kind, int fam, F &&body)
         if (fam == FAM_F64) return body(MinMaxOp<double, false>{});
         return body(MinMaxOp<int64_t, false>{});
     case OD_CU_RED_ARGMAX:
-        if (fam == FAM_F32) return body(ArgMaxOp<float>{});
-        if (fam == FAM_F64) return body(ArgMaxOp<double>{});
-        return body(ArgMaxOp<int64_t>{});
+        if (fam == FAM_F32) return body(ArgMaxOp<float, true>{});
+        if (fam == FAM_F64) return body(ArgMaxOp<double, true>{});
+        return body(ArgMaxOp<int64_t, true>{});
+    case OD_CU_RED_ARGMIN:
+        if (fam == FAM_F32) return body(ArgMaxOp<float, false>{});
+        if (fam == FAM_F64) return body(ArgMaxOp<double, false>{});
+        return body(ArgMaxOp<int64_t, false>{});
+    case OD_CU_RED_PROD:
+        if (fam == FAM_F32) return body(ProdOp<float>{});
+        if (fam == FAM_F64) return body(ProdOp<double>{});
+        return body(ProdOp<int64_t>{});
     case OD_CU_RED_VAR:
         if (fam == FAM_F32) return body(VarOp<float>{});
         if (fam == FAM_F64) return body(VarOp<double>{});
@@ -447,7 +472,8 @@ template <typename F> static cudaError_t with_op(int kind, int fam, F &&body)
 /* sum/mean accumulate in the output's family; the others in the input's. */
 static int acc_family(const od_cu_reduce_args *a)
 {
-    return a->kind == OD_CU_RED_SUM || a->kind == OD_CU_RED_MEAN ? family_of(a->out_dtype)
+    return a->kind == OD_CU_RED_SUM || a->kind == OD_CU_RED_MEAN || a->kind == OD_CU_RED_PROD
+               ? family_of(a->out_dtype)
                                                                  : family_of(a->in_dtype);
 }
 
