@@ -704,33 +704,168 @@ static void amax_amin(od_node *n, od_tensor *const *g, od_tensor **gin, const bo
 OD_BW(AmaxBackward0) { amax_amin(n, g, gin, need, sc); }
 OD_BW(AminBackward0) { amax_amin(n, g, gin, need, sc); }
 
-/* var, var.dim and var.correction: 2 / (N - correction) * grad * (x - mean) */
-OD_BW(VarBackward0)
+/* The dims, correction and keepdim of var, var.dim and var.correction, and
+ * of std, var_mean and std_mean, whose overloads lay them out alike. */
+static int var_args(od_node *n, const ag_tmeta *in, int64_t *dims, double *corr, bool *keepdim)
+{
+    const od_schema *s = od_op_schema(n->op);
+    *corr = 1;
+    *keepdim = false;
+    if (s->nargs == 2) { /* var(self, unbiased) */
+        *corr = ag_arg(n, 1)->u.b ? 1 : 0;
+        return dims_of(&(od_value){OD_T_NONE, {0}}, in->ndim, dims);
+    }
+    const od_value *c = ag_arg(n, 2);
+    if (!strcmp(s->overload, "dim"))
+        *corr = c->u.b ? 1 : 0;
+    else
+        *corr = c->tag == OD_T_INT ? (double)c->u.i : 1;
+    *keepdim = ag_arg(n, 3)->u.b;
+    return dims_of(ag_arg(n, 1), in->ndim, dims);
+}
+
+/* var's backward: 2 / (N - correction) * grad * (x - mean) */
+static od_tensor *var_bw(od_node *n, od_tensor *g, ag_scope *sc)
 {
     const ag_tmeta *in = &n->in_meta[0];
-    const od_schema *s = od_op_schema(n->op);
     int64_t dims[OD_MAX_DIMS];
-    int nd;
-    double corr = 1;
-    bool keepdim = false;
-    if (s->nargs == 2) { /* var(self, unbiased) */
-        nd = dims_of(&(od_value){OD_T_NONE, {0}}, in->ndim, dims);
-        corr = ag_arg(n, 1)->u.b ? 1 : 0;
-    } else {
-        nd = dims_of(ag_arg(n, 1), in->ndim, dims);
-        const od_value *c = ag_arg(n, 2);
-        if (!strcmp(s->overload, "dim"))
-            corr = c->u.b ? 1 : 0;
-        else
-            corr = c->tag == OD_T_INT ? (double)c->u.i : 1;
-        keepdim = ag_arg(n, 3)->u.b;
-    }
+    double corr;
+    bool keepdim;
+    int nd = var_args(n, in, dims, &corr, &keepdim);
     od_tensor *x = ag_saved(sc, n, 0);
     od_tensor *mean = ag_call(sc, OD_OPID_mean_dim, 4, T(x), od_list_v(OD_T_INT_LIST, dims, (size_t)nd),
                               od_bool(true), od_none());
-    od_tensor *gu = restore_dims(sc, g[0], in, dims, nd, keepdim);
+    od_tensor *gu = restore_dims(sc, g, in, dims, nd, keepdim);
     double scale = 2.0 / ((double)count_over(in, dims, nd) - corr);
-    SET(0, ag_muls(sc, ag_mul(sc, gu, ag_sub(sc, x, mean)), scale));
+    return ag_muls(sc, ag_mul(sc, gu, ag_sub(sc, x, mean)), scale);
+}
+
+/* std's gradient as var's: grad / (2 std), 0 where std is 0 (std_backward) */
+static od_tensor *std_to_var(od_node *n, od_tensor *g, ag_scope *sc)
+{
+    od_tensor *r = ag_saved_out(sc, n, 0);
+    return ag_where0(sc, ag_cmps(sc, OD_OPID_eq_Scalar, r, 0), ag_div(sc, g, ag_muls(sc, r, 2)), false);
+}
+
+/* mean's backward over var's dims (the second output of var_mean/std_mean) */
+static od_tensor *mean_bw(od_node *n, od_tensor *g, ag_scope *sc)
+{
+    const ag_tmeta *in = &n->in_meta[0];
+    int64_t dims[OD_MAX_DIMS];
+    double corr;
+    bool keepdim;
+    int nd = var_args(n, in, dims, &corr, &keepdim);
+    od_tensor *r = ag_expand(sc, restore_dims(sc, g, in, dims, nd, keepdim), in->sizes, in->ndim);
+    return ag_muls(sc, r, 1.0 / (double)count_over(in, dims, nd));
+}
+
+OD_BW(VarBackward0) { SET(0, var_bw(n, g[0], sc)); }
+OD_BW(StdBackward0) { SET(0, var_bw(n, std_to_var(n, g[0], sc), sc)); }
+
+static void moments_mean(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc, bool std)
+{
+    od_tensor *r = NULL;
+    if (g[0])
+        r = var_bw(n, std ? std_to_var(n, g[0], sc) : g[0], sc);
+    if (g[1]) {
+        od_tensor *m = mean_bw(n, g[1], sc);
+        r = r ? ag_add(sc, r, m) : m;
+    }
+    if (r)
+        SET(0, r);
+}
+OD_BW(VarMeanBackward0) { moments_mean(n, g, gin, need, sc, false); }
+OD_BW(StdMeanBackward0) { moments_mean(n, g, gin, need, sc, true); }
+
+/* prod: grad * result / x where a slice has no zero; the product of the
+ * others at a slice's only zero; 0 where a slice has two (prod_backward) */
+static void prod_bw(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc, bool has_dim)
+{
+    const ag_tmeta *in = &n->in_meta[0];
+    if (in->ndim == 0) {
+        SET(0, g[0]);
+        return;
+    }
+    int64_t dims[OD_MAX_DIMS];
+    int nd = dims_of(has_dim ? ag_arg(n, 1) : &(od_value){OD_T_NONE, {0}}, in->ndim, dims);
+    bool keepdim = has_dim && ag_arg(n, 2)->u.b;
+    od_tensor *x = ag_saved(sc, n, 0);
+    od_tensor *gu = restore_dims(sc, g[0], in, dims, nd, keepdim);
+    od_tensor *ru = restore_dims(sc, ag_saved_out(sc, n, 0), in, dims, nd, keepdim);
+    od_tensor *zero = ag_cmps(sc, OD_OPID_eq_Scalar, x, 0);
+    od_tensor *nz = ag_sum_dims(sc, zero, dims, nd, true);
+    od_tensor *ones = ag_call(sc, OD_OPID_where_ScalarSelf, 3, T(zero), od_int(1), T(x));
+    od_tensor *others = has_dim ? ag_call(sc, OD_OPID_prod_dim_int, 4, T(ones), *ag_arg(n, 1), od_bool(true), od_none())
+                                : ag_call(sc, OD_OPID_prod, 2, T(ones), od_none());
+    od_tensor *lone = ag_call(sc, OD_OPID_logical_and, 2, T(zero), T(ag_cmps(sc, OD_OPID_eq_Scalar, nz, 1)));
+    od_tensor *at_zero = ag_where0(sc, lone, ag_mul(sc, gu, others), true);
+    od_tensor *no_zero = ag_mul(sc, gu, ag_div(sc, ru, x));
+    SET(0, ag_call(sc, OD_OPID_where_self, 3, T(ag_cmps(sc, OD_OPID_eq_Scalar, nz, 0)), T(no_zero), T(at_zero)));
+}
+OD_BW(ProdBackward0) { prod_bw(n, g, gin, need, sc, false); }
+OD_BW(ProdBackward1) { prod_bw(n, g, gin, need, sc, true); }
+
+/* max(), min(): the gradient shared evenly by the elements equal to the
+ * result, NaN matching NaN (evenly_distribute_backward) */
+static void max_min_all_bw(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc)
+{
+    od_tensor *x = ag_saved(sc, n, 0), *r = ag_saved_out(sc, n, 0);
+    od_tensor *nan = ag_call(sc, OD_OPID_logical_and, 2, T(ag_unary(sc, OD_OPID_isnan, x)),
+                             T(ag_unary(sc, OD_OPID_isnan, r)));
+    od_tensor *mask = ag_call(sc, OD_OPID_logical_or, 2, T(ag_cmp(sc, OD_OPID_eq_Tensor, x, r)), T(nan));
+    od_tensor *maskf = mask ? ag_to(sc, mask, g[0]->dtype, g[0]->device) : NULL;
+    od_tensor *cnt = ag_call(sc, OD_OPID_sum, 2, T(maskf), od_none());
+    SET(0, ag_mul(sc, maskf, ag_div(sc, g[0], cnt)));
+}
+OD_BW(MaxBackward1) { max_min_all_bw(n, g, gin, need, sc); }
+OD_BW(MinBackward1) { max_min_all_bw(n, g, gin, need, sc); }
+
+/* max.dim, min.dim: the gradient goes to the index chosen
+ * (value_selecting_reduction_backward), here as a one-hot mask */
+static void max_min_dim_bw(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc)
+{
+    const ag_tmeta *in = &n->in_meta[0];
+    if (in->ndim == 0) {
+        SET(0, g[0]);
+        return;
+    }
+    int64_t d;
+    dims_of(ag_arg(n, 1), in->ndim, &d);
+    bool keepdim = ag_arg(n, 2)->u.b;
+    od_tensor *gu = restore_dims(sc, g[0], in, &d, 1, keepdim);
+    od_tensor *iu = restore_dims(sc, ag_saved_out(sc, n, 1), in, &d, 1, keepdim);
+    od_tensor *ar = ag_call(sc, OD_OPID_arange, 5, od_int(in->sizes[d]), od_dtype_v(OD_INT64), od_none(),
+                            od_device_v(in->device), od_none());
+    int64_t shape[OD_MAX_DIMS];
+    for (int i = 0; i < in->ndim; i++)
+        shape[i] = i == d ? in->sizes[d] : 1;
+    od_tensor *mask = ag_cmp(sc, OD_OPID_eq_Tensor, ag_reshape(sc, ar, shape, in->ndim), iu);
+    SET(0, ag_where0(sc, mask, gu, true));
+}
+OD_BW(MaxBackward0) { max_min_dim_bw(n, g, gin, need, sc); }
+OD_BW(MinBackward0) { max_min_dim_bw(n, g, gin, need, sc); }
+
+/* nansum: the gradient where self is not NaN */
+OD_BW(NansumBackward0)
+{
+    const ag_tmeta *in = &n->in_meta[0];
+    int64_t dims[OD_MAX_DIMS];
+    int nd = dims_of(ag_arg(n, 1), in->ndim, dims);
+    od_tensor *gu = restore_dims(sc, g[0], in, dims, nd, ag_arg(n, 2)->u.b);
+    od_tensor *nan = ag_unary(sc, OD_OPID_isnan, ag_saved(sc, n, 0));
+    SET(0, ag_where0(sc, nan, ag_expand(sc, gu, in->sizes, in->ndim), false));
+}
+
+/* logsumexp: grad * exp(self - result) */
+OD_BW(LogsumexpBackward0)
+{
+    const ag_tmeta *in = &n->in_meta[0];
+    int64_t dims[OD_MAX_DIMS];
+    int nd = dims_of(ag_arg(n, 1), in->ndim, dims);
+    bool keepdim = ag_arg(n, 2)->u.b;
+    od_tensor *gu = restore_dims(sc, g[0], in, dims, nd, keepdim);
+    od_tensor *ru = restore_dims(sc, ag_saved_out(sc, n, 0), in, dims, nd, keepdim);
+    SET(0, ag_mul(sc, gu, ag_unary(sc, OD_OPID_exp, ag_sub(sc, ag_saved(sc, n, 0), ru))));
 }
 
 /* ---- softmax and layer norm -------------------------------------------------------- */

@@ -36,6 +36,12 @@ OD_CX_KERNEL(od_cea_constant_pad_nd); /* shapes.c */
 OD_CX_KERNEL(od_cea_repeat);
 OD_CX_KERNEL(od_cea_flip);
 OD_CX_KERNEL(od_cea_roll);
+OD_CX_KERNEL(od_cea_reduce_logical); /* reductions.c: all, any */
+OD_CX_KERNEL(od_cea_count_nonzero);
+OD_CX_KERNEL(od_cea_max_min); /* max, min, max.dim, min.dim */
+OD_CX_KERNEL(od_cea_nansum);
+OD_CX_KERNEL(od_cea_logsumexp);
+OD_CX_KERNEL(od_cea_std_var_mean); /* std, var_mean, std_mean */
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */
 void od_cx_factories_init(void);
@@ -100,5 +106,27 @@ od_status od_cx_arg_memory_format(const od_op *op, const od_stack *s, int i, int
 
 /* Position of the argument called name in op's schema, or -1. */
 int od_cx_arg_index(const od_op *op, const char *name);
+
+/* ---- a scope for composites of several calls (as autograd's ag_scope):
+ * od_cx_call's results belong to the scope (borrowed by the caller) and are
+ * released by od_cx_scope_end; after the first failure every later call
+ * returns NULL and does nothing, so a chain needs one check at its end. ---- */
+#define OD_CX_SCOPE_MAX 32
+typedef struct od_cx_scope {
+    od_status st;
+    od_error *err;
+    int n;
+    od_tensor *tmp[OD_CX_SCOPE_MAX];
+} od_cx_scope;
+
+static inline od_cx_scope od_cx_scope_begin(od_error *err) { return (od_cx_scope){OD_OK, err, 0, {0}}; }
+/* Built-in id on nargs od_values (every schema argument, defaults filled; a
+ * NULL tensor value means an earlier call failed): the first return, owned
+ * by the scope, or NULL. */
+od_tensor *od_cx_call(od_cx_scope *sc, od_opid id, int nargs, ...);
+/* A new reference to t (for returning it past the scope's end). */
+od_tensor *od_cx_keep(od_tensor *t);
+/* Releases the scope's tensors; returns its status. */
+od_status od_cx_scope_end(od_cx_scope *sc);
 
 #endif

@@ -9,6 +9,7 @@
  * parser: "<op>(): argument '<name>' must be <type>, not <got>".
  */
 #include <limits.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include "composite.h"
@@ -265,4 +266,47 @@ int od_cx_arg_index(const od_op *op, const char *name)
         if (sc->args[i].name && !strcmp(sc->args[i].name, name))
             return i;
     return -1;
+}
+
+/* ---- scopes ---- */
+
+od_tensor *od_cx_call(od_cx_scope *sc, od_opid id, int nargs, ...)
+{
+    if (sc->st)
+        return NULL;
+    od_value a[OD_MAX_ARGS];
+    va_list ap;
+    va_start(ap, nargs);
+    for (int i = 0; i < nargs && i < OD_MAX_ARGS; i++)
+        a[i] = va_arg(ap, od_value);
+    va_end(ap);
+    for (int i = 0; i < nargs; i++)
+        if (a[i].tag == OD_T_TENSOR && !a[i].u.t) { /* only ever the result of a call that failed */
+            sc->st = od_error_set(sc->err, OD_EINTERNAL, "a composite kernel passed a missing tensor");
+            return NULL;
+        }
+    if (nargs > OD_MAX_ARGS || sc->n == OD_CX_SCOPE_MAX) {
+        sc->st = od_error_set(sc->err, OD_EINTERNAL, "a composite kernel made too many calls");
+        return NULL;
+    }
+    od_tensor *out = NULL;
+    if ((sc->st = od_call_builtin1(id, a, nargs, &out, sc->err)))
+        return NULL;
+    sc->tmp[sc->n++] = out;
+    return out;
+}
+
+od_tensor *od_cx_keep(od_tensor *t)
+{
+    if (t)
+        od_tensor_retain(t);
+    return t;
+}
+
+od_status od_cx_scope_end(od_cx_scope *sc)
+{
+    for (int i = 0; i < sc->n; i++)
+        od_tensor_release(sc->tmp[i]);
+    sc->n = 0;
+    return sc->st;
 }

@@ -1,0 +1,301 @@
+/* reductions.c — the reductions PyTorch 1.13 composes of others, or that
+ * read best that way here: all/any (with a dim), count_nonzero, min/max
+ * (whole tensor, and with a dim: values and indices), nansum, logsumexp,
+ * std, var_mean and std_mean.
+ *
+ * Invariants: each is CompositeExplicitAutograd with torch's own grad_fn
+ * (formulas.c), built only of operators every backend has (sum, amax/amin,
+ * argmax/argmin, var, comparisons, where), so one kernel serves CPU, CUDA
+ * and Meta. Errors that the inner calls would word in their own terms (an
+ * empty max) are checked first, with torch's text. The values agree with the
+ * kernels torch runs: logsumexp follows ATen's logsumexp_out_impl step by
+ * step; max.dim's values are amax's and its indices argmax's, which break
+ * ties toward the first index and return the first NaN, as torch does.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "composite.h"
+#include "od_shape.h"
+
+#define T(x) od_tensor_v(x)
+
+static od_value dims1(const int64_t *d) { return od_list_v(OD_T_INT_LIST, (void *)d, 1); }
+static od_value no_dims(void) { return od_list_v(OD_T_INT_LIST, NULL, 0); }
+
+static od_status return2(od_stack *s, od_tensor *a, od_tensor *b)
+{
+    s->rets[0] = od_tensor_v(a);
+    s->rets[1] = od_tensor_v(b);
+    s->nrets = 2;
+    return OD_OK;
+}
+
+/* any/all/count_nonzero: the count of (x != 0) (of x == 0 for all) over the dims, in int64 */
+static od_tensor *count(od_cx_scope *sc, od_tensor *x, od_value dims, bool keepdim, bool zeros)
+{
+    od_tensor *m = od_cx_call(sc, zeros ? OD_OPID_eq_Scalar : OD_OPID_ne_Scalar, 2, T(x), od_int(0));
+    return od_cx_call(sc, OD_OPID_sum_dim_IntList, 4, T(m), dims, od_bool(keepdim), od_none());
+}
+
+OD_CX_KERNEL(od_cea_reduce_logical)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_tensor *self;
+    od_status st;
+    if ((st = od_cx_arg_tensor(op, s, 0, &self, err)))
+        return st;
+    bool all = id == OD_OPID_all || id == OD_OPID_all_dim;
+    bool has_dim = id == OD_OPID_all_dim || id == OD_OPID_any_dim;
+    int64_t dim = 0;
+    bool keepdim = false;
+    if (has_dim && ((st = od_cx_arg_int(op, s, 1, &dim, err)) || (st = od_cx_arg_bool(op, s, 2, &keepdim, err))))
+        return st;
+    od_cx_scope sc = od_cx_scope_begin(err);
+    od_tensor *n = count(&sc, self, has_dim ? dims1(&dim) : no_dims(), keepdim, all);
+    od_tensor *r = od_cx_call(&sc, all ? OD_OPID_eq_Scalar : OD_OPID_ne_Scalar, 2, T(n), od_int(0));
+    /* torch 1.13 keeps uint8 for uint8 input, bool otherwise */
+    if (r && self->dtype == OD_UINT8)
+        r = od_cx_call(&sc, OD_OPID__to_copy, 7, T(r), od_dtype_v(OD_UINT8), od_none(), od_none(), od_none(),
+                       od_bool(false), od_none());
+    r = od_cx_keep(r);
+    if ((st = od_cx_scope_end(&sc)))
+        return st;
+    return od_cx_return1(s, r);
+}
+
+OD_CX_KERNEL(od_cea_count_nonzero)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_tensor *self;
+    od_status st;
+    if ((st = od_cx_arg_tensor(op, s, 0, &self, err)))
+        return st;
+    od_value dims = s->args[1];
+    if (id == OD_OPID_count_nonzero && dims.tag == OD_T_NONE)
+        dims = no_dims();
+    else if (id == OD_OPID_count_nonzero && dims.tag == OD_T_INT)
+        dims = dims1(&s->args[1].u.i);
+    od_cx_scope sc = od_cx_scope_begin(err);
+    od_tensor *r = od_cx_keep(count(&sc, self, dims, false, false));
+    if ((st = od_cx_scope_end(&sc)))
+        return st;
+    return od_cx_return1(s, r);
+}
+
+/* max(), min(): amax/amin of everything, which torch refuses when empty */
+OD_CX_KERNEL(od_cea_max_min)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    bool mx = id == OD_OPID_max || id == OD_OPID_max_dim;
+    const char *name = mx ? "max" : "min";
+    od_tensor *self;
+    od_status st;
+    if ((st = od_cx_arg_tensor(op, s, 0, &self, err)))
+        return st;
+    od_cx_scope sc = od_cx_scope_begin(err);
+    if (id == OD_OPID_max || id == OD_OPID_min) {
+        if (od_tensor_numel(self) == 0)
+            return od_error_set(err, OD_EINVAL,
+                                "%s(): Expected reduction dim to be specified for input.numel() == 0. Specify "
+                                "the reduction dim with the 'dim' argument.",
+                                name);
+        od_tensor *r = od_cx_keep(od_cx_call(&sc, mx ? OD_OPID_amax : OD_OPID_amin, 3, T(self), no_dims(),
+                                             od_bool(false)));
+        if ((st = od_cx_scope_end(&sc)))
+            return st;
+        return od_cx_return1(s, r);
+    }
+    int64_t dim;
+    bool keepdim;
+    int w;
+    if ((st = od_cx_arg_int(op, s, 1, &dim, err)) || (st = od_cx_arg_bool(op, s, 2, &keepdim, err)) ||
+        (st = od_wrap_dim(dim, self->ndim, &w, err)))
+        return st;
+    if (self->ndim > 0 && self->sizes[w] == 0)
+        return od_error_set(err, OD_EINVAL, "%s(): Expected reduction dim %d to have non-zero size.", name, w);
+    od_tensor *v = od_cx_call(&sc, mx ? OD_OPID_amax : OD_OPID_amin, 3, T(self), dims1(&dim), od_bool(keepdim));
+    od_tensor *x = self;
+    if (self->dtype == OD_BOOL) /* argmax/argmin refuse bool; uint8 orders it alike */
+        x = od_cx_call(&sc, OD_OPID__to_copy, 7, T(self), od_dtype_v(OD_UINT8), od_none(), od_none(), od_none(),
+                       od_bool(false), od_none());
+    od_tensor *i = od_cx_call(&sc, mx ? OD_OPID_argmax : OD_OPID_argmin, 3, T(x), od_int(dim), od_bool(keepdim));
+    v = od_cx_keep(v);
+    i = od_cx_keep(i);
+    if ((st = od_cx_scope_end(&sc))) {
+        od_tensor_release(v);
+        od_tensor_release(i);
+        return st;
+    }
+    return return2(s, v, i);
+}
+
+/* nansum: sum with NaN read as 0 (integers have none) */
+OD_CX_KERNEL(od_cea_nansum)
+{
+    (void)ctx;
+    (void)ks;
+    od_tensor *self;
+    od_status st;
+    if ((st = od_cx_arg_tensor(op, s, 0, &self, err)))
+        return st;
+    bool has_dt = false;
+    od_dtype dt = self->dtype;
+    if ((st = od_cx_arg_opt_dtype(op, s, 3, &has_dt, &dt, err)))
+        return st;
+    /* floating self runs ATen's nansum kernel, which has only floating types */
+    if (od_dtype_is_floating(self->dtype) && has_dt && !od_dtype_is_floating(dt) && od_tensor_numel(self) > 0)
+        return od_error_set(err, OD_EUNSUPPORTED, "\"nansum_cpu\" not implemented for '%s'",
+                            od_dtype_scalar_name(dt));
+    od_cx_scope sc = od_cx_scope_begin(err);
+    od_tensor *x = self;
+    if (od_dtype_is_floating(self->dtype))
+        x = od_cx_call(&sc, OD_OPID_where_ScalarSelf, 3, T(od_cx_call(&sc, OD_OPID_isnan, 1, T(self))), od_int(0),
+                       T(self));
+    od_tensor *r = od_cx_keep(od_cx_call(&sc, OD_OPID_sum_dim_IntList, 4, T(x), s->args[1], s->args[2], s->args[3]));
+    if ((st = od_cx_scope_end(&sc)))
+        return st;
+    return od_cx_return1(s, r);
+}
+
+/* logsumexp, as ATen's logsumexp_out_impl: integers in the default float;
+ * maxes = amax(keepdim), infinite maxes read as 0, then
+ * log(sum(exp(self - maxes))) + maxes; an empty input is log(sum(exp())). */
+OD_CX_KERNEL(od_cea_logsumexp)
+{
+    (void)ctx;
+    (void)ks;
+    od_tensor *self;
+    bool keepdim;
+    od_status st;
+    if ((st = od_cx_arg_tensor(op, s, 0, &self, err)) || (st = od_cx_arg_bool(op, s, 2, &keepdim, err)))
+        return st;
+    od_value dims = s->args[1];
+    /* ATen adds the keepdim maxes into the result in place: with dim=[]
+     * (every dim) and keepdim false their shapes differ, which torch 1.13
+     * refuses */
+    if (dims.tag == OD_T_INT_LIST && dims.u.list.n == 0 && !keepdim && self->ndim > 0 &&
+        od_tensor_numel(self) > 0) {
+        char b[128];
+        int k = 0;
+        for (int d = 0; d < self->ndim && k < (int)sizeof b - 8; d++)
+            k += snprintf(b + k, sizeof b - (size_t)k, "%s1", d ? ", " : "");
+        return od_error_set(err, OD_EINVAL, "output with shape [] doesn't match the broadcast shape [%s]", b);
+    }
+    od_cx_scope sc = od_cx_scope_begin(err);
+    od_tensor *x = self;
+    if (!od_dtype_is_floating(self->dtype))
+        x = od_cx_call(&sc, OD_OPID__to_copy, 7, T(self), od_dtype_v(OD_DEFAULT_FLOAT), od_none(), od_none(),
+                       od_none(), od_bool(false), od_none());
+    od_tensor *r;
+    if (od_tensor_numel(self) == 0) {
+        od_tensor *e = od_cx_call(&sc, OD_OPID_exp, 1, T(x));
+        r = od_cx_call(&sc, OD_OPID_log, 1,
+                       T(od_cx_call(&sc, OD_OPID_sum_dim_IntList, 4, T(e), dims, od_bool(keepdim), od_none())));
+    } else {
+        od_tensor *m = od_cx_call(&sc, OD_OPID_amax, 3, T(x), dims, od_bool(true));
+        m = od_cx_call(&sc, OD_OPID_where_ScalarSelf, 3, T(od_cx_call(&sc, OD_OPID_isinf, 1, T(m))), od_int(0), T(m));
+        od_tensor *e = od_cx_call(&sc, OD_OPID_exp, 1, T(od_cx_call(&sc, OD_OPID_sub_Tensor, 3, T(x), T(m), od_int(1))));
+        od_tensor *l = od_cx_call(&sc, OD_OPID_log, 1,
+                                  T(od_cx_call(&sc, OD_OPID_sum_dim_IntList, 4, T(e), dims, od_bool(keepdim), od_none())));
+        od_tensor *mk = m;
+        if (m && !keepdim) { /* maxes with the reduced dims squeezed: l's shape */
+            mk = od_cx_call(&sc, OD_OPID_view, 2, T(m),
+                            od_list_v(OD_T_INT_LIST, l ? l->sizes : NULL, l ? (size_t)l->ndim : 0));
+        }
+        r = od_cx_call(&sc, OD_OPID_add_Tensor, 3, T(l), T(mk), od_int(1));
+    }
+    r = od_cx_keep(r);
+    if ((st = od_cx_scope_end(&sc)))
+        return st;
+    return od_cx_return1(s, r);
+}
+
+/* std, std.dim, std.correction: sqrt of the var overload of the same
+ * arguments; var_mean and std_mean: that and mean over the same dims. */
+OD_CX_KERNEL(od_cea_std_var_mean)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_tensor *self;
+    od_status st;
+    if ((st = od_cx_arg_tensor(op, s, 0, &self, err)))
+        return st;
+    static const struct {
+        od_opid id, var;
+        bool sqrt, mean;
+    } tab[] = {
+        {OD_OPID_std, OD_OPID_var, true, false},
+        {OD_OPID_std_dim, OD_OPID_var_dim, true, false},
+        {OD_OPID_std_correction, OD_OPID_var_correction, true, false},
+        {OD_OPID_var_mean, OD_OPID_var, false, true},
+        {OD_OPID_var_mean_dim, OD_OPID_var_dim, false, true},
+        {OD_OPID_var_mean_correction, OD_OPID_var_correction, false, true},
+        {OD_OPID_std_mean, OD_OPID_var, true, true},
+        {OD_OPID_std_mean_dim, OD_OPID_var_dim, true, true},
+        {OD_OPID_std_mean_correction, OD_OPID_var_correction, true, true},
+    };
+    size_t k = 0;
+    while (k < sizeof tab / sizeof tab[0] && tab[k].id != id)
+        k++;
+    if (k == sizeof tab / sizeof tab[0])
+        return od_error_set(err, OD_EINTERNAL, "%s is not a std/var composite", od_op_name(op));
+    if (tab[k].mean && !od_dtype_is_floating(self->dtype))
+        return od_error_set(err, OD_EUNSUPPORTED, "%s only support floating point and complex dtypes",
+                            tab[k].sqrt ? "std_mean" : "var_mean");
+    od_cx_scope sc = od_cx_scope_begin(err);
+    bool whole = tab[k].var == OD_OPID_var;
+    /* ATen takes std's square root in its double accumulator before
+     * rounding, so a variance beyond the dtype's range still gives a finite
+     * std: reduce in float64 and round once. Not for a correction so large
+     * that N - correction wraps, which only float32/float64 do in torch. */
+    const od_value *c = tab[k].var == OD_OPID_var_correction ? &s->args[2] : NULL;
+    bool huge = c && c->tag == OD_T_INT && (c->u.i > (INT64_C(1) << 62) || c->u.i < -(INT64_C(1) << 62));
+    bool up = tab[k].sqrt && od_dtype_is_floating(self->dtype) && self->dtype != OD_FLOAT64 &&
+              !(huge && self->dtype != OD_FLOAT32);
+    od_value x = up ? T(od_cx_call(&sc, OD_OPID__to_copy, 7, T(self), od_dtype_v(OD_FLOAT64), od_none(), od_none(),
+                                   od_none(), od_bool(false), od_none()))
+                    : s->args[0];
+    od_tensor *v = whole ? od_cx_call(&sc, OD_OPID_var, 2, x, s->args[1])
+                         : od_cx_call(&sc, tab[k].var, 4, x, s->args[1], s->args[2], s->args[3]);
+    if (tab[k].sqrt)
+        v = od_cx_call(&sc, OD_OPID_sqrt, 1, T(v));
+    if (up)
+        v = od_cx_call(&sc, OD_OPID__to_copy, 7, T(v), od_dtype_v(self->dtype), od_none(), od_none(), od_none(),
+                       od_bool(false), od_none());
+    od_tensor *m = NULL;
+    if (tab[k].mean) {
+        m = od_cx_call(&sc, OD_OPID_mean_dim, 4, T(self), whole ? od_none() : s->args[1],
+                       whole ? od_bool(false) : s->args[3], od_none());
+        /* ATen's mean here is Welford's, which an infinite element followed
+         * by any other (in the slice's row-major order) turns into NaN
+         * (inf - inf): count the infinities before each slice's last element */
+        uint32_t mask = 0;
+        if (m && (sc.st = od_reduce_dims(whole ? NULL : &s->args[1], self->ndim, &mask, err)) == OD_OK) {
+            od_value dims = whole ? od_none() : s->args[1];
+            od_value keep = whole ? od_bool(false) : s->args[3];
+            od_tensor *inf = od_cx_call(&sc, OD_OPID_isinf, 1, T(self));
+            od_tensor *n = od_cx_call(&sc, OD_OPID_sum_dim_IntList, 4, T(inf), dims, keep, od_none());
+            od_tensor *last = inf;
+            for (int d = 0; d < self->ndim && last; d++)
+                if ((mask >> d) & 1u && self->sizes[d] > 0)
+                    last = od_cx_call(&sc, OD_OPID_slice_Tensor, 5, T(last), od_int(d), od_int(self->sizes[d] - 1),
+                                      od_none(), od_int(1));
+            od_tensor *nl = od_cx_call(&sc, OD_OPID_sum_dim_IntList, 4, T(last), dims, keep, od_none());
+            od_tensor *early = od_cx_call(&sc, OD_OPID_gt_Tensor, 2, T(n), T(nl));
+            m = od_cx_call(&sc, OD_OPID_where_ScalarSelf, 3, T(early), od_double(NAN), T(m));
+        }
+    }
+    v = od_cx_keep(v);
+    m = od_cx_keep(m);
+    if ((st = od_cx_scope_end(&sc))) {
+        od_tensor_release(v);
+        od_tensor_release(m);
+        return st;
+    }
+    return tab[k].mean ? return2(s, v, m) : od_cx_return1(s, v);
+}
