@@ -177,5 +177,10 @@ od_status od_scan_parse(od_opid id, const od_stack *s, od_scan_info *info, od_er
 /* ATen's CPU dtype refusal for this call (every backend applies it):
  * OD_EUNSUPPORTED "\"cumsum_out_cpu\" not implemented for 'Bool'", or OD_OK. */
 od_status od_scan_check_dtype(od_opid id, const od_stack *s, const od_scan_info *info, od_error *err);
+/* A 0-dim cumsum/cumprod is ATen's result.fill_(self): self's value (elem:
+ * its one element of dtype self_dt, in host memory, borrowed) as a Scalar
+ * must fit the result dtype, else OD_EINVAL "value cannot be converted to
+ * type uint8_t without overflow". */
+od_status od_scan_check_fill(od_dtype self_dt, const void *elem, od_dtype out_dt, od_error *err);
 
 #endif

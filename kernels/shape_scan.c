@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "od_half.h"
 #include "od_shape.h"
 
 static const char *short_name(od_opid id)
@@ -182,6 +183,24 @@ od_status od_scan_check_dtype(od_opid id, const od_stack *s, const od_scan_info 
     if (ok)
         return OD_OK;
     return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'", kname, od_dtype_scalar_name(dt));
+}
+
+od_status od_scan_check_fill(od_dtype self_dt, const void *elem, od_dtype out_dt, od_error *err)
+{
+    od_value v;
+    switch (self_dt) {
+    case OD_BOOL: v = od_bool(*(const bool *)elem); break;
+    case OD_UINT8: v = od_int(*(const uint8_t *)elem); break;
+    case OD_INT8: v = od_int(*(const int8_t *)elem); break;
+    case OD_INT16: v = od_int(*(const int16_t *)elem); break;
+    case OD_INT32: v = od_int(*(const int32_t *)elem); break;
+    case OD_INT64: v = od_int(*(const int64_t *)elem); break;
+    case OD_FLOAT16: v = od_double(od_half_to_float(*(const uint16_t *)elem)); break;
+    case OD_BFLOAT16: v = od_double(od_bf16_to_float(*(const uint16_t *)elem)); break;
+    case OD_FLOAT32: v = od_double(*(const float *)elem); break;
+    default: v = od_double(*(const double *)elem); break;
+    }
+    return od_scalar_check_fits(&v, out_dt, err);
 }
 
 od_status od_shape_scan(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)

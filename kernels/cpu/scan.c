@@ -177,11 +177,7 @@ od_status od_cpu_scan(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
         if (self->ndim == 0) {
             /* ATen's result.fill_(self): self's value as a Scalar, checked
              * against the result dtype (value cannot be converted ...) */
-            const void *sd = od_tensor_data(self);
-            od_value v = self->dtype == OD_BOOL                    ? od_bool(ld_i(sd, OD_BOOL, 0) != 0)
-                         : od_dtype_is_integral(self->dtype, false) ? od_int(ld_i(sd, self->dtype, 0))
-                                                                    : od_double(ld_f(sd, self->dtype, 0));
-            if ((st = od_scalar_check_fits(&v, vdt, err))) {
+            if (!maxmin && (st = od_scan_check_fill(self->dtype, od_tensor_data(self), vdt, err))) {
                 od_tensor_release(x);
                 goto fail;
             }

@@ -51,7 +51,14 @@ od_status od_cuda_scan(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
     bool maxmin = id == OD_OPID_cummax || id == OD_OPID_cummin;
     if (od_tensor_numel(self) > 0) {
         if (self->ndim == 0 && !maxmin) {
-            st = od_cu_copy_same_device(&env, outs[0], self, err);
+            /* fill_'s overflow check reads the value on the host */
+            uint64_t v = 0;
+            if (!(st = od_cu_status(cudaMemcpyAsync(&v, od_tensor_data(self), od_dtype_size(self->dtype),
+                                                    cudaMemcpyDeviceToHost, env.stream),
+                                    "cudaMemcpyAsync (device to host)", err)) &&
+                !(st = od_cu_status(cudaStreamSynchronize(env.stream), "cudaStreamSynchronize", err)) &&
+                !(st = od_scan_check_fill(self->dtype, &v, outs[0]->dtype, err)))
+                st = od_cu_copy_same_device(&env, outs[0], self, err);
         } else {
             if (outs[0]->dtype == self->dtype) {
                 st = od_cu_contiguous(&env, self, &in, err);

@@ -786,6 +786,15 @@ Test(red, scans_and_sorting)
             od_tensor_release(a);
         }
     }
+    /* A 0-dim cumsum is fill_: a value past the result dtype is an error on
+     * both devices (the CUDA kernel reads it back to check). */
+    od_tensor *z = arg_t(S(1), 0, OD_INT16, 0, 0, 0);
+    ((int16_t *)od_tensor_data(z))[0] = 4645;
+    od_value c[3] = {od_tensor_v(z), od_int(0), od_dtype_v(OD_UINT8)};
+    TCHECK(check_op("0-dim cumsum past uint8", OD_OPID_cumsum, c, 3, 0, false) == OD_EINVAL, "no error");
+    ((int16_t *)od_tensor_data(z))[0] = 200;
+    TCHECK(check_op("0-dim cumsum into uint8", OD_OPID_cumsum, c, 3, 0, false) == OD_OK, "error");
+    od_tensor_release(z);
 }
 
 /* ---- matrix products -------------------------------------------------------------------------------- */
