@@ -118,10 +118,11 @@ od_status od_scan_parse(od_opid id, const od_stack *s, od_scan_info *info, od_er
     info->outer = info->inner = 1;
     info->size = nd ? self->sizes[d] : 1;
     for (int k = 0; k < nd; k++) {
-        if (k < d)
-            info->outer *= self->sizes[k];
-        else if (k > d)
-            info->inner *= self->sizes[k];
+        /* an empty tensor may have huge other dims: saturate (no kernel
+         * loops over an empty one) rather than overflow */
+        int64_t *p = k < d ? &info->outer : k > d ? &info->inner : NULL;
+        if (p && __builtin_mul_overflow(*p, self->sizes[k], p))
+            *p = INT64_MAX;
     }
     if (id == OD_OPID_topk && (info->k < 0 || info->k > info->size))
         return od_error_set(err, OD_EINVAL, "selected index k out of range");
