@@ -7,7 +7,8 @@
  *  - The input is read through a contiguous copy (no copy when it already is
  *    one), viewed as [outer, size, inner]; each of the outer * inner lines is
  *    scanned in order, as ATen's cpu_cum_base_kernel does, so rounding
- *    matches it step for step.
+ *    matches it step for step. Lines are independent: they are split across
+ *    the worker pool (od_parallel_for), each written by one thread.
  *  - cumsum/cumprod cast self to the result dtype first, then accumulate in
  *    ATen's CPU acc_type: double for float32 and float64, float for float16
  *    and bfloat16, int64 for integers (wrapping through uint64_t: no signed
@@ -23,7 +24,10 @@
 
 #include "cpu_kernels.h"
 #include "od_half.h"
+#include "od_parallel.h"
 #include "od_shape.h"
+
+#define SCAN_GRAIN 16384 /* elements of work per parallel task, at least */
 
 /* ---- element access by dtype ---- */
 
@@ -151,6 +155,28 @@ static void cummaxmin_line(bool max, od_dtype dt, const char *x, char *y, int64_
     }
 }
 
+typedef struct scan_ctx {
+    od_opid id;
+    od_dtype dt;
+    const char *x;
+    char *y;
+    int64_t *ix; /* cummax/cummin, else NULL */
+    int64_t size, inner;
+} scan_ctx;
+
+/* Lines [begin, end) of the outer * inner lines. */
+static void scan_lines(void *ctx, int64_t begin, int64_t end)
+{
+    const scan_ctx *c = ctx;
+    for (int64_t l = begin; l < end; l++) {
+        int64_t o = l / c->inner, j = l % c->inner, base = o * c->size * c->inner + j;
+        if (c->ix)
+            cummaxmin_line(c->id == OD_OPID_cummax, c->dt, c->x, c->y, c->ix, base, c->size, c->inner);
+        else
+            cum_line(c->id, c->dt, c->x, c->y, base, c->size, c->inner);
+    }
+}
+
 od_status od_cpu_scan(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
     (void)op;
@@ -185,14 +211,12 @@ od_status od_cpu_scan(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
             if (ix)
                 ix[0] = 0;
         } else {
-            for (int64_t o = 0; o < info.outer; o++)
-                for (int64_t j = 0; j < info.inner; j++) {
-                    int64_t base = o * info.size * info.inner + j;
-                    if (maxmin)
-                        cummaxmin_line(id == OD_OPID_cummax, vdt, xd, yd, ix, base, info.size, info.inner);
-                    else
-                        cum_line(id, vdt, xd, yd, base, info.size, info.inner);
-                }
+            scan_ctx c = {id, vdt, xd, yd, ix, info.size, info.inner};
+            st = od_parallel_for(info.outer * info.inner, SCAN_GRAIN / info.size + 1, scan_lines, &c);
+            if (st) {
+                od_tensor_release(x);
+                goto fail;
+            }
         }
         od_tensor_release(x);
     }

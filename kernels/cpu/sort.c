@@ -8,18 +8,64 @@
  *    kernels/od_sort_algo.h (ATen 1.13's CPU algorithms replayed, so equal
  *    keys come out in torch's order); values are then copied byte for byte
  *    from self at the chosen indices, so NaN payloads and -0.0 survive.
+ *  - Lines are split across the worker pool; each task owns its scratch.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "od_parallel.h"
 #include "od_shape.h"
 #include "od_sort_algo.h"
 
+#define SORT_GRAIN 16384 /* keys per parallel task, at least */
+
+typedef struct sort_ctx {
+    int op;          /* OD_SORT_OP_* */
+    bool fl, desc, sorted;
+    int64_t n, on, inner, k;
+    size_t es;
+    const char *x;   /* self, contiguous */
+    const void *keys; /* self as double or int64, contiguous */
+    char *v;
+    int64_t *ix;
+    int oom;         /* set (atomically) by a task whose scratch failed */
+} sort_ctx;
+
+/* Lines [begin, end), with scratch of their own (2n pairs). */
+static void sort_lines(void *ctx, int64_t begin, int64_t end)
+{
+    sort_ctx *c = ctx;
+    int64_t n = c->n;
+    od_sort_elem *buf = malloc((size_t)(2 * n) * sizeof *buf);
+    if (!buf) {
+        __atomic_store_n(&c->oom, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    for (int64_t l = begin; l < end; l++) {
+        int64_t o = l / c->inner, j = l % c->inner, base = o * n * c->inner + j;
+        for (int64_t k = 0; k < n; k++) {
+            if (c->fl)
+                buf[k].k.d = ((const double *)c->keys)[base + k * c->inner];
+            else
+                buf[k].k.i = ((const int64_t *)c->keys)[base + k * c->inner];
+            buf[k].idx = k;
+        }
+        int64_t first = od_sort_line(buf, buf + n, n, c->op, c->k, c->desc, c->sorted, c->fl);
+        int64_t obase = o * c->on * c->inner + j;
+        for (int64_t k = 0; k < c->on; k++) {
+            int64_t src = buf[first + k].idx;
+            memcpy(c->v + (size_t)(obase + k * c->inner) * c->es, c->x + (size_t)(base + src * c->inner) * c->es,
+                   c->es);
+            c->ix[obase + k * c->inner] = src;
+        }
+    }
+    free(buf);
+}
+
 od_status od_cpu_sort(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
-    (void)op;
     (void)ks;
     od_opid id = OD_OPID_OF_CTX(ctx);
     od_out_spec spec[2];
@@ -30,7 +76,6 @@ od_status od_cpu_sort(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
         (st = od_scan_check_dtype(id, s, &info, err)))
         return st;
     od_tensor *self = s->args[0].u.t, *outs[2] = {NULL, NULL}, *x = NULL, *keys = NULL;
-    od_sort_elem *buf = NULL;
     if ((st = od_alloc_outputs(s, spec, nouts, outs, err)))
         return st;
     int64_t n = info.size;
@@ -44,40 +89,20 @@ od_status od_cpu_sort(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
     if ((st = od_cpu_to_dtype(self, self->dtype, &x, err)) ||
         (st = od_cpu_to_dtype(self, fl ? OD_FLOAT64 : OD_INT64, &keys, err)))
         goto fail;
-    buf = malloc((size_t)(2 * n) * sizeof *buf);
-    if (!buf) {
-        st = od_error_set(err, OD_ENOMEM, "%s: out of memory", od_op_name(op));
+    sort_ctx c = {id == OD_OPID_topk       ? OD_SORT_OP_TOPK
+                  : id == OD_OPID_kthvalue ? OD_SORT_OP_KTHVALUE
+                  : id == OD_OPID_sort_stable && info.stable ? OD_SORT_OP_SORT_STABLE
+                                                              : OD_SORT_OP_SORT,
+                  fl, info.descending, info.sorted, n, on, info.inner, info.k,
+                  od_dtype_size(self->dtype), od_tensor_data(x), od_tensor_data(keys),
+                  od_tensor_data(outs[0]), od_tensor_data(outs[1]), 0};
+    if ((st = od_parallel_for(info.outer * info.inner, SORT_GRAIN / n + 1, sort_lines, &c)))
+        goto fail;
+    if (c.oom) {
+        st = od_error_set(err, OD_ENOMEM, "%s: out of memory for the sort's scratch", od_op_name(op));
         goto fail;
     }
-    size_t es = od_dtype_size(self->dtype);
-    const char *xd = od_tensor_data(x);
-    const void *kd = od_tensor_data(keys);
-    char *vd = od_tensor_data(outs[0]);
-    int64_t *id_out = od_tensor_data(outs[1]);
-    int sop = id == OD_OPID_topk       ? OD_SORT_OP_TOPK
-              : id == OD_OPID_kthvalue ? OD_SORT_OP_KTHVALUE
-              : id == OD_OPID_sort_stable && info.stable ? OD_SORT_OP_SORT_STABLE
-                                                          : OD_SORT_OP_SORT;
-    for (int64_t o = 0; o < info.outer; o++)
-        for (int64_t j = 0; j < info.inner; j++) {
-            int64_t base = o * n * info.inner + j;
-            for (int64_t k = 0; k < n; k++) {
-                if (fl)
-                    buf[k].k.d = ((const double *)kd)[base + k * info.inner];
-                else
-                    buf[k].k.i = ((const int64_t *)kd)[base + k * info.inner];
-                buf[k].idx = k;
-            }
-            int64_t first = od_sort_line(buf, buf + n, n, sop, info.k, info.descending, info.sorted, fl);
-            int64_t obase = o * on * info.inner + j;
-            for (int64_t k = 0; k < on; k++) {
-                int64_t src = buf[first + k].idx;
-                memcpy(vd + (size_t)(obase + k * info.inner) * es, xd + (size_t)(base + src * info.inner) * es, es);
-                id_out[obase + k * info.inner] = src;
-            }
-        }
 done:
-    free(buf);
     od_tensor_release(x);
     od_tensor_release(keys);
     for (int i = 0; i < nouts; i++)
@@ -85,7 +110,6 @@ done:
     s->nrets = nouts;
     return OD_OK;
 fail:
-    free(buf);
     od_tensor_release(x);
     od_tensor_release(keys);
     for (int i = 0; i < nouts; i++)
