@@ -170,6 +170,10 @@ def make_cases(rng):
     add("topk", RG(g(rng, 3, 6)), 2, 1, False)
     add("kthvalue", RG(g(rng, 3, 5)), 2, 1)
     add("kthvalue", RG(g(rng, 4, 3)), 3, 0, True)
+    for op, extra in (("cumprod", [0]), ("logcumsumexp", [0]), ("cummax", [0]), ("sort", []), ("topk", [1]),
+                      ("kthvalue", [1])):
+        add(op, RG(g(rng)), *extra)  # 0-dim: the gradient passes through
+    add("cumsum", RG(g(rng, 1, 4)), 0)  # a dim of size 1
     return C
 
 
