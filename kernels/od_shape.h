@@ -49,7 +49,8 @@ od_shape_fn od_builtin_shape_fn(od_opid id);
     X(od_shape_binary) X(od_shape_compare) X(od_shape_where) X(od_shape_unary) \
     X(od_shape_clamp) X(od_shape_reduce) X(od_shape_softmax) X(od_shape_layer_norm) \
     X(od_shape_matmul) X(od_shape_cat) X(od_shape_same) X(od_shape_inplace) \
-    X(od_shape_index_select) X(od_shape_factory) X(od_shape_arange) X(od_shape_ew)
+    X(od_shape_index_select) X(od_shape_factory) X(od_shape_arange) X(od_shape_ew) \
+    X(od_shape_scan)
 
 #define OD_X_(fn) od_status fn(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, \
                                 od_error *err);
@@ -158,5 +159,30 @@ typedef struct od_arange_params {
 } od_arange_params;
 /* Reads and validates arange's arguments (s borrowed) into *p (caller's). */
 od_status od_arange_params_of(od_opid id, const od_stack *s, od_arange_params *p, od_error *err);
+
+/* ---- scans and sorting (kernels/shape_scan.c): the parsed arguments of
+ * cumsum ... kthvalue, shared by od_shape_scan and every backend ---- */
+typedef struct od_scan_info {
+    int dim;             /* wrapped; 0 for a 0-dim self */
+    int64_t outer, size, inner; /* self viewed as [outer, size, inner] (size 1 when 0-dim) */
+    od_dtype out_dtype;  /* cumsum/cumprod: the result's dtype (self is cast to it first) */
+    bool descending;     /* sort: descending; topk: largest */
+    bool stable;         /* sort.stable */
+    bool sorted;         /* topk */
+    bool keepdim;        /* kthvalue */
+    int64_t k;           /* topk, kthvalue */
+} od_scan_info;
+
+/* Validates the arguments of scan/sort built-in id (s: borrowed) with
+ * PyTorch's messages and describes the call in *info (caller's). */
+od_status od_scan_parse(od_opid id, const od_stack *s, od_scan_info *info, od_error *err);
+/* ATen's CPU dtype refusal for this call (every backend applies it):
+ * OD_EUNSUPPORTED "\"cumsum_out_cpu\" not implemented for 'Bool'", or OD_OK. */
+od_status od_scan_check_dtype(od_opid id, const od_stack *s, const od_scan_info *info, od_error *err);
+/* A 0-dim cumsum/cumprod is ATen's result.fill_(self): self's value (elem:
+ * its one element of dtype self_dt, in host memory, borrowed) as a Scalar
+ * must fit the result dtype, else OD_EINVAL "value cannot be converted to
+ * type uint8_t without overflow". */
+od_status od_scan_check_fill(od_dtype self_dt, const void *elem, od_dtype out_dt, od_error *err);
 
 #endif

@@ -1125,6 +1125,150 @@ OD_BW(RollBackward0)
 }
 OD_BW(SliceBackward0) { into_zeros(n, g, gin, need, sc, true); }
 
+/* scans and sorting */
+
+static int64_t wrap_dim_of(int64_t d, int ndim)
+{
+    int64_t n = ndim > 0 ? ndim : 1;
+    return d < 0 ? d + n : d;
+}
+
+static od_value one_dim(int64_t *d) { return od_list_v(OD_T_INT_LIST, d, 1); }
+
+static od_tensor *flip1(ag_scope *sc, od_tensor *a, int64_t d)
+{
+    return ag_call(sc, OD_OPID_flip, 2, T(a), one_dim(&d));
+}
+
+/* w.flip(dim).cumsum(dim).flip(dim) */
+static od_tensor *reversed_cumsum(ag_scope *sc, od_tensor *w, int64_t d)
+{
+    return flip1(sc, ag_call(sc, OD_OPID_cumsum, 3, T(flip1(sc, w, d)), od_int(d), od_none()), d);
+}
+
+/* a with b where cond is false, b a number (where.ScalarOther keeps a's dtype) */
+static od_tensor *where_else(ag_scope *sc, od_tensor *cond, od_tensor *a, double b)
+{
+    return ag_call(sc, OD_OPID_where_ScalarOther, 3, T(cond), T(a), od_double(b));
+}
+
+/* zeros(in).scatter_add(d, idx, g) for g and idx of in's rank (dim d of any
+ * size m), as a sum over a one-hot [.., m, S, ..] product, so every backend
+ * with eq/mul/sum has it (scatter itself is not an operator here). Indices
+ * along a line are distinct for sort/topk/kthvalue, so it is their scatter
+ * too. A 0-dim in takes g as it is. */
+static od_tensor *scatter_add_dim(ag_scope *sc, const ag_tmeta *in, od_tensor *g, od_tensor *idx, int64_t d)
+{
+    if (in->ndim == 0 || !g || !idx)
+        return g;
+    if (in->ndim + 1 > OD_MAX_DIMS)
+        return fail(sc, od_error_set(sc->err, OD_EUNSUPPORTED, "this backward supports up to %d dims",
+                                     OD_MAX_DIMS - 1));
+    int nd = in->ndim;
+    int64_t us[OD_MAX_DIMS], as[OD_MAX_DIMS];
+    for (int i = 0, k = 0; i <= nd; i++) {
+        us[i] = i == d + 1 ? 1 : g->sizes[k++];
+        as[i] = i == d + 1 ? in->sizes[d] : 1;
+    }
+    od_tensor *ar = ag_call(sc, OD_OPID_arange, 5, od_int(in->sizes[d]), od_dtype_v(OD_INT64), od_none(),
+                            od_device_v(g->device), od_none());
+    od_tensor *oh = ag_cmp(sc, OD_OPID_eq_Tensor, ag_reshape(sc, idx, us, nd + 1), ag_reshape(sc, ar, as, nd + 1));
+    od_tensor *ohf = oh ? ag_to(sc, oh, g->dtype, g->device) : NULL;
+    return ag_sum_dims(sc, ag_mul(sc, ohf, ag_reshape(sc, g, us, nd + 1)), &d, 1, false);
+}
+
+OD_BW(CumsumBackward0)
+{
+    const ag_tmeta *in = &n->in_meta[0];
+    int64_t d = wrap_dim_of(ag_arg(n, 1)->u.i, in->ndim);
+    od_tensor *gr = g[0]->dtype == in->dtype ? g[0] : ag_to(sc, g[0], in->dtype, g[0]->device);
+    if (od_tensor_numel(g[0]) <= 1 || in->ndim == 0 || in->sizes[d] == 1) {
+        SET(0, gr);
+        return;
+    }
+    SET(0, reversed_cumsum(sc, gr, d));
+}
+
+/* ATen's cumprod_backward (first order): before the first zero
+ * reversed_cumsum(out * grad) / x; at the first zero z1, the product of the
+ * inputs before it times sum_{z1<=k<z2} grad_k prod_{z1<j<=k} x_j; zero
+ * after it. */
+OD_BW(CumprodBackward0)
+{
+    const ag_tmeta *in = &n->in_meta[0];
+    int64_t d = wrap_dim_of(ag_arg(n, 1)->u.i, in->ndim);
+    od_tensor *gr = g[0]->dtype == in->dtype ? g[0] : ag_to(sc, g[0], in->dtype, g[0]->device);
+    if (od_tensor_numel(g[0]) <= 1 || in->ndim == 0 || in->sizes[d] == 1) {
+        SET(0, gr);
+        return;
+    }
+    od_tensor *x = ag_saved(sc, n, 0), *out = ag_saved_out(sc, n, 0);
+    if (out && out->dtype != in->dtype)
+        out = ag_to(sc, out, in->dtype, out->device);
+    od_tensor *w = ag_mul(sc, out, gr);
+    od_tensor *is_zero = ag_cmps(sc, OD_OPID_eq_Scalar, x, 0);
+    od_tensor *c = ag_call(sc, OD_OPID_cumsum, 3, T(is_zero), od_int(d), od_none());
+    od_tensor *mask0 = ag_cmps(sc, OD_OPID_eq_Scalar, c, 0), *mask1 = ag_cmps(sc, OD_OPID_eq_Scalar, c, 1);
+    od_tensor *fz = ag_call(sc, OD_OPID_logical_and, 2, T(is_zero), T(mask1));
+    od_tensor *ga = ag_where0(sc, mask0, ag_div(sc, reversed_cumsum(sc, ag_where0(sc, mask0, w, true), d), x), true);
+    od_tensor *mid = ag_call(sc, OD_OPID_logical_and, 2, T(mask1), T(ag_unary(sc, OD_OPID_logical_not, fz)));
+    od_tensor *cp = ag_call(sc, OD_OPID_cumprod, 3, T(where_else(sc, mid, x, 1)), od_int(d), od_none());
+    od_tensor *sm = ag_sum_dims(sc, ag_mul(sc, cp, ag_where0(sc, mask1, gr, true)), &d, 1, true);
+    od_tensor *p = ag_call(sc, OD_OPID_cumprod, 3, T(where_else(sc, mask0, x, 1)), od_int(d), od_none());
+    SET(0, ag_add(sc, ga, ag_where0(sc, fz, ag_mul(sc, p, sm), true)));
+}
+
+OD_BW(LogcumsumexpBackward0)
+{
+    const ag_tmeta *in = &n->in_meta[0];
+    if (g[0]->ndim == 0 || od_tensor_numel(g[0]) == 0) {
+        SET(0, g[0]);
+        return;
+    }
+    int64_t d = wrap_dim_of(ag_arg(n, 1)->u.i, in->ndim);
+    double lowest = g[0]->dtype == OD_FLOAT64 ? -1.7976931348623157e308
+                    : g[0]->dtype == OD_FLOAT16 ? -65504.0
+                    : g[0]->dtype == OD_BFLOAT16 ? -3.3895313892515355e38
+                                                 : -3.4028234663852886e38;
+    od_tensor *x = ag_saved(sc, n, 0), *res = ag_saved_out(sc, n, 0);
+    od_tensor *lag = ag_unary(sc, OD_OPID_log, ag_unary(sc, OD_OPID_abs, g[0]));
+    od_tensor *lp = where_else(sc, ag_cmps(sc, OD_OPID_gt_Scalar, g[0], 0), lag, lowest);
+    od_tensor *ln = where_else(sc, ag_cmps(sc, OD_OPID_lt_Scalar, g[0], 0), lag, lowest);
+    od_tensor *rp = flip1(sc, ag_call(sc, OD_OPID_logcumsumexp, 2, T(flip1(sc, ag_sub(sc, lp, res), d)), od_int(d)), d);
+    od_tensor *rn = flip1(sc, ag_call(sc, OD_OPID_logcumsumexp, 2, T(flip1(sc, ag_sub(sc, ln, res), d)), od_int(d)), d);
+    SET(0, ag_sub(sc, ag_unary(sc, OD_OPID_exp, ag_add(sc, rp, x)), ag_unary(sc, OD_OPID_exp, ag_add(sc, rn, x))));
+}
+
+/* grad scattered (added) into zeros at the saved indices, along dim argument
+ * dim_arg; keepdim_arg >= 0 names kthvalue's keepdim. */
+static void select_back(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc,
+                        int dim_arg, int keepdim_arg)
+{
+    if (!g[0])
+        return;
+    const ag_tmeta *in = &n->in_meta[0];
+    if (od_tensor_numel(g[0]) == 0 || in->ndim == 0) {
+        SET(0, in->ndim == 0 ? g[0] : ag_zeros(sc, in));
+        return;
+    }
+    int64_t d = wrap_dim_of(ag_arg(n, dim_arg)->u.i, in->ndim);
+    od_tensor *gr = g[0], *idx = ag_saved_out(sc, n, 1);
+    if (keepdim_arg >= 0 && !ag_arg(n, keepdim_arg)->u.b) {
+        int64_t sz[OD_MAX_DIMS];
+        memcpy(sz, in->sizes, (size_t)in->ndim * sizeof sz[0]);
+        sz[d] = 1;
+        gr = ag_reshape(sc, gr, sz, in->ndim);
+        idx = ag_reshape(sc, idx, sz, in->ndim);
+    }
+    SET(0, scatter_add_dim(sc, in, gr, idx, d));
+}
+OD_BW(CummaxBackward0) { select_back(n, g, gin, need, sc, 1, -1); }
+OD_BW(CumminBackward0) { select_back(n, g, gin, need, sc, 1, -1); }
+OD_BW(SortBackward0) { select_back(n, g, gin, need, sc, 1, -1); }
+OD_BW(SortBackward1) { select_back(n, g, gin, need, sc, 2, -1); }
+OD_BW(TopkBackward0) { select_back(n, g, gin, need, sc, 2, -1); }
+OD_BW(KthvalueBackward0) { select_back(n, g, gin, need, sc, 2, 3); }
+
 /* ---- the table ---------------------------------------------------------------------- */
 
 #define od_bw_0 NULL

@@ -23,6 +23,39 @@ static const int g_functional[OD_NUM_BUILTIN_OPS] = {
 #undef OD_OP
 };
 
+/* caffe2::TypeMeta names, as ATen's "Bad in-place call" message prints them. */
+static const char *meta_name(od_dtype dt)
+{
+    static const char *const names[OD_NUM_DTYPES] = {
+        [OD_BOOL] = "bool",         [OD_UINT8] = "unsigned char", [OD_INT8] = "signed char",
+        [OD_INT16] = "short int",   [OD_INT32] = "int",           [OD_INT64] = "long int",
+        [OD_FLOAT16] = "c10::Half", [OD_BFLOAT16] = "c10::BFloat16", [OD_FLOAT32] = "float",
+        [OD_FLOAT64] = "double",
+    };
+    return (unsigned)dt < OD_NUM_DTYPES ? names[dt] : "unknown";
+}
+
+/* A structured in-place kernel with a dtype argument (cumsum_, cumprod_)
+ * computes in self's dtype: ATen refuses another one, and None means self's
+ * (so cumsum_ of a bool tensor is refused as cumsum(dtype=bool) is, not
+ * computed in int64). Returns the argument's index in *at, -1 for none. */
+static od_status dtype_arg(const od_op *op, const od_stack *s, const od_tensor *self, int *at, od_error *err)
+{
+    const od_schema *sch = od_op_schema(op);
+    *at = -1;
+    for (int i = 0; sch && i < sch->nargs && i < s->nargs; i++) {
+        const od_value *v = &s->args[i];
+        if (!sch->args[i].name || strcmp(sch->args[i].name, "dtype"))
+            continue;
+        if (v->tag == OD_T_DTYPE && v->u.dtype != self->dtype)
+            return od_error_set(err, OD_EMISMATCH,
+                                "Bad in-place call: input tensor dtype %s and output tensor dtype %s should match",
+                                meta_name(self->dtype), meta_name(v->u.dtype));
+        *at = i;
+    }
+    return OD_OK;
+}
+
 OD_CX_KERNEL(od_cia_inplace)
 {
     (void)ks;
@@ -31,9 +64,15 @@ OD_CX_KERNEL(od_cia_inplace)
     od_status st;
     if (g_functional[id] == 0)
         return od_error_set(err, OD_EINTERNAL, "%s is not an in-place operator", od_op_name(op));
-    if ((st = od_cx_arg_tensor(op, s, 0, &self, err)))
+    int dt_at = -1;
+    if ((st = od_cx_arg_tensor(op, s, 0, &self, err)) || (st = dtype_arg(op, s, self, &dt_at, err)))
         return st;
-    if ((st = od_call_builtin1((od_opid)(g_functional[id] - 1), s->args, s->nargs, &res, err)))
+    od_value args[OD_MAX_ARGS];
+    int nargs = s->nargs < OD_MAX_ARGS ? s->nargs : OD_MAX_ARGS;
+    memcpy(args, s->args, (size_t)nargs * sizeof args[0]); /* borrowed values, not retained */
+    if (dt_at >= 0 && dt_at < nargs)
+        args[dt_at] = od_dtype_v(self->dtype);
+    if ((st = od_call_builtin1((od_opid)(g_functional[id] - 1), args, nargs, &res, err)))
         return st;
     char a[256], b[256];
     if (res->ndim != self->ndim || memcmp(res->sizes, self->sizes, sizeof(int64_t) * (size_t)self->ndim)) {

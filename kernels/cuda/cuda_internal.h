@@ -49,6 +49,8 @@ OD_CUDA_KERNEL_(od_cuda_reduce)      /* reduce.c */
 OD_CUDA_KERNEL_(od_cuda_softmax)     /* reduce.c: _softmax, _log_softmax */
 OD_CUDA_KERNEL_(od_cuda_layer_norm)  /* reduce.c: native_layer_norm */
 OD_CUDA_KERNEL_(od_cuda_blas)        /* blas.c: mm bmm addmm dot */
+OD_CUDA_KERNEL_(od_cuda_scan)        /* scan.c: cumsum cumprod logcumsumexp cummax cummin */
+OD_CUDA_KERNEL_(od_cuda_sort)        /* scan.c: sort sort.stable topk kthvalue */
 
 #undef OD_CUDA_KERNEL_
 

@@ -742,6 +742,61 @@ Test(red, layer_norm)
     }
 }
 
+/* Scans and the sort family against the CPU kernels (which replay ATen's CPU
+ * algorithms): the CUDA kernels run the same per-line algorithms, so even
+ * the indices of equal keys (small integer ranges make many) must agree. */
+Test(red, scans_and_sorting)
+{
+    const struct {
+        const int64_t *sizes;
+        int ndim, view;
+        int64_t dim;
+    } cases[] = {
+        {S(7, 33), 2, 0, 1}, {S(7, 33), 2, 1, 0}, {S(4, 5, 6), 3, 2, -1}, {S(4, 5, 6), 3, 3, 1},
+        {S(3, 300), 2, 0, 1}, {S(1), 0, 0, 0}, {S(0, 9), 2, 0, 1}, {S(5, 0), 2, 0, 0}, {S(2, 2000), 2, 0, -1},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        for (int di = 0; di < NALL; di++) {
+            od_dtype dt = ALL_DT[di];
+            if (quick() && di % 3)
+                continue;
+            od_tensor *a = arg_t(cases[ci].sizes, cases[ci].ndim, dt, -3, 3, cases[ci].view);
+            int64_t d = cases[ci].dim, n = cases[ci].ndim ? a->sizes[d < 0 ? d + a->ndim : d] : 1;
+            char w[96];
+            snprintf(w, sizeof w, "scan case#%zu %s", ci, od_dtype_name(dt));
+            od_value c3[3] = {od_tensor_v(a), od_int(d), od_none()};
+            check_op(w, OD_OPID_cumsum, c3, 3, -1, false);
+            check_op(w, OD_OPID_cumprod, c3, 3, -1, false);
+            check_op(w, OD_OPID_logcumsumexp, c3, 2, -1, false);
+            check_op(w, OD_OPID_cummax, c3, 2, 0, false);
+            check_op(w, OD_OPID_cummin, c3, 2, 0, false);
+            for (int desc = 0; desc < 2; desc++) {
+                od_value sa[3] = {od_tensor_v(a), od_int(d), od_bool(desc)};
+                check_op(w, OD_OPID_sort, sa, 3, 0, false);
+                od_value ss[4] = {od_tensor_v(a), od_bool(true), od_int(d), od_bool(desc)};
+                check_op(w, OD_OPID_sort_stable, ss, 4, 0, false);
+                int64_t ks[3] = {n, n / 2, n > 64 ? n / 64 : 1};
+                for (int ki = 0; ki < 3; ki++) {
+                    od_value tk[5] = {od_tensor_v(a), od_int(ks[ki]), od_int(d), od_bool(desc), od_bool(ki != 1)};
+                    check_op(w, OD_OPID_topk, tk, 5, 0, false);
+                    od_value kv[4] = {od_tensor_v(a), od_int(ks[ki] ? ks[ki] : 1), od_int(d), od_bool(desc)};
+                    check_op(w, OD_OPID_kthvalue, kv, 4, 0, false);
+                }
+            }
+            od_tensor_release(a);
+        }
+    }
+    /* A 0-dim cumsum is fill_: a value past the result dtype is an error on
+     * both devices (the CUDA kernel reads it back to check). */
+    od_tensor *z = arg_t(S(1), 0, OD_INT16, 0, 0, 0);
+    ((int16_t *)od_tensor_data(z))[0] = 4645;
+    od_value c[3] = {od_tensor_v(z), od_int(0), od_dtype_v(OD_UINT8)};
+    TCHECK(check_op("0-dim cumsum past uint8", OD_OPID_cumsum, c, 3, 0, false) == OD_EINVAL, "no error");
+    ((int16_t *)od_tensor_data(z))[0] = 200;
+    TCHECK(check_op("0-dim cumsum into uint8", OD_OPID_cumsum, c, 3, 0, false) == OD_OK, "error");
+    od_tensor_release(z);
+}
+
 /* ---- matrix products -------------------------------------------------------------------------------- */
 
 Test(blas, mm_bmm_addmm_dot)

@@ -175,6 +175,28 @@ def make_cases(rng):
     add("flip", RG(g(rng, 2, 3, 4)), [0, -1])
     add("roll", RG(g(rng, 2, 3, 4)), [1, -2], [0, 2])
     add("roll", a23(), [4])  # flattened
+    # scans and sorting (ties have probability zero in random floats)
+    add("cumsum", RG(g(rng, 3, 4)), 1)
+    add("cumsum", RG(g(rng)), 0)  # 0-dim
+    add("cumsum", RG(g(rng, 2, 3)), -2, dtype="float64")
+    add("cumprod", RG(g(rng, 3, 4)), 1)
+    z = g(rng, 3, 6)
+    z[0, 2] = 0.0  # one zero
+    z[1, 1] = z[1, 4] = 0.0  # two zeros
+    z[2, 0] = z[2, 1] = 0.0  # adjacent zeros, the first leading
+    add("cumprod", RG(z), 1)
+    add("logcumsumexp", RG(g(rng, 3, 4)), 0)
+    add("cummax", RG(g(rng, 3, 5)), 1)
+    add("cummin", RG(g(rng, 4, 3)), 0)
+    add("sort", RG(g(rng, 3, 5)), 1, True)
+    add("sort.stable", RG(g(rng, 4, 3)), stable=True, dim=0)
+    add("topk", RG(g(rng, 3, 6)), 2, 1, False)
+    add("kthvalue", RG(g(rng, 3, 5)), 2, 1)
+    add("kthvalue", RG(g(rng, 4, 3)), 3, 0, True)
+    for op, extra in (("cumprod", [0]), ("logcumsumexp", [0]), ("cummax", [0]), ("sort", []), ("topk", [1]),
+                      ("kthvalue", [1])):
+        add(op, RG(g(rng)), *extra)  # 0-dim: the gradient passes through
+    add("cumsum", RG(g(rng, 1, 4)), 0)  # a dim of size 1
     return C
 
 

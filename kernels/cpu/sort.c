@@ -1,0 +1,118 @@
+/* sort.c — CPU sort, sort.stable, topk and kthvalue.
+ *
+ * Invariants:
+ *  - od_shape_scan / od_scan_parse (kernels/shape_scan.c) validate every
+ *    argument first; od_scan_check_dtype then refuses what ATen's CPU
+ *    dispatch refuses. Outputs come from od_alloc_outputs (contiguous).
+ *  - Each line along dim is gathered into (key, index) pairs and ordered by
+ *    kernels/od_sort_algo.h (ATen 1.13's CPU algorithms replayed, so equal
+ *    keys come out in torch's order); values are then copied byte for byte
+ *    from self at the chosen indices, so NaN payloads and -0.0 survive.
+ *  - Lines are split across the worker pool; each task owns its scratch.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "od_parallel.h"
+#include "od_shape.h"
+#include "od_sort_algo.h"
+
+#define SORT_GRAIN 16384 /* keys per parallel task, at least */
+
+typedef struct sort_ctx {
+    int op;          /* OD_SORT_OP_* */
+    bool fl, desc, sorted;
+    int64_t n, on, inner, k;
+    size_t es;
+    const char *x;   /* self, contiguous */
+    const void *keys; /* self as double or int64, contiguous */
+    char *v;
+    int64_t *ix;
+    int oom;         /* set (atomically) by a task whose scratch failed */
+} sort_ctx;
+
+/* Lines [begin, end), with scratch of their own (2n pairs). */
+static void sort_lines(void *ctx, int64_t begin, int64_t end)
+{
+    sort_ctx *c = ctx;
+    int64_t n = c->n;
+    od_sort_elem *buf = malloc((size_t)(2 * n) * sizeof *buf);
+    if (!buf) {
+        __atomic_store_n(&c->oom, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    for (int64_t l = begin; l < end; l++) {
+        int64_t o = l / c->inner, j = l % c->inner, base = o * n * c->inner + j;
+        for (int64_t k = 0; k < n; k++) {
+            if (c->fl)
+                buf[k].k.d = ((const double *)c->keys)[base + k * c->inner];
+            else
+                buf[k].k.i = ((const int64_t *)c->keys)[base + k * c->inner];
+            buf[k].idx = k;
+        }
+        int64_t first = od_sort_line(buf, buf + n, n, c->op, c->k, c->desc, c->sorted, c->fl);
+        int64_t obase = o * c->on * c->inner + j;
+        for (int64_t k = 0; k < c->on; k++) {
+            int64_t src = buf[first + k].idx;
+            memcpy(c->v + (size_t)(obase + k * c->inner) * c->es, c->x + (size_t)(base + src * c->inner) * c->es,
+                   c->es);
+            c->ix[obase + k * c->inner] = src;
+        }
+    }
+    free(buf);
+}
+
+od_status od_cpu_sort(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_out_spec spec[2];
+    int nouts = 0;
+    od_scan_info info;
+    od_status st;
+    if ((st = od_shape_scan(id, s, spec, &nouts, err)) || (st = od_scan_parse(id, s, &info, err)) ||
+        (st = od_scan_check_dtype(id, s, &info, err)))
+        return st;
+    od_tensor *self = s->args[0].u.t, *outs[2] = {NULL, NULL}, *x = NULL, *keys = NULL;
+    if ((st = od_alloc_outputs(s, spec, nouts, outs, err)))
+        return st;
+    int64_t n = info.size;
+    /* Lines of the outputs: sort n per line, topk k, kthvalue 1. */
+    int64_t on = id == OD_OPID_topk ? info.k : id == OD_OPID_kthvalue ? 1 : n;
+    if (self->ndim == 0)
+        on = 1; /* ATen copies a 0-dim self, even for topk with k == 0 */
+    if (od_tensor_numel(self) == 0 || on == 0)
+        goto done;
+    bool fl = od_dtype_is_floating(self->dtype);
+    if ((st = od_cpu_to_dtype(self, self->dtype, &x, err)) ||
+        (st = od_cpu_to_dtype(self, fl ? OD_FLOAT64 : OD_INT64, &keys, err)))
+        goto fail;
+    sort_ctx c = {id == OD_OPID_topk       ? OD_SORT_OP_TOPK
+                  : id == OD_OPID_kthvalue ? OD_SORT_OP_KTHVALUE
+                  : id == OD_OPID_sort_stable && info.stable ? OD_SORT_OP_SORT_STABLE
+                                                              : OD_SORT_OP_SORT,
+                  fl, info.descending, info.sorted, n, on, info.inner, info.k,
+                  od_dtype_size(self->dtype), od_tensor_data(x), od_tensor_data(keys),
+                  od_tensor_data(outs[0]), od_tensor_data(outs[1]), 0};
+    if ((st = od_parallel_for(info.outer * info.inner, SORT_GRAIN / n + 1, sort_lines, &c)))
+        goto fail;
+    if (c.oom) {
+        st = od_error_set(err, OD_ENOMEM, "%s: out of memory for the sort's scratch", od_op_name(op));
+        goto fail;
+    }
+done:
+    od_tensor_release(x);
+    od_tensor_release(keys);
+    for (int i = 0; i < nouts; i++)
+        s->rets[i] = od_tensor_v(outs[i]);
+    s->nrets = nouts;
+    return OD_OK;
+fail:
+    od_tensor_release(x);
+    od_tensor_release(keys);
+    for (int i = 0; i < nouts; i++)
+        od_tensor_release(outs[i]);
+    return st;
+}

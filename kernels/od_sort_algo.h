@@ -1,0 +1,369 @@
+/* od_sort_algo.h — the per-line sorting algorithms of sort, topk and
+ * kthvalue, shared by the CPU kernel (kernels/cpu/sort.c) and the CUDA one
+ * (kernels/cuda/scan.cu, one thread per line), so both backends give the
+ * same indices for equal keys.
+ *
+ * Invariants:
+ *  - A line is an array of (key, index) pairs: keys are int64 for integers
+ *    and bool, double for floats (both exact, so the order is the dtype's).
+ *  - The order of equal keys is part of the answer (indices), so each
+ *    operator replays the algorithm ATen 1.13's CPU kernel runs, step for
+ *    step: sort(stable=False) is libstdc++'s std::sort (introsort:
+ *    median-of-3 unguarded partitions, heapsort past 2*log2(n) levels,
+ *    insertion sort below 16); sort(stable=True) a stable merge sort (the
+ *    stable order is unique); topk std::partial_sort when k * 64 <= n, else
+ *    std::nth_element then std::sort of the first k - 1; kthvalue ATen's
+ *    quick_select_template. NaN orders above every number (ATen's
+ *    comparators).
+ *  - No allocation, no recursion: callers pass the line (n pairs) and, for
+ *    the stable sort, scratch of n more pairs.
+ */
+#ifndef OD_SORT_ALGO_H
+#define OD_SORT_ALGO_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "od_half.h" /* OD_HD */
+
+typedef struct od_sort_elem {
+    union {
+        double d;
+        int64_t i;
+    } k;
+    int64_t idx;
+} od_sort_elem;
+
+typedef struct od_sort_cmp {
+    bool fl;   /* keys are doubles */
+    bool desc; /* "less" means "greater, NaN first" */
+} od_sort_cmp;
+
+/* ATen's KeyValueCompAsc / KeyValueCompDesc (topk's and kthvalue's lambdas
+ * are the same relations). */
+static inline OD_HD bool sa_lt(const od_sort_cmp *c, const od_sort_elem *a, const od_sort_elem *b)
+{
+    if (c->fl) {
+        double x = a->k.d, y = b->k.d;
+        return c->desc ? ((isnan(x) && !isnan(y)) || x > y) : ((!isnan(x) && isnan(y)) || x < y);
+    }
+    return c->desc ? a->k.i > b->k.i : a->k.i < b->k.i;
+}
+
+static inline OD_HD void sa_swp(od_sort_elem *a, od_sort_elem *b)
+{
+    od_sort_elem t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* ---- libstdc++ (GCC 12) algorithms, transcribed ---- */
+
+static inline OD_HD void sa_push_heap(const od_sort_cmp *c, od_sort_elem *f, int64_t hole, int64_t top, od_sort_elem v)
+{
+    int64_t parent = (hole - 1) / 2;
+    while (hole > top && sa_lt(c, &f[parent], &v)) {
+        f[hole] = f[parent];
+        hole = parent;
+        parent = (hole - 1) / 2;
+    }
+    f[hole] = v;
+}
+
+static inline OD_HD void sa_adjust_heap(const od_sort_cmp *c, od_sort_elem *f, int64_t hole, int64_t len, od_sort_elem v)
+{
+    int64_t top = hole, child = hole;
+    while (child < (len - 1) / 2) {
+        child = 2 * (child + 1);
+        if (sa_lt(c, &f[child], &f[child - 1]))
+            child--;
+        f[hole] = f[child];
+        hole = child;
+    }
+    if ((len & 1) == 0 && child == (len - 2) / 2) {
+        child = 2 * (child + 1);
+        f[hole] = f[child - 1];
+        hole = child - 1;
+    }
+    sa_push_heap(c, f, hole, top, v);
+}
+
+static inline OD_HD void sa_make_heap(const od_sort_cmp *c, od_sort_elem *f, int64_t len)
+{
+    if (len < 2)
+        return;
+    for (int64_t parent = (len - 2) / 2;; parent--) {
+        sa_adjust_heap(c, f, parent, len, f[parent]);
+        if (parent == 0)
+            return;
+    }
+}
+
+/* __pop_heap(first, last, result): *result goes into the heap [0, len). */
+static inline OD_HD void sa_pop_heap(const od_sort_cmp *c, od_sort_elem *f, int64_t len, od_sort_elem *result)
+{
+    od_sort_elem v = *result;
+    *result = f[0];
+    sa_adjust_heap(c, f, 0, len, v);
+}
+
+static inline OD_HD void sa_heap_select(const od_sort_cmp *c, od_sort_elem *f, int64_t middle, int64_t last)
+{
+    sa_make_heap(c, f, middle);
+    for (int64_t i = middle; i < last; i++)
+        if (sa_lt(c, &f[i], &f[0]))
+            sa_pop_heap(c, f, middle, &f[i]);
+}
+
+static inline OD_HD void sa_sort_heap(const od_sort_cmp *c, od_sort_elem *f, int64_t len)
+{
+    while (len > 1) {
+        len--;
+        sa_pop_heap(c, f, len, &f[len]);
+    }
+}
+
+static inline OD_HD void sa_partial_sort(const od_sort_cmp *c, od_sort_elem *f, int64_t middle, int64_t last)
+{
+    sa_heap_select(c, f, middle, last);
+    sa_sort_heap(c, f, middle);
+}
+
+static inline OD_HD void sa_move_median_to_first(const od_sort_cmp *c, od_sort_elem *r, od_sort_elem *a, od_sort_elem *b, od_sort_elem *d)
+{
+    if (sa_lt(c, a, b)) {
+        if (sa_lt(c, b, d))
+            sa_swp(r, b);
+        else if (sa_lt(c, a, d))
+            sa_swp(r, d);
+        else
+            sa_swp(r, a);
+    } else if (sa_lt(c, a, d)) {
+        sa_swp(r, a);
+    } else if (sa_lt(c, b, d)) {
+        sa_swp(r, d);
+    } else {
+        sa_swp(r, b);
+    }
+}
+
+static inline OD_HD int64_t sa_unguarded_partition(const od_sort_cmp *c, od_sort_elem *f, int64_t first, int64_t last, int64_t pivot)
+{
+    for (;;) {
+        while (sa_lt(c, &f[first], &f[pivot]))
+            first++;
+        last--;
+        while (sa_lt(c, &f[pivot], &f[last]))
+            last--;
+        if (!(first < last))
+            return first;
+        sa_swp(&f[first], &f[last]);
+        first++;
+    }
+}
+
+static inline OD_HD int64_t sa_partition_pivot(const od_sort_cmp *c, od_sort_elem *f, int64_t first, int64_t last)
+{
+    int64_t mid = first + (last - first) / 2;
+    sa_move_median_to_first(c, &f[first], &f[first + 1], &f[mid], &f[last - 1]);
+    return sa_unguarded_partition(c, f, first + 1, last, first);
+}
+
+static inline OD_HD void sa_unguarded_linear_insert(const od_sort_cmp *c, od_sort_elem *f, int64_t last)
+{
+    od_sort_elem v = f[last];
+    int64_t next = last - 1;
+    while (sa_lt(c, &v, &f[next])) {
+        f[last] = f[next];
+        last = next;
+        next--;
+    }
+    f[last] = v;
+}
+
+static inline OD_HD void sa_insertion_sort(const od_sort_cmp *c, od_sort_elem *f, int64_t first, int64_t last)
+{
+    if (first == last)
+        return;
+    for (int64_t i = first + 1; i != last; i++) {
+        if (sa_lt(c, &f[i], &f[first])) {
+            od_sort_elem v = f[i];
+            for (int64_t m = i; m > first; m--)
+                f[m] = f[m - 1];
+            f[first] = v;
+        } else {
+            sa_unguarded_linear_insert(c, f, i);
+        }
+    }
+}
+
+static inline OD_HD int sa_lg2(int64_t n)
+{
+    int r = 0;
+    while (n > 1) {
+        n >>= 1;
+        r++;
+    }
+    return r;
+}
+
+/* std::sort: __introsort_loop's recursion on the right part becomes an
+ * explicit stack (each range keeps its own depth budget, so the result is
+ * the recursive one); it holds at most 2 * log2(n) + 1 ranges. */
+static inline OD_HD void sa_std_sort(const od_sort_cmp *c, od_sort_elem *f, int64_t n)
+{
+    if (n <= 1)
+        return;
+    struct {
+        int64_t first, last;
+        int depth;
+    } stk[132];
+    int sp = 0;
+    stk[sp].first = 0;
+    stk[sp].last = n;
+    stk[sp].depth = sa_lg2(n) * 2;
+    sp++;
+    while (sp > 0) {
+        sp--;
+        int64_t first = stk[sp].first, last = stk[sp].last;
+        int depth = stk[sp].depth;
+        while (last - first > 16) {
+            if (depth == 0) {
+                sa_partial_sort(c, f + first, last - first, last - first);
+                break;
+            }
+            depth--;
+            int64_t cut = sa_partition_pivot(c, f, first, last);
+            stk[sp].first = cut;
+            stk[sp].last = last;
+            stk[sp].depth = depth;
+            sp++;
+            last = cut;
+        }
+    }
+    if (n > 16) {
+        sa_insertion_sort(c, f, 0, 16);
+        for (int64_t i = 16; i < n; i++)
+            sa_unguarded_linear_insert(c, f, i);
+    } else {
+        sa_insertion_sort(c, f, 0, n);
+    }
+}
+
+static inline OD_HD void sa_nth_element(const od_sort_cmp *c, od_sort_elem *f, int64_t nth, int64_t n)
+{
+    if (n == 0 || nth == n)
+        return;
+    int64_t first = 0, last = n;
+    int depth = sa_lg2(n) * 2;
+    while (last - first > 3) {
+        if (depth == 0) {
+            sa_heap_select(c, f + first, nth + 1 - first, last - first);
+            sa_swp(&f[first], &f[nth]);
+            return;
+        }
+        depth--;
+        int64_t cut = sa_partition_pivot(c, f, first, last);
+        if (cut <= nth)
+            first = cut;
+        else
+            last = cut;
+    }
+    sa_insertion_sort(c, f, first, last);
+}
+
+/* Stable merge sort (std::stable_sort's result is the unique stable order). */
+static inline OD_HD void sa_merge_sort(const od_sort_cmp *c, od_sort_elem *f, od_sort_elem *tmp, int64_t n)
+{
+    for (int64_t w = 1; w < n; w *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * w) {
+            int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            int64_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi)
+                tmp[k++] = sa_lt(c, &f[j], &f[i]) ? f[j++] : f[i++];
+            while (i < mid)
+                tmp[k++] = f[i++];
+            while (j < hi)
+                tmp[k++] = f[j++];
+        }
+        for (int64_t m = 0; m < n; m++)
+            f[m] = tmp[m];
+    }
+}
+
+/* ATen's quick_select_template (SortingUtils.h); c is its gt_or_nan. */
+static inline OD_HD void sa_quick_select(const od_sort_cmp *c, od_sort_elem *a, int64_t n, int64_t k)
+{
+    int64_t L = 0, R = n - 1;
+    for (;;) {
+        if (R <= L)
+            return;
+        if (R == L + 1) {
+            if (sa_lt(c, &a[L], &a[R]))
+                sa_swp(&a[L], &a[R]);
+            return;
+        }
+        int64_t P = L + (R - L) / 2;
+        sa_swp(&a[P], &a[L + 1]);
+        if (sa_lt(c, &a[L + 1], &a[R]))
+            sa_swp(&a[L + 1], &a[R]);
+        if (sa_lt(c, &a[L], &a[R]))
+            sa_swp(&a[L], &a[R]);
+        if (sa_lt(c, &a[L + 1], &a[L]))
+            sa_swp(&a[L + 1], &a[L]);
+        int64_t i = L + 1, j = R;
+        od_sort_elem piv = a[L];
+        for (;;) {
+            do
+                i++;
+            while (sa_lt(c, &piv, &a[i]));
+            do
+                j--;
+            while (sa_lt(c, &a[j], &piv));
+            if (j < i)
+                break;
+            sa_swp(&a[i], &a[j]);
+        }
+        sa_swp(&a[L], &a[j]);
+        if (j <= k)
+            L = i;
+        if (j >= k)
+            R = j - 1;
+    }
+}
+
+
+enum { OD_SORT_OP_SORT, OD_SORT_OP_SORT_STABLE, OD_SORT_OP_TOPK, OD_SORT_OP_KTHVALUE };
+
+/* Orders line f[0..n) as operator op does (k: topk's / kthvalue's k;
+ * desc: sort's descending or topk's largest; sorted: topk's) and returns the
+ * position of the first pair that goes out: kthvalue's k - 1, else 0.
+ * tmp: n pairs of scratch for OD_SORT_OP_SORT_STABLE (else unused). */
+static inline OD_HD int64_t od_sort_line(od_sort_elem *f, od_sort_elem *tmp, int64_t n, int op, int64_t k,
+                                         bool desc, bool sorted, bool fl)
+{
+    od_sort_cmp c = {fl, desc};
+    if (op == OD_SORT_OP_SORT) {
+        sa_std_sort(&c, f, n);
+    } else if (op == OD_SORT_OP_SORT_STABLE) {
+        sa_merge_sort(&c, f, tmp, n);
+    } else if (op == OD_SORT_OP_TOPK) {
+        if (k == 0) {
+            return 0; /* ATen returns before it looks at the line */
+        } else if (k * 64 <= n) {
+            sa_partial_sort(&c, f, k, n);
+        } else {
+            sa_nth_element(&c, f, k - 1, n);
+            if (sorted)
+                sa_std_sort(&c, f, k - 1);
+        }
+    } else { /* kthvalue: gt_or_nan is (isnan(x) && !isnan(y)) || x > y */
+        od_sort_cmp gt = {fl, true};
+        sa_quick_select(&gt, f, n, k - 1);
+        return k - 1;
+    }
+    return 0;
+}
+
+#endif
