@@ -990,6 +990,115 @@ OD_BW(RollBackward0)
 }
 OD_BW(SliceBackward0) { into_zeros(n, g, gin, need, sc, true); }
 
+/* indexing */
+
+static od_tensor *ix_gather(ag_scope *sc, od_tensor *t, od_value dim, od_tensor *index)
+{
+    return ag_call(sc, OD_OPID_gather, 4, T(t), dim, T(index), od_bool(false));
+}
+static od_tensor *ix_scatter_add(ag_scope *sc, od_tensor *t, od_value dim, od_tensor *index, od_tensor *src)
+{
+    return ag_call(sc, OD_OPID_scatter_add, 4, T(t), dim, T(index), T(src));
+}
+/* t.masked_fill(mask, v), as where(mask, v, t) */
+static od_tensor *ix_fill(ag_scope *sc, od_tensor *t, od_tensor *mask, double v)
+{
+    return ag_call(sc, OD_OPID_where_ScalarSelf, 3, T(mask), od_double(v), T(t));
+}
+static od_tensor *ix_like(ag_scope *sc, od_opid id, od_tensor *t, od_dtype dt)
+{
+    return ag_call(sc, id, 6, T(t), od_dtype_v(dt), od_none(), od_none(), od_none(), od_none());
+}
+
+/* gather_backward (sparse_grad=False): grad added into zeros at index */
+OD_BW(GatherBackward0)
+{
+    ag_tmeta m = n->in_meta[0];
+    m.dtype = g[0]->dtype;
+    SET(0, ix_scatter_add(sc, ag_zeros(sc, &m), n->args[1], ag_saved(sc, n, 2), g[0]));
+}
+OD_BW(ScatterBackward0)
+{
+    od_tensor *index = ag_saved(sc, n, 2);
+    SET(0, ag_call(sc, OD_OPID_scatter_value, 4, T(g[0]), n->args[1], T(index), od_int(0)));
+    int k = ag_in(n, 3);
+    if (k >= 0 && need[k])
+        SET(k, ix_gather(sc, g[0], n->args[1], index));
+}
+OD_BW(ScatterBackward1)
+{
+    SET(0, ag_call(sc, OD_OPID_scatter_value, 4, T(g[0]), n->args[1], T(ag_saved(sc, n, 2)), od_int(0)));
+}
+OD_BW(ScatterAddBackward0)
+{
+    SET(0, g[0]);
+    int k = ag_in(n, 3);
+    if (k >= 0 && need[k])
+        SET(k, ix_gather(sc, g[0], n->args[1], ag_saved(sc, n, 2)));
+}
+/* scatter_reduce_backward of FunctionsManual.cpp (1.13), reduce by reduce */
+OD_BW(ScatterReduceBackward0)
+{
+    od_value dim = n->args[1], red = n->args[4];
+    bool include_self = n->args[5].tag == OD_T_BOOL ? n->args[5].u.b : n->args[5].u.i != 0;
+    const char *r = red.tag == OD_T_STRING && red.u.s ? red.u.s : "";
+    od_tensor *self = ag_saved(sc, n, 0), *index = ag_saved(sc, n, 2), *src = ag_saved(sc, n, 3);
+    od_tensor *gs = NULL, *gsrc = NULL, *grad = g[0];
+    int ks = ag_in(n, 3);
+    if (!strcmp(r, "sum")) {
+        gs = grad;
+        gsrc = ix_gather(sc, grad, dim, index);
+    } else if (!strcmp(r, "mean")) {
+        od_tensor *N = ix_like(sc, include_self ? OD_OPID_ones_like : OD_OPID_zeros_like, grad, grad->dtype);
+        N = ix_scatter_add(sc, N, dim, index, ix_like(sc, OD_OPID_ones_like, src, grad->dtype));
+        N = ix_fill(sc, N, ag_cmps(sc, OD_OPID_eq_Scalar, N, 0), 1);
+        gs = ag_div(sc, grad, N);
+        gsrc = ag_div(sc, ix_gather(sc, grad, dim, index), ix_gather(sc, N, dim, index));
+    } else if (!strcmp(r, "amax") || !strcmp(r, "amin")) {
+        od_tensor *result = ag_saved_out(sc, n, 0);
+        od_tensor *value = ix_gather(sc, result, dim, index);
+        od_tensor *self_is = ag_cmp(sc, OD_OPID_eq_Tensor, self, result);
+        od_tensor *src_is = ag_cmp(sc, OD_OPID_eq_Tensor, src, value);
+        od_dtype dt = self ? self->dtype : OD_FLOAT32;
+        od_tensor *N = ix_scatter_add(sc, ag_to(sc, self_is, dt, grad->device), dim, index,
+                                      ag_to(sc, src_is, dt, grad->device));
+        od_tensor *gd = ag_div(sc, grad, N);
+        gs = ag_mul(sc, self_is, gd);
+        gsrc = ag_mul(sc, src_is, ix_gather(sc, gd, dim, index));
+    } else if (!strcmp(r, "prod")) {
+        od_tensor *result = ag_saved_out(sc, n, 0);
+        od_tensor *masked_self = ix_fill(sc, self, ag_cmps(sc, OD_OPID_eq_Scalar, self, 0), 1);
+        od_tensor *msr = ag_call(sc, OD_OPID_scatter_reduce_two, 6, T(masked_self), dim, T(index), T(src), red,
+                                 od_bool(include_self));
+        gs = ag_div(sc, ag_mul(sc, grad, msr), masked_self);
+        od_tensor *src_zero = ag_cmps(sc, OD_OPID_eq_Scalar, src, 0);
+        od_dtype dt = self ? self->dtype : OD_FLOAT32;
+        od_tensor *nz = ix_gather(sc,
+                                  ix_scatter_add(sc, ix_like(sc, OD_OPID_zeros_like, self, dt), dim, index,
+                                                 ag_to(sc, src_zero, dt, grad->device)),
+                                  dim, index);
+        od_tensor *single = ag_call(sc, OD_OPID_logical_and, 2, T(src_zero), T(ag_cmps(sc, OD_OPID_eq_Scalar, nz, 1)));
+        od_tensor *masked_src = ix_fill(sc, src, single, 1);
+        od_tensor *msrc_r = ag_call(sc, OD_OPID_scatter_reduce_two, 6, T(self), dim, T(index), T(masked_src), red,
+                                    od_bool(include_self));
+        od_tensor *a = ix_gather(sc, ag_mul(sc, grad, msrc_r), dim, index);
+        od_tensor *b = ag_div(sc, ix_gather(sc, ag_mul(sc, grad, result), dim, index), ix_fill(sc, src, src_zero, 1));
+        gsrc = ag_call(sc, OD_OPID_where_self, 3, T(single), T(a), T(b));
+    } else {
+        sc->st = od_error_set(sc->err, OD_EINVAL, "Expected 'reduce' argument to be one of 'sum', 'prod', "
+                                                  "'mean', 'amax', 'amin' but got %s.", r);
+        return;
+    }
+    if (gs && !include_self) {
+        od_tensor *mask = ag_call(sc, OD_OPID_scatter_value, 4, T(ix_like(sc, OD_OPID_zeros_like, grad, OD_BOOL)),
+                                  dim, T(index), od_bool(true));
+        gs = ag_where0(sc, mask, gs, false);
+    }
+    SET(0, gs);
+    if (ks >= 0 && need[ks])
+        SET(ks, gsrc);
+}
+
 /* ---- the table ---------------------------------------------------------------------- */
 
 #define od_bw_0 NULL

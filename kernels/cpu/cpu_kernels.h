@@ -38,6 +38,7 @@ OD_CPU_KERNEL_(od_cpu_layer_norm)
 OD_CPU_KERNEL_(od_cpu_blas)
 OD_CPU_KERNEL_(od_cpu_cat)
 OD_CPU_KERNEL_(od_cpu_index_select)
+OD_CPU_KERNEL_(od_cpu_scatter)   /* scatter.c: gather, scatter.*, scatter_add, scatter_reduce.two */
 
 #undef OD_CPU_KERNEL_
 
