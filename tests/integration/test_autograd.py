@@ -131,6 +131,16 @@ def make_cases(rng):
     add("index_select", RG(g(rng, 4, 3)), 0, np.array([2, 0, 2]))
     add("index_select", RG(g(rng, 2, 5, 3)), 1, np.array([4, 4, 1, 0]))
     add("embedding", RG(g(rng, 5, 3)), np.array([[1, 4], [1, 0]]))
+    add("gather", RG(g(rng, 2, 3)), 1, np.array([[0, 2, 2, 1], [1, 0, 1, 1]]))
+    add("gather", RG(g(rng, 3, 2)), -2, np.array([[2, 0]]))
+    # scatter's targets are unique per row: an overwritten src has no gradient
+    add("scatter.src", a23(), 1, np.array([[2, 0], [1, 2]]), RG(g(rng, 2, 2)))  # torch: src as index
+    add("scatter.value", a23(), 0, np.array([[1, 0, 1]]), 1.5)
+    add("scatter_add", a23(), 1, np.array([[2, 2, 0], [1, 0, 1]]), RG(g(rng, 2, 3)))
+    for red in ("sum", "prod", "mean", "amax", "amin"):
+        for inc in (True, False):
+            add("scatter_reduce.two", a23(), 1, np.array([[2, 2, 0], [1, 1, 1]]), RG(g(rng, 2, 3, away=0.2)),
+                red, include_self=inc)
     add("view", a23(), [3, 2])
     add("reshape", a23(), [6])
     add("transpose.int", RG(g(rng, 2, 3, 4)), 0, 2)
