@@ -50,7 +50,7 @@ od_shape_fn od_builtin_shape_fn(od_opid id);
     X(od_shape_clamp) X(od_shape_reduce) X(od_shape_softmax) X(od_shape_layer_norm) \
     X(od_shape_matmul) X(od_shape_cat) X(od_shape_same) X(od_shape_inplace) \
     X(od_shape_index_select) X(od_shape_factory) X(od_shape_arange) X(od_shape_ew) \
-    X(od_shape_scatter)
+    X(od_shape_scatter) X(od_shape_masked_fill) X(od_shape_take)
 
 #define OD_X_(fn) od_status fn(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, \
                                 od_error *err);
@@ -186,5 +186,10 @@ od_status od_scatter_parse(od_opid id, const od_stack *s, od_scatter_info *info,
 /* OD_EINVAL "index V is out of bounds for dimension D with size N" unless
  * 0 <= value < self's size in info->dim. */
 od_status od_scatter_check_index(const od_scatter_info *info, int64_t value, od_error *err);
+
+/* take's index value v against numel elements: OD_EINVAL "out of range:
+ * tried to access index V on a tensor of N elements." outside [-N, N),
+ * else *wrapped = v mod N. */
+od_status od_take_check_index(int64_t v, int64_t numel, int64_t *wrapped, od_error *err);
 
 #endif

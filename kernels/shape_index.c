@@ -231,3 +231,100 @@ od_status od_shape_scatter(od_opid id, const od_stack *s, od_out_spec *outs, int
     *nouts = 1;
     return OD_OK;
 }
+
+/* ---- masked_fill, take --------------------------------------------------------- */
+
+od_status od_shape_masked_fill(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
+{
+    od_tensor *self = NULL, *mask = NULL, *value = NULL;
+    od_status st;
+    if ((st = arg_tensor(s, 0, "masked_fill", "self", &self, err)) ||
+        (st = arg_tensor(s, 1, "masked_fill", "mask", &mask, err)))
+        return st;
+    bool inplace = id == OD_OPID_masked_fill__Scalar || id == OD_OPID_masked_fill__Tensor;
+    if (id == OD_OPID_masked_fill_Tensor || id == OD_OPID_masked_fill__Tensor) {
+        if ((st = arg_tensor(s, 2, "masked_fill", "value", &value, err)))
+            return st;
+    } else if (s->nargs < 3 || !od_value_is_number(&s->args[2])) {
+        return od_error_set(err, OD_EINVAL, "masked_fill(): argument 'value' must be a Number");
+    }
+    int64_t sizes[OD_MAX_DIMS];
+    int nd = 0;
+    if (inplace) {
+        /* ATen checks the value first, then iterates over self and mask:
+         * self is tensor a, and mask may not broadcast self */
+        if (value && value->ndim != 0)
+            return od_error_set(err, OD_EINVAL,
+                                "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                                "%d dimension(s).",
+                                value->ndim);
+        if ((st = od_broadcast_shapes(self->sizes, self->ndim, mask->sizes, mask->ndim, sizes, &nd, err)))
+            return st;
+        if (nd != self->ndim || memcmp(sizes, self->sizes, sizeof(int64_t) * (size_t)nd)) {
+            char a[256], b[256];
+            od_shape_print(self->sizes, self->ndim, a, sizeof a);
+            od_shape_print(sizes, nd, b, sizeof b);
+            return od_error_set(err, OD_EMISMATCH, "output with shape %s doesn't match the broadcast shape %s", a,
+                                b);
+        }
+    } else {
+        /* expand_outplace(mask, self): the message names mask a, self b */
+        if ((st = od_broadcast_shapes(mask->sizes, mask->ndim, self->sizes, self->ndim, sizes, &nd, err)))
+            return st;
+    }
+    if ((st = same_device("masked_fill", self, mask, err)))
+        return st;
+    if (value && value->ndim != 0)
+        return od_error_set(err, OD_EINVAL,
+                            "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with %d "
+                            "dimension(s).",
+                            value->ndim);
+    if (value && value->device.type != OD_DEV_CPU && (st = same_device("masked_fill", self, value, err)))
+        return st;
+    if (!value && (st = od_scalar_check_fits(&s->args[2], self->dtype, err)))
+        return st;
+    memset(&outs[0], 0, sizeof outs[0]);
+    outs[0].dtype = self->dtype;
+    outs[0].device = self->device;
+    outs[0].ndim = nd;
+    if (nd > 0)
+        memcpy(outs[0].sizes, sizes, sizeof(int64_t) * (size_t)nd);
+    outs[0].alias_of = inplace ? 0 : -1;
+    *nouts = 1;
+    return OD_OK;
+}
+
+od_status od_shape_take(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
+{
+    (void)id;
+    od_tensor *self = NULL, *index = NULL;
+    od_status st;
+    if ((st = arg_tensor(s, 0, "take", "self", &self, err)) || (st = arg_tensor(s, 1, "take", "index", &index, err)))
+        return st;
+    if (index->dtype != OD_INT64)
+        return od_error_set(err, OD_EMISMATCH, "take(): Expected a long tensor for index, but got %s",
+                            od_dtype_scalar_name(index->dtype));
+    if ((st = same_device("take", self, index, err)))
+        return st;
+    if (od_tensor_numel(self) == 0 && od_tensor_numel(index) != 0)
+        return od_error_set(err, OD_EINVAL, "take(): tried to take from an empty tensor");
+    memset(&outs[0], 0, sizeof outs[0]);
+    outs[0].dtype = self->dtype;
+    outs[0].device = self->device;
+    outs[0].ndim = index->ndim;
+    if (index->ndim > 0)
+        memcpy(outs[0].sizes, index->sizes, sizeof(int64_t) * (size_t)index->ndim);
+    outs[0].alias_of = -1;
+    *nouts = 1;
+    return OD_OK;
+}
+
+od_status od_take_check_index(int64_t v, int64_t numel, int64_t *wrapped, od_error *err)
+{
+    if (v < -numel || v >= numel)
+        return od_error_set(err, OD_EINVAL, "out of range: tried to access index %" PRId64
+                                            " on a tensor of %" PRId64 " elements.",
+                            v, numel);
+    *wrapped = v < 0 ? v + numel : v;
+    return OD_OK;
+}

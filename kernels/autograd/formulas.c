@@ -1099,6 +1099,67 @@ OD_BW(ScatterReduceBackward0)
         SET(ks, gsrc);
 }
 
+/* a mask as bool (a byte mask reads non-zero as set) */
+static od_tensor *ix_bool_mask(ag_scope *sc, od_tensor *mask)
+{
+    return mask && mask->dtype != OD_BOOL ? ag_cmps(sc, OD_OPID_ne_Scalar, mask, 0) : mask;
+}
+OD_BW(MaskedFillBackward0) { SET(0, ag_where0(sc, ix_bool_mask(sc, ag_saved(sc, n, 1)), g[0], false)); }
+OD_BW(MaskedFillBackward1)
+{
+    od_tensor *mask = ix_bool_mask(sc, ag_saved(sc, n, 1));
+    SET(0, ag_where0(sc, mask, g[0], false));
+    int k = ag_in(n, 2);
+    if (k >= 0 && need[k])
+        SET(k, ag_sum_dims(sc, ag_where0(sc, mask, g[0], true), NULL, 0, false));
+}
+/* masked_select_backward: grad into zeros of the broadcast shape at the
+ * mask's set positions (row-major), as a flat scatter_add */
+OD_BW(MaskedSelectBackward0)
+{
+    const ag_tmeta *in = &n->in_meta[0];
+    od_tensor *mask = ag_saved(sc, n, 1);
+    if (!mask)
+        return;
+    int64_t shape[OD_MAX_DIMS], numel = 1, flat = -1;
+    int nd = 0;
+    od_status st = od_broadcast_shapes(mask->sizes, mask->ndim, in->sizes, in->ndim, shape, &nd, sc->err);
+    if (st) {
+        sc->st = st;
+        return;
+    }
+    for (int i = 0; i < nd; i++)
+        numel *= shape[i];
+    od_tensor *m = ag_reshape(sc, ix_bool_mask(sc, ag_expand(sc, mask, shape, nd)), &flat, 1);
+    od_tensor *idx = ag_reshape(sc, ag_call(sc, OD_OPID_nonzero, 1, T(m)), &flat, 1);
+    ag_tmeta z = *in;
+    z.ndim = 1;
+    z.sizes[0] = numel;
+    z.dtype = g[0]->dtype;
+    SET(0, ag_reshape(sc, ix_scatter_add(sc, ag_zeros(sc, &z), od_int(0), idx, g[0]), shape, nd));
+}
+/* take_backward: grad added into zeros of self's flat shape at the
+ * (wrapped) index */
+OD_BW(TakeBackward0)
+{
+    const ag_tmeta *in = &n->in_meta[0];
+    int64_t numel = 1, flat = -1;
+    for (int i = 0; i < in->ndim; i++)
+        numel *= in->sizes[i];
+    ag_tmeta z = *in;
+    z.dtype = g[0]->dtype;
+    if (numel == 0) {
+        SET(0, ag_zeros(sc, &z));
+        return;
+    }
+    od_tensor *idx = ag_reshape(sc, ag_call(sc, OD_OPID_remainder_Scalar, 2, T(ag_saved(sc, n, 1)), od_int(numel)),
+                                &flat, 1);
+    z.ndim = 1;
+    z.sizes[0] = numel;
+    od_tensor *r = ix_scatter_add(sc, ag_zeros(sc, &z), od_int(0), idx, ag_reshape(sc, g[0], &flat, 1));
+    SET(0, ag_reshape(sc, r, in->sizes, in->ndim));
+}
+
 /* ---- the table ---------------------------------------------------------------------- */
 
 #define od_bw_0 NULL

@@ -36,6 +36,7 @@ OD_CX_KERNEL(od_cea_constant_pad_nd); /* shapes.c */
 OD_CX_KERNEL(od_cea_repeat);
 OD_CX_KERNEL(od_cea_flip);
 OD_CX_KERNEL(od_cea_roll);
+OD_CX_KERNEL(od_cea_masked_select); /* indexing.c */
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */
 void od_cx_factories_init(void);

@@ -55,6 +55,38 @@ typedef struct od_cu_take_args {
 
 cudaError_t od_cu_take(const od_cu_take_args *a, cudaStream_t st);
 
+/* out (strided: self for masked_fill_; sizes[0..ndim)) elements whose mask element (strided,
+ * broadcast: stride 0) reads non-zero become the value (raw bytes, es wide).
+ * A non-bool mask is read by its first byte; one above 1 sets flag[0]. */
+typedef struct od_cu_masked_fill_args {
+    void *out;
+    const void *mask;
+    int32_t es, mask_es, mask_is_bool, ndim;
+    int64_t sizes[OD_CU_MAX_DIMS], mstr[OD_CU_MAX_DIMS], ostr[OD_CU_MAX_DIMS];
+    int64_t n;
+    uint64_t value;
+    int64_t *flag;
+    int sm_count;
+} od_cu_masked_fill_args;
+
+cudaError_t od_cu_masked_fill(const od_cu_masked_fill_args *a, cudaStream_t st);
+
+/* nonzero of self (dtype, sizes, element strides): count pass adds the
+ * number of non-zero elements to *count; write pass fills out (contiguous
+ * [count, ndim] int64) in row-major order. */
+typedef struct od_cu_nonzero_args {
+    const void *self;
+    int32_t dtype, ndim;
+    int64_t sizes[OD_CU_MAX_DIMS], strides[OD_CU_MAX_DIMS];
+    int64_t n;
+    int64_t *out;
+    int64_t *count;
+    int sm_count;
+} od_cu_nonzero_args;
+
+cudaError_t od_cu_nonzero_count(const od_cu_nonzero_args *a, cudaStream_t st);
+cudaError_t od_cu_nonzero_write(const od_cu_nonzero_args *a, cudaStream_t st);
+
 #ifdef __cplusplus
 }
 #endif

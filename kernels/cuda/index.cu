@@ -183,7 +183,93 @@ template <typename E> __global__ void __launch_bounds__(256) take_kernel(const o
     }
 }
 
+template <typename E> __global__ void __launch_bounds__(256) masked_fill_kernel(const od_cu_masked_fill_args a)
+{
+    E v;
+    memcpy(&v, &a.value, sizeof v);
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t lin = i, off = 0, ooff = 0;
+        for (int k = a.ndim - 1; k >= 0; k--) {
+            off += (lin % a.sizes[k]) * a.mstr[k];
+            ooff += (lin % a.sizes[k]) * a.ostr[k];
+            lin /= a.sizes[k];
+        }
+        uint8_t m = *((const uint8_t *)a.mask + off * a.mask_es);
+        if (!a.mask_is_bool && m > 1) {
+            if (a.flag)
+                *(volatile int64_t *)&a.flag[0] = 1;
+            continue;
+        }
+        if (m)
+            ((E *)a.out)[ooff] = v;
+    }
+}
+
+__device__ __forceinline__ bool nonzero_at(const od_cu_nonzero_args &a, int64_t i, int64_t *coord)
+{
+    int64_t lin = i, off = 0;
+    for (int k = a.ndim - 1; k >= 0; k--) {
+        int64_t c = lin % a.sizes[k];
+        if (coord)
+            coord[k] = c;
+        off += c * a.strides[k];
+        lin /= a.sizes[k];
+    }
+    const char *p = (const char *)a.self + off * dtype_size(a.dtype);
+    return family_of(a.dtype) == FAM_I64 ? load_dyn<int64_t>(p, a.dtype) != 0 : load_dyn<double>(p, a.dtype) != 0.0;
+}
+
+__global__ void __launch_bounds__(256) nonzero_count_kernel(const od_cu_nonzero_args a)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += (int64_t)gridDim.x * blockDim.x)
+        if (nonzero_at(a, i, nullptr))
+            atomicAdd((unsigned long long *)a.count, 1ull);
+}
+
+/* one thread: the rows come out in row-major order */
+__global__ void nonzero_write_kernel(const od_cu_nonzero_args a)
+{
+    int64_t coord[OD_CU_MAX_DIMS], r = 0;
+    for (int64_t i = 0; i < a.n; i++)
+        if (nonzero_at(a, i, coord)) {
+            for (int k = 0; k < a.ndim; k++)
+                a.out[r * a.ndim + k] = coord[k];
+            r++;
+        }
+}
+
 } // namespace
+
+extern "C" cudaError_t od_cu_masked_fill(const od_cu_masked_fill_args *a, cudaStream_t st)
+{
+    if (a->n <= 0)
+        return cudaSuccess;
+    unsigned grid = grid_for(a->n, 256, a->sm_count, 8);
+    switch (a->es) {
+    case 1: masked_fill_kernel<uint8_t><<<grid, 256, 0, st>>>(*a); break;
+    case 2: masked_fill_kernel<uint16_t><<<grid, 256, 0, st>>>(*a); break;
+    case 4: masked_fill_kernel<uint32_t><<<grid, 256, 0, st>>>(*a); break;
+    case 8: masked_fill_kernel<uint64_t><<<grid, 256, 0, st>>>(*a); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t od_cu_nonzero_count(const od_cu_nonzero_args *a, cudaStream_t st)
+{
+    if (a->n <= 0)
+        return cudaSuccess;
+    nonzero_count_kernel<<<grid_for(a->n, 256, a->sm_count, 8), 256, 0, st>>>(*a);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t od_cu_nonzero_write(const od_cu_nonzero_args *a, cudaStream_t st)
+{
+    if (a->n <= 0)
+        return cudaSuccess;
+    nonzero_write_kernel<<<1, 1, 0, st>>>(*a);
+    return cudaGetLastError();
+}
 
 extern "C" cudaError_t od_cu_scatter(const od_cu_scatter_args *a, cudaStream_t st)
 {

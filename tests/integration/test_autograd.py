@@ -137,6 +137,11 @@ def make_cases(rng):
     add("scatter.src", a23(), 1, np.array([[2, 0], [1, 2]]), RG(g(rng, 2, 2)))  # torch: src as index
     add("scatter.value", a23(), 0, np.array([[1, 0, 1]]), 1.5)
     add("scatter_add", a23(), 1, np.array([[2, 2, 0], [1, 0, 1]]), RG(g(rng, 2, 3)))
+    mask = rng.random((2, 1, 3)) < 0.5  # broadcasts self [2, 3] to [2, 2, 3]
+    add("masked_fill.Scalar", a23(), mask, 0.5)
+    add("masked_fill.Tensor", a23(), mask, RG(g(rng)))
+    add("masked_select", a23(), mask)
+    add("take", a23(), np.array([[5, -1, 0], [2, 2, -6]]))
     for red in ("sum", "prod", "mean", "amax", "amin"):
         for inc in (True, False):
             add("scatter_reduce.two", a23(), 1, np.array([[2, 2, 0], [1, 1, 1]]), RG(g(rng, 2, 3, away=0.2)),
