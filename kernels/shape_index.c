@@ -328,3 +328,20 @@ od_status od_take_check_index(int64_t v, int64_t numel, int64_t *wrapped, od_err
     *wrapped = v < 0 ? v + numel : v;
     return OD_OK;
 }
+
+/* nonzero's result size depends on the data: this is its Meta kernel's
+ * answer (torch has no Meta kernel for it either); the CPU and CUDA kernels
+ * count first and do not call it. */
+od_status od_shape_nonzero(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
+{
+    (void)id;
+    (void)outs;
+    (void)nouts;
+    od_tensor *self = NULL;
+    od_status st = arg_tensor(s, 0, "nonzero", "self", &self, err);
+    if (st)
+        return st;
+    return od_error_set(err, OD_ENOKERNEL,
+                        "Could not run 'aten::nonzero' with arguments from the 'Meta' backend: its result's "
+                        "size depends on the data");
+}

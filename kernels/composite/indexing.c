@@ -3,8 +3,8 @@
  *
  * Invariants: CompositeExplicitAutograd (MaskedSelectBackward0 in
  * formulas.c; the calls inside run below Autograd), so one kernel serves
- * CPU and CUDA; on Meta nonzero has no kernel and the call is refused, as
- * torch's Meta refuses masked_select (its size depends on the data).
+ * CPU and CUDA; Meta is refused, as torch's Meta refuses masked_select
+ * (its size depends on the data).
  * Arguments are checked first with PyTorch 1.13's messages and order: the
  * mask's dtype, then broadcasting (mask is tensor a, self b), then a byte
  * mask's values (ATen's CPU kernel reads 0 and 1 only).
@@ -51,6 +51,10 @@ OD_CX_KERNEL(od_cea_masked_select)
     od_status st;
     if ((st = od_cx_arg_tensor(op, s, 0, &self, err)) || (st = od_cx_arg_tensor(op, s, 1, &mask, err)))
         return st;
+    if (self->device.type == OD_DEV_META || mask->device.type == OD_DEV_META)
+        return od_error_set(err, OD_ENOKERNEL,
+                            "Could not run 'aten::masked_select' with arguments from the 'Meta' backend: its "
+                            "result's size depends on the data");
     if (mask->dtype != OD_BOOL && mask->dtype != OD_UINT8)
         return od_error_set(err, OD_EMISMATCH, "masked_select: expected BoolTensor or ByteTensor for mask");
     int64_t shape[OD_MAX_DIMS], numel = 1;

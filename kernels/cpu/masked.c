@@ -6,8 +6,8 @@
  * not, as ATen does with a deprecation warning), any other dtype by the first byte of each
  * element, which must be 0 or 1 ("Mask tensor can take 0 and 1 values
  * only"). nonzero's result size depends on the data: it counts first and
- * allocates [count, ndim] itself (it has no shape function, so Meta answers
- * that it has no kernel, as torch's Meta does). take checks every index
+ * allocates [count, ndim] itself (its shape function only refuses Meta, as
+ * torch's Meta does). take checks every index
  * before it reads. Single-threaded, any strides.
  */
 #include <math.h>
