@@ -1160,6 +1160,39 @@ OD_BW(TakeBackward0)
     SET(0, ag_reshape(sc, r, in->sizes, in->ndim));
 }
 
+/* the rows of grad that index picks along dim (a 0-dim source takes index's
+ * one value); the engine sums them to a broadcast source's shape */
+static od_tensor *ix_rows(ag_scope *sc, od_node *n, od_tensor *grad)
+{
+    od_tensor *index = ag_saved(sc, n, 2), *source = ag_saved(sc, n, 3);
+    if (!index || !source)
+        return NULL;
+    od_tensor *r = ag_call(sc, OD_OPID_index_select, 3, T(grad), n->args[1], T(index));
+    return source->ndim == 0 ? ag_reshape(sc, r, NULL, 0) : r;
+}
+static od_tensor *ix_fill0(ag_scope *sc, od_node *n, od_tensor *grad)
+{
+    return ag_call(sc, OD_OPID_index_fill_int_Scalar, 4, T(grad), n->args[1], T(ag_saved(sc, n, 2)), od_int(0));
+}
+OD_BW(IndexAddBackward0)
+{
+    SET(0, g[0]);
+    int k = ag_in(n, 3);
+    if (k >= 0 && need[k]) {
+        od_tensor *r = ix_rows(sc, n, g[0]);
+        double alpha = n->nargs > 4 && od_value_is_number(&n->args[4]) ? od_value_as_double(&n->args[4]) : 1.0;
+        SET(k, alpha == 1.0 ? r : ag_muls(sc, r, alpha));
+    }
+}
+OD_BW(IndexCopyBackward0)
+{
+    SET(0, ix_fill0(sc, n, g[0]));
+    int k = ag_in(n, 3);
+    if (k >= 0 && need[k])
+        SET(k, ix_rows(sc, n, g[0]));
+}
+OD_BW(IndexFillBackward0) { SET(0, ix_fill0(sc, n, g[0])); }
+
 /* ---- the table ---------------------------------------------------------------------- */
 
 #define od_bw_0 NULL

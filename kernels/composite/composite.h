@@ -37,6 +37,10 @@ OD_CX_KERNEL(od_cea_repeat);
 OD_CX_KERNEL(od_cea_flip);
 OD_CX_KERNEL(od_cea_roll);
 OD_CX_KERNEL(od_cea_masked_select); /* indexing.c */
+OD_CX_KERNEL(od_cea_index_add);
+OD_CX_KERNEL(od_cea_index_copy);
+OD_CX_KERNEL(od_cea_index_fill); /* index_fill.int_Scalar */
+OD_CX_KERNEL(od_cia_index_fill_);
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */
 void od_cx_factories_init(void);
