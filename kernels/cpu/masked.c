@@ -165,7 +165,8 @@ od_status od_cpu_nonzero(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
     rm_init(&w, self->sizes, self->ndim);
     for (int64_t i = 0, r = 0; i < n && r < count; i++, rm_next(&w))
         if (is_nonzero(d + rm_offset(&w, self->strides) * (int64_t)es, self->dtype)) {
-            memcpy(o + r * self->ndim, w.coord, sizeof(int64_t) * (size_t)self->ndim);
+            if (self->ndim > 0) /* a 0-dim result row is empty (and o may be NULL) */
+                memcpy(o + r * self->ndim, w.coord, sizeof(int64_t) * (size_t)self->ndim);
             r++;
         }
     s->rets[0] = od_tensor_v(out);
