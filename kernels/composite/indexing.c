@@ -147,11 +147,16 @@ static od_status index_expanded(od_tensor *index, int64_t n, int nd, int d, cons
     int64_t v[OD_MAX_DIMS];
     for (int k = 0; k < nd; k++)
         v[k] = k == d ? n : 1;
-    od_tensor *r = NULL;
-    od_status st = od_cx_reshape(index, v, nd, &r, err);
+    od_tensor *r = NULL, *i64 = NULL;
+    od_status st = OD_OK;
+    if (index->dtype != OD_INT64) /* index_add takes int32; the scatters int64 */
+        st = od_cx_to_dtype_copy(index, OD_INT64, &i64, err);
+    if (!st)
+        st = od_cx_reshape(i64 ? i64 : index, v, nd, &r, err);
     if (!st)
         st = od_cx_expand(r, T, nd, out, err);
     od_tensor_release(r);
+    od_tensor_release(i64);
     return st;
 }
 

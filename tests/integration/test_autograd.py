@@ -143,7 +143,7 @@ def make_cases(rng):
     add("masked_select", a23(), mask)
     add("take", a23(), np.array([[5, -1, 0], [2, 2, -6]]))
     add("index_add", a23(), 1, np.array([2, 0, 2]), RG(g(rng, 2, 3)), alpha=1.5)
-    add("index_add", a23(), 0, np.array([1]), RG(g(rng, 1, 3)))
+    add("index_add", a23(), 0, np.array([1], dtype=np.int32), RG(g(rng, 1, 3)))  # int32 index
     add("index_copy", a23(), 1, np.array([2, 0]), RG(g(rng, 2, 2)))
     add("index_fill.int_Scalar", a23(), 1, np.array([2, -3]), 0.5)
     for red in ("sum", "prod", "mean", "amax", "amin"):
