@@ -301,9 +301,15 @@ od_status od_cuda_nonzero(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
     }
     a.n = od_tensor_numel(self);
     a.sm_count = env.sm_count;
-    /* count first (the result's size depends on the data), then allocate */
-    if ((st = od_cu_flag(&env, &a.count, err)) ||
+    /* count first (the result's size depends on the data), then allocate;
+     * the counter lives in device memory (device atomics on mapped host
+     * memory are not guaranteed over PCIe) */
+    int64_t count = 0;
+    if ((st = od_cu_scratch(&env, sizeof(int64_t), (void **)&a.count, err)) ||
+        (st = od_cu_status(cudaMemsetAsync(a.count, 0, sizeof(int64_t), env.stream), "cudaMemsetAsync", err)) ||
         (st = od_cu_status(od_cu_nonzero_count(&a, env.stream), "nonzero count kernel launch", err)) ||
+        (st = od_cu_status(cudaMemcpyAsync(&count, a.count, sizeof count, cudaMemcpyDeviceToHost, env.stream),
+                           "cudaMemcpyAsync (count to host)", err)) ||
         (st = od_cu_finish(&env, od_cu_op_name(op), err)))
         goto fail;
     od_out_spec spec;
@@ -311,7 +317,7 @@ od_status od_cuda_nonzero(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
     spec.dtype = OD_INT64;
     spec.device = self->device;
     spec.ndim = 2;
-    spec.sizes[0] = a.count[0];
+    spec.sizes[0] = count;
     spec.sizes[1] = self->ndim;
     spec.alias_of = -1;
     if ((st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err)))
@@ -322,10 +328,13 @@ od_status od_cuda_nonzero(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
         goto fail;
     if ((st = od_cu_finish(&env, od_cu_op_name(op), err)))
         goto fail;
+    od_cu_scratch_free(&env, a.count, sizeof(int64_t));
     od_cu_return(s, &out, 1);
     return OD_OK;
 fail:
     drain(&env, st);
+    if (a.count)
+        od_cu_scratch_free(&env, a.count, sizeof(int64_t));
     od_tensor_release(out);
     return st;
 }
