@@ -1,6 +1,6 @@
 /* shape_index.c — shape and dtype functions of the indexing family: gather,
- * scatter (src / value / reduce / value_reduce), scatter_add and
- * scatter_reduce.two.
+ * scatter (src / value / reduce / value_reduce), scatter_add,
+ * scatter_reduce.two, masked_fill(_), take, and nonzero's refusal on Meta.
  *
  * Invariants: the checks follow PyTorch 1.13's meta functions and
  * ScatterGatherChecks.h in their order (dim wrap, index dtype, src dtype,
