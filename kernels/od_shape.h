@@ -50,7 +50,8 @@ od_shape_fn od_builtin_shape_fn(od_opid id);
     X(od_shape_clamp) X(od_shape_reduce) X(od_shape_softmax) X(od_shape_layer_norm) \
     X(od_shape_matmul) X(od_shape_cat) X(od_shape_same) X(od_shape_inplace) \
     X(od_shape_index_select) X(od_shape_factory) X(od_shape_arange) X(od_shape_ew) \
-    X(od_shape_scan)
+    X(od_shape_scan) \
+    X(od_shape_scatter) X(od_shape_masked_fill) X(od_shape_take) X(od_shape_nonzero)
 
 #define OD_X_(fn) od_status fn(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, \
                                 od_error *err);
@@ -184,5 +185,38 @@ od_status od_scan_check_dtype(od_opid id, const od_stack *s, const od_scan_info 
  * must fit the result dtype, else OD_EINVAL "value cannot be converted to
  * type uint8_t without overflow". */
 od_status od_scan_check_fill(od_dtype self_dt, const void *elem, od_dtype out_dt, od_error *err);
+/* ---- gather / scatter (kernels/shape_index.c), shared by od_shape_scatter
+ * and every backend's kernel ---- */
+typedef enum od_scatter_reduce {
+    OD_SCR_NONE, /* plain assignment (scatter.src / scatter.value) */
+    OD_SCR_SUM,  /* scatter_add, reduce="add" / "sum" */
+    OD_SCR_PROD, /* reduce="multiply" / "prod" */
+    OD_SCR_MEAN,
+    OD_SCR_AMAX,
+    OD_SCR_AMIN
+} od_scatter_reduce;
+
+typedef struct od_scatter_info {
+    bool gather;               /* gather: out has index's shape */
+    int dim;                   /* wrapped against self (0 for a 0-dim self) */
+    od_tensor *self, *index;   /* borrowed from the stack */
+    od_tensor *src;            /* borrowed; NULL for the Scalar overloads */
+    od_value value;            /* the Scalar of scatter.value(_reduce) */
+    od_scatter_reduce reduce;
+    bool include_self;         /* scatter_reduce.two; true otherwise */
+} od_scatter_info;
+
+/* Validates gather / scatter.* / scatter_add / scatter_reduce.two (s
+ * borrowed) with PyTorch 1.13's checks and messages, and describes the call.
+ * Index values are not read here. */
+od_status od_scatter_parse(od_opid id, const od_stack *s, od_scatter_info *info, od_error *err);
+/* OD_EINVAL "index V is out of bounds for dimension D with size N" unless
+ * 0 <= value < self's size in info->dim. */
+od_status od_scatter_check_index(const od_scatter_info *info, int64_t value, od_error *err);
+
+/* take's index value v against numel elements: OD_EINVAL "out of range:
+ * tried to access index V on a tensor of N elements." outside [-N, N),
+ * else *wrapped = v mod N. */
+od_status od_take_check_index(int64_t v, int64_t numel, int64_t *wrapped, od_error *err);
 
 #endif

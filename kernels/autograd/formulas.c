@@ -821,28 +821,23 @@ OD_BW(MaxBackward1) { max_min_all_bw(n, g, gin, need, sc); }
 OD_BW(MinBackward1) { max_min_all_bw(n, g, gin, need, sc); }
 
 /* max.dim, min.dim: the gradient goes to the index chosen
- * (value_selecting_reduction_backward), here as a one-hot mask */
+ * (value_selecting_reduction_backward) */
+static od_tensor *scatter_add_dim(ag_scope *sc, const ag_tmeta *in, od_tensor *g, od_tensor *idx, int64_t d);
 static void max_min_dim_bw(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc)
 {
     const ag_tmeta *in = &n->in_meta[0];
-    if (in->ndim == 0) {
-        SET(0, g[0]);
-        return;
-    }
-    int64_t d;
+    int64_t d = 0;
     dims_of(ag_arg(n, 1), in->ndim, &d);
     bool keepdim = ag_arg(n, 2)->u.b;
     od_tensor *gu = restore_dims(sc, g[0], in, &d, 1, keepdim);
     od_tensor *iu = restore_dims(sc, ag_saved_out(sc, n, 1), in, &d, 1, keepdim);
-    od_tensor *ar = ag_call(sc, OD_OPID_arange, 5, od_int(in->sizes[d]), od_dtype_v(OD_INT64), od_none(),
-                            od_device_v(in->device), od_none());
-    int64_t shape[OD_MAX_DIMS];
-    for (int i = 0; i < in->ndim; i++)
-        shape[i] = i == d ? in->sizes[d] : 1;
-    od_tensor *mask = ag_cmp(sc, OD_OPID_eq_Tensor, ag_reshape(sc, ar, shape, in->ndim), iu);
-    SET(0, ag_where0(sc, mask, gu, true));
+    SET(0, scatter_add_dim(sc, in, gu, iu, d));
 }
 OD_BW(MaxBackward0) { max_min_dim_bw(n, g, gin, need, sc); }
+
+/* tril, triu: the gradient's own tril/triu */
+OD_BW(TrilBackward0) { SET(0, ag_call(sc, OD_OPID_tril, 2, T(g[0]), *ag_arg(n, 1))); }
+OD_BW(TriuBackward0) { SET(0, ag_call(sc, OD_OPID_triu, 2, T(g[0]), *ag_arg(n, 1))); }
 OD_BW(MinBackward0) { max_min_dim_bw(n, g, gin, need, sc); }
 
 /* nansum: the gradient where self is not NaN */
@@ -1153,28 +1148,16 @@ static od_tensor *where_else(ag_scope *sc, od_tensor *cond, od_tensor *a, double
 }
 
 /* zeros(in).scatter_add(d, idx, g) for g and idx of in's rank (dim d of any
- * size m), as a sum over a one-hot [.., m, S, ..] product, so every backend
- * with eq/mul/sum has it (scatter itself is not an operator here). Indices
- * along a line are distinct for sort/topk/kthvalue, so it is their scatter
- * too. A 0-dim in takes g as it is. */
+ * size m); indices along a line are distinct for sort/topk/kthvalue and
+ * max.dim, so it is their scatter too. A 0-dim in takes g as it is. */
 static od_tensor *scatter_add_dim(ag_scope *sc, const ag_tmeta *in, od_tensor *g, od_tensor *idx, int64_t d)
 {
     if (in->ndim == 0 || !g || !idx)
         return g;
-    if (in->ndim + 1 > OD_MAX_DIMS)
-        return fail(sc, od_error_set(sc->err, OD_EUNSUPPORTED, "this backward supports up to %d dims",
-                                     OD_MAX_DIMS - 1));
-    int nd = in->ndim;
-    int64_t us[OD_MAX_DIMS], as[OD_MAX_DIMS];
-    for (int i = 0, k = 0; i <= nd; i++) {
-        us[i] = i == d + 1 ? 1 : g->sizes[k++];
-        as[i] = i == d + 1 ? in->sizes[d] : 1;
-    }
-    od_tensor *ar = ag_call(sc, OD_OPID_arange, 5, od_int(in->sizes[d]), od_dtype_v(OD_INT64), od_none(),
-                            od_device_v(g->device), od_none());
-    od_tensor *oh = ag_cmp(sc, OD_OPID_eq_Tensor, ag_reshape(sc, idx, us, nd + 1), ag_reshape(sc, ar, as, nd + 1));
-    od_tensor *ohf = oh ? ag_to(sc, oh, g->dtype, g->device) : NULL;
-    return ag_sum_dims(sc, ag_mul(sc, ohf, ag_reshape(sc, g, us, nd + 1)), &d, 1, false);
+    ag_tmeta z = *in;
+    z.dtype = g->dtype;
+    z.device = g->device;
+    return ag_call(sc, OD_OPID_scatter_add, 4, T(ag_zeros(sc, &z)), od_int(d), T(idx), T(g));
 }
 
 OD_BW(CumsumBackward0)
@@ -1268,6 +1251,208 @@ OD_BW(SortBackward0) { select_back(n, g, gin, need, sc, 1, -1); }
 OD_BW(SortBackward1) { select_back(n, g, gin, need, sc, 2, -1); }
 OD_BW(TopkBackward0) { select_back(n, g, gin, need, sc, 2, -1); }
 OD_BW(KthvalueBackward0) { select_back(n, g, gin, need, sc, 2, 3); }
+/* indexing */
+
+static od_tensor *ix_gather(ag_scope *sc, od_tensor *t, od_value dim, od_tensor *index)
+{
+    return ag_call(sc, OD_OPID_gather, 4, T(t), dim, T(index), od_bool(false));
+}
+static od_tensor *ix_scatter_add(ag_scope *sc, od_tensor *t, od_value dim, od_tensor *index, od_tensor *src)
+{
+    return ag_call(sc, OD_OPID_scatter_add, 4, T(t), dim, T(index), T(src));
+}
+/* t.masked_fill(mask, v), as where(mask, v, t) */
+static od_tensor *ix_fill(ag_scope *sc, od_tensor *t, od_tensor *mask, double v)
+{
+    return ag_call(sc, OD_OPID_where_ScalarSelf, 3, T(mask), od_double(v), T(t));
+}
+static od_tensor *ix_like(ag_scope *sc, od_opid id, od_tensor *t, od_dtype dt)
+{
+    return ag_call(sc, id, 6, T(t), od_dtype_v(dt), od_none(), od_none(), od_none(), od_none());
+}
+
+/* gather_backward (sparse_grad=False): grad added into zeros at index */
+OD_BW(GatherBackward0)
+{
+    ag_tmeta m = n->in_meta[0];
+    m.dtype = g[0]->dtype;
+    SET(0, ix_scatter_add(sc, ag_zeros(sc, &m), n->args[1], ag_saved(sc, n, 2), g[0]));
+}
+OD_BW(ScatterBackward0)
+{
+    od_tensor *index = ag_saved(sc, n, 2);
+    SET(0, ag_call(sc, OD_OPID_scatter_value, 4, T(g[0]), n->args[1], T(index), od_int(0)));
+    int k = ag_in(n, 3);
+    if (k >= 0 && need[k])
+        SET(k, ix_gather(sc, g[0], n->args[1], index));
+}
+OD_BW(ScatterBackward1)
+{
+    SET(0, ag_call(sc, OD_OPID_scatter_value, 4, T(g[0]), n->args[1], T(ag_saved(sc, n, 2)), od_int(0)));
+}
+OD_BW(ScatterAddBackward0)
+{
+    SET(0, g[0]);
+    int k = ag_in(n, 3);
+    if (k >= 0 && need[k])
+        SET(k, ix_gather(sc, g[0], n->args[1], ag_saved(sc, n, 2)));
+}
+/* scatter_reduce_backward of FunctionsManual.cpp (1.13), reduce by reduce */
+OD_BW(ScatterReduceBackward0)
+{
+    od_value dim = n->args[1], red = n->args[4];
+    bool include_self = n->args[5].tag == OD_T_BOOL ? n->args[5].u.b : n->args[5].u.i != 0;
+    const char *r = red.tag == OD_T_STRING && red.u.s ? red.u.s : "";
+    od_tensor *self = ag_saved(sc, n, 0), *index = ag_saved(sc, n, 2), *src = ag_saved(sc, n, 3);
+    od_tensor *gs = NULL, *gsrc = NULL, *grad = g[0];
+    int ks = ag_in(n, 3);
+    if (!strcmp(r, "sum")) {
+        gs = grad;
+        gsrc = ix_gather(sc, grad, dim, index);
+    } else if (!strcmp(r, "mean")) {
+        od_tensor *N = ix_like(sc, include_self ? OD_OPID_ones_like : OD_OPID_zeros_like, grad, grad->dtype);
+        N = ix_scatter_add(sc, N, dim, index, ix_like(sc, OD_OPID_ones_like, src, grad->dtype));
+        N = ix_fill(sc, N, ag_cmps(sc, OD_OPID_eq_Scalar, N, 0), 1);
+        gs = ag_div(sc, grad, N);
+        gsrc = ag_div(sc, ix_gather(sc, grad, dim, index), ix_gather(sc, N, dim, index));
+    } else if (!strcmp(r, "amax") || !strcmp(r, "amin")) {
+        od_tensor *result = ag_saved_out(sc, n, 0);
+        od_tensor *value = ix_gather(sc, result, dim, index);
+        od_tensor *self_is = ag_cmp(sc, OD_OPID_eq_Tensor, self, result);
+        od_tensor *src_is = ag_cmp(sc, OD_OPID_eq_Tensor, src, value);
+        od_dtype dt = self ? self->dtype : OD_FLOAT32;
+        od_tensor *N = ix_scatter_add(sc, ag_to(sc, self_is, dt, grad->device), dim, index,
+                                      ag_to(sc, src_is, dt, grad->device));
+        od_tensor *gd = ag_div(sc, grad, N);
+        gs = ag_mul(sc, self_is, gd);
+        gsrc = ag_mul(sc, src_is, ix_gather(sc, gd, dim, index));
+    } else if (!strcmp(r, "prod")) {
+        od_tensor *result = ag_saved_out(sc, n, 0);
+        od_tensor *masked_self = ix_fill(sc, self, ag_cmps(sc, OD_OPID_eq_Scalar, self, 0), 1);
+        od_tensor *msr = ag_call(sc, OD_OPID_scatter_reduce_two, 6, T(masked_self), dim, T(index), T(src), red,
+                                 od_bool(include_self));
+        gs = ag_div(sc, ag_mul(sc, grad, msr), masked_self);
+        od_tensor *src_zero = ag_cmps(sc, OD_OPID_eq_Scalar, src, 0);
+        od_dtype dt = self ? self->dtype : OD_FLOAT32;
+        od_tensor *nz = ix_gather(sc,
+                                  ix_scatter_add(sc, ix_like(sc, OD_OPID_zeros_like, self, dt), dim, index,
+                                                 ag_to(sc, src_zero, dt, grad->device)),
+                                  dim, index);
+        od_tensor *single = ag_call(sc, OD_OPID_logical_and, 2, T(src_zero), T(ag_cmps(sc, OD_OPID_eq_Scalar, nz, 1)));
+        od_tensor *masked_src = ix_fill(sc, src, single, 1);
+        od_tensor *msrc_r = ag_call(sc, OD_OPID_scatter_reduce_two, 6, T(self), dim, T(index), T(masked_src), red,
+                                    od_bool(include_self));
+        od_tensor *a = ix_gather(sc, ag_mul(sc, grad, msrc_r), dim, index);
+        od_tensor *b = ag_div(sc, ix_gather(sc, ag_mul(sc, grad, result), dim, index), ix_fill(sc, src, src_zero, 1));
+        gsrc = ag_call(sc, OD_OPID_where_self, 3, T(single), T(a), T(b));
+    } else {
+        sc->st = od_error_set(sc->err, OD_EINVAL, "Expected 'reduce' argument to be one of 'sum', 'prod', "
+                                                  "'mean', 'amax', 'amin' but got %s.", r);
+        return;
+    }
+    if (gs && !include_self) {
+        od_tensor *mask = ag_call(sc, OD_OPID_scatter_value, 4, T(ix_like(sc, OD_OPID_zeros_like, grad, OD_BOOL)),
+                                  dim, T(index), od_bool(true));
+        gs = ag_where0(sc, mask, gs, false);
+    }
+    SET(0, gs);
+    if (ks >= 0 && need[ks])
+        SET(ks, gsrc);
+}
+
+/* a mask as bool (a byte mask reads non-zero as set) */
+static od_tensor *ix_bool_mask(ag_scope *sc, od_tensor *mask)
+{
+    return mask && mask->dtype != OD_BOOL ? ag_cmps(sc, OD_OPID_ne_Scalar, mask, 0) : mask;
+}
+OD_BW(MaskedFillBackward0) { SET(0, ag_where0(sc, ix_bool_mask(sc, ag_saved(sc, n, 1)), g[0], false)); }
+OD_BW(MaskedFillBackward1)
+{
+    od_tensor *mask = ix_bool_mask(sc, ag_saved(sc, n, 1));
+    SET(0, ag_where0(sc, mask, g[0], false));
+    int k = ag_in(n, 2);
+    if (k >= 0 && need[k])
+        SET(k, ag_sum_dims(sc, ag_where0(sc, mask, g[0], true), NULL, 0, false));
+}
+/* masked_select_backward: grad into zeros of the broadcast shape at the
+ * mask's set positions (row-major), as a flat scatter_add */
+OD_BW(MaskedSelectBackward0)
+{
+    const ag_tmeta *in = &n->in_meta[0];
+    od_tensor *mask = ag_saved(sc, n, 1);
+    if (!mask)
+        return;
+    int64_t shape[OD_MAX_DIMS], numel = 1, flat = -1;
+    int nd = 0;
+    od_status st = od_broadcast_shapes(mask->sizes, mask->ndim, in->sizes, in->ndim, shape, &nd, sc->err);
+    if (st) {
+        sc->st = st;
+        return;
+    }
+    for (int i = 0; i < nd; i++)
+        numel *= shape[i];
+    od_tensor *m = ag_reshape(sc, ix_bool_mask(sc, ag_expand(sc, mask, shape, nd)), &flat, 1);
+    od_tensor *idx = ag_reshape(sc, ag_call(sc, OD_OPID_nonzero, 1, T(m)), &flat, 1);
+    ag_tmeta z = *in;
+    z.ndim = 1;
+    z.sizes[0] = numel;
+    z.dtype = g[0]->dtype;
+    SET(0, ag_reshape(sc, ix_scatter_add(sc, ag_zeros(sc, &z), od_int(0), idx, g[0]), shape, nd));
+}
+/* take_backward: grad added into zeros of self's flat shape at the
+ * (wrapped) index */
+OD_BW(TakeBackward0)
+{
+    const ag_tmeta *in = &n->in_meta[0];
+    int64_t numel = 1, flat = -1;
+    for (int i = 0; i < in->ndim; i++)
+        numel *= in->sizes[i];
+    ag_tmeta z = *in;
+    z.dtype = g[0]->dtype;
+    if (numel == 0) {
+        SET(0, ag_zeros(sc, &z));
+        return;
+    }
+    od_tensor *idx = ag_reshape(sc, ag_call(sc, OD_OPID_remainder_Scalar, 2, T(ag_saved(sc, n, 1)), od_int(numel)),
+                                &flat, 1);
+    z.ndim = 1;
+    z.sizes[0] = numel;
+    od_tensor *r = ix_scatter_add(sc, ag_zeros(sc, &z), od_int(0), idx, ag_reshape(sc, g[0], &flat, 1));
+    SET(0, ag_reshape(sc, r, in->sizes, in->ndim));
+}
+
+/* the rows of grad that index picks along dim (a 0-dim source takes index's
+ * one value); the engine sums them to a broadcast source's shape */
+static od_tensor *ix_rows(ag_scope *sc, od_node *n, od_tensor *grad)
+{
+    od_tensor *index = ag_saved(sc, n, 2), *source = ag_saved(sc, n, 3);
+    if (!index || !source)
+        return NULL;
+    od_tensor *r = ag_call(sc, OD_OPID_index_select, 3, T(grad), n->args[1], T(index));
+    return source->ndim == 0 ? ag_reshape(sc, r, NULL, 0) : r;
+}
+static od_tensor *ix_fill0(ag_scope *sc, od_node *n, od_tensor *grad)
+{
+    return ag_call(sc, OD_OPID_index_fill_int_Scalar, 4, T(grad), n->args[1], T(ag_saved(sc, n, 2)), od_int(0));
+}
+OD_BW(IndexAddBackward0)
+{
+    SET(0, g[0]);
+    int k = ag_in(n, 3);
+    if (k >= 0 && need[k]) {
+        od_tensor *r = ix_rows(sc, n, g[0]);
+        double alpha = n->nargs > 4 && od_value_is_number(&n->args[4]) ? od_value_as_double(&n->args[4]) : 1.0;
+        SET(k, alpha == 1.0 ? r : ag_muls(sc, r, alpha));
+    }
+}
+OD_BW(IndexCopyBackward0)
+{
+    SET(0, ix_fill0(sc, n, g[0]));
+    int k = ag_in(n, 3);
+    if (k >= 0 && need[k])
+        SET(k, ix_rows(sc, n, g[0]));
+}
+OD_BW(IndexFillBackward0) { SET(0, ix_fill0(sc, n, g[0])); }
 
 /* ---- the table ---------------------------------------------------------------------- */
 

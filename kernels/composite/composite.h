@@ -36,12 +36,18 @@ OD_CX_KERNEL(od_cea_constant_pad_nd); /* shapes.c */
 OD_CX_KERNEL(od_cea_repeat);
 OD_CX_KERNEL(od_cea_flip);
 OD_CX_KERNEL(od_cea_roll);
+OD_CX_KERNEL(od_cx_tril_triu); /* tril, triu (cea); tril_, triu_ (cia) */
 OD_CX_KERNEL(od_cea_reduce_logical); /* reductions.c: all, any */
 OD_CX_KERNEL(od_cea_count_nonzero);
 OD_CX_KERNEL(od_cea_max_min); /* max, min, max.dim, min.dim */
 OD_CX_KERNEL(od_cea_nansum);
 OD_CX_KERNEL(od_cea_logsumexp);
 OD_CX_KERNEL(od_cea_std_var_mean); /* std, var_mean, std_mean */
+OD_CX_KERNEL(od_cea_masked_select); /* indexing.c */
+OD_CX_KERNEL(od_cea_index_add);
+OD_CX_KERNEL(od_cea_index_copy);
+OD_CX_KERNEL(od_cea_index_fill); /* index_fill.int_Scalar */
+OD_CX_KERNEL(od_cia_index_fill_);
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */
 void od_cx_factories_init(void);

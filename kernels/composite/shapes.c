@@ -1,4 +1,4 @@
-/* shapes.c — constant_pad_nd, repeat, flip and roll, composed of operators
+/* shapes.c — constant_pad_nd, repeat, flip, roll, tril and triu, composed of operators
  * every backend has (full, copy_, slice views, cat, index_select, expand,
  * reshape).
  *
@@ -8,10 +8,13 @@
  * in PyTorch. Arguments are checked first, with PyTorch's messages, so no
  * inner call reports an error in its own terms.
  */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "composite.h"
+
+#define T_(x) od_tensor_v(x)
 
 /* copy_(dst, src) through the dispatcher. */
 static od_status copy_into(od_tensor *dst, od_tensor *src, od_error *err)
@@ -324,5 +327,81 @@ OD_CX_KERNEL(od_cea_roll)
         od_tensor_release(out);
         return st;
     }
+    return od_cx_return1(s, out);
+}
+
+/* tril, triu: self where the column minus the row is <= diagonal (tril) or
+ * >= diagonal (triu) in the last two dims, zero elsewhere, as a where over an
+ * index comparison every backend has. tril_/triu_ zero self's other
+ * elements with masked_fill_ where ATen's kernel works in self itself, which
+ * writes through an expanded self (a location is zeroed if any of its
+ * aliases is outside the triangle); elsewhere ATen computes a copy and
+ * copy_s it back, which refuses an overlapping self. */
+
+/* ATen's checkTrilTriuBatchContiguous(self, allow_zero_stride=true): does
+ * the in-place kernel work in self itself? */
+static bool tril_in_self(const od_tensor *t)
+{
+    if (od_tensor_is_contiguous(t) || t->ndim <= 3)
+        return true;
+    int64_t expect = t->sizes[t->ndim - 1] * t->sizes[t->ndim - 2];
+    for (int i = t->ndim - 3; i >= 0; i--) {
+        if (i == 0 && (t->strides[0] == 0 || t->sizes[0] == 1))
+            continue;
+        if (expect != t->strides[i])
+            return false;
+        expect *= t->sizes[i];
+    }
+    return true;
+}
+
+OD_CX_KERNEL(od_cx_tril_triu)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    bool lower = id == OD_OPID_tril || id == OD_OPID_tril_;
+    bool inplace = id == OD_OPID_tril_ || id == OD_OPID_triu_;
+    od_tensor *self, *out = NULL;
+    int64_t k;
+    int w;
+    od_status st;
+    if ((st = od_cx_arg_tensor(op, s, 0, &self, err)) || (st = od_cx_arg_int(op, s, 1, &k, err)))
+        return st;
+    if (od_tensor_numel(self) == 0) { /* ATen returns before any check */
+        if (inplace) {
+            od_tensor_retain(self);
+            return od_cx_return1(s, self);
+        }
+        if ((st = od_cx_clone(self, OD_MF_PRESERVE, &out, err)))
+            return st;
+        return od_cx_return1(s, out);
+    }
+    if ((st = od_wrap_dim(-2, self->ndim, &w, err))) /* torch's own check: two dims at least */
+        return st;
+    if (k > (INT64_C(1) << 62) || k < -(INT64_C(1) << 62)) /* torch's index arithmetic overflows there */
+        return od_error_set(err, OD_EINVAL, "%s: diagonal %" PRId64 " is out of the range [-2^62, 2^62]",
+                            lower ? "tril" : "triu", k);
+    int64_t m = self->sizes[self->ndim - 2], n = self->sizes[self->ndim - 1], col[2] = {m, 1};
+    od_cx_scope sc = od_cx_scope_begin(err);
+    od_tensor *r = od_cx_call(&sc, OD_OPID_arange, 5, od_int(m), od_dtype_v(OD_INT64), od_none(),
+                              od_device_v(self->device), od_none());
+    od_tensor *c = od_cx_call(&sc, OD_OPID_arange, 5, od_int(n), od_dtype_v(OD_INT64), od_none(),
+                              od_device_v(self->device), od_none());
+    r = od_cx_call(&sc, OD_OPID_view, 2, T_(r), od_list_v(OD_T_INT_LIST, col, 2));
+    od_tensor *diff = od_cx_call(&sc, OD_OPID_sub_Tensor, 3, T_(c), T_(r), od_int(1));
+    if (inplace && tril_in_self(self)) {
+        od_tensor *drop = od_cx_call(&sc, lower ? OD_OPID_gt_Scalar : OD_OPID_lt_Scalar, 2, T_(diff), od_int(k));
+        out = od_cx_keep(od_cx_call(&sc, OD_OPID_masked_fill__Scalar, 3, T_(self), T_(drop), od_int(0)));
+    } else {
+        od_tensor *keep = od_cx_call(&sc, lower ? OD_OPID_le_Scalar : OD_OPID_ge_Scalar, 2, T_(diff), od_int(k));
+        od_tensor *z = od_cx_call(&sc, OD_OPID_zeros_like, 6, T_(self), od_none(), od_none(), od_none(), od_none(),
+                                  od_none());
+        out = od_cx_call(&sc, OD_OPID_where_self, 3, T_(keep), T_(self), T_(z));
+        if (inplace)
+            out = od_cx_call(&sc, OD_OPID_copy_, 3, T_(self), T_(out), od_bool(false));
+        out = od_cx_keep(out);
+    }
+    if ((st = od_cx_scope_end(&sc)))
+        return st;
     return od_cx_return1(s, out);
 }

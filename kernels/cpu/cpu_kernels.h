@@ -40,6 +40,10 @@ OD_CPU_KERNEL_(od_cpu_cat)
 OD_CPU_KERNEL_(od_cpu_index_select)
 OD_CPU_KERNEL_(od_cpu_scan)    /* scan.c: cumsum cumprod logcumsumexp cummax cummin */
 OD_CPU_KERNEL_(od_cpu_sort)    /* sort.c: sort sort.stable topk kthvalue */
+OD_CPU_KERNEL_(od_cpu_scatter)   /* scatter.c: gather, scatter.*, scatter_add, scatter_reduce.two */
+OD_CPU_KERNEL_(od_cpu_masked_fill) /* masked.c: masked_fill.Scalar / .Tensor */
+OD_CPU_KERNEL_(od_cpu_nonzero)     /* masked.c: allocates its data-dependent result */
+OD_CPU_KERNEL_(od_cpu_take)        /* masked.c */
 
 #undef OD_CPU_KERNEL_
 

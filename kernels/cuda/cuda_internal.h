@@ -43,6 +43,10 @@ OD_CUDA_KERNEL_(od_cuda_fill)        /* ew.c: fill_.Scalar */
 OD_CUDA_KERNEL_(od_cuda_copy)        /* copy.c: clone, copy_ (any device pair) */
 OD_CUDA_KERNEL_(od_cuda_cat)         /* copy.c */
 OD_CUDA_KERNEL_(od_cuda_index_select)/* copy.c */
+OD_CUDA_KERNEL_(od_cuda_scatter)     /* index.c: gather, scatter.*, scatter_add, scatter_reduce.two */
+OD_CUDA_KERNEL_(od_cuda_masked_fill) /* index.c: masked_fill.Scalar / .Tensor */
+OD_CUDA_KERNEL_(od_cuda_nonzero)     /* index.c: counts, then allocates */
+OD_CUDA_KERNEL_(od_cuda_take)        /* index.c */
 OD_CUDA_KERNEL_(od_cuda_arange)      /* factory.c */
 OD_CUDA_KERNEL_(od_cuda_random)      /* factory.c: rand, randn */
 OD_CUDA_KERNEL_(od_cuda_reduce)      /* reduce.c */

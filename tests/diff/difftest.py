@@ -46,6 +46,8 @@ MEMORY_FORMATS = ["contiguous_format", "preserve_format", "channels_last", "chan
 # A schema names a string argument's default at most, so its values come from
 # this vocabulary of aten's string arguments (rounding_mode, approximate, ...).
 STRINGS = ["none", "tanh", "trunc", "floor", "mean", "sum", "bogus"]
+# scatter's reduce (old and new names) and a bad one
+REDUCE_STRINGS = ["add", "multiply", "sum", "prod", "mean", "amax", "amin", "bogus"]
 # Operators whose results are random, and our own namespace's references.
 NONDETERMINISTIC = re.compile(r"^(rand|normal|bernoulli|uniform|multinomial|poisson|exponential|geometric|"
                               r"cauchy|log_normal|rrelu)|dropout")
@@ -97,6 +99,9 @@ def torch_bug(c, t):
         return "index_select of a 0-dim tensor with an index of length != 1 (torch reads past the index)"
     if any(s < 0 for o in t["outputs"] for s in o.get("shape", [])):
         return "a negative size in torch's output shape"
+    if c.op.split(".")[0] in ("tril", "triu", "tril_", "triu_") and len(args) >= 2 and \
+            isinstance(args[1], int) and abs(args[1]) > 1 << 62:
+        return "tril/triu with a diagonal near the int64 limits (torch's index arithmetic overflows)"
     ub = cxx_undefined(c, args, t)
     if ub:
         return ub
@@ -651,7 +656,7 @@ class Gen:
         if base == "bool":
             return self.pick((a.name, "bool"), [False, True])
         if base == "str":
-            return self.pick((a.name, "str"), STRINGS)
+            return self.pick((a.name, "str"), REDUCE_STRINGS if a.name == "reduce" else STRINGS)
         if base == "ScalarType":
             return self.pick((a.name, "dtype"), DTYPES)
         if base == "MemoryFormat":
@@ -766,8 +771,13 @@ class Gen:
         return [x, prev[-1]] if prev else [x]  # chain_t: linear's weight
 
     def tensor(self, key):
-        if self.pick((key, "kind"), ["any", "index"]) == "index":
+        # gather's and scatter's index: the rank of the first tensor, no larger
+        kinds = ["any", "index"] + (["index_nd"] if key == "index" and self.first is not None else [])
+        kind = self.pick((key, "kind"), kinds)
+        if kind == "index":
             dtype, shape, mode = "int64", [self.size()], "index"  # index_select's, embedding's
+        elif kind == "index_nd":
+            dtype, shape, mode = "int64", [self.rng.randint(0, s) for s in self.first], "index"
         else:
             dtype = self.first_dtype if self.shared_dtype and self.first_dtype else self.pick((key, "dtype"), DTYPES)
             shape = self.shape(key) if self.first is not None else list(self.base)

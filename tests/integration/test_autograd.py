@@ -134,6 +134,8 @@ def make_cases(rng):
     add("nansum", a23())
     add("logsumexp", RG(g(rng, 3, 4)), [1])
     add("logsumexp", RG(g(rng, 2, 3, 2)), [0, 2], True)
+    add("tril", RG(g(rng, 3, 4)), 1)
+    add("triu", RG(g(rng, 2, 3, 4)), -1)
     add("_softmax", RG(g(rng, 3, 4)), 1, False)
     add("_log_softmax", RG(g(rng, 3, 4)), 0, False)
     add("softmax.int", RG(g(rng, 2, 3, 4)), -1)
@@ -154,6 +156,25 @@ def make_cases(rng):
     add("index_select", RG(g(rng, 4, 3)), 0, np.array([2, 0, 2]))
     add("index_select", RG(g(rng, 2, 5, 3)), 1, np.array([4, 4, 1, 0]))
     add("embedding", RG(g(rng, 5, 3)), np.array([[1, 4], [1, 0]]))
+    add("gather", RG(g(rng, 2, 3)), 1, np.array([[0, 2, 2, 1], [1, 0, 1, 1]]))
+    add("gather", RG(g(rng, 3, 2)), -2, np.array([[2, 0]]))
+    # scatter's targets are unique per row: an overwritten src has no gradient
+    add("scatter.src", a23(), 1, np.array([[2, 0], [1, 2]]), RG(g(rng, 2, 2)))  # torch: src as index
+    add("scatter.value", a23(), 0, np.array([[1, 0, 1]]), 1.5)
+    add("scatter_add", a23(), 1, np.array([[2, 2, 0], [1, 0, 1]]), RG(g(rng, 2, 3)))
+    mask = rng.random((2, 1, 3)) < 0.5  # broadcasts self [2, 3] to [2, 2, 3]
+    add("masked_fill.Scalar", a23(), mask, 0.5)
+    add("masked_fill.Tensor", a23(), mask, RG(g(rng)))
+    add("masked_select", a23(), mask)
+    add("take", a23(), np.array([[5, -1, 0], [2, 2, -6]]))
+    add("index_add", a23(), 1, np.array([2, 0, 2]), RG(g(rng, 2, 3)), alpha=1.5)
+    add("index_add", a23(), 0, np.array([1], dtype=np.int32), RG(g(rng, 1, 3)))  # int32 index
+    add("index_copy", a23(), 1, np.array([2, 0]), RG(g(rng, 2, 2)))
+    add("index_fill.int_Scalar", a23(), 1, np.array([2, -3]), 0.5)
+    for red in ("sum", "prod", "mean", "amax", "amin"):
+        for inc in (True, False):
+            add("scatter_reduce.two", a23(), 1, np.array([[2, 2, 0], [1, 1, 1]]), RG(g(rng, 2, 3, away=0.2)),
+                red, include_self=inc)
     add("view", a23(), [3, 2])
     add("reshape", a23(), [6])
     add("transpose.int", RG(g(rng, 2, 3, 4)), 0, 2)

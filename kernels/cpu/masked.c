@@ -1,0 +1,212 @@
+/* masked.c — CPU masked_fill (Scalar and Tensor value), nonzero and take.
+ *
+ * Invariants: the shape functions (kernels/shape_index.c) have checked the
+ * shapes and dtypes. masked_fill reads its mask as ATen 1.13's CPU kernel
+ * does: a bool mask as is (masked_fill_ writes self in place, expanded or
+ * not, as ATen does with a deprecation warning), any other dtype by the first byte of each
+ * element, which must be 0 or 1 ("Mask tensor can take 0 and 1 values
+ * only"). nonzero's result size depends on the data: it counts first and
+ * allocates [count, ndim] itself (its shape function only refuses Meta, as
+ * torch's Meta does). take checks every index
+ * before it reads. Single-threaded, any strides.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "od_half.h"
+#include "od_shape.h"
+
+/* Row-major walk over sizes[0..nd) for up to two strided operands. */
+typedef struct rm_walk {
+    int nd;
+    int64_t sizes[OD_MAX_DIMS], coord[OD_MAX_DIMS];
+} rm_walk;
+
+static void rm_init(rm_walk *w, const int64_t *sizes, int nd)
+{
+    memset(w, 0, sizeof *w);
+    w->nd = nd;
+    if (nd > 0)
+        memcpy(w->sizes, sizes, sizeof(int64_t) * (size_t)nd);
+}
+
+static int64_t rm_offset(const rm_walk *w, const int64_t *strides)
+{
+    int64_t o = 0;
+    for (int k = 0; k < w->nd; k++)
+        o += w->coord[k] * strides[k];
+    return o;
+}
+
+static void rm_next(rm_walk *w)
+{
+    for (int k = w->nd - 1; k >= 0; k--) {
+        if (++w->coord[k] < w->sizes[k])
+            return;
+        w->coord[k] = 0;
+    }
+}
+
+/* Element p of dtype dt is not zero (NaN is not; -0.0 is). */
+static bool is_nonzero(const char *p, od_dtype dt)
+{
+    switch (dt) {
+    case OD_BOOL: return *(const bool *)p;
+    case OD_UINT8:
+    case OD_INT8: return *(const uint8_t *)p != 0;
+    case OD_INT16: return *(const int16_t *)p != 0;
+    case OD_INT32: return *(const int32_t *)p != 0;
+    case OD_INT64: return *(const int64_t *)p != 0;
+    case OD_FLOAT16: return od_half_to_float(*(const uint16_t *)p) != 0.0f;
+    case OD_BFLOAT16: return od_bf16_to_float(*(const uint16_t *)p) != 0.0f;
+    case OD_FLOAT32: return *(const float *)p != 0.0f;
+    default: return *(const double *)p != 0.0;
+    }
+}
+
+/* A 0-dim CPU tensor's value as a Scalar, as Tensor.item() gives it. */
+static od_value item_of(const od_tensor *t)
+{
+    const char *p = od_tensor_data(t);
+    switch (t->dtype) {
+    case OD_BOOL: return od_bool(*(const bool *)p);
+    case OD_UINT8: return od_int(*(const uint8_t *)p);
+    case OD_INT8: return od_int(*(const int8_t *)p);
+    case OD_INT16: return od_int(*(const int16_t *)p);
+    case OD_INT32: return od_int(*(const int32_t *)p);
+    case OD_INT64: return od_int(*(const int64_t *)p);
+    case OD_FLOAT16: return od_double(od_half_to_float(*(const uint16_t *)p));
+    case OD_BFLOAT16: return od_double(od_bf16_to_float(*(const uint16_t *)p));
+    case OD_FLOAT32: return od_double(*(const float *)p);
+    default: return od_double(*(const double *)p);
+    }
+}
+
+od_status od_cpu_masked_fill(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)op;
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_out_spec spec;
+    int nouts = 0;
+    od_status st = od_shape_masked_fill(id, s, &spec, &nouts, err);
+    if (st)
+        return st;
+    od_tensor *self = s->args[0].u.t, *mask = s->args[1].u.t, *out = NULL, *mview = NULL;
+    bool inplace = spec.alias_of == 0; /* masked_fill_: self is written, whatever its layout */
+    od_value v = s->args[2].tag == OD_T_TENSOR ? item_of(s->args[2].u.t) : s->args[2];
+    if ((st = od_scalar_check_fits(&v, self->dtype, err)))
+        return st;
+    char vbuf[8] = {0};
+    od_cpu_scalar_to_dtype(&v, self->dtype, vbuf);
+    if ((st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err)))
+        return st;
+    if ((!inplace && (st = od_cpu_copy_into(out, self, err))) ||
+        (st = od_tensor_expand(mask, out->sizes, out->ndim, &mview, err)))
+        goto done;
+    size_t es = od_dtype_size(out->dtype);
+    bool byte_mask = mask->dtype != OD_BOOL;
+    const char *md = od_tensor_data(mview);
+    size_t ms = od_dtype_size(mask->dtype);
+    char *od = od_tensor_data(out);
+    rm_walk w;
+    rm_init(&w, out->sizes, out->ndim);
+    int64_t n = od_tensor_numel(out);
+    for (int64_t i = 0; i < n; i++, rm_next(&w)) {
+        /* ATen reads a non-bool mask's first byte (its lowest on x86) */
+        uint8_t m = *(const uint8_t *)(md + rm_offset(&w, mview->strides) * (int64_t)ms);
+        if (byte_mask && m > 1) {
+            st = od_error_set(err, OD_EINVAL, "Mask tensor can take 0 and 1 values only");
+            goto done;
+        }
+        if (m)
+            memcpy(od + rm_offset(&w, out->strides) * (int64_t)es, vbuf, es);
+    }
+done:
+    od_tensor_release(mview);
+    if (st) {
+        od_tensor_release(out);
+        return st;
+    }
+    s->rets[0] = od_tensor_v(out);
+    s->nrets = 1;
+    return OD_OK;
+}
+
+od_status od_cpu_nonzero(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ctx;
+    (void)op;
+    (void)ks;
+    if (s->nargs < 1 || s->args[0].tag != OD_T_TENSOR || !s->args[0].u.t)
+        return od_error_set(err, OD_EINVAL, "nonzero(): argument 'self' must be a Tensor");
+    od_tensor *self = s->args[0].u.t;
+    const char *d = od_tensor_data(self);
+    size_t es = od_dtype_size(self->dtype);
+    int64_t n = od_tensor_numel(self), count = 0;
+    rm_walk w;
+    rm_init(&w, self->sizes, self->ndim);
+    for (int64_t i = 0; i < n; i++, rm_next(&w))
+        count += is_nonzero(d + rm_offset(&w, self->strides) * (int64_t)es, self->dtype);
+    od_out_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.dtype = OD_INT64;
+    spec.device = self->device;
+    spec.ndim = 2;
+    spec.sizes[0] = count;
+    spec.sizes[1] = self->ndim;
+    spec.alias_of = -1;
+    od_tensor *out = NULL;
+    od_status st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err);
+    if (st)
+        return st;
+    int64_t *o = od_tensor_data(out);
+    rm_init(&w, self->sizes, self->ndim);
+    for (int64_t i = 0, r = 0; i < n && r < count; i++, rm_next(&w))
+        if (is_nonzero(d + rm_offset(&w, self->strides) * (int64_t)es, self->dtype)) {
+            if (self->ndim > 0) /* a 0-dim result row is empty (and o may be NULL) */
+                memcpy(o + r * self->ndim, w.coord, sizeof(int64_t) * (size_t)self->ndim);
+            r++;
+        }
+    s->rets[0] = od_tensor_v(out);
+    s->nrets = 1;
+    return OD_OK;
+}
+
+od_status od_cpu_take(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)op;
+    (void)ks;
+    od_out_spec spec;
+    int nouts = 0;
+    od_status st = od_shape_take(OD_OPID_OF_CTX(ctx), s, &spec, &nouts, err);
+    if (st)
+        return st;
+    od_tensor *self = s->args[0].u.t, *index = s->args[1].u.t, *out = NULL;
+    int64_t numel = od_tensor_numel(self), n = od_tensor_numel(index);
+    const int64_t *iv = od_tensor_data(index);
+    rm_walk w;
+    rm_init(&w, index->sizes, index->ndim);
+    for (int64_t i = 0, wr; i < n; i++, rm_next(&w))
+        if ((st = od_take_check_index(iv[rm_offset(&w, index->strides)], numel, &wr, err)))
+            return st;
+    if ((st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err)))
+        return st;
+    size_t es = od_dtype_size(self->dtype);
+    const char *sd = od_tensor_data(self);
+    char *od = od_tensor_data(out);
+    rm_init(&w, index->sizes, index->ndim);
+    for (int64_t i = 0; i < n; i++, rm_next(&w)) {
+        int64_t lin = 0, off = 0;
+        (void)od_take_check_index(iv[rm_offset(&w, index->strides)], numel, &lin, err);
+        for (int k = self->ndim - 1; k >= 0; k--) { /* flat position -> self's strided offset */
+            off += (lin % self->sizes[k]) * self->strides[k];
+            lin /= self->sizes[k];
+        }
+        memcpy(od + i * (int64_t)es, sd + off * (int64_t)es, es);
+    }
+    s->rets[0] = od_tensor_v(out);
+    s->nrets = 1;
+    return OD_OK;
+}

@@ -1,0 +1,336 @@
+/* scatter.c — CPU gather, scatter (src / value / reduce), scatter_add and
+ * scatter_reduce.two.
+ *
+ * Invariants: od_scatter_parse (kernels/shape_index.c) has checked ranks,
+ * sizes, dtypes and the reduce name. Every index value is checked before
+ * anything is written, so a bad index is an error, never an access outside
+ * self. Index positions are visited in row-major order, so the contributions
+ * to one element of the result are combined in the order of their index
+ * along dim, as ATen's CPU kernel does (which fixes float rounding). Values
+ * are combined in the dtype's compute family (float for float16, bfloat16
+ * and float32, as c10::Half arithmetic rounds each step; double; int64 with
+ * wraparound for integers and bool) and stored back after each step.
+ * Single-threaded: correctness over speed.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "od_half.h"
+#include "od_shape.h"
+
+typedef enum { FAM_I64, FAM_F32, FAM_F64 } fam;
+
+static fam fam_of(od_dtype dt)
+{
+    return dt == OD_FLOAT64 ? FAM_F64
+           : (dt == OD_FLOAT32 || dt == OD_FLOAT16 || dt == OD_BFLOAT16) ? FAM_F32
+                                                                         : FAM_I64;
+}
+
+static int64_t ld_i(const char *p, od_dtype dt)
+{
+    switch (dt) {
+    case OD_BOOL: return *(const bool *)p;
+    case OD_UINT8: return *(const uint8_t *)p;
+    case OD_INT8: return *(const int8_t *)p;
+    case OD_INT16: return *(const int16_t *)p;
+    case OD_INT32: return *(const int32_t *)p;
+    default: return *(const int64_t *)p;
+    }
+}
+
+static void st_i(char *p, od_dtype dt, int64_t v)
+{
+    switch (dt) {
+    case OD_BOOL: *(bool *)p = v != 0; break;
+    case OD_UINT8: *(uint8_t *)p = (uint8_t)v; break;
+    case OD_INT8: *(int8_t *)p = (int8_t)(uint8_t)v; break;
+    case OD_INT16: *(int16_t *)p = (int16_t)(uint16_t)v; break;
+    case OD_INT32: *(int32_t *)p = (int32_t)(uint32_t)v; break;
+    default: *(int64_t *)p = v; break;
+    }
+}
+
+static double ld_f(const char *p, od_dtype dt)
+{
+    switch (dt) {
+    case OD_FLOAT16: return od_half_to_float(*(const uint16_t *)p);
+    case OD_BFLOAT16: return od_bf16_to_float(*(const uint16_t *)p);
+    case OD_FLOAT32: return *(const float *)p;
+    default: return *(const double *)p;
+    }
+}
+
+/* v: a float value for the float32 family (exact in double), else a double. */
+static void st_f(char *p, od_dtype dt, double v)
+{
+    switch (dt) {
+    case OD_FLOAT16: *(uint16_t *)p = od_float_to_half((float)v); break;
+    case OD_BFLOAT16: *(uint16_t *)p = od_float_to_bf16((float)v); break;
+    case OD_FLOAT32: *(float *)p = (float)v; break;
+    default: *(double *)p = v; break;
+    }
+}
+
+static float comb_f32(float a, float b, od_scatter_reduce r)
+{
+    switch (r) {
+    case OD_SCR_SUM:
+    case OD_SCR_MEAN: return a + b;
+    case OD_SCR_PROD: return a * b;
+    case OD_SCR_AMAX: return isnan(b) ? b : (a < b ? b : a);
+    case OD_SCR_AMIN: return isnan(b) ? b : (b < a ? b : a);
+    default: return b;
+    }
+}
+
+static double comb_f64(double a, double b, od_scatter_reduce r)
+{
+    switch (r) {
+    case OD_SCR_SUM:
+    case OD_SCR_MEAN: return a + b;
+    case OD_SCR_PROD: return a * b;
+    case OD_SCR_AMAX: return isnan(b) ? b : (a < b ? b : a);
+    case OD_SCR_AMIN: return isnan(b) ? b : (b < a ? b : a);
+    default: return b;
+    }
+}
+
+static int64_t comb_i64(int64_t a, int64_t b, od_scatter_reduce r)
+{
+    switch (r) {
+    case OD_SCR_SUM:
+    case OD_SCR_MEAN: return (int64_t)((uint64_t)a + (uint64_t)b);
+    case OD_SCR_PROD: return (int64_t)((uint64_t)a * (uint64_t)b);
+    case OD_SCR_AMAX: return a < b ? b : a;
+    case OD_SCR_AMIN: return b < a ? b : a;
+    default: return b;
+    }
+}
+
+/* *dst = *dst (r) *src, both of dtype dt. */
+static void combine(char *dst, const char *src, od_dtype dt, od_scatter_reduce r)
+{
+    switch (fam_of(dt)) {
+    case FAM_F32: st_f(dst, dt, comb_f32((float)ld_f(dst, dt), (float)ld_f(src, dt), r)); break;
+    case FAM_F64: st_f(dst, dt, comb_f64(ld_f(dst, dt), ld_f(src, dt), r)); break;
+    default: st_i(dst, dt, comb_i64(ld_i(dst, dt), ld_i(src, dt), r)); break;
+    }
+}
+
+/* The identity scatter_reduce(include_self=False) starts a target from. */
+static void identity_of(od_scatter_reduce r, od_dtype dt, char *buf)
+{
+    if (fam_of(dt) != FAM_I64) {
+        st_f(buf, dt, r == OD_SCR_PROD ? 1.0 : r == OD_SCR_AMAX ? -INFINITY : r == OD_SCR_AMIN ? INFINITY : 0.0);
+        return;
+    }
+    static const int64_t lo[] = {[OD_BOOL] = 0, [OD_UINT8] = 0, [OD_INT8] = INT8_MIN, [OD_INT16] = INT16_MIN,
+                                 [OD_INT32] = INT32_MIN, [OD_INT64] = INT64_MIN};
+    static const int64_t hi[] = {[OD_BOOL] = 1, [OD_UINT8] = UINT8_MAX, [OD_INT8] = INT8_MAX,
+                                 [OD_INT16] = INT16_MAX, [OD_INT32] = INT32_MAX, [OD_INT64] = INT64_MAX};
+    st_i(buf, dt, r == OD_SCR_PROD ? 1 : r == OD_SCR_AMAX ? lo[dt] : r == OD_SCR_AMIN ? hi[dt] : 0);
+}
+
+/* out[pos] / count as ATen's mean does: count is first cast to the result's
+ * dtype (it wraps in narrow integers, and 0 becomes 1); integers divide
+ * with floor. */
+static void mean_divide(char *p, od_dtype dt, int64_t count)
+{
+    char cbuf[8];
+    if (fam_of(dt) == FAM_I64) {
+        st_i(cbuf, dt, count);
+        int64_t c = ld_i(cbuf, dt), a = ld_i(p, dt);
+        if (c == 0)
+            c = 1;
+        int64_t q;
+        if (c == -1) {
+            q = (int64_t)(0 - (uint64_t)a);
+        } else {
+            q = a / c;
+            if ((a % c != 0) && ((a < 0) != (c < 0)))
+                q--;
+        }
+        st_i(p, dt, q);
+    } else if (fam_of(dt) == FAM_F32) {
+        st_f(cbuf, dt, (double)(float)count);
+        float c = (float)ld_f(cbuf, dt);
+        st_f(p, dt, (float)ld_f(p, dt) / (c == 0 ? 1.0f : c));
+    } else {
+        double c = (double)count;
+        st_f(p, dt, ld_f(p, dt) / (c == 0 ? 1.0 : c));
+    }
+}
+
+/* Row-major walk over the index's positions: element offsets (in elements)
+ * of the index, of src and of the result's slot with dim left out. */
+typedef struct walk {
+    int nd, dim;
+    int64_t sizes[OD_MAX_DIMS];
+    int64_t istr[OD_MAX_DIMS], sstr[OD_MAX_DIMS], ostr[OD_MAX_DIMS];
+    int64_t coord[OD_MAX_DIMS];
+} walk;
+
+static void walk_offsets(const walk *w, int64_t *io, int64_t *so, int64_t *oo)
+{
+    *io = *so = *oo = 0;
+    for (int k = 0; k < w->nd; k++) {
+        *io += w->coord[k] * w->istr[k];
+        *so += w->coord[k] * w->sstr[k];
+        if (k != w->dim)
+            *oo += w->coord[k] * w->ostr[k];
+    }
+}
+
+static void walk_next(walk *w)
+{
+    for (int k = w->nd - 1; k >= 0; k--) {
+        if (++w->coord[k] < w->sizes[k])
+            return;
+        w->coord[k] = 0;
+    }
+}
+
+/* The first position (row-major) whose index is out of range, or -1. */
+static int64_t first_bad(const od_scatter_info *info, walk w, const int64_t *iv, int64_t n, int64_t *bad)
+{
+    int64_t size = info->self->ndim > 0 ? info->self->sizes[info->dim] : 1;
+    memset(w.coord, 0, sizeof w.coord);
+    for (int64_t k = 0; k < n; k++, walk_next(&w)) {
+        int64_t io, so, oo;
+        walk_offsets(&w, &io, &so, &oo);
+        if (iv[io] < 0 || iv[io] >= size) {
+            *bad = iv[io];
+            return k;
+        }
+    }
+    return -1;
+}
+
+od_status od_cpu_scatter(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)op;
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_out_spec spec;
+    int nouts = 0;
+    od_scatter_info info;
+    od_status st;
+    if ((st = od_shape_scatter(id, s, &spec, &nouts, err)) || (st = od_scatter_parse(id, s, &info, err)))
+        return st;
+    const od_tensor *self = info.self, *index = info.index, *src = info.src;
+    od_dtype dt = self->dtype;
+    size_t es = od_dtype_size(dt);
+    int64_t n = od_tensor_numel(index);
+    od_tensor *out = NULL;
+    if ((st = od_alloc_outputs(s, &spec, 1, &out, err)))
+        return st;
+    if (!info.gather && (st = od_cpu_copy_into(out, self, err)))
+        goto fail;
+    if (n == 0) {
+        /* ATen's mean still divides by a count of ones: nothing changes,
+         * but bool has no floor division */
+        if (info.reduce == OD_SCR_MEAN && dt == OD_BOOL) {
+            st = od_error_set(err, OD_EUNSUPPORTED, "\"div_floor_cpu\" not implemented for 'Bool'");
+            goto fail;
+        }
+        s->rets[0] = od_tensor_v(out);
+        s->nrets = 1;
+        return OD_OK;
+    }
+    if (info.reduce == OD_SCR_MEAN && dt == OD_BOOL && info.include_self) {
+        st = od_error_set(err, OD_EUNSUPPORTED,
+                          "\"scatter_gather_tensor_cpu_reduce_mean\" not implemented for 'Bool'");
+        goto fail;
+    }
+    walk w;
+    memset(&w, 0, sizeof w);
+    w.nd = index->ndim;
+    w.dim = info.dim;
+    int64_t ocontig[OD_MAX_DIMS];
+    for (int64_t k = out->ndim - 1, acc = 1; k >= 0; k--) {
+        ocontig[k] = acc;
+        acc *= out->sizes[k];
+    }
+    for (int k = 0; k < w.nd; k++) {
+        w.sizes[k] = index->sizes[k];
+        w.istr[k] = index->strides[k];
+        w.sstr[k] = src && k < src->ndim ? src->strides[k] : 0;
+        /* gather reads self (strided); scatter writes the contiguous result */
+        w.ostr[k] = info.gather ? (k < self->ndim ? self->strides[k] : 0) : (k < out->ndim ? ocontig[k] : 0);
+    }
+    int64_t dstride = info.gather ? (self->ndim > 0 ? self->strides[info.dim] : 0)
+                                  : (out->ndim > 0 ? ocontig[info.dim] : 0);
+    const int64_t *iv = (const int64_t *)od_tensor_data(index);
+    int64_t badv = 0, bad = first_bad(&info, w, iv, n, &badv);
+    char vbuf[8] = {0};
+    if (!info.gather && !src) {
+        /* ATen converts the value when it writes the first element */
+        if (bad != 0 && (st = od_scalar_check_fits(&info.value, dt, err)))
+            goto fail;
+        od_cpu_scalar_to_dtype(&info.value, dt, vbuf);
+    }
+    if (bad >= 0) {
+        st = od_scatter_check_index(&info, badv, err);
+        goto fail;
+    }
+    if (info.reduce == OD_SCR_MEAN && dt == OD_BOOL) {
+        st = od_error_set(err, OD_EUNSUPPORTED,
+                          "\"scatter_gather_tensor_cpu_reduce_mean\" not implemented for 'Bool'");
+        goto fail;
+    }
+    char *od = od_tensor_data(out);
+    const char *sd = info.gather ? od_tensor_data(self) : src ? od_tensor_data(src) : vbuf;
+    if (info.gather) {
+        for (int64_t k = 0; k < n; k++, walk_next(&w)) {
+            int64_t io, so, oo;
+            walk_offsets(&w, &io, &so, &oo);
+            memcpy(od + (size_t)k * es, sd + (oo + iv[io] * dstride) * (int64_t)es, es);
+        }
+        s->rets[0] = od_tensor_v(out);
+        s->nrets = 1;
+        return OD_OK;
+    }
+    int64_t *count = NULL;
+    if (info.reduce == OD_SCR_MEAN) {
+        count = calloc((size_t)od_tensor_numel(out), sizeof *count);
+        if (!count) {
+            st = od_error_set(err, OD_ENOMEM, "out of memory counting scatter_reduce's contributions");
+            goto fail;
+        }
+    }
+    if (!info.include_self) {
+        char ibuf[8];
+        identity_of(info.reduce, dt, ibuf);
+        walk w0 = w;
+        for (int64_t k = 0; k < n; k++, walk_next(&w0)) {
+            int64_t io, so, oo;
+            walk_offsets(&w0, &io, &so, &oo);
+            memcpy(od + (oo + iv[io] * dstride) * (int64_t)es, ibuf, es);
+        }
+    }
+    for (int64_t k = 0; k < n; k++, walk_next(&w)) {
+        int64_t io, so, oo;
+        walk_offsets(&w, &io, &so, &oo);
+        int64_t pos = oo + iv[io] * dstride;
+        combine(od + pos * (int64_t)es, src ? sd + so * (int64_t)es : vbuf, dt, info.reduce);
+        if (count)
+            count[pos]++;
+    }
+    if (count) {
+        int64_t total = od_tensor_numel(out);
+        for (int64_t p = 0; p < total; p++)
+            if (count[p])
+                mean_divide(od + p * (int64_t)es, dt, count[p] + (info.include_self ? 1 : 0));
+        free(count);
+    }
+    s->rets[0] = od_tensor_v(out);
+    s->nrets = 1;
+    return OD_OK;
+fail:
+    od_tensor_release(out);
+    return st;
+}
