@@ -132,7 +132,12 @@ static inline od_cx_scope od_cx_scope_begin(od_error *err) { return (od_cx_scope
 od_tensor *od_cx_call(od_cx_scope *sc, od_opid id, int nargs, ...);
 /* A new reference to t (for returning it past the scope's end). */
 od_tensor *od_cx_keep(od_tensor *t);
+/* _to_copy(t, dtype) with every other argument defaulted, in the scope. */
+od_tensor *od_cx_cast(od_cx_scope *sc, od_tensor *t, od_dtype dtype);
 /* Releases the scope's tensors; returns its status. */
 od_status od_cx_scope_end(od_cx_scope *sc);
+/* Ends the scope and, if it succeeded, stores t (a scope tensor, borrowed)
+ * as the kernel's only return (a new reference). */
+od_status od_cx_scope_return1(od_cx_scope *sc, od_stack *s, od_tensor *t);
 
 #endif

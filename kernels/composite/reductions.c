@@ -24,8 +24,17 @@
 static od_value dims1(const int64_t *d) { return od_list_v(OD_T_INT_LIST, (void *)d, 1); }
 static od_value no_dims(void) { return od_list_v(OD_T_INT_LIST, NULL, 0); }
 
-static od_status return2(od_stack *s, od_tensor *a, od_tensor *b)
+/* od_cx_scope_return1 for two returns (a, b: the scope's, borrowed) */
+static od_status scope_return2(od_cx_scope *sc, od_stack *s, od_tensor *a, od_tensor *b)
 {
+    a = od_cx_keep(a);
+    b = od_cx_keep(b);
+    od_status st = od_cx_scope_end(sc);
+    if (st) {
+        od_tensor_release(a);
+        od_tensor_release(b);
+        return st;
+    }
     s->rets[0] = od_tensor_v(a);
     s->rets[1] = od_tensor_v(b);
     s->nrets = 2;
@@ -58,12 +67,8 @@ OD_CX_KERNEL(od_cea_reduce_logical)
     od_tensor *r = od_cx_call(&sc, all ? OD_OPID_eq_Scalar : OD_OPID_ne_Scalar, 2, T(n), od_int(0));
     /* torch 1.13 keeps uint8 for uint8 input, bool otherwise */
     if (r && self->dtype == OD_UINT8)
-        r = od_cx_call(&sc, OD_OPID__to_copy, 7, T(r), od_dtype_v(OD_UINT8), od_none(), od_none(), od_none(),
-                       od_bool(false), od_none());
-    r = od_cx_keep(r);
-    if ((st = od_cx_scope_end(&sc)))
-        return st;
-    return od_cx_return1(s, r);
+        r = od_cx_cast(&sc, r, OD_UINT8);
+    return od_cx_scope_return1(&sc, s, r);
 }
 
 OD_CX_KERNEL(od_cea_count_nonzero)
@@ -80,10 +85,7 @@ OD_CX_KERNEL(od_cea_count_nonzero)
     else if (id == OD_OPID_count_nonzero && dims.tag == OD_T_INT)
         dims = dims1(&s->args[1].u.i);
     od_cx_scope sc = od_cx_scope_begin(err);
-    od_tensor *r = od_cx_keep(count(&sc, self, dims, false, false));
-    if ((st = od_cx_scope_end(&sc)))
-        return st;
-    return od_cx_return1(s, r);
+    return od_cx_scope_return1(&sc, s, count(&sc, self, dims, false, false));
 }
 
 /* max(), min(): amax/amin of everything, which torch refuses when empty */
@@ -104,11 +106,9 @@ OD_CX_KERNEL(od_cea_max_min)
                                 "%s(): Expected reduction dim to be specified for input.numel() == 0. Specify "
                                 "the reduction dim with the 'dim' argument.",
                                 name);
-        od_tensor *r = od_cx_keep(od_cx_call(&sc, mx ? OD_OPID_amax : OD_OPID_amin, 3, T(self), no_dims(),
-                                             od_bool(false)));
-        if ((st = od_cx_scope_end(&sc)))
-            return st;
-        return od_cx_return1(s, r);
+        return od_cx_scope_return1(&sc, s,
+                                   od_cx_call(&sc, mx ? OD_OPID_amax : OD_OPID_amin, 3, T(self), no_dims(),
+                                              od_bool(false)));
     }
     int64_t dim;
     bool keepdim;
@@ -121,17 +121,9 @@ OD_CX_KERNEL(od_cea_max_min)
     od_tensor *v = od_cx_call(&sc, mx ? OD_OPID_amax : OD_OPID_amin, 3, T(self), dims1(&dim), od_bool(keepdim));
     od_tensor *x = self;
     if (self->dtype == OD_BOOL) /* argmax/argmin refuse bool; uint8 orders it alike */
-        x = od_cx_call(&sc, OD_OPID__to_copy, 7, T(self), od_dtype_v(OD_UINT8), od_none(), od_none(), od_none(),
-                       od_bool(false), od_none());
+        x = od_cx_cast(&sc, self, OD_UINT8);
     od_tensor *i = od_cx_call(&sc, mx ? OD_OPID_argmax : OD_OPID_argmin, 3, T(x), od_int(dim), od_bool(keepdim));
-    v = od_cx_keep(v);
-    i = od_cx_keep(i);
-    if ((st = od_cx_scope_end(&sc))) {
-        od_tensor_release(v);
-        od_tensor_release(i);
-        return st;
-    }
-    return return2(s, v, i);
+    return scope_return2(&sc, s, v, i);
 }
 
 /* nansum: sum with NaN read as 0 (integers have none) */
@@ -156,10 +148,8 @@ OD_CX_KERNEL(od_cea_nansum)
     if (od_dtype_is_floating(self->dtype))
         x = od_cx_call(&sc, OD_OPID_where_ScalarSelf, 3, T(od_cx_call(&sc, OD_OPID_isnan, 1, T(self))), od_int(0),
                        T(self));
-    od_tensor *r = od_cx_keep(od_cx_call(&sc, OD_OPID_sum_dim_IntList, 4, T(x), s->args[1], s->args[2], s->args[3]));
-    if ((st = od_cx_scope_end(&sc)))
-        return st;
-    return od_cx_return1(s, r);
+    return od_cx_scope_return1(&sc, s, od_cx_call(&sc, OD_OPID_sum_dim_IntList, 4, T(x), s->args[1], s->args[2],
+                                                  s->args[3]));
 }
 
 /* logsumexp, as ATen's logsumexp_out_impl: integers in the default float;
@@ -189,8 +179,7 @@ OD_CX_KERNEL(od_cea_logsumexp)
     od_cx_scope sc = od_cx_scope_begin(err);
     od_tensor *x = self;
     if (!od_dtype_is_floating(self->dtype))
-        x = od_cx_call(&sc, OD_OPID__to_copy, 7, T(self), od_dtype_v(OD_DEFAULT_FLOAT), od_none(), od_none(),
-                       od_none(), od_bool(false), od_none());
+        x = od_cx_cast(&sc, self, OD_DEFAULT_FLOAT);
     od_tensor *r;
     if (od_tensor_numel(self) == 0) {
         od_tensor *e = od_cx_call(&sc, OD_OPID_exp, 1, T(x));
@@ -209,10 +198,7 @@ OD_CX_KERNEL(od_cea_logsumexp)
         }
         r = od_cx_call(&sc, OD_OPID_add_Tensor, 3, T(l), T(mk), od_int(1));
     }
-    r = od_cx_keep(r);
-    if ((st = od_cx_scope_end(&sc)))
-        return st;
-    return od_cx_return1(s, r);
+    return od_cx_scope_return1(&sc, s, r);
 }
 
 /* std, std.dim, std.correction: sqrt of the var overload of the same
@@ -257,16 +243,14 @@ OD_CX_KERNEL(od_cea_std_var_mean)
     bool huge = c && c->tag == OD_T_INT && (c->u.i > (INT64_C(1) << 62) || c->u.i < -(INT64_C(1) << 62));
     bool up = tab[k].sqrt && od_dtype_is_floating(self->dtype) && self->dtype != OD_FLOAT64 &&
               !(huge && self->dtype != OD_FLOAT32);
-    od_value x = up ? T(od_cx_call(&sc, OD_OPID__to_copy, 7, T(self), od_dtype_v(OD_FLOAT64), od_none(), od_none(),
-                                   od_none(), od_bool(false), od_none()))
+    od_value x = up ? T(od_cx_cast(&sc, self, OD_FLOAT64))
                     : s->args[0];
     od_tensor *v = whole ? od_cx_call(&sc, OD_OPID_var, 2, x, s->args[1])
                          : od_cx_call(&sc, tab[k].var, 4, x, s->args[1], s->args[2], s->args[3]);
     if (tab[k].sqrt)
         v = od_cx_call(&sc, OD_OPID_sqrt, 1, T(v));
     if (up)
-        v = od_cx_call(&sc, OD_OPID__to_copy, 7, T(v), od_dtype_v(self->dtype), od_none(), od_none(), od_none(),
-                       od_bool(false), od_none());
+        v = od_cx_cast(&sc, v, self->dtype);
     od_tensor *m = NULL;
     if (tab[k].mean) {
         m = od_cx_call(&sc, OD_OPID_mean_dim, 4, T(self), whole ? od_none() : s->args[1],
@@ -290,12 +274,5 @@ OD_CX_KERNEL(od_cea_std_var_mean)
             m = od_cx_call(&sc, OD_OPID_where_ScalarSelf, 3, T(early), od_double(NAN), T(m));
         }
     }
-    v = od_cx_keep(v);
-    m = od_cx_keep(m);
-    if ((st = od_cx_scope_end(&sc))) {
-        od_tensor_release(v);
-        od_tensor_release(m);
-        return st;
-    }
-    return tab[k].mean ? return2(s, v, m) : od_cx_return1(s, v);
+    return tab[k].mean ? scope_return2(&sc, s, v, m) : od_cx_scope_return1(&sc, s, v);
 }

@@ -391,7 +391,7 @@ OD_CX_KERNEL(od_cx_tril_triu)
     od_tensor *diff = od_cx_call(&sc, OD_OPID_sub_Tensor, 3, T_(c), T_(r), od_int(1));
     if (inplace && tril_in_self(self)) {
         od_tensor *drop = od_cx_call(&sc, lower ? OD_OPID_gt_Scalar : OD_OPID_lt_Scalar, 2, T_(diff), od_int(k));
-        out = od_cx_keep(od_cx_call(&sc, OD_OPID_masked_fill__Scalar, 3, T_(self), T_(drop), od_int(0)));
+        out = od_cx_call(&sc, OD_OPID_masked_fill__Scalar, 3, T_(self), T_(drop), od_int(0));
     } else {
         od_tensor *keep = od_cx_call(&sc, lower ? OD_OPID_le_Scalar : OD_OPID_ge_Scalar, 2, T_(diff), od_int(k));
         od_tensor *z = od_cx_call(&sc, OD_OPID_zeros_like, 6, T_(self), od_none(), od_none(), od_none(), od_none(),
@@ -399,9 +399,6 @@ OD_CX_KERNEL(od_cx_tril_triu)
         out = od_cx_call(&sc, OD_OPID_where_self, 3, T_(keep), T_(self), T_(z));
         if (inplace)
             out = od_cx_call(&sc, OD_OPID_copy_, 3, T_(self), T_(out), od_bool(false));
-        out = od_cx_keep(out);
     }
-    if ((st = od_cx_scope_end(&sc)))
-        return st;
-    return od_cx_return1(s, out);
+    return od_cx_scope_return1(&sc, s, out);
 }

@@ -310,3 +310,20 @@ od_status od_cx_scope_end(od_cx_scope *sc)
     sc->n = 0;
     return sc->st;
 }
+
+od_tensor *od_cx_cast(od_cx_scope *sc, od_tensor *t, od_dtype dtype)
+{
+    return od_cx_call(sc, OD_OPID__to_copy, 7, od_tensor_v(t), od_dtype_v(dtype), od_none(), od_none(), od_none(),
+                      od_bool(false), od_none());
+}
+
+od_status od_cx_scope_return1(od_cx_scope *sc, od_stack *s, od_tensor *t)
+{
+    t = od_cx_keep(t);
+    od_status st = od_cx_scope_end(sc);
+    if (st) {
+        od_tensor_release(t);
+        return st;
+    }
+    return od_cx_return1(s, t);
+}
