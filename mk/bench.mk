@@ -5,6 +5,9 @@
 #                     127.0.0.1 (bench/http/run.py); BENCH_DURATION=S per point
 #   make bench-load   opdispatch load against wrk on the same server, operator
 #                     and request bytes (bench/http/load.py)
+#   make bench-ops-torch  sort, topk, cumsum, gather, scatter_add at 1e6 in the
+#                     server (/v1/bench) against torch 1.13 on the same machine
+#                     (bench/ops_torch.py)
 #   make bench-store  stored tensors against shipping them: a 10-call chain on
 #                     1024x1024 and the cost of naming a 64 MiB stored tensor
 #                     (bench/http/store.py)
@@ -13,7 +16,7 @@ BENCH_DURATION ?= 5
 FIXED_SERVER := $(B)/bench/fixed_server
 BENCH_VENV_STAMP := .venv/.bench-$(shell md5sum tools/bench-requirements.txt 2>/dev/null | cut -c1-8)
 
-.PHONY: bench-http bench-store bench-load bench-clients
+.PHONY: bench-http bench-store bench-load bench-clients bench-ops-torch
 $(FIXED_SERVER): bench/http/fixed_server.c | $(SETUP_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $< -o $@ -lmicrohttpd
@@ -36,4 +39,7 @@ bench-load: $(SERVER) $(CLIENT_C) $(VENV_STAMP)
 bench-clients: $(SERVER) $(VENV_STAMP)
 	.venv/bin/python bench/http/client_py.py --opdispatchd $(B)/opdispatchd
 
-bench: bench-http bench-store bench-load bench-clients
+bench-ops-torch: $(SERVER) $(VENV_STAMP)
+	.venv/bin/python bench/ops_torch.py --opdispatchd $(B)/opdispatchd
+
+bench: bench-http bench-store bench-load bench-clients bench-ops-torch
