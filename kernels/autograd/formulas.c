@@ -1160,16 +1160,22 @@ static od_tensor *scatter_add_dim(ag_scope *sc, const ag_tmeta *in, od_tensor *g
     return ag_call(sc, OD_OPID_scatter_add, 4, T(ag_zeros(sc, &z)), od_int(d), T(idx), T(g));
 }
 
-OD_BW(CumsumBackward0)
+/* cumsum/cumprod: the wrapped dim and the gradient in self's dtype (a
+ * dtype argument may have widened the result); true where that gradient is
+ * already the answer (one element along the dim) */
+static bool scan_grad(od_node *n, od_tensor *const *g, ag_scope *sc, int64_t *d, od_tensor **gr)
 {
     const ag_tmeta *in = &n->in_meta[0];
-    int64_t d = wrap_dim_of(ag_arg(n, 1)->u.i, in->ndim);
-    od_tensor *gr = g[0]->dtype == in->dtype ? g[0] : ag_to(sc, g[0], in->dtype, g[0]->device);
-    if (od_tensor_numel(g[0]) <= 1 || in->ndim == 0 || in->sizes[d] == 1) {
-        SET(0, gr);
-        return;
-    }
-    SET(0, reversed_cumsum(sc, gr, d));
+    *d = wrap_dim_of(ag_arg(n, 1)->u.i, in->ndim);
+    *gr = g[0]->dtype == in->dtype ? g[0] : ag_to(sc, g[0], in->dtype, g[0]->device);
+    return od_tensor_numel(g[0]) <= 1 || in->ndim == 0 || in->sizes[*d] == 1;
+}
+
+OD_BW(CumsumBackward0)
+{
+    int64_t d;
+    od_tensor *gr;
+    SET(0, scan_grad(n, g, sc, &d, &gr) ? gr : reversed_cumsum(sc, gr, d));
 }
 
 /* ATen's cumprod_backward (first order): before the first zero
@@ -1179,9 +1185,9 @@ OD_BW(CumsumBackward0)
 OD_BW(CumprodBackward0)
 {
     const ag_tmeta *in = &n->in_meta[0];
-    int64_t d = wrap_dim_of(ag_arg(n, 1)->u.i, in->ndim);
-    od_tensor *gr = g[0]->dtype == in->dtype ? g[0] : ag_to(sc, g[0], in->dtype, g[0]->device);
-    if (od_tensor_numel(g[0]) <= 1 || in->ndim == 0 || in->sizes[d] == 1) {
+    int64_t d;
+    od_tensor *gr;
+    if (scan_grad(n, g, sc, &d, &gr)) {
         SET(0, gr);
         return;
     }

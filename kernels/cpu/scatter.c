@@ -75,29 +75,23 @@ static void st_f(char *p, od_dtype dt, double v)
     }
 }
 
-static float comb_f32(float a, float b, od_scatter_reduce r)
-{
-    switch (r) {
-    case OD_SCR_SUM:
-    case OD_SCR_MEAN: return a + b;
-    case OD_SCR_PROD: return a * b;
-    case OD_SCR_AMAX: return isnan(b) ? b : (a < b ? b : a);
-    case OD_SCR_AMIN: return isnan(b) ? b : (b < a ? b : a);
-    default: return b;
+/* One combine per floating family: float rounds each step as c10::Half and
+ * float32 arithmetic do, double for float64. */
+#define COMB_FLOAT_(name, T)                                           \
+    static T name(T a, T b, od_scatter_reduce r)                       \
+    {                                                                  \
+        switch (r) {                                                   \
+        case OD_SCR_SUM:                                               \
+        case OD_SCR_MEAN: return a + b;                                \
+        case OD_SCR_PROD: return a * b;                                \
+        case OD_SCR_AMAX: return isnan(b) ? b : (a < b ? b : a);       \
+        case OD_SCR_AMIN: return isnan(b) ? b : (b < a ? b : a);       \
+        default: return b;                                             \
+        }                                                              \
     }
-}
-
-static double comb_f64(double a, double b, od_scatter_reduce r)
-{
-    switch (r) {
-    case OD_SCR_SUM:
-    case OD_SCR_MEAN: return a + b;
-    case OD_SCR_PROD: return a * b;
-    case OD_SCR_AMAX: return isnan(b) ? b : (a < b ? b : a);
-    case OD_SCR_AMIN: return isnan(b) ? b : (b < a ? b : a);
-    default: return b;
-    }
-}
+COMB_FLOAT_(comb_f32, float)
+COMB_FLOAT_(comb_f64, double)
+#undef COMB_FLOAT_
 
 static int64_t comb_i64(int64_t a, int64_t b, od_scatter_reduce r)
 {
