@@ -1,14 +1,18 @@
 """Scans, sorting and indexing against PyTorch 1.13 on the same machine, in one run.
 
-For sort, topk, cumsum, gather and scatter_add at 1e6 float32 elements: the
-server's own kernel time (POST /v1/bench, the median of kernel_us over the
-iterations, inputs made on the server) against torch 1.13 (Debian's
-python3-torch, run by /usr/bin/python3 with the same thread count) timing
-the same operator on same-sized inputs, median of as many calls. The ratio
-server / torch is printed per operator; the issue's target is <= 1.5.
+For sort, topk, cumsum, gather and scatter_add at 1e6 float32 elements (one
+line), and sort and cumsum along the last dim of a 1000x1000 matrix (many
+lines): the server's own kernel time (POST /v1/bench, the median of
+kernel_us over the iterations, inputs made on the server) against torch
+(Debian's python3-torch 1.13 by default, OD_TORCH_PYTHON to choose; the same
+thread count) timing the same operator on same-sized inputs, median of as
+many calls. The ratio server / torch is printed per operator; the issue's
+target is <= 1.5. With --device cuda both run on the GPU (torch
+synchronises after each call; the server's kernel_us is its own
+synchronised time).
 
-Starts one opdispatchd (CPU, --enable-bench), stops it by PID; bounded by --iterations.
-Usage: ops_torch.py --opdispatchd PATH [--n 1000000] [--iterations 20] [--threads 2]
+Starts one opdispatchd (--enable-bench), stops it by PID; bounded by --iterations.
+Usage: ops_torch.py --opdispatchd PATH [--n 1000000] [--iterations 20] [--threads 2] [--device cpu|cuda]
 """
 import argparse
 import json
@@ -26,24 +30,32 @@ TORCH_PYTHON = os.environ.get("OD_TORCH_PYTHON", "/usr/bin/python3")
 TORCH_TIMER = r"""
 import json, statistics, sys, time, torch
 n, iters, threads, seed = map(int, sys.argv[1:5])
+dev = sys.argv[5]
 torch.set_num_threads(threads)
 g = torch.Generator().manual_seed(seed)
-x = torch.rand(n, generator=g)
-idx = torch.randint(0, n, (n,), generator=g)
+x = torch.rand(n, generator=g).to(dev)
+m = torch.rand(1000, 1000, generator=g).to(dev)
+idx = torch.randint(0, n, (n,), generator=g).to(dev)
+zeros = torch.zeros(n, device=dev)
+sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
 cases = {
     "sort": lambda: torch.ops.aten.sort(x, -1, False),
     "topk": lambda: torch.ops.aten.topk(x, 100),
     "cumsum": lambda: torch.ops.aten.cumsum(x, 0),
     "gather": lambda: torch.ops.aten.gather(x, 0, idx),
-    "scatter_add": lambda: torch.ops.aten.scatter_add(torch.zeros(n), 0, idx, x),
+    "scatter_add": lambda: torch.ops.aten.scatter_add(zeros, 0, idx, x),
+    "sort 1000x1000": lambda: torch.ops.aten.sort(m, -1, False),
+    "cumsum 1000x1000": lambda: torch.ops.aten.cumsum(m, -1),
 }
 out = {}
 for name, f in cases.items():
     f()
+    sync()
     ts = []
     for _ in range(iters):
         t0 = time.perf_counter()
         f()
+        sync()
         ts.append((time.perf_counter() - t0) * 1e6)
     out[name] = statistics.median(ts)
 print(json.dumps(out))
@@ -63,21 +75,25 @@ def main():
     p.add_argument("--iterations", type=int, default=20)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=20261126)
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     a = p.parse_args()
 
     rng = np.random.default_rng(a.seed)
     idx = {"dtype": "int64", "shape": [a.n], "data": rng.integers(0, a.n, a.n).tolist()}
     gen = {"generate": "rand", "shape": [a.n], "dtype": "float32"}
     zeros = {"generate": "zeros", "shape": [a.n], "dtype": "float32"}
+    mat = {"generate": "rand", "shape": [1000, 1000], "dtype": "float32"}
     cases = {
         "sort": ("sort", [gen, -1, False]),
         "topk": ("topk", [gen, 100]),
         "cumsum": ("cumsum", [gen, 0]),
         "gather": ("gather", [gen, 0, idx]),
         "scatter_add": ("scatter_add", [zeros, 0, idx, gen]),
+        "sort 1000x1000": ("sort", [mat, -1, False]),
+        "cumsum 1000x1000": ("cumsum", [mat, -1]),
     }
     torch_us = json.loads(subprocess.run([TORCH_PYTHON, "-c", TORCH_TIMER, str(a.n), str(a.iterations),
-                                          str(a.threads), str(a.seed)],
+                                          str(a.threads), str(a.seed), a.device],
                                          capture_output=True, text=True, check=True, timeout=600).stdout)
     port = free_port()
     srv = subprocess.Popen([a.opdispatchd, "--port", str(port), "--enable-bench"],
@@ -90,18 +106,18 @@ def main():
                     break
             except requests.ConnectionError:
                 time.sleep(0.1)
-        print(f"{a.n} float32 elements, {a.threads} threads, median of {a.iterations} calls each; "
+        print(f"{a.n} float32 elements on {a.device}, {a.threads} threads, median of {a.iterations} calls each; "
               f"torch {TORCH_PYTHON}")
-        print(f"{'operator':<12} {'server us':>10} {'torch us':>10} {'ratio':>7}  target <= 1.5")
+        print(f"{'operator':<18} {'server us':>10} {'torch us':>10} {'ratio':>7}  target <= 1.5")
         worst = 0.0
         for name, (op, args) in cases.items():
-            r = requests.post(url + "/v1/bench", json={"op": op, "args": args, "iterations": a.iterations,
+            r = requests.post(url + "/v1/bench", json={"op": op, "args": args, "device": a.device, "iterations": a.iterations,
                                                         "warmup": 1}, timeout=600)
             r.raise_for_status()
             us = r.json()["kernel_us"]["median"]
             ratio = us / torch_us[name]
             worst = max(worst, ratio)
-            print(f"{name:<12} {us:>10.0f} {torch_us[name]:>10.0f} {ratio:>7.2f}  {'ok' if ratio <= 1.5 else 'MISSED'}")
+            print(f"{name:<18} {us:>10.0f} {torch_us[name]:>10.0f} {ratio:>7.2f}  {'ok' if ratio <= 1.5 else 'MISSED'}")
         print(f"worst ratio {worst:.2f}")
     finally:
         srv.send_signal(signal.SIGTERM)

@@ -1,7 +1,9 @@
 /* od_sort_algo.h — the per-line sorting algorithms of sort, topk and
- * kthvalue, shared by the CPU kernel (kernels/cpu/sort.c) and the CUDA one
- * (kernels/cuda/scan.cu, one thread per line), so both backends give the
- * same indices for equal keys.
+ * kthvalue of the CPU kernel (kernels/cpu/sort.c), and the OD_SORT_OP_*
+ * codes the CUDA one (kernels/cuda/scan.cu) shares. The CUDA kernel sorts
+ * with CUB's stable radix sort instead, as torch's CUDA kernels do, so the
+ * backends agree on values and may part on the indices of equal keys (the
+ * stable sort excepted), as torch's own CPU and CUDA kernels do.
  *
  * Invariants:
  *  - A line is an array of (key, index) pairs: keys are int64 for integers

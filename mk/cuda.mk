@@ -23,6 +23,11 @@ GPU_LINK        = -Wl,--whole-archive $(LIB_A) -Wl,--no-whole-archive $(PROTO_OB
 
 ifeq ($(CUDA_ON),1)
 
+# scan.cu sorts with CUB, whose headers bring in thrust's system_error (a
+# try/catch in its what()): exceptions stay on for that object alone. No
+# CUB call made there throws; errors come back as cudaError_t.
+NVCCFLAGS_EXC := $(NVCCFLAGS) -MMD -MP
+$(CU_B)/obj/kernels/cuda/scan.cu.o: NVCCFLAGS = $(NVCCFLAGS_EXC)
 # nvcc's host code is C++: no exceptions cross it (so no unwinder tables), and
 # the kernel launch stubs' function-local statics need libstdc++'s guards,
 # since the library and programs are linked by gcc.

@@ -21,7 +21,8 @@ extern "C" {
  *   gather : out[p] (contiguous) = self[obase(p) + index[p] * dstride]
  *   scatter: out[obase(p) + index[p] * dstride] (reduce)= src[p] or value,
  * where obase(p) = sum over k != dim of p_k * ostr[k]. reduce is an
- * od_scatter_reduce; count (mean only) is zeroed scratch of out_numel. */
+ * od_scatter_reduce; count, where od_cu_scatter_needs_count says so, is
+ * zeroed scratch of out_numel. */
 typedef struct od_cu_scatter_args {
     int32_t gather, reduce, include_self, dtype;
     int32_t ndim, dim;
@@ -39,21 +40,30 @@ typedef struct od_cu_scatter_args {
 } od_cu_scatter_args;
 
 cudaError_t od_cu_scatter(const od_cu_scatter_args *a, cudaStream_t st);
+/* Whether od_cu_scatter needs count (zeroed, out_numel int64): mean's
+ * counts, or the plain scatter's elected writers on the parallel path. */
+bool od_cu_scatter_needs_count(const od_cu_scatter_args *a);
 
 /* out (contiguous, numel n) = self's elements at flat positions idx[i]
- * (row-major over self's sizes, strides in elements), idx already wrapped
- * into [0, numel(self)). */
+ * (row-major over self's sizes, strides in elements), idx checked to lie in
+ * [-numel, numel) and wrapped here. */
 typedef struct od_cu_take_args {
     const void *self;
     void *out;
     const int64_t *idx;  /* contiguous, n entries */
     int32_t elem_size, ndim;
     int64_t sizes[OD_CU_MAX_DIMS], strides[OD_CU_MAX_DIMS];
-    int64_t n;
+    int64_t n, numel;
     int sm_count;
 } od_cu_take_args;
 
 cudaError_t od_cu_take(const od_cu_take_args *a, cudaStream_t st);
+
+/* out[0] = the first position p < n (row-major) with idx[p] outside [lo, hi),
+ * or -1; out[1] = idx[out[0]] when there is one. idx, out: device memory
+ * (out: 2 int64, borrowed). */
+cudaError_t od_cu_index_first_bad(const int64_t *idx, int64_t n, int64_t lo, int64_t hi, int64_t *out,
+                                  int sm_count, cudaStream_t st);
 
 /* out (strided: self for masked_fill_; sizes[0..ndim)) elements whose mask element (strided,
  * broadcast: stride 0) reads non-zero become the value (raw bytes, es wide).

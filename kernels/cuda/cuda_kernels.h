@@ -221,15 +221,19 @@ cudaError_t od_cu_index_select(const od_cu_index_args *a, cudaStream_t st);
 
 enum { OD_CU_SCAN_CUMSUM, OD_CU_SCAN_CUMPROD, OD_CU_SCAN_LOGCUMSUMEXP, OD_CU_SCAN_CUMMAX, OD_CU_SCAN_CUMMIN };
 /* One scan along size: y (dtype, same layout) from x (already of dtype);
- * ix (int64, same layout) for cummax/cummin, else NULL. */
+ * ix (int64, same layout) for cummax/cummin, else NULL. scratch:
+ * od_cu_scan_scratch bytes (NULL when 0), borrowed. */
+size_t od_cu_scan_scratch(int dtype, int op, int64_t outer, int64_t size, int64_t inner);
 cudaError_t od_cu_scan(const void *x, void *y, int64_t *ix, int dtype, int op, int64_t outer, int64_t size,
-                       int64_t inner, int sm_count, cudaStream_t st);
+                       int64_t inner, void *scratch, int sm_count, cudaStream_t st);
 
-/* Orders each line of x (dtype) along size as od_sort_line (od_sort_algo.h)
- * does for op (an OD_SORT_OP_*) and writes the entries that go out (sort:
- * size; topk: k; kthvalue: the k-th smallest alone) as [outer, on, inner]
- * values (x's dtype) and int64 indices. scratch: od_cu_sort_scratch bytes. */
-size_t od_cu_sort_scratch(int64_t outer, int64_t size, int64_t inner);
+/* Orders each line of x (dtype) along size for op (an OD_SORT_OP_*,
+ * od_sort_algo.h) with a stable sort (equal keys keep their input order)
+ * and writes the entries that go out (sort: size; topk: k, sorted; kthvalue:
+ * the k-th smallest alone) as [outer, on, inner] values (x's dtype) and
+ * int64 indices. scratch: od_cu_sort_scratch bytes (0: the sort cannot be
+ * planned), borrowed. */
+size_t od_cu_sort_scratch(int dtype, int64_t outer, int64_t size, int64_t inner);
 cudaError_t od_cu_sort(const void *x, void *vals, int64_t *ix, int dtype, int op, int64_t outer, int64_t size,
                        int64_t inner, int64_t k, bool descending, bool sorted, void *scratch, int sm_count,
                        cudaStream_t st);

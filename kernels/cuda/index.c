@@ -2,10 +2,10 @@
  * scatter_reduce.two on CUDA.
  *
  * Invariants: od_scatter_parse (kernels/shape_index.c) checks the call as on
- * the CPU; the index is then read back to the host and checked in
- * row-major order, so a bad index gives the CPU's message for the same
- * first offender and the device never indexes out of range (a sync and a
- * copy: correctness over speed). Launchers live in index.cu.
+ * the CPU; the device then finds the first out-of-range index in row-major
+ * order (first_bad_index: one sync, sixteen bytes back), so a bad index
+ * gives the CPU's message for the same first offender and the kernels never
+ * index out of range. Launchers live in index.cu.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -22,25 +22,29 @@ static od_status drain(const od_cu_env *env, od_status st)
     return st;
 }
 
-/* idx (contiguous int64 on the device, n entries) copied to a new host
- * array *out (free it). */
-static od_status index_to_host(const od_cu_env *env, const od_tensor *idx, int64_t n, int64_t **out,
-                               od_error *err)
+/* The first entry of idx (contiguous int64 on the device, n entries) outside
+ * [lo, hi), found on the device: *pos (-1 for none) and *value. Sixteen
+ * bytes come back, not the index. */
+static od_status first_bad_index(const od_cu_env *env, const od_tensor *idx, int64_t n, int64_t lo, int64_t hi,
+                                 int64_t *pos, int64_t *value, od_error *err)
 {
-    int64_t *h = malloc((size_t)(n > 0 ? n : 1) * sizeof *h);
-    if (!h)
-        return od_error_set(err, OD_ENOMEM, "out of host memory reading %lld indices", (long long)n);
-    od_status st = od_cu_status(cudaMemcpyAsync(h, od_tensor_data(idx), (size_t)n * sizeof *h,
-                                                cudaMemcpyDeviceToHost, env->stream),
-                                "cudaMemcpyAsync (indices to host)", err);
+    int64_t *d = NULL, h[2] = {-1, 0};
+    od_status st = od_cu_scratch(env, sizeof h, (void **)&d, err);
+    if (st)
+        return st;
+    st = od_cu_status(od_cu_index_first_bad(od_tensor_data(idx), n, lo, hi, d, env->sm_count, env->stream),
+                      "index check launch", err);
+    if (!st)
+        st = od_cu_status(cudaMemcpyAsync(h, d, sizeof h, cudaMemcpyDeviceToHost, env->stream),
+                          "cudaMemcpyAsync (index check)", err);
     if (!st)
         st = od_cu_finish(env, "index check", err);
-    if (st) {
-        free(h);
-        return st;
-    }
-    *out = h;
-    return OD_OK;
+    else
+        drain(env, st);
+    od_cu_scratch_free(env, d, sizeof h);
+    *pos = h[0];
+    *value = h[1];
+    return st;
 }
 
 od_status od_cuda_scatter(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
@@ -51,7 +55,7 @@ od_status od_cuda_scatter(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
     int device, nouts = 0;
     od_cu_env env;
     od_tensor *out = NULL, *idx = NULL;
-    int64_t *hidx = NULL, *count = NULL;
+    int64_t *count = NULL;
     size_t count_bytes = 0;
     od_status st;
     if ((st = od_cu_call_device(op, s, false, &device, err)) || (st = od_scatter_parse(id, s, &info, err)) ||
@@ -78,16 +82,14 @@ od_status od_cuda_scatter(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
         goto fail;
     }
     /* the first out-of-range index in row-major order, as the CPU kernel */
-    if ((st = od_cu_contiguous(&env, index, &idx, err)) || (st = index_to_host(&env, idx, n, &hidx, err)))
+    int64_t limit = self->ndim > 0 ? self->sizes[info.dim] : 1, bad = -1, badv = 0;
+    if ((st = od_cu_contiguous(&env, index, &idx, err)) ||
+        (st = first_bad_index(&env, idx, n, 0, limit, &bad, &badv, err)))
         goto fail;
-    int64_t limit = self->ndim > 0 ? self->sizes[info.dim] : 1, bad = -1;
-    for (int64_t k = 0; k < n && bad < 0; k++)
-        if (hidx[k] < 0 || hidx[k] >= limit)
-            bad = k;
     if (!info.gather && !src && bad != 0 && (st = od_scalar_check_fits(&info.value, dt, err)))
         goto fail;
     if (bad >= 0) {
-        st = od_scatter_check_index(&info, hidx[bad], err);
+        st = od_scatter_check_index(&info, badv, err);
         goto fail;
     }
     if (info.reduce == OD_SCR_MEAN && dt == OD_BOOL) {
@@ -132,7 +134,7 @@ od_status od_cuda_scatter(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
             a.vi = dt == OD_BOOL ? (v->u.d != 0) : (int64_t)trunc(v->u.d);
         }
     }
-    if (info.reduce == OD_SCR_MEAN) {
+    if (od_cu_scatter_needs_count(&a)) {
         count_bytes = (size_t)a.out_numel * sizeof(int64_t);
         if ((st = od_cu_scratch(&env, count_bytes, (void **)&count, err)) ||
             (st = od_cu_status(cudaMemsetAsync(count, 0, count_bytes, env.stream), "cudaMemsetAsync", err)))
@@ -144,7 +146,6 @@ od_status od_cuda_scatter(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
         goto fail;
     if (count)
         od_cu_scratch_free(&env, count, count_bytes);
-    free(hidx);
     od_tensor_release(idx);
     od_cu_return(s, &out, 1);
     return OD_OK;
@@ -152,7 +153,6 @@ fail:
     drain(&env, st);
     if (count)
         od_cu_scratch_free(&env, count, count_bytes);
-    free(hidx);
     od_tensor_release(idx);
     od_tensor_release(out);
     return st;
@@ -346,8 +346,6 @@ od_status od_cuda_take(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
     int device, nouts = 0;
     od_cu_env env;
     od_tensor *out = NULL, *idx = NULL;
-    int64_t *hidx = NULL, *didx = NULL;
-    size_t dbytes = 0;
     od_status st;
     if ((st = od_cu_call_device(op, s, false, &device, err)) || (st = od_cu_begin(device, &env, err)) ||
         (st = od_cu_outputs(id, s, device, &out, &nouts, err)))
@@ -355,21 +353,20 @@ od_status od_cuda_take(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
     od_tensor *self = s->args[0].u.t, *index = s->args[1].u.t;
     int64_t numel = od_tensor_numel(self), n = od_tensor_numel(index);
     if (n > 0) {
-        if ((st = od_cu_contiguous(&env, index, &idx, err)) || (st = index_to_host(&env, idx, n, &hidx, err)))
+        int64_t bad = -1, badv = 0, wrapped;
+        if ((st = od_cu_contiguous(&env, index, &idx, err)) ||
+            (st = first_bad_index(&env, idx, n, -numel, numel, &bad, &badv, err)))
             goto fail;
-        for (int64_t k = 0; k < n; k++)
-            if ((st = od_take_check_index(hidx[k], numel, &hidx[k], err)))
-                goto fail;
-        dbytes = (size_t)n * sizeof(int64_t);
-        if ((st = od_cu_scratch(&env, dbytes, (void **)&didx, err)) ||
-            (st = od_cu_status(cudaMemcpyAsync(didx, hidx, dbytes, cudaMemcpyHostToDevice, env.stream),
-                               "cudaMemcpyAsync (indices to device)", err)))
+        if (bad >= 0) {
+            st = od_take_check_index(badv, numel, &wrapped, err);
             goto fail;
+        }
         od_cu_take_args a;
         memset(&a, 0, sizeof a);
         a.self = od_tensor_data(self);
         a.out = od_tensor_data(out);
-        a.idx = didx;
+        a.idx = od_tensor_data(idx);
+        a.numel = numel;
         a.elem_size = (int32_t)od_dtype_size(self->dtype);
         a.ndim = self->ndim;
         for (int k = 0; k < self->ndim; k++) {
@@ -383,17 +380,11 @@ od_status od_cuda_take(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
     }
     if ((st = od_cu_finish(&env, od_cu_op_name(op), err)))
         goto fail;
-    if (didx)
-        od_cu_scratch_free(&env, didx, dbytes);
-    free(hidx);
     od_tensor_release(idx);
     od_cu_return(s, &out, 1);
     return OD_OK;
 fail:
     drain(&env, st);
-    if (didx)
-        od_cu_scratch_free(&env, didx, dbytes);
-    free(hidx);
     od_tensor_release(idx);
     od_tensor_release(out);
     return st;

@@ -1,13 +1,19 @@
 /* index.cu — launchers of gather, scatter (every reduce) and take.
  *
- * Invariants: as cu_index.h. Scatter runs one thread per line of the index
- * (its positions with the dim coordinate left out): the targets of two
- * lines differ in a coordinate other than dim, so no two threads write one
- * element, no atomics are needed, and each element's contributions are
- * combined in index order along dim, as on the CPU (float sums round the
- * same). Values compute in their family (float for float16/bfloat16/
- * float32, double, int64 wrapping for integers and bool), stored back after
- * each step. Simple rather than fast.
+ * Invariants: as cu_index.h. Scatter has two paths:
+ *  - per line: one thread per line of the index (its positions with the dim
+ *    coordinate left out): the targets of two lines differ in a coordinate
+ *    other than dim, so no two threads write one element, and each
+ *    element's contributions combine in index order along dim, as on the
+ *    CPU (float sums round the same). Values compute in their family
+ *    (float for float16/bfloat16/float32, double, int64 wrapping for
+ *    integers and bool), stored back after each step. It serves every
+ *    reduce and dtype, and calls with lines enough to fill the device.
+ *  - parallel (scatter_parallel): one thread per index position, for few
+ *    long lines (a 1-D scatter_add is one line): plain scatter with the
+ *    CPU's last writer elected first, sum and mean by atomic adds on
+ *    float32/float64/int32/int64 (float sums then round in arrival order,
+ *    as torch's CUDA kernel's do).
  */
 #include "cu_common.cuh"
 #include "cu_index.h"
@@ -153,10 +159,10 @@ template <typename C> __global__ void __launch_bounds__(256) scatter_kernel(cons
             C b = a.src ? load_dyn<C>((const char *)a.src + so * es, a.dtype) : value;
             C cur = load_dyn<C>(out + pos * es, a.dtype);
             store_dyn<C>(out + pos * es, a.dtype, comb<C>(cur, b, a.reduce));
-            if (a.count)
+            if (a.reduce == R_MEAN)
                 a.count[pos]++;
         }
-        if (a.count) {
+        if (a.reduce == R_MEAN) {
             for (int64_t k = 0; k < dlen; k++) {
                 int64_t io, so, ob;
                 offsets(a, first + k * step, &io, &so, &ob);
@@ -171,10 +177,141 @@ template <typename C> __global__ void __launch_bounds__(256) scatter_kernel(cons
     }
 }
 
+/* The parallel scatter: one thread per index position, for the reductions
+ * that atomics serve (none, sum, mean) on the dtypes they serve. "none"
+ * stays deterministic: each target's writer is the position furthest along
+ * dim (the CPU's last write), elected in win[] (zeroed scratch, k + 1)
+ * before anyone writes. Sums are atomic adds, so floats round in arrival
+ * order, as in torch's CUDA scatter_add. */
+__device__ __forceinline__ int64_t target_of(const od_cu_scatter_args &a, int64_t i, int64_t *so, int64_t *k)
+{
+    int64_t io, ob, rest = i;
+    offsets(a, i, &io, so, &ob);
+    for (int d = a.ndim - 1; d > a.dim; d--)
+        rest /= a.sizes[d];
+    *k = a.ndim > 0 ? rest % a.sizes[a.dim] : 0;
+    return ob + clamp_index(a.index[io], a.limit) * a.dstride;
+}
+
+template <typename E> __global__ void __launch_bounds__(256) scatter_elect(const od_cu_scatter_args a)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t so, k, pos = target_of(a, i, &so, &k);
+        atomicMax((unsigned long long *)&a.count[pos], (unsigned long long)(k + 1));
+    }
+}
+
+template <typename E> __global__ void __launch_bounds__(256) scatter_write(const od_cu_scatter_args a, E value)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t so, k, pos = target_of(a, i, &so, &k);
+        if (a.count[pos] == k + 1)
+            ((E *)a.out)[pos] = a.src ? ((const E *)a.src)[so] : value;
+    }
+}
+
+/* include_self=False: every target starts from the sum's identity (0) */
+template <typename C> __global__ void __launch_bounds__(256) scatter_zero(const od_cu_scatter_args a)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t so, k, pos = target_of(a, i, &so, &k);
+        ((C *)a.out)[pos] = (C)0;
+    }
+}
+
+template <typename C> __device__ __forceinline__ void atomic_add(C *p, C v)
+{
+    if constexpr (sizeof(C) == 8 && std::is_integral_v<C>)
+        atomicAdd((unsigned long long *)p, (unsigned long long)v);
+    else if constexpr (std::is_integral_v<C>)
+        atomicAdd((unsigned int *)p, (unsigned int)v);
+    else
+        atomicAdd(p, v);
+}
+
+template <typename C> __global__ void __launch_bounds__(256) scatter_add_atomic(const od_cu_scatter_args a, C value)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t so, k, pos = target_of(a, i, &so, &k);
+        atomic_add<C>((C *)a.out + pos, a.src ? ((const C *)a.src)[so] : value);
+        if (a.reduce == R_MEAN)
+            atomicAdd((unsigned long long *)&a.count[pos], 1ull);
+    }
+}
+
+template <typename C> __global__ void __launch_bounds__(256) scatter_mean_div(const od_cu_scatter_args a)
+{
+    for (int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; p < a.out_numel;
+         p += (int64_t)gridDim.x * blockDim.x)
+        if (a.count[p] > 0) {
+            C *o = (C *)a.out + p;
+            if constexpr (std::is_integral_v<C>) /* int32 too: floor division, as the CPU's */
+                *o = (C)mean_div<int64_t>((int64_t)*o, a.count[p] + (a.include_self ? 1 : 0), a.dtype);
+            else
+                *o = mean_div<C>(*o, a.count[p] + (a.include_self ? 1 : 0), a.dtype);
+        }
+}
+
+template <typename C> static void scatter_sum_parallel(const od_cu_scatter_args *a, C value, cudaStream_t st)
+{
+    unsigned g = grid_for(a->n, 256, a->sm_count, 8);
+    if (!a->include_self)
+        scatter_zero<C><<<g, 256, 0, st>>>(*a);
+    scatter_add_atomic<C><<<g, 256, 0, st>>>(*a, value);
+    if (a->reduce == R_MEAN)
+        scatter_mean_div<C><<<grid_for(a->out_numel, 256, a->sm_count, 8), 256, 0, st>>>(*a);
+}
+
+template <typename E> static void scatter_none_parallel(const od_cu_scatter_args *a, E value, cudaStream_t st)
+{
+    unsigned g = grid_for(a->n, 256, a->sm_count, 8);
+    scatter_elect<E><<<g, 256, 0, st>>>(*a);
+    scatter_write<E><<<g, 256, 0, st>>>(*a, value);
+}
+
+/* The value operand as dtype's bytes (family arithmetic, then stored). */
+template <typename E> static E value_bits(const od_cu_scatter_args *a)
+{
+    E r;
+    char buf[8] = {0};
+    int dt = a->dtype;
+    if (dt == OD_CU_FLOAT32)
+        *(float *)buf = a->value_is_int ? (float)a->vi : (float)a->vd;
+    else if (dt == OD_CU_FLOAT64)
+        *(double *)buf = a->value_is_int ? (double)a->vi : a->vd;
+    else if (dt == OD_CU_FLOAT16 || dt == OD_CU_BFLOAT16) {
+        float f = a->value_is_int ? (float)a->vi : (float)a->vd;
+        if (dt == OD_CU_FLOAT16)
+            *(__half *)buf = __float2half_rn(f);
+        else
+            *(__nv_bfloat16 *)buf = __float2bfloat16_rn(f);
+    } else if (dt == OD_CU_BOOL) {
+        buf[0] = a->value_is_int ? a->vi != 0 : a->vd != 0.0; /* torch's cast: non-zero is true */
+    } else {
+        int64_t v = a->vi;
+        memcpy(buf, &v, 8); /* little-endian: the low bytes are the narrower integer (it fits: checked) */
+    }
+    memcpy(&r, buf, sizeof r);
+    return r;
+}
+
+/* Whether the parallel path serves this call; the per-line kernel does the rest
+ * (and calls with enough lines to fill the device on their own). */
+static bool scatter_parallel(const od_cu_scatter_args *a, int64_t lines)
+{
+    if (lines >= 65536)
+        return false;
+    if (a->reduce == R_NONE)
+        return true;
+    return (a->reduce == R_SUM || a->reduce == R_MEAN) &&
+           (a->dtype == OD_CU_FLOAT32 || a->dtype == OD_CU_FLOAT64 || a->dtype == OD_CU_INT32 ||
+            a->dtype == OD_CU_INT64);
+}
+
 template <typename E> __global__ void __launch_bounds__(256) take_kernel(const od_cu_take_args a)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t lin = a.idx[i], off = 0;
+        int64_t lin = a.idx[i] < 0 ? a.idx[i] + a.numel : a.idx[i], off = 0;
         for (int k = a.ndim - 1; k >= 0; k--) {
             off += (lin % a.sizes[k]) * a.strides[k];
             lin /= a.sizes[k];
@@ -271,6 +408,17 @@ extern "C" cudaError_t od_cu_nonzero_write(const od_cu_nonzero_args *a, cudaStre
     return cudaGetLastError();
 }
 
+static int64_t scatter_lines(const od_cu_scatter_args *a)
+{
+    int64_t dlen = a->ndim > 0 ? a->sizes[a->dim] : 1;
+    return dlen > 0 ? a->n / dlen : 0;
+}
+
+extern "C" bool od_cu_scatter_needs_count(const od_cu_scatter_args *a)
+{
+    return !a->gather && (a->reduce == R_MEAN || (a->reduce == R_NONE && scatter_parallel(a, scatter_lines(a))));
+}
+
 extern "C" cudaError_t od_cu_scatter(const od_cu_scatter_args *a, cudaStream_t st)
 {
     if (a->n <= 0)
@@ -286,7 +434,25 @@ extern "C" cudaError_t od_cu_scatter(const od_cu_scatter_args *a, cudaStream_t s
         return cudaGetLastError();
     }
     int64_t dlen = a->ndim > 0 ? a->sizes[a->dim] : 1;
-    int64_t lines = dlen > 0 ? a->n / dlen : 0;
+    int64_t lines = scatter_lines(a);
+    if (scatter_parallel(a, lines)) {
+        if (a->reduce == R_NONE) {
+            switch (dtype_size(a->dtype)) {
+            case 1: scatter_none_parallel<uint8_t>(a, value_bits<uint8_t>(a), st); break;
+            case 2: scatter_none_parallel<uint16_t>(a, value_bits<uint16_t>(a), st); break;
+            case 4: scatter_none_parallel<uint32_t>(a, value_bits<uint32_t>(a), st); break;
+            default: scatter_none_parallel<uint64_t>(a, value_bits<uint64_t>(a), st); break;
+            }
+        } else {
+            switch (a->dtype) {
+            case OD_CU_FLOAT32: scatter_sum_parallel<float>(a, value_bits<float>(a), st); break;
+            case OD_CU_FLOAT64: scatter_sum_parallel<double>(a, value_bits<double>(a), st); break;
+            case OD_CU_INT32: scatter_sum_parallel<int32_t>(a, value_bits<int32_t>(a), st); break;
+            default: scatter_sum_parallel<int64_t>(a, value_bits<int64_t>(a), st); break;
+            }
+        }
+        return cudaGetLastError();
+    }
     unsigned grid = grid_for(lines, 256, a->sm_count, 8);
     switch (family_of(a->dtype)) {
     case FAM_F32: scatter_kernel<float><<<grid, 256, 0, st>>>(*a, lines, dlen); break;
@@ -308,5 +474,32 @@ extern "C" cudaError_t od_cu_take(const od_cu_take_args *a, cudaStream_t st)
     case 8: take_kernel<uint64_t><<<grid, 256, 0, st>>>(*a); break;
     default: return cudaErrorInvalidValue;
     }
+    return cudaGetLastError();
+}
+
+namespace {
+__global__ void __launch_bounds__(256) first_bad_kernel(const int64_t *idx, int64_t n, int64_t lo, int64_t hi,
+                                                        unsigned long long *out)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        if (idx[i] < lo || idx[i] >= hi)
+            atomicMin(out, (unsigned long long)i);
+}
+
+__global__ void first_bad_value(const int64_t *idx, int64_t *out)
+{
+    if (out[0] != -1)
+        out[1] = idx[out[0]];
+}
+} // namespace
+
+extern "C" cudaError_t od_cu_index_first_bad(const int64_t *idx, int64_t n, int64_t lo, int64_t hi, int64_t *out,
+                                             int sm_count, cudaStream_t st)
+{
+    cudaError_t e = cudaMemsetAsync(out, 0xff, 2 * sizeof(int64_t), st); /* -1: none yet (the largest as unsigned) */
+    if (e != cudaSuccess || n <= 0)
+        return e;
+    first_bad_kernel<<<grid_for(n, 256, sm_count, 8), 256, 0, st>>>(idx, n, lo, hi, (unsigned long long *)out);
+    first_bad_value<<<1, 1, 0, st>>>(idx, out);
     return cudaGetLastError();
 }

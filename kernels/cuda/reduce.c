@@ -41,6 +41,16 @@ od_status od_cuda_reduce(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
         (st = od_cu_begin(device, &env, err)) || (st = od_cu_outputs(id, s, device, &out, &n, err)))
         return st;
     const od_tensor *self = s->args[0].u.t;
+    od_tensor *cast = NULL;
+    /* A bool result reduces the input cast to bool (x != 0), as ATen's
+     * self.to(dtype): a product or sum of non-zero values may wrap or
+     * truncate to 0. */
+    if (out->dtype == OD_BOOL && self->dtype != OD_BOOL && (info.kind == OD_RED_SUM || info.kind == OD_RED_PROD)) {
+        if ((st = od_tensor_empty(self->sizes, self->ndim, OD_BOOL, self->device, &cast, err)) ||
+            (st = od_cu_copy_same_device(&env, cast, self, err)))
+            goto fail;
+        self = cast;
+    }
     od_cu_reduce_args a;
     memset(&a, 0, sizeof a);
     a.kind = (int32_t)info.kind;
@@ -67,6 +77,7 @@ od_status od_cuda_reduce(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
                        : (double)info.correction;
     a.sm_count = env.sm_count;
     if (a.m == 0) {
+        od_tensor_release(cast);
         od_cu_return(s, &out, 1);
         return OD_OK;
     }
@@ -86,9 +97,11 @@ od_status od_cuda_reduce(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
     od_cu_scratch_free(&env, ws, wsb);
     if (st)
         goto fail;
+    od_tensor_release(cast);
     od_cu_return(s, &out, 1);
     return OD_OK;
 fail:
+    od_tensor_release(cast);
     od_tensor_release(out);
     return st;
 }

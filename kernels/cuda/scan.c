@@ -5,7 +5,7 @@
  * shape_scan.c) validate first, so CUDA refuses and accepts what the CPU
  * backend does, with the same messages; the input is made contiguous
  * (cumsum/cumprod: cast to the result dtype, as ATen does) before scan.cu's
- * one-thread-per-line kernels run. A 0-dim cumsum/cumprod/logcumsumexp is a
+ * kernels run. A 0-dim cumsum/cumprod/logcumsumexp is a
  * copy (ATen's fill_), which keeps -0.0. Every call is synchronous
  * (od_cu_finish) so scratch is free to reuse afterwards.
  */
@@ -43,6 +43,8 @@ od_status od_cuda_scan(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
     od_cu_env env;
     od_scan_info info;
     od_tensor *outs[2] = {NULL, NULL}, *in = NULL;
+    void *ws = NULL;
+    size_t wsb = 0;
     int n = 0;
     od_status st = begin(op, id, s, &env, outs, &n, &info, err);
     if (st)
@@ -65,10 +67,13 @@ od_status od_cuda_scan(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
             } else if (!(st = od_tensor_empty(self->sizes, self->ndim, outs[0]->dtype, self->device, &in, err))) {
                 st = od_cu_copy_same_device(&env, in, self, err);
             }
+            wsb = od_cu_scan_scratch((int)outs[0]->dtype, scan_op(id), info.outer, info.size, info.inner);
+            if (!st && wsb)
+                st = od_cu_scratch(&env, wsb, &ws, err);
             if (!st)
                 st = od_cu_status(od_cu_scan(od_tensor_data(in), od_tensor_data(outs[0]),
                                              maxmin ? od_tensor_data(outs[1]) : NULL, (int)outs[0]->dtype,
-                                             scan_op(id), info.outer, info.size, info.inner, env.sm_count,
+                                             scan_op(id), info.outer, info.size, info.inner, ws, env.sm_count,
                                              env.stream),
                                   "scan kernel launch", err);
         }
@@ -78,6 +83,8 @@ od_status od_cuda_scan(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
         if (!st)
             st = fs;
     }
+    if (ws)
+        od_cu_scratch_free(&env, ws, wsb);
     od_tensor_release(in);
     if (st) {
         for (int i = 0; i < n; i++)
@@ -109,8 +116,11 @@ od_status od_cuda_sort(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
     if (self->ndim == 0)
         sop = OD_SORT_OP_SORT; /* a copy of self and index 0, even for topk with k == 0 */
     if (od_tensor_numel(self) > 0 && od_tensor_numel(outs[0]) > 0) {
-        wsb = od_cu_sort_scratch(info.outer, info.size, info.inner);
-        if (!(st = od_cu_contiguous(&env, self, &in, err)) && !(st = od_cu_scratch(&env, wsb, &ws, err)))
+        wsb = od_cu_sort_scratch((int)self->dtype, info.outer, info.size, info.inner);
+        if (wsb == 0)
+            st = od_error_set(err, OD_ENOMEM, "%s: cannot plan a sort of %lld lines of %lld", od_cu_op_name(op),
+                              (long long)(info.outer * info.inner), (long long)info.size);
+        else if (!(st = od_cu_contiguous(&env, self, &in, err)) && !(st = od_cu_scratch(&env, wsb, &ws, err)))
             st = od_cu_status(od_cu_sort(od_tensor_data(in), od_tensor_data(outs[0]), od_tensor_data(outs[1]),
                                          (int)self->dtype, sop, info.outer, info.size, info.inner, info.k,
                                          info.descending, info.sorted, ws, env.sm_count, env.stream),
