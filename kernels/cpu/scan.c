@@ -99,6 +99,28 @@ static float log_add_exp_f(float x, float y)
  * (dtype dt) into y (same dtype, same offsets). */
 static void cum_line(od_opid id, od_dtype dt, const void *x, void *y, int64_t base, int64_t n, int64_t st)
 {
+    /* cumsum's common dtypes without the per-element dtype switch: the same
+     * accumulation (double for float32, uint64_t wrapping for int64) */
+#define CUMSUM_LOOP_(T, A)                                                     \
+    do {                                                                       \
+        const T *xp = (const T *)x + base;                                     \
+        T *yp = (T *)y + base;                                                 \
+        A acc = 0;                                                             \
+        for (int64_t k = 0; k < n; k++) {                                      \
+            acc += (A)xp[k * st];                                              \
+            yp[k * st] = (T)acc;                                               \
+        }                                                                      \
+        return;                                                                \
+    } while (0)
+    if (id == OD_OPID_cumsum) {
+        if (dt == OD_FLOAT32)
+            CUMSUM_LOOP_(float, double);
+        if (dt == OD_FLOAT64)
+            CUMSUM_LOOP_(double, double);
+        if (dt == OD_INT64)
+            CUMSUM_LOOP_(int64_t, uint64_t);
+    }
+#undef CUMSUM_LOOP_
     if (od_dtype_is_integral(dt, true)) {
         uint64_t acc = id == OD_OPID_cumprod ? 1u : 0u;
         for (int64_t k = 0; k < n; k++) {

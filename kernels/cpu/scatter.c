@@ -10,7 +10,10 @@
  * are combined in the dtype's compute family (float for float16, bfloat16
  * and float32, as c10::Half arithmetic rounds each step; double; int64 with
  * wraparound for integers and bool) and stored back after each step.
- * Single-threaded: correctness over speed.
+ * gather writes each output element once, so it runs on the worker pool;
+ * scatter stays serial (its order is the rounding). The common scatters
+ * (plain, and sums of float32/float64/int64) have typed loops
+ * (scatter_fast) that compute exactly what the general loop does.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -19,7 +22,10 @@
 
 #include "cpu_kernels.h"
 #include "od_half.h"
+#include "od_parallel.h"
 #include "od_shape.h"
+
+#define GATHER_GRAIN 16384 /* positions per parallel task, at least */
 
 typedef enum { FAM_I64, FAM_F32, FAM_F64 } fam;
 
@@ -159,31 +165,44 @@ static void mean_divide(char *p, od_dtype dt, int64_t count)
     }
 }
 
-/* Row-major walk over the index's positions: element offsets (in elements)
- * of the index, of src and of the result's slot with dim left out. */
+/* Row-major walk over the index's positions, keeping the element offsets
+ * of the index (io), of src (so) and of the result's slot with dim left out
+ * (oo) up to date as it steps. */
 typedef struct walk {
     int nd, dim;
     int64_t sizes[OD_MAX_DIMS];
     int64_t istr[OD_MAX_DIMS], sstr[OD_MAX_DIMS], ostr[OD_MAX_DIMS];
     int64_t coord[OD_MAX_DIMS];
+    int64_t io, so, oo;
 } walk;
 
-static void walk_offsets(const walk *w, int64_t *io, int64_t *so, int64_t *oo)
+/* Places w at row-major position lin. */
+static void walk_seek(walk *w, int64_t lin)
 {
-    *io = *so = *oo = 0;
-    for (int k = 0; k < w->nd; k++) {
-        *io += w->coord[k] * w->istr[k];
-        *so += w->coord[k] * w->sstr[k];
+    w->io = w->so = w->oo = 0;
+    for (int k = w->nd - 1; k >= 0; k--) {
+        int64_t c = w->sizes[k] > 0 ? lin % w->sizes[k] : 0;
+        lin = w->sizes[k] > 0 ? lin / w->sizes[k] : 0;
+        w->coord[k] = c;
+        w->io += c * w->istr[k];
+        w->so += c * w->sstr[k];
         if (k != w->dim)
-            *oo += w->coord[k] * w->ostr[k];
+            w->oo += c * w->ostr[k];
     }
 }
 
-static void walk_next(walk *w)
+static inline void walk_next(walk *w)
 {
     for (int k = w->nd - 1; k >= 0; k--) {
+        int64_t ostr = k != w->dim ? w->ostr[k] : 0;
+        w->io += w->istr[k];
+        w->so += w->sstr[k];
+        w->oo += ostr;
         if (++w->coord[k] < w->sizes[k])
             return;
+        w->io -= w->istr[k] * w->sizes[k];
+        w->so -= w->sstr[k] * w->sizes[k];
+        w->oo -= ostr * w->sizes[k];
         w->coord[k] = 0;
     }
 }
@@ -192,16 +211,70 @@ static void walk_next(walk *w)
 static int64_t first_bad(const od_scatter_info *info, walk w, const int64_t *iv, int64_t n, int64_t *bad)
 {
     int64_t size = info->self->ndim > 0 ? info->self->sizes[info->dim] : 1;
-    memset(w.coord, 0, sizeof w.coord);
+    walk_seek(&w, 0);
     for (int64_t k = 0; k < n; k++, walk_next(&w)) {
-        int64_t io, so, oo;
-        walk_offsets(&w, &io, &so, &oo);
-        if (iv[io] < 0 || iv[io] >= size) {
-            *bad = iv[io];
+        if (iv[w.io] < 0 || iv[w.io] >= size) {
+            *bad = iv[w.io];
             return k;
         }
     }
     return -1;
+}
+
+/* gather: out (contiguous) [k] = self[oo + index * dstride], chunks of
+ * positions in parallel (each output element is written once). */
+typedef struct gather_job {
+    walk w;
+    const int64_t *iv;
+    const char *sd;
+    char *od;
+    int64_t dstride;
+    size_t es;
+} gather_job;
+
+#define GATHER_LOOP_(T)                                                                      for (int64_t k = b; k < e; k++, walk_next(&w))                                               ((T *)j->od)[k] = ((const T *)j->sd)[w.oo + j->iv[w.io] * j->dstride];
+
+static void gather_chunk(void *ctx, int64_t b, int64_t e)
+{
+    const gather_job *j = ctx;
+    walk w = j->w;
+    walk_seek(&w, b);
+    switch (j->es) {
+    case 1: GATHER_LOOP_(uint8_t) break;
+    case 2: GATHER_LOOP_(uint16_t) break;
+    case 4: GATHER_LOOP_(uint32_t) break;
+    default: GATHER_LOOP_(uint64_t) break;
+    }
+}
+#undef GATHER_LOOP_
+
+/* scatter's common cases without the per-element dtype switch: the plain
+ * write (any dtype) and the sum of float32, float64 and int64 (wrapping).
+ * Serial and in row-major order, as the general loop. False: not served. */
+static bool scatter_fast(walk w, const int64_t *iv, int64_t n, char *od, const char *sd, bool from_src,
+                         int64_t dstride, od_dtype dt, od_scatter_reduce r)
+{
+    size_t es = od_dtype_size(dt);
+#define FAST_LOOP_(T, STMT)                                                                  for (int64_t k = 0; k < n; k++, walk_next(&w)) {                                             T *dst = (T *)od + w.oo + iv[w.io] * dstride;                                            const T v = from_src ? ((const T *)sd)[w.so] : *(const T *)sd;                           STMT;                                                                                }                                                                                        return true;
+    walk_seek(&w, 0);
+    if (r == OD_SCR_NONE) {
+        switch (es) {
+        case 1: FAST_LOOP_(uint8_t, *dst = v)
+        case 2: FAST_LOOP_(uint16_t, *dst = v)
+        case 4: FAST_LOOP_(uint32_t, *dst = v)
+        default: FAST_LOOP_(uint64_t, *dst = v)
+        }
+    }
+    if (r == OD_SCR_SUM) {
+        switch (dt) {
+        case OD_FLOAT32: FAST_LOOP_(float, *dst += v)
+        case OD_FLOAT64: FAST_LOOP_(double, *dst += v)
+        case OD_INT64: FAST_LOOP_(uint64_t, *dst += v)
+        default: break;
+        }
+    }
+#undef FAST_LOOP_
+    return false;
 }
 
 od_status od_cpu_scatter(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
@@ -279,11 +352,14 @@ od_status od_cpu_scatter(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
     char *od = od_tensor_data(out);
     const char *sd = info.gather ? od_tensor_data(self) : src ? od_tensor_data(src) : vbuf;
     if (info.gather) {
-        for (int64_t k = 0; k < n; k++, walk_next(&w)) {
-            int64_t io, so, oo;
-            walk_offsets(&w, &io, &so, &oo);
-            memcpy(od + (size_t)k * es, sd + (oo + iv[io] * dstride) * (int64_t)es, es);
-        }
+        gather_job j = {w, iv, sd, od, dstride, es};
+        if ((st = od_parallel_for(n, GATHER_GRAIN, gather_chunk, &j)))
+            goto fail;
+        s->rets[0] = od_tensor_v(out);
+        s->nrets = 1;
+        return OD_OK;
+    }
+    if (info.include_self && scatter_fast(w, iv, n, od, sd, src != NULL, dstride, dt, info.reduce)) {
         s->rets[0] = od_tensor_v(out);
         s->nrets = 1;
         return OD_OK;
@@ -300,17 +376,14 @@ od_status od_cpu_scatter(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
         char ibuf[8];
         identity_of(info.reduce, dt, ibuf);
         walk w0 = w;
-        for (int64_t k = 0; k < n; k++, walk_next(&w0)) {
-            int64_t io, so, oo;
-            walk_offsets(&w0, &io, &so, &oo);
-            memcpy(od + (oo + iv[io] * dstride) * (int64_t)es, ibuf, es);
-        }
+        walk_seek(&w0, 0);
+        for (int64_t k = 0; k < n; k++, walk_next(&w0))
+            memcpy(od + (w0.oo + iv[w0.io] * dstride) * (int64_t)es, ibuf, es);
     }
+    walk_seek(&w, 0);
     for (int64_t k = 0; k < n; k++, walk_next(&w)) {
-        int64_t io, so, oo;
-        walk_offsets(&w, &io, &so, &oo);
-        int64_t pos = oo + iv[io] * dstride;
-        combine(od + pos * (int64_t)es, src ? sd + so * (int64_t)es : vbuf, dt, info.reduce);
+        int64_t pos = w.oo + iv[w.io] * dstride;
+        combine(od + pos * (int64_t)es, src ? sd + w.so * (int64_t)es : vbuf, dt, info.reduce);
         if (count)
             count[pos]++;
     }
