@@ -35,7 +35,7 @@ def value(v, leaves):
         if t.requires_grad:
             leaves.append(t)
         return t
-    if isinstance(v, list) and v and isinstance(v[0], dict):
+    if isinstance(v, list) and any(isinstance(x, dict) for x in v):  # Tensor[] and Tensor?[] (None kept)
         return [value(x, leaves) for x in v]
     return v
 

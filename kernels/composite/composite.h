@@ -36,7 +36,9 @@ OD_CX_KERNEL(od_cea_constant_pad_nd); /* shapes.c */
 OD_CX_KERNEL(od_cea_repeat);
 OD_CX_KERNEL(od_cea_flip);
 OD_CX_KERNEL(od_cea_roll);
-OD_CX_KERNEL(od_cx_tril_triu); /* tril, triu (cea); tril_, triu_ (cia) */
+OD_CX_KERNEL(od_cx_tril_triu);
+OD_CX_KERNEL(od_cia_index);     /* index.Tensor (advindex.c) */
+OD_CX_KERNEL(od_cia_index_put); /* index_put */ /* tril, triu (cea); tril_, triu_ (cia) */
 OD_CX_KERNEL(od_cea_reduce_logical); /* reductions.c: all, any */
 OD_CX_KERNEL(od_cea_count_nonzero);
 OD_CX_KERNEL(od_cea_max_min); /* max, min, max.dim, min.dim */
@@ -117,7 +119,7 @@ int od_cx_arg_index(const od_op *op, const char *name);
  * od_cx_call's results belong to the scope (borrowed by the caller) and are
  * released by od_cx_scope_end; after the first failure every later call
  * returns NULL and does nothing, so a chain needs one check at its end. ---- */
-#define OD_CX_SCOPE_MAX 32
+#define OD_CX_SCOPE_MAX 128 /* advanced indexing: about 9 per dim of self */
 typedef struct od_cx_scope {
     od_status st;
     od_error *err;

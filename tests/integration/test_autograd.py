@@ -167,6 +167,12 @@ def make_cases(rng):
     add("masked_fill.Tensor", a23(), mask, RG(g(rng)))
     add("masked_select", a23(), mask)
     add("take", a23(), np.array([[5, -1, 0], [2, 2, -6]]))
+    # advanced indexing (composites: differentiated through take / index_copy / index_add)
+    add("index.Tensor", RG(g(rng, 4, 3)), [None, np.array([2, 0, -1, 2])])
+    add("index.Tensor", RG(g(rng, 3, 4, 2)), [np.array([[0, 2]]), None, np.array([1, 0])])
+    add("index.Tensor", RG(g(rng, 3, 4)), [np.array([True, False, True])])
+    add("index_put", RG(g(rng, 4, 3)), [np.array([1, 3, 1])], RG(g(rng, 3, 3)), True)
+    add("index_put", RG(g(rng, 4, 3)), [None, np.array([2, 0])], RG(g(rng, 4, 2)), False)
     add("index_add", a23(), 1, np.array([2, 0, 2]), RG(g(rng, 2, 3)), alpha=1.5)
     add("index_add", a23(), 0, np.array([1], dtype=np.int32), RG(g(rng, 1, 3)))  # int32 index
     add("index_copy", a23(), 1, np.array([2, 0]), RG(g(rng, 2, 2)))
@@ -225,7 +231,7 @@ def wire(v, rg_ids):
     """A case argument as sent to the server: requires-grad inputs by ref."""
     if isinstance(v, RG):
         return {"ref": rg_ids.pop(0)}
-    if isinstance(v, list) and v and isinstance(v[0], RG):
+    if isinstance(v, list) and any(isinstance(x, (RG, np.ndarray)) for x in v):  # Tensor[], Tensor?[]
         return [wire(x, rg_ids) for x in v]
     if isinstance(v, np.ndarray):
         return T(v)
@@ -235,7 +241,7 @@ def wire(v, rg_ids):
 def ref_value(v):
     if isinstance(v, RG):
         return T(v.a, rg=True)
-    if isinstance(v, list) and v and isinstance(v[0], RG):
+    if isinstance(v, list) and any(isinstance(x, (RG, np.ndarray)) for x in v):
         return [ref_value(x) for x in v]
     if isinstance(v, np.ndarray):
         return T(v)
@@ -247,14 +253,14 @@ def leaves(args, kw):
     for v in list(args) + list(kw.values()):
         if isinstance(v, RG):
             out.append(v)
-        elif isinstance(v, list) and v and isinstance(v[0], RG):
-            out.extend(v)
+        elif isinstance(v, list):
+            out.extend(x for x in v if isinstance(x, RG))
     return out
 
 
 def forward_loss(server, op, args, kw, out, weight, session):
     """sum(op(...)[out] * weight), from the server's forward in no_grad."""
-    plain = lambda v: T(v.a) if isinstance(v, RG) else [plain(x) for x in v] if isinstance(v, list) and v and isinstance(v[0], RG) else T(v) if isinstance(v, np.ndarray) else v
+    plain = lambda v: T(v.a) if isinstance(v, RG) else [plain(x) for x in v] if isinstance(v, list) and any(isinstance(x, (RG, np.ndarray)) for x in v) else T(v) if isinstance(v, np.ndarray) else v
     r = server.post(f"/v1/ops/{op}", {"args": [plain(a) for a in args], "kwargs": {k: plain(v) for k, v in kw.items()},
                                       "grad_mode": "no_grad"}, headers={"X-OD-Session": session})
     assert r.status_code == 200, r.text
@@ -343,7 +349,7 @@ def test_every_formula_against_torch_and_finite_differences(server, rng):
                 fd.flat[j] = (up - dn) / (2 * h)
             np.testing.assert_allclose(gs, fd, rtol=1e-4, atol=1e-5, err_msg=f"{op} input {i} vs finite differences")
             checked += 1
-        if op in ("matmul", "linear", "reshape", "embedding"):
+        if op in ("matmul", "linear", "reshape", "embedding", "index.Tensor", "index_put"):
             # composites differentiate through their decomposition: the
             # grad_fn is the last operator they became, which differs from
             # torch's where its decomposition does (_unsafe_view, _reshape_alias)
