@@ -25,15 +25,6 @@
 
 #define T(t) od_tensor_v(t)
 
-static void shape_str(const int64_t *sizes, int n, char *buf, size_t cap)
-{
-    size_t o = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < n && o < cap; i++)
-        o += (size_t)snprintf(buf + o, cap - o, "%s%" PRId64, i ? ", " : "", sizes[i]);
-    if (o < cap)
-        snprintf(buf + o, cap - o, "]");
-}
-
 /* The plan of one indexing: per dim of self its int64 index (NULL: a full
  * slice; owned by the scope), the broadcast index shape, and the result. */
 typedef struct ix_plan {
@@ -67,6 +58,18 @@ static od_status first_out_of_range(od_cx_scope *sc, od_tensor *idx, int64_t siz
 }
 
 static od_status plan_indexing(od_cx_scope *sc, const od_op *op, const od_stack *s, od_tensor *self, ix_plan *p,
+                               od_error *err);
+
+/* plan_indexing, ending the scope when it fails. */
+static od_status plan(od_cx_scope *sc, const od_op *op, const od_stack *s, od_tensor *self, ix_plan *p, od_error *err)
+{
+    od_status st = plan_indexing(sc, op, s, self, p, err);
+    if (st)
+        od_cx_scope_end(sc);
+    return st;
+}
+
+static od_status plan_indexing(od_cx_scope *sc, const od_op *op, const od_stack *s, od_tensor *self, ix_plan *p,
                                od_error *err)
 {
     const od_value *v = &s->args[1];
@@ -92,8 +95,8 @@ static od_status plan_indexing(od_cx_scope *sc, const od_op *op, const od_stack 
             for (int j = 0; j < t->ndim; j++)
                 if (t->sizes[j] != self->sizes[d + j]) {
                     char ms[256], ss[256];
-                    shape_str(t->sizes, t->ndim, ms, sizeof ms);
-                    shape_str(self->sizes, self->ndim, ss, sizeof ss);
+                    od_shape_print(t->sizes, t->ndim, ms, sizeof ms);
+                    od_shape_print(self->sizes, self->ndim, ss, sizeof ss);
                     return od_error_set(err, OD_EINVAL,
                                         "The shape of the mask %s at index %d does not match the shape of the "
                                         "indexed tensor %s at index %d",
@@ -138,7 +141,7 @@ static od_status plan_indexing(od_cx_scope *sc, const od_op *op, const od_stack 
                 for (int q = 0; q < d && o < sizeof buf; q++)
                     if (expanded[q]) {
                         char one[256];
-                        shape_str(expanded[q]->sizes, expanded[q]->ndim, one, sizeof one);
+                        od_shape_print(expanded[q]->sizes, expanded[q]->ndim, one, sizeof one);
                         o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%s", o ? ", " : "", one);
                     }
                 return od_error_set(err, OD_EINVAL,
@@ -250,10 +253,8 @@ OD_CX_KERNEL(od_cia_index)
         return st;
     od_cx_scope sc = od_cx_scope_begin(err);
     ix_plan p;
-    if ((st = plan_indexing(&sc, op, s, self, &p, err))) {
-        od_cx_scope_end(&sc);
+    if ((st = plan(&sc, op, s, self, &p, err)))
         return st;
-    }
     od_tensor *L = linear_index(&sc, self, &p);
     od_tensor *r = L ? od_cx_call(&sc, OD_OPID_take, 2, T(self), T(L)) : NULL;
     return od_cx_scope_return1(&sc, s, r);
@@ -271,10 +272,8 @@ OD_CX_KERNEL(od_cia_index_put)
         return st;
     od_cx_scope sc = od_cx_scope_begin(err);
     ix_plan p;
-    if ((st = plan_indexing(&sc, op, s, self, &p, err))) {
-        od_cx_scope_end(&sc);
+    if ((st = plan(&sc, op, s, self, &p, err)))
         return st;
-    }
     int64_t out[OD_MAX_DIMS];
     int on = 0;
     od_error e2;
@@ -282,8 +281,8 @@ OD_CX_KERNEL(od_cia_index_put)
     if (od_broadcast_shapes(values->sizes, values->ndim, p.rshape, p.rnd, out, &on, &e2) || on != p.rnd ||
         memcmp(out, p.rshape, (size_t)on * sizeof(int64_t))) {
         char vs[256], rs[256];
-        shape_str(values->sizes, values->ndim, vs, sizeof vs);
-        shape_str(p.rshape, p.rnd, rs, sizeof rs);
+        od_shape_print(values->sizes, values->ndim, vs, sizeof vs);
+        od_shape_print(p.rshape, p.rnd, rs, sizeof rs);
         od_cx_scope_end(&sc);
         return od_error_set(err, OD_EINVAL, "shape mismatch: value tensor of shape %s cannot be broadcast to indexing "
                                             "result of shape %s",
