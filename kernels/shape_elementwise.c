@@ -606,7 +606,8 @@ od_status od_ew_params_of(od_opid id, const od_stack *s, od_dtype dt, od_ew_para
     memset(p, 0, sizeof *p);
     const od_value *a = s->args;
     bool flt = od_dtype_is_floating(dt);
-    /* the activations' bfloat16 kernels that hold parameters as float */
+    /* the activations' bfloat16 kernels that hold parameters as float (elu,
+     * leaky_relu, softplus, softshrink; the others convert to bfloat16) */
     od_dtype as_float = dt == OD_BFLOAT16 ? OD_FLOAT32 : dt;
     switch (id) {
     case OD_OPID_hardtanh: {
@@ -650,7 +651,7 @@ od_status od_ew_params_of(od_opid id, const od_stack *s, od_dtype dt, od_ew_para
         double l = od_value_as_double(&a[1]);
         if (!(l >= 0))
             return od_error_set(err, OD_EINVAL, "lambda must be greater or equal to 0, but found to be %g.", l);
-        return param_to(&a[1], dt, &p->d[0], &p->i[0], err);
+        return param_to(&a[1], as_float, &p->d[0], &p->i[0], err);
     }
     case OD_OPID_hardshrink:
         return param_to(&a[1], dt, &p->d[0], &p->i[0], err);

@@ -256,6 +256,16 @@ static inline double ew_pows_f64(double a, const ew_ctx *c)
         (void)c;                                                                                  \
         if (s[0] == eo && s[1] == ei) {                                                           \
             NAME##_c(d[0], d[1], n, c);                                                           \
+        } else if (s[0] == eo && s[1] == 0) {                                                     \
+            /* a broadcast input: ATen's vectorized loop too (is_contiguous_scalar) */           \
+            OT *o = (OT *)d[0];                                                                   \
+            CT(DT) a = OD_CPU_LD_##DT(*(const T *)d[1]);                                          \
+            const int64_t nv = n - n % VEC2_##DT;                                                 \
+            for (int64_t i = 0; i < n; i++) {                                                     \
+                const bool vp = i < nv;                                                           \
+                (void)vp;                                                                         \
+                o[i] = SF(EXPR);                                                                  \
+            }                                                                                     \
         } else {                                                                                  \
             char *po = d[0];                                                                      \
             const char *px = d[1];                                                                \
