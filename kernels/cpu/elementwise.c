@@ -30,6 +30,7 @@
 #pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math", "fp-contract=fast")
 #endif
 
+#include <float.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -818,7 +819,8 @@ od_status od_cpu_ew(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_er
     ew_ctx c;
     ctx_init(&c);
     for (int k = 0; k < OD_EW_MAX_PARAMS; k++) {
-        c.p_f32[k] = (float)p.d[k];
+        /* (a double parameter of float64 may not fit a float: inf, not UB) */
+        c.p_f32[k] = p.d[k] > FLT_MAX ? INFINITY : p.d[k] < -FLT_MAX ? -INFINITY : (float)p.d[k];
         c.p_f64[k] = p.d[k];
         c.p_i64[k] = p.i[k];
     }
