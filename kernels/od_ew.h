@@ -28,6 +28,19 @@
  *    INT_DIV     all but bool       result_type                    as computed;
  *                an integer divisor of 0 is "ZeroDivisionError", as in torch
  *    INT         integers           result_type                    as computed
+ *    FLOAT_NOHALF, FLOAT_ONLY_NOHALF, NUMERIC_NOHALF
+ *                as FLOAT, FLOAT_ONLY, NUMERIC without float16 (torch 1.13's
+ *                CPU kernels of the activations and special functions
+ *                dispatch FLOATING_TYPES_AND(BFloat16): no Half)
+ *
+ *  - OD_EWP(id, schema, fn, rule, ag) declares a per-element operator of one
+ *    tensor input (the schema's Tensor argument) and parameters (its other
+ *    arguments: Scalar, float?, int), which do not take part in type
+ *    promotion: the rule applies to the tensor alone. od_ew_params_of
+ *    (kernels/shape_elementwise.c) checks them and converts them as the ATen
+ *    kernel holds them for the compute dtype (to<scalar_t>, dtype defaults);
+ *    the math is od_math_<fn>_<family>(x, const T *p), p[k] parameter k in
+ *    the compute family (at most OD_EW_MAX_PARAMS).
  *
  *  - The OD_EWR_DTYPES_<rule>(X, ...) lists name the loop dtypes of a rule
  *    (X(DT, ...) per dtype suffix: BOOL, UINT8, ..., FLOAT64), and
@@ -47,13 +60,19 @@ typedef enum od_ew_rule {
     OD_EWR_LOGICAL,
     OD_EWR_BITWISE,
     OD_EWR_INT_DIV,
-    OD_EWR_INT
+    OD_EWR_INT,
+    OD_EWR_FLOAT_NOHALF,
+    OD_EWR_FLOAT_ONLY_NOHALF,
+    OD_EWR_NUMERIC_NOHALF
 } od_ew_rule;
+
+#define OD_EW_MAX_PARAMS 4
 
 #define OD_EWR_INT_DTYPES_(X, ...) \
     X(UINT8, __VA_ARGS__) X(INT8, __VA_ARGS__) X(INT16, __VA_ARGS__) X(INT32, __VA_ARGS__) X(INT64, __VA_ARGS__)
 #define OD_EWR_FLT_DTYPES_(X, ...) \
-    X(FLOAT16, __VA_ARGS__) X(BFLOAT16, __VA_ARGS__) X(FLOAT32, __VA_ARGS__) X(FLOAT64, __VA_ARGS__)
+    X(FLOAT16, __VA_ARGS__) OD_EWR_FLT_NOHALF_DTYPES_(X, __VA_ARGS__)
+#define OD_EWR_FLT_NOHALF_DTYPES_(X, ...) X(BFLOAT16, __VA_ARGS__) X(FLOAT32, __VA_ARGS__) X(FLOAT64, __VA_ARGS__)
 
 #define OD_EWR_DTYPES_FLOAT(X, ...) OD_EWR_FLT_DTYPES_(X, __VA_ARGS__)
 #define OD_EWR_DTYPES_FLOAT_ONLY(X, ...) OD_EWR_FLT_DTYPES_(X, __VA_ARGS__)
@@ -63,6 +82,9 @@ typedef enum od_ew_rule {
 #define OD_EWR_DTYPES_BITWISE(X, ...) X(BOOL, __VA_ARGS__) OD_EWR_INT_DTYPES_(X, __VA_ARGS__)
 #define OD_EWR_DTYPES_INT_DIV(X, ...) OD_EWR_DTYPES_NUMERIC(X, __VA_ARGS__)
 #define OD_EWR_DTYPES_INT(X, ...) OD_EWR_INT_DTYPES_(X, __VA_ARGS__)
+#define OD_EWR_DTYPES_FLOAT_NOHALF(X, ...) OD_EWR_FLT_NOHALF_DTYPES_(X, __VA_ARGS__)
+#define OD_EWR_DTYPES_FLOAT_ONLY_NOHALF(X, ...) OD_EWR_FLT_NOHALF_DTYPES_(X, __VA_ARGS__)
+#define OD_EWR_DTYPES_NUMERIC_NOHALF(X, ...) OD_EWR_INT_DTYPES_(X, __VA_ARGS__) OD_EWR_FLT_NOHALF_DTYPES_(X, __VA_ARGS__)
 
 /* Whether a rule has the integer (i64) / floating (f32, f64) families. */
 #define OD_EWR_I64_FLOAT(x)
@@ -73,6 +95,9 @@ typedef enum od_ew_rule {
 #define OD_EWR_I64_BITWISE(x) x
 #define OD_EWR_I64_INT_DIV(x) x
 #define OD_EWR_I64_INT(x) x
+#define OD_EWR_I64_FLOAT_NOHALF(x)
+#define OD_EWR_I64_FLOAT_ONLY_NOHALF(x)
+#define OD_EWR_I64_NUMERIC_NOHALF(x) x
 #define OD_EWR_FLT_FLOAT(x) x
 #define OD_EWR_FLT_FLOAT_ONLY(x) x
 #define OD_EWR_FLT_NUMERIC(x) x
@@ -81,6 +106,9 @@ typedef enum od_ew_rule {
 #define OD_EWR_FLT_BITWISE(x)
 #define OD_EWR_FLT_INT_DIV(x) x
 #define OD_EWR_FLT_INT(x)
+#define OD_EWR_FLT_FLOAT_NOHALF(x) x
+#define OD_EWR_FLT_FLOAT_ONLY_NOHALF(x) x
+#define OD_EWR_FLT_NUMERIC_NOHALF(x) x
 
 /* The output is bool (1) or the compute dtype (0). */
 #define OD_EWR_BOOL_OUT_FLOAT 0
@@ -91,6 +119,9 @@ typedef enum od_ew_rule {
 #define OD_EWR_BOOL_OUT_BITWISE 0
 #define OD_EWR_BOOL_OUT_INT_DIV 0
 #define OD_EWR_BOOL_OUT_INT 0
+#define OD_EWR_BOOL_OUT_FLOAT_NOHALF 0
+#define OD_EWR_BOOL_OUT_FLOAT_ONLY_NOHALF 0
+#define OD_EWR_BOOL_OUT_NUMERIC_NOHALF 0
 
 /* An integer divisor of 0 is an error (1) or cannot occur (0). */
 #define OD_EWR_ZERO_DIV_FLOAT 0
@@ -101,5 +132,8 @@ typedef enum od_ew_rule {
 #define OD_EWR_ZERO_DIV_BITWISE 0
 #define OD_EWR_ZERO_DIV_INT_DIV 1
 #define OD_EWR_ZERO_DIV_INT 0
+#define OD_EWR_ZERO_DIV_FLOAT_NOHALF 0
+#define OD_EWR_ZERO_DIV_FLOAT_ONLY_NOHALF 0
+#define OD_EWR_ZERO_DIV_NUMERIC_NOHALF 0
 
 #endif

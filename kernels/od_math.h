@@ -397,6 +397,224 @@ OD_MATH_FN double od_math_lgamma_f64(double a) { return lgamma(a); }
 OD_MATH_DIGAMMA_(f32, float, f, 2.25175258906672110764f)
 OD_MATH_DIGAMMA_(f64, double, , 2.25175258906672110764)
 #undef OD_MATH_DIGAMMA_
+/* ---- parameterised activations (ops.def's OD_EWP lines): p[k] is the
+ * operator's parameter k as od_ew_params_of converts it; ATen 1.13's CPU
+ * formulas, NaN included ---- */
+#define OD_MATH_ACT_(SFX, T, F)                                                                   \
+    /* clamp (torch's hardtanh): NaN limits give NaN */                                        \
+    OD_MATH_FN T od_math_hardtanh_##SFX(T x, const T *p) { return od_math_clamp_##SFX(x, p[0], p[1]); } \
+    /* alpha, scale, input_scale: exp(x * is) - 1, not expm1 (elu(-0.0) is */                \
+    /* 0 * alpha * scale) */                                                                    \
+    OD_MATH_FN T od_math_elu_##SFX(T x, const T *p)                                              \
+    {                                                                                            \
+        return x <= (T)0 ? (exp##F(x * p[2]) - (T)1) * (p[0] * p[1]) : x * p[1];                 \
+    }                                                                                            \
+    OD_MATH_FN T od_math_leaky_relu_##SFX(T x, const T *p) { return x > (T)0 ? x : x * p[0]; }   \
+    /* beta, threshold */                                                                        \
+    OD_MATH_FN T od_math_softplus_##SFX(T x, const T *p)                                         \
+    {                                                                                            \
+        return x * p[0] > p[1] ? x : log1p##F(exp##F(x * p[0])) / p[0];                          \
+    }                                                                                            \
+    /* lambd: +0 in the middle, NaN included */                                                 \
+    OD_MATH_FN T od_math_softshrink_##SFX(T x, const T *p)                                       \
+    {                                                                                            \
+        return x > p[0] ? x - p[0] : (x < -p[0] ? x + p[0] : (T)0);                               \
+    }                                                                                            \
+    OD_MATH_FN T od_math_hardshrink_##SFX(T x, const T *p)                                       \
+    {                                                                                            \
+        return x >= -p[0] && x <= p[0] ? (T)0 : x;                                               \
+    }                                                                                            \
+    /* threshold, value: NaN stays */                                                           \
+    OD_MATH_FN T od_math_threshold_##SFX(T x, const T *p) { return x <= p[0] ? p[1] : x; }       \
+    /* lo = eps, hi = 1 - eps (NaN: no clamp); log(x / (1 - x)), inf at 1. */                 \
+    /* The scalar loop tests lo first, the vectorized one is min(max(x, lo), */                \
+    /* hi): they differ where lo > hi (eps > 0.5) */                                             \
+    OD_MATH_FN T od_math_logit_##SFX(T x, const T *p)                                            \
+    {                                                                                            \
+        T z = x < p[0] ? p[0] : (x > p[1] ? p[1] : x);                                           \
+        return z == (T)1 ? (T)INFINITY : log##F(z / ((T)1 - z));                                 \
+    }                                                                                            \
+    OD_MATH_FN T od_math_logit_vec_##SFX(T x, const T *p)                                        \
+    {                                                                                            \
+        T z = p[0] > x ? p[0] : x;                                                               \
+        z = p[1] < z ? p[1] : z;                                                                 \
+        return log##F(z / ((T)1 - z));                                                           \
+    }                                                                                            \
+    /* nan, posinf, neginf replacements */                                                      \
+    OD_MATH_FN T od_math_nan_to_num_##SFX(T x, const T *p)                                       \
+    {                                                                                            \
+        return x != x ? p[0] : (x == (T)INFINITY ? p[1] : (x == -(T)INFINITY ? p[2] : x));       \
+    }
+OD_MATH_ACT_(f32, float, f)
+OD_MATH_ACT_(f64, double, )
+#undef OD_MATH_ACT_
+#define OD_MATH_VEC_logit ~, 1
+OD_MATH_FN int64_t od_math_hardtanh_i64(int64_t x, const int64_t *p) { return od_math_clamp_i64(x, p[0], p[1]); }
+OD_MATH_FN int64_t od_math_threshold_i64(int64_t x, const int64_t *p) { return x <= p[0] ? p[1] : x; }
+OD_MATH_FN int64_t od_math_nan_to_num_i64(int64_t x, const int64_t *p) { (void)p; return x; }
+/* x ^ p[0]: 1 for bool (not), -1 for the integers (~x) */
+OD_MATH_FN int64_t od_math_bitwise_not_i64(int64_t x, const int64_t *p) { return x ^ p[0]; }
+
+/* ---- erfinv, i0, polygamma ---- */
+/* erfinv: a first guess (the series about 0 below 0.5, Winitzki's closed
+ * form above), then Halley steps on erf, or on erfc past 0.5 where 1 - |y|
+ * is exact; float32 rounds the double result. */
+OD_MATH_FN double od_math_erfinv_f64(double y)
+{
+    if (!(y >= -1.0 && y <= 1.0))
+        return NAN;
+    if (y == 1.0 || y == -1.0)
+        return y * INFINITY;
+    if (y == 0.0)
+        return y;
+    double ay = fabs(y), x;
+    const double spi2 = 0.88622692545275801365; /* sqrt(pi) / 2 */
+    if (ay < 0.5) {
+        double y2 = ay * ay;
+        x = spi2 * ay * (1.0 + y2 * (0.26179938779914943654 + y2 * 0.14393173084921978670));
+    } else {
+        const double a = 0.147, tpa = 2.0 / (3.14159265358979323846 * a);
+        double w = log((1.0 - ay) * (1.0 + ay)), b = tpa + 0.5 * w;
+        x = sqrt(sqrt(b * b - w / a) - b);
+    }
+    for (int it = 0; it < 4; it++) {
+        double d = exp(-x * x) / spi2; /* erf'(x) */
+        double f = ay < 0.5 ? erf(x) - ay : (1.0 - ay) - erfc(x);
+        double step = f / (d + x * f);
+        x -= step;
+        if (fabs(step) <= 1e-17 * x)
+            break;
+    }
+    return y < 0 ? -x : x;
+}
+OD_MATH_FN float od_math_erfinv_f32(float y) { return (float)od_math_erfinv_f64((double)y); }
+
+/* The modified Bessel function I0: its power series up to |x| = 30, the
+ * asymptotic series e^x / sqrt(2 pi x) * sum (2k-1)!!^2 / (k! (8x)^k) past
+ * it; e^x overflows where ATen's does (past 709.78, 88.72 in float32). */
+OD_MATH_FN double od_math_i0_f64(double x)
+{
+    double ax = fabs(x);
+    if (ax != ax || ax == INFINITY) /* ATen's e^x / sqrt(x) is inf / inf there */
+        return NAN;
+    if (ax <= 30.0) {
+        double q = 0.25 * ax * ax, term = 1.0, sum = 1.0;
+        for (int k = 1; k < 200; k++) {
+            term *= q / ((double)k * (double)k);
+            sum += term;
+            if (term < 1e-17 * sum)
+                break;
+        }
+        return sum;
+    }
+    double term = 1.0, sum = 1.0;
+    for (int k = 1; k < 60; k++) {
+        double odd = 2.0 * k - 1.0;
+        term *= odd * odd / (8.0 * ax * k);
+        sum += term;
+        if (term < 1e-17 * sum)
+            break;
+    }
+    return exp(ax) * (sum / sqrt(6.28318530717958647693 * ax));
+}
+OD_MATH_FN float od_math_i0_f32(float x)
+{
+    if (fabsf(x) > 88.7228317f && fabsf(x) != INFINITY)
+        return INFINITY;
+    return (float)od_math_i0_f64((double)x);
+}
+
+/* trigamma: reflection below 1/2, six steps of the recurrence, then the
+ * asymptotic series 1/x + 1/2x^2 + 1/6x^3 - 1/30x^5 + 1/42x^7 */
+#define OD_MATH_TRIGAMMA_(SFX, T, F)                                                             \
+    OD_MATH_FN T od_math_trigamma_##SFX(T x)                                                     \
+    {                                                                                            \
+        const T pi = (T)3.14159265358979323846;                                                  \
+        T sign = 1, result = 0;                                                                  \
+        if (x < (T)0.5) {                                                                        \
+            sign = -1;                                                                           \
+            T sp = sin##F(pi * x);                                                               \
+            result -= pi * pi / (sp * sp);                                                       \
+            x = 1 - x;                                                                           \
+        }                                                                                        \
+        for (int i = 0; i < 6; i++) {                                                            \
+            result += 1 / (x * x);                                                               \
+            x += 1;                                                                              \
+        }                                                                                        \
+        const T ixx = 1 / (x * x);                                                               \
+        result += (1 + 1 / (2 * x) + ixx * ((T)1 / 6 - ixx * ((T)1 / 30 - ixx * ((T)1 / 42)))) / x; \
+        return sign * result;                                                                    \
+    }
+/* Hurwitz zeta(s, q) by Euler-Maclaurin summation (Cephes' zeta): nine
+ * terms, then the integral and the Bernoulli corrections B[k] = (2k)!/B_2k.
+ * float32 sums in double, as ATen's CPU zeta accumulates (acc_type). */
+/* polygamma(n, x): digamma, trigamma, else (-1)^(n+1) n! zeta(n+1, x);
+ * p[0] = n, p[1] = 1 for the general formula (its n an int, as ATen's) */
+#define OD_MATH_POLYGAMMA_(SFX, T, F)                                                            \
+    OD_MATH_FN T od_math_polygamma_##SFX(T x, const T *p)                                        \
+    {                                                                                            \
+        T n = p[0];                                                                              \
+        if (p[1] == 0)                                                                           \
+            return n == 0 ? od_math_digamma_##SFX(x) : od_math_trigamma_##SFX(x);                \
+        T sign = fmod##F(n, (T)2) != 0 ? (T)1 : (T)-1;                                            \
+        return sign * exp##F(lgamma##F(n + 1)) * od_math_zeta_##SFX(n + 1, x);                   \
+    }
+#define OD_MATH_ZETA_(SFX, T, F)                                                                 \
+    OD_MATH_FN T od_math_zeta_##SFX(T s, T q)                                                    \
+    {                                                                                            \
+        const T B[12] = {(T)12.0, (T)-720.0, (T)30240.0, (T)-1209600.0, (T)47900160.0,           \
+                         (T)-1.8924375803183791606e9, (T)7.47242496e10, (T)-2.950130727918164224e12, \
+                         (T)1.1646782814350067249e14, (T)-4.5979787224074726105e15,                 \
+                         (T)1.8152105401943546773e17, (T)-7.1661652561756670113e18};                \
+        const T eps = (T)1.11022302462515654042e-16;                                             \
+        if (s == 1)                                                                              \
+            return (T)INFINITY;                                                                  \
+        if (s < 1)                                                                               \
+            return (T)NAN;                                                                       \
+        if (q <= 0) {                                                                            \
+            if (q == floor##F(q))                                                                \
+                return (T)INFINITY;                                                              \
+            if (s != floor##F(s))                                                                \
+                return (T)NAN;                                                                   \
+        }                                                                                        \
+        T sum = pow##F(q, -s), a = q, b = 0;                                                     \
+        int i = 0;                                                                               \
+        while (i < 9 || a <= (T)9) {                                                             \
+            i += 1;                                                                              \
+            a += 1;                                                                              \
+            b = pow##F(a, -s);                                                                   \
+            sum += b;                                                                            \
+            if (-eps * sum < b && b < eps * sum)                                                 \
+                return sum;                                                                      \
+        }                                                                                        \
+        T w = a;                                                                                 \
+        sum += b * w / (s - 1);                                                                  \
+        sum -= (T)0.5 * b;                                                                       \
+        T f = 1, k = 0;                                                                          \
+        for (int j = 0; j < 12; j++) {                                                           \
+            f *= s + k;                                                                          \
+            b /= w;                                                                              \
+            T t = f * b / B[j];                                                                  \
+            sum += t;                                                                            \
+            t = fabs##F(t / sum);                                                                \
+            if (t < eps)                                                                         \
+                return sum;                                                                      \
+            k += 1;                                                                              \
+            f *= s + k;                                                                          \
+            b /= w;                                                                              \
+            k += 1;                                                                              \
+        }                                                                                        \
+        return sum;                                                                              \
+    }
+OD_MATH_TRIGAMMA_(f32, float, f)
+OD_MATH_TRIGAMMA_(f64, double, )
+OD_MATH_ZETA_(f64, double, )
+OD_MATH_FN float od_math_zeta_f32(float s, float q) { return (float)od_math_zeta_f64((double)s, (double)q); }
+OD_MATH_POLYGAMMA_(f32, float, f)
+OD_MATH_POLYGAMMA_(f64, double, )
+#undef OD_MATH_TRIGAMMA_
+#undef OD_MATH_ZETA_
+#undef OD_MATH_POLYGAMMA_
 /* sinc: sin(pi x) / (pi x), 1 at 0, as ATen computes it */
 OD_MATH_FN float od_math_sinc_f32(float a)
 {

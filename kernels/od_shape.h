@@ -125,8 +125,22 @@ od_status od_elementwise_common_dtype(od_opid id, const od_stack *s, od_dtype *o
 /* The dtype rule of a per-element operator of ops.def (OD_EW1/OD_EW2 lines),
  * OD_EWR_NONE for every other operator. */
 od_ew_rule od_ew_rule_of(od_opid id);
-/* Its inputs (1 or 2), 0 for every other operator. */
+/* Its inputs (1 or 2), 0 for every other operator (OD_EWP ones included:
+ * see od_ew_self_arg). */
 int od_ew_arity(od_opid id);
+/* The argument index of the one tensor input of an OD_EWP operator (the
+ * others are its parameters), -1 for every other operator. */
+int od_ew_self_arg(od_opid id);
+
+/* The parameters of an OD_EWP operator as its ATen kernel holds them for the
+ * compute dtype dt (to<scalar_t>() with c10's overflow check, dtype-dependent
+ * defaults), in each compute family: d (float, double) and i (int64). The
+ * call must have passed od_shape_ew. s: borrowed. */
+typedef struct od_ew_params {
+    double d[OD_EW_MAX_PARAMS];
+    int64_t i[OD_EW_MAX_PARAMS];
+} od_ew_params;
+od_status od_ew_params_of(od_opid id, const od_stack *s, od_dtype dt, od_ew_params *p, od_error *err);
 
 /* The alpha an add or sub kernel multiplies other by, as torch computes it:
  * sub is add with alpha negated (an int alpha wraps: -(-2^63) is -2^63),

@@ -501,16 +501,19 @@ od_status od_shape_unary(od_opid id, const od_stack *s, od_out_spec *outs, int *
 /* ---- per-element operators declared by OD_EW1 / OD_EW2 (kernels/od_ew.h) ------------- */
 
 static const struct {
-    unsigned char arity; /* 0: not a per-element operator */
-    unsigned char rule;  /* od_ew_rule */
+    unsigned char arity;  /* 0: not a per-element operator */
+    unsigned char rule;   /* od_ew_rule */
+    unsigned char params; /* an OD_EWP operator: one tensor and parameters */
 } g_ew[OD_NUM_BUILTIN_OPS] = {
 #define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag)
-#define OD_EW1(id, schema, fn, rule, ag) [OD_OPID_##id] = {1, OD_EWR_##rule},
-#define OD_EW2(id, schema, fn, rule, ag) [OD_OPID_##id] = {2, OD_EWR_##rule},
+#define OD_EW1(id, schema, fn, rule, ag) [OD_OPID_##id] = {1, OD_EWR_##rule, 0},
+#define OD_EW2(id, schema, fn, rule, ag) [OD_OPID_##id] = {2, OD_EWR_##rule, 0},
+#define OD_EWP(id, schema, fn, rule, ag) [OD_OPID_##id] = {1, OD_EWR_##rule, 1},
 #include "ops.def"
 #undef OD_OP
 #undef OD_EW1
 #undef OD_EW2
+#undef OD_EWP
 };
 
 od_ew_rule od_ew_rule_of(od_opid id)
@@ -520,7 +523,175 @@ od_ew_rule od_ew_rule_of(od_opid id)
 
 int od_ew_arity(od_opid id)
 {
-    return (unsigned)id < OD_NUM_BUILTIN_OPS ? g_ew[id].arity : 0;
+    return (unsigned)id < OD_NUM_BUILTIN_OPS && !g_ew[id].params ? g_ew[id].arity : 0;
+}
+
+int od_ew_self_arg(od_opid id)
+{
+    if ((unsigned)id >= OD_NUM_BUILTIN_OPS || !g_ew[id].params)
+        return -1;
+    const od_op *op = od_builtin(id);
+    for (int i = 0; op && i < od_op_schema(op)->nargs; i++)
+        if (od_op_schema(op)->args[i].type->kind == OD_TY_TENSOR)
+            return i;
+    return -1;
+}
+
+/* An OD_EWP parameter: a number for Scalar and float, None too for float?,
+ * an int for int. */
+static od_status arg_param(od_opid id, const od_stack *s, int i, od_error *err)
+{
+    const od_type *ty = od_op_schema(od_builtin(id))->args[i].type;
+    const od_value *v = &s->args[i];
+    if (ty->kind == OD_TY_OPTIONAL) {
+        if (v->tag == OD_T_NONE)
+            return OD_OK;
+        ty = ty->elem;
+    }
+    if (ty->kind == OD_TY_INT)
+        return v->tag == OD_T_INT ? OD_OK : bad_arg(id, s, i, "int", err);
+    if (ty->kind == OD_TY_FLOAT)
+        return v->tag == OD_T_INT || v->tag == OD_T_DOUBLE ? OD_OK : bad_arg(id, s, i, "float", err);
+    return arg_scalar(id, s, i, err);
+}
+
+/* c10's Scalar::to<scalar_t>() for a floating dt (a double through float
+ * for the 16-bit types, as their constructors take a float). */
+static double round_to_dtype(double v, od_dtype dt)
+{
+    switch (dt) {
+    case OD_FLOAT32: return (double)(float)v;
+    case OD_BFLOAT16: return (double)od_bf16_to_float(od_float_to_bf16((float)v));
+    case OD_FLOAT16: return (double)od_half_to_float(od_float_to_half((float)v));
+    default: return v;
+    }
+}
+
+/* Parameter i as to<scalar_t>() for dt, checked as c10 checks it; the result
+ * in *d (floating dt) or *iv (integer dt, truncated as C++ converts). */
+static od_status param_to(const od_value *v, od_dtype dt, double *d, int64_t *iv, od_error *err)
+{
+    od_status st = od_scalar_check_fits(v, dt, err);
+    if (st)
+        return st;
+    double x = od_value_as_double(v);
+    *d = round_to_dtype(x, dt);
+    int64_t i = v->tag == OD_T_INT ? v->u.i : v->tag == OD_T_BOOL ? (int64_t)v->u.b : od_double_to_i64(x);
+    /* the dtype's value (uint8's -3 is 253); a double narrower than int64
+     * converts through int32, as C++ on x86 does */
+    if (v->tag == OD_T_DOUBLE && dt != OD_INT64)
+        i = od_double_to_i32(x);
+    switch (dt) {
+    case OD_UINT8: i = (uint8_t)i; break;
+    case OD_INT8: i = (int8_t)i; break;
+    case OD_INT16: i = (int16_t)i; break;
+    case OD_INT32: i = (int32_t)i; break;
+    case OD_BOOL: i = i != 0; break;
+    default: break;
+    }
+    *iv = i;
+    return OD_OK;
+}
+
+/* float's and double's largest finite value in dt, as std::numeric_limits. */
+static double dtype_max(od_dtype dt)
+{
+    return dt == OD_FLOAT16 ? 65504.0 : dt == OD_BFLOAT16 ? 3.3895313892515355e38
+         : dt == OD_FLOAT32 ? 3.4028234663852886e38 : 1.7976931348623157e308;
+}
+
+od_status od_ew_params_of(od_opid id, const od_stack *s, od_dtype dt, od_ew_params *p, od_error *err)
+{
+    od_status st = OD_OK;
+    memset(p, 0, sizeof *p);
+    const od_value *a = s->args;
+    bool flt = od_dtype_is_floating(dt);
+    /* the activations' bfloat16 kernels that hold parameters as float (elu,
+     * leaky_relu, softplus, softshrink; the others convert to bfloat16) */
+    od_dtype as_float = dt == OD_BFLOAT16 ? OD_FLOAT32 : dt;
+    switch (id) {
+    case OD_OPID_hardtanh: {
+        /* ATen's hardtanh: no bool; integer limits through toLong() (no
+         * promotion), then clamp (NaN limits fill the result with NaN) */
+        if (dt == OD_BOOL)
+            return od_error_set(err, OD_EINVAL, "Bool inputs not supported for hardtanh");
+        if (!flt) {
+            for (int k = 0; k < 2; k++) {
+                double unused;
+                if ((st = param_to(&a[1 + k], OD_INT64, &unused, &p->i[k], err)))
+                    return st;
+            }
+            if (dt == OD_UINT8 && (p->i[0] < 0 || p->i[1] < 0))
+                return od_error_set(err, OD_EINVAL, "cannot do hardtanh on an unsigned type with negative limits");
+            for (int k = 0; k < 2; k++) {
+                od_value lim = od_int(p->i[k]);
+                if ((st = od_scalar_check_fits(&lim, dt, err)))
+                    return st;
+            }
+            return OD_OK;
+        }
+        double lo = od_value_as_double(&a[1]), hi = od_value_as_double(&a[2]);
+        if (lo != lo || hi != hi) { /* even for float16, which has no clamp kernel */
+            p->d[0] = p->d[1] = NAN;
+            return OD_OK;
+        }
+        if (dt == OD_FLOAT16)
+            return not_implemented(id, dt, err);
+        for (int k = 0; k < 2 && !st; k++)
+            st = param_to(&a[1 + k], dt, &p->d[k], &p->i[k], err);
+        return st;
+    }
+    case OD_OPID_elu:
+        for (int k = 0; k < 3 && !st; k++)
+            st = param_to(&a[1 + k], as_float, &p->d[k], &p->i[k], err);
+        return st;
+    case OD_OPID_leaky_relu:
+        return param_to(&a[1], as_float, &p->d[0], &p->i[0], err);
+    case OD_OPID_softshrink: {
+        double l = od_value_as_double(&a[1]);
+        if (!(l >= 0))
+            return od_error_set(err, OD_EINVAL, "lambda must be greater or equal to 0, but found to be %g.", l);
+        return param_to(&a[1], as_float, &p->d[0], &p->i[0], err);
+    }
+    case OD_OPID_hardshrink:
+        return param_to(&a[1], dt, &p->d[0], &p->i[0], err);
+    case OD_OPID_softplus:
+    case OD_OPID_threshold:
+        for (int k = 0; k < 2 && !st; k++)
+            st = param_to(&a[1 + k], id == OD_OPID_softplus ? as_float : dt, &p->d[k], &p->i[k], err);
+        return st;
+    case OD_OPID_logit: {
+        /* None is eps -1: the clamp to [-1, 2] changes no result; a NaN eps
+         * (never true in a comparison) clamps nothing */
+        od_value eps = a[1].tag == OD_T_NONE ? od_double(-1.0) : a[1];
+        if ((st = param_to(&eps, dt, &p->d[0], &p->i[0], err)))
+            return st;
+        p->d[1] = round_to_dtype(1.0 - p->d[0], dt);
+        return OD_OK;
+    }
+    case OD_OPID_nan_to_num:
+        /* static_cast<scalar_t>, unchecked; integers are returned as they are */
+        if (flt) {
+            p->d[0] = a[1].tag == OD_T_NONE ? 0.0 : od_value_as_double(&a[1]);
+            p->d[1] = a[2].tag == OD_T_NONE ? dtype_max(dt) : od_value_as_double(&a[2]);
+            p->d[2] = a[3].tag == OD_T_NONE ? -dtype_max(dt) : od_value_as_double(&a[3]);
+        }
+        return OD_OK;
+    case OD_OPID_bitwise_not:
+        p->i[0] = dt == OD_BOOL ? 1 : -1;
+        return OD_OK;
+    case OD_OPID_polygamma:
+        if (a[0].u.i < 0)
+            return od_error_set(err, OD_EINVAL, "polygamma(n, x) does not support negative n.");
+        /* digamma and trigamma for 0 and 1, else calc_polygamma(x, int n):
+         * n truncated to 32 bits */
+        p->i[0] = a[0].u.i;
+        p->d[0] = a[0].u.i <= 1 ? (double)a[0].u.i : (double)(int32_t)(uint32_t)(uint64_t)a[0].u.i;
+        p->d[1] = a[0].u.i <= 1 ? 0.0 : 1.0;
+        return OD_OK;
+    default:
+        return od_error_set(err, OD_EINTERNAL, "%s has no per-element parameters", op_name(id));
+    }
 }
 
 /* Whether schema argument i of id is a Tensor (else a Scalar). */
@@ -535,33 +706,51 @@ static bool arg_is_tensor(od_opid id, int i)
 static od_status ew_dtypes(od_opid id, const od_stack *s, od_dtype *compute, od_dtype *out_dt,
                            od_device *dev, int64_t *sizes, int *ndim, od_error *err)
 {
-    static const int ab[2] = {0, 1};
+    int ab[2] = {0, 1};
     int n = g_ew[id].arity;
     od_ew_rule rule = (od_ew_rule)g_ew[id].rule;
     od_status st;
     if (n == 0)
         return od_error_set(err, OD_EINTERNAL, "%s is not a per-element operator", op_name(id));
-    if ((st = need_nargs(id, s, n, err)))
-        return st;
-    for (int i = 0; i < n; i++)
-        if ((st = arg_operand(id, s, i, arg_is_tensor(id, i), err)))
+    if (g_ew[id].params) {
+        int nargs = od_op_schema(od_builtin(id))->nargs;
+        ab[0] = od_ew_self_arg(id);
+        if ((st = need_nargs(id, s, nargs, err)))
             return st;
+        for (int i = 0; i < nargs; i++)
+            if ((st = i == ab[0] ? arg_operand(id, s, i, true, err) : arg_param(id, s, i, err)))
+                return st;
+        if (id == OD_OPID_hardtanh && s->args[ab[0]].u.t->dtype == OD_BOOL)
+            return od_error_set(err, OD_EINVAL, "Bool inputs not supported for hardtanh");
+    } else {
+        if ((st = need_nargs(id, s, n, err)))
+            return st;
+        for (int i = 0; i < n; i++)
+            if ((st = arg_operand(id, s, i, arg_is_tensor(id, i), err)))
+                return st;
+    }
     if ((st = common_device(s, dev, err)) || (st = broadcast_args(s, ab, n, sizes, ndim, err)))
         return st;
     od_dtype dt = result_type_of(s, ab, n);
     /* LOGICAL computes in result_type too, as ATen's comparison_op does: a
      * 0-dim int32 65536 and an int16 tensor read as int16 0, false. */
     bool flt = od_dtype_is_floating(dt);
+    if ((rule == OD_EWR_FLOAT_NOHALF || rule == OD_EWR_FLOAT_ONLY_NOHALF || rule == OD_EWR_NUMERIC_NOHALF) &&
+        dt == OD_FLOAT16)
+        return not_implemented(id, dt, err);
     switch (rule) {
     case OD_EWR_FLOAT:
+    case OD_EWR_FLOAT_NOHALF:
         if (!flt)
             dt = OD_DEFAULT_FLOAT;
         break;
     case OD_EWR_FLOAT_ONLY:
+    case OD_EWR_FLOAT_ONLY_NOHALF:
         if (!flt)
             return not_implemented(id, dt, err);
         break;
     case OD_EWR_NUMERIC:
+    case OD_EWR_NUMERIC_NOHALF:
     case OD_EWR_INT_DIV:
         if (dt == OD_BOOL)
             return not_implemented(id, dt, err);
@@ -576,6 +765,11 @@ static od_status ew_dtypes(od_opid id, const od_stack *s, od_dtype *compute, od_
         break;
     default:
         break;
+    }
+    if (g_ew[id].params) {
+        od_ew_params p;
+        if ((st = od_ew_params_of(id, s, dt, &p, err)))
+            return st;
     }
     *compute = dt;
     *out_dt = rule == OD_EWR_LOGICAL ? OD_BOOL : dt;

@@ -541,6 +541,109 @@ OD_BW(MishBackward0)
     SET(0, ag_mul(sc, g[0], ag_add(sc, t, d)));
 }
 
+/* ---- parameterised activations (derivatives.yaml's *_backward, as ATen's
+ * CPU kernels compute them) ---- */
+static od_tensor *and_mask(ag_scope *sc, od_tensor *a, od_tensor *b)
+{
+    return ag_call(sc, OD_OPID_logical_and, 2, T(a), T(b));
+}
+/* g where lo < x < hi, else 0 (hardtanh_backward) */
+OD_BW(HardtanhBackward0)
+{
+    od_tensor *x = ag_saved(sc, n, 0);
+    od_tensor *in = and_mask(sc, ag_cmps(sc, OD_OPID_gt_Scalar, x, num(ag_arg(n, 1))),
+                             ag_cmps(sc, OD_OPID_lt_Scalar, x, num(ag_arg(n, 2))));
+    SET(0, ag_where0(sc, in, g[0], true));
+}
+/* elu_backward(is_result=false): g * scale above 0, else
+ * g * input_scale * alpha * scale * exp(x * input_scale) */
+static void elu_grad(ag_scope *sc, od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, double alpha,
+                     double scale, double input_scale)
+{
+    od_tensor *x = ag_saved(sc, n, 0);
+    od_tensor *neg = ag_mul(sc, g[0], ag_muls(sc, ag_unary(sc, OD_OPID_exp, ag_muls(sc, x, input_scale)),
+                                              input_scale * alpha * scale));
+    od_tensor *pos = ag_muls(sc, g[0], scale);
+    SET(0, ag_call(sc, OD_OPID_where_self, 3, T(ag_cmps(sc, OD_OPID_le_Scalar, x, 0)), T(neg), T(pos)));
+}
+OD_BW(EluBackward0)
+{
+    elu_grad(sc, n, g, gin, need, num(ag_arg(n, 1)), num(ag_arg(n, 2)), num(ag_arg(n, 3)));
+}
+/* celu: elu_backward(alpha, 1, 1 / alpha) */
+OD_BW(CeluBackward0)
+{
+    double alpha = num(ag_arg(n, 1));
+    elu_grad(sc, n, g, gin, need, alpha, 1.0, 1.0 / (double)(float)alpha);
+}
+OD_BW(LeakyReluBackward0)
+{
+    od_tensor *x = ag_saved(sc, n, 0);
+    od_tensor *neg = ag_muls(sc, g[0], num(ag_arg(n, 1)));
+    SET(0, ag_call(sc, OD_OPID_where_self, 3, T(ag_cmps(sc, OD_OPID_gt_Scalar, x, 0)), T(g[0]), T(neg)));
+}
+/* g past the threshold (x * beta > threshold), else g * z / (z + 1), z = exp(x * beta) */
+OD_BW(SoftplusBackward0)
+{
+    od_tensor *x = ag_saved(sc, n, 0);
+    double beta = num(ag_arg(n, 1)), th = num(ag_arg(n, 2));
+    od_tensor *xb = ag_muls(sc, x, beta);
+    od_tensor *z = ag_unary(sc, OD_OPID_exp, xb);
+    od_tensor *soft = ag_div(sc, ag_mul(sc, g[0], z), ag_adds(sc, z, 1));
+    SET(0, ag_call(sc, OD_OPID_where_self, 3, T(ag_cmps(sc, OD_OPID_gt_Scalar, xb, th)), T(g[0]), T(soft)));
+}
+/* shrink_backward: 0 where -lambd <= x <= lambd, else g (soft and hard alike) */
+static void shrink_grad(ag_scope *sc, od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need)
+{
+    od_tensor *x = ag_saved(sc, n, 0);
+    double l = num(ag_arg(n, 1));
+    od_tensor *in = and_mask(sc, ag_cmps(sc, OD_OPID_ge_Scalar, x, -l), ag_cmps(sc, OD_OPID_le_Scalar, x, l));
+    SET(0, ag_where0(sc, in, g[0], false));
+}
+OD_BW(SoftshrinkBackward0) { shrink_grad(sc, n, g, gin, need); }
+OD_BW(HardshrinkBackward0) { shrink_grad(sc, n, g, gin, need); }
+OD_BW(ThresholdBackward0)
+{
+    od_tensor *x = ag_saved(sc, n, 0);
+    SET(0, ag_where0(sc, ag_cmps(sc, OD_OPID_le_Scalar, x, num(ag_arg(n, 1))), g[0], false));
+}
+/* log_sigmoid_backward: g * sigmoid(-x) (the buffer only caches exp(-|x|)) */
+OD_BW(LogSigmoidBackward0)
+{
+    od_tensor *x = ag_saved(sc, n, 0);
+    SET(0, ag_mul(sc, g[0], ag_unary(sc, OD_OPID_sigmoid, ag_neg(sc, x))));
+}
+/* logit_backward: g / (x (1 - x)); outside [0, 1] NaN without eps, outside
+ * [eps, 1 - eps] 0 with it */
+OD_BW(LogitBackward0)
+{
+    od_tensor *x = ag_saved(sc, n, 0);
+    const od_value *eps = ag_arg(n, 1);
+    od_tensor *d = ag_div(sc, g[0], ag_mul(sc, x, ag_adds(sc, ag_neg(sc, x), 1)));
+    bool has = od_value_is_number(eps);
+    double lo = has ? num(eps) : 0.0, hi = has ? 1.0 - num(eps) : 1.0;
+    od_tensor *out = ag_call(sc, OD_OPID_logical_or, 2, T(ag_cmps(sc, OD_OPID_lt_Scalar, x, lo)),
+                             T(ag_cmps(sc, OD_OPID_gt_Scalar, x, hi)));
+    SET(0, ag_call(sc, OD_OPID_where_ScalarSelf, 3, T(out), has ? od_int(0) : od_double(NAN), T(d)));
+}
+OD_BW(NanToNumBackward0)
+{
+    SET(0, ag_where0(sc, ag_unary(sc, OD_OPID_isfinite, ag_saved(sc, n, 0)), g[0], true));
+}
+/* sqrt(pi) / 2 * exp(erfinv(x)^2) */
+OD_BW(ErfinvBackward0)
+{
+    od_tensor *y = ag_saved_out(sc, n, 0);
+    SET(0, ag_mul(sc, g[0], ag_muls(sc, ag_unary(sc, OD_OPID_exp, ag_mul(sc, y, y)), 0.88622692545275801365)));
+}
+/* polygamma(n + 1, x); self is argument 1 */
+OD_BW(PolygammaBackward0)
+{
+    od_tensor *x = ag_saved(sc, n, 1);
+    const od_value *k = ag_arg(n, 0);
+    SET(0, ag_mul(sc, g[0], ag_call(sc, OD_OPID_polygamma, 2, od_int(k->u.i + 1), T(x))));
+}
+
 /* ---- issue 19's binary math ---- */
 OD_BW(Atan2Backward0)
 {

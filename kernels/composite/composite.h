@@ -30,7 +30,7 @@ OD_CX_KERNEL(od_cia_embedding);
 OD_CX_KERNEL(od_cea_factory);
 OD_CX_KERNEL(od_bs_factory);
 OD_CX_KERNEL(od_cea_like); /* *_like, new_* */
-OD_CX_KERNEL(od_cia_defined_by); /* square, rsub.Tensor, true_divide, positive */
+OD_CX_KERNEL(od_cia_defined_by); /* square, rsub.Tensor, true_divide, positive, celu, selu, log_sigmoid(_forward) */
 OD_CX_KERNEL(od_cia_inplace); /* every OD_INPLACE line */
 OD_CX_KERNEL(od_cea_constant_pad_nd); /* shapes.c */
 OD_CX_KERNEL(od_cea_repeat);

@@ -72,6 +72,10 @@ OD_CX_KERNEL(od_cia_inplace)
     memcpy(args, s->args, (size_t)nargs * sizeof args[0]); /* borrowed values, not retained */
     if (dt_at >= 0 && dt_at < nargs)
         args[dt_at] = od_dtype_v(self->dtype);
+    if (id == OD_OPID_polygamma_ && nargs == 2) { /* polygamma_(self, n) is polygamma(n, self) */
+        args[0] = s->args[1];
+        args[1] = s->args[0];
+    }
     if ((st = od_call_builtin1((od_opid)(g_functional[id] - 1), args, nargs, &res, err)))
         return st;
     char a[256], b[256];
@@ -88,9 +92,39 @@ OD_CX_KERNEL(od_cia_inplace)
         od_tensor_release(res);
         return st;
     }
-    od_value cv[3] = {od_tensor_v(self), od_tensor_v(res), od_bool(false)};
+    /* ATen's threshold_ skips TensorIterator's internal-overlap check, and
+     * an integral nan_to_num_ writes nothing: an expanded self is written
+     * through one element of each stride-0 run (copy_ refuses it whole) */
+    bool overlap = false;
+    int64_t one[OD_MAX_DIMS];
+    for (int d = 0; d < self->ndim; d++) {
+        overlap |= self->sizes[d] > 1 && self->strides[d] == 0;
+        one[d] = self->strides[d] == 0 && self->sizes[d] > 1 ? 1 : self->sizes[d];
+    }
+    od_tensor *dst = self, *src = res;
+    if (overlap && od_tensor_numel(self) > 0) {
+        if (id == OD_OPID_nan_to_num_ && !od_dtype_is_floating(self->dtype)) {
+            od_tensor_release(res);
+            od_tensor_retain(self);
+            return od_cx_return1(s, self);
+        }
+        if (id == OD_OPID_threshold_) {
+            dst = src = NULL;
+            if ((st = od_tensor_as_strided(self, one, self->strides, self->ndim, self->offset, &dst, err)) ||
+                (st = od_tensor_as_strided(res, one, res->strides, res->ndim, res->offset, &src, err))) {
+                od_tensor_release(dst);
+                od_tensor_release(res);
+                return st;
+            }
+        }
+    }
+    od_value cv[3] = {od_tensor_v(dst), od_tensor_v(src), od_bool(false)};
     od_stack cs;
     st = od_call_builtin(OD_OPID_copy_, cv, 3, &cs, err);
+    if (dst != self) {
+        od_tensor_release(dst);
+        od_tensor_release(src);
+    }
     od_tensor_release(res);
     if (st)
         return st;

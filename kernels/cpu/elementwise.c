@@ -30,6 +30,7 @@
 #pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math", "fp-contract=fast")
 #endif
 
+#include <float.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -86,6 +87,10 @@ typedef struct ew_ctx {
     int pow_kind;        /* pow.Tensor_Scalar on floats: POW_* */
     double pow_exp;      /* ... its exponent, as ATen holds it for the dtype */
     bool scalar_path;    /* ATen's loop would be strided: no vectorized path */
+    /* an OD_EWP operator's parameters in each family (od_ew_params_of) */
+    float p_f32[OD_EW_MAX_PARAMS];
+    double p_f64[OD_EW_MAX_PARAMS];
+    int64_t p_i64[OD_EW_MAX_PARAMS];
 } ew_ctx;
 
 /* ATen's pow_tensor_scalar_kernel: exponents 0.5, -0.5 and -1 are sqrt,
@@ -227,14 +232,16 @@ static inline double ew_pows_f64(double a, const ew_ctx *c)
         }                                                                                         \
     }
 
-/* One input of dtype DT, output of type OT stored with SF(expr). EXPR reads a. */
+/* One input of dtype DT, output of type OT stored with SF(expr). EXPR reads a
+ * and c (ew_ctx *: an OD_EWP operator's parameters). */
 #define DEF_LOOP1(NAME, DT, OT, SF, EXPR)                                                         \
-    static VEC_##DT void NAME##_c(char *po, const char *px, int64_t n)                            \
+    static VEC_##DT void NAME##_c(char *po, const char *px, int64_t n, const ew_ctx *c)           \
     {                                                                                             \
         typedef OD_CPU_T_##DT T;                                                                  \
         OT *restrict o = (OT *)po;                                                                \
         const T *restrict x = (const T *)px;                                                      \
         const int64_t nv = n - n % VEC2_##DT;                                                     \
+        (void)c;                                                                                  \
         for (int64_t i = 0; i < n; i++) {                                                         \
             const bool vp = i < nv;                                                               \
             CT(DT) a = OD_CPU_LD_##DT(x[i]);                                                      \
@@ -246,9 +253,20 @@ static inline double ew_pows_f64(double a, const ew_ctx *c)
     {                                                                                             \
         typedef OD_CPU_T_##DT T;                                                                  \
         const int64_t eo = (int64_t)sizeof(OT), ei = (int64_t)sizeof(T);                          \
-        (void)vc;                                                                                 \
+        const ew_ctx *c = vc;                                                                     \
+        (void)c;                                                                                  \
         if (s[0] == eo && s[1] == ei) {                                                           \
-            NAME##_c(d[0], d[1], n);                                                              \
+            NAME##_c(d[0], d[1], n, c);                                                           \
+        } else if (s[0] == eo && s[1] == 0) {                                                     \
+            /* a broadcast input: ATen's vectorized loop too (is_contiguous_scalar) */           \
+            OT *o = (OT *)d[0];                                                                   \
+            CT(DT) a = OD_CPU_LD_##DT(*(const T *)d[1]);                                          \
+            const int64_t nv = n - n % VEC2_##DT;                                                 \
+            for (int64_t i = 0; i < n; i++) {                                                     \
+                const bool vp = i < nv;                                                           \
+                (void)vp;                                                                         \
+                o[i] = SF(EXPR);                                                                  \
+            }                                                                                     \
         } else {                                                                                  \
             char *po = d[0];                                                                      \
             const char *px = d[1];                                                                \
@@ -389,13 +407,16 @@ static inline bool ew_zero_f64(double b, int *zf) { (void)b; (void)zf; return fa
 #define EW_X2(rule, fn, DT) CAT(EW_X2_, OD_EWR_ZERO_DIV_##rule)(fn, DT)
 #define G_EW1(DT, id, fn, rule) DEF_LOOP1_(ew_##id##_##DT, DT, EW_OUT(rule, DT), MFP(fn, DT)(a))
 #define G_EW2(DT, id, fn, rule) DEF_LOOP2_(ew_##id##_##DT, DT, EW_OUT(rule, DT), EW_X2(rule, fn, DT))
+#define G_EWP(DT, id, fn, rule) DEF_LOOP1_(ew_##id##_##DT, DT, EW_OUT(rule, DT), MFP(fn, DT)(a, c->CF(p, DT)))
 #define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag)
 #define OD_EW1(id, schema, fn, rule, ag) OD_EWR_DTYPES_##rule(G_EW1, id, fn, rule)
 #define OD_EW2(id, schema, fn, rule, ag) OD_EWR_DTYPES_##rule(G_EW2, id, fn, rule)
+#define OD_EWP(id, schema, fn, rule, ag) OD_EWR_DTYPES_##rule(G_EWP, id, fn, rule)
 #include "ops.def"
 #undef OD_OP
 #undef OD_EW1
 #undef OD_EW2
+#undef OD_EWP
 
 #define G_clamp(DT) DEF_CLAMP(clamp_##DT, DT)
 OD_CPU_ALL_DTYPES(G_clamp)
@@ -466,10 +487,12 @@ static const loop_table g_ew[OD_NUM_BUILTIN_OPS] = {
 #define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag)
 #define OD_EW1(id, schema, fn, rule, ag) [OD_OPID_##id] = {OD_EWR_DTYPES_##rule(EW_E_, id)},
 #define OD_EW2(id, schema, fn, rule, ag) [OD_OPID_##id] = {OD_EWR_DTYPES_##rule(EW_E_, id)},
+#define OD_EWP(id, schema, fn, rule, ag) [OD_OPID_##id] = {OD_EWR_DTYPES_##rule(EW_E_, id)},
 #include "ops.def"
 #undef OD_OP
 #undef OD_EW1
 #undef OD_EW2
+#undef OD_EWP
 };
 
 static const loop_table g_clamp = TABLE_ALL(clamp);
@@ -786,7 +809,28 @@ od_status od_cpu_ew(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_er
     od_cpu_loop_fn loop = g_ew[id][dt];
     if (!loop)
         return no_loop(op, dt, err);
-    return run_inputs(s, &spec, s->nargs, dt, loop, NULL, err);
+    int self = od_ew_self_arg(id);
+    if (self < 0)
+        return run_inputs(s, &spec, s->nargs, dt, loop, NULL, err);
+    /* OD_EWP: one tensor input, the parameters in the loop context */
+    od_ew_params p;
+    if ((st = od_ew_params_of(id, s, dt, &p, err)))
+        return st;
+    ew_ctx c;
+    ctx_init(&c);
+    for (int k = 0; k < OD_EW_MAX_PARAMS; k++) {
+        /* (a double parameter of float64 may not fit a float: inf, not UB) */
+        c.p_f32[k] = p.d[k] > FLT_MAX ? INFINITY : p.d[k] < -FLT_MAX ? -INFINITY : (float)p.d[k];
+        c.p_f64[k] = p.d[k];
+        c.p_i64[k] = p.i[k];
+    }
+    operands o = {.n = 1};
+    od_tensor *out = NULL;
+    if ((st = operands_add(&o, &s->args[self], dt, err)) || (st = alloc_out(s, &spec, &out, err))) {
+        operands_release(&o);
+        return st;
+    }
+    return run_and_return(s, out, &o, loop, &c, err);
 }
 
 /* The bound a missing min/max stands for: the dtype's extreme (-inf/+inf for

@@ -135,6 +135,11 @@ void od_cu_iter_coalesce(od_cu_iter *it);
 od_status od_cu_run_elementwise(const od_cu_env *env, od_cu_iter *it, od_cu_ew op, od_dtype compute,
                                 double alpha_d, int64_t alpha_i, const char *flag_what,
                                 od_error *err);
+/* The same with an OD_EWP operator's parameters (OD_CU_EW_MAX_PARAMS of
+ * each; NULL for none). */
+od_status od_cu_run_elementwise_p(const od_cu_env *env, od_cu_iter *it, od_cu_ew op, od_dtype compute,
+                                  double alpha_d, int64_t alpha_i, const double *prm_d,
+                                  const int64_t *prm_i, const char *flag_what, od_error *err);
 
 /* dst[...] = src broadcast to dst's shape, converted to dst's dtype; both on
  * env's device (borrowed). Enqueues only (no sync). */

@@ -96,20 +96,25 @@ typedef enum od_cu_ew {
     OD_CU_EW_RELU,
     OD_CU_EW_GELU,        /* floating families only */
     OD_CU_EW_GELU_TANH,
-    /* From here on, OD_CU_EW_<id> for each OD_EW1 / OD_EW2 operator of
-     * ops.def (inputs: self, or self and other), in list order; its rule
-     * (kernels/od_ew.h) says which families have kernels. */
+    /* From here on, OD_CU_EW_<id> for each OD_EW1 / OD_EW2 / OD_EWP operator
+     * of ops.def (inputs: self, or self and other; OD_EWP's parameters ride
+     * in od_cu_ew_args), in list order; its rule (kernels/od_ew.h) says which
+     * families have kernels. */
 #define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag)
 #define OD_EW1(id, schema, fn, rule, ag) OD_CU_EW_##id,
 #define OD_EW2(id, schema, fn, rule, ag) OD_CU_EW_##id,
+#define OD_EWP(id, schema, fn, rule, ag) OD_CU_EW_##id,
 #include "ops.def"
 #undef OD_OP
 #undef OD_EW1
 #undef OD_EW2
+#undef OD_EWP
     OD_CU_EW_NUM_OPS
 } od_cu_ew;
 
 #define OD_CU_EW_GEN_FIRST (OD_CU_EW_GELU_TANH + 1)
+
+#define OD_CU_EW_MAX_PARAMS 4 /* = OD_EW_MAX_PARAMS (kernels/od_ew.h) */
 
 typedef struct od_cu_ew_args {
     int32_t op;        /* od_cu_ew */
@@ -121,6 +126,8 @@ typedef struct od_cu_ew_args {
     int sm_count;      /* of the device, to size the grid */
     int64_t *flag;     /* device-visible word set to 1 by integer division by zero;
                         * may be NULL when op cannot raise it */
+    double prm_d[OD_CU_EW_MAX_PARAMS];  /* an OD_EWP operator's parameters (od_ew_params), */
+    int64_t prm_i[OD_CU_EW_MAX_PARAMS]; /* floating and integer families */
 } od_cu_ew_args;
 
 /* True when the launcher has a kernel for (op, compute family). */

@@ -17,9 +17,9 @@
 
 /* Allocates the output, adds the inputs in order (tensor or Scalar
  * arguments; NULL entries skipped), runs op and returns the output. */
-static od_status run_ew(const od_op *op, od_opid id, od_stack *s, const od_value *const *inputs,
-                        int ninputs, od_cu_ew ewop, od_dtype compute, double alpha_d, int64_t alpha_i,
-                        bool int_div, od_error *err)
+static od_status run_ew_p(const od_op *op, od_opid id, od_stack *s, const od_value *const *inputs,
+                          int ninputs, od_cu_ew ewop, od_dtype compute, double alpha_d, int64_t alpha_i,
+                          const od_ew_params *prm, bool int_div, od_error *err)
 {
     int device;
     od_status st = od_cu_call_device(op, s, true, &device, err);
@@ -42,8 +42,8 @@ static od_status run_ew(const od_op *op, od_opid id, od_stack *s, const od_value
             od_cu_iter_add_scalar(&it, v);
     }
     if (!st)
-        st = od_cu_run_elementwise(&env, &it, ewop, compute, alpha_d, alpha_i,
-                                   int_div ? od_cu_op_name(op) : NULL, err);
+        st = od_cu_run_elementwise_p(&env, &it, ewop, compute, alpha_d, alpha_i, prm ? prm->d : NULL,
+                                     prm ? prm->i : NULL, int_div ? od_cu_op_name(op) : NULL, err);
     if (st) {
         od_tensor_release(out);
         return st;
@@ -51,6 +51,15 @@ static od_status run_ew(const od_op *op, od_opid id, od_stack *s, const od_value
     od_cu_return(s, &out, 1);
     return OD_OK;
 }
+
+static od_status run_ew(const od_op *op, od_opid id, od_stack *s, const od_value *const *inputs,
+                        int ninputs, od_cu_ew ewop, od_dtype compute, double alpha_d, int64_t alpha_i,
+                        bool int_div, od_error *err)
+{
+    return run_ew_p(op, id, s, inputs, ninputs, ewop, compute, alpha_d, alpha_i, NULL, int_div, err);
+}
+
+_Static_assert(OD_CU_EW_MAX_PARAMS == OD_EW_MAX_PARAMS, "OD_CU_EW_MAX_PARAMS must equal OD_EW_MAX_PARAMS");
 
 /* alpha of add/sub in both forms (an int alpha is exact in either family). */
 static void alpha_of(const od_value *a, double *d, int64_t *i)
@@ -175,10 +184,12 @@ static const int16_t g_ew_op[OD_NUM_BUILTIN_OPS] = {
 #define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag)
 #define OD_EW1(id, schema, fn, rule, ag) [OD_OPID_##id] = OD_CU_EW_##id,
 #define OD_EW2(id, schema, fn, rule, ag) [OD_OPID_##id] = OD_CU_EW_##id,
+#define OD_EWP(id, schema, fn, rule, ag) [OD_OPID_##id] = OD_CU_EW_##id,
 #include "ops.def"
 #undef OD_OP
 #undef OD_EW1
 #undef OD_EW2
+#undef OD_EWP
 };
 
 /* Every OD_EW1 / OD_EW2 operator: inputs are its arguments in order. */
@@ -193,6 +204,14 @@ od_status od_cuda_ew(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_e
         return st;
     if (rule == OD_EWR_NONE)
         return od_error_set(err, OD_EINTERNAL, "od_cuda_ew: unexpected operator %s", od_cu_op_name(op));
+    int self = od_ew_self_arg(id);
+    if (self >= 0) { /* OD_EWP: one tensor, the parameters as the CPU kernel holds them */
+        od_ew_params p;
+        if ((st = od_ew_params_of(id, s, compute, &p, err)))
+            return st;
+        const od_value *in1[1] = {&s->args[self]};
+        return run_ew_p(op, id, s, in1, 1, (od_cu_ew)g_ew_op[id], compute, 0, 0, &p, false, err);
+    }
     const od_value *in[2] = {&s->args[0], s->nargs > 1 ? &s->args[1] : NULL};
     bool int_div = rule == OD_EWR_INT_DIV && !od_dtype_is_floating(compute);
     return run_ew(op, id, s, in, s->nargs, (od_cu_ew)g_ew_op[id], compute, 0, 0, int_div, err);

@@ -18,14 +18,17 @@ cudaError_t OD_EW_GEN_CAT(od_cu_ew_group_gen, OD_EW_GEN_ARITY)(const od_cu_iter 
 #if OD_EW_GEN_ARITY == 1
 #define OD_EW1(id, schema, fn, rule, ag) OD_EW_GEN_CASE_(id)
 #define OD_EW2(id, schema, fn, rule, ag)
+#define OD_EWP(id, schema, fn, rule, ag) OD_EW_GEN_CASE_(id)
 #else
 #define OD_EW1(id, schema, fn, rule, ag)
 #define OD_EW2(id, schema, fn, rule, ag) OD_EW_GEN_CASE_(id)
+#define OD_EWP(id, schema, fn, rule, ag)
 #endif
 #include "ops.def"
 #undef OD_OP
 #undef OD_EW1
 #undef OD_EW2
+#undef OD_EWP
 #undef OD_EW_GEN_CASE_
     default: return cudaErrorNotSupported;
     }

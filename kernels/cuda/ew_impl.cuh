@@ -24,16 +24,19 @@
 
 namespace odcu {
 
-/* The inputs (1 or 2) and rule of an OD_EW1 / OD_EW2 operator; 0 for others. */
+/* The inputs (1 or 2) and rule of an OD_EW1 / OD_EW2 / OD_EWP operator; 0
+ * for others. */
 __host__ __device__ constexpr int ew_gen_arity(int op)
 {
     switch (op) {
 #define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag)
 #define OD_EW1(id, schema, fn, rule, ag) case OD_CU_EW_##id: return 1;
 #define OD_EW2(id, schema, fn, rule, ag) case OD_CU_EW_##id: return 2;
+#define OD_EWP(id, schema, fn, rule, ag) case OD_CU_EW_##id: return 1;
 #include "ops.def"
 #undef OD_EW1
 #undef OD_EW2
+#undef OD_EWP
     default: return 0;
     }
 }
@@ -42,10 +45,12 @@ __host__ __device__ constexpr int ew_gen_rule(int op)
     switch (op) {
 #define OD_EW1(id, schema, fn, rule, ag) case OD_CU_EW_##id: return OD_EWR_##rule;
 #define OD_EW2(id, schema, fn, rule, ag) case OD_CU_EW_##id: return OD_EWR_##rule;
+#define OD_EWP(id, schema, fn, rule, ag) case OD_CU_EW_##id: return OD_EWR_##rule;
 #include "ops.def"
 #undef OD_OP
 #undef OD_EW1
 #undef OD_EW2
+#undef OD_EWP
     default: return OD_EWR_NONE;
     }
 }
@@ -71,24 +76,27 @@ __host__ __device__ constexpr bool ew_ok(int op, int fam)
 {
     if (op >= OD_CU_EW_GEN_FIRST) {
         int r = ew_gen_rule(op);
-        if (r == OD_EWR_FLOAT || r == OD_EWR_FLOAT_ONLY)
+        if (r == OD_EWR_FLOAT || r == OD_EWR_FLOAT_ONLY || r == OD_EWR_FLOAT_NOHALF ||
+            r == OD_EWR_FLOAT_ONLY_NOHALF)
             return fam != FAM_I64;
         return (r != OD_EWR_BITWISE && r != OD_EWR_INT) || fam == FAM_I64;
     }
     return fam != FAM_I64 || (op != OD_CU_EW_DIV && op != OD_CU_EW_GELU && op != OD_CU_EW_GELU_TANH);
 }
 
-/* The math of the OD_EW1 / OD_EW2 operators, generated from ops.def: each
- * calls od_math_<fn>_<family> where its rule has that family (the others
- * are never launched: ew_ok). INT_DIV reports an integer divisor of 0 like
- * div's rounding modes. */
+/* The math of the OD_EW1 / OD_EW2 / OD_EWP operators, generated from
+ * ops.def: each calls od_math_<fn>_<family> where its rule has that family
+ * (the others are never launched: ew_ok); an OD_EWP operator's math takes
+ * its parameters prm in the family. INT_DIV reports an integer divisor of 0
+ * like div's rounding modes. */
 template <int OP, typename C>
-__device__ __forceinline__ C ew_gen_apply(C a, C b, int64_t *flag)
+__device__ __forceinline__ C ew_gen_apply(C a, C b, const C *prm, int64_t *flag)
 {
     constexpr bool I = is_int_v<C>;
     constexpr bool D = std::is_same<C, double>::value;
     (void)a;
     (void)b;
+    (void)prm;
     (void)flag;
 #define OD_EW_CALL_(id, fn, rule, ...)                                          \
     if constexpr (OP == OD_CU_EW_##id) {                                        \
@@ -111,16 +119,18 @@ __device__ __forceinline__ C ew_gen_apply(C a, C b, int64_t *flag)
         }                                                                       \
     }                                                                           \
     OD_EW_CALL_(id, fn, rule, a, b)
+#define OD_EWP(id, schema, fn, rule, ag) OD_EW_CALL_(id, fn, rule, a, prm)
 #include "ops.def"
 #undef OD_OP
 #undef OD_EW1
 #undef OD_EW2
+#undef OD_EWP
 #undef OD_EW_CALL_
     return C(0);
 }
 
 template <int OP, typename C>
-__device__ __forceinline__ C ew_apply(C a, C b, C c, C alpha, int64_t *flag, int cdt)
+__device__ __forceinline__ C ew_apply(C a, C b, C c, C alpha, const C *prm, int64_t *flag, int cdt)
 {
     constexpr bool I = is_int_v<C>;
     constexpr bool D = std::is_same<C, double>::value;
@@ -147,8 +157,9 @@ __device__ __forceinline__ C ew_apply(C a, C b, C c, C alpha, int64_t *flag, int
     (void)alpha;
     (void)flag;
     (void)cdt;
+    (void)prm;
     if constexpr (OP >= OD_CU_EW_GEN_FIRST)
-        return ew_gen_apply<OP, C>(a, b, flag);
+        return ew_gen_apply<OP, C>(a, b, prm, flag);
     else if constexpr (OP == OD_CU_EW_COPY)
         return a;
     else if constexpr (OP == OD_CU_EW_ADD)
@@ -242,6 +253,8 @@ template <int N> struct GenParams {
     int64_t ci[N];
     double alpha_d;
     int64_t alpha_i;
+    double prm_d[OD_CU_EW_MAX_PARAMS];     /* OD_EWP parameters */
+    int64_t prm_i[OD_CU_EW_MAX_PARAMS];
     int64_t *flag;
     int32_t compute;                       /* OD_CU_* dtype inputs are cast to */
 };
@@ -256,6 +269,10 @@ __global__ void __launch_bounds__(256) ew_general(const GenParams<ew_nops(OP)> p
         if (p.is_const[k])
             cst[k - 1] = const_as<C>(p.cd[k], p.ci[k]);
     const C alpha = const_as<C>(p.alpha_d, p.alpha_i);
+    C prm[OD_CU_EW_MAX_PARAMS];
+#pragma unroll
+    for (int k = 0; k < OD_CU_EW_MAX_PARAMS; k++)
+        prm[k] = const_as<C>(p.prm_d[k], p.prm_i[k]);
     const uint32_t stride = gridDim.x * blockDim.x;
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += stride) {
         int64_t off[N];
@@ -282,7 +299,7 @@ __global__ void __launch_bounds__(256) ew_general(const GenParams<ew_nops(OP)> p
                 if (p.dtype[k] != p.compute)
                     v[k - 1] = round_to_dtype<C>(v[k - 1], p.compute);
             }
-        C r = ew_apply<OP, C>(v[0], v[1], v[2], alpha, p.flag, p.compute);
+        C r = ew_apply<OP, C>(v[0], v[1], v[2], alpha, prm, p.flag, p.compute);
         store_dyn<C>(p.data[0] + off[0], p.dtype[0], r);
     }
 }
@@ -297,6 +314,8 @@ template <int N> struct ContigParams {
     int64_t n;
     double alpha_d;
     int64_t alpha_i;
+    double prm_d[OD_CU_EW_MAX_PARAMS];
+    int64_t prm_i[OD_CU_EW_MAX_PARAMS];
     int64_t *flag;
 };
 
@@ -315,6 +334,10 @@ __global__ void __launch_bounds__(256) ew_contig(const ContigParams<ew_nops(OP)>
         if (p.is_const[k])
             cst[k - 1] = const_as<C>(p.cd[k], p.ci[k]);
     const C alpha = const_as<C>(p.alpha_d, p.alpha_i);
+    C prm[OD_CU_EW_MAX_PARAMS];
+#pragma unroll
+    for (int k = 0; k < OD_CU_EW_MAX_PARAMS; k++)
+        prm[k] = const_as<C>(p.prm_d[k], p.prm_i[k]);
     const int64_t nvec = p.n / V;
     const int64_t step = (int64_t)gridDim.x * blockDim.x * U;
     for (int64_t base = (int64_t)blockIdx.x * blockDim.x * U + threadIdx.x; base < nvec; base += step) {
@@ -341,7 +364,7 @@ __global__ void __launch_bounds__(256) ew_contig(const ContigParams<ew_nops(OP)>
                     for (int k = 1; k < N; k++)
                         if (!p.is_const[k])
                             x[k - 1] = to_c<C>(in[u][k - 1].v[e]);
-                    o.v[e] = from_c<DTO>(ew_apply<OP, C>(x[0], x[1], x[2], alpha, p.flag, DT));
+                    o.v[e] = from_c<DTO>(ew_apply<OP, C>(x[0], x[1], x[2], alpha, prm, p.flag, DT));
                 }
                 reinterpret_cast<Vec<SO, V> *>(p.data[0])[vi] = o;
             }
@@ -355,7 +378,8 @@ __global__ void __launch_bounds__(256) ew_contig(const ContigParams<ew_nops(OP)>
         for (int k = 1; k < N; k++)
             if (!p.is_const[k])
                 x[k - 1] = to_c<C>(reinterpret_cast<const S *>(p.data[k])[i]);
-        reinterpret_cast<SO *>(p.data[0])[i] = from_c<DTO>(ew_apply<OP, C>(x[0], x[1], x[2], alpha, p.flag, DT));
+        reinterpret_cast<SO *>(p.data[0])[i] =
+            from_c<DTO>(ew_apply<OP, C>(x[0], x[1], x[2], alpha, prm, p.flag, DT));
     }
 }
 
@@ -387,6 +411,10 @@ static cudaError_t launch_contig(const od_cu_iter *it, const od_cu_ew_args *a, c
     p.n = it->numel;
     p.alpha_d = a->alpha_d;
     p.alpha_i = a->alpha_i;
+    for (int k = 0; k < OD_CU_EW_MAX_PARAMS; k++) {
+        p.prm_d[k] = a->prm_d[k];
+        p.prm_i[k] = a->prm_i[k];
+    }
     p.flag = a->flag;
     constexpr int V = 16 / sizeof(typename Storage<DT>::type) > 8 ? 8 : 16 / sizeof(typename Storage<DT>::type);
     int64_t work = (p.n + V * 2 - 1) / (V * 2);
@@ -442,6 +470,10 @@ static cudaError_t launch_general(const od_cu_iter *it, const od_cu_ew_args *a, 
     }
     p.alpha_d = a->alpha_d;
     p.alpha_i = a->alpha_i;
+    for (int k = 0; k < OD_CU_EW_MAX_PARAMS; k++) {
+        p.prm_d[k] = a->prm_d[k];
+        p.prm_i[k] = a->prm_i[k];
+    }
     p.flag = a->flag;
     p.compute = a->compute;
     unsigned grid = grid_for(it->numel, 256, a->sm_count, 8);

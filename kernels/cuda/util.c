@@ -258,6 +258,13 @@ od_status od_cu_run_elementwise(const od_cu_env *env, od_cu_iter *it, od_cu_ew o
                                 double alpha_d, int64_t alpha_i, const char *flag_what,
                                 od_error *err)
 {
+    return od_cu_run_elementwise_p(env, it, op, compute, alpha_d, alpha_i, NULL, NULL, flag_what, err);
+}
+
+od_status od_cu_run_elementwise_p(const od_cu_env *env, od_cu_iter *it, od_cu_ew op, od_dtype compute,
+                                  double alpha_d, int64_t alpha_i, const double *prm_d,
+                                  const int64_t *prm_i, const char *flag_what, od_error *err)
+{
     if (it->numel == 0)
         return OD_OK;
     if (!od_cu_ew_supported(op, compute))
@@ -267,7 +274,11 @@ od_status od_cu_run_elementwise(const od_cu_env *env, od_cu_iter *it, od_cu_ew o
         if (it->op[k].is_const)
             const_to_dtype(&it->op[k], compute);
     od_cu_iter_coalesce(it);
-    od_cu_ew_args a = {op, compute, alpha_d, alpha_i, env->sm_count, NULL};
+    od_cu_ew_args a = {op, compute, alpha_d, alpha_i, env->sm_count, NULL, {0}, {0}};
+    for (int k = 0; k < OD_CU_EW_MAX_PARAMS; k++) {
+        a.prm_d[k] = prm_d ? prm_d[k] : 0.0;
+        a.prm_i[k] = prm_i ? prm_i[k] : 0;
+    }
     od_status st;
     if (flag_what && (st = od_cu_flag(env, &a.flag, err)))
         return st;
@@ -301,7 +312,7 @@ od_status od_cu_copy_same_device(const od_cu_env *env, od_tensor *dst, const od_
         return st;
     od_cu_iter_coalesce(&it);
     /* Compute in the source's family: the copy is then one cast. */
-    od_cu_ew_args a = {OD_CU_EW_COPY, src->dtype, 0, 0, env->sm_count, NULL};
+    od_cu_ew_args a = {OD_CU_EW_COPY, src->dtype, 0, 0, env->sm_count, NULL, {0}, {0}};
     return od_cu_status(od_cu_elementwise(&it, &a, env->stream), "copy kernel launch", err);
 }
 

@@ -69,6 +69,25 @@ def _digamma(x):
     return r + math.log(x) - 0.5 / x - s
 
 
+def _erfinv(y):
+    """erf's inverse by bisection on math.erf (independent of the server's
+    Halley steps): NaN outside [-1, 1], +-inf at +-1."""
+    if math.isnan(y) or abs(y) > 1:
+        return math.nan
+    if abs(y) == 1:
+        return math.copysign(math.inf, y)
+    if y == 0:
+        return y
+    lo, hi = -6.0, 6.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if math.erf(mid) < y:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
 def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
@@ -202,6 +221,8 @@ OPS = {
     "lgamma": (np.vectorize(_lgamma, otypes=[np.float64]), "FLOAT", 2e-6),
     "digamma": (np.vectorize(lambda v: _digamma(v), otypes=[np.float64]), "FLOAT", 4e-6),
     "sinc": (np.sinc, "FLOAT", 4e-7),
+    "erfinv": (np.vectorize(lambda v: _erfinv(v), otypes=[np.float64]), "FLOAT_NOHALF", 4e-7),
+    "i0": (lambda x: np.where(np.isinf(x), np.nan, np.i0(np.where(np.isinf(x), 0, x))), "FLOAT_NOHALF", 1e-6),
     "isnan": (np.isnan, "LOGICAL", 0),
     "isinf": (np.isinf, "LOGICAL", 0),
     "isposinf": (np.isposinf, "LOGICAL", 0),
@@ -262,9 +283,9 @@ def expected(op, operands):
     dt = result_type(operands)
     if rule == "LOGICAL":
         return dt, "bool"  # computed in result_type, as torch's comparison_op
-    if rule == "FLOAT":
+    if rule in ("FLOAT", "FLOAT_NOHALF"):
         dt = dt if dt in FLOATS else "float32"
-    refused = (rule == "FLOAT_ONLY" and dt not in FLOATS) or \
+    refused = (rule == "FLOAT_ONLY" and dt not in FLOATS) or (rule == "FLOAT_NOHALF" and dt == "float16") or \
         (rule in ("NUMERIC", "INT_DIV") and dt == "bool") or (rule == "BITWISE" and dt in FLOATS) or \
         (rule == "INT" and (dt in FLOATS or dt == "bool"))
     if refused:
