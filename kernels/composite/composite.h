@@ -38,7 +38,11 @@ OD_CX_KERNEL(od_cea_flip);
 OD_CX_KERNEL(od_cea_roll);
 OD_CX_KERNEL(od_cx_tril_triu);
 OD_CX_KERNEL(od_cia_index);     /* index.Tensor (advindex.c) */
-OD_CX_KERNEL(od_cia_index_put); /* index_put */ /* tril, triu (cea); tril_, triu_ (cia) */
+OD_CX_KERNEL(od_cia_index_put); /* index_put */
+OD_CX_KERNEL(od_cia_argsort); /* argsort, argsort.stable, msort (shorthands.c) */
+OD_CX_KERNEL(od_cia_outer);   /* outer, ger */
+OD_CX_KERNEL(od_cia_vdot);
+OD_CX_KERNEL(od_cia_trace); /* tril, triu (cea); tril_, triu_ (cia) */
 OD_CX_KERNEL(od_cea_reduce_logical); /* reductions.c: all, any */
 OD_CX_KERNEL(od_cea_count_nonzero);
 OD_CX_KERNEL(od_cea_max_min); /* max, min, max.dim, min.dim */
