@@ -28,6 +28,9 @@
  *    INT_DIV     all but bool       result_type                    as computed;
  *                an integer divisor of 0 is "ZeroDivisionError", as in torch
  *    INT         integers           result_type                    as computed
+ *    SAME        every dtype, the   self's                         as computed
+ *                inputs' alike (heaviside: "not yet implemented for
+ *                tensors with different dtypes")
  *
  *  - The OD_EWR_DTYPES_<rule>(X, ...) lists name the loop dtypes of a rule
  *    (X(DT, ...) per dtype suffix: BOOL, UINT8, ..., FLOAT64), and
@@ -47,7 +50,8 @@ typedef enum od_ew_rule {
     OD_EWR_LOGICAL,
     OD_EWR_BITWISE,
     OD_EWR_INT_DIV,
-    OD_EWR_INT
+    OD_EWR_INT,
+    OD_EWR_SAME
 } od_ew_rule;
 
 #define OD_EWR_INT_DTYPES_(X, ...) \
@@ -63,6 +67,7 @@ typedef enum od_ew_rule {
 #define OD_EWR_DTYPES_BITWISE(X, ...) X(BOOL, __VA_ARGS__) OD_EWR_INT_DTYPES_(X, __VA_ARGS__)
 #define OD_EWR_DTYPES_INT_DIV(X, ...) OD_EWR_DTYPES_NUMERIC(X, __VA_ARGS__)
 #define OD_EWR_DTYPES_INT(X, ...) OD_EWR_INT_DTYPES_(X, __VA_ARGS__)
+#define OD_EWR_DTYPES_SAME(X, ...) OD_EWR_DTYPES_ANY(X, __VA_ARGS__)
 
 /* Whether a rule has the integer (i64) / floating (f32, f64) families. */
 #define OD_EWR_I64_FLOAT(x)
@@ -73,6 +78,7 @@ typedef enum od_ew_rule {
 #define OD_EWR_I64_BITWISE(x) x
 #define OD_EWR_I64_INT_DIV(x) x
 #define OD_EWR_I64_INT(x) x
+#define OD_EWR_I64_SAME(x) x
 #define OD_EWR_FLT_FLOAT(x) x
 #define OD_EWR_FLT_FLOAT_ONLY(x) x
 #define OD_EWR_FLT_NUMERIC(x) x
@@ -81,6 +87,7 @@ typedef enum od_ew_rule {
 #define OD_EWR_FLT_BITWISE(x)
 #define OD_EWR_FLT_INT_DIV(x) x
 #define OD_EWR_FLT_INT(x)
+#define OD_EWR_FLT_SAME(x) x
 
 /* The output is bool (1) or the compute dtype (0). */
 #define OD_EWR_BOOL_OUT_FLOAT 0
@@ -91,6 +98,7 @@ typedef enum od_ew_rule {
 #define OD_EWR_BOOL_OUT_BITWISE 0
 #define OD_EWR_BOOL_OUT_INT_DIV 0
 #define OD_EWR_BOOL_OUT_INT 0
+#define OD_EWR_BOOL_OUT_SAME 0
 
 /* An integer divisor of 0 is an error (1) or cannot occur (0). */
 #define OD_EWR_ZERO_DIV_FLOAT 0
@@ -101,5 +109,6 @@ typedef enum od_ew_rule {
 #define OD_EWR_ZERO_DIV_BITWISE 0
 #define OD_EWR_ZERO_DIV_INT_DIV 1
 #define OD_EWR_ZERO_DIV_INT 0
+#define OD_EWR_ZERO_DIV_SAME 0
 
 #endif
