@@ -444,18 +444,22 @@ OD_MATH_FN double od_math_hypot_f64(double a, double b) { return hypot(a, b); }
 OD_MATH_FN float od_math_copysign_f32(float a, float b) { return copysignf(a, b); }
 OD_MATH_FN double od_math_copysign_f64(double a, double b) { return copysign(a, b); }
 /* lerp (ATen 1.13's lerp kernels, in opmath): self + weight * (end - self)
- * for weight < 0.5 (negative weights too), else end - (end - self) * (1 - weight) */
+ * for weight < 0.5 (negative weights too), else end - (end - self) * (1 -
+ * weight). torch's CPU build contracts both to one fused multiply-add (gcc's
+ * default fp-contract in its AVX2 kernels, scalar and vector paths alike),
+ * so they are written as fma here. */
 OD_MATH_FN float od_math_lerp_f32(float a, float b, float w)
 {
-    return w < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
+    return w < 0.5f ? fmaf(w, b - a, a) : fmaf(-(b - a), 1.0f - w, b);
 }
 OD_MATH_FN double od_math_lerp_f64(double a, double b, double w)
 {
-    return w < 0.5 ? a + w * (b - a) : b - (b - a) * (1.0 - w);
+    return w < 0.5 ? fma(w, b - a, a) : fma(-(b - a), 1.0 - w, b);
 }
-/* addcmul: self + value * t1 * t2 (integers wrap); addcdiv: self + value * t1 / t2 */
-OD_MATH_FN float od_math_addcmul_f32(float a, float b, float c, float v) { return a + v * b * c; }
-OD_MATH_FN double od_math_addcmul_f64(double a, double b, double c, double v) { return a + v * b * c; }
+/* addcmul: self + value * t1 * t2, contracted as fma(value * t1, t2, self)
+ * (integers wrap); addcdiv: self + value * t1 / t2 (nothing to contract) */
+OD_MATH_FN float od_math_addcmul_f32(float a, float b, float c, float v) { return fmaf(v * b, c, a); }
+OD_MATH_FN double od_math_addcmul_f64(double a, double b, double c, double v) { return fma(v * b, c, a); }
 OD_MATH_FN int64_t od_math_addcmul_i64(int64_t a, int64_t b, int64_t c, int64_t v)
 {
     return (int64_t)((uint64_t)a + (uint64_t)v * (uint64_t)b * (uint64_t)c);
