@@ -188,8 +188,10 @@ def test_values_against_torch(server, rng):
                 if got.dtype.kind == "f":  # signed zeros too
                     assert np.array_equal(np.signbit(g64), np.signbit(exp)), f"{what} output {out}: signs of zero"
             else:
-                np.testing.assert_allclose(g64, exp, rtol=8 * np.finfo(got.dtype).eps, atol=0,
-                                           err_msg=f"{what} output {out}")
+                # reductions: another summation order, within a few ulps of
+                # the inputs' magnitude (standard normal, sums of at most 120)
+                eps = np.finfo(got.dtype).eps
+                np.testing.assert_allclose(g64, exp, rtol=8 * eps, atol=64 * eps, err_msg=f"{what} output {out}")
 
 
 def test_equal_and_allclose_return_bools(server, rng):
