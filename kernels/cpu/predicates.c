@@ -204,7 +204,10 @@ od_status od_cpu_isin(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
         st = od_error_set(err, OD_EUNSUPPORTED, "\"isin_default_cpu\" not implemented for 'Half'");
         goto done;
     }
-    if (small && t->dtype == ct) { /* test_elements.to(common_type).view(-1): to() returns t itself */
+    /* the brute-force kernel takes test_elements.to(common_type).view(-1):
+     * to() keeps a dense layout's strides (or returns t itself), and view
+     * refuses what such strides cannot flatten */
+    if (small && (t->dtype == ct || od_tensor_is_non_overlapping_and_dense(t))) {
         od_tensor *flat = NULL;
         int64_t all = m;
         if ((st = od_tensor_view(t, &all, 1, &flat, err)))
