@@ -52,7 +52,7 @@ od_shape_fn od_builtin_shape_fn(od_opid id);
     X(od_shape_index_select) X(od_shape_factory) X(od_shape_arange) X(od_shape_ew) \
     X(od_shape_scan) \
     X(od_shape_scatter) X(od_shape_masked_fill) X(od_shape_take) X(od_shape_nonzero) \
-    X(od_shape_pointwise) X(od_shape_isin)
+    X(od_shape_pointwise) X(od_shape_isin) X(od_shape_equal)
 
 #define OD_X_(fn) od_status fn(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, \
                                 od_error *err);

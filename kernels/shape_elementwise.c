@@ -718,6 +718,23 @@ od_status od_shape_pointwise(od_opid id, const od_stack *s, od_out_spec *outs, i
     return OD_OK;
 }
 
+/* ---- equal ----------------------------------------------------------------------------------- */
+
+/* equal returns a bool read from the data: Meta has no answer (as in torch),
+ * so this validates and refuses. */
+od_status od_shape_equal(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
+{
+    (void)outs;
+    (void)nouts;
+    const od_tensor *a = NULL, *b = NULL;
+    od_status st;
+    if ((st = need_nargs(id, s, 2, err)) || (st = arg_tensor(id, s, 0, &a, err)) || (st = arg_tensor(id, s, 1, &b, err)))
+        return st;
+    return od_error_set(err, OD_ENOKERNEL,
+                        "Could not run 'aten::equal' with arguments from the 'Meta' backend: its result is read "
+                        "from the data");
+}
+
 /* ---- isin ------------------------------------------------------------------------------------ */
 
 od_status od_shape_isin(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
