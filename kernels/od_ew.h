@@ -32,6 +32,9 @@
  *                as FLOAT, FLOAT_ONLY, NUMERIC without float16 (torch 1.13's
  *                CPU kernels of the activations and special functions
  *                dispatch FLOATING_TYPES_AND(BFloat16): no Half)
+ *    SAME        every dtype, the   self's                         as computed
+ *                inputs' alike (heaviside: "not yet implemented for
+ *                tensors with different dtypes")
  *
  *  - OD_EWP(id, schema, fn, rule, ag) declares a per-element operator of one
  *    tensor input (the schema's Tensor argument) and parameters (its other
@@ -63,7 +66,8 @@ typedef enum od_ew_rule {
     OD_EWR_INT,
     OD_EWR_FLOAT_NOHALF,
     OD_EWR_FLOAT_ONLY_NOHALF,
-    OD_EWR_NUMERIC_NOHALF
+    OD_EWR_NUMERIC_NOHALF,
+    OD_EWR_SAME
 } od_ew_rule;
 
 #define OD_EW_MAX_PARAMS 4
@@ -85,6 +89,7 @@ typedef enum od_ew_rule {
 #define OD_EWR_DTYPES_FLOAT_NOHALF(X, ...) OD_EWR_FLT_NOHALF_DTYPES_(X, __VA_ARGS__)
 #define OD_EWR_DTYPES_FLOAT_ONLY_NOHALF(X, ...) OD_EWR_FLT_NOHALF_DTYPES_(X, __VA_ARGS__)
 #define OD_EWR_DTYPES_NUMERIC_NOHALF(X, ...) OD_EWR_INT_DTYPES_(X, __VA_ARGS__) OD_EWR_FLT_NOHALF_DTYPES_(X, __VA_ARGS__)
+#define OD_EWR_DTYPES_SAME(X, ...) OD_EWR_DTYPES_ANY(X, __VA_ARGS__)
 
 /* Whether a rule has the integer (i64) / floating (f32, f64) families. */
 #define OD_EWR_I64_FLOAT(x)
@@ -98,6 +103,7 @@ typedef enum od_ew_rule {
 #define OD_EWR_I64_FLOAT_NOHALF(x)
 #define OD_EWR_I64_FLOAT_ONLY_NOHALF(x)
 #define OD_EWR_I64_NUMERIC_NOHALF(x) x
+#define OD_EWR_I64_SAME(x) x
 #define OD_EWR_FLT_FLOAT(x) x
 #define OD_EWR_FLT_FLOAT_ONLY(x) x
 #define OD_EWR_FLT_NUMERIC(x) x
@@ -109,6 +115,7 @@ typedef enum od_ew_rule {
 #define OD_EWR_FLT_FLOAT_NOHALF(x) x
 #define OD_EWR_FLT_FLOAT_ONLY_NOHALF(x) x
 #define OD_EWR_FLT_NUMERIC_NOHALF(x) x
+#define OD_EWR_FLT_SAME(x) x
 
 /* The output is bool (1) or the compute dtype (0). */
 #define OD_EWR_BOOL_OUT_FLOAT 0
@@ -122,6 +129,7 @@ typedef enum od_ew_rule {
 #define OD_EWR_BOOL_OUT_FLOAT_NOHALF 0
 #define OD_EWR_BOOL_OUT_FLOAT_ONLY_NOHALF 0
 #define OD_EWR_BOOL_OUT_NUMERIC_NOHALF 0
+#define OD_EWR_BOOL_OUT_SAME 0
 
 /* An integer divisor of 0 is an error (1) or cannot occur (0). */
 #define OD_EWR_ZERO_DIV_FLOAT 0
@@ -135,5 +143,6 @@ typedef enum od_ew_rule {
 #define OD_EWR_ZERO_DIV_FLOAT_NOHALF 0
 #define OD_EWR_ZERO_DIV_FLOAT_ONLY_NOHALF 0
 #define OD_EWR_ZERO_DIV_NUMERIC_NOHALF 0
+#define OD_EWR_ZERO_DIV_SAME 0
 
 #endif

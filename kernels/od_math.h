@@ -661,6 +661,52 @@ OD_MATH_FN float od_math_hypot_f32(float a, float b) { return hypotf(a, b); }
 OD_MATH_FN double od_math_hypot_f64(double a, double b) { return hypot(a, b); }
 OD_MATH_FN float od_math_copysign_f32(float a, float b) { return copysignf(a, b); }
 OD_MATH_FN double od_math_copysign_f64(double a, double b) { return copysign(a, b); }
+/* lerp (ATen 1.13's lerp kernels, in opmath): self + weight * (end - self)
+ * for weight < 0.5 (negative weights too), else end - (end - self) * (1 -
+ * weight). torch's CPU build contracts both to one fused multiply-add (gcc's
+ * default fp-contract in its AVX2 kernels, scalar and vector paths alike),
+ * so they are written as fma here. */
+OD_MATH_FN float od_math_lerp_f32(float a, float b, float w)
+{
+    return w < 0.5f ? fmaf(w, b - a, a) : fmaf(-(b - a), 1.0f - w, b);
+}
+OD_MATH_FN double od_math_lerp_f64(double a, double b, double w)
+{
+    return w < 0.5 ? fma(w, b - a, a) : fma(-(b - a), 1.0 - w, b);
+}
+/* addcmul: self + value * t1 * t2, contracted as fma(value * t1, t2, self)
+ * (integers wrap); addcdiv: self + value * t1 / t2 (nothing to contract) */
+OD_MATH_FN float od_math_addcmul_f32(float a, float b, float c, float v) { return fmaf(v * b, c, a); }
+OD_MATH_FN double od_math_addcmul_f64(double a, double b, double c, double v) { return fma(v * b, c, a); }
+OD_MATH_FN int64_t od_math_addcmul_i64(int64_t a, int64_t b, int64_t c, int64_t v)
+{
+    return (int64_t)((uint64_t)a + (uint64_t)v * (uint64_t)b * (uint64_t)c);
+}
+OD_MATH_FN float od_math_addcdiv_f32(float a, float b, float c, float v) { return a + v * b / c; }
+OD_MATH_FN double od_math_addcdiv_f64(double a, double b, double c, double v) { return a + v * b / c; }
+OD_MATH_FN float od_math_nextafter_f32(float a, float b) { return nextafterf(a, b); }
+OD_MATH_FN double od_math_nextafter_f64(double a, double b) { return nextafter(a, b); }
+/* c10's nextafter(BFloat16, BFloat16) (musl's algorithm on the 16 bits of
+ * from and to), for the CPU and CUDA bfloat16 kernels */
+OD_MATH_FN uint16_t od_math_nextafter_bf16(uint16_t from, uint16_t to)
+{
+    const uint16_t sign = 0x8000;
+    float f = od_f32_from_bits((uint32_t)from << 16), t = od_f32_from_bits((uint32_t)to << 16);
+    if (f != f || t != t)
+        return 0x7FC0; /* from + to: NaN, which c10::BFloat16 rounds to 0x7FC0 */
+    if (from == to)
+        return from;
+    uint16_t af = from & (uint16_t)~sign, at = to & (uint16_t)~sign;
+    if (af == 0)
+        return at == 0 ? to : (uint16_t)((to & sign) | 1);
+    if (af > at || ((from ^ to) & sign))
+        return (uint16_t)(from - 1);
+    return (uint16_t)(from + 1);
+}
+/* heaviside: values where self is 0 (-0.0 too), else self > 0 (NaN gives 0) */
+OD_MATH_FN float od_math_heaviside_f32(float a, float b) { return a == 0 ? b : (float)(a > 0); }
+OD_MATH_FN double od_math_heaviside_f64(double a, double b) { return a == 0 ? b : (double)(a > 0); }
+OD_MATH_FN int64_t od_math_heaviside_i64(int64_t a, int64_t b) { return a == 0 ? b : (int64_t)(a > 0); }
 /* log(exp a + exp b) without overflow; equal infinities give themselves */
 OD_MATH_FN float od_math_logaddexp_f32(float a, float b)
 {

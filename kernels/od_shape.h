@@ -51,7 +51,8 @@ od_shape_fn od_builtin_shape_fn(od_opid id);
     X(od_shape_matmul) X(od_shape_cat) X(od_shape_same) X(od_shape_inplace) \
     X(od_shape_index_select) X(od_shape_factory) X(od_shape_arange) X(od_shape_ew) \
     X(od_shape_scan) \
-    X(od_shape_scatter) X(od_shape_masked_fill) X(od_shape_take) X(od_shape_nonzero)
+    X(od_shape_scatter) X(od_shape_masked_fill) X(od_shape_take) X(od_shape_nonzero) \
+    X(od_shape_pointwise) X(od_shape_isin) X(od_shape_equal)
 
 #define OD_X_(fn) od_status fn(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, \
                                 od_error *err);
@@ -76,6 +77,10 @@ static inline bool od_mm_is_trivial(const od_tensor *a, const od_tensor *b)
 /* clamp (Scalar bounds) with both bounds given and one of them NaN: ATen 1.13
  * fills the output with NaN; a NaN bound alone leaves the input instead. */
 bool od_clamp_fills_nan(od_opid id, const od_stack *s);
+
+/* caffe2::TypeMeta's name of dt ("float", "long int", "c10::Half"), as torch
+ * prints tensor.dtype() inside C++ messages (a static string). */
+const char *od_dtype_meta_name(od_dtype dt);
 
 /* Dtype a Scalar argument contributes to result_type (bool/int/float). */
 od_result_arg od_result_arg_of_value(const od_value *v);
@@ -184,7 +189,7 @@ typedef struct od_scan_info {
     bool descending;     /* sort: descending; topk: largest */
     bool stable;         /* sort.stable */
     bool sorted;         /* topk */
-    bool keepdim;        /* kthvalue */
+    bool keepdim;        /* kthvalue, median.dim, nanmedian.dim, mode */
     int64_t k;           /* topk, kthvalue */
 } od_scan_info;
 

@@ -40,12 +40,15 @@ typedef struct od_sort_elem {
 typedef struct od_sort_cmp {
     bool fl;   /* keys are doubles */
     bool desc; /* "less" means "greater, NaN first" */
+    bool raw;  /* plain a < b on the keys (mode's lambda: NaN is unordered) */
 } od_sort_cmp;
 
 /* ATen's KeyValueCompAsc / KeyValueCompDesc (topk's and kthvalue's lambdas
  * are the same relations). */
 static inline OD_HD bool sa_lt(const od_sort_cmp *c, const od_sort_elem *a, const od_sort_elem *b)
 {
+    if (c->fl && c->raw)
+        return a->k.d < b->k.d;
     if (c->fl) {
         double x = a->k.d, y = b->k.d;
         return c->desc ? ((isnan(x) && !isnan(y)) || x > y) : ((!isnan(x) && isnan(y)) || x < y);
@@ -336,7 +339,77 @@ static inline OD_HD void sa_quick_select(const od_sort_cmp *c, od_sort_elem *a, 
 }
 
 
-enum { OD_SORT_OP_SORT, OD_SORT_OP_SORT_STABLE, OD_SORT_OP_TOPK, OD_SORT_OP_KTHVALUE };
+enum {
+    OD_SORT_OP_SORT,
+    OD_SORT_OP_SORT_STABLE,
+    OD_SORT_OP_TOPK,
+    OD_SORT_OP_KTHVALUE,
+    OD_SORT_OP_MEDIAN,        /* median.dim */
+    OD_SORT_OP_NANMEDIAN,     /* nanmedian.dim */
+    OD_SORT_OP_MEDIAN_ALL,    /* median() */
+    OD_SORT_OP_NANMEDIAN_ALL, /* nanmedian() */
+    OD_SORT_OP_MODE
+};
+
+/* median.dim / nanmedian.dim (ATen's median_with_indices_impl): the first NaN
+ * for median; else std::nth_element on the indices with "value, then index"
+ * as the order (NaN last for nanmedian), a total order whose k-th element is
+ * the stable sort's; an all-NaN nanmedian line has no order among its
+ * elements, so libstdc++'s nth_element decides. median(), nanmedian()
+ * (median_impl): nth_element on the values themselves, where -0.0 and 0.0
+ * tie. mode (mode_kernel_impl): std::sort of (value, index) by value with
+ * a plain <, then the last element of the first longest run of equal
+ * values. Each returns the position in f of the element chosen. */
+static inline OD_HD int64_t sa_select_line(od_sort_elem *f, od_sort_elem *tmp, int64_t n, int op, bool fl)
+{
+    od_sort_cmp asc = {fl, false, false};
+    int64_t nan = 0, first_nan = -1;
+    for (int64_t i = 0; fl && i < n; i++)
+        if (isnan(f[i].k.d)) {
+            if (first_nan < 0)
+                first_nan = i;
+            nan++;
+        }
+    switch (op) {
+    case OD_SORT_OP_MEDIAN:
+        if (first_nan >= 0)
+            return first_nan;
+        sa_merge_sort(&asc, f, tmp, n);
+        return (n - 1) / 2;
+    case OD_SORT_OP_NANMEDIAN:
+        if (nan == n) {
+            sa_nth_element(&asc, f, 0, n);
+            return 0;
+        }
+        sa_merge_sort(&asc, f, tmp, n);
+        return (n - nan - 1) / 2;
+    case OD_SORT_OP_MEDIAN_ALL:
+    case OD_SORT_OP_NANMEDIAN_ALL: {
+        if (op == OD_SORT_OP_MEDIAN_ALL && first_nan >= 0)
+            return first_nan;
+        int64_t k = op == OD_SORT_OP_MEDIAN_ALL ? (n - 1) / 2 : (n - nan - 1) / 2;
+        sa_nth_element(&asc, f, k, n);
+        return k;
+    }
+    default: { /* OD_SORT_OP_MODE */
+        od_sort_cmp raw = {fl, false, true};
+        sa_std_sort(&raw, f, n);
+        int64_t best = 0, max_freq = 0, freq = 0;
+        for (int64_t i = 0; i < n; i++) {
+            freq++;
+            bool end = i == n - 1 || (fl ? f[i].k.d != f[i + 1].k.d : f[i].k.i != f[i + 1].k.i);
+            if (end) {
+                if (freq > max_freq) {
+                    best = i;
+                    max_freq = freq;
+                }
+                freq = 0;
+            }
+        }
+        return best;
+    }
+    }
+}
 
 /* Orders line f[0..n) as operator op does (k: topk's / kthvalue's k;
  * desc: sort's descending or topk's largest; sorted: topk's) and returns the
@@ -345,7 +418,9 @@ enum { OD_SORT_OP_SORT, OD_SORT_OP_SORT_STABLE, OD_SORT_OP_TOPK, OD_SORT_OP_KTHV
 static inline OD_HD int64_t od_sort_line(od_sort_elem *f, od_sort_elem *tmp, int64_t n, int op, int64_t k,
                                          bool desc, bool sorted, bool fl)
 {
-    od_sort_cmp c = {fl, desc};
+    od_sort_cmp c = {fl, desc, false};
+    if (op >= OD_SORT_OP_MEDIAN)
+        return sa_select_line(f, tmp, n, op, fl);
     if (op == OD_SORT_OP_SORT) {
         sa_std_sort(&c, f, n);
     } else if (op == OD_SORT_OP_SORT_STABLE) {
@@ -361,7 +436,7 @@ static inline OD_HD int64_t od_sort_line(od_sort_elem *f, od_sort_elem *tmp, int
                 sa_std_sort(&c, f, k - 1);
         }
     } else { /* kthvalue: gt_or_nan is (isnan(x) && !isnan(y)) || x > y */
-        od_sort_cmp gt = {fl, true};
+        od_sort_cmp gt = {fl, true, false};
         sa_quick_select(&gt, f, n, k - 1);
         return k - 1;
     }

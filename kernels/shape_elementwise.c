@@ -763,6 +763,11 @@ static od_status ew_dtypes(od_opid id, const od_stack *s, od_dtype *compute, od_
         if (flt || dt == OD_BOOL)
             return not_implemented(id, dt, err);
         break;
+    case OD_EWR_SAME:
+        if (s->args[0].u.t->dtype != s->args[1].u.t->dtype)
+            return od_error_set(err, OD_EINVAL, "%s is not yet implemented for tensors with different dtypes.",
+                                op_name(id));
+        break;
     default:
         break;
     }
@@ -839,6 +844,118 @@ od_status od_shape_clamp(od_opid id, const od_stack *s, od_out_spec *outs, int *
         if (s->args[i].tag != OD_T_NONE && (st = od_scalar_check_fits(&s->args[i], dt, err)))
             return st;
     spec_set(&outs[0], dt, dev, sizes, ndim);
+    *nouts = 1;
+    return OD_OK;
+}
+
+/* ---- lerp, addcmul, addcdiv, nextafter --------------------------------------------------- */
+
+od_status od_shape_pointwise(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
+{
+    static const int all[3] = {0, 1, 2};
+    bool lerp = id == OD_OPID_lerp_Scalar || id == OD_OPID_lerp_Tensor;
+    bool addc = id == OD_OPID_addcmul || id == OD_OPID_addcdiv;
+    int nargs = addc ? 4 : lerp ? 3 : 2;
+    int ntensors = id == OD_OPID_lerp_Scalar || id == OD_OPID_nextafter ? 2 : 3;
+    od_status st;
+    if ((st = need_nargs(id, s, nargs, err)))
+        return st;
+    for (int i = 0; i < nargs; i++)
+        if ((st = arg_operand(id, s, i, i < ntensors, err)))
+            return st;
+    od_device dev;
+    int64_t sizes[OD_MAX_DIMS];
+    int ndim;
+    if ((st = common_device(s, &dev, err)) || (st = broadcast_args(s, all, ntensors, sizes, &ndim, err)))
+        return st;
+    const od_tensor *self = s->args[0].u.t;
+    /* lerp takes no promotion: end and weight must have self's dtype */
+    for (int i = 1; lerp && i < ntensors; i++)
+        if (s->args[i].u.t->dtype != self->dtype)
+            return od_error_set(err, OD_EINVAL, "expected dtype %s for `%s` but got dtype %s",
+                                od_dtype_meta_name(self->dtype), i == 1 ? "end" : "weight",
+                                od_dtype_meta_name(s->args[i].u.t->dtype));
+    if (id == OD_OPID_addcdiv && od_dtype_is_integral(s->args[1].u.t->dtype, true) &&
+        od_dtype_is_integral(s->args[2].u.t->dtype, true))
+        return od_error_set(err, OD_EINVAL,
+                            "Integer division with addcdiv is no longer supported, and in a future  "
+                            "release addcdiv will perform a true division of tensor1 and tensor2. The "
+                            "historic addcdiv behavior can be implemented as (input + value * "
+                            "torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as "
+                            "(input + value * tensor1 / tensor2) for float inputs. The future addcdiv "
+                            "behavior is just the latter implementation: (input + value * tensor1 / "
+                            "tensor2), for all dtypes.");
+    od_dtype dt = result_type_of(s, all, ntensors);
+    /* ATen's CPU dispatch: floating types and bfloat16 (addcmul: integers
+     * too), no float16; CUDA has float16 (not for nextafter, whose CUDA
+     * kernel has float and double only) */
+    bool cuda = dev.type == OD_DEV_CUDA;
+    bool ok = dt == OD_FLOAT32 || dt == OD_FLOAT64 || (dt == OD_BFLOAT16 && !(cuda && id == OD_OPID_nextafter)) ||
+              (dt == OD_FLOAT16 && cuda && id != OD_OPID_nextafter) ||
+              (id == OD_OPID_addcmul && dt != OD_BOOL && !od_dtype_is_floating(dt));
+    if (!ok) {
+        const char *k = id == OD_OPID_lerp_Scalar ? "lerp_kernel_scalar"
+                        : id == OD_OPID_lerp_Tensor ? "lerp_kernel_tensor"
+                        : id == OD_OPID_addcmul     ? (cuda ? "addcmul_cuda" : "addcmul_cpu_out")
+                        : id == OD_OPID_addcdiv     ? (cuda ? "addcdiv_cuda" : "addcdiv_cpu_out")
+                                                    : (cuda ? "nextafter_cuda" : "nextafter_cpu");
+        return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'", k, od_dtype_scalar_name(dt));
+    }
+    /* value.to<scalar_t>(), lerp's weight.to<opmath_t>(): c10's range checks */
+    if (addc && (st = od_scalar_check_fits(&s->args[nargs - 1], dt, err)))
+        return st;
+    if (id == OD_OPID_lerp_Scalar &&
+        (st = od_scalar_check_fits(&s->args[2], dt == OD_FLOAT64 ? OD_FLOAT64 : OD_FLOAT32, err)))
+        return st;
+    spec_set(&outs[0], dt, dev, sizes, ndim);
+    *nouts = 1;
+    return OD_OK;
+}
+
+/* ---- equal ----------------------------------------------------------------------------------- */
+
+/* equal returns a bool read from the data: Meta has no answer (as in torch),
+ * so this validates and refuses. */
+od_status od_shape_equal(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
+{
+    (void)outs;
+    (void)nouts;
+    const od_tensor *a = NULL, *b = NULL;
+    od_status st;
+    if ((st = need_nargs(id, s, 2, err)) || (st = arg_tensor(id, s, 0, &a, err)) || (st = arg_tensor(id, s, 1, &b, err)))
+        return st;
+    return od_error_set(err, OD_ENOKERNEL,
+                        "Could not run 'aten::equal' with arguments from the 'Meta' backend: its result is read "
+                        "from the data");
+}
+
+/* ---- isin ------------------------------------------------------------------------------------ */
+
+od_status od_shape_isin(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
+{
+    od_status st;
+    if ((st = need_nargs(id, s, 4, err)))
+        return st;
+    bool et = id != OD_OPID_isin_Scalar_Tensor, tt = id != OD_OPID_isin_Tensor_Scalar;
+    if ((st = arg_operand(id, s, 0, et, err)) || (st = arg_operand(id, s, 1, tt, err)))
+        return st;
+    for (int i = 2; i < 4; i++)
+        if (s->args[i].tag != OD_T_BOOL)
+            return bad_arg(id, s, i, "bool", err);
+    /* check_for_unsupported_isin_dtype, elements first */
+    for (int i = 0; i < 2; i++) {
+        const od_value *v = &s->args[i];
+        od_dtype dt = v->tag == OD_T_TENSOR ? v->u.t->dtype : v->tag == OD_T_BOOL ? OD_BOOL
+                      : v->tag == OD_T_INT ? OD_INT64 : OD_FLOAT64;
+        if (dt == OD_BOOL || dt == OD_BFLOAT16)
+            return od_error_set(err, OD_EINVAL, "Unsupported input type encountered for isin(): %s",
+                                od_dtype_scalar_name(dt));
+    }
+    od_device dev;
+    if ((st = common_device(s, &dev, err)))
+        return st;
+    const od_tensor *e = et ? s->args[0].u.t : NULL;
+    spec_set(&outs[0], OD_BOOL, dev, e ? e->sizes : NULL, e ? e->ndim : 0);
     *nouts = 1;
     return OD_OK;
 }

@@ -70,7 +70,7 @@ static od_status arg_opt_dtype(const od_stack *s, int i, const char *op, const c
 
 
 /* caffe2::TypeMeta names, as torch prints tensor.dtype() inside C++ messages. */
-static const char *torch_meta_name(od_dtype dt)
+const char *od_dtype_meta_name(od_dtype dt)
 {
     static const char *const names[OD_NUM_DTYPES] = {
         [OD_BOOL] = "bool",         [OD_UINT8] = "unsigned char", [OD_INT8] = "signed char",
@@ -473,7 +473,7 @@ static od_status shape_mm(const char *op, const od_tensor *a, const od_tensor *b
     if (a->dtype != b->dtype && !(!strcmp(op, "mm") && od_mm_is_trivial(a, b)))
         return od_error_set(err, OD_EMISMATCH,
                             "expected m1 and m2 to have the same dtype, but got: %s != %s",
-                            torch_meta_name(a->dtype), torch_meta_name(b->dtype));
+                            od_dtype_meta_name(a->dtype), od_dtype_meta_name(b->dtype));
     return check_same_device(op, a, b, err);
 }
 
@@ -564,7 +564,7 @@ od_status od_shape_matmul(od_opid id, const od_stack *s, od_out_spec *outs, int 
         if (a->dtype != b->dtype && !od_mm_is_trivial(a, b))
             return od_error_set(err, OD_EMISMATCH,
                                 "expected batch1 and batch2 to have the same dtype, but got: %s != %s",
-                                torch_meta_name(a->dtype), torch_meta_name(b->dtype));
+                                od_dtype_meta_name(a->dtype), od_dtype_meta_name(b->dtype));
         if ((st = check_same_device("bmm", a, b, err)))
             return st;
         int64_t sz[3] = {a->sizes[0], a->sizes[1], b->sizes[2]};

@@ -27,6 +27,9 @@ static const char *short_name(od_opid id)
     case OD_OPID_cummin: return "cummin";
     case OD_OPID_topk: return "topk";
     case OD_OPID_kthvalue: return "kthvalue";
+    case OD_OPID_median: case OD_OPID_median_dim: return "median";
+    case OD_OPID_nanmedian: case OD_OPID_nanmedian_dim: return "nanmedian";
+    case OD_OPID_mode: return "mode";
     default: return "sort";
     }
 }
@@ -105,6 +108,18 @@ od_status od_scan_parse(od_opid id, const od_stack *s, od_scan_info *info, od_er
             (st = get_bool(s, 3, op, "keepdim", &info->keepdim, err)))
             return st;
         break;
+    case OD_OPID_median_dim:
+    case OD_OPID_nanmedian_dim:
+    case OD_OPID_mode:
+        if ((st = get_int(s, 1, op, "dim", &dim, err)) ||
+            (st = get_bool(s, 2, op, "keepdim", &info->keepdim, err)))
+            return st;
+        break;
+    case OD_OPID_median:
+    case OD_OPID_nanmedian: /* the whole tensor as one line */
+        info->outer = info->inner = 1;
+        info->size = od_tensor_numel(self);
+        return OD_OK;
     default:
         return od_error_set(err, OD_EINTERNAL, "od_scan_parse: not a scan or sort");
     }
@@ -126,6 +141,9 @@ od_status od_scan_parse(od_opid id, const od_stack *s, od_scan_info *info, od_er
     }
     if (id == OD_OPID_topk && (info->k < 0 || info->k > info->size))
         return od_error_set(err, OD_EINVAL, "selected index k out of range");
+    if ((id == OD_OPID_median_dim || id == OD_OPID_nanmedian_dim || id == OD_OPID_mode) && nd > 0 &&
+        self->sizes[d] == 0)
+        return od_error_set(err, OD_EINVAL, "%s(): Expected reduction dim %d to have non-zero size.", op, d);
     if (id == OD_OPID_kthvalue) {
         if (nd > 0 && self->sizes[d] == 0)
             return od_error_set(err, OD_EINVAL, "kthvalue(): Expected reduction dim %d to have non-zero size.", d);
@@ -178,8 +196,18 @@ od_status od_scan_check_dtype(od_opid id, const od_stack *s, const od_scan_info 
         ok = dt != OD_BOOL && dt != OD_FLOAT16;
         kname = "kthvalue_cpu";
         break;
+    case OD_OPID_median:
+    case OD_OPID_nanmedian:
+        if (numel == 0)
+            return OD_OK; /* median_impl returns NaN before it dispatches */
+        /* fall through */
+    case OD_OPID_median_dim:
+    case OD_OPID_nanmedian_dim:
+        ok = dt != OD_BOOL && dt != OD_FLOAT16;
+        kname = id == OD_OPID_median || id == OD_OPID_nanmedian ? "median_cpu" : "median_out";
+        break;
     default:
-        return OD_OK; /* sort takes every dtype */
+        return OD_OK; /* sort and mode take every dtype */
     }
     if (ok)
         return OD_OK;
@@ -228,7 +256,15 @@ od_status od_shape_scan(od_opid id, const od_stack *s, od_out_spec *outs, int *n
         if (nd > 0)
             sizes[info.dim] = info.k;
         break;
+    case OD_OPID_median:
+    case OD_OPID_nanmedian:
+        nd = 0;
+        n = 1;
+        break;
     case OD_OPID_kthvalue:
+    case OD_OPID_median_dim:
+    case OD_OPID_nanmedian_dim:
+    case OD_OPID_mode:
         if (nd > 0) {
             if (info.keepdim) {
                 sizes[info.dim] = 1;

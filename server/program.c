@@ -105,6 +105,19 @@ static od_status selected(program *p, json_t *v, od_tensor **t, const char **nam
     return OD_OK;
 }
 
+/* The non-tensor return (equal's bool, a number) that "$j[.i]" string v
+ * names, or NULL (then selected() judges it). Borrowed from the step. */
+static const od_value *selected_value(program *p, json_t *v)
+{
+    int j, i;
+    if (!json_is_string(v) || !parse_step_ref(json_string_value(v), &j, &i) || j >= p->nsteps)
+        return NULL;
+    const od_stack *s = &p->calls[j].stack;
+    if (i >= s->nrets || s->rets[i].tag == OD_T_TENSOR || s->rets[i].tag == OD_T_NONE)
+        return NULL;
+    return &s->rets[i];
+}
+
 /* Marks in p->last_use every "$j" that v (any JSON value of step k) names. */
 static void note_refs(program *p, json_t *v, int k)
 {
@@ -240,6 +253,24 @@ static od_status encode(program *p, od_buf *b, json_t *outs, bool binary, od_ten
         od_tensor *t = NULL;
         const char *name = last;
         od_status s;
+        json_t *sv = outs ? json_incref(json_array_get(outs, x)) : NULL;
+        if (!outs) {
+            snprintf(last, sizeof last, "$%d.%zu", p->nsteps - 1, x);
+            sv = json_string(last);
+        }
+        const od_value *val = selected_value(p, sv);
+        if (val) { /* a non-tensor return: a JSON value, as /v1/ops answers it */
+            if (x)
+                od_buf_putc(b, ',');
+            od_buf_puts(b, "{\"name\":");
+            od_buf_json_str(b, outs ? json_string_value(sv) : last);
+            od_buf_puts(b, ",\"value\":");
+            od_value_to_json(b, val);
+            od_buf_putc(b, '}');
+            json_decref(sv);
+            continue;
+        }
+        json_decref(sv);
         if (outs) {
             s = selected(p, json_array_get(outs, x), &t, &name, err);
         } else {

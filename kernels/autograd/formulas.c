@@ -1563,6 +1563,113 @@ OD_BW(IndexCopyBackward0)
 }
 OD_BW(IndexFillBackward0) { SET(0, ix_fill0(sc, n, g[0])); }
 
+/* ---- lerp, addcmul, addcdiv, nextafter ---------------------------------------------- */
+
+OD_BW(LerpBackward0) /* lerp.Scalar: grad * (1 - weight), grad * weight */
+{
+    double w = num(ag_arg(n, 2));
+    SET(ag_in(n, 0), ag_muls(sc, g[0], 1 - w));
+    SET(ag_in(n, 1), ag_muls(sc, g[0], w));
+}
+OD_BW(LerpBackward1) /* lerp.Tensor: and grad * (end - self) for weight */
+{
+    int ks = ag_in(n, 0), ke = ag_in(n, 1), kw = ag_in(n, 2);
+    od_tensor *w = (ks >= 0 && need[ks]) || (ke >= 0 && need[ke]) ? ag_saved(sc, n, 2) : NULL;
+    if (ks >= 0 && need[ks])
+        SET(ks, ag_mul(sc, g[0], ag_adds(sc, ag_neg(sc, w), 1)));
+    if (ke >= 0 && need[ke])
+        SET(ke, ag_mul(sc, g[0], w));
+    if (kw >= 0 && need[kw])
+        SET(kw, ag_mul(sc, g[0], ag_sub(sc, ag_saved(sc, n, 1), ag_saved(sc, n, 0))));
+}
+OD_BW(AddcmulBackward0) /* self: grad; t1: grad * t2 * value; t2: grad * t1 * value */
+{
+    double v = num(ag_arg(n, 3));
+    int k1 = ag_in(n, 1), k2 = ag_in(n, 2);
+    SET(ag_in(n, 0), g[0]);
+    if (k1 >= 0 && need[k1])
+        SET(k1, ag_mul(sc, g[0], ag_muls(sc, ag_saved(sc, n, 2), v)));
+    if (k2 >= 0 && need[k2])
+        SET(k2, ag_mul(sc, g[0], ag_muls(sc, ag_saved(sc, n, 1), v)));
+}
+OD_BW(AddcdivBackward0) /* t1: grad * (value / t2); t2: -grad * ((value * t1) / (t2 * t2)) */
+{
+    double v = num(ag_arg(n, 3));
+    int k1 = ag_in(n, 1), k2 = ag_in(n, 2);
+    SET(ag_in(n, 0), g[0]);
+    if (k1 >= 0 && need[k1])
+        SET(k1, ag_div(sc, ag_muls(sc, g[0], v), ag_saved(sc, n, 2)));
+    if (k2 >= 0 && need[k2]) {
+        od_tensor *t2 = ag_saved(sc, n, 2);
+        SET(k2, ag_mul(sc, ag_neg(sc, g[0]), ag_div(sc, ag_muls(sc, ag_saved(sc, n, 1), v), ag_mul(sc, t2, t2))));
+    }
+}
+OD_BW(NextafterBackward0) /* torch 1.13: not_implemented("nextafter") */
+{
+    fail(sc, od_error_set(sc->err, OD_ENOKERNEL, "the derivative for 'nextafter' is not implemented."));
+}
+
+/* ---- norms (norm_backward), median, nanmedian, mode ---------------------------------------- */
+
+/* p_arg: p (None = 2); dim_arg / keep_arg: -1 for every dim, no keepdim;
+ * to_grad: self.to(grad.scalar_type()) first (the dtype overloads). */
+static void norm_bw(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc, int dim_arg,
+                    int keep_arg, bool to_grad)
+{
+    const ag_tmeta *in = &n->in_meta[0];
+    const od_value *pv = ag_arg(n, 1);
+    double p = pv->tag == OD_T_NONE ? 2.0 : num(pv);
+    int64_t dims[OD_MAX_DIMS];
+    int nd = dims_of(dim_arg >= 0 ? ag_arg(n, dim_arg) : &(od_value){OD_T_NONE, {0}}, in->ndim, dims);
+    bool keepdim = keep_arg >= 0 && ag_arg(n, keep_arg)->u.b;
+    if (p == 0) {
+        SET(0, ag_zeros(sc, in));
+        return;
+    }
+    od_tensor *x = ag_saved(sc, n, 0);
+    if (to_grad && x && x->dtype != g[0]->dtype)
+        x = ag_to(sc, x, g[0]->dtype, g[0]->device);
+    od_tensor *gu = restore_dims(sc, g[0], in, dims, nd, keepdim);
+    od_tensor *ru = restore_dims(sc, ag_saved_out(sc, n, 0), in, dims, nd, keepdim);
+    od_tensor *sg = ag_unary(sc, OD_OPID_sgn, x);
+    od_tensor *r;
+    if (p == 1) {
+        r = ag_mul(sc, sg, gu);
+    } else if (p == 2) {
+        r = ag_mul(sc, gu, ag_where0(sc, ag_cmps(sc, OD_OPID_eq_Scalar, ru, 0), ag_div(sc, x, ru), false));
+    } else if (isinf(p)) {
+        od_tensor *xa = ag_unary(sc, OD_OPID_abs, x);
+        od_tensor *mask = ag_call(sc, OD_OPID_logical_or, 2, T(ag_cmp(sc, OD_OPID_eq_Tensor, xa, ru)),
+                                  T(ag_unary(sc, OD_OPID_isnan, xa)));
+        od_tensor *maskf = mask ? ag_to(sc, mask, g[0]->dtype, g[0]->device) : NULL;
+        od_tensor *cnt = ag_sum_dims(sc, maskf, dims, nd, true);
+        r = ag_mul(sc, sg, ag_mul(sc, ag_div(sc, gu, cnt), maskf));
+    } else {
+        od_tensor *xa = ag_unary(sc, OD_OPID_abs, x);
+        od_tensor *pw = ag_call(sc, OD_OPID_pow_Tensor_Scalar, 2, T(xa), od_double(p < 2 ? p - 1 : p - 2));
+        if (p < 1) {
+            od_tensor *ss = ag_mul(sc, sg, ag_where0(sc, ag_cmps(sc, OD_OPID_eq_Scalar, x, 0), pw, false));
+            r = ag_mul(sc, ag_mul(sc, ss, gu), ag_call(sc, OD_OPID_pow_Tensor_Scalar, 2, T(ru), od_double(1 - p)));
+        } else {
+            od_tensor *ss = ag_mul(sc, p < 2 ? sg : x, pw);
+            od_tensor *sv = ag_div(sc, gu, ag_call(sc, OD_OPID_pow_Tensor_Scalar, 2, T(ru), od_double(p - 1)));
+            sv = ag_where0(sc, ag_cmps(sc, OD_OPID_eq_Scalar, ru, 0), sv, false);
+            r = ag_mul(sc, ss, sv);
+        }
+    }
+    SET(0, r);
+}
+OD_BW(NormBackward0) { norm_bw(n, g, gin, need, sc, -1, -1, false); }
+OD_BW(NormBackward1) { norm_bw(n, g, gin, need, sc, 2, 3, false); }
+OD_BW(NormBackward2) { norm_bw(n, g, gin, need, sc, -1, -1, true); }
+OD_BW(NormBackward3) { norm_bw(n, g, gin, need, sc, 2, 3, true); }
+OD_BW(LinalgVectorNormBackward0) { norm_bw(n, g, gin, need, sc, 2, 3, false); }
+OD_BW(MedianBackward0) { max_min_all_bw(n, g, gin, need, sc); }
+OD_BW(NanmedianBackward0) { max_min_all_bw(n, g, gin, need, sc); }
+OD_BW(MedianBackward1) { select_back(n, g, gin, need, sc, 1, 2); }
+OD_BW(NanmedianBackward1) { select_back(n, g, gin, need, sc, 1, 2); }
+OD_BW(ModeBackward0) { select_back(n, g, gin, need, sc, 1, 2); }
+
 /* ---- the table ---------------------------------------------------------------------- */
 
 #define od_bw_0 NULL
@@ -1574,3 +1681,4 @@ static const ag_formula g_formulas[OD_NUM_BUILTIN_OPS] = {
 };
 
 ag_formula ag_formula_of(od_opid id) { return (unsigned)id < OD_NUM_BUILTIN_OPS ? g_formulas[id] : NULL; }
+

@@ -49,6 +49,10 @@ OD_CX_KERNEL(od_cea_max_min); /* max, min, max.dim, min.dim */
 OD_CX_KERNEL(od_cea_nansum);
 OD_CX_KERNEL(od_cea_logsumexp);
 OD_CX_KERNEL(od_cea_std_var_mean); /* std, var_mean, std_mean */
+OD_CX_KERNEL(od_cea_aminmax);
+OD_CX_KERNEL(od_cia_nanmean);
+OD_CX_KERNEL(od_cea_norm); /* norm.Scalar ... norm.ScalarOpt_dim_dtype, linalg_vector_norm */
+OD_CX_KERNEL(od_cia_isclose); /* predicates.c: isclose, allclose */
 OD_CX_KERNEL(od_cea_masked_select); /* indexing.c */
 OD_CX_KERNEL(od_cea_index_add);
 OD_CX_KERNEL(od_cea_index_copy);

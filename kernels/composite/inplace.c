@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "composite.h"
+#include "od_shape.h" /* od_dtype_meta_name */
 
 /* In-place id -> its out-of-place operator's id, plus one (0: not in-place). */
 static const int g_functional[OD_NUM_BUILTIN_OPS] = {
@@ -22,18 +23,6 @@ static const int g_functional[OD_NUM_BUILTIN_OPS] = {
 #undef OD_INPLACE
 #undef OD_OP
 };
-
-/* caffe2::TypeMeta names, as ATen's "Bad in-place call" message prints them. */
-static const char *meta_name(od_dtype dt)
-{
-    static const char *const names[OD_NUM_DTYPES] = {
-        [OD_BOOL] = "bool",         [OD_UINT8] = "unsigned char", [OD_INT8] = "signed char",
-        [OD_INT16] = "short int",   [OD_INT32] = "int",           [OD_INT64] = "long int",
-        [OD_FLOAT16] = "c10::Half", [OD_BFLOAT16] = "c10::BFloat16", [OD_FLOAT32] = "float",
-        [OD_FLOAT64] = "double",
-    };
-    return (unsigned)dt < OD_NUM_DTYPES ? names[dt] : "unknown";
-}
 
 /* A structured in-place kernel with a dtype argument (cumsum_, cumprod_)
  * computes in self's dtype: ATen refuses another one, and None means self's
@@ -50,7 +39,7 @@ static od_status dtype_arg(const od_op *op, const od_stack *s, const od_tensor *
         if (v->tag == OD_T_DTYPE && v->u.dtype != self->dtype)
             return od_error_set(err, OD_EMISMATCH,
                                 "Bad in-place call: input tensor dtype %s and output tensor dtype %s should match",
-                                meta_name(self->dtype), meta_name(v->u.dtype));
+                                od_dtype_meta_name(self->dtype), od_dtype_meta_name(v->u.dtype));
         *at = i;
     }
     return OD_OK;
@@ -91,6 +80,16 @@ OD_CX_KERNEL(od_cia_inplace)
                           od_dtype_scalar_name(res->dtype), od_dtype_scalar_name(self->dtype));
         od_tensor_release(res);
         return st;
+    }
+    /* ATen's ternary operators (build_ternary_op) do not cast their common
+     * dtype to the output, and the CPU loop (cpu_kernel_vec) cannot cast:
+     * in place on a self of another dtype it fails its internal assert */
+    if ((id == OD_OPID_addcmul_ || id == OD_OPID_addcdiv_) && res->dtype != self->dtype &&
+        self->device.type == OD_DEV_CPU) {
+        od_tensor_release(res);
+        return od_error_set(err, OD_EMISMATCH,
+                            "!needs_dynamic_casting<func_t>::check(iter) INTERNAL ASSERT FAILED at "
+                            "\"./aten/src/ATen/native/cpu/Loops.h\":347, please report a bug to PyTorch. ");
     }
     /* ATen's threshold_ skips TensorIterator's internal-overlap check, and
      * an integral nan_to_num_ writes nothing: an expanded self is written

@@ -1,7 +1,8 @@
 /* reductions.c — the reductions PyTorch 1.13 composes of others, or that
  * read best that way here: all/any (with a dim), count_nonzero, min/max
  * (whole tensor, and with a dim: values and indices), nansum, logsumexp,
- * std, var_mean and std_mean.
+ * std, var_mean and std_mean; aminmax, nanmean, norm and
+ * linalg_vector_norm.
  *
  * Invariants: each is CompositeExplicitAutograd with torch's own grad_fn
  * (formulas.c), built only of operators every backend has (sum, amax/amin,
@@ -275,4 +276,178 @@ OD_CX_KERNEL(od_cea_std_var_mean)
         }
     }
     return tab[k].mean ? scope_return2(&sc, s, v, m) : od_cx_scope_return1(&sc, s, v);
+}
+
+/* aminmax: amin and amax over the same dims (ATen's kernel propagates NaN as
+ * they do), after aminmax's own checks; CPU 1.13 has no float16 kernel. */
+OD_CX_KERNEL(od_cea_aminmax)
+{
+    (void)ctx;
+    (void)ks;
+    od_tensor *self;
+    bool has_dim = false, keepdim;
+    int64_t dim = 0;
+    int w = 0;
+    od_status st;
+    if ((st = od_cx_arg_tensor(op, s, 0, &self, err)) || (st = od_cx_arg_opt_int(op, s, 1, &has_dim, &dim, err)) ||
+        (st = od_cx_arg_bool(op, s, 2, &keepdim, err)))
+        return st;
+    if (has_dim) {
+        if ((st = od_wrap_dim(dim, self->ndim, &w, err)))
+            return st;
+        if (self->ndim > 0 && self->sizes[w] == 0)
+            return od_error_set(err, OD_EINVAL, "aminmax: Expected reduction dim %d to have non-zero size.", w);
+    } else if (od_tensor_numel(self) == 0) {
+        return od_error_set(err, OD_EINVAL,
+                            "aminmax(): cannot compute aminmax over an empty dimension as the operation has "
+                            "no identity.");
+    }
+    if (self->dtype == OD_FLOAT16 && self->device.type == OD_DEV_CPU)
+        return od_error_set(err, OD_EUNSUPPORTED, "\"aminmax_cpu\" not implemented for 'Half'");
+    od_cx_scope sc = od_cx_scope_begin(err);
+    od_value dims = has_dim ? dims1(&dim) : no_dims();
+    od_tensor *mn = od_cx_call(&sc, OD_OPID_amin, 3, T(self), dims, od_bool(keepdim));
+    od_tensor *mx = od_cx_call(&sc, OD_OPID_amax, 3, T(self), dims, od_bool(keepdim));
+    if (has_dim && keepdim && self->ndim == 0) { /* torch 1.13 resizes these outputs to [1] */
+        static const int64_t one[1] = {1};
+        od_value shape = od_list_v(OD_T_INT_LIST, (void *)one, 1);
+        mn = od_cx_call(&sc, OD_OPID_view, 2, T(mn), shape);
+        mx = od_cx_call(&sc, OD_OPID_view, 2, T(mx), shape);
+    }
+    return scope_return2(&sc, s, mn, mx);
+}
+
+/* nanmean (CompositeImplicit in ATen): nansum / the count of non-NaN */
+OD_CX_KERNEL(od_cia_nanmean)
+{
+    (void)ctx;
+    (void)ks;
+    od_tensor *self;
+    od_status st;
+    if ((st = od_cx_arg_tensor(op, s, 0, &self, err)))
+        return st;
+    if (!od_dtype_is_floating(self->dtype))
+        return od_error_set(err, OD_EINVAL, "nanmean(): expected input to have floating point dtype but got %s",
+                            od_dtype_scalar_name(self->dtype));
+    od_cx_scope sc = od_cx_scope_begin(err);
+    od_tensor *keep = od_cx_call(&sc, OD_OPID_logical_not, 1, T(od_cx_call(&sc, OD_OPID_isnan, 1, T(self))));
+    od_tensor *factor = od_cx_call(&sc, OD_OPID_sum_dim_IntList, 4, T(keep), s->args[1], s->args[2], od_none());
+    od_tensor *sum = od_cx_call(&sc, OD_OPID_nansum, 4, T(self), s->args[1], s->args[2], s->args[3]);
+    return od_cx_scope_return1(&sc, s, od_cx_call(&sc, OD_OPID_div_Tensor, 2, T(sum), T(factor)));
+}
+
+/* norm.* and linalg_vector_norm: ATen's norm reduction over dims (None or []:
+ * all), in float for float16/bfloat16 (its opmath) and rounded once: p = 0
+ * counts non-zeros, +-inf is amax/amin of |x|, 1 sums |x|, 2 is
+ * sqrt(sum(x*x)), others sum(|x|^p)^(1/p); an empty input gives zeros where
+ * linalg_vector_norm does not refuse it. dtype converts self first. */
+OD_CX_KERNEL(od_cea_norm)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    bool lvn = id == OD_OPID_linalg_vector_norm;
+    bool has_dims = id == OD_OPID_norm_ScalarOpt_dim || id == OD_OPID_norm_ScalarOpt_dim_dtype || lvn;
+    int dt_arg = lvn ? 4 : id == OD_OPID_norm_ScalarOpt_dtype ? 2 : id == OD_OPID_norm_ScalarOpt_dim_dtype ? 4 : -1;
+    od_tensor *self;
+    od_status st;
+    if ((st = od_cx_arg_tensor(op, s, 0, &self, err)))
+        return st;
+    const od_value *pv = &s->args[1];
+    if (pv->tag != OD_T_NONE && !od_value_is_number(pv))
+        return od_error_set(err, OD_EINVAL, "%s(): argument 'p' must be a Number", od_op_name(op));
+    double p = pv->tag == OD_T_NONE ? 2.0 : od_value_as_double(pv);
+    bool has_dt = false, keepdim = false;
+    od_dtype dt = self->dtype;
+    if (dt_arg >= 0 && (st = od_cx_arg_opt_dtype(op, s, dt_arg, &has_dt, &dt, err)))
+        return st;
+    if (has_dims && (st = od_cx_arg_bool(op, s, 3, &keepdim, err)))
+        return st;
+    od_value dims = has_dims ? s->args[2] : no_dims();
+    if (dims.tag == OD_T_NONE)
+        dims = no_dims();
+    char ps[64];
+    if (pv->tag == OD_T_INT)
+        snprintf(ps, sizeof ps, "%" PRId64, pv->u.i);
+    else
+        snprintf(ps, sizeof ps, "%g", p);
+    if (lvn) {
+        if (!od_dtype_is_floating(self->dtype))
+            return od_error_set(err, OD_EINVAL,
+                                "linalg.vector_norm: Expected a floating point or complex tensor as input. Got %s",
+                                od_dtype_scalar_name(self->dtype));
+        if (has_dt && !od_dtype_is_floating(dt))
+            return od_error_set(err, OD_EINVAL, "linalg.vector_norm: dtype should be floating point or complex, but got %s",
+                                od_dtype_scalar_name(dt));
+        if (has_dt && od_promote_types(self->dtype, dt) != dt)
+            return od_error_set(err, OD_EINVAL,
+                                "linalg.vector_norm: the dtype of the input (%s) should be convertible without "
+                                "narrowing to the specified dtype (%s)",
+                                od_dtype_scalar_name(self->dtype), od_dtype_scalar_name(dt));
+    } else {
+        /* the dtype overloads convert any input to dtype first */
+        if (dt_arg < 0 && !od_dtype_is_floating(self->dtype))
+            return od_error_set(err, OD_EINVAL,
+                                "norm(): input dtype should be either floating point or complex. Got %s instead.",
+                                od_dtype_scalar_name(self->dtype));
+        if (has_dt && !od_dtype_is_floating(dt))
+            return od_error_set(err, OD_EINVAL,
+                                "norm(): the desired output dtype should be either floating point or complex. Got "
+                                "%s instead.",
+                                od_dtype_scalar_name(dt));
+    }
+    uint32_t mask = 0;
+    if ((st = od_reduce_dims(&dims, self->ndim, &mask, err)))
+        return st;
+    /* ATen 1.13 reads the order as a float: 1e300 is the inf norm, -0.114
+     * is -0.11400000005960464 */
+    if (isfinite(p))
+        p = (double)(float)p;
+    if (!lvn && pv->tag == OD_T_BOOL && od_tensor_numel(self) > 0) /* the kernel's check: never reached when empty */
+        return od_error_set(err, OD_EINVAL, "norm_kernel_tensor_iterator_impl expects norm to be integer or float");
+    /* linalg_vector_norm refuses what has no identity; norm's older kernel
+     * gives zeros for any empty input */
+    if (lvn && od_tensor_numel(self) == 0 && (p < 0 || p == INFINITY)) {
+        if (dims.u.list.n == 0)
+            return od_error_set(err, OD_EINVAL,
+                                "linalg.vector_norm cannot compute the %s norm on an empty tensor because the "
+                                "operation does not have an identity",
+                                ps);
+        for (size_t i = 0; i < dims.u.list.n; i++) {
+            int d;
+            if ((st = od_wrap_dim(((const int64_t *)dims.u.list.items)[i], self->ndim, &d, err)))
+                return st;
+            if (self->ndim > 0 && self->sizes[d] == 0)
+                return od_error_set(err, OD_EINVAL,
+                                    "linalg.vector_norm cannot compute the %s norm on the dimension %" PRId64
+                                    "because this dimension is empty and the operation does not have an identity",
+                                    ps, ((const int64_t *)dims.u.list.items)[i]);
+        }
+    }
+    od_cx_scope sc = od_cx_scope_begin(err);
+    od_tensor *x = self->dtype == dt ? self : od_cx_cast(&sc, self, dt);
+    bool half = dt == OD_FLOAT16 || dt == OD_BFLOAT16;
+    if (half)
+        x = od_cx_cast(&sc, x, OD_FLOAT32);
+    od_value kd = od_bool(keepdim);
+    od_tensor *r;
+    if (od_tensor_numel(self) == 0) {
+        r = od_cx_call(&sc, OD_OPID_sum_dim_IntList, 4, T(od_cx_call(&sc, OD_OPID_abs, 1, T(x))), dims, kd, od_none());
+    } else if (p == 0) {
+        od_tensor *nz = od_cx_cast(&sc, od_cx_call(&sc, OD_OPID_ne_Scalar, 2, T(x), od_int(0)), x ? x->dtype : dt);
+        r = od_cx_call(&sc, OD_OPID_sum_dim_IntList, 4, T(nz), dims, kd, od_none());
+    } else if (isinf(p)) {
+        r = od_cx_call(&sc, p > 0 ? OD_OPID_amax : OD_OPID_amin, 3, T(od_cx_call(&sc, OD_OPID_abs, 1, T(x))), dims, kd);
+    } else if (p == 1) {
+        r = od_cx_call(&sc, OD_OPID_sum_dim_IntList, 4, T(od_cx_call(&sc, OD_OPID_abs, 1, T(x))), dims, kd, od_none());
+    } else if (p == 2) {
+        od_tensor *sq = od_cx_call(&sc, OD_OPID_mul_Tensor, 2, T(x), T(x));
+        r = od_cx_call(&sc, OD_OPID_sqrt, 1, T(od_cx_call(&sc, OD_OPID_sum_dim_IntList, 4, T(sq), dims, kd, od_none())));
+    } else {
+        od_tensor *pw = od_cx_call(&sc, OD_OPID_pow_Tensor_Scalar, 2, T(od_cx_call(&sc, OD_OPID_abs, 1, T(x))), od_double(p));
+        r = od_cx_call(&sc, OD_OPID_pow_Tensor_Scalar, 2,
+                       T(od_cx_call(&sc, OD_OPID_sum_dim_IntList, 4, T(pw), dims, kd, od_none())), od_double(1.0 / p));
+    }
+    if (half)
+        r = od_cx_cast(&sc, r, dt);
+    return od_cx_scope_return1(&sc, s, r);
 }

@@ -23,6 +23,9 @@
 OD_CPU_KERNEL_(od_cpu_binary)  /* add sub mul div pow maximum minimum */
 OD_CPU_KERNEL_(od_cpu_compare) /* eq ne lt le gt ge */
 OD_CPU_KERNEL_(od_cpu_where)
+OD_CPU_KERNEL_(od_cpu_pointwise) /* lerp addcmul addcdiv nextafter */
+OD_CPU_KERNEL_(od_cpu_equal)     /* predicates.c */
+OD_CPU_KERNEL_(od_cpu_isin)
 OD_CPU_KERNEL_(od_cpu_unary)   /* neg abs relu gelu */
 OD_CPU_KERNEL_(od_cpu_clamp)
 OD_CPU_KERNEL_(od_cpu_ew)      /* every OD_EW1 / OD_EW2 operator of ops.def */

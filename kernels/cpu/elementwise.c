@@ -1,5 +1,6 @@
 /* elementwise.c — CPU kernels of the elementwise operators: binary
- * arithmetic, comparisons, where, unary math and clamp.
+ * arithmetic, comparisons, where, unary math, clamp, and lerp, addcmul,
+ * addcdiv and nextafter.
  *
  * Invariants:
  *  - The shape function of the operator (kernels/shape_elementwise.c) runs
@@ -450,6 +451,46 @@ DEF_WHERE(where16, uint16_t)
 DEF_WHERE(where32, uint32_t)
 DEF_WHERE(where64, uint64_t)
 
+
+/* lerp, addcmul, addcdiv, nextafter: ATen 1.13's CPU kernels, one strided
+ * loop per dtype. Operands: out, self, then the others converted to the
+ * compute dtype; bfloat16 computes in float (opmath) and rounds once. */
+#define DEF_PW(NAME, DT, NIN, EXPR)                                                                   \
+    static void NAME(void *vc, char **d, const int64_t *s, int64_t n)                                 \
+    {                                                                                                 \
+        const ew_ctx *c = vc;                                                                         \
+        (void)c;                                                                                      \
+        for (int64_t i = 0; i < n; i++) {                                                             \
+            CT(DT) a = OD_CPU_LD_##DT(*(const OD_CPU_T_##DT *)(d[1] + i * s[1]));                     \
+            CT(DT) b = OD_CPU_LD_##DT(*(const OD_CPU_T_##DT *)(d[2] + i * s[2]));                     \
+            CT(DT) w = NIN > 2 ? OD_CPU_LD_##DT(*(const OD_CPU_T_##DT *)(d[NIN > 2 ? 3 : 2] + i * s[NIN > 2 ? 3 : 2])) : 0; \
+            (void)w;                                                                                  \
+            *(OD_CPU_T_##DT *)(d[0] + i * s[0]) = OD_CPU_ST_##DT(EXPR);                               \
+        }                                                                                             \
+    }
+#define G_lerp(DT) DEF_PW(lerp_##DT, DT, 3, MF(lerp, DT)(a, b, w))
+G_lerp(BFLOAT16) G_lerp(FLOAT32) G_lerp(FLOAT64)
+/* lerp.Scalar: weight.to<opmath_t>() (float for bfloat16), in the context */
+#define G_lerps(DT) DEF_PW(lerps_##DT, DT, 2, MF(lerp, DT)(a, b, c->CF(alpha, DT)))
+G_lerps(BFLOAT16) G_lerps(FLOAT32) G_lerps(FLOAT64)
+/* value: the constant of the family (ew_ctx's alpha) */
+#define G_addcmul(DT) DEF_PW(addcmul_##DT, DT, 3, MF(addcmul, DT)(a, b, w, c->CF(alpha, DT)))
+G_addcmul(UINT8) G_addcmul(INT8) G_addcmul(INT16) G_addcmul(INT32) G_addcmul(INT64)
+G_addcmul(BFLOAT16) G_addcmul(FLOAT32) G_addcmul(FLOAT64)
+#define G_addcdiv(DT) DEF_PW(addcdiv_##DT, DT, 3, MF(addcdiv, DT)(a, b, w, c->CF(alpha, DT)))
+G_addcdiv(BFLOAT16) G_addcdiv(FLOAT32) G_addcdiv(FLOAT64)
+DEF_PW(nextafter_FLOAT32, FLOAT32, 2, od_math_nextafter_f32(a, b))
+DEF_PW(nextafter_FLOAT64, FLOAT64, 2, od_math_nextafter_f64(a, b))
+/* c10's nextafter(BFloat16, BFloat16): musl's, on the 16 bits */
+static void nextafter_BFLOAT16(void *vc, char **d, const int64_t *s, int64_t n)
+{
+    (void)vc;
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t fb = *(const uint16_t *)(d[1] + i * s[1]), tb = *(const uint16_t *)(d[2] + i * s[2]);
+        *(uint16_t *)(d[0] + i * s[0]) = od_math_nextafter_bf16(fb, tb);
+    }
+}
+
 /* ---- tables ------------------------------------------------------------------------ */
 
 #define E_(op, DT) [OD_##DT] = op##_##DT,
@@ -754,6 +795,41 @@ od_status od_cpu_where(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
         return st;
     }
     return run_and_return(s, out, &o, loop, &c, err);
+}
+
+od_status od_cpu_pointwise(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_out_spec spec;
+    int nouts = 0;
+    od_status st;
+    if ((st = od_shape_pointwise(id, s, &spec, &nouts, err)) || (st = check_cpu(op, s, err)))
+        return st;
+    static const loop_table lerp = {E_(lerp, BFLOAT16) E_(lerp, FLOAT32) E_(lerp, FLOAT64)};
+    static const loop_table lerps = {E_(lerps, BFLOAT16) E_(lerps, FLOAT32) E_(lerps, FLOAT64)};
+    static const loop_table addcmul = {E_(addcmul, UINT8) E_(addcmul, INT8) E_(addcmul, INT16)
+                                           E_(addcmul, INT32) E_(addcmul, INT64) E_(addcmul, BFLOAT16)
+                                               E_(addcmul, FLOAT32) E_(addcmul, FLOAT64)};
+    static const loop_table addcdiv = {E_(addcdiv, BFLOAT16) E_(addcdiv, FLOAT32) E_(addcdiv, FLOAT64)};
+    static const loop_table next = {E_(nextafter, BFLOAT16) E_(nextafter, FLOAT32) E_(nextafter, FLOAT64)};
+    od_dtype dt = spec.dtype;
+    bool addc = id == OD_OPID_addcmul || id == OD_OPID_addcdiv;
+    const loop_table *t = id == OD_OPID_nextafter ? &next : id == OD_OPID_addcmul ? &addcmul
+                        : id == OD_OPID_addcdiv ? &addcdiv : id == OD_OPID_lerp_Scalar ? &lerps : &lerp;
+    od_cpu_loop_fn loop = (*t)[dt];
+    if (!loop)
+        return no_loop(op, dt, err);
+    ew_ctx c;
+    ctx_init(&c);
+    if (addc || id == OD_OPID_lerp_Scalar) { /* value.to<scalar_t>(), weight.to<opmath_t>();
+                                                * bfloat16 takes them as float */
+        const od_value *v = &s->args[addc ? 3 : 2];
+        c.alpha_f64 = od_value_as_double(v);
+        c.alpha_f32 = (float)c.alpha_f64;
+        c.alpha_i64 = v->tag == OD_T_INT ? v->u.i : v->tag == OD_T_BOOL ? v->u.b : od_double_to_i64(c.alpha_f64);
+    }
+    return run_inputs(s, &spec, id == OD_OPID_nextafter || id == OD_OPID_lerp_Scalar ? 2 : 3, dt, loop, &c, err);
 }
 
 od_status od_cpu_unary(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)

@@ -1,4 +1,5 @@
-/* sort.c — CPU sort, sort.stable, topk and kthvalue.
+/* sort.c — CPU sort, sort.stable, topk, kthvalue, median, nanmedian (whole
+ * tensor and along a dim) and mode.
  *
  * Invariants:
  *  - od_shape_scan / od_scan_parse (kernels/shape_scan.c) validate every
@@ -79,23 +80,37 @@ od_status od_cpu_sort(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
     if ((st = od_alloc_outputs(s, spec, nouts, outs, err)))
         return st;
     int64_t n = info.size;
-    /* Lines of the outputs: sort n per line, topk k, kthvalue 1. */
-    int64_t on = id == OD_OPID_topk ? info.k : id == OD_OPID_kthvalue ? 1 : n;
+    int opc = id == OD_OPID_topk           ? OD_SORT_OP_TOPK
+              : id == OD_OPID_kthvalue     ? OD_SORT_OP_KTHVALUE
+              : id == OD_OPID_median_dim   ? OD_SORT_OP_MEDIAN
+              : id == OD_OPID_nanmedian_dim ? OD_SORT_OP_NANMEDIAN
+              : id == OD_OPID_median       ? OD_SORT_OP_MEDIAN_ALL
+              : id == OD_OPID_nanmedian    ? OD_SORT_OP_NANMEDIAN_ALL
+              : id == OD_OPID_mode         ? OD_SORT_OP_MODE
+              : id == OD_OPID_sort_stable && info.stable ? OD_SORT_OP_SORT_STABLE
+                                                          : OD_SORT_OP_SORT;
+    /* Lines of the outputs: sort n per line, topk k, the selections 1. */
+    int64_t on = opc == OD_SORT_OP_TOPK ? info.k : opc >= OD_SORT_OP_KTHVALUE ? 1 : n;
     if (self->ndim == 0)
         on = 1; /* ATen copies a 0-dim self, even for topk with k == 0 */
+    if (od_tensor_numel(self) == 0 && nouts == 1) { /* median() of nothing: NaN as the dtype */
+        od_value nan = od_double(NAN);
+        char b8[8];
+        od_cpu_scalar_to_dtype(&nan, self->dtype, b8);
+        memcpy(od_tensor_data(outs[0]), b8, od_dtype_size(self->dtype));
+        goto done;
+    }
     if (od_tensor_numel(self) == 0 || on == 0)
         goto done;
+    int64_t one_ix; /* median(), nanmedian(): the index chosen is not returned */
     bool fl = od_dtype_is_floating(self->dtype);
     if ((st = od_cpu_to_dtype(self, self->dtype, &x, err)) ||
         (st = od_cpu_to_dtype(self, fl ? OD_FLOAT64 : OD_INT64, &keys, err)))
         goto fail;
-    sort_ctx c = {id == OD_OPID_topk       ? OD_SORT_OP_TOPK
-                  : id == OD_OPID_kthvalue ? OD_SORT_OP_KTHVALUE
-                  : id == OD_OPID_sort_stable && info.stable ? OD_SORT_OP_SORT_STABLE
-                                                              : OD_SORT_OP_SORT,
+    sort_ctx c = {opc,
                   fl, info.descending, info.sorted, n, on, info.inner, info.k,
                   od_dtype_size(self->dtype), od_tensor_data(x), od_tensor_data(keys),
-                  od_tensor_data(outs[0]), od_tensor_data(outs[1]), 0};
+                  od_tensor_data(outs[0]), nouts == 2 ? (int64_t *)od_tensor_data(outs[1]) : &one_ix, 0};
     if ((st = od_parallel_for(info.outer * info.inner, SORT_GRAIN / n + 1, sort_lines, &c)))
         goto fail;
     if (c.oom) {

@@ -36,6 +36,8 @@
 OD_CUDA_KERNEL_(od_cuda_binary)      /* ew.c: add sub mul div pow maximum minimum */
 OD_CUDA_KERNEL_(od_cuda_compare)     /* ew.c: eq ne lt le gt ge */
 OD_CUDA_KERNEL_(od_cuda_where)       /* ew.c */
+OD_CUDA_KERNEL_(od_cuda_pointwise)   /* ew.c: lerp addcmul addcdiv nextafter */
+OD_CUDA_KERNEL_(od_cuda_equal)       /* ew.c */
 OD_CUDA_KERNEL_(od_cuda_unary)       /* ew.c: neg abs relu gelu */
 OD_CUDA_KERNEL_(od_cuda_clamp)       /* ew.c */
 OD_CUDA_KERNEL_(od_cuda_ew)          /* ew.c: every OD_EW1 / OD_EW2 operator of ops.def */

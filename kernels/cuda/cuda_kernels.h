@@ -91,6 +91,11 @@ typedef enum od_cu_ew {
     OD_CU_EW_CLAMP,       /* x, lo, hi */
     OD_CU_EW_CLAMP_MIN,   /* x, lo */
     OD_CU_EW_CLAMP_MAX,   /* x, hi */
+    OD_CU_EW_LERP,        /* self, end, weight (floating families) */
+    OD_CU_EW_LERP_S,      /* self, end; weight = alpha */
+    OD_CU_EW_ADDCMUL,     /* self, t1, t2: self + alpha * t1 * t2 */
+    OD_CU_EW_ADDCDIV,     /* self, t1, t2: self + alpha * t1 / t2 (floating families) */
+    OD_CU_EW_NEXTAFTER,   /* self, other (floating families) */
     OD_CU_EW_NEG,         /* unary: a */
     OD_CU_EW_ABS,
     OD_CU_EW_RELU,

@@ -1,5 +1,6 @@
 /* ew.c — boxed CUDA kernels of the elementwise operators: binary
- * arithmetic, comparisons, where, unary, clamp, fill_.
+ * arithmetic, comparisons, where, unary, clamp, fill_, lerp, addcmul,
+ * addcdiv, nextafter, equal.
  *
  * Invariants: each kernel validates through the operator's shape function
  * (same checks and messages as CPU and Meta), allocates its output on the
@@ -149,6 +150,83 @@ od_status od_cuda_where(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
         return st;
     const od_value *in[3] = {&s->args[0], &s->args[1], &s->args[2]};
     return run_ew(op, id, s, in, 3, OD_CU_EW_WHERE, compute, 0, 0, false, err);
+}
+
+/* lerp, addcmul, addcdiv, nextafter: od_math.h's functions of the CPU
+ * kernels; addcmul/addcdiv's value and lerp.Scalar's weight ride as alpha
+ * (in the compute family: value.to<opmath_t>(), as ATen's CUDA kernels). */
+od_status od_cuda_pointwise(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_dtype compute;
+    od_status st = od_elementwise_common_dtype(id, s, &compute, err);
+    if (st)
+        return st;
+    od_cu_ew ewop;
+    double ad = 1;
+    int64_t ai = 1;
+    switch (id) {
+    case OD_OPID_lerp_Scalar: ewop = OD_CU_EW_LERP_S; break;
+    case OD_OPID_lerp_Tensor: ewop = OD_CU_EW_LERP; break;
+    case OD_OPID_addcmul: ewop = OD_CU_EW_ADDCMUL; break;
+    case OD_OPID_addcdiv: ewop = OD_CU_EW_ADDCDIV; break;
+    case OD_OPID_nextafter: ewop = OD_CU_EW_NEXTAFTER; break;
+    default:
+        return od_error_set(err, OD_EINTERNAL, "od_cuda_pointwise: unexpected operator %s", od_cu_op_name(op));
+    }
+    if (ewop == OD_CU_EW_ADDCMUL || ewop == OD_CU_EW_ADDCDIV)
+        alpha_of(&s->args[3], &ad, &ai);
+    else if (ewop == OD_CU_EW_LERP_S)
+        alpha_of(&s->args[2], &ad, &ai);
+    const od_value *in[3] = {&s->args[0], &s->args[1], &s->args[2]};
+    return run_ew(op, id, s, in, ewop == OD_CU_EW_NEXTAFTER || ewop == OD_CU_EW_LERP_S ? 2 : 3, ewop, compute, ad,
+                  ai, false, err);
+}
+
+/* equal: ATen's cuda_equal, eq(self, other).all().item(), after its size
+ * check (no broadcasting). */
+od_status od_cuda_equal(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ctx;
+    (void)ks;
+    (void)op;
+    if (s->nargs != 2 || s->args[0].tag != OD_T_TENSOR || s->args[1].tag != OD_T_TENSOR)
+        return od_error_set(err, OD_EINVAL, "equal(): expected two tensors");
+    od_tensor *a = s->args[0].u.t, *b = s->args[1].u.t;
+    if (!od_device_eq(a->device, b->device)) {
+        char da[32], db[32];
+        od_device_print(a->device, da, sizeof da);
+        od_device_print(b->device, db, sizeof db);
+        return od_error_set(err, OD_EMISMATCH,
+                            "Expected all tensors to be on the same device, but found at least two "
+                            "devices, %s and %s!", da, db);
+    }
+    bool same = a->ndim == b->ndim && (a->ndim == 0 || !memcmp(a->sizes, b->sizes, (size_t)a->ndim * sizeof a->sizes[0]));
+    if (same && od_tensor_numel(a) > 0) {
+        od_tensor *eq = NULL, *all = NULL, *host = NULL;
+        od_value ev[2] = {od_tensor_v(a), od_tensor_v(b)};
+        od_status st = od_call_builtin1(OD_OPID_eq_Tensor, ev, 2, &eq, err);
+        if (!st) {
+            od_value av[1] = {od_tensor_v(eq)};
+            st = od_call_builtin1(OD_OPID_all, av, 1, &all, err);
+        }
+        if (!st) {
+            od_value cv[7] = {od_tensor_v(all), od_none(), od_none(), od_device_v((od_device){OD_DEV_CPU, 0}),
+                              od_none(), od_bool(false), od_none()};
+            st = od_call_builtin1(OD_OPID__to_copy, cv, 7, &host, err);
+        }
+        if (!st)
+            same = *(const bool *)od_tensor_data(host);
+        od_tensor_release(eq);
+        od_tensor_release(all);
+        od_tensor_release(host);
+        if (st)
+            return st;
+    }
+    s->rets[0] = od_bool(same);
+    s->nrets = 1;
+    return OD_OK;
 }
 
 od_status od_cuda_unary(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)

@@ -58,9 +58,11 @@ __host__ __device__ constexpr int ew_gen_rule(int op)
 __host__ __device__ constexpr int ew_nops(int op)
 {
     return op >= OD_CU_EW_GEN_FIRST ? ew_gen_arity(op) + 1
-           : op == OD_CU_EW_WHERE || op == OD_CU_EW_CLAMP ? 4
+           : op == OD_CU_EW_WHERE || op == OD_CU_EW_CLAMP || op == OD_CU_EW_LERP || op == OD_CU_EW_ADDCMUL ||
+                   op == OD_CU_EW_ADDCDIV
+               ? 4
            : (op >= OD_CU_EW_ADD && op <= OD_CU_EW_GE) || op == OD_CU_EW_CLAMP_MIN ||
-                   op == OD_CU_EW_CLAMP_MAX
+                   op == OD_CU_EW_CLAMP_MAX || op == OD_CU_EW_NEXTAFTER || op == OD_CU_EW_LERP_S
                ? 3
                : 2;
 }
@@ -81,7 +83,9 @@ __host__ __device__ constexpr bool ew_ok(int op, int fam)
             return fam != FAM_I64;
         return (r != OD_EWR_BITWISE && r != OD_EWR_INT) || fam == FAM_I64;
     }
-    return fam != FAM_I64 || (op != OD_CU_EW_DIV && op != OD_CU_EW_GELU && op != OD_CU_EW_GELU_TANH);
+    return fam != FAM_I64 || (op != OD_CU_EW_DIV && op != OD_CU_EW_GELU && op != OD_CU_EW_GELU_TANH &&
+                              op != OD_CU_EW_LERP && op != OD_CU_EW_LERP_S && op != OD_CU_EW_ADDCDIV &&
+                              op != OD_CU_EW_NEXTAFTER);
 }
 
 /* The math of the OD_EW1 / OD_EW2 / OD_EWP operators, generated from
@@ -214,6 +218,16 @@ __device__ __forceinline__ C ew_apply(C a, C b, C c, C alpha, const C *prm, int6
         OD_FAM_(maximum, a, b);
     else if constexpr (OP == OD_CU_EW_CLAMP_MAX)
         OD_FAM_(minimum, a, b);
+    else if constexpr (OP == OD_CU_EW_LERP)
+        OD_FLT_(lerp, a, b, c);
+    else if constexpr (OP == OD_CU_EW_LERP_S)
+        OD_FLT_(lerp, a, b, alpha);
+    else if constexpr (OP == OD_CU_EW_ADDCMUL)
+        OD_FAM_(addcmul, a, b, c, alpha);
+    else if constexpr (OP == OD_CU_EW_ADDCDIV)
+        OD_FLT_(addcdiv, a, b, c, alpha);
+    else if constexpr (OP == OD_CU_EW_NEXTAFTER)
+        OD_FLT_(nextafter, a, b);
     else if constexpr (OP == OD_CU_EW_NEG)
         OD_FAM_(neg, a);
     else if constexpr (OP == OD_CU_EW_ABS)
@@ -538,6 +552,7 @@ template <int OP> static cudaError_t ew_launch(const od_cu_iter *it, const od_cu
  * operators). */
 cudaError_t od_cu_ew_group_arith(const od_cu_iter *it, const od_cu_ew_args *a, cudaStream_t st);
 cudaError_t od_cu_ew_group_cmp(const od_cu_iter *it, const od_cu_ew_args *a, cudaStream_t st);
+cudaError_t od_cu_ew_group_tern(const od_cu_iter *it, const od_cu_ew_args *a, cudaStream_t st);
 cudaError_t od_cu_ew_group_unary(const od_cu_iter *it, const od_cu_ew_args *a, cudaStream_t st);
 cudaError_t od_cu_ew_group_gen1(const od_cu_iter *it, const od_cu_ew_args *a, cudaStream_t st);
 cudaError_t od_cu_ew_group_gen2(const od_cu_iter *it, const od_cu_ew_args *a, cudaStream_t st);

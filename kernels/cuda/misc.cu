@@ -24,6 +24,8 @@ extern "C" cudaError_t od_cu_elementwise(const od_cu_iter *it, const od_cu_ew_ar
         return od_cu_ew_group_arith(it, a, st);
     if (a->op <= OD_CU_EW_CLAMP_MAX)
         return od_cu_ew_group_cmp(it, a, st);
+    if (a->op <= OD_CU_EW_NEXTAFTER)
+        return od_cu_ew_group_tern(it, a, st);
     if (a->op < OD_CU_EW_GEN_FIRST)
         return od_cu_ew_group_unary(it, a, st);
     return ew_gen_arity(a->op) == 1 ? od_cu_ew_group_gen1(it, a, st) : od_cu_ew_group_gen2(it, a, st);

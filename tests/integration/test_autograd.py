@@ -242,6 +242,29 @@ def make_cases(rng):
                       ("kthvalue", [1])):
         add(op, RG(g(rng)), *extra)  # 0-dim: the gradient passes through
     add("cumsum", RG(g(rng, 1, 4)), 0)  # a dim of size 1
+    # lerp, addcmul, addcdiv (broadcast operands), norms, median, mode
+    add("lerp.Scalar", a23(), RG(g(rng, 3)), 0.3)
+    add("lerp.Scalar", a23(), a23(), 0.8)
+    add("lerp.Tensor", a23(), RG(g(rng, 3)), RG(rng.random((2, 1))))
+    add("addcmul", RG(g(rng, 3)), a23(), RG(g(rng, 2, 1)), value=0.5)
+    add("addcdiv", a23(), RG(g(rng, 3)), RG(g(rng, 2, 3, away=0.5)), value=-2)
+    for p in (2, 1, 3, 1.5, 0.5):  # (the inf norms: test_ternary_reductions.py)
+        add("linalg_vector_norm", RG(g(rng, 3, 4, away=0.1)), p, [1])
+        add("norm.ScalarOpt_dim", RG(g(rng, 3, 4, away=0.1)), p, [0], True)
+    add("norm.Scalar", RG(g(rng, 3, 4)), 2)
+    add("norm.Scalar", RG(g(rng, 3, 4, away=0.1)), 0)
+    add("norm.ScalarOpt_dtype", RG(g(rng, 2, 3)), 3, dtype="float64")
+    add("norm.ScalarOpt_dim_dtype", RG(g(rng, 2, 3)), 2, [1], False, dtype="float64")
+    add("linalg_vector_norm", RG(np.zeros((2, 3))), 2)  # norm 0: the gradient is 0
+    # (ties have no finite differences: tests/integration/test_ternary_reductions.py
+    # checks their gradients against torch)
+    add("median", RG(g(rng, 3, 5)))
+    add("nanmedian", RG(g(rng, 4)))
+    add("median.dim", RG(g(rng, 3, 4)), 1)
+    add("median.dim", RG(g(rng, 4, 3)), 0, True)
+    add("nanmedian.dim", RG(g(rng, 3, 4)), 1)
+    add("mode", RG(g(rng, 3, 4)), 1)
+    add("mode", RG(g(rng, 3, 4)), 0, True)
     return C
 
 

@@ -217,6 +217,7 @@ OPS = {
     "logaddexp2": (np.logaddexp2, "FLOAT_ONLY", 1e-6),
     "xlogy.Tensor": (_xlogy, "FLOAT", 4e-7),
     "fmax": (np.fmax, "ANY", 0),
+    "heaviside": (lambda a, b: np.where(np.asarray(a) == 0, b, np.asarray(a) > 0), "SAME", 0),
     "fmin": (np.fmin, "ANY", 0),
     "lgamma": (np.vectorize(_lgamma, otypes=[np.float64]), "FLOAT", 2e-6),
     "digamma": (np.vectorize(lambda v: _digamma(v), otypes=[np.float64]), "FLOAT", 4e-6),
@@ -285,6 +286,8 @@ def expected(op, operands):
         return dt, "bool"  # computed in result_type, as torch's comparison_op
     if rule in ("FLOAT", "FLOAT_NOHALF"):
         dt = dt if dt in FLOATS else "float32"
+    if rule == "SAME" and len({d[0] if isinstance(d, tuple) else d for d in operands}) > 1:
+        return f"{name} is not yet implemented for tensors with different dtypes."
     refused = (rule == "FLOAT_ONLY" and dt not in FLOATS) or (rule == "FLOAT_NOHALF" and dt == "float16") or \
         (rule in ("NUMERIC", "INT_DIV") and dt == "bool") or (rule == "BITWISE" and dt in FLOATS) or \
         (rule == "INT" and (dt in FLOATS or dt == "bool"))
@@ -337,7 +340,7 @@ def device(request, server):
 CANCELLING = {"logaddexp": 4, "logaddexp2": 4, "sinc": 4, "digamma": 16, "lgamma": 8}
 BINARY = {"fmod", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor", "logical_and", "logical_or",
           "logical_xor", "floor_divide", "atan2", "hypot", "copysign", "logaddexp",
-          "logaddexp2", "xlogy", "fmax", "fmin", "bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm"}
+          "logaddexp2", "xlogy", "fmax", "fmin", "bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm", "heaviside"}
 
 
 def arity(op):

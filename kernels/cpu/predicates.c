@@ -1,0 +1,234 @@
+/* predicates.c — CPU equal and isin.
+ *
+ * Invariants:
+ *  - equal is ATen's cpu_equal: false unless the sizes are the same (no
+ *    broadcasting), else every element pair equal in the inputs' common
+ *    dtype (NaN never equals; -0.0 equals 0.0). Its return is a bool value.
+ *  - isin follows ATen 1.13's isin_Tensor_Tensor_out: its size heuristic
+ *    picks the brute-force kernel (which has no float16 loop) or the sorting
+ *    one (which runs unique() unless assume_unique, and unique has no
+ *    float16 either). Both give plain membership, except the sorting one
+ *    with assume_unique, which is replayed step for step (stable sort of
+ *    elements then test elements, each element "found" when its sorted
+ *    neighbour is equal), so duplicate elements answer as in torch.
+ *  - Values are compared as int64 (integers) or double (floating dtypes,
+ *    after rounding to the common dtype), both exact.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "od_shape.h"
+#include "od_sort_algo.h"
+
+/* t (borrowed) rounded to dtype ct, then widened to exact keys: double for
+ * floating ct, int64 otherwise. *out new, contiguous. */
+static od_status keys_of(od_tensor *t, od_dtype ct, od_tensor **out, od_error *err)
+{
+    od_tensor *r = NULL;
+    od_status st = od_cpu_to_dtype(t, ct, &r, err);
+    if (st)
+        return st;
+    st = od_cpu_to_dtype(r, od_dtype_is_floating(ct) ? OD_FLOAT64 : OD_INT64, out, err);
+    od_tensor_release(r);
+    return st;
+}
+
+static bool key_eq(const void *a, int64_t i, const void *b, int64_t j, bool fl)
+{
+    return fl ? ((const double *)a)[i] == ((const double *)b)[j] : ((const int64_t *)a)[i] == ((const int64_t *)b)[j];
+}
+
+od_status od_cpu_equal(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ctx;
+    (void)ks;
+    (void)op;
+    if (s->nargs != 2 || s->args[0].tag != OD_T_TENSOR || s->args[1].tag != OD_T_TENSOR)
+        return od_error_set(err, OD_EINVAL, "equal(): expected two tensors");
+    od_tensor *a = s->args[0].u.t, *b = s->args[1].u.t;
+    if (!od_device_eq(a->device, b->device) || a->device.type != OD_DEV_CPU) {
+        char da[32], db[32];
+        od_device_print(a->device, da, sizeof da);
+        od_device_print(b->device, db, sizeof db);
+        return od_error_set(err, OD_EMISMATCH,
+                            "Expected all tensors to be on the same device, but found at least two "
+                            "devices, %s and %s!", da, db);
+    }
+    bool same = a->ndim == b->ndim && (a->ndim == 0 || !memcmp(a->sizes, b->sizes, (size_t)a->ndim * sizeof a->sizes[0]));
+    if (same && od_tensor_numel(a) > 0) {
+        od_result_arg ra[2] = {{a, OD_SCALAR_BOOL}, {b, OD_SCALAR_BOOL}};
+        od_dtype ct = od_result_type(ra, 2);
+        bool fl = od_dtype_is_floating(ct);
+        od_tensor *ka = NULL, *kb = NULL;
+        od_status st;
+        if ((st = keys_of(a, ct, &ka, err)) || (st = keys_of(b, ct, &kb, err))) {
+            od_tensor_release(ka);
+            return st;
+        }
+        const void *pa = od_tensor_data(ka), *pb = od_tensor_data(kb);
+        for (int64_t i = 0, n = od_tensor_numel(a); i < n && same; i++)
+            same = key_eq(pa, i, pb, i, fl);
+        od_tensor_release(ka);
+        od_tensor_release(kb);
+    }
+    s->rets[0] = od_bool(same);
+    s->nrets = 1;
+    return OD_OK;
+}
+
+static int cmp_f64(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+static int cmp_i64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* out[i] = (key i of e is among the m keys of t) != invert, by binary search
+ * over t's sorted keys (NaN dropped: it equals nothing). */
+static od_status membership(const void *e, int64_t n, const void *t, int64_t m, bool fl, bool invert, bool *out,
+                            od_error *err)
+{
+    size_t es = fl ? sizeof(double) : sizeof(int64_t);
+    char *sorted = malloc((size_t)(m ? m : 1) * es);
+    if (!sorted)
+        return od_error_set(err, OD_ENOMEM, "isin: out of memory");
+    int64_t k = 0;
+    for (int64_t j = 0; j < m; j++) {
+        if (fl && isnan(((const double *)t)[j]))
+            continue;
+        memcpy(sorted + (size_t)k * es, (const char *)t + (size_t)j * es, es);
+        k++;
+    }
+    qsort(sorted, (size_t)k, es, fl ? cmp_f64 : cmp_i64);
+    for (int64_t i = 0; i < n; i++) {
+        const void *x = (const char *)e + (size_t)i * es;
+        bool found = (!fl || !isnan(*(const double *)x)) && bsearch(x, sorted, (size_t)k, es, fl ? cmp_f64 : cmp_i64);
+        out[i] = found != invert;
+    }
+    free(sorted);
+    return OD_OK;
+}
+
+/* isin_sorting with assume_unique: stable sort of cat(elements, test), each
+ * position equal (invert: unequal) to its successor, the last invert. */
+static od_status sorted_replay(const void *e, int64_t n, const void *t, int64_t m, bool fl, bool invert, bool *out,
+                               od_error *err)
+{
+    int64_t all = n + m;
+    od_sort_elem *f = malloc((size_t)(2 * all) * sizeof *f);
+    if (!f)
+        return od_error_set(err, OD_ENOMEM, "isin: out of memory");
+    for (int64_t i = 0; i < all; i++) {
+        const void *src = i < n ? e : t;
+        int64_t j = i < n ? i : i - n;
+        if (fl)
+            f[i].k.d = ((const double *)src)[j];
+        else
+            f[i].k.i = ((const int64_t *)src)[j];
+        f[i].idx = i;
+    }
+    od_sort_cmp asc = {fl, false, false};
+    sa_merge_sort(&asc, f, f + all, all);
+    for (int64_t i = 0; i < all; i++) {
+        bool v = invert;
+        if (i + 1 < all) {
+            bool eq = fl ? f[i + 1].k.d == f[i].k.d : f[i + 1].k.i == f[i].k.i;
+            v = invert ? !eq : eq;
+        }
+        if (f[i].idx < n)
+            out[f[i].idx] = v;
+    }
+    free(f);
+    return OD_OK;
+}
+
+od_status od_cpu_isin(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ks;
+    (void)op;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_out_spec spec;
+    int nouts = 0;
+    od_status st;
+    if ((st = od_shape_isin(id, s, &spec, &nouts, err)))
+        return st;
+    bool assume_unique = s->args[2].u.b, invert = s->args[3].u.b;
+    od_tensor *out = NULL, *e = NULL, *t = NULL, *ke = NULL, *kt = NULL;
+    /* the Scalar operand as a wrapped number (0-dim), as ATen wraps it */
+    for (int i = 0; i < 2; i++) {
+        const od_value *v = &s->args[i];
+        od_tensor **dst = i == 0 ? &e : &t;
+        if (v->tag == OD_T_TENSOR) {
+            od_tensor_retain(v->u.t);
+            *dst = v->u.t;
+            continue;
+        }
+        od_dtype dt = v->tag == OD_T_INT ? OD_INT64 : OD_FLOAT64;
+        char b8[8];
+        od_cpu_scalar_to_dtype(v, dt, b8);
+        if ((st = od_tensor_empty(NULL, 0, dt, (od_device){OD_DEV_CPU, 0}, dst, err)))
+            goto done;
+        memcpy(od_tensor_data(*dst), b8, 8);
+        (*dst)->wrapped_number = true;
+    }
+    if ((st = od_alloc_outputs(s, &spec, 1, &out, err)))
+        goto done;
+    int64_t n = od_tensor_numel(e), m = od_tensor_numel(t);
+    if (n == 0)
+        goto done;
+    od_result_arg ra[2] = {{e, OD_SCALAR_BOOL}, {t, OD_SCALAR_BOOL}};
+    od_dtype ct = od_result_type(ra, 2);
+    bool *o = od_tensor_data(out);
+    if (id == OD_OPID_isin_Tensor_Scalar) { /* eq / ne against the number */
+        bool fl = od_dtype_is_floating(ct);
+        if ((st = keys_of(e, ct, &ke, err)) || (st = keys_of(t, ct, &kt, err)))
+            goto done;
+        for (int64_t i = 0; i < n; i++)
+            o[i] = key_eq(od_tensor_data(ke), i, od_tensor_data(kt), 0, fl) != invert;
+        goto done;
+    }
+    bool small = m < (int64_t)(10.0f * pow((double)n, 0.145));
+    if (!small && !assume_unique && (e->dtype == OD_FLOAT16 || t->dtype == OD_FLOAT16)) {
+        st = od_error_set(err, OD_EUNSUPPORTED, "\"unique\" not implemented for 'Half'");
+        goto done;
+    }
+    if (!small) /* the sorting path compares in cat's dtype: the ravelled inputs' promotion */
+        ct = od_promote_types(e->dtype, t->dtype);
+    if (small && ct == OD_FLOAT16) {
+        st = od_error_set(err, OD_EUNSUPPORTED, "\"isin_default_cpu\" not implemented for 'Half'");
+        goto done;
+    }
+    /* the brute-force kernel takes test_elements.to(common_type).view(-1):
+     * to() keeps a dense layout's strides (or returns t itself), and view
+     * refuses what such strides cannot flatten */
+    if (small && (t->dtype == ct || od_tensor_is_non_overlapping_and_dense(t))) {
+        od_tensor *flat = NULL;
+        int64_t all = m;
+        if ((st = od_tensor_view(t, &all, 1, &flat, err)))
+            goto done;
+        od_tensor_release(flat);
+    }
+    bool fl = od_dtype_is_floating(ct);
+    if ((st = keys_of(e, ct, &ke, err)) || (st = keys_of(t, ct, &kt, err)))
+        goto done;
+    st = !small && assume_unique ? sorted_replay(od_tensor_data(ke), n, od_tensor_data(kt), m, fl, invert, o, err)
+                                 : membership(od_tensor_data(ke), n, od_tensor_data(kt), m, fl, invert, o, err);
+done:
+    od_tensor_release(e);
+    od_tensor_release(t);
+    od_tensor_release(ke);
+    od_tensor_release(kt);
+    if (st) {
+        od_tensor_release(out);
+        return st;
+    }
+    s->rets[0] = od_tensor_v(out);
+    s->nrets = 1;
+    return OD_OK;
+}

@@ -1,0 +1,312 @@
+"""lerp, addcmul, addcdiv, heaviside, nextafter, isclose, allclose, equal,
+isin, aminmax, nanmean, norm, linalg_vector_norm, median, nanmedian and mode
+against PyTorch 1.13 (tools/torch_ref.py) on fresh random inputs.
+
+Where torch's answer depends on its algorithm rather than on the math, the
+comparison is exact: the indices median, nanmedian and mode return on
+tie-heavy lines (nth_element on (value, index) for median.dim; libstdc++'s
+std::sort for mode's runs; nth_element's order for an all-NaN nanmedian
+line), bfloat16 nextafter on the 16 bits, integer addcmul wrapping, isin's
+sorting path with assume_unique and duplicates. Gradients of the ties
+(median's even split, mode's chosen index) are checked against torch's."""
+
+import uuid
+
+import numpy as np
+import pytest
+
+from conftest import error_message, from_json, torch_ref
+
+NAN = float("nan")
+
+
+def T(a, rg=False):
+    a = np.asarray(a)
+    if a.dtype == np.float64 or a.dtype == np.float32 or a.dtype == np.float16:
+        data = [("NaN" if np.isnan(x) else "Infinity" if x == np.inf else "-Infinity" if x == -np.inf else x)
+                for x in a.reshape(-1).astype(np.float64).tolist()]
+    else:
+        data = a.reshape(-1).tolist()
+    d = {"dtype": str(a.dtype), "shape": list(a.shape), "data": data}
+    if rg:
+        d["requires_grad"] = True
+    return d
+
+
+def bf16(a):
+    """a (float64) as a bfloat16 wire tensor, rounded by truncation to 16 bits."""
+    bits = (np.asarray(a, np.float32).view(np.uint32) & 0xFFFF0000).view(np.float32)
+    t = T(bits)
+    t["dtype"] = "bfloat16"
+    return t
+
+
+def tie_line(rng, n, dtype):
+    i = np.arange(n)
+    a = [lambda: rng.integers(0, 3, n), lambda: rng.integers(-5, 5, n), lambda: np.zeros(n),
+         lambda: np.minimum(i, n - 1 - i), lambda: (n - i) % 4][int(rng.integers(0, 5))]()
+    a = np.asarray(a, np.float64)
+    if dtype.startswith("float") and rng.random() < 0.4:
+        a[rng.random(n) < 0.1] = np.nan
+        if rng.random() < 0.3:
+            a[rng.random(n) < 0.3] = -0.0
+    return a.astype(dtype)
+
+
+def wire(v):
+    """An argument as the server's JSON has it: non-finite numbers as strings
+    (torch_ref reads Python's Infinity/NaN literals)."""
+    if isinstance(v, float) and not np.isfinite(v):
+        return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
+    if isinstance(v, list):
+        return [wire(x) for x in v]
+    if isinstance(v, dict) and "dtype" not in v:
+        return {k: wire(x) for k, x in v.items()}
+    return v
+
+
+def got_of(o):
+    """A JSON output as a numpy array (bfloat16 read as float32, which holds it)."""
+    if o["dtype"] == "bfloat16":
+        data = [float(v) if isinstance(v, str) else v for v in o["data"]]
+        return np.array(data, np.float32).reshape(o["shape"])
+    return from_json(o)
+
+
+def make_cases(rng):
+    C = []
+    add = lambda op, *args, nout=1, exact=True, **kw: C.append((op, list(args), kw, nout, exact))
+    g = lambda *s: rng.standard_normal(s)
+    special = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-45, 3.4e38, 0.5])
+    for dt in ("float32", "float64"):
+        a = np.concatenate([g(20), special]).astype(dt)
+        b = np.concatenate([g(20), special[::-1]]).astype(dt)
+        w = np.concatenate([rng.random(20) * 2 - 0.5, special]).astype(dt)
+        add("lerp.Tensor", T(a), T(b), T(w))
+        add("lerp.Scalar", T(a), T(b), 0.25)
+        add("lerp.Scalar", T(a), T(b), 0.75)
+        add("lerp.Scalar", T(a.reshape(5, 6)), T(b[:6]), -1.5)  # broadcasting
+        add("addcmul", T(a), T(b), T(w), value=0.5)
+        add("addcdiv", T(a), T(b), T(w), value=-3)
+        add("addcdiv", T(a.reshape(5, 6)), T(b[:6]), T(w.reshape(5, 6)[:, :1]))  # three-way broadcast
+        add("nextafter", T(a), T(b))
+        add("heaviside", T(a), T(b))
+        add("isclose", T(a), T(b + (rng.random(30) < 0.5) * 1e-6), 1e-5, 1e-8, True)
+        add("isclose", T(a), T(a), equal_nan=False)
+        add("nanmean", T(a.reshape(5, 6)), [1], exact=False)  # sums: ATen's order within an ulp
+        add("nanmean", T(a), exact=False)
+    # bfloat16: its own arithmetic (float opmath, one rounding), nextafter on the bits
+    x, y = bf16(np.concatenate([g(10), special])), bf16(np.concatenate([g(10), special[::-1]]))
+    for op in ("nextafter", "heaviside"):
+        add(op, x, y)
+    add("lerp.Scalar", x, y, 0.3)
+    add("lerp.Tensor", x, y, bf16(rng.random(20)))
+    add("addcmul", x, y, x, value=0.1)
+    add("addcdiv", x, y, bf16(g(20)), value=0.7)
+    # integers: addcmul wraps, heaviside and isclose in the dtype
+    for dt in ("int8", "uint8", "int32", "int64"):
+        info = np.iinfo(dt)
+        i = rng.integers(info.min, info.max, 40, dtype=dt, endpoint=True)
+        j = rng.integers(info.min, info.max, 40, dtype=dt, endpoint=True)
+        add("addcmul", T(i), T(j), T(i), value=3)
+        add("heaviside", T(i), T(j))
+        add("isclose", T(i), T(j), 0.5, 3.0)
+    # isin: the brute-force path, the sorting path, assume_unique with duplicates, invert
+    e = rng.integers(0, 20, (6, 7))
+    for m in (3, 40, 200):
+        t = rng.integers(0, 30, m)
+        for au in (False, True):
+            for inv in (False, True):
+                add("isin.Tensor_Tensor", T(e), T(t), assume_unique=au, invert=inv)
+    f = np.concatenate([g(30), [np.nan, 0.0, -0.0]])
+    add("isin.Tensor_Tensor", T(f), T(np.concatenate([f[::3], [np.nan, -0.0]])))
+    add("isin.Tensor_Tensor", T(e.astype(np.int32)), T(np.array([2.5, 3.0, 7.0])))  # promoted to float
+    add("isin.Tensor_Scalar", T(e), 7, invert=True)
+    add("isin.Scalar_Tensor", 3, T(e))
+    # reductions
+    for dt in ("float32", "float64"):
+        a = g(4, 5, 6).astype(dt)
+        for dim in (None, 0, -1):
+            add("aminmax", T(a), dim=dim, keepdim=dim == 0, nout=2)
+        for p in (2, 1, 0, 3.5, 0.5, -1.5, float("inf"), float("-inf")):
+            add("linalg_vector_norm", T(a), p, [1, 2], exact=False)
+            add("norm.ScalarOpt_dim", T(a), p, [0], True, exact=False)
+        add("norm.Scalar", T(a), 2, exact=False)
+        add("norm.ScalarOpt_dtype", T(a), 3, dtype="float64", exact=False)
+        add("norm.ScalarOpt_dim_dtype", T(a), 1, [2], False, dtype="float64", exact=False)
+        add("linalg_vector_norm", T(a), 2, None, False, dtype="float64", exact=False)
+        add("nanmean", T(np.where(rng.random((4, 5, 6)) < 0.3, np.nan, a)), [0, 2], True, exact=False)
+    add("norm.ScalarOpt_dtype", T(rng.integers(-5, 5, (3, 4))), 2, dtype="float32", exact=False)  # int input
+    add("norm.Scalar", T(np.zeros((0, 3), np.float32)), -2, exact=False)  # empty: 0, no refusal
+    # median, nanmedian, mode: tie-heavy lines, exact values and indices
+    for n in (1, 2, 7, 16, 17, 64, 301):
+        for dt in ("float32", "float64", "int64", "int16", "uint8"):
+            x = np.stack([tie_line(rng, n, dt) for _ in range(4)])
+            add("median.dim", T(x), 1, nout=2)
+            add("median.dim", T(x.T.copy()), 0, True, nout=2)
+            add("mode", T(x), 1, nout=2)
+            add("mode", T(x.T.copy()), 0, nout=2)
+            add("median", T(x))
+            if dt.startswith("float"):
+                add("nanmedian.dim", T(x), 1, nout=2)
+                add("nanmedian", T(x))
+                add("nanmedian.dim", T(np.full((2, n), np.nan, dt)), 1, nout=2)  # all NaN: nth_element's pick
+    add("mode", T(np.array([True, False, True, False])), nout=2)
+    add("mode", T(np.array([1.0, 2.0, 2.0, 1.0], np.float16)), nout=2)
+    add("median", T(np.zeros(0, np.int64)))  # NaN as int64
+    add("median", T(np.zeros(0, np.float32)))
+    add("median", T(np.array([0.0, -0.0, 0.0, -0.0, -0.0])))  # which zero nth_element leaves
+    add("median.dim", T(np.array(3.5)), 0, True, nout=2)  # 0-dim
+    return C
+
+
+def test_values_against_torch(server, rng):
+    cases = make_cases(rng)
+    refs = []
+    for op, args, kw, nout, _ in cases:
+        for out in range(nout):
+            refs.append({"op": op, "args": args, "kwargs": kw, "out": out})
+    want = iter(torch_ref(refs))
+    for op, args, kw, nout, exact in cases:
+        r = server.post(f"/v1/ops/{op}", {"args": wire(args), "kwargs": wire(kw)})
+        what = f"{op} {[a['dtype'] + str(a['shape']) if isinstance(a, dict) else a for a in args]} {kw}"
+        ws = [next(want) for _ in range(nout)]
+        if "error" in ws[0]:
+            assert 400 <= r.status_code < 500, (what, ws[0], r.text[:300])
+            assert error_message(r) in ws[0]["error"], (what, ws[0])
+            continue
+        assert r.status_code == 200, (what, r.text[:500])
+        outs = r.json()["outputs"]
+        assert len(outs) == nout, what
+        for out, w in enumerate(ws):
+            got = got_of(outs[out])
+            assert outs[out]["dtype"] == w["dtype"] and list(got.shape) == w["shape"], (what, out, w["shape"])
+            exp = np.array([float(v) if isinstance(v, str) else v for v in w["value"]], np.float64)
+            g64 = got.astype(np.float64).reshape(-1)
+            if exact or not got.dtype.kind == "f":
+                np.testing.assert_array_equal(g64, exp, err_msg=f"{what} output {out}")
+                if got.dtype.kind == "f":  # signed zeros too
+                    assert np.array_equal(np.signbit(g64), np.signbit(exp)), f"{what} output {out}: signs of zero"
+            else:
+                # reductions: another summation order, within a few ulps of
+                # the inputs' magnitude (standard normal, sums of at most 120)
+                eps = np.finfo(got.dtype).eps
+                np.testing.assert_allclose(g64, exp, rtol=8 * eps, atol=64 * eps, err_msg=f"{what} output {out}")
+
+
+def test_equal_and_allclose_return_bools(server, rng):
+    a = rng.standard_normal((3, 4))
+    cases = [
+        ("equal", [T(a), T(a.copy())], {}, True),
+        ("equal", [T(a), T(a.astype(np.float32).astype(np.float64))], {}, False),
+        ("equal", [T(np.array([1.0, 2.0])), T(np.array([1, 2]))], {}, True),  # promoted, as torch
+        ("equal", [T(np.array([1.0])), T(np.array(1.0))], {}, False),  # sizes differ: no broadcasting
+        ("equal", [T(np.array([NAN])), T(np.array([NAN]))], {}, False),
+        ("equal", [T(np.array([0.0])), T(np.array([-0.0]))], {}, True),
+        ("equal", [T(np.zeros((0, 2))), T(np.zeros((0, 2), np.int8))], {}, True),
+        ("allclose", [T(a), T(a + 1e-9)], {}, True),
+        ("allclose", [T(a), T(a + 1e-3)], {}, False),
+        ("allclose", [T(np.array([NAN, 1.0])), T(np.array([NAN, 1.0]))], {"equal_nan": True}, True),
+        ("allclose", [T(np.array([NAN, 1.0])), T(np.array([NAN, 1.0]))], {}, False),
+        ("allclose", [T(np.array([0, 255], np.uint8)), T(np.array([255, 0], np.uint8))], {"atol": 1.0}, False),
+    ]
+    for op, args, kw, want in cases:
+        r = server.post(f"/v1/ops/{op}", {"args": args, "kwargs": kw})
+        assert r.status_code == 200, r.text
+        assert r.json()["outputs"][0]["value"] is want, (op, args, kw)
+    # a program's step may return one too
+    r = server.post("/v1/run", {"steps": [{"op": "transpose.int", "args": [T(a), 0, 1]},
+                                          {"op": "equal", "args": [{"ref": "$0"}, T(a.T.copy())]}]})
+    assert r.status_code == 200, r.text
+    assert r.json()["outputs"][0]["value"] is True
+
+
+def test_non_contiguous_inputs(server, rng):
+    x = np.stack([tie_line(rng, 40, "float64") for _ in range(3)])
+    for op, extra, nout in (("median.dim", [0], 2), ("mode", [0], 2), ("nanmedian.dim", [0], 2),
+                            ("lerp.Scalar", [{"ref": "$0"}, 0.3], 1)):
+        r = server.post("/v1/run", {"steps": [{"op": "transpose.int", "args": [T(x), 0, 1]},
+                                              {"op": op, "args": [{"ref": "$0"}] + extra}]})
+        assert r.status_code == 200, r.text
+        [*want] = torch_ref([{"op": op, "args": [T(x.T.copy())] + [T(x.T.copy()) if isinstance(e, dict) else e
+                                                                    for e in extra], "out": k}
+                             for k in range(nout)])
+        for k in range(nout):
+            got = from_json(r.json()["outputs"][k]).astype(np.float64).reshape(-1)
+            exp = np.array([float(v) if isinstance(v, str) else v for v in want[k]["value"]])
+            np.testing.assert_array_equal(got, exp, err_msg=op)
+
+
+def grads(server, op, args, kw, out, weight):
+    """(grad of the one requires-grad input, grad_fn) by the server."""
+    hdr = {"X-OD-Session": "tr-" + uuid.uuid4().hex[:12]}
+    [k] = [i for i, a in enumerate(args) if isinstance(a, dict) and a.get("requires_grad")]
+    r = server.post("/v1/tensors", {"tensor": args[k]}, headers=hdr)
+    assert r.status_code == 201, r.text
+    leaf = r.json()["id"]
+    wargs = [{"ref": leaf} if i == k else a for i, a in enumerate(args)]
+    r = server.post(f"/v1/ops/{op}", {"args": wire(wargs), "kwargs": wire(kw), "keep": True}, headers=hdr)
+    assert r.status_code == 200, r.text
+    y = r.json()["outputs"][out]
+    r = server.post("/v1/ops/mul", {"args": [{"ref": y["id"]}, T(weight.astype(y["dtype"]))], "keep": True},
+                    headers=hdr)
+    r = server.post("/v1/ops/sum", {"args": [{"ref": r.json()["outputs"][0]["id"]}], "keep": True}, headers=hdr)
+    loss = r.json()["outputs"][0]["id"]
+    r = server.post(f"/v1/tensors/{loss}/backward", {}, headers=hdr)
+    assert r.status_code == 200, r.text
+    gid = r.json()["grads"][0]["grad"]["id"]
+    return from_json(server.get(f"/v1/tensors/{gid}", headers=hdr).json()["outputs"][0]), y.get("grad_fn")
+
+
+def test_gradients_of_ties_against_torch(server, rng):
+    tie = np.array([[1.0, 2.0, 2.0, 3.0, 2.0], [5.0, 5.0, 5.0, 1.0, 1.0], [0.5, -1.0, 0.5, 9.0, 0.5]])
+    cases = [("median", [T(tie, rg=True)], {}, 0), ("nanmedian", [T(np.where(tie > 4, NAN, tie), rg=True)], {}, 0),
+             ("median.dim", [T(tie, rg=True), 1], {}, 0), ("nanmedian.dim", [T(tie, rg=True), 0, True], {}, 0),
+             ("mode", [T(tie, rg=True), 1], {}, 0), ("mode", [T(tie, rg=True), 0, True], {}, 0),
+             ("norm.ScalarOpt_dim", [T(tie, rg=True), float("inf"), [1]], {}, 0),  # ties share the max's gradient
+             ("linalg_vector_norm", [T(np.abs(tie), rg=True), float("-inf")], {}, 0),
+             ("lerp.Tensor", [T(tie, rg=True), T(tie[::-1].copy()), T(rng.random((3, 5)))], {}, 0),
+             ("addcdiv", [T(tie), T(tie, rg=True), T(tie + 0.25)], {"value": 0.5}, 0)]
+    shapes = torch_ref([{"op": op, "args": a, "kwargs": kw, "out": o} for op, a, kw, o in cases])
+    refs = []
+    for (op, a, kw, o), s in zip(cases, shapes):
+        assert "error" not in s, (op, s)
+        w = rng.standard_normal(s["shape"])
+        refs.append(({"op": op, "args": a, "kwargs": kw, "out": o, "weight": T(w)}, w))
+    want = torch_ref([r for r, _ in refs])
+    for (op, a, kw, o), (ref, w), wt in zip(cases, refs, want):
+        got, grad_fn = grads(server, op, a, kw, o, w)
+        np.testing.assert_allclose(got.reshape(-1), np.array(wt["grads"][0]), rtol=1e-12, atol=1e-12, err_msg=op)
+        assert grad_fn == wt["grad_fn"], (op, grad_fn, wt["grad_fn"])
+
+
+@pytest.mark.parametrize("op,args,kw", [
+    ("lerp.Scalar", [T(np.ones(2, np.float32)), T(np.ones(2))], {"weight": 0.5}),
+    ("lerp.Tensor", [T(np.ones(2, np.int64)), T(np.ones(2, np.int64)), T(np.ones(2, np.int64))], {}),
+    ("addcdiv", [T(np.ones(2)), T(np.ones(2, np.int64)), T(np.ones(2, np.int32))], {}),
+    ("addcmul", [T(np.ones(2, np.int8)), T(np.ones(2, np.int8)), T(np.ones(2, np.int8))], {"value": 1000}),
+    ("addcmul", [T(np.ones(2, np.float16)), T(np.ones(2, np.float16)), T(np.ones(2, np.float16))], {}),
+    ("heaviside", [T(np.ones(2, np.float32)), T(np.ones(2))], {}),
+    ("nextafter", [T(np.ones(2, np.int64)), T(np.ones(2, np.int64))], {}),
+    ("isclose", [T(np.ones(2, np.float32)), T(np.ones(2))], {}),
+    ("isclose", [T(np.ones(2)), T(np.ones(2))], {"rtol": -1.0}),
+    ("isclose", [T(np.ones(2)), T(np.ones((3, 2)))], {"equal_nan": True}),
+    ("isin.Tensor_Tensor", [T(np.ones(2, np.float16)), T(np.ones(2, np.float16))], {}),
+    ("isin.Tensor_Tensor", [T(np.array([True])), T(np.ones(2))], {}),
+    ("aminmax", [T(np.zeros((0, 3)))], {}),
+    ("aminmax", [T(np.zeros((0, 3)))], {"dim": 0}),
+    ("nanmean", [T(np.ones(2, np.int64))], {}),
+    ("norm.Scalar", [T(np.ones(2, np.int64))], {}),
+    ("linalg_vector_norm", [T(np.zeros(0))], {"ord": float("inf")}),
+    ("linalg_vector_norm", [T(np.zeros((2, 0)))], {"ord": -1, "dim": [1]}),
+    ("linalg_vector_norm", [T(np.ones(2))], {"dtype": "float32"}),
+    ("median.dim", [T(np.zeros((0, 3))), 0], {}),
+    ("median", [T(np.array([True]))], {}),
+    ("mode", [T(np.zeros((2, 0))), 1], {}),
+])
+def test_refusals_say_what_torch_says(server, op, args, kw):
+    r = server.post(f"/v1/ops/{op}", {"args": wire(args), "kwargs": wire(kw)})
+    assert 400 <= r.status_code < 500, r.text
+    [w] = torch_ref([{"op": op, "args": args, "kwargs": kw}])
+    assert "error" in w, (op, w)
+    assert error_message(r) in w["error"], (error_message(r), w["error"])
