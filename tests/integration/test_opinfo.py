@@ -38,8 +38,8 @@ def test_opinfo_samples_agree_with_torch():
     assert r.returncode == 0, f"opinfo failed:\n{r.stdout[-5000:]}\n{r.stderr[-5000:]}"
     m = re.search(r"opinfo: (\d+) of (\d+) declared overloads reached", r.stdout)
     assert m, r.stdout[-2000:]
-    # the samples reach most of what the server declares (299 of 370 at six
-    # samples with the in-place variants, 300 at twelve)
-    assert int(m.group(1)) >= 280, m.group(0)
+    # the samples reach most of what the server declares (351 of 439 at
+    # twelve samples with the in-place variants, 2026-11-26)
+    assert int(m.group(1)) >= 330, m.group(0)
     calls = int(re.search(r"difftest: (\d+) calls", r.stdout).group(1))
     assert calls > 5000, calls
