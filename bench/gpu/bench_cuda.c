@@ -278,7 +278,7 @@ static void bench_ew(const char *name, od_cu_ew op, od_dtype dt, int64_t n, int 
         if (y)
             keep[nkeep++] = y;
     }
-    c->a = (od_cu_ew_args){op, dt, 1.0, 1, g_env.sm_count, NULL};
+    c->a = (od_cu_ew_args){.op = op, .compute = dt, .alpha_d = 1.0, .alpha_i = 1, .sm_count = g_env.sm_count};
     double ms = time_ms(run_ew, c, 200);
     double gbs = (double)set_bytes / (ms * 1e-3) / 1e9;
     char sz[32];
