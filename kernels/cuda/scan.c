@@ -36,6 +36,26 @@ static od_status begin(const od_op *op, od_opid id, od_stack *s, od_cu_env *env,
     return OD_OK;
 }
 
+/* Common end: waits for the stream (an error of the kernels is this call's),
+ * frees the scratch and the input copy, and returns the outputs or st. */
+static od_status end_call(const od_op *op, od_cu_env *env, od_status st, void *ws, size_t wsb, od_tensor *in,
+                          od_tensor **outs, int n, od_stack *s, od_error *err)
+{
+    od_status fs = od_cu_finish(env, od_cu_op_name(op), st ? NULL : err);
+    if (!st)
+        st = fs;
+    if (ws)
+        od_cu_scratch_free(env, ws, wsb);
+    od_tensor_release(in);
+    if (st) {
+        for (int i = 0; i < n; i++)
+            od_tensor_release(outs[i]);
+        return st;
+    }
+    od_cu_return(s, outs, n);
+    return OD_OK;
+}
+
 od_status od_cuda_scan(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
     (void)ks;
@@ -78,21 +98,7 @@ od_status od_cuda_scan(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
                                   "scan kernel launch", err);
         }
     }
-    {
-        od_status fs = od_cu_finish(&env, od_cu_op_name(op), st ? NULL : err);
-        if (!st)
-            st = fs;
-    }
-    if (ws)
-        od_cu_scratch_free(&env, ws, wsb);
-    od_tensor_release(in);
-    if (st) {
-        for (int i = 0; i < n; i++)
-            od_tensor_release(outs[i]);
-        return st;
-    }
-    od_cu_return(s, outs, n);
-    return OD_OK;
+    return end_call(op, &env, st, ws, wsb, in, outs, n, s, err);
 }
 
 od_status od_cuda_sort(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
@@ -126,19 +132,5 @@ od_status od_cuda_sort(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
                                          info.descending, info.sorted, ws, env.sm_count, env.stream),
                               "sort kernel launch", err);
     }
-    {
-        od_status fs = od_cu_finish(&env, od_cu_op_name(op), st ? NULL : err);
-        if (!st)
-            st = fs;
-    }
-    if (ws)
-        od_cu_scratch_free(&env, ws, wsb);
-    od_tensor_release(in);
-    if (st) {
-        for (int i = 0; i < n; i++)
-            od_tensor_release(outs[i]);
-        return st;
-    }
-    od_cu_return(s, outs, n);
-    return OD_OK;
+    return end_call(op, &env, st, ws, wsb, in, outs, n, s, err);
 }
