@@ -38,7 +38,7 @@ OPT_CFLAGS := -O2 -g -march=x86-64-v2 -mtune=native
 SAN_LDFLAGS :=
 endif
 CFLAGS  += $(BASE_CFLAGS) $(OPT_CFLAGS)
-LDLIBS  := -lopenblas -lm -lpthread
+LDLIBS  := -lopenblas -lsleefgnuabi -lm -lpthread
 SERVER_LDLIBS := -lmicrohttpd -ljansson
 
 # ---- CUDA detection ---------------------------------------------------------
@@ -117,7 +117,7 @@ plugins: $(PLUGINS)
 lib: $(LIB_A) $(LIB_SO)
 
 # Debian packages this project needs; installed by `make setup` when missing.
-DEB_PKGS := build-essential pkg-config libopenblas-dev libmicrohttpd-dev libjansson-dev \
+DEB_PKGS := build-essential pkg-config libopenblas-dev libsleef-dev libmicrohttpd-dev libjansson-dev \
             libcriterion-dev libcurl4-openssl-dev python3 python3-venv curl wrk python3-torch nodejs gnuplot-nox libjs-chart.js chromium chromium-driver \
             nginx
 SETUP_STAMP := .setup/debs-$(shell echo $(DEB_PKGS) | md5sum | cut -c1-8)

@@ -99,47 +99,6 @@ static void bench_tiny_add(void)
 
 /* ---- memory bandwidth ------------------------------------------------------- */
 
-/* memcpy ceiling in GB/s for a buffer of nbytes (read + write counted),
- * split across the same threads the kernels use, so a ratio compares like
- * with like. */
-typedef struct copy_job {
-    char *dst;
-    const char *src;
-    size_t chunk, nbytes;
-} copy_job;
-
-static void copy_part(void *ctx, int64_t begin, int64_t end)
-{
-    copy_job *j = ctx;
-    for (int64_t i = begin; i < end; i++) {
-        size_t off = (size_t)i * j->chunk;
-        size_t len = off + j->chunk > j->nbytes ? j->nbytes - off : j->chunk;
-        memcpy(j->dst + off, j->src + off, len);
-    }
-}
-
-static double memcpy_gbs(size_t nbytes)
-{
-    char *src = aligned_alloc(64, nbytes), *dst = aligned_alloc(64, nbytes);
-    memset(src, 1, nbytes);
-    memset(dst, 2, nbytes);
-    copy_job job = {dst, src, 64 * 1024, nbytes};
-    int64_t nchunks = (int64_t)((nbytes + job.chunk - 1) / job.chunk);
-    int inner = nbytes < (1u << 20) ? 2000 : nbytes < (64u << 20) ? 50 : 5;
-    double samples[16];
-    for (int r = 0; r < g_reps; r++) {
-        double t0 = now_s();
-        for (int i = 0; i < inner; i++) {
-            od_parallel_for(nchunks, 4, copy_part, &job); /* >= 256 KiB per thread */
-            __asm__ volatile("" ::"r"(dst) : "memory");
-        }
-        samples[r] = 2.0 * (double)nbytes * inner / (now_s() - t0) / 1e9;
-    }
-    free(src);
-    free(dst);
-    return median(samples, g_reps);
-}
-
 typedef enum { EW_ADD, EW_RELU, EW_SIGMOID } ew_kind;
 
 static double elementwise_gbs(ew_kind kind, int64_t n)
@@ -173,7 +132,7 @@ static void bench_elementwise(void)
     printf("\nelementwise float32, fresh output per call (GB/s = reads + writes)\n");
     printf("%-10s %12s %10s %10s %8s\n", "op", "elements", "GB/s", "memcpy", "ratio");
     for (int si = 0; si < 3; si++) {
-        double ceiling = memcpy_gbs((size_t)sizes[si] * 4);
+        double ceiling = memcpy_gbs(g_reps, (size_t)sizes[si] * 4);
         for (int k = 0; k < 3; k++) {
             double g = elementwise_gbs((ew_kind)k, sizes[si]);
             printf("%-10s %12lld %10.2f %10.2f %7.0f%%%s\n", names[k], (long long)sizes[si], g,
@@ -228,7 +187,7 @@ static void bench_rows(void)
     int64_t sz[2] = {4096, 4096};
     od_tensor *x = rand_tensor(sz, 2), *out;
     od_error err;
-    double ceiling = memcpy_gbs((size_t)(sz[0] * sz[1]) * 4);
+    double ceiling = memcpy_gbs(g_reps, (size_t)(sz[0] * sz[1]) * 4);
     double bytes_in = (double)(sz[0] * sz[1]) * 4.0;
     double s_sum[16], s_sm[16];
     int64_t last = -1;

@@ -3,8 +3,12 @@
 #ifndef BENCH_UTIL_H
 #define BENCH_UTIL_H
 
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+
+#include "od_parallel.h"
 
 static inline double now_s(void)
 {
@@ -24,6 +28,48 @@ static inline double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return v[n / 2];
+}
+
+/* memcpy ceiling in GB/s for a buffer of nbytes (read + write counted),
+ * split across the same threads the kernels use, so a ratio compares like
+ * with like. */
+typedef struct copy_job {
+    char *dst;
+    const char *src;
+    size_t chunk, nbytes;
+} copy_job;
+
+static inline void copy_part(void *ctx, int64_t begin, int64_t end)
+{
+    copy_job *j = ctx;
+    for (int64_t i = begin; i < end; i++) {
+        size_t off = (size_t)i * j->chunk;
+        size_t len = off + j->chunk > j->nbytes ? j->nbytes - off : j->chunk;
+        memcpy(j->dst + off, j->src + off, len);
+    }
+}
+
+static inline double memcpy_gbs(int reps, size_t nbytes)
+{
+    char *src = aligned_alloc(64, nbytes), *dst = aligned_alloc(64, nbytes);
+    memset(src, 1, nbytes);
+    memset(dst, 2, nbytes);
+    copy_job job = {dst, src, 64 * 1024, nbytes};
+    int64_t nchunks = (int64_t)((nbytes + job.chunk - 1) / job.chunk);
+    int inner = nbytes < (1u << 20) ? 2000 : nbytes < (64u << 20) ? 50 : 5;
+    double samples[16];
+    reps = reps > 16 ? 16 : reps;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_s();
+        for (int i = 0; i < inner; i++) {
+            od_parallel_for(nchunks, 4, copy_part, &job); /* >= 256 KiB per thread */
+            __asm__ volatile("" ::"r"(dst) : "memory");
+        }
+        samples[r] = 2.0 * (double)nbytes * inner / (now_s() - t0) / 1e9;
+    }
+    free(src);
+    free(dst);
+    return median(samples, reps);
 }
 
 #endif

@@ -290,17 +290,72 @@ OD_MATH_LIBM1_(cosh, coshf, cosh)
  * n - n % (2 * lanes) elements and the scalar function on the rest; strided
  * loops are all scalar. The CPU loops call od_math_<fn>_vec_<family> there
  * for the functions that OD_MATH_VEC_<fn> marks (kernels/cpu/elementwise.c). */
-#define OD_MATH_VEC_sinh ~, 1
-#define OD_MATH_VEC_cosh ~, 1
 #define OD_MATH_VEC_fmod ~, 1
 #define OD_MATH_VEC_remainder ~, 1
 #define OD_MATH_VEC_div_floor ~, 1
-/* Sleef's sinh/cosh overflow where exp does (|x| > ln max), though the exact
- * value stays finite a little further (89.4 in float32, 710.5 in float64). */
-OD_MATH_FN float od_math_sinh_vec_f32(float a) { return fabsf(a) > 88.7228394f ? copysignf(INFINITY, a) : sinhf(a); }
-OD_MATH_FN double od_math_sinh_vec_f64(double a) { return fabs(a) > 709.782712893384 ? copysign(INFINITY, a) : sinh(a); }
-OD_MATH_FN float od_math_cosh_vec_f32(float a) { return fabsf(a) > 88.7228394f ? INFINITY : coshf(a); }
-OD_MATH_FN double od_math_cosh_vec_f64(double a) { return fabs(a) > 709.782712893384 ? INFINITY : cosh(a); }
+/* Sleef itself, where ATen 1.13's Vectorized<float/double> calls it (u10,
+ * erfc u15, hypot u05). libsleefgnuabi exports these under the GNU vector
+ * ABI names of libm's functions (_ZGVdN8v_tanhf is Sleef_tanhf8_u10), so an
+ * alias of libm's scalar function with gcc's simd attribute makes the
+ * vectorizer call Sleef on the vectorized path, bit for bit what torch
+ * computes, while a scalar call (a tail, a strided loop) is libm's, as
+ * ATen's scalar path is. -lsleefgnuabi precedes -lm, so glibc's libmvec,
+ * which exports some of the same names, is never chosen. Host only: CUDA
+ * calls the plain functions. */
+#if !defined(__CUDACC__)
+#define OD_MATH_SLEEF_ATTR_ __attribute__((simd("notinbranch"), const, nothrow, leaf))
+#define OD_MATH_SLEEF1_(name, ff, fd)                                                          \
+    float od_sleef_##ff(float) __asm__(#ff) OD_MATH_SLEEF_ATTR_;                                \
+    double od_sleef_##fd(double) __asm__(#fd) OD_MATH_SLEEF_ATTR_;                              \
+    OD_MATH_FN float od_math_##name##_vec_f32(float a) { return od_sleef_##ff(a); }          \
+    OD_MATH_FN double od_math_##name##_vec_f64(double a) { return od_sleef_##fd(a); }
+#define OD_MATH_SLEEF2_(name, ff, fd)                                                          \
+    float od_sleef_##ff(float, float) __asm__(#ff) OD_MATH_SLEEF_ATTR_;                         \
+    double od_sleef_##fd(double, double) __asm__(#fd) OD_MATH_SLEEF_ATTR_;                      \
+    OD_MATH_FN float od_math_##name##_vec_f32(float a, float b) { return od_sleef_##ff(a, b); } \
+    OD_MATH_FN double od_math_##name##_vec_f64(double a, double b) { return od_sleef_##fd(a, b); }
+#define OD_MATH_VEC_log ~, 1
+#define OD_MATH_VEC_sin ~, 1
+#define OD_MATH_VEC_cos ~, 1
+#define OD_MATH_VEC_tan ~, 1
+#define OD_MATH_VEC_tanh ~, 1
+#define OD_MATH_VEC_sinh ~, 1
+#define OD_MATH_VEC_cosh ~, 1
+#define OD_MATH_VEC_acos ~, 1
+#define OD_MATH_VEC_asin ~, 1
+#define OD_MATH_VEC_atan ~, 1
+#define OD_MATH_VEC_exp2 ~, 1
+#define OD_MATH_VEC_expm1 ~, 1
+#define OD_MATH_VEC_log2 ~, 1
+#define OD_MATH_VEC_log10 ~, 1
+#define OD_MATH_VEC_log1p ~, 1
+#define OD_MATH_VEC_erfc ~, 1
+#define OD_MATH_VEC_lgamma ~, 1
+#define OD_MATH_VEC_atan2 ~, 1
+#define OD_MATH_VEC_hypot ~, 1
+OD_MATH_SLEEF1_(log, logf, log)
+OD_MATH_SLEEF1_(sin, sinf, sin)
+OD_MATH_SLEEF1_(cos, cosf, cos)
+OD_MATH_SLEEF1_(tan, tanf, tan)
+OD_MATH_SLEEF1_(tanh, tanhf, tanh)
+OD_MATH_SLEEF1_(sinh, sinhf, sinh)
+OD_MATH_SLEEF1_(cosh, coshf, cosh)
+OD_MATH_SLEEF1_(acos, acosf, acos)
+OD_MATH_SLEEF1_(asin, asinf, asin)
+OD_MATH_SLEEF1_(atan, atanf, atan)
+OD_MATH_SLEEF1_(exp2, exp2f, exp2)
+OD_MATH_SLEEF1_(expm1, expm1f, expm1)
+OD_MATH_SLEEF1_(log2, log2f, log2)
+OD_MATH_SLEEF1_(log10, log10f, log10)
+OD_MATH_SLEEF1_(log1p, log1pf, log1p)
+OD_MATH_SLEEF1_(erfc, erfcf, erfc)
+OD_MATH_SLEEF1_(lgamma, lgammaf, lgamma)
+OD_MATH_SLEEF2_(atan2, atan2f, atan2)
+OD_MATH_SLEEF2_(hypot, hypotf, hypot)
+#undef OD_MATH_SLEEF1_
+#undef OD_MATH_SLEEF2_
+#undef OD_MATH_SLEEF_ATTR_
+#endif
 /* Sleef's fmod is NaN where |a / b| overflows (a subnormal b first scales
  * both by 2^25, or 2^54 in double), which fmod, remainder and floor division
  * all inherit; |a| < |b| returns a. */

@@ -154,6 +154,25 @@ static inline double ew_pows_f64(double a, const ew_ctx *c)
 
 /* ---- loop generators ----------------------------------------------------------- */
 
+/* ATen's contiguous loop: its Vectorized kernel on the first nv elements,
+ * the scalar function on the rest. Two loops, so that vp is a constant in
+ * each and gcc vectorises the first, calling Sleef's vector functions where
+ * od_math.h maps an operator's _vec_ form to them. */
+#define EW_SPLIT_LOOP(nv, n, BODY)      \
+    do {                                \
+        int64_t i = 0;                  \
+        for (; i < (nv); i++) {         \
+            const bool vp = true;       \
+            (void)vp;                   \
+            BODY                        \
+        }                               \
+        for (; i < (n); i++) {          \
+            const bool vp = false;      \
+            (void)vp;                   \
+            BODY                        \
+        }                               \
+    } while (0)
+
 /* Two inputs of dtype DT, output of type OT stored with SF(expr). EXPR reads
  * a and b (compute type), c (ew_ctx *) and may set zf. Variants: all
  * contiguous (cc), b broadcast (cs), a broadcast (sc), general strides. */
@@ -166,13 +185,8 @@ static inline double ew_pows_f64(double a, const ew_ctx *c)
         const T *restrict y = (const T *)py;                                                      \
         int zf = 0;                                                                               \
         const int64_t nv = c->scalar_path ? 0 : n - n % VEC2_##DT;                                \
-        for (int64_t i = 0; i < n; i++) {                                                         \
-            const bool vp = i < nv;                                                               \
-            CT(DT) a = OD_CPU_LD_##DT(x[i]);                                                      \
-            CT(DT) b = OD_CPU_LD_##DT(y[i]);                                                      \
-            (void)vp;                                                                             \
-            o[i] = SF(EXPR);                                                                      \
-        }                                                                                         \
+        EW_SPLIT_LOOP(nv, n, CT(DT) a = OD_CPU_LD_##DT(x[i]); CT(DT) b = OD_CPU_LD_##DT(y[i]);    \
+                      o[i] = SF(EXPR););                                                          \
         note_zero_div(c, zf);                                                                     \
     }                                                                                             \
     static VEC_##DT void NAME##_cs(char *po, const char *px, const char *py, int64_t n, ew_ctx *c) \
@@ -183,12 +197,7 @@ static inline double ew_pows_f64(double a, const ew_ctx *c)
         const CT(DT) b = OD_CPU_LD_##DT(*(const T *)py);                                          \
         int zf = 0;                                                                               \
         const int64_t nv = c->scalar_path ? 0 : n - n % VEC2_##DT;                                \
-        for (int64_t i = 0; i < n; i++) {                                                         \
-            const bool vp = i < nv;                                                               \
-            CT(DT) a = OD_CPU_LD_##DT(x[i]);                                                      \
-            (void)vp;                                                                             \
-            o[i] = SF(EXPR);                                                                      \
-        }                                                                                         \
+        EW_SPLIT_LOOP(nv, n, CT(DT) a = OD_CPU_LD_##DT(x[i]); o[i] = SF(EXPR););                  \
         note_zero_div(c, zf);                                                                     \
     }                                                                                             \
     static VEC_##DT void NAME##_sc(char *po, const char *px, const char *py, int64_t n, ew_ctx *c) \
@@ -199,12 +208,7 @@ static inline double ew_pows_f64(double a, const ew_ctx *c)
         const T *restrict y = (const T *)py;                                                      \
         int zf = 0;                                                                               \
         const int64_t nv = c->scalar_path ? 0 : n - n % VEC2_##DT;                                \
-        for (int64_t i = 0; i < n; i++) {                                                         \
-            const bool vp = i < nv;                                                               \
-            CT(DT) b = OD_CPU_LD_##DT(y[i]);                                                      \
-            (void)vp;                                                                             \
-            o[i] = SF(EXPR);                                                                      \
-        }                                                                                         \
+        EW_SPLIT_LOOP(nv, n, CT(DT) b = OD_CPU_LD_##DT(y[i]); o[i] = SF(EXPR););                  \
         note_zero_div(c, zf);                                                                     \
     }                                                                                             \
     static void NAME(void *vc, char **d, const int64_t *s, int64_t n)                            \
@@ -243,12 +247,7 @@ static inline double ew_pows_f64(double a, const ew_ctx *c)
         const T *restrict x = (const T *)px;                                                      \
         const int64_t nv = n - n % VEC2_##DT;                                                     \
         (void)c;                                                                                  \
-        for (int64_t i = 0; i < n; i++) {                                                         \
-            const bool vp = i < nv;                                                               \
-            CT(DT) a = OD_CPU_LD_##DT(x[i]);                                                      \
-            (void)vp;                                                                             \
-            o[i] = SF(EXPR);                                                                      \
-        }                                                                                         \
+        EW_SPLIT_LOOP(nv, n, CT(DT) a = OD_CPU_LD_##DT(x[i]); o[i] = SF(EXPR););                  \
     }                                                                                             \
     static void NAME(void *vc, char **d, const int64_t *s, int64_t n)                            \
     {                                                                                             \
@@ -263,11 +262,7 @@ static inline double ew_pows_f64(double a, const ew_ctx *c)
             OT *o = (OT *)d[0];                                                                   \
             CT(DT) a = OD_CPU_LD_##DT(*(const T *)d[1]);                                          \
             const int64_t nv = n - n % VEC2_##DT;                                                 \
-            for (int64_t i = 0; i < n; i++) {                                                     \
-                const bool vp = i < nv;                                                           \
-                (void)vp;                                                                         \
-                o[i] = SF(EXPR);                                                                  \
-            }                                                                                     \
+            EW_SPLIT_LOOP(nv, n, o[i] = SF(EXPR););                                               \
         } else {                                                                                  \
             char *po = d[0];                                                                      \
             const char *px = d[1];                                                                \

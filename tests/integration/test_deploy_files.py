@@ -101,7 +101,7 @@ def test_dockerfile_structure(name, base):
     # no compiler, no headers in the runtime image
     for pkg in ("build-essential", "gcc", "-dev ", "cuda-nvcc", "pkg-config"):
         assert pkg not in run_text + " ", f"{name}: the runtime stage installs {pkg}"
-    for lib in ("libopenblas0", "libmicrohttpd12", "libjansson4", "tini"):
+    for lib in ("libopenblas0", "libsleef3", "libmicrohttpd12", "libjansson4", "tini"):
         assert lib in run_text, f"{name}: the runtime stage lacks {lib}"
     # the server is built from this tree, with or without CUDA
     make = " ".join(a for w, a in build["ins"] if w == "RUN" and "make " in a)
