@@ -129,42 +129,22 @@ OD_MATH_FN double od_math_abs_f64(double a) { return fabs(a); }
  * div_trunc / div_floor_floating (b == 0 gives the IEEE quotient). */
 OD_MATH_FN float od_math_div_trunc_f32(float a, float b) { return truncf(a / b); }
 OD_MATH_FN double od_math_div_trunc_f64(double a, double b) { return trunc(a / b); }
-OD_MATH_FN float od_math_div_floor_f32(float a, float b)
-{
-    if (b == 0.0f)
-        return a / b;
-    float mod = fmodf(a, b);
-    float div = (a - mod) / b;
-    if (mod != 0.0f && ((b < 0.0f) != (mod < 0.0f)))
-        div -= 1.0f;
-    float fl;
-    if (div != 0.0f) {
-        fl = floorf(div);
-        if (div - fl > 0.5f)
-            fl += 1.0f;
-    } else {
-        fl = copysignf(0.0f, a / b);
+/* Branch-free, as ATen's vectorized form is written, so gcc vectorises it
+ * (a call under a branch would need Sleef's masked variants). */
+#define OD_MATH_DIV_FLOOR_(NAME, T, FMOD, FLOOR, COPYSIGN)                    \
+    OD_MATH_FN T NAME(T a, T b)                                              \
+    {                                                                        \
+        T mod = FMOD(a, b);                                                  \
+        T div = (a - mod) / b;                                               \
+        div = (mod != (T)0 && ((b < (T)0) != (mod < (T)0))) ? div - (T)1 : div; \
+        T fl = FLOOR(div);                                                   \
+        fl = div - fl > (T)0.5 ? fl + (T)1 : fl;                             \
+        T q = a / b;                                                         \
+        fl = div == (T)0 ? COPYSIGN((T)0, q) : fl;                           \
+        return b == (T)0 ? q : fl;                                           \
     }
-    return fl;
-}
-OD_MATH_FN double od_math_div_floor_f64(double a, double b)
-{
-    if (b == 0.0)
-        return a / b;
-    double mod = fmod(a, b);
-    double div = (a - mod) / b;
-    if (mod != 0.0 && ((b < 0.0) != (mod < 0.0)))
-        div -= 1.0;
-    double fl;
-    if (div != 0.0) {
-        fl = floor(div);
-        if (div - fl > 0.5)
-            fl += 1.0;
-    } else {
-        fl = copysign(0.0, a / b);
-    }
-    return fl;
-}
+OD_MATH_DIV_FLOOR_(od_math_div_floor_f32, float, fmodf, floorf, copysignf)
+OD_MATH_DIV_FLOOR_(od_math_div_floor_f64, double, fmod, floor, copysign)
 
 OD_MATH_FN float od_math_pow_f32(float a, float b) { return powf(a, b); }
 OD_MATH_FN double od_math_pow_f64(double a, double b) { return pow(a, b); }
@@ -356,24 +336,6 @@ OD_MATH_SLEEF2_(hypot, hypotf, hypot)
 #undef OD_MATH_SLEEF2_
 #undef OD_MATH_SLEEF_ATTR_
 #endif
-/* Sleef's fmod is NaN where |a / b| overflows (a subnormal b first scales
- * both by 2^25, or 2^54 in double), which fmod, remainder and floor division
- * all inherit; |a| < |b| returns a. */
-#define OD_MATH_FMOD_VEC_NAN_(SFX, T, FABS, TMIN, SCALE)                                         \
-    OD_MATH_FN bool od_math_fmod_vec_nan_##SFX(T a, T b)                                           \
-    {                                                                                              \
-        T nu = FABS(a), de = FABS(b);                                                              \
-        if (!(isfinite(nu) && isfinite(de)) || de == 0 || nu < de)                                 \
-            return false;                                                                          \
-        if (de < (TMIN)) {                                                                         \
-            nu *= (SCALE);                                                                         \
-            de *= (SCALE);                                                                         \
-        }                                                                                          \
-        return isinf(nu * (1 / de));                                                               \
-    }
-OD_MATH_FMOD_VEC_NAN_(f32, float, fabsf, 1.17549435e-38f, 33554432.0f)
-OD_MATH_FMOD_VEC_NAN_(f64, double, fabs, 2.2250738585072014e-308, 18014398509481984.0)
-#undef OD_MATH_FMOD_VEC_NAN_
 OD_MATH_LIBM1_(tan, tanf, tan)
 OD_MATH_LIBM1_(exp2, exp2f, exp2)
 OD_MATH_LIBM1_(log2, log2f, log2)
@@ -844,33 +806,27 @@ OD_MATH_FN int64_t od_math_remainder_i64(int64_t a, int64_t b)
 }
 OD_MATH_FN float od_math_fmod_f32(float a, float b) { return fmodf(a, b); }
 OD_MATH_FN double od_math_fmod_f64(double a, double b) { return fmod(a, b); }
-OD_MATH_FN float od_math_remainder_f32(float a, float b)
-{
-    float r = fmodf(a, b);
-    return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
-}
-OD_MATH_FN double od_math_remainder_f64(double a, double b)
-{
-    double r = fmod(a, b);
-    return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
-}
-
-#define OD_MATH_VEC_FMOD_FAMILY_(SFX, T)                                                          \
-    OD_MATH_FN T od_math_fmod_vec_##SFX(T a, T b)                                                  \
-    {                                                                                              \
-        return od_math_fmod_vec_nan_##SFX(a, b) ? (T)NAN : od_math_fmod_##SFX(a, b);               \
-    }                                                                                              \
-    OD_MATH_FN T od_math_remainder_vec_##SFX(T a, T b)                                             \
-    {                                                                                              \
-        return od_math_fmod_vec_nan_##SFX(a, b) ? (T)NAN : od_math_remainder_##SFX(a, b);          \
-    }                                                                                              \
-    OD_MATH_FN T od_math_div_floor_vec_##SFX(T a, T b)                                             \
-    {                                                                                              \
-        return b != 0 && od_math_fmod_vec_nan_##SFX(a, b) ? (T)NAN : od_math_div_floor_##SFX(a, b); \
+#define OD_MATH_REMAINDER_(NAME, T, FMOD)                           \
+    OD_MATH_FN T NAME(T a, T b)                                     \
+    {                                                               \
+        T r = FMOD(a, b);                                           \
+        return (r != (T)0 && ((r < (T)0) != (b < (T)0))) ? r + b : r; \
     }
-OD_MATH_VEC_FMOD_FAMILY_(f32, float)
-OD_MATH_VEC_FMOD_FAMILY_(f64, double)
-#undef OD_MATH_VEC_FMOD_FAMILY_
+OD_MATH_REMAINDER_(od_math_remainder_f32, float, fmodf)
+OD_MATH_REMAINDER_(od_math_remainder_f64, double, fmod)
+
+/* fmod, remainder and floor division on ATen's vectorized path: the same
+ * formulas over Sleef's fmod (NaN where |a / b| overflows, unlike libm's). */
+#if !defined(__CUDACC__)
+float od_sleef_fmodf(float, float) __asm__("fmodf") __attribute__((simd("notinbranch"), const, nothrow, leaf));
+double od_sleef_fmod(double, double) __asm__("fmod") __attribute__((simd("notinbranch"), const, nothrow, leaf));
+OD_MATH_FN float od_math_fmod_vec_f32(float a, float b) { return od_sleef_fmodf(a, b); }
+OD_MATH_FN double od_math_fmod_vec_f64(double a, double b) { return od_sleef_fmod(a, b); }
+OD_MATH_REMAINDER_(od_math_remainder_vec_f32, float, od_sleef_fmodf)
+OD_MATH_REMAINDER_(od_math_remainder_vec_f64, double, od_sleef_fmod)
+OD_MATH_DIV_FLOOR_(od_math_div_floor_vec_f32, float, od_sleef_fmodf, floorf, copysignf)
+OD_MATH_DIV_FLOOR_(od_math_div_floor_vec_f64, double, od_sleef_fmod, floor, copysign)
+#endif
 /* integers have no vectorized difference */
 OD_MATH_FN int64_t od_math_fmod_vec_i64(int64_t a, int64_t b) { return od_math_fmod_i64(a, b); }
 OD_MATH_FN int64_t od_math_remainder_vec_i64(int64_t a, int64_t b) { return od_math_remainder_i64(a, b); }
