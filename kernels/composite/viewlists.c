@@ -261,6 +261,14 @@ OD_CX_KERNEL(od_cia_diag)
     if (self->ndim == 1) {
         r = od_cx_call(&sc, OD_OPID_diag_embed, 4, od_tensor_v(self), od_int(offset), od_int(0), od_int(1));
     } else {
+        /* ATen sizes the result min(rows, cols - offset) (or the negative
+         * offset's twin) before copying: below zero it refuses */
+        int64_t r0 = self->sizes[0], c0 = self->sizes[1];
+        int64_t sz = offset >= 0 ? (r0 < c0 - offset ? r0 : c0 - offset) : (r0 + offset < c0 ? r0 + offset : c0);
+        if (sz < 0) {
+            od_cx_scope_end(&sc);
+            return od_error_set(err, OD_EINVAL, "numel: integer multiplication overflow");
+        }
         od_tensor *v = od_cx_call(&sc, OD_OPID_diagonal, 4, od_tensor_v(self), od_int(offset), od_int(0), od_int(1));
         r = od_cx_call(&sc, OD_OPID_clone, 2, od_tensor_v(v), od_int(OD_MF_CONTIGUOUS));
     }
@@ -517,6 +525,9 @@ OD_CX_KERNEL(od_cea_view_inplace)
         if ((st = od_cx_arg_int_list(op, s, 1, &sizes, &n, err)) ||
             (st = od_cx_arg_memory_format(op, s, 2, &mf, err)))
             return st;
+        bool none = s->args[2].tag == OD_T_NONE;
+        if (mf == OD_MF_PRESERVE && !none)
+            return od_error_set(err, OD_EINVAL, "Unsupported memory formatPreserve");
         if (mf != OD_MF_PRESERVE && mf != OD_MF_CONTIGUOUS)
             return od_error_set(err, OD_EUNSUPPORTED, "resize_: only the contiguous memory format is supported");
         if ((st = resize(self, sizes, n, err)))

@@ -51,8 +51,9 @@ REDUCE_STRINGS = ["add", "multiply", "sum", "prod", "mean", "amax", "amin", "bog
 # Operators whose results are random, and our own namespace's references.
 NONDETERMINISTIC = re.compile(r"^(rand|normal|bernoulli|uniform|multinomial|poisson|exponential|geometric|"
                               r"cauchy|log_normal|rrelu)|dropout")
-# Operators whose output values are whatever memory held: dtype and shape only.
-UNDEFINED_VALUES = re.compile(r"^(empty|new_empty)")
+# Operators whose output values are whatever memory held: dtype and shape only
+# (resize_ keeps self's elements, and what it grows into is uninitialized in torch).
+UNDEFINED_VALUES = re.compile(r"^(empty|new_empty|resize_)")
 
 
 def cxx_undefined(c, args, t):
