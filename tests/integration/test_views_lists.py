@@ -420,3 +420,22 @@ def test_autograd_of_diagonal_family(server, rng):
         got = from_json(server.get(f"/v1/tensors/{gid}", headers=s).json()["outputs"][0])
         np.testing.assert_allclose(got.reshape(-1), want["grads"][0], rtol=1e-12, err_msg=op)
         server.delete("/v1/sessions/views-lists-ag2")
+
+
+def test_python_client_returns_a_list(server, rng):
+    import pathlib
+    import sys
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "clients" / "python"))
+    from opdispatch import Client
+
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    for transport in ("json", "binary"):
+        c = Client(server.url, transport=transport)
+        parts = c.call("unbind", x)
+        assert isinstance(parts, list) and len(parts) == 3, transport
+        for i, p in enumerate(parts):
+            np.testing.assert_array_equal(p, x[i])
+        one = c.call("split", x, 3)  # a list of one piece stays a list
+        assert isinstance(one, list) and len(one) == 1
+        np.testing.assert_array_equal(one[0], x)
