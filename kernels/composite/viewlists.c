@@ -18,6 +18,7 @@
  *    same storage, as in PyTorch.
  */
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,9 +32,26 @@ typedef struct piece_list {
     size_t n;
 } piece_list;
 
+/* Every piece is a tensor of its own, data or not (chunk(empty, 10**6)
+ * makes a million): their headers count against the call's output cap. */
+static od_status pieces_fit(uint64_t n, od_error *err)
+{
+    size_t cap = od_get_alloc_limit(), each = sizeof(od_tensor) + sizeof(od_tensor *);
+    if ((cap && n > cap / each) || n > INT_MAX)
+        return od_error_set(err, OD_ETOOLARGE,
+                            "output of %" PRIu64 " tensors (%" PRIu64 " bytes of tensor headers) exceeds the "
+                            "limit of %zu bytes",
+                            n, n * each, cap ? cap : (size_t)INT_MAX);
+    return OD_OK;
+}
+
 static od_status list_new(piece_list *l, size_t n, od_error *err)
 {
     l->n = 0;
+    l->t = NULL;
+    od_status st = pieces_fit(n, err);
+    if (st)
+        return st;
     l->t = calloc(n ? n : 1, sizeof *l->t);
     return l->t ? OD_OK : od_error_set(err, OD_ENOMEM, "out of memory");
 }
@@ -193,8 +211,8 @@ OD_CX_KERNEL(od_cia_split)
         int64_t dim_size = self->sizes[d];
         int64_t size = (dim_size + k - 1) / k;
         if (size == 0 && dim_size == 0) { /* chunks empty pieces, as ATen */
-            if (k > ((int64_t)1 << 20))
-                return od_error_set(err, OD_ETOOLARGE, "chunk: %" PRId64 " empty pieces are too many", k);
+            if ((st = pieces_fit((uint64_t)k, err)))
+                return st;
             int64_t *zero = calloc((size_t)k, sizeof *zero);
             if (!zero)
                 return od_error_set(err, OD_ENOMEM, "out of memory");
