@@ -516,19 +516,77 @@ static json_t *find_sel(json_t *sel, const char *name)
     return NULL;
 }
 
-/* Whether return k is in the response, and as binary data or JSON. */
-static bool output_selected(const od_schema *s, json_t *sel, int k, bool bin_default, bool *binary)
+/* The name of element i of return k when it is a Tensor[] ("out.1"). */
+static void element_name(const od_schema *s, int k, size_t i, char *buf, size_t cap)
+{
+    char nm[96];
+    od_proto_return_name(s, k, nm, sizeof nm);
+    snprintf(buf, cap, "%s.%zu", nm, i);
+}
+
+/* Whether return k (element i of a Tensor[] return, or i == SIZE_MAX for a
+ * single value) is in the response, and as binary data or JSON. A Tensor[]
+ * return is selected whole by its name or one element by "name.i". */
+static bool output_selected(const od_schema *s, json_t *sel, int k, size_t i, bool bin_default, bool *binary)
 {
     json_t *o = NULL;
     if (sel) {
         char nm[128];
         od_proto_return_name(s, k, nm, sizeof nm);
-        if (!(o = find_sel(sel, nm)))
+        if (!(o = find_sel(sel, nm)) && i != SIZE_MAX) {
+            element_name(s, k, i, nm, sizeof nm);
+            o = find_sel(sel, nm);
+        }
+        if (!o)
             return false;
     }
     json_t *bd = json_object_get(json_object_get(o, "parameters"), "binary_data");
     *binary = json_is_boolean(bd) ? json_is_true(bd) : bin_default;
     return true;
+}
+
+/* Whether name is return k's ("out") or one of its elements' ("out.2"). */
+static bool names_return(const od_schema *s, const od_value *v, int k, const char *name)
+{
+    char nm[128];
+    od_proto_return_name(s, k, nm, sizeof nm);
+    if (!strcmp(nm, name))
+        return true;
+    size_t l = strlen(nm);
+    if (v->tag != OD_T_TENSOR_LIST || strncmp(nm, name, l) || name[l] != '.' || !name[l + 1])
+        return false;
+    char *end;
+    unsigned long long i = strtoull(name + l + 1, &end, 10);
+    return !*end && name[l + 1] >= '0' && name[l + 1] <= '9' && i < v->u.list.n;
+}
+
+/* The tensors of return value v: itself, or a Tensor[]'s elements. */
+static size_t tensors_of(const od_value *v, od_tensor *const **ts)
+{
+    if (v->tag == OD_T_TENSOR && v->u.t) {
+        *ts = &v->u.t;
+        return 1;
+    }
+    if (v->tag == OD_T_TENSOR_LIST) {
+        *ts = (od_tensor *const *)v->u.list.items;
+        return v->u.list.n;
+    }
+    *ts = NULL;
+    return 0;
+}
+
+/* After an element's tensor object (which ends in '}'): its place in the
+ * Tensor[] return, "return": k and "index": i. */
+static void put_element_place(od_buf *b, int k, size_t i)
+{
+    if (b->oom || !b->len || b->data[b->len - 1] != '}')
+        return;
+    b->len--;
+    od_buf_puts(b, ",\"return\":");
+    od_buf_i64(b, k);
+    od_buf_puts(b, ",\"index\":");
+    od_buf_i64(b, (int64_t)i);
+    od_buf_putc(b, '}');
 }
 
 od_status od_srv_encode_outputs(od_buf *b, od_srv_call *c, json_t *sel, bool bin_default, bool oip,
@@ -552,7 +610,7 @@ od_status od_srv_encode_outputs(od_buf *b, od_srv_call *c, json_t *sel, bool bin
             for (int k = 0; k < c->stack.nrets; k++) {
                 char nm[128];
                 od_proto_return_name(s, k, nm, sizeof nm);
-                if (!strcmp(nm, json_string_value(n)))
+                if (names_return(s, &c->stack.rets[k], k, json_string_value(n)))
                     found = true;
                 if (len < sizeof names)
                     len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", k ? ", " : "", nm);
@@ -571,26 +629,38 @@ od_status od_srv_encode_outputs(od_buf *b, od_srv_call *c, json_t *sel, bool bin
      * size from the shapes alone (a view can name 2^62 elements), then the
      * buffer's own limit while the JSON is written. */
     size_t cap = od_cfg.max_output_bytes ? od_cfg.max_output_bytes : SIZE_MAX;
-    size_t least = 0, bin_bytes = 0;
+    size_t least = 0, bin_bytes = 0, nbinary = 0;
     for (int k = 0; k < c->stack.nrets; k++) {
-        bool binary;
         const od_value *v = &c->stack.rets[k];
-        if (!output_selected(s, sel, k, bin_default, &binary) || v->tag != OD_T_TENSOR || !v->u.t)
-            continue;
-        size_t n = (size_t)od_tensor_numel(v->u.t), need;
-        if (binary)
-            need = od_tensor_nbytes(v->u.t); /* saturates at SIZE_MAX */
-        else if (__builtin_mul_overflow(n, (size_t)2, &need)) /* "0," per element at least */
-            need = SIZE_MAX;
-        if (binary)
-            bin_bytes = need > SIZE_MAX - bin_bytes ? SIZE_MAX : bin_bytes + need;
-        least = need > SIZE_MAX - least ? SIZE_MAX : least + need;
+        od_tensor *const *ts;
+        size_t nt = tensors_of(v, &ts);
+        bool list = v->tag == OD_T_TENSOR_LIST;
+        for (size_t e = 0; e < nt; e++) {
+            bool binary;
+            if (!ts[e] || !output_selected(s, sel, k, list ? e : SIZE_MAX, bin_default, &binary))
+                continue;
+            size_t n = (size_t)od_tensor_numel(ts[e]), need;
+            if (binary)
+                need = od_tensor_nbytes(ts[e]); /* saturates at SIZE_MAX */
+            else if (__builtin_mul_overflow(n, (size_t)2, &need)) /* "0," per element at least */
+                need = SIZE_MAX;
+            if (binary) {
+                bin_bytes = need > SIZE_MAX - bin_bytes ? SIZE_MAX : bin_bytes + need;
+                nbinary++;
+            }
+            least = need > SIZE_MAX - least ? SIZE_MAX : least + need;
+        }
     }
     if (least > cap)
         return od_error_set(err, OD_ETOOLARGE,
                             "the response would hold at least %zu bytes of tensor data, more than "
                             "the output limit of %zu bytes (--max-output-bytes)",
                             least, cap);
+    if (nbinary > OD_MAX_BINARY_OUTPUTS)
+        return od_error_set(err, OD_ETOOLARGE,
+                            "%zu outputs asked for as binary data; at most %d come back as binary (ask for "
+                            "JSON, or fewer outputs)",
+                            nbinary, OD_MAX_BINARY_OUTPUTS);
     if (cap != SIZE_MAX)
         b->limit = cap - bin_bytes;
     od_buf_puts(b, "\"outputs\":[");
@@ -599,14 +669,14 @@ od_status od_srv_encode_outputs(od_buf *b, od_srv_call *c, json_t *sel, bool bin
         char nm[128];
         od_proto_return_name(s, k, nm, sizeof nm);
         bool binary;
-        if (!output_selected(s, sel, k, bin_default, &binary))
-            continue;
-        const char *name = (oip || (k < s->nrets && s->rets[k].name)) ? nm : NULL;
-        if (!first)
-            od_buf_putc(b, ',');
-        first = false;
         od_value *v = &c->stack.rets[k];
-        if (v->tag != OD_T_TENSOR || !v->u.t) {
+        if (v->tag != OD_T_TENSOR_LIST && (v->tag != OD_T_TENSOR || !v->u.t)) {
+            if (!output_selected(s, sel, k, SIZE_MAX, bin_default, &binary))
+                continue;
+            const char *name = (oip || (k < s->nrets && s->rets[k].name)) ? nm : NULL;
+            if (!first)
+                od_buf_putc(b, ',');
+            first = false;
             /* a non-tensor return: a JSON value (OIP: a one-element tensor) */
             od_buf_putc(b, '{');
             if (name) {
@@ -619,28 +689,50 @@ od_status od_srv_encode_outputs(od_buf *b, od_srv_call *c, json_t *sel, bool bin
             od_buf_putc(b, '}');
             continue;
         }
-        od_tensor *t = v->u.t;
-        c->bytes_out += (int64_t)od_tensor_nbytes(t);
-        if (!binary) {
-            od_tensor_to_json(b, t, name, oip);
-            if (b->over)
-                return od_error_set(err, OD_ETOOLARGE,
-                                    "the JSON response grew past the output limit of %zu bytes "
-                                    "(--max-output-bytes); ask for binary outputs or a smaller result",
-                                    cap);
-            continue;
+        /* a Tensor: one entry; a Tensor[]: one entry per element, in order,
+         * named "<return>.<i>" with "return" and "index" (docs: PROTOCOL.md) */
+        bool list = v->tag == OD_T_TENSOR_LIST;
+        od_tensor *const *ts;
+        size_t nt = tensors_of(v, &ts);
+        for (size_t e = 0; e < nt; e++) {
+            if (!ts[e] || !output_selected(s, sel, k, list ? e : SIZE_MAX, bin_default, &binary))
+                continue;
+            char enm[128];
+            const char *name = (oip || (k < s->nrets && s->rets[k].name)) ? nm : NULL;
+            if (list) {
+                element_name(s, k, e, enm, sizeof enm);
+                name = enm;
+            }
+            if (!first)
+                od_buf_putc(b, ',');
+            first = false;
+            od_tensor *t = ts[e];
+            c->bytes_out += (int64_t)od_tensor_nbytes(t);
+            if (!binary) {
+                od_tensor_to_json(b, t, name, oip);
+                if (list && !oip) /* /v2: the name alone, as the OIP has it */
+                    put_element_place(b, k, e);
+                if (b->over)
+                    return od_error_set(err, OD_ETOOLARGE,
+                                        "the JSON response grew past the output limit of %zu bytes "
+                                        "(--max-output-bytes); ask for binary outputs or a smaller result",
+                                        cap);
+                continue;
+            }
+            od_tensor *bt = t;
+            if (od_tensor_is_contiguous(t)) {
+                od_tensor_retain(t);
+            } else {
+                od_status st = od_tensor_empty(t->sizes, t->ndim, t->dtype, t->device, &bt, err);
+                if (st != OD_OK)
+                    return st;
+                od_tensor_copy_out(t, od_tensor_data(bt));
+            }
+            bin[(*nbin)++] = bt;
+            od_tensor_to_json_binary(b, t, name, oip);
+            if (list && !oip)
+                put_element_place(b, k, e);
         }
-        od_tensor *bt = t;
-        if (od_tensor_is_contiguous(t)) {
-            od_tensor_retain(t);
-        } else {
-            od_status st = od_tensor_empty(t->sizes, t->ndim, t->dtype, t->device, &bt, err);
-            if (st != OD_OK)
-                return st;
-            od_tensor_copy_out(t, od_tensor_data(bt));
-        }
-        bin[(*nbin)++] = bt;
-        od_tensor_to_json_binary(b, t, name, oip);
     }
     od_buf_putc(b, ']');
     b->limit = 0; /* what follows (the dispatch record) is small and bounded */
@@ -659,37 +751,59 @@ bool od_want_binary(od_req *r, json_t *params)
 }
 
 /* "outputs": each return stored in the request's session, as {"name",
- * "id", metadata}. A failure takes back what this call stored. */
+ * "id", metadata}; a Tensor[] return's elements each stored, named
+ * "<return>.<i>". A failure takes back what this call stored. */
 static od_status encode_kept(od_buf *b, od_srv_call *c, od_req *r, od_error *err)
 {
     const char *session = od_req_session_name(r);
     if (!session)
         return od_error_set(err, OD_EINVAL, "X-OD-Session is not a valid session name");
-    char ids[OD_MAX_RETURNS][OD_ID_LEN];
-    int n = 0;
+    size_t total = 0;
+    for (int i = 0; i < c->stack.nrets; i++) {
+        od_tensor *const *ts;
+        total += tensors_of(&c->stack.rets[i], &ts);
+    }
+    char (*ids)[OD_ID_LEN] = calloc(total ? total : 1, sizeof *ids);
+    if (!ids)
+        return od_error_set(err, OD_ENOMEM, "out of memory");
+    size_t n = 0;
     od_status st = OD_OK;
+    bool first = true;
     od_buf_puts(b, "\"outputs\":[");
     for (int i = 0; i < c->stack.nrets && st == OD_OK; i++) {
         const od_value *v = &c->stack.rets[i];
-        if (v->tag != OD_T_TENSOR || !v->u.t) {
+        od_tensor *const *ts;
+        size_t nt = tensors_of(v, &ts);
+        if (v->tag != OD_T_TENSOR_LIST && nt == 0) {
             st = od_error_set(err, OD_EUNSUPPORTED, "%s: output %d is not a tensor and cannot be kept",
                               od_op_name(c->op), i);
             break;
         }
-        if ((st = od_store_put(session, v->u.t, ids[n], err)) != OD_OK)
-            break;
-        char name[64];
-        od_proto_return_name(od_op_schema(c->op), i, name, sizeof name);
-        if (i)
-            od_buf_putc(b, ',');
-        od_store_tensor_meta_json(b, name, ids[n++], v->u.t);
+        for (size_t e = 0; e < nt && st == OD_OK; e++) {
+            if (!ts[e])
+                continue;
+            if ((st = od_store_put(session, ts[e], ids[n], err)) != OD_OK)
+                break;
+            char name[128];
+            if (v->tag == OD_T_TENSOR_LIST)
+                element_name(od_op_schema(c->op), i, e, name, sizeof name);
+            else
+                od_proto_return_name(od_op_schema(c->op), i, name, sizeof name);
+            if (!first)
+                od_buf_putc(b, ',');
+            first = false;
+            od_store_tensor_meta_json(b, name, ids[n++], ts[e]);
+            if (v->tag == OD_T_TENSOR_LIST)
+                put_element_place(b, i, e);
+        }
     }
     od_buf_putc(b, ']');
     if (st != OD_OK) {
         od_error ignore;
-        for (int k = 0; k < n; k++)
+        for (size_t k = 0; k < n; k++)
             od_store_delete(session, ids[k], &ignore);
     }
+    free(ids);
     return st;
 }
 
@@ -703,7 +817,7 @@ void od_serve_call(od_req *r, const od_call_proto *p, void *q)
     const char *device = NULL;
     od_buf b;
     od_buf_init(&b);
-    od_tensor *bin[OD_MAX_RETURNS];
+    od_tensor *bin[OD_MAX_BINARY_OUTPUTS];
     int nbin = 0;
     od_status st = p->parse(r, q, &doc, &device, &c.err);
     if (st == OD_OK)

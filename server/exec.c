@@ -253,6 +253,15 @@ od_status od_exec_vmap_unwrap(const od_vmap_run *run, od_stack *s, od_error *err
 {
     for (int i = 0; i < s->nrets; i++) {
         od_value *r = &s->rets[i];
+        if (r->tag == OD_T_TENSOR_LIST) { /* each element, with its return's out_dims */
+            od_tensor **ts = r->u.list.items;
+            for (size_t e = 0; e < r->u.list.n; e++) {
+                od_status st = ts[e] ? od_exec_vmap_unwrap_one(run, i, &ts[e], err) : OD_OK;
+                if (st)
+                    return st;
+            }
+            continue;
+        }
         if (r->tag != OD_T_TENSOR || !r->u.t)
             continue;
         od_status st = od_exec_vmap_unwrap_one(run, i, &r->u.t, err);

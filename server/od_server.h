@@ -153,6 +153,9 @@ void od_respond_od_error(od_req *r, const od_error *err);
 /* Binary tensor data response: head (JSON) then each tensor's bytes, sent
  * from the tensors' own memory. tensors: new references, released when the
  * response is freed; each must be a contiguous CPU tensor. */
+/* At most this many tensors in one binary response (a Tensor[] return
+ * sends one per element). */
+#define OD_MAX_BINARY_OUTPUTS 1024
 void od_respond_binary(od_req *r, int status, od_buf *head, od_tensor **tensors, int n);
 
 /* The request body: JSON part and binary part. */

@@ -3,7 +3,8 @@
  *
  * Invariants:
  *  - Step k's arguments may name an earlier step's results: {"ref": "$j"}
- *    (its first output) or {"ref": "$j.i"} (output i), j < k; any other
+ *    (its first output), {"ref": "$j.i"} (output i) or {"ref": "$j.i.e"}
+ *    (element e of output i, a Tensor[]), j < k; any other
  *    ref is a stored tensor of the request's session. Results stay on their
  *    device between steps (no copies); each step is an od_srv_call with its
  *    own dispatch record and statistics entry. A result is released after
@@ -41,8 +42,9 @@ typedef struct program {
     od_vmap_run vm;    /* vmap: its levels (vm.n == 0: none) */
 } program;
 
-/* "$j" or "$j.i" into j and i; false when s is not of that form. */
-static bool parse_step_ref(const char *s, int *j, int *i)
+/* "$j", "$j.i" or "$j.i.e" into j, i and e (-1 when absent: e names an
+ * element of a Tensor[] output); false when s is not of that form. */
+static bool parse_step_ref3(const char *s, int *j, int *i, int *e)
 {
     if (s[0] != '$')
         return false;
@@ -50,18 +52,56 @@ static bool parse_step_ref(const char *s, int *j, int *i)
     long a = strtol(s + 1, &end, 10);
     if (end == s + 1 || a < 0 || a > 1000000)
         return false;
-    long b = 0;
+    long b = 0, c = -1;
     if (*end == '.') {
         const char *p = end + 1;
         b = strtol(p, &end, 10);
         if (end == p || b < 0 || b > 1000)
             return false;
+        if (*end == '.') {
+            p = end + 1;
+            c = strtol(p, &end, 10);
+            if (end == p || c < 0 || c > 100000000)
+                return false;
+        }
     }
     if (*end)
         return false;
     *j = (int)a;
     *i = (int)b;
+    *e = (int)c;
     return true;
+}
+
+static bool parse_step_ref(const char *s, int *j, int *i)
+{
+    int e;
+    return parse_step_ref3(s, j, i, &e);
+}
+
+/* The tensor "$j.i[.e]" names among step j's returns s (borrowed), or an
+ * error: a Tensor[] output is named one element at a time. */
+static od_status step_tensor(const od_stack *s, const char *id, int j, const od_op *op, int i, int e,
+                             od_tensor **t, od_error *err)
+{
+    const od_value *v = i < s->nrets ? &s->rets[i] : NULL;
+    if (v && v->tag == OD_T_TENSOR_LIST) {
+        if (e < 0)
+            return od_error_set(err, OD_EINVAL,
+                                "\"%s\": output %d of step %d (%s) is a list of %zu tensors; name one as "
+                                "\"$%d.%d.<index>\"",
+                                id, i, j, od_op_name(op), v->u.list.n, j, i);
+        if ((size_t)e >= v->u.list.n || !((od_tensor **)v->u.list.items)[e])
+            return od_error_set(err, OD_EINVAL, "\"%s\": output %d of step %d (%s) has %zu tensors", id, i, j,
+                                od_op_name(op), v->u.list.n);
+        *t = ((od_tensor **)v->u.list.items)[e];
+        return OD_OK;
+    }
+    if (!v || e >= 0 || v->tag != OD_T_TENSOR || !v->u.t)
+        return od_error_set(err, OD_EINVAL, "\"%s\": step %d (%s) has no tensor output %d%s", id, j,
+                            od_op_name(op), i, e >= 0 ? " that is a list" : "");
+    *t = v->u.t;
+    return OD_OK;
 }
 
 /* The bind resolver: "$j[.i]" from earlier steps, anything else from the store. */
@@ -79,12 +119,14 @@ static od_status program_ref(void *ctx, const char *id, od_tensor **out, od_erro
     }
     if (j >= p->ran)
         return od_error_set(err, OD_EINVAL, "\"%s\" names step %d, which has not run before this one", id, j);
-    const od_stack *s = &p->calls[j].stack;
-    if (i >= s->nrets || s->rets[i].tag != OD_T_TENSOR || !s->rets[i].u.t)
-        return od_error_set(err, OD_EINVAL, "\"%s\": step %d (%s) has no tensor output %d", id, j,
-                            od_op_name(p->calls[j].op), i);
-    od_tensor_retain(s->rets[i].u.t);
-    *out = s->rets[i].u.t;
+    int e;
+    parse_step_ref3(id, &j, &i, &e);
+    od_tensor *t;
+    od_status st = step_tensor(&p->calls[j].stack, id, j, p->calls[j].op, i, e, &t, err);
+    if (st)
+        return st;
+    od_tensor_retain(t);
+    *out = t;
     return OD_OK;
 }
 
@@ -97,12 +139,9 @@ static od_status selected(program *p, json_t *v, od_tensor **t, const char **nam
     *name = json_string_value(v);
     if (j >= p->nsteps)
         return od_error_set(err, OD_EINVAL, "\"%s\": the program has %d steps", *name, p->nsteps);
-    const od_stack *s = &p->calls[j].stack;
-    if (i >= s->nrets || s->rets[i].tag != OD_T_TENSOR || !s->rets[i].u.t)
-        return od_error_set(err, OD_EINVAL, "\"%s\": step %d (%s) has no tensor output %d", *name, j,
-                            od_op_name(p->calls[j].op), i);
-    *t = s->rets[i].u.t;
-    return OD_OK;
+    int e;
+    parse_step_ref3(*name, &j, &i, &e);
+    return step_tensor(&p->calls[j].stack, *name, j, p->calls[j].op, i, e, t, err);
 }
 
 /* The non-tensor return (equal's bool, a number) that "$j[.i]" string v
@@ -113,7 +152,8 @@ static const od_value *selected_value(program *p, json_t *v)
     if (!json_is_string(v) || !parse_step_ref(json_string_value(v), &j, &i) || j >= p->nsteps)
         return NULL;
     const od_stack *s = &p->calls[j].stack;
-    if (i >= s->nrets || s->rets[i].tag == OD_T_TENSOR || s->rets[i].tag == OD_T_NONE)
+    if (i >= s->nrets || s->rets[i].tag == OD_T_TENSOR || s->rets[i].tag == OD_T_NONE ||
+        s->rets[i].tag == OD_T_TENSOR_LIST)
         return NULL;
     return &s->rets[i];
 }
@@ -238,8 +278,45 @@ static od_status run_step(program *p, int k, od_json_doc *doc, json_t *st, od_de
 }
 
 /* Writes the selected outputs; binary ones go to bin (new references). */
+static od_status encode_sel(program *p, od_buf *b, json_t *outs, bool binary, od_tensor ***bin, int *nbin,
+                            od_error *err);
+
+/* The default outputs (every output of the last step; a Tensor[] output's
+ * elements each, "$k.i.e") as an outputs list, or the request's own. */
 static od_status encode(program *p, od_buf *b, json_t *outs, bool binary, od_tensor ***bin, int *nbin,
                         od_error *err)
+{
+    const od_stack *last = &p->calls[p->nsteps - 1].stack;
+    bool lists = false;
+    for (int i = 0; i < last->nrets; i++)
+        lists |= last->rets[i].tag == OD_T_TENSOR_LIST;
+    if (outs || !lists)
+        return encode_sel(p, b, outs, binary, bin, nbin, err);
+    json_t *names = json_array();
+    for (int i = 0; names && i < last->nrets; i++) {
+        const od_value *v = &last->rets[i];
+        size_t n = v->tag == OD_T_TENSOR_LIST ? v->u.list.n : 1;
+        for (size_t e = 0; e < n; e++) {
+            char nm[64];
+            if (v->tag == OD_T_TENSOR_LIST)
+                snprintf(nm, sizeof nm, "$%d.%d.%zu", p->nsteps - 1, i, e);
+            else
+                snprintf(nm, sizeof nm, "$%d.%d", p->nsteps - 1, i);
+            if (json_array_append_new(names, json_string(nm))) {
+                json_decref(names);
+                names = NULL;
+            }
+        }
+    }
+    if (!names)
+        return od_error_set(err, OD_ENOMEM, "out of memory");
+    od_status st = encode_sel(p, b, names, binary, bin, nbin, err);
+    json_decref(names);
+    return st;
+}
+
+static od_status encode_sel(program *p, od_buf *b, json_t *outs, bool binary, od_tensor ***bin, int *nbin,
+                            od_error *err)
 {
     size_t n = outs ? json_array_size(outs) : (size_t)p->calls[p->nsteps - 1].stack.nrets;
     char last[48];
@@ -280,8 +357,8 @@ static od_status encode(program *p, od_buf *b, json_t *outs, bool binary, od_ten
             json_decref(v);
             name = last; /* not the freed JSON string's */
         }
-        if (s == OD_OK && binary && *nbin >= OD_MAX_RETURNS)
-            s = od_error_set(err, OD_ETOOLARGE, "at most %d outputs come back as binary data", OD_MAX_RETURNS);
+        if (s == OD_OK && binary && *nbin >= OD_MAX_BINARY_OUTPUTS)
+            s = od_error_set(err, OD_ETOOLARGE, "at most %d outputs come back as binary data", OD_MAX_BINARY_OUTPUTS);
         od_tensor *h = NULL, *u = NULL;
         if (s == OD_OK) {
             od_tensor_retain(t);

@@ -187,7 +187,7 @@ void od_respond_od_error(od_req *r, const od_error *err)
 typedef struct bin_parts {
     char *head;
     int n;
-    od_tensor *t[OD_MAX_RETURNS];
+    od_tensor *t[]; /* up to OD_MAX_BINARY_OUTPUTS */
 } bin_parts;
 
 static void bin_parts_free(void *cls)
@@ -201,9 +201,11 @@ static void bin_parts_free(void *cls)
 
 void od_respond_binary(od_req *r, int status, od_buf *head, od_tensor **tensors, int n)
 {
-    bin_parts *p = calloc(1, sizeof *p);
-    if (r->responded || !p || head->oom || n > OD_MAX_RETURNS) {
+    bin_parts *p = n >= 0 && n <= OD_MAX_BINARY_OUTPUTS ? calloc(1, sizeof *p + (size_t)n * sizeof p->t[0]) : NULL;
+    struct MHD_IoVec *iov = p ? calloc((size_t)n + 1, sizeof *iov) : NULL;
+    if (r->responded || !p || !iov || head->oom) {
         free(p);
+        free(iov);
         od_buf_free(head);
         for (int i = 0; i < n; i++)
             od_tensor_release(tensors[i]);
@@ -213,7 +215,6 @@ void od_respond_binary(od_req *r, int status, od_buf *head, od_tensor **tensors,
     }
     size_t hlen = 0;
     p->head = od_buf_steal(head, &hlen);
-    struct MHD_IoVec iov[OD_MAX_RETURNS + 1];
     int niov = 0;
     iov[niov].iov_base = p->head;
     iov[niov++].iov_len = hlen;
@@ -228,6 +229,7 @@ void od_respond_binary(od_req *r, int status, od_buf *head, od_tensor **tensors,
         total += nb;
     }
     struct MHD_Response *resp = p->head ? MHD_create_response_from_iovec(iov, (unsigned)niov, bin_parts_free, p) : NULL;
+    free(iov); /* MHD copies the vector */
     if (!resp) {
         bin_parts_free(p);
         od_respond_error(r, OD_ENOMEM, "out of memory building the response");

@@ -753,6 +753,8 @@ export class Client {
     this.lastDispatch = h.dispatch ?? null;
     this.lastModes = h.modes ?? null;
     if (full) return res;
+    // a Tensor[] return (split, unbind: entries with "index") stays a list, even of one
+    if ((h.outputs ?? []).some((o) => o && typeof o === "object" && "index" in o)) return outputs;
     return outputs.length === 1 ? outputs[0] : outputs;
   }
 

@@ -1166,6 +1166,28 @@ static void into_zeros(od_node *n, od_tensor *const *g, od_tensor **gin, const b
         SET(0, z);
 }
 OD_BW(SelectBackward0) { into_zeros(n, g, gin, need, sc, false); }
+/* diagonal: the gradient written into zeros through the same diagonal view */
+OD_BW(DiagonalBackward0)
+{
+    od_tensor *z = ag_zeros(sc, &n->in_meta[0]);
+    od_tensor *v = ag_call(sc, OD_OPID_diagonal, 4, T(z), n->args[1], n->args[2], n->args[3]);
+    if (ag_call(sc, OD_OPID_copy_, 3, T(v), T(g[0]), od_bool(false)))
+        SET(0, z);
+}
+/* diag_embed: the diagonal it wrote */
+OD_BW(DiagEmbedBackward0)
+{
+    SET(0, ag_call(sc, OD_OPID_diagonal, 4, T(g[0]), n->args[1], n->args[2], n->args[3]));
+}
+/* diagonal_scatter: self's gradient without the diagonal, src's the diagonal */
+OD_BW(DiagonalScatterBackward0)
+{
+    if (need[0]) {
+        od_tensor *z = ag_zeros(sc, &n->in_meta[1]);
+        SET(0, ag_call(sc, OD_OPID_diagonal_scatter, 5, T(g[0]), T(z), n->args[2], n->args[3], n->args[4]));
+    }
+    SET(1, ag_call(sc, OD_OPID_diagonal, 4, T(g[0]), n->args[2], n->args[3], n->args[4]));
+}
 
 /* ---- shapes.c's composites ---- */
 /* An int[] argument negated into neg (cap entries; the forward op refused

@@ -287,7 +287,9 @@ static od_status vmap_fallback(void *ctx, const od_op *op, od_keyset ks, od_stac
                             "size 0",
                             od_op_name(op));
     int nrets = sc->nrets;
-    od_tensor **outs = calloc((size_t)(B * (nrets ? nrets : 1)), sizeof *outs);
+    /* each sample's returns, moved out of its stack: a Tensor, or a Tensor[]
+     * (unbind, split) whose elements are stacked one by one */
+    od_value *outs = calloc((size_t)(B * (nrets ? nrets : 1)), sizeof *outs);
     if (!outs)
         return od_error_set(err, OD_ENOMEM, "out of memory");
     od_status st = OD_OK;
@@ -308,7 +310,19 @@ static od_status vmap_fallback(void *ctx, const od_op *op, od_keyset ks, od_stac
             od_stack_init(&s2, args, s->nargs);
             st = od_call(op, &s2, err);
             for (int r = 0; st == OD_OK && r < s2.nrets; r++) {
-                if (s2.rets[r].tag != OD_T_TENSOR || !s2.rets[r].u.t) {
+                const od_value *v = &s2.rets[r];
+                bool ok = (v->tag == OD_T_TENSOR && v->u.t) || v->tag == OD_T_TENSOR_LIST;
+                for (size_t e = 0; ok && v->tag == OD_T_TENSOR_LIST && e < v->u.list.n; e++)
+                    ok = ((od_tensor **)v->u.list.items)[e] != NULL;
+                if (ok && b > 0 && (v->tag != outs[r * B].tag ||
+                                    (v->tag == OD_T_TENSOR_LIST && v->u.list.n != outs[r * B].u.list.n))) {
+                    od_stack_release_rets(&s2);
+                    st = od_error_set(err, OD_EUNSUPPORTED,
+                                      "vmap: %s returned lists of different lengths for different samples",
+                                      od_op_name(op));
+                    break;
+                }
+                if (!ok) {
                     od_stack_release_rets(&s2);
                     st = od_error_set(err, OD_EUNSUPPORTED,
                                       "vmap: the per-sample fallback batches operators that return tensors; "
@@ -317,31 +331,56 @@ static od_status vmap_fallback(void *ctx, const od_op *op, od_keyset ks, od_stac
                     break;
                 }
             }
-            for (int r = 0; st == OD_OK && r < s2.nrets; r++)
-                outs[r * B + b] = s2.rets[r].u.t;
+            for (int r = 0; st == OD_OK && r < s2.nrets; r++) {
+                outs[r * B + b] = s2.rets[r];
+                s2.rets[r] = od_none();
+            }
         }
         for (int k = 0; k < nmade; k++)
             od_tensor_release(made[k]);
         for (int k = 0; k < nlists; k++)
             free(lists[k]);
     }
+    od_tensor **col = st == OD_OK ? calloc((size_t)B, sizeof *col) : NULL;
+    if (st == OD_OK && !col)
+        st = od_error_set(err, OD_ENOMEM, "out of memory");
     for (int r = 0; st == OD_OK && r < nrets; r++) {
-        od_tensor *stacked = NULL;
-        st = call1(OD_OPID_stack, &stacked, err, 2, od_list_v(OD_T_TENSOR_LIST, &outs[r * B], (size_t)B), od_int(0));
-        if (st == OD_OK) {
-            od_tensor *w = NULL;
-            st = od_make_batched(stacked, 0, level, &w, err);
-            od_tensor_release(stacked);
-            if (st == OD_OK) {
-                s->rets[r] = T(w);
-                s->nrets = r + 1;
-            }
+        bool list = outs[r * B].tag == OD_T_TENSOR_LIST;
+        size_t ne = list ? outs[r * B].u.list.n : 1;
+        od_tensor **items = list ? calloc(ne ? ne : 1, sizeof *items) : NULL;
+        if (list && !items) {
+            st = od_error_set(err, OD_ENOMEM, "out of memory");
+            break;
         }
+        for (size_t e = 0; st == OD_OK && e < ne; e++) {
+            for (int64_t b = 0; b < B; b++)
+                col[b] = list ? ((od_tensor **)outs[r * B + b].u.list.items)[e] : outs[r * B + b].u.t;
+            od_tensor *stacked = NULL, *w = NULL;
+            st = call1(OD_OPID_stack, &stacked, err, 2, od_list_v(OD_T_TENSOR_LIST, col, (size_t)B), od_int(0));
+            if (st == OD_OK) {
+                st = od_make_batched(stacked, 0, level, &w, err);
+                od_tensor_release(stacked);
+            }
+            if (st == OD_OK && list)
+                items[e] = w;
+            else if (st == OD_OK)
+                s->rets[r] = T(w);
+        }
+        if (list && st == OD_OK)
+            s->rets[r] = od_list_v(OD_T_TENSOR_LIST, items, ne);
+        else if (list) {
+            for (size_t e = 0; e < ne; e++)
+                od_tensor_release(items[e]);
+            free(items);
+        }
+        if (st == OD_OK)
+            s->nrets = r + 1;
     }
+    free(col);
     if (st)
         od_stack_release_rets(s);
     for (int64_t k = 0; k < B * nrets; k++)
-        od_tensor_release(outs[k]);
+        od_value_release(&outs[k]);
     free(outs);
     return st;
 }

@@ -58,6 +58,15 @@ OD_CX_KERNEL(od_cea_index_add);
 OD_CX_KERNEL(od_cea_index_copy);
 OD_CX_KERNEL(od_cea_index_fill); /* index_fill.int_Scalar */
 OD_CX_KERNEL(od_cia_index_fill_);
+OD_CX_KERNEL(od_cia_split);         /* viewlists.c: split.Tensor, split_with_sizes, unbind.int, chunk, where */
+OD_CX_KERNEL(od_cia_diag);
+OD_CX_KERNEL(od_cea_view_scatter);  /* diag_embed, narrow_copy, diagonal_scatter, as_strided_scatter */
+OD_CX_KERNEL(od_cea_view_inplace);  /* squeeze_, squeeze_.dim, unsqueeze_, transpose_, resize_ */
+
+/* diagonal(self, offset, dim1, dim2) as a view of self (metadata only; self
+ * borrowed, *out new): od_cea_view's diagonal and the composites' own. */
+od_status od_cx_diagonal_view(od_tensor *self, int64_t offset, int64_t dim1, int64_t dim2, od_tensor **out,
+                              od_error *err);
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */
 void od_cx_factories_init(void);

@@ -7,9 +7,80 @@
  * copy through aten::clone in the dispatcher, so the copy runs on whatever
  * backend self lives on.
  */
+#include <inttypes.h>
 #include <stdint.h>
 
 #include "composite.h"
+
+od_status od_cx_diagonal_view(od_tensor *self, int64_t offset, int64_t dim1, int64_t dim2, od_tensor **out,
+                              od_error *err)
+{
+    int d1, d2;
+    od_status st;
+    if ((st = od_wrap_dim(dim1, self->ndim, &d1, err)) || (st = od_wrap_dim(dim2, self->ndim, &d2, err)))
+        return st;
+    if (d1 == d2)
+        return od_error_set(err, OD_EINVAL, "diagonal dimensions cannot be identical %" PRId64 ", %" PRId64,
+                            dim1, dim2);
+    if (self->ndim < 2) /* a 0-dim or 1-dim self wraps both dims to 0 */
+        return od_error_set(err, OD_EINVAL, "diagonal dimensions cannot be identical %" PRId64 ", %" PRId64,
+                            dim1, dim2);
+    int64_t s1 = self->sizes[d1], s2 = self->sizes[d2], len;
+    /* ATen's diagonal: offsets past the matrix give an empty diagonal */
+    if (offset >= 0)
+        len = offset >= s2 ? 0 : (s1 < s2 - offset ? s1 : s2 - offset);
+    else
+        len = -offset >= s1 ? 0 : (s1 + offset < s2 ? s1 + offset : s2);
+    if (len < 0)
+        len = 0;
+    int64_t off = self->offset;
+    if (len > 0)
+        off += offset >= 0 ? offset * self->strides[d2] : -offset * self->strides[d1];
+    int64_t sizes[OD_MAX_DIMS], strides[OD_MAX_DIMS];
+    int n = 0;
+    for (int i = 0; i < self->ndim; i++)
+        if (i != d1 && i != d2) {
+            sizes[n] = self->sizes[i];
+            strides[n++] = self->strides[i];
+        }
+    sizes[n] = len;
+    strides[n++] = self->strides[d1] + self->strides[d2];
+    return od_tensor_as_strided(self, sizes, strides, n, off, out, err);
+}
+
+/* Tensor.unfold: windows of size along dim, every step elements, as a new
+ * last dim (ATen's unfold; a 0-dim self reads as one element). */
+static od_status unfold_view(od_tensor *self, int64_t dim, int64_t size, int64_t step, od_tensor **out,
+                             od_error *err)
+{
+    int d;
+    od_status st = od_wrap_dim(dim, self->ndim, &d, err);
+    if (st)
+        return st;
+    if (self->ndim >= OD_MAX_DIMS)
+        return od_error_set(err, OD_EINVAL, "unfold: a tensor has at most %d dimensions", OD_MAX_DIMS);
+    int64_t max_size = self->ndim == 0 ? 1 : self->sizes[d];
+    if (size > max_size)
+        return od_error_set(err, OD_EINVAL, "maximum size for tensor at dimension %d is %" PRId64
+                            " but size is %" PRId64, d, max_size, size);
+    if (step <= 0)
+        return od_error_set(err, OD_EINVAL, "step is %" PRId64 " but must be > 0", step);
+    if (size < 0)
+        return od_error_set(err, OD_EINVAL, "unfold: size is %" PRId64 " but must be >= 0", size);
+    int64_t sizes[OD_MAX_DIMS], strides[OD_MAX_DIMS];
+    int n = self->ndim;
+    for (int i = 0; i < n; i++) {
+        sizes[i] = self->sizes[i];
+        strides[i] = self->strides[i];
+    }
+    if (n > 0) {
+        sizes[d] = (self->sizes[d] - size) / step + 1;
+        strides[d] = step * self->strides[d];
+    }
+    sizes[n] = size;
+    strides[n] = n == 0 ? 1 : self->strides[d];
+    return od_tensor_as_strided(self, sizes, strides, n + 1, self->offset, out, err);
+}
 
 OD_CX_KERNEL(od_cea_view)
 {
@@ -100,6 +171,33 @@ OD_CX_KERNEL(od_cea_view)
         if ((st = od_cx_arg_int_list(op, s, 1, &list, &n, err)))
             return st;
         st = od_tensor_view(self, list, n, &out, err);
+        break;
+    case OD_OPID_diagonal:
+        if ((st = od_cx_arg_int(op, s, 1, &step, err)) || (st = od_cx_arg_int(op, s, 2, &a, err)) ||
+            (st = od_cx_arg_int(op, s, 3, &b, err)))
+            return st;
+        st = od_cx_diagonal_view(self, step, a, b, &out, err);
+        break;
+    case OD_OPID_as_strided: {
+        const int64_t *strides = NULL;
+        int ns = 0;
+        int64_t off = self->offset;
+        if ((st = od_cx_arg_int_list(op, s, 1, &list, &n, err)) ||
+            (st = od_cx_arg_int_list(op, s, 2, &strides, &ns, err)) ||
+            (st = od_cx_arg_opt_int(op, s, 3, &has_start, &off, err)))
+            return st;
+        if (ns != n)
+            return od_error_set(err, OD_EINVAL, "mismatch in length of strides and shape");
+        /* od_tensor_as_strided refuses any geometry that reaches past the
+         * storage (torch's setStorage message), so no read can go out of bounds */
+        st = od_tensor_as_strided(self, list, strides, n, has_start ? off : self->offset, &out, err);
+        break;
+    }
+    case OD_OPID_unfold:
+        if ((st = od_cx_arg_int(op, s, 1, &a, err)) || (st = od_cx_arg_int(op, s, 2, &b, err)) ||
+            (st = od_cx_arg_int(op, s, 3, &step, err)))
+            return st;
+        st = unfold_view(self, a, b, step, &out, err);
         break;
     default:
         return od_error_set(err, OD_EINTERNAL, "od_cea_view registered for %s, which is not a view",

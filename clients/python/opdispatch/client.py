@@ -126,7 +126,8 @@ class Client:
         numpy arrays (0-dim too) are tensors; numpy scalars, Python numbers,
         bools, strings, lists and None pass as values. Outputs come back as
         numpy arrays (bfloat16 as float32): one output as is, several as a
-        tuple. When an argument is a :class:`RemoteTensor` the outputs stay
+        tuple, a Tensor[] return (``split``, ``unbind``) as a list of arrays.
+        When an argument is a :class:`RemoteTensor` the outputs stay
         on the server and come back as RemoteTensors.
         """
         return self._call(self._op_path(name), args, kwargs, device)
@@ -150,9 +151,20 @@ class Client:
         head, blobs = self._send_body(path, body, enc, enc.wants_binary(self.transport, self.binary_threshold))
         self._record(head)
         outs = head["outputs"]
+        vals = [self._output(o, blobs[i] if blobs else None) for i, o in enumerate(outs)]
+        if any("index" in o for o in outs):  # a Tensor[] return: its elements as one list
+            grouped: list[Any] = []
+            for o, v in zip(outs, vals):
+                if "index" not in o:
+                    grouped.append(v)
+                elif o["index"] == 0 or not grouped or not isinstance(grouped[-1], list):
+                    grouped.append([v])
+                else:
+                    grouped[-1].append(v)
+            return grouped[0] if len(grouped) == 1 else tuple(grouped)
         if len(outs) == 1:
-            return self._output(outs[0], blobs[0] if blobs else None)
-        return tuple(self._output(o, blobs[i] if blobs else None) for i, o in enumerate(outs))
+            return vals[0]
+        return tuple(vals)
 
     def _record(self, head: dict) -> None:
         self.last_response = head
