@@ -58,6 +58,7 @@ OD_CX_KERNEL(od_cea_index_add);
 OD_CX_KERNEL(od_cea_index_copy);
 OD_CX_KERNEL(od_cea_index_fill); /* index_fill.int_Scalar */
 OD_CX_KERNEL(od_cia_index_fill_);
+OD_CX_KERNEL(od_cia_linalg_wrap); /* lapack.c: linalg_inv, linalg_solve(_ex), linalg_cholesky, linalg_svd, linalg_eigh, linalg_det, linalg_slogdet, linalg_lu_factor */
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */
 void od_cx_factories_init(void);
