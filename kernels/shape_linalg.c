@@ -198,9 +198,6 @@ od_status od_linalg_parse(od_opid id, const od_stack *s, od_linalg_info *li, od_
             return st;
         li->full = bool_arg(s, 1, false);
         li->compute = bool_arg(s, 2, true);
-        if (s->nargs > 3 && s->args[3].tag == OD_T_STRING && A->device.type != OD_DEV_CUDA)
-            return od_error_set(err, OD_EINVAL,
-                                "torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with cuSOLVER backend.");
         break;
     case OD_OPID__linalg_eigh: {
         if ((st = check_matrix(api, A, "A", true, err)))
@@ -253,6 +250,10 @@ od_status od_linalg_check_dtype(od_opid id, const od_stack *s, od_error *err)
 {
     const od_tensor *A = tensor_arg(s, 0);
     if (!A || A->dtype == OD_FLOAT32 || A->dtype == OD_FLOAT64)
+        return OD_OK;
+    /* ATen's kernels return before dispatching on an empty input, but for
+     * geqrf and triangular_solve */
+    if (od_tensor_numel(A) == 0 && id != OD_OPID_linalg_qr && id != OD_OPID_linalg_solve_triangular)
         return OD_OK;
     const char *k;
     switch (id) {

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "od_half.h"
 #include "od_shape.h"
 
 /* ---- LAPACK (Fortran ABI: every argument by reference, string lengths last) ---- */
@@ -57,12 +58,16 @@ static inline double ld(const void *p, od_dtype dt, int64_t i)
 {
     return dt == OD_FLOAT32 ? ((const float *)p)[i] : ((const double *)p)[i];
 }
+/* (float16 / bfloat16 only reach the stores of empty inputs' identities) */
 static inline void st(void *p, od_dtype dt, int64_t i, double v)
 {
-    if (dt == OD_FLOAT32)
-        ((float *)p)[i] = (float)v;
-    else
-        ((double *)p)[i] = v;
+    switch (dt) {
+    case OD_FLOAT32: ((float *)p)[i] = (float)v; break;
+    case OD_FLOAT64: ((double *)p)[i] = v; break;
+    case OD_FLOAT16: ((uint16_t *)p)[i] = od_float_to_half((float)v); break;
+    case OD_BFLOAT16: ((uint16_t *)p)[i] = od_float_to_bf16((float)v); break;
+    default: break;
+    }
 }
 
 /* Element offset of batch b (row-major over bshape[0..nb)) in t, whose
@@ -304,6 +309,13 @@ static od_status run_qr(const od_stack *s, const od_linalg_info *li, od_tensor *
     int64_t qc = li->mode == 1 ? m : k;               /* Q's columns */
     int64_t rr = li->mode == 1 ? m : k;               /* R's rows */
     int64_t wc = n > qc ? n : qc;                     /* work matrix columns */
+    if (k == 0) { /* R is empty or zeros; a complete Q is the identity */
+        if (li->mode == 1)
+            for (int64_t b = 0; b < li->nbatches; b++)
+                for (int64_t i = 0; i < m; i++)
+                    st(od_tensor_data(outs[0]), dt, (b * m + i) * m + i, 1.0);
+        return OD_OK;
+    }
     int mm = (int)m, nn = (int)n, kk = (int)k, qq = (int)qc, lda = m > 1 ? (int)m : 1, info = 0, lwork = -1;
     scratch a = {0}, tau = {0}, work = {0};
     od_status stt = OD_OK;
@@ -377,7 +389,7 @@ static od_status run_svd(const od_stack *s, const od_linalg_info *li, od_tensor 
     int64_t m = li->m, n = li->n, k = m < n ? m : n;
     bool uv = li->compute, full = li->full;
     int64_t uc = full ? m : k, vr = full ? n : k;
-    if (k == 0) { /* nothing to decompose: full U / Vh are identities */
+    if (k == 0 || li->nbatches == 0) { /* nothing to decompose: full U / Vh are identities */
         if (uv && full) {
             for (int64_t b = 0; b < li->nbatches; b++) {
                 char *u = od_tensor_data(outs[0]), *v = od_tensor_data(outs[2]);
@@ -389,6 +401,9 @@ static od_status run_svd(const od_stack *s, const od_linalg_info *li, od_tensor 
         }
         return OD_OK;
     }
+    if (s->nargs > 3 && s->args[3].tag == OD_T_STRING) /* after the empty case, as ATen */
+        return od_error_set(err, OD_EINVAL,
+                            "torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with cuSOLVER backend.");
     char jobz = uv ? (full ? 'A' : 'S') : 'N';
     int mm = (int)m, nn = (int)n, lda = (int)m, ldu = (int)m, ldvt = (int)(vr > 1 ? vr : 1), lwork = -1, info = 0;
     scratch a = {0}, sv = {0}, u = {0}, vt = {0}, work = {0}, iw = {0};
@@ -506,7 +521,7 @@ static od_status run_lu(od_opid id, const od_stack *s, const od_linalg_info *li,
     size_t es = od_dtype_size(dt);
     int64_t m = li->m, n = li->n, k = m < n ? m : n;
     bool lu_only = id == OD_OPID_linalg_lu_factor_ex;
-    if (lu_only && !li->pivot)
+    if (lu_only && !li->pivot && m * n * li->nbatches > 0)
         return od_error_set(err, OD_EUNSUPPORTED, "linalg.lu_factor: LU without pivoting is not implemented on the CPU");
     bool use_AT = !lu_only && od_tensor_is_contiguous(A);
     int io = id == OD_OPID__linalg_det ? 1 : id == OD_OPID__linalg_slogdet ? 2 : 0; /* LU's output */
@@ -544,7 +559,7 @@ static od_status run_lu(od_opid id, const od_stack *s, const od_linalg_info *li,
             double sg = 1.0, la = 0.0;
             for (int64_t i = 0; i < n; i++) {
                 double d = ld(a.p, dt, i + i * n);
-                sg *= isnan(d) ? d : (d > 0) - (d < 0);
+                sg *= (d > 0) - (d < 0); /* ATen's sgn: 0 for NaN */
                 la += log(fabs(d));
             }
             st(od_tensor_data(outs[0]), dt, b, sg * detp);
@@ -560,13 +575,18 @@ static od_status run_lu(od_opid id, const od_stack *s, const od_linalg_info *li,
 
 static od_status run_triangular(const od_stack *s, const od_linalg_info *li, od_tensor **outs, od_error *err)
 {
-    const od_tensor *A = s->args[0].u.t, *B = s->args[1].u.t;
+    const od_tensor *A = s->args[0].u.t;
     od_dtype dt = A->dtype;
     size_t es = od_dtype_size(dt);
     int64_t n = li->n, m = li->m, k = li->k;
+    od_tensor *B = NULL; /* B in A's dtype (the result's), as ATen copies it into the result */
+    od_status st_ = od_cpu_to_dtype(s->args[1].u.t, dt, &B, err);
+    if (st_)
+        return st_;
     scratch a = {0}, r = {0};
     if (!need(&a, (size_t)(n * n + 1) * es) || !need(&r, (size_t)(m * k + 1) * es)) {
         free(a.p);
+        od_tensor_release(B);
         return NOMEM();
     }
     for (int64_t b = 0; b < li->nbatches; b++) {
@@ -586,6 +606,7 @@ static od_status run_triangular(const od_stack *s, const od_linalg_info *li, od_
     }
     free(a.p);
     free(r.p);
+    od_tensor_release(B);
     return OD_OK;
 }
 

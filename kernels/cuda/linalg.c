@@ -39,6 +39,9 @@ od_status od_cuda_linalg(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
             args[i] = od_tensor_v(host[i]);
         }
     }
+    /* _linalg_svd's driver= is cuSOLVER's choice, which the host refuses */
+    if (id == OD_OPID__linalg_svd && n > 3)
+        args[3] = od_none();
     od_stack r;
     if ((st = od_call_builtin(id, args, n, &r, err)))
         goto done;
