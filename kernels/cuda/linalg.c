@@ -14,6 +14,7 @@
  * cuSOLVER would allow, is refused as on the CPU).
  */
 #include "cuda_internal.h"
+#include "od_autograd.h"
 #include "od_shape.h"
 
 od_status od_cuda_linalg(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
@@ -29,6 +30,9 @@ od_status od_cuda_linalg(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
         return st;
     od_value args[8];
     od_tensor *host[8] = {0};
+    /* The staging copies and the host call are this kernel's internals: the
+     * Autograd kernel above records the one node (no_grad here). */
+    od_tls prev = od_no_grad_enter();
     int n = s->nargs < 8 ? s->nargs : 8;
     od_device cpu = {OD_DEV_CPU, 0}, dev = {OD_DEV_CUDA, device};
     for (int i = 0; i < n; i++) {
@@ -60,6 +64,7 @@ od_status od_cuda_linalg(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
     s->nrets = k;
     od_stack_release_rets(&r);
 done:
+    od_tls_restore(&prev);
     for (int i = 0; i < n; i++)
         od_tensor_release(host[i]);
     return st;
