@@ -40,6 +40,7 @@ TestSuite(blas, .init = setup, .timeout = 600);
 TestSuite(copy, .init = setup, .timeout = 600);
 TestSuite(fact, .init = setup, .timeout = 600);
 TestSuite(alloc, .init = setup, .timeout = 600);
+TestSuite(linalg, .init = setup, .timeout = 600);
 
 static const od_dtype ALL_DT[] = {OD_BOOL,    OD_UINT8,    OD_INT8,    OD_INT16,  OD_INT32,
                                   OD_INT64,   OD_FLOAT16,  OD_BFLOAT16, OD_FLOAT32, OD_FLOAT64};
