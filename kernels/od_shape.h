@@ -52,7 +52,7 @@ od_shape_fn od_builtin_shape_fn(od_opid id);
     X(od_shape_index_select) X(od_shape_factory) X(od_shape_arange) X(od_shape_ew) \
     X(od_shape_scan) \
     X(od_shape_scatter) X(od_shape_masked_fill) X(od_shape_take) X(od_shape_nonzero) \
-    X(od_shape_pointwise) X(od_shape_isin) X(od_shape_equal)
+    X(od_shape_pointwise) X(od_shape_isin) X(od_shape_equal) X(od_shape_linalg)
 
 #define OD_X_(fn) od_status fn(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, \
                                 od_error *err);
@@ -237,5 +237,29 @@ od_status od_scatter_check_index(const od_scatter_info *info, int64_t value, od_
  * tried to access index V on a tensor of N elements." outside [-N, N),
  * else *wrapped = v mod N. */
 od_status od_take_check_index(int64_t v, int64_t numel, int64_t *wrapped, od_error *err);
+
+
+/* ---- LAPACK operators (kernels/shape_linalg.c): the parsed arguments
+ * shared by od_shape_linalg and every backend's kernel ---- */
+typedef struct od_linalg_info {
+    int nbatch;                  /* batch dims of the result (broadcast for the solvers) */
+    int64_t batch[OD_MAX_DIMS];
+    int64_t nbatches;            /* their product */
+    int64_t m, n;                /* A's rows, cols; solvers: m, k are B_'s rows, cols, n A's order */
+    int64_t k;
+    bool check_errors, upper, left, unitriangular, vector_case, full, compute, pivot;
+    int mode;                    /* linalg_qr: 0 reduced, 1 complete, 2 r */
+} od_linalg_info;
+
+/* Validates the arguments of LAPACK operator id (s: borrowed) as torch 1.13's
+ * meta function does, with its messages, and describes the call in *li. */
+od_status od_linalg_parse(od_opid id, const od_stack *s, od_linalg_info *li, od_error *err);
+/* The refusal of ATen's CPU kernel dispatch for a dtype other than float32 /
+ * float64 ("lu_cpu" not implemented for 'Half'). */
+od_status od_linalg_check_dtype(od_opid id, const od_stack *s, od_error *err);
+/* torch 1.13's _linalg_check_errors: the error for the first nonzero of
+ * info[0..n) (borrowed) under api's name ("linalg.inv"), naming the batch
+ * element when batched; OD_OK when all are zero. */
+od_status od_linalg_info_error(const char *api, const int32_t *info, int64_t n, bool batched, od_error *err);
 
 #endif

@@ -1692,6 +1692,89 @@ OD_BW(MedianBackward1) { select_back(n, g, gin, need, sc, 1, 2); }
 OD_BW(NanmedianBackward1) { select_back(n, g, gin, need, sc, 1, 2); }
 OD_BW(ModeBackward0) { select_back(n, g, gin, need, sc, 1, 2); }
 
+
+/* ---- LAPACK (derivatives.yaml 1.13, real dtypes; mH is mT) ---------------------------- */
+
+static od_tensor *mT(ag_scope *sc, od_tensor *a) { return ag_transpose(sc, a, -2, -1); }
+static od_tensor *matmul(ag_scope *sc, od_tensor *a, od_tensor *b)
+{
+    return ag_call(sc, OD_OPID_matmul, 2, T(a), T(b));
+}
+static od_tensor *unsq(ag_scope *sc, od_tensor *a, int64_t d) { return ag_call(sc, OD_OPID_unsqueeze, 2, T(a), od_int(d)); }
+/* A^{-1} without raising on a singular A (inf / nan there), through linalg_inv_ex */
+static od_tensor *inv_nothrow(ag_scope *sc, od_tensor *A) { return ag_call(sc, OD_OPID_linalg_inv_ex, 2, T(A), od_bool(false)); }
+
+/* inverse: -A^{-H} grad A^{-H} */
+OD_BW(LinalgInvExBackward0)
+{
+    if (!g[0])
+        return;
+    od_tensor *Xt = mT(sc, ag_saved_out(sc, n, 0));
+    SET(0, ag_neg(sc, matmul(sc, Xt, matmul(sc, g[0], Xt))));
+}
+
+/* det: grad * det * A^{-H} (linalg_det_backward's invertible branch; a
+ * singular A gives inf / nan here, where ATen takes an SVD path) */
+OD_BW(LinalgDetBackward0)
+{
+    if (!g[0])
+        return;
+    od_tensor *d = ag_mul(sc, g[0], ag_saved_out(sc, n, 0));
+    SET(0, ag_mul(sc, unsq(sc, unsq(sc, d, -1), -1), mT(sc, inv_nothrow(sc, ag_saved(sc, n, 0)))));
+}
+
+/* slogdet: grad_logabsdet * A^{-H} (the sign's gradient is zero for real A) */
+OD_BW(LinalgSlogdetBackward0)
+{
+    if (!g[1])
+        return;
+    SET(0, ag_mul(sc, unsq(sc, unsq(sc, g[1], -1), -1), mT(sc, inv_nothrow(sc, ag_saved(sc, n, 0)))));
+}
+
+static od_tensor *solve_tri(ag_scope *sc, od_tensor *A, od_tensor *B, bool upper, bool left)
+{
+    return ag_call(sc, OD_OPID_linalg_solve_triangular, 5, T(A), T(B), od_bool(upper), od_bool(left), od_bool(false));
+}
+
+/* cholesky_backward (Iain Murray, arXiv 1602.07527), as ATen 1.13 writes it */
+OD_BW(LinalgCholeskyExBackward0)
+{
+    if (!g[0])
+        return;
+    od_tensor *L = ag_saved_out(sc, n, 0), *gL = g[0];
+    if (ag_arg(n, 1)->tag == OD_T_BOOL && ag_arg(n, 1)->u.b) {
+        L = mT(sc, L);
+        gL = mT(sc, gL);
+    }
+    od_tensor *gA = ag_call(sc, OD_OPID_tril, 2, T(matmul(sc, mT(sc, L), gL)), od_int(0));
+    gA = ag_muls(sc, ag_add(sc, gA, mT(sc, ag_call(sc, OD_OPID_tril, 2, T(gA), od_int(-1)))), 0.5);
+    gA = solve_tri(sc, mT(sc, L), gA, true, true);
+    SET(0, solve_tri(sc, L, gA, false, false));
+}
+
+/* linalg_solve_backward: left, gB = A^{-H} gX and gA = -gB X^H; right,
+ * gB = gX A^{-H} and gA = -X^H gB (the vector case as a column) */
+OD_BW(LinalgSolveExBackward0)
+{
+    if (!g[0])
+        return;
+    bool left = !(ag_arg(n, 2)->tag == OD_T_BOOL && !ag_arg(n, 2)->u.b);
+    od_tensor *A = ag_saved(sc, n, 0);
+    od_tensor *gB = ag_call(sc, OD_OPID_linalg_solve, 3, T(mT(sc, A)), T(g[0]), od_bool(left));
+    if (need[1])
+        SET(1, gB);
+    if (!need[0])
+        return;
+    const ag_tmeta *a = &n->in_meta[0], *b = &n->in_meta[1];
+    bool vec = b->ndim == 1 ||
+               (b->ndim == a->ndim - 1 && !memcmp(a->sizes, b->sizes, (size_t)b->ndim * sizeof(int64_t)));
+    od_tensor *X = ag_saved_out(sc, n, 0);
+    if (vec)
+        SET(0, ag_neg(sc, matmul(sc, unsq(sc, gB, -1), mT(sc, unsq(sc, X, -1)))));
+    else
+        SET(0, ag_neg(sc, left ? matmul(sc, gB, mT(sc, X)) : matmul(sc, mT(sc, X), gB)));
+}
+
 /* ---- the table ---------------------------------------------------------------------- */
 
 #define od_bw_0 NULL

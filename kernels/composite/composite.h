@@ -67,6 +67,7 @@ OD_CX_KERNEL(od_cea_view_inplace);  /* squeeze_, squeeze_.dim, unsqueeze_, trans
  * borrowed, *out new): od_cea_view's diagonal and the composites' own. */
 od_status od_cx_diagonal_view(od_tensor *self, int64_t offset, int64_t dim1, int64_t dim2, od_tensor **out,
                               od_error *err);
+OD_CX_KERNEL(od_cia_linalg_wrap); /* lapack.c: linalg_inv, linalg_solve(_ex), linalg_cholesky, linalg_svd, linalg_eigh, linalg_det, linalg_slogdet, linalg_lu_factor */
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */
 void od_cx_factories_init(void);

@@ -47,6 +47,7 @@ OD_CPU_KERNEL_(od_cpu_scatter)   /* scatter.c: gather, scatter.*, scatter_add, s
 OD_CPU_KERNEL_(od_cpu_masked_fill) /* masked.c: masked_fill.Scalar / .Tensor */
 OD_CPU_KERNEL_(od_cpu_nonzero)     /* masked.c: allocates its data-dependent result */
 OD_CPU_KERNEL_(od_cpu_take)        /* masked.c */
+OD_CPU_KERNEL_(od_cpu_linalg)      /* linalg.c: the LAPACK operators (od_shape_linalg) */
 
 #undef OD_CPU_KERNEL_
 

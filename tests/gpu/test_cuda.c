@@ -40,6 +40,7 @@ TestSuite(blas, .init = setup, .timeout = 600);
 TestSuite(copy, .init = setup, .timeout = 600);
 TestSuite(fact, .init = setup, .timeout = 600);
 TestSuite(alloc, .init = setup, .timeout = 600);
+TestSuite(linalg, .init = setup, .timeout = 600);
 
 static const od_dtype ALL_DT[] = {OD_BOOL,    OD_UINT8,    OD_INT8,    OD_INT16,  OD_INT32,
                                   OD_INT64,   OD_FLOAT16,  OD_BFLOAT16, OD_FLOAT32, OD_FLOAT64};
@@ -1021,6 +1022,49 @@ Test(blas, mm_bmm_addmm_dot)
            e.message);
     od_tensor_release(mm[0].u.t);
     od_tensor_release(a);
+}
+
+/* ---- LAPACK ---------------------------------------------------------------------------------------- */
+
+/* The LAPACK operators on CUDA tensors answer as on the CPU (results, info,
+ * refusals), for float32 / float64, batched, transposed and empty inputs,
+ * and float16 refused in the same words. */
+Test(linalg, lapack_ops_match_the_cpu)
+{
+    static const int64_t sizes[][3] = {{3, 4, 4}, {2, 1, 1}, {0, 3, 3}, {2, 0, 0}};
+    const od_dtype dts[] = {OD_FLOAT32, OD_FLOAT64, OD_FLOAT16};
+    for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
+        od_dtype dt = dts[di];
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            for (int view = 0; view < 2; view++) {
+                int64_t b = sizes[si][0], n = sizes[si][1];
+                char w[96];
+                snprintf(w, sizeof w, "%s %" PRId64 "x%" PRId64 "x%" PRId64 " view %d", od_dtype_name(dt), b, n, n, view);
+                od_tensor *A = arg_t(S(b, n, n), 3, dt, -1, 1, view), *B = arg_t(S(b, n, 2), 3, dt, -1, 1, 0);
+                od_value a1[] = {od_tensor_v(A), od_bool(false)};
+                check_op(w, OD_OPID_linalg_inv_ex, a1, 2, -1, false);
+                od_value a2[] = {od_tensor_v(A), od_tensor_v(B), od_bool(true), od_bool(false)};
+                check_op(w, OD_OPID__linalg_solve_ex, a2, 4, -1, false);
+                od_value a3[] = {od_tensor_v(A), od_bool(false), od_bool(false)};
+                check_op(w, OD_OPID_linalg_cholesky_ex, a3, 3, -1, false);
+                od_value a4[] = {od_tensor_v(A), od_str("reduced")};
+                check_op(w, OD_OPID_linalg_qr, a4, 2, -1, false);
+                od_value a5[] = {od_tensor_v(A), od_bool(false), od_bool(true), od_none()};
+                check_op(w, OD_OPID__linalg_svd, a5, 4, -1, false);
+                od_value a6[] = {od_tensor_v(A), od_str("L"), od_bool(true)};
+                check_op(w, OD_OPID__linalg_eigh, a6, 3, -1, false);
+                od_value a7[] = {od_tensor_v(A)};
+                check_op(w, OD_OPID__linalg_det, a7, 1, -1, false);
+                check_op(w, OD_OPID__linalg_slogdet, a7, 1, -1, false);
+                od_value a8[] = {od_tensor_v(A), od_bool(true), od_bool(false)};
+                check_op(w, OD_OPID_linalg_lu_factor_ex, a8, 3, -1, false);
+                od_value a9[] = {od_tensor_v(A), od_tensor_v(B), od_bool(true), od_bool(true), od_bool(false)};
+                check_op(w, OD_OPID_linalg_solve_triangular, a9, 5, -1, false);
+                od_tensor_release(A);
+                od_tensor_release(B);
+            }
+        }
+    }
 }
 
 Test(blas, tf32_switch_is_honoured)

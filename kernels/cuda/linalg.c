@@ -1,0 +1,71 @@
+/* linalg.c — CUDA kernels of the LAPACK operators (linalg_inv_ex,
+ * _linalg_solve_ex, linalg_cholesky_ex, linalg_qr, _linalg_svd,
+ * _linalg_eigh, _linalg_det, _linalg_slogdet, linalg_lu_factor_ex,
+ * linalg_solve_triangular).
+ *
+ * Invariants: the shape function and od_linalg_check_dtype validate first,
+ * on the device's tensors, so CUDA refuses what the CPU backend refuses with
+ * the same messages. The factorizations themselves are staged through the
+ * host: the tensor arguments are copied to the CPU, the same operator runs
+ * there through the dispatcher (OpenBLAS LAPACK, kernels/cpu/linalg.c), and
+ * each return is copied back to the call's device. That is what torch does
+ * for small matrices under MAGMA; a cuSOLVER path is future work, so CUDA
+ * answers equal the CPU's exactly (and linalg_lu_factor_ex(pivot=False), which
+ * cuSOLVER would allow, is refused as on the CPU).
+ */
+#include "cuda_internal.h"
+#include "od_autograd.h"
+#include "od_shape.h"
+
+od_status od_cuda_linalg(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    int device;
+    od_out_spec spec[4];
+    int nouts = 0;
+    od_status st;
+    if ((st = od_cu_call_device(op, s, false, &device, err)) || (st = od_shape_linalg(id, s, spec, &nouts, err)) ||
+        (st = od_linalg_check_dtype(id, s, err)))
+        return st;
+    od_value args[8];
+    od_tensor *host[8] = {0};
+    /* The staging copies and the host call are this kernel's internals: the
+     * Autograd kernel above records the one node (no_grad here). */
+    od_tls prev = od_no_grad_enter();
+    int n = s->nargs < 8 ? s->nargs : 8;
+    od_device cpu = {OD_DEV_CPU, 0}, dev = {OD_DEV_CUDA, device};
+    for (int i = 0; i < n; i++) {
+        args[i] = s->args[i];
+        if (s->args[i].tag == OD_T_TENSOR && s->args[i].u.t) {
+            if ((st = od_to_device(s->args[i].u.t, cpu, &host[i], err)))
+                goto done;
+            args[i] = od_tensor_v(host[i]);
+        }
+    }
+    /* _linalg_svd's driver= is cuSOLVER's choice, which the host refuses */
+    if (id == OD_OPID__linalg_svd && n > 3)
+        args[3] = od_none();
+    od_stack r;
+    if ((st = od_call_builtin(id, args, n, &r, err)))
+        goto done;
+    int k = 0;
+    for (; k < r.nrets; k++) {
+        od_tensor *d = NULL;
+        if ((st = od_to_device(r.rets[k].u.t, dev, &d, err)))
+            break;
+        s->rets[k] = od_tensor_v(d);
+    }
+    if (st) {
+        for (int i = 0; i < k; i++)
+            od_tensor_release(s->rets[i].u.t);
+        k = 0;
+    }
+    s->nrets = k;
+    od_stack_release_rets(&r);
+done:
+    od_tls_restore(&prev);
+    for (int i = 0; i < n; i++)
+        od_tensor_release(host[i]);
+    return st;
+}

@@ -1,0 +1,251 @@
+"""The LAPACK operators (kernels/cpu/linalg.c, kernels/composite/lapack.c)
+against PyTorch 1.13 on fresh random inputs: well-conditioned, singular and
+non-positive-definite matrices, batched, transposed (non-contiguous, through
+/v1/run) and empty (0x0, batch 0), float32 and float64; refusals and the
+singular/non-PD errors must say what torch says, and the _ex variants return
+the info tensors instead. Eigenvectors, singular vectors and Q are checked
+up to sign (reconstruction and orthogonality, as torch's own tests do);
+everything else numerically."""
+
+import numpy as np
+import pytest
+
+from conftest import from_json, tensor, torch_ref
+
+TOL = {"float32": dict(rtol=2e-4, atol=2e-4), "float64": dict(rtol=1e-9, atol=1e-9)}
+
+
+def T(a):
+    return tensor(a)
+
+
+def well(rng, shape, dt):
+    n = shape[-1]
+    return (rng.standard_normal(shape) + n * np.eye(n)).astype(dt)
+
+
+def pd(rng, shape, dt):
+    x = rng.standard_normal(shape)
+    return (x @ np.swapaxes(x, -1, -2) + shape[-1] * np.eye(shape[-1])).astype(dt)
+
+
+def outputs(r):
+    assert r.status_code == 200, r.text[:400]
+    return [from_json(o) for o in r.json()["outputs"]]
+
+
+def check_against_torch(server, cases, skip=()):
+    """cases: (op, args, kwargs, n outputs); every output but those in skip
+    (indices whose values are defined only up to sign) compared with torch."""
+    reqs = []
+    for op, args, kw, n in cases:
+        reqs += [{"op": op, "args": args, "kwargs": kw, "out": i} for i in range(n)]
+    want = iter(torch_ref(reqs))
+    for op, args, kw, n in cases:
+        ws = [next(want) for _ in range(n)]
+        r = server.post(f"/v1/ops/{op}", {"args": args, "kwargs": kw})
+        what = f"{op} {[a['dtype'] + str(a['shape']) if isinstance(a, dict) else a for a in args]} {kw}"
+        if "error" in ws[0]:
+            assert 400 <= r.status_code < 500, (what, r.text[:300])
+            assert r.json()["error"]["message"] in ws[0]["error"], (what, r.json(), ws[0]["error"])
+            continue
+        assert r.status_code == 200, (what, r.text[:300])
+        outs = r.json()["outputs"]
+        assert len(outs) == n, what
+        for i, (o, w) in enumerate(zip(outs, ws)):
+            assert o["dtype"] == w["dtype"] and o["shape"] == w["shape"], (what, i, o["dtype"], o["shape"], w)
+            if (op, i) in skip:
+                continue
+            got = from_json(o).astype(np.float64).reshape(-1)
+            exp = np.array(w["value"], np.float64)
+            tol = TOL.get(w["dtype"], dict(rtol=0, atol=0))
+            np.testing.assert_allclose(got, exp, err_msg=f"{what} output {i}", equal_nan=True, **tol)
+
+
+def test_well_conditioned_against_torch(server, rng):
+    cases = []
+    for dt in ("float32", "float64"):
+        for shape in ((3, 3), (2, 4, 4), (2, 1, 2, 2), (1, 1), (0, 0), (0, 3, 3)):
+            A, P = well(rng, shape, dt), pd(rng, shape, dt)
+            n = shape[-1]
+            B = rng.standard_normal(shape[:-1] + (2,)).astype(dt)
+            b = rng.standard_normal(shape[:-1]).astype(dt)
+            cases += [("linalg_inv", [T(A)], {}, 1), ("linalg_inv_ex", [T(A)], {}, 2),
+                      ("linalg_solve", [T(A), T(B)], {}, 1), ("linalg_solve", [T(A), T(b)], {}, 1),
+                      ("linalg_solve_ex", [T(A), T(B)], {}, 2), ("_linalg_solve_ex", [T(A), T(B)], {}, 4),
+                      ("linalg_solve", [T(A), T(np.swapaxes(B, -1, -2).copy())], {"left": False}, 1),
+                      ("linalg_cholesky", [T(P)], {}, 1), ("linalg_cholesky", [T(P)], {"upper": True}, 1),
+                      ("linalg_cholesky_ex", [T(P)], {}, 2),
+                      ("linalg_det", [T(A)], {}, 1), ("_linalg_det", [T(A)], {}, 3),
+                      ("linalg_slogdet", [T(A)], {}, 2), ("_linalg_slogdet", [T(A)], {}, 4),
+                      ("linalg_lu_factor", [T(A)], {}, 2), ("linalg_lu_factor_ex", [T(A)], {}, 3),
+                      ("linalg_solve_triangular", [T(A), T(B)], {"upper": True}, 1),
+                      ("linalg_solve_triangular", [T(A), T(B)], {"upper": False, "unitriangular": True}, 1),
+                      ("linalg_solve_triangular", [T(A), T(np.swapaxes(B, -1, -2).copy())],
+                       {"upper": False, "left": False}, 1),
+                      ("linalg_eigh", [T(P)], {}, 2), ("linalg_eigh", [T(P), "U"], {}, 2),
+                      ("_linalg_eigh", [T(P)], {"compute_v": False}, 2)]
+        for shape in ((4, 3), (3, 5), (2, 3, 2), (0, 3), (3, 0), (0, 2, 2)):
+            M = rng.standard_normal(shape).astype(dt)
+            cases += [("linalg_svd", [T(M)], {}, 3), ("linalg_svd", [T(M), False], {}, 3),
+                      ("_linalg_svd", [T(M)], {"compute_uv": False}, 3),
+                      ("linalg_qr", [T(M)], {}, 2), ("linalg_qr", [T(M), "complete"], {}, 2),
+                      ("linalg_qr", [T(M), "r"], {}, 2), ("linalg_lu_factor_ex", [T(M)], {}, 3)]
+        # batch broadcasting of the solvers
+        A = well(rng, (2, 1, 3, 3), dt)
+        B = rng.standard_normal((4, 3, 2)).astype(dt)
+        cases += [("linalg_solve", [T(A), T(B)], {}, 1), ("_linalg_solve_ex", [T(A), T(B)], {}, 4),
+                  ("linalg_solve_triangular", [T(A), T(B)], {"upper": True}, 1)]
+    # values defined up to sign (or, for full matrices, a basis choice): checked below
+    skip = {("linalg_eigh", 1), ("linalg_svd", 0), ("linalg_svd", 2), ("linalg_qr", 0), ("linalg_qr", 1)}
+    check_against_torch(server, cases, skip)
+
+
+def test_decompositions_up_to_sign(server, rng):
+    for dt in ("float32", "float64"):
+        tol = TOL[dt]
+        for shape in ((4, 3), (3, 5), (2, 3, 3), (1, 0, 2)):
+            M = rng.standard_normal(shape).astype(dt)
+            m, n = shape[-2:]
+            k = min(m, n)
+            U, S, Vh = outputs(server.post("/v1/ops/linalg_svd", {"args": [T(M), False]}))
+            rec = (U * S[..., None, :]) @ Vh
+            np.testing.assert_allclose(rec, M, **tol)
+            np.testing.assert_allclose(np.swapaxes(U, -1, -2) @ U, np.broadcast_to(np.eye(k), U.shape[:-2] + (k, k)), **tol)
+            Uf, Sf, Vhf = outputs(server.post("/v1/ops/linalg_svd", {"args": [T(M), True]}))
+            np.testing.assert_allclose(np.swapaxes(Uf, -1, -2) @ Uf, np.broadcast_to(np.eye(m), Uf.shape[:-2] + (m, m)), **tol)
+            np.testing.assert_allclose(Vhf @ np.swapaxes(Vhf, -1, -2), np.broadcast_to(np.eye(n), Vhf.shape[:-2] + (n, n)), **tol)
+            np.testing.assert_allclose(Sf, S, **tol)
+            for mode in ("reduced", "complete"):
+                Q, R = outputs(server.post("/v1/ops/linalg_qr", {"args": [T(M), mode]}))
+                np.testing.assert_allclose(Q @ R, M, **tol)
+                q = Q.shape[-1]
+                np.testing.assert_allclose(np.swapaxes(Q, -1, -2) @ Q, np.broadcast_to(np.eye(q), Q.shape[:-2] + (q, q)), **tol)
+                assert np.all(np.tril(R, -1) == 0)
+        for shape in ((4, 4), (2, 3, 3)):
+            P = pd(rng, shape, dt)
+            for uplo in ("L", "U"):
+                w, V = outputs(server.post("/v1/ops/linalg_eigh", {"args": [T(P), uplo]}))
+                n = shape[-1]
+                np.testing.assert_allclose((V * w[..., None, :]) @ np.swapaxes(V, -1, -2), P, rtol=1e-3 if dt == "float32" else 1e-9,
+                                           atol=1e-3 if dt == "float32" else 1e-9)
+                np.testing.assert_allclose(np.swapaxes(V, -1, -2) @ V, np.broadcast_to(np.eye(n), V.shape), **tol)
+                assert np.all(np.diff(w, axis=-1) >= 0)
+
+
+def test_non_contiguous_inputs(server, rng):
+    """A transposed A through /v1/run: the same values as torch on A.mT (and
+    for det, slogdet and the solvers the LU torch takes of a non-contiguous A)."""
+    for dt in ("float32", "float64"):
+        A = well(rng, (2, 3, 3), dt)
+        P = pd(rng, (3, 3), dt)
+        B = rng.standard_normal((2, 3, 2)).astype(dt)
+        for op, extra, kw, n in [("linalg_inv_ex", [], {}, 2), ("_linalg_det", [], {}, 3), ("_linalg_slogdet", [], {}, 4),
+                                 ("_linalg_solve_ex", [T(B)], {}, 4), ("linalg_lu_factor_ex", [], {}, 3),
+                                 ("linalg_cholesky_ex", [], {}, 2), ("_linalg_eigh", [], {"compute_v": False}, 2),
+                                 ("_linalg_svd", [], {"compute_uv": False}, 3),
+                                 ("linalg_solve_triangular", [T(B)], {"upper": True}, 1)]:
+            X = P if op == "linalg_cholesky_ex" else A
+            steps = [{"op": "transpose.int", "args": [T(X), -1, -2]},
+                     {"op": op, "args": [{"ref": "$0"}] + extra, "kwargs": kw}]
+            r = server.post("/v1/run", {"steps": steps, "device": "cpu"})
+            assert r.status_code == 200, (op, r.text[:300])
+            got = r.json()["outputs"][-n:] if n > 1 else r.json()["outputs"][-1:]
+            for i, o in enumerate(got):
+                assert o["dtype"] in (dt, "int32"), (op, o)
+            # torch_ref builds contiguous tensors, whose LU torch takes of A^T: compare the outputs that do
+            # not depend on the layout (not the LU and pivots of det, slogdet and the solvers)
+            XT = np.swapaxes(X, -1, -2).copy()
+            ws = torch_ref([{"op": op, "args": [T(XT)] + extra, "kwargs": kw, "out": i} for i in range(n)])
+            free = {"_linalg_det": [0], "_linalg_slogdet": [0, 1], "_linalg_solve_ex": [0, 3], "linalg_inv_ex": [0, 1],
+                    "linalg_lu_factor_ex": [0, 1, 2], "linalg_cholesky_ex": [0, 1], "_linalg_eigh": [0],
+                    "_linalg_svd": [1], "linalg_solve_triangular": [0]}[op]
+            for i in free:
+                np.testing.assert_allclose(from_json(got[i]).astype(np.float64).reshape(-1), np.array(ws[i]["value"]),
+                                           err_msg=f"{op} output {i}", **TOL[dt])
+
+
+def singular(dt, batch=False):
+    S = np.array([[1.0, 2.0], [2.0, 4.0]], dt)
+    return np.stack([np.eye(2, dtype=dt), S, S]) if batch else S
+
+
+def not_pd(dt, batch=False):
+    N = np.array([[1.0, 2.0], [2.0, 1.0]], dt)
+    return np.stack([np.eye(2, dtype=dt), N]) if batch else N
+
+
+def test_singular_and_not_positive_definite(server):
+    cases = []
+    for dt in ("float32", "float64"):
+        for batch in (False, True):
+            S, N = singular(dt, batch), not_pd(dt, batch)
+            b = np.ones(S.shape[:-1], dt)
+            cases += [("linalg_inv", [T(S)], {}, 1), ("linalg_inv_ex", [T(S)], {}, 2),
+                      ("linalg_inv_ex", [T(S)], {"check_errors": True}, 2),
+                      ("linalg_solve", [T(S), T(b)], {}, 1), ("linalg_solve_ex", [T(S), T(b)], {}, 2),
+                      ("linalg_solve_ex", [T(S), T(b)], {"check_errors": True}, 2),
+                      ("linalg_cholesky", [T(N)], {}, 1), ("linalg_cholesky_ex", [T(N)], {}, 2),
+                      ("linalg_cholesky_ex", [T(N)], {"check_errors": True}, 2),
+                      ("linalg_lu_factor", [T(S)], {}, 2), ("linalg_lu_factor_ex", [T(S)], {}, 3),
+                      ("linalg_lu_factor_ex", [T(S)], {"check_errors": True}, 3),
+                      ("linalg_det", [T(S)], {}, 1), ("linalg_slogdet", [T(S)], {}, 2),
+                      ("linalg_svd", [T(np.full(S.shape, np.nan, dt))], {}, 3)]
+    check_against_torch(server, cases)
+
+
+REFUSALS = [
+    ("linalg_inv", [T(np.ones(3, "float32"))], {}),
+    ("linalg_inv", [T(np.ones((2, 3), "float32"))], {}),
+    ("linalg_inv", [T(np.ones((2, 2), "int64"))], {}),
+    ("linalg_inv", [T(np.ones((2, 2), "float16"))], {}),
+    ("linalg_solve", [T(np.eye(2, dtype="float32")), T(np.ones(3, "float32"))], {}),
+    ("linalg_solve", [T(np.eye(2, dtype="float32")), T(np.ones(2, "float64"))], {}),
+    ("linalg_solve", [T(np.eye(2, dtype="float32")), T(np.ones(2, "float32"))], {"left": False}),
+    ("linalg_solve", [T(np.ones((3, 2, 2), "float32")), T(np.ones((2, 2, 1), "float32"))], {}),
+    ("linalg_solve", [T(np.ones((2, 2), "float16")), T(np.ones((2, 1), "float16"))], {}),
+    ("linalg_cholesky", [T(np.ones((2, 3), "float64"))], {}),
+    ("linalg_cholesky", [T(np.ones((2, 2), "bool"))], {}),
+    ("linalg_cholesky", [T(np.ones((2, 2), "float16"))], {}),
+    ("linalg_qr", [T(np.ones((2, 2), "float32")), "x"], {}),
+    ("linalg_qr", [T(np.ones(2, "float32"))], {}),
+    ("linalg_qr", [T(np.ones((2, 2), "int32"))], {}),
+    ("linalg_svd", [T(np.ones((2, 2), "float32"))], {"driver": "gesvd"}),
+    ("linalg_svd", [T(np.ones((2, 2), "int64"))], {}),
+    ("linalg_eigh", [T(np.ones((2, 2), "float32")), "X"], {}),
+    ("linalg_eigh", [T(np.ones((2, 3), "float32"))], {}),
+    ("linalg_eigh", [T(np.ones((2, 2), "int64"))], {}),
+    ("linalg_det", [T(np.ones((2, 3), "float32"))], {}),
+    ("linalg_det", [T(np.ones((2, 2), "bool"))], {}),
+    ("linalg_slogdet", [T(np.ones((2, 2), "float16"))], {}),
+    ("linalg_lu_factor", [T(np.ones(3, "float32"))], {}),
+    ("linalg_lu_factor", [T(np.ones((2, 2), "int64"))], {}),
+    ("linalg_lu_factor", [T(np.eye(2, dtype="float32"))], {"pivot": False}),
+    ("linalg_solve_triangular", [T(np.eye(2, dtype="float32")), T(np.ones((3, 1), "float32"))], {"upper": True}),
+    ("linalg_solve_triangular", [T(np.eye(2, dtype="float32")), T(np.ones(2, "float32"))], {"upper": True}),
+    ("linalg_solve_triangular", [T(np.ones((3, 2, 2), "float32")), T(np.ones((4, 2, 1), "float32"))], {"upper": True}),
+    ("linalg_solve_triangular", [T(np.eye(2, dtype="int64")), T(np.ones((2, 1), "int64"))], {"upper": True}),
+]
+
+
+@pytest.mark.parametrize("op,args,kw", REFUSALS, ids=[f"{o}-{i}" for i, (o, _, _) in enumerate(REFUSALS)])
+def test_refusals_say_what_torch_says(server, op, args, kw):
+    w = torch_ref([{"op": op, "args": args, "kwargs": kw}])[0]
+    assert "error" in w, (op, w)
+    r = server.post(f"/v1/ops/{op}", {"args": args, "kwargs": kw})
+    assert 400 <= r.status_code < 500, (op, r.text[:300])
+    assert r.json()["error"]["message"] in w["error"], (op, r.json(), w["error"])
+
+
+def test_public_names_decompose_as_torch(server):
+    """The public names are composites over the kernel operators, as in
+    torch 1.13 (what the OpInfo recorder relies on)."""
+    for op, kernel in [("linalg_inv", "linalg_inv_ex"), ("linalg_solve", "_linalg_solve_ex"),
+                       ("linalg_cholesky", "linalg_cholesky_ex"), ("linalg_svd", "_linalg_svd"),
+                       ("linalg_eigh", "_linalg_eigh"), ("linalg_det", "_linalg_det"),
+                       ("linalg_slogdet", "_linalg_slogdet"), ("linalg_lu_factor", "linalg_lu_factor_ex")]:
+        r = server.get(f"/v1/ops/aten::{op}")
+        assert r.status_code == 200, r.text
+        assert "CompositeImplicitAutograd" in r.text, (op, r.text[:300])
+        r = server.get(f"/v1/ops/aten::{kernel}")
+        assert r.status_code == 200 and '"CPU"' in r.text, (kernel, r.text[:300])
