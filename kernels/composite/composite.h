@@ -56,8 +56,12 @@ OD_CX_KERNEL(od_cia_isclose); /* predicates.c: isclose, allclose */
 OD_CX_KERNEL(od_cea_masked_select); /* indexing.c */
 OD_CX_KERNEL(od_cea_index_add);
 OD_CX_KERNEL(od_cea_index_copy);
-OD_CX_KERNEL(od_cea_index_fill); /* index_fill.int_Scalar */
+OD_CX_KERNEL(od_cea_index_fill); /* index_fill.int_Scalar, .int_Tensor */
 OD_CX_KERNEL(od_cia_index_fill_);
+OD_CX_KERNEL(od_cea_slice_scatter); /* scatters.c: slice_scatter, select_scatter */
+OD_CX_KERNEL(od_cea_masked_scatter);
+OD_CX_KERNEL(od_cea_put);
+OD_CX_KERNEL(od_cea_rot90);
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */
 void od_cx_factories_init(void);

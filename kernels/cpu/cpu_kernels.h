@@ -47,6 +47,8 @@ OD_CPU_KERNEL_(od_cpu_scatter)   /* scatter.c: gather, scatter.*, scatter_add, s
 OD_CPU_KERNEL_(od_cpu_masked_fill) /* masked.c: masked_fill.Scalar / .Tensor */
 OD_CPU_KERNEL_(od_cpu_nonzero)     /* masked.c: allocates its data-dependent result */
 OD_CPU_KERNEL_(od_cpu_take)        /* masked.c */
+OD_CPU_KERNEL_(od_cpu_search)      /* search.c: searchsorted, bucketize */
+OD_CPU_KERNEL_(od_cpu_pad)         /* pad.c: reflection_pad1d..3d, replication_pad1d..3d */
 
 #undef OD_CPU_KERNEL_
 
