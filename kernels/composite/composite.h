@@ -62,6 +62,7 @@ OD_CX_KERNEL(od_cea_slice_scatter); /* scatters.c: slice_scatter, select_scatter
 OD_CX_KERNEL(od_cea_masked_scatter);
 OD_CX_KERNEL(od_cea_put);
 OD_CX_KERNEL(od_cea_rot90);
+OD_CX_KERNEL(od_cia_repeat_interleave); /* .self_Tensor, .self_int */
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */
 void od_cx_factories_init(void);

@@ -1,6 +1,8 @@
 /* scatters.c — the out-of-place scatters PyTorch 1.13 registers as
  * CompositeExplicitAutograd: slice_scatter, select_scatter, masked_scatter,
- * put; and rot90 (flip + transpose).
+ * put; rot90 (flip + transpose); and repeat_interleave's .self_Tensor and
+ * .self_int (CompositeImplicitAutograd: index_select by
+ * repeat_interleave.Tensor, so autograd records index_select).
  *
  * Invariants: each clones self and writes into the clone through
  * operators every backend has (slice / select views and copy_, where over a
@@ -255,5 +257,60 @@ OD_CX_KERNEL(od_cea_put)
                        : od_cx_call(&sc, OD_OPID_index_copy, 4, T(sf), od_int(0), T(ix), T(sv));
     r = r ? od_cx_call(&sc, OD_OPID_reshape, 2, T(r), od_list_v(OD_T_INT_LIST, self->sizes, (size_t)self->ndim))
           : NULL;
+    return od_cx_scope_return1(&sc, s, r);
+}
+
+/* repeat_interleave.self_Tensor(self, repeats, dim=None, *, output_size)
+ * and .self_int: ATen's CompositeImplicitAutograd, index_select of self
+ * (flattened when dim is None) by repeat_interleave(repeats), a repeats of
+ * one element (or the int) standing for every index along dim. */
+OD_CX_KERNEL(od_cia_repeat_interleave)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_tensor *self, *rep = NULL;
+    int64_t dim = 0, flat = -1, one = 1;
+    bool has_dim = false;
+    od_status st;
+    if ((st = od_cx_arg_tensor(op, s, 0, &self, err)) || (st = od_cx_arg_opt_int(op, s, 2, &has_dim, &dim, err)))
+        return st;
+    od_cx_scope sc = od_cx_scope_begin(err);
+    if (id == OD_OPID_repeat_interleave_self_int) {
+        int64_t r;
+        if ((st = od_cx_arg_int(op, s, 1, &r, err)))
+            return od_cx_scope_end(&sc), st;
+        rep = od_cx_call(&sc, OD_OPID_full, 6, od_list_v(OD_T_INT_LIST, &one, 1), od_int(r), od_dtype_v(OD_INT64),
+                         od_none(), od_device_v(self->device), od_none());
+    } else if ((st = od_cx_arg_tensor(op, s, 1, &rep, err))) {
+        return od_cx_scope_end(&sc), st;
+    }
+    od_tensor *input = self;
+    if (!has_dim) {
+        input = od_cx_call(&sc, OD_OPID_reshape, 2, T(self), od_list_v(OD_T_INT_LIST, &flat, 1));
+        dim = 0;
+    }
+    if (!input)
+        return od_cx_scope_end(&sc);
+    int d;
+    if ((st = od_wrap_dim(dim, input->ndim > 0 ? input->ndim : 1, &d, err)))
+        return od_cx_scope_end(&sc), st;
+    int64_t len = input->ndim > 0 ? input->sizes[d] : 1;
+    if (rep && (rep->ndim == 0 || (rep->ndim == 1 && rep->sizes[0] == 1))) {
+        od_tensor *r1 = od_cx_call(&sc, OD_OPID_reshape, 2, T(rep), od_list_v(OD_T_INT_LIST, &one, 1));
+        rep = r1 ? od_cx_call(&sc, OD_OPID_expand, 3, T(r1), od_list_v(OD_T_INT_LIST, &len, 1), od_bool(false)) : NULL;
+    } else if (rep && rep->ndim == 1) {
+        if (rep->sizes[0] != len) {
+            od_cx_scope_end(&sc);
+            return od_error_set(err, OD_EINVAL, "repeats must have the same size as input along dim");
+        }
+    } else if (rep) {
+        od_cx_scope_end(&sc);
+        return od_error_set(err, OD_EINVAL, "repeats must be 0-dim or 1-dim tensor");
+    }
+    od_tensor *ix = rep ? od_cx_call(&sc, OD_OPID_repeat_interleave_Tensor, 2, T(rep), s->args[3]) : NULL;
+    /* index_select wants int64 (an int32 repeats gives int32 indices) */
+    if (ix && ix->dtype != OD_INT64)
+        ix = od_cx_cast(&sc, ix, OD_INT64);
+    od_tensor *r = ix ? od_cx_call(&sc, OD_OPID_index_select, 3, T(input), od_int(d), T(ix)) : NULL;
     return od_cx_scope_return1(&sc, s, r);
 }

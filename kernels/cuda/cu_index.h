@@ -78,6 +78,22 @@ typedef struct od_cu_search_args {
 
 cudaError_t od_cu_search(const od_cu_search_args *a, cudaStream_t st);
 
+/* reflection / replication padding (search.c): out (contiguous, sizes,
+ * ndim dims, numel n) element i copies self's element (strides in
+ * elements) at the same leading indices and, along padded dim k (input dim
+ * lead + k), the source index of ATen's loops for in[k] and pad_l[k]. */
+typedef struct od_cu_pad_args {
+    const void *self;
+    void *out;
+    int32_t elem_size, ndim, lead, nd, reflect;
+    int64_t sizes[OD_CU_MAX_DIMS], strides[OD_CU_MAX_DIMS];
+    int64_t in[3], pad_l[3];
+    int64_t n;
+    int sm_count;
+} od_cu_pad_args;
+
+cudaError_t od_cu_pad(const od_cu_pad_args *a, cudaStream_t st);
+
 /* out[0] = the first position p < n (row-major) with idx[p] outside [lo, hi),
  * or -1; out[1] = idx[out[0]] when there is one. idx, out: device memory
  * (out: 2 int64, borrowed). */

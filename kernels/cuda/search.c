@@ -1,5 +1,6 @@
 /* search.c — searchsorted (.Tensor, .Scalar) and bucketize (.Tensor,
- * .Scalar) on CUDA: the boxed kernel of search.cu's launcher.
+ * .Scalar), and reflection / replication padding, on CUDA: the boxed
+ * kernels of search.cu's launchers.
  *
  * Invariants: od_search_plan_of (shape_search.c) checked the arguments;
  * here boundaries and input are copied, contiguous, into the common dtype
@@ -105,4 +106,94 @@ fail:
     od_tensor_release(so);
     od_tensor_release(out);
     return st;
+}
+
+od_status od_cuda_pad(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_pad_plan p;
+    int device, nouts = 0;
+    od_cu_env env;
+    od_tensor *out = NULL;
+    od_status st;
+    if ((st = od_pad_plan_of(id, s, &p, err)) || (st = od_cu_call_device(op, s, false, &device, err)) ||
+        (st = od_cu_begin(device, &env, err)) || (st = od_cu_outputs(id, s, device, &out, &nouts, err)))
+        return st;
+    od_cu_pad_args a;
+    memset(&a, 0, sizeof a);
+    a.self = od_tensor_data(p.self);
+    a.out = od_tensor_data(out);
+    a.elem_size = (int32_t)od_dtype_size(p.self->dtype);
+    a.ndim = out->ndim;
+    a.lead = p.lead;
+    a.nd = p.nd;
+    a.reflect = p.reflect;
+    for (int k = 0; k < out->ndim; k++) {
+        a.sizes[k] = out->sizes[k];
+        a.strides[k] = p.self->strides[k];
+    }
+    for (int k = 0; k < p.nd; k++) {
+        a.in[k] = p.in[k];
+        a.pad_l[k] = p.pad_l[k];
+    }
+    a.n = od_tensor_numel(out);
+    a.sm_count = env.sm_count;
+    if ((st = od_cu_status(od_cu_pad(&a, env.stream), "padding kernel launch", err)) ||
+        (st = od_cu_finish(&env, od_cu_op_name(op), err))) {
+        if (cudaStreamSynchronize(env.stream) != cudaSuccess)
+            (void)cudaGetLastError();
+        od_tensor_release(out);
+        return st;
+    }
+    od_cu_return(s, &out, 1);
+    return OD_OK;
+}
+
+/* ---- repeat_interleave.Tensor and unique_consecutive: staged through the host ----
+ * Their result sizes depend on the data, which torch's CUDA kernels also read
+ * back before allocating; here the whole operator runs on a host copy of the
+ * tensor argument (through the dispatcher, so the CPU kernel's checks and
+ * results are the ones served) and the results are copied to the device. */
+static od_status to_device(od_tensor *t, od_device dev, od_tensor **out, od_error *err)
+{
+    od_value a[7] = {od_tensor_v(t), od_none(), od_none(), od_device_v(dev), od_none(), od_bool(false), od_none()};
+    return od_call_builtin1(OD_OPID__to_copy, a, 7, out, err);
+}
+
+od_status od_cuda_data_sized(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    int device;
+    od_status st;
+    if ((st = od_cu_call_device(op, s, false, &device, err)))
+        return st;
+    if (s->nargs < 1 || s->args[0].tag != OD_T_TENSOR || !s->args[0].u.t)
+        return od_error_set(err, OD_EINVAL, "%s(): argument 0 must be a Tensor", od_cu_op_name(op));
+    od_tensor *x = s->args[0].u.t, *hx = NULL;
+    od_device dev = x->device;
+    if ((st = to_device(x, (od_device){OD_DEV_CPU, 0}, &hx, err)))
+        return st;
+    od_value a[OD_MAX_ARGS];
+    for (int i = 0; i < s->nargs && i < OD_MAX_ARGS; i++)
+        a[i] = s->args[i];
+    a[0] = od_tensor_v(hx);
+    od_stack r;
+    st = od_call_builtin(id, a, s->nargs, &r, err);
+    od_tensor_release(hx);
+    if (st)
+        return st;
+    od_tensor *outs[OD_MAX_RETURNS] = {0};
+    int n = r.nrets;
+    for (int i = 0; i < n && !st; i++)
+        st = to_device(r.rets[i].u.t, dev, &outs[i], err);
+    od_stack_release_rets(&r);
+    if (st) {
+        for (int i = 0; i < n; i++)
+            od_tensor_release(outs[i]);
+        return st;
+    }
+    od_cu_return(s, outs, n);
+    return OD_OK;
 }

@@ -1,9 +1,11 @@
-/* search.cu — the launcher of searchsorted and bucketize (search.c).
+/* search.cu — the launchers of searchsorted and bucketize, and of
+ * reflection / replication padding (search.c).
  *
  * Invariants: one thread per input value, a binary search of its row as
  * ATen's cus_lower_bound / cus_upper_bound (NaNs sort last). Values arrive
  * in the common dtype; floating ones compare as doubles (exact for every
  * floating dtype), integers as int64. Sorter values were checked on the host.
+ * Padding: one thread per output element, a copy of element bytes.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -67,7 +69,49 @@ template <bool FLT> __global__ void __launch_bounds__(256) search_kernel(const o
     }
 }
 
+/* od_pad_source_index (shape_pad.c), for the device */
+__device__ __forceinline__ int64_t pad_source(bool reflect, int64_t j, int64_t in, int64_t pad_l)
+{
+    int64_t i_start = pad_l < 0 ? -pad_l : 0, o_start = pad_l > 0 ? pad_l : 0, ip;
+    if (j < pad_l)
+        ip = reflect ? 2 * pad_l - j : pad_l;
+    else if (j < in + pad_l)
+        ip = j;
+    else
+        ip = reflect ? 2 * (in + pad_l - 1) - j : in + pad_l - 1;
+    return ip - o_start + i_start;
+}
+
+template <typename E> __global__ void __launch_bounds__(256) pad_kernel(const od_cu_pad_args a)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t rem = i, off = 0;
+        for (int k = a.ndim - 1; k >= 0; k--) {
+            int64_t c = rem % a.sizes[k];
+            rem /= a.sizes[k];
+            if (k >= a.lead)
+                c = pad_source(a.reflect, c, a.in[k - a.lead], a.pad_l[k - a.lead]);
+            off += c * a.strides[k];
+        }
+        ((E *)a.out)[i] = ((const E *)a.self)[off];
+    }
+}
+
 } // namespace
+
+extern "C" cudaError_t od_cu_pad(const od_cu_pad_args *a, cudaStream_t st)
+{
+    if (a->n <= 0)
+        return cudaSuccess;
+    unsigned grid = grid_for(a->n, 256, a->sm_count, 8);
+    switch (a->elem_size) {
+    case 2: pad_kernel<uint16_t><<<grid, 256, 0, st>>>(*a); break;
+    case 4: pad_kernel<uint32_t><<<grid, 256, 0, st>>>(*a); break;
+    case 8: pad_kernel<uint64_t><<<grid, 256, 0, st>>>(*a); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
 
 extern "C" cudaError_t od_cu_search(const od_cu_search_args *a, cudaStream_t st)
 {

@@ -37,12 +37,14 @@ def R(rng, dt, shape):
     return T(rand(rng, dt, shape), dt)
 
 
-def check(server, cases, rtol=1e-6):
-    want = torch_ref([{"op": op, "args": a, "kwargs": kw} for op, a, kw in cases])
+def check(server, cases, rtol=1e-6, outs=1):
+    reqs = [{"op": op, "args": a, "kwargs": kw, "out": k} for op, a, kw in cases for k in range(outs)]
+    want = torch_ref(reqs)
     bad = []
-    for (op, args, kw), w in zip(cases, want):
+    for req, w in zip(reqs, want):
+        op, args, kw, k = req["op"], req["args"], req["kwargs"], req["out"]
         r = server.post(f"/v1/ops/{op}", {"args": args, "kwargs": kw})
-        what = f"{op} {[a['dtype'] + str(a['shape']) if isinstance(a, dict) else a for a in args]} {kw}"
+        what = f"{op} {[a['dtype'] + str(a['shape']) if isinstance(a, dict) else a for a in args]} {kw} out {k}"
         if "error" in w:
             if not 400 <= r.status_code < 500:
                 bad.append(f"{what}: torch raised {w['error']!r}, server {r.status_code} {r.text[:200]}")
@@ -52,7 +54,7 @@ def check(server, cases, rtol=1e-6):
         if r.status_code != 200:
             bad.append(f"{what}: torch ok, server {r.status_code} {r.text[:300]}")
             continue
-        o = r.json()["outputs"][0]
+        o = r.json()["outputs"][k]
         if o["dtype"] != w["dtype"] or o["shape"] != w["shape"]:
             bad.append(f"{what}: {o['dtype']}{o['shape']} vs torch {w['dtype']}{w['shape']}")
             continue
@@ -239,3 +241,53 @@ def test_searchsorted_bucketize(server, rng):
               ("bucketize.Tensor", [T(np.array([3])), T(np.arange(4).reshape(2, 2))], {}),
               ("searchsorted.Tensor", [T(np.zeros(0, np.float32)), T(np.array([1.0], np.float32))], {})]
     check(server, cases)
+
+
+def test_repeat_interleave(server, rng):
+    cases = []
+    for rdt in ("int64", "int32", "int16", "float32", "bool"):
+        r = T(rng.integers(0, 4, 5).astype(rdt if rdt != "bool" else "int64"), rdt)
+        cases += [("repeat_interleave.Tensor", [r], {}), ("repeat_interleave.Tensor", [T(np.zeros(0, rdt))], {})]
+    cases += [("repeat_interleave.Tensor", [T(np.array([1, -1, 2]))], {}),
+              ("repeat_interleave.Tensor", [T(np.int64(2))], {}),
+              ("repeat_interleave.Tensor", [T(np.array([[2]]))], {}),
+              ("repeat_interleave.Tensor", [T(np.array([1, 0, 2]))], {"output_size": 3})]
+    for dt in ALL:
+        x = R(rng, dt, (3, 4))
+        cases += [("repeat_interleave.self_int", [x, 2], {}), ("repeat_interleave.self_int", [x, 3, 1], {}),
+                  ("repeat_interleave.self_int", [x, 0, -2], {}),
+                  ("repeat_interleave.self_Tensor", [x, T(rng.integers(0, 3, 3))], {"dim": 0}),
+                  ("repeat_interleave.self_Tensor", [x, T(np.array([2]))], {"dim": 1}),
+                  ("repeat_interleave.self_Tensor", [x, T(np.int64(2))], {}),
+                  ("repeat_interleave.self_Tensor", [R(rng, dt, ()), T(np.array([3]))], {}),
+                  ("repeat_interleave.self_int", [R(rng, dt, (0, 2)), 2, 1], {})]
+    x = R(rng, "float32", (3, 4))
+    cases += [("repeat_interleave.self_int", [x, -1], {}),
+              ("repeat_interleave.self_Tensor", [x, T(np.array([1, 2]))], {"dim": 0}),
+              ("repeat_interleave.self_Tensor", [x, T(np.array([[1, 2, 1]]))], {"dim": 0}),
+              ("repeat_interleave.self_Tensor", [x, T(np.array([1, 2, 1], np.int32))], {"dim": 0}),
+              ("repeat_interleave.self_int", [x, 2, 2], {})]
+    check(server, cases)
+
+
+def test_unique_consecutive(server, rng):
+    cases = []
+    for dt in ALL:
+        v = np.repeat(rand(rng, dt, (6,)), rng.integers(1, 3, 6))
+        x = T(v, dt)
+        m = np.repeat(np.repeat(rand(rng, dt, (3, 2)), [2, 1, 2], axis=0), [1, 2], axis=1)
+        for inv, cnt in ((False, False), (True, False), (False, True), (True, True)):
+            cases.append(("unique_consecutive", [x, inv, cnt], {}))
+        for d in (0, 1, -1):
+            cases.append(("unique_consecutive", [T(m, dt), True, True, d], {}))
+        cases += [("unique_consecutive", [T(m, dt), True, True], {}),
+                  ("unique_consecutive", [R(rng, dt, ()), True, True], {}),
+                  ("unique_consecutive", [T(np.zeros(0), dt), True, True], {}),
+                  ("unique_consecutive", [T(np.zeros((0, 3)), dt), True, True, 0], {})]
+    nan = T(np.array([0.0, -0.0, np.nan, np.nan, 1.0, 1.0]))
+    cases += [("unique_consecutive", [nan, True, True], {}),
+              ("unique_consecutive", [T(np.array([[0.0, np.nan], [0.0, np.nan]])), True, True, 0], {}),
+              ("unique_consecutive", [T(np.zeros((0, 3))), True, True, 1], {}),
+              ("unique_consecutive", [T(np.float32(3)), True, True, 0], {}),
+              ("unique_consecutive", [T(np.ones((1, 2))), True, True, 2], {})]
+    check(server, cases, outs=3)
