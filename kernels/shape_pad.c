@@ -37,19 +37,25 @@ od_status od_pad_plan_of(od_opid id, const od_stack *s, od_pad_plan *p, od_error
     if (s->args[1].tag != OD_T_INT_LIST)
         return od_error_set(err, OD_EINVAL, "%s(): argument 'padding' must be a list of ints", name);
     const od_tensor *x = s->args[0].u.t;
-    const int64_t *pad = s->args[1].u.list.items;
+    const int64_t *given = s->args[1].u.list.items;
     int npad = (int)s->args[1].u.list.n;
     p->self = x;
     /* reflection_pad1d/2d do not check the length: they read the first
-     * pairs of a longer list (and past the end of a shorter one, which is
-     * refused here) */
-    if (npad != 2 * nd && !(reflect && nd < 3 && npad > 2 * nd))
+     * pairs of a longer list, and past the end of a shorter one (whatever
+     * memory follows: for 1d that was 0 where we saw it, which missing
+     * entries read here; for 2d mostly a large number, so an error) */
+    if (npad != 2 * nd && !(reflect && (nd == 1 || npad > 2 * nd)))
         return od_error_set(err, OD_EINVAL, "padding size is expected to be %d", 2 * nd);
+    int64_t pad[6] = {0};
+    for (int k = 0; k < 2 * nd && k < npad; k++)
+        pad[k] = given[k];
     char shp[256];
     od_shape_print(x->sizes, x->ndim, shp, sizeof shp);
-    /* ranks: unbatched nd + 1 or batched nd + 2, every dim but the batch non-empty */
+    /* ranks: unbatched nd + 1 or batched nd + 2, every dim but the batch
+     * non-empty (reflection 1d/2d let an unbatched tensor's first dim be
+     * empty too) */
     bool ok = x->ndim == nd + 1 || x->ndim == nd + 2;
-    for (int k = x->ndim == nd + 2 ? 1 : 0; ok && k < x->ndim; k++)
+    for (int k = x->ndim == nd + 2 || (reflect && nd < 3) ? 1 : 0; ok && k < x->ndim; k++)
         ok = x->sizes[k] != 0;
     if (!ok) {
         if (x->ndim <= nd && (nd > 1))

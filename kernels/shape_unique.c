@@ -40,7 +40,8 @@ od_status od_unique_consecutive_check(const od_stack *s, const od_tensor **self,
     *inverse = s->args[1].u.b;
     *counts = s->args[2].u.b;
     *dim = -1;
-    if (s->args[3].tag == OD_T_INT) {
+    /* dim=0 of a 1-D tensor takes the path without dim (ATen's own test) */
+    if (s->args[3].tag == OD_T_INT && !(s->args[3].u.i == 0 && x->ndim == 1)) {
         int64_t d = s->args[3].u.i;
         if (x->ndim == 0)
             return od_error_set(err, OD_EINVAL, "Dimension specified as %" PRId64 " but tensor has no dimensions", d);
@@ -49,10 +50,16 @@ od_status od_unique_consecutive_check(const od_stack *s, const od_tensor **self,
             return st;
         if (x->dtype == OD_FLOAT16)
             return od_error_set(err, OD_EUNSUPPORTED, "\"unique_dim\" not implemented for 'Half'");
+        int zeros = 0;
+        for (int k = 0; k < x->ndim; k++)
+            zeros += x->sizes[k] == 0;
+        if (zeros > 1)
+            return od_error_set(err, OD_EINVAL,
+                                "Number of zero sized dimensions is more than one, so unique cannot be applied ");
         if (od_tensor_numel(x) == 0 && x->sizes[*dim] != 0)
             return od_error_set(err, OD_EINVAL,
                                 "There are 0 sized dimensions, and they aren't selected, so unique cannot be applied");
-    } else if (s->args[3].tag != OD_T_NONE) {
+    } else if (s->args[3].tag != OD_T_NONE && s->args[3].tag != OD_T_INT) {
         return od_error_set(err, OD_EINVAL, "unique_consecutive(): argument 'dim' must be int or None");
     } else if (x->dtype == OD_FLOAT16) {
         return od_error_set(err, OD_EUNSUPPORTED, "\"unique\" not implemented for 'Half'");

@@ -60,6 +60,7 @@ OD_CX_KERNEL(od_cea_index_fill); /* index_fill.int_Scalar, .int_Tensor */
 OD_CX_KERNEL(od_cia_index_fill_);
 OD_CX_KERNEL(od_cea_slice_scatter); /* scatters.c: slice_scatter, select_scatter */
 OD_CX_KERNEL(od_cea_masked_scatter);
+OD_CX_KERNEL(od_cia_masked_scatter_);
 OD_CX_KERNEL(od_cea_put);
 OD_CX_KERNEL(od_cea_rot90);
 OD_CX_KERNEL(od_cia_repeat_interleave); /* .self_Tensor, .self_int */

@@ -173,9 +173,15 @@ OD_CX_KERNEL(od_cea_masked_scatter)
     od_tensor *se = od_cx_call(&sc, OD_OPID_expand, 3, T(self), od_list_v(OD_T_INT_LIST, shape, (size_t)nd),
                                od_bool(false));
     od_tensor *out = se ? od_cx_call(&sc, OD_OPID_clone, 2, T(se), od_int(OD_MF_CONTIGUOUS)) : NULL;
-    od_tensor *mb = mask->dtype == OD_BOOL ? mask : byte_mask(&sc, mask);
+    int64_t bnumel = 1;
+    for (int k = 0; k < nd; k++)
+        bnumel *= shape[k];
+    /* ATen reads mask values while it iterates: over nothing, none */
+    od_tensor *mb = mask->dtype == OD_BOOL || bnumel == 0 ? mask : byte_mask(&sc, mask);
     if (sc.st)
         return od_cx_scope_end(&sc);
+    if (mb && mb->dtype != OD_BOOL)
+        mb = od_cx_cast(&sc, mb, OD_BOOL);
     od_tensor *me = mb ? od_cx_call(&sc, OD_OPID_expand, 3, T(mb), od_list_v(OD_T_INT_LIST, shape, (size_t)nd),
                                     od_bool(false))
                        : NULL;
@@ -313,4 +319,49 @@ OD_CX_KERNEL(od_cia_repeat_interleave)
         ix = od_cx_cast(&sc, ix, OD_INT64);
     od_tensor *r = ix ? od_cx_call(&sc, OD_OPID_index_select, 3, T(input), od_int(d), T(ix)) : NULL;
     return od_cx_scope_return1(&sc, s, r);
+}
+
+/* masked_scatter_(self, mask, source): ATen's CPU kernel consumes source in
+ * the order its TensorIterator walks self, which is self's memory order
+ * (dims by decreasing stride), not the logical row-major order of the
+ * out-of-place masked_scatter. So: self and the mask (expanded to self's
+ * shape: it may not broadcast self) viewed with their dims in self's memory
+ * order, masked_scatter there, and copy_ back through that view. */
+OD_CX_KERNEL(od_cia_masked_scatter_)
+{
+    (void)ctx;
+    (void)ks;
+    od_tensor *self, *mask, *source;
+    od_status st;
+    if ((st = od_cx_arg_tensor(op, s, 0, &self, err)) || (st = od_cx_arg_tensor(op, s, 1, &mask, err)) ||
+        (st = od_cx_arg_tensor(op, s, 2, &source, err)))
+        return st;
+    if (self->dtype != source->dtype)
+        return od_error_set(err, OD_EMISMATCH,
+                            "masked_scatter: expected self and source to have same dtypes but got%s and %s",
+                            od_dtype_scalar_name(self->dtype), od_dtype_scalar_name(source->dtype));
+    int64_t perm[OD_MAX_DIMS];
+    for (int k = 0; k < self->ndim; k++)
+        perm[k] = k;
+    for (int a = 1; a < self->ndim; a++) /* stable insertion sort, larger strides first */
+        for (int b = a; b > 0 && self->sizes[perm[b]] > 1 && self->sizes[perm[b - 1]] > 1 &&
+                        self->strides[perm[b]] > self->strides[perm[b - 1]];
+             b--) {
+            int64_t t = perm[b];
+            perm[b] = perm[b - 1];
+            perm[b - 1] = t;
+        }
+    od_value pl = od_list_v(OD_T_INT_LIST, perm, (size_t)self->ndim);
+    od_cx_scope sc = od_cx_scope_begin(err);
+    od_tensor *me = od_cx_call(&sc, OD_OPID_expand, 3, T(mask), od_list_v(OD_T_INT_LIST, self->sizes, (size_t)self->ndim),
+                               od_bool(false));
+    od_tensor *sp = me ? od_cx_call(&sc, OD_OPID_permute, 2, T(self), pl) : NULL;
+    od_tensor *mp = sp ? od_cx_call(&sc, OD_OPID_permute, 2, T(me), pl) : NULL;
+    od_tensor *r = mp ? od_cx_call(&sc, OD_OPID_masked_scatter, 3, T(sp), T(mp), T(source)) : NULL;
+    if (r)
+        od_cx_call(&sc, OD_OPID_copy_, 3, T(sp), T(r), od_bool(false));
+    if ((st = od_cx_scope_end(&sc)))
+        return st;
+    od_tensor_retain(self);
+    return od_cx_return1(s, self);
 }
