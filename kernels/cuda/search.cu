@@ -13,6 +13,8 @@
 #include "cu_common.cuh"
 #include "cu_index.h"
 
+using namespace odcu;
+
 namespace {
 
 __device__ __forceinline__ double ld_f(const void *p, int64_t i, int32_t dt)
