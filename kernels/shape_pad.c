@@ -44,7 +44,7 @@ od_status od_pad_plan_of(od_opid id, const od_stack *s, od_pad_plan *p, od_error
      * pairs of a longer list, and past the end of a shorter one (whatever
      * memory follows: for 1d that was 0 where we saw it, which missing
      * entries read here; for 2d mostly a large number, so an error) */
-    if (npad != 2 * nd && !(reflect && (nd == 1 || npad > 2 * nd)))
+    if (npad != 2 * nd && !(reflect && nd < 3 && (nd == 1 || npad > 2 * nd)))
         return od_error_set(err, OD_EINVAL, "padding size is expected to be %d", 2 * nd);
     int64_t pad[6] = {0};
     for (int k = 0; k < 2 * nd && k < npad; k++)
