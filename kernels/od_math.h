@@ -466,6 +466,23 @@ OD_MATH_ACT_(f32, float, f)
 OD_MATH_ACT_(f64, double, )
 #undef OD_MATH_ACT_
 #define OD_MATH_VEC_logit ~, 1
+/* round.decimals, ATen's round_decimals_kernel: p[0] = 10^|decimals| in
+ * the dtype, p[1] = 1 for negative decimals (divide first), p[2] = 1 for
+ * bfloat16, whose c10 arithmetic rounds the product (quotient) to bfloat16
+ * before nearbyint; half to even, as nearbyint in the default mode */
+OD_MATH_FN float od_math_round_dec_f32(float x, const float *p)
+{
+    float t = p[1] != 0.0f ? x / p[0] : x * p[0];
+    if (p[2] != 0.0f)
+        t = od_bf16_to_float(od_float_to_bf16(t));
+    t = rintf(t);
+    return p[1] != 0.0f ? t * p[0] : t / p[0];
+}
+OD_MATH_FN double od_math_round_dec_f64(double x, const double *p)
+{
+    double t = rint(p[1] != 0.0 ? x / p[0] : x * p[0]);
+    return p[1] != 0.0 ? t * p[0] : t / p[0];
+}
 OD_MATH_FN int64_t od_math_hardtanh_i64(int64_t x, const int64_t *p) { return od_math_clamp_i64(x, p[0], p[1]); }
 OD_MATH_FN int64_t od_math_threshold_i64(int64_t x, const int64_t *p) { return x <= p[0] ? p[1] : x; }
 OD_MATH_FN int64_t od_math_nan_to_num_i64(int64_t x, const int64_t *p) { (void)p; return x; }

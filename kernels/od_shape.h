@@ -52,7 +52,8 @@ od_shape_fn od_builtin_shape_fn(od_opid id);
     X(od_shape_index_select) X(od_shape_factory) X(od_shape_arange) X(od_shape_ew) \
     X(od_shape_scan) \
     X(od_shape_scatter) X(od_shape_masked_fill) X(od_shape_take) X(od_shape_nonzero) \
-    X(od_shape_pointwise) X(od_shape_isin) X(od_shape_equal) X(od_shape_linalg)
+    X(od_shape_pointwise) X(od_shape_isin) X(od_shape_equal) X(od_shape_linalg) X(od_shape_search) \
+    X(od_shape_pad) X(od_shape_data_sized)
 
 #define OD_X_(fn) od_status fn(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, \
                                 od_error *err);
@@ -146,6 +147,42 @@ typedef struct od_ew_params {
     int64_t i[OD_EW_MAX_PARAMS];
 } od_ew_params;
 od_status od_ew_params_of(od_opid id, const od_stack *s, od_dtype dt, od_ew_params *p, od_error *err);
+
+/* searchsorted / bucketize (shape_search.c): the checked arguments, borrowed
+ * from the stack. The input is a tensor, or (the .Scalar overloads) scalar;
+ * both sides compare in common; each input element's boundary row is row
+ * (i / inner) of boundaries' rows of len (row 0 when boundaries is 1-D). */
+typedef struct od_search_plan {
+    const od_tensor *boundaries, *input, *sorter; /* input, sorter: NULL when absent */
+    od_value scalar;
+    od_dtype common;
+    bool out_int32, right;
+    int64_t len, inner, n;
+} od_search_plan;
+od_status od_search_plan_of(od_opid id, const od_stack *s, od_search_plan *p, od_error *err);
+
+/* reflection_pad1d/2d/3d, replication_pad1d/2d/3d (shape_pad.c): self
+ * (borrowed) has lead leading dims copied as they are and nd padded ones;
+ * for padded dim k (first spatial dim first) in[k] -> out[k] = in + pad_l +
+ * pad_r (negative pads crop). */
+typedef struct od_pad_plan {
+    const od_tensor *self;
+    int nd, lead;
+    bool reflect;
+    int64_t in[3], out[3], pad_l[3], pad_r[3];
+} od_pad_plan;
+od_status od_pad_plan_of(od_opid id, const od_stack *s, od_pad_plan *p, od_error *err);
+/* The input index output index j of a padded dim reads (ATen's loops). */
+int64_t od_pad_source_index(bool reflect, int64_t j, int64_t in, int64_t pad_l);
+
+/* repeat_interleave.Tensor / unique_consecutive (shape_unique.c): their
+ * argument checks (pointers borrowed from the stack). unique's *dim is the
+ * wrapped dim, or -1 for None. od_shape_data_sized runs them and refuses:
+ * the results' sizes depend on the data. */
+od_status od_repeat_interleave_check(const od_stack *s, const od_tensor **repeats, bool *has_size, int64_t *size,
+                                     od_error *err);
+od_status od_unique_consecutive_check(const od_stack *s, const od_tensor **self, bool *inverse, bool *counts,
+                                      int *dim, od_error *err);
 
 /* The alpha an add or sub kernel multiplies other by, as torch computes it:
  * sub is add with alpha negated (an int alpha wraps: -(-2^63) is -2^63),

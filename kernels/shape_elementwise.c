@@ -41,6 +41,17 @@ static od_status not_implemented(od_opid id, od_dtype dt, od_error *err)
                         od_dtype_scalar_name(dt));
 }
 
+/* The same, with the kernel's dispatch name where ATen's differs from the
+ * operator's: round.decimals runs round_decimals_kernel ("round_cpu"), or
+ * round's own for decimals=0 ("round_vml_cpu"). */
+static od_status not_implemented_s(od_opid id, const od_stack *s, od_dtype dt, od_error *err)
+{
+    if ((id == OD_OPID_round_decimals || id == OD_OPID_round__decimals) && s->nargs > 1 && s->args[1].tag == OD_T_INT)
+        return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'",
+                            s->args[1].u.i ? "round_cpu" : "round_vml_cpu", od_dtype_scalar_name(dt));
+    return not_implemented(id, dt, err);
+}
+
 /* ---- argument access ---------------------------------------------------------- */
 
 static od_status bad_arg(od_opid id, const od_stack *s, int i, const char *expected, od_error *err)
@@ -680,6 +691,15 @@ od_status od_ew_params_of(od_opid id, const od_stack *s, od_dtype dt, od_ew_para
     case OD_OPID_bitwise_not:
         p->i[0] = dt == OD_BOOL ? 1 : -1;
         return OD_OK;
+    case OD_OPID_round_decimals: {
+        /* static_cast<scalar_t>(std::pow(10, |decimals|)) */
+        int64_t dec = a[1].u.i;
+        uint64_t mag = dec < 0 ? 0 - (uint64_t)dec : (uint64_t)dec;
+        p->d[0] = round_to_dtype(pow(10.0, (double)mag), dt);
+        p->d[1] = dec < 0;
+        p->d[2] = dt == OD_BFLOAT16;
+        return OD_OK;
+    }
     case OD_OPID_polygamma:
         if (a[0].u.i < 0)
             return od_error_set(err, OD_EINVAL, "polygamma(n, x) does not support negative n.");
@@ -737,7 +757,7 @@ static od_status ew_dtypes(od_opid id, const od_stack *s, od_dtype *compute, od_
     bool flt = od_dtype_is_floating(dt);
     if ((rule == OD_EWR_FLOAT_NOHALF || rule == OD_EWR_FLOAT_ONLY_NOHALF || rule == OD_EWR_NUMERIC_NOHALF) &&
         dt == OD_FLOAT16)
-        return not_implemented(id, dt, err);
+        return not_implemented_s(id, s, dt, err);
     switch (rule) {
     case OD_EWR_FLOAT:
     case OD_EWR_FLOAT_NOHALF:
@@ -747,7 +767,7 @@ static od_status ew_dtypes(od_opid id, const od_stack *s, od_dtype *compute, od_
     case OD_EWR_FLOAT_ONLY:
     case OD_EWR_FLOAT_ONLY_NOHALF:
         if (!flt)
-            return not_implemented(id, dt, err);
+            return not_implemented_s(id, s, dt, err);
         break;
     case OD_EWR_NUMERIC:
     case OD_EWR_NUMERIC_NOHALF:

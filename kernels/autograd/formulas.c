@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "autograd.h"
+#include "od_shape.h"
 
 /* ---- helpers ------------------------------------------------------------------- */
 
@@ -457,6 +458,7 @@ OD_BW(ErfBackward0)
 OD_BW(FloorBackward0) { SET(0, ag_muls(sc, g[0], 0)); }
 OD_BW(CeilBackward0) { SET(0, ag_muls(sc, g[0], 0)); }
 OD_BW(RoundBackward0) { SET(0, ag_muls(sc, g[0], 0)); }
+OD_BW(RoundBackward1) { SET(0, ag_muls(sc, g[0], 0)); }
 OD_BW(TruncBackward0) { SET(0, ag_muls(sc, g[0], 0)); }
 OD_BW(SignBackward0) { SET(0, ag_muls(sc, g[0], 0)); }
 OD_BW(SgnBackward0) { SET(0, ag_muls(sc, g[0], 0)); }
@@ -1584,6 +1586,131 @@ OD_BW(IndexCopyBackward0)
         SET(k, ix_rows(sc, n, g[0]));
 }
 OD_BW(IndexFillBackward0) { SET(0, ix_fill0(sc, n, g[0])); }
+/* index_fill.int_Tensor: value's gradient is the filled positions' sum,
+ * grad minus grad with them zeroed (ATen sums index_select over the unique
+ * indices: the same positions) */
+OD_BW(IndexFillBackward1)
+{
+    od_tensor *z = ix_fill0(sc, n, g[0]);
+    SET(0, z);
+    int k = ag_in(n, 3);
+    if (k >= 0 && need[k])
+        SET(k, ag_sum_dims(sc, ag_sub(sc, g[0], z), NULL, 0, false));
+}
+
+/* ---- reflection / replication padding ---- */
+/* Padding is separable: along each padded dim the gradient of output index
+ * j goes to input index od_pad_source_index(j), so index_add per dim, the
+ * last dim's pair first in the padding list, sums it back (ATen's
+ * reflection_pad*_backward / replication_pad*_backward). */
+static void pad_backward(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc, int nd,
+                         bool reflect)
+{
+    const ag_tmeta *in = &n->in_meta[0];
+    const od_value *pv = ag_arg(n, 1);
+    const int64_t *pad = pv->u.list.items;
+    int lead = in->ndim - nd;
+    od_tensor *cur = g[0];
+    for (int k = 0; k < nd && cur; k++) {
+        int d = lead + k, pair = nd - 1 - k;
+        int64_t len = cur->sizes[d], isz = in->sizes[d];
+        od_tensor *map = NULL;
+        if (od_tensor_empty(&len, 1, OD_INT64, (od_device){OD_DEV_CPU, 0}, &map, sc->err)) {
+            sc->st = OD_EINVAL;
+            return;
+        }
+        int64_t *mv = od_tensor_data(map);
+        for (int64_t j = 0; j < len; j++)
+            mv[j] = od_pad_source_index(reflect, j, isz, pad[2 * pair]);
+        od_tensor *m = ag_tmp(sc, map);
+        od_tensor_release(map);
+        if (m && cur->device.type != OD_DEV_CPU)
+            m = ag_to(sc, m, OD_INT64, cur->device);
+        ag_tmeta z = *in;
+        z.dtype = cur->dtype;
+        for (int q = 0; q < in->ndim; q++)
+            z.sizes[q] = q < d ? in->sizes[q] : q == d ? isz : cur->sizes[q];
+        cur = ag_call(sc, OD_OPID_index_add, 5, T(ag_zeros(sc, &z)), od_int(d), T(m), T(cur), od_int(1));
+    }
+    SET(0, cur);
+}
+OD_BW(ReflectionPad1DBackward0) { pad_backward(n, g, gin, need, sc, 1, true); }
+OD_BW(ReflectionPad2DBackward0) { pad_backward(n, g, gin, need, sc, 2, true); }
+OD_BW(ReflectionPad3DBackward0) { pad_backward(n, g, gin, need, sc, 3, true); }
+OD_BW(ReplicationPad1DBackward0) { pad_backward(n, g, gin, need, sc, 1, false); }
+OD_BW(ReplicationPad2DBackward0) { pad_backward(n, g, gin, need, sc, 2, false); }
+OD_BW(ReplicationPad3DBackward0) { pad_backward(n, g, gin, need, sc, 3, false); }
+
+/* ---- scatters.c's composites ---- */
+/* zeros of src's shape in grad's dtype */
+static od_tensor *zeros_of_input(ag_scope *sc, od_node *n, int k, od_tensor *grad)
+{
+    ag_tmeta m = n->in_meta[k];
+    m.dtype = grad->dtype;
+    return ag_zeros(sc, &m);
+}
+/* self: grad with the slice zeroed; src: grad's slice */
+OD_BW(SliceScatterBackward0)
+{
+    int k = ag_in(n, 1);
+    if (need[0] && k >= 0)
+        SET(0, ag_call(sc, OD_OPID_slice_scatter, 6, T(g[0]), T(zeros_of_input(sc, n, k, g[0])), n->args[2],
+                       n->args[3], n->args[4], n->args[5]));
+    if (k >= 0 && need[k])
+        SET(k, ag_call(sc, OD_OPID_slice_Tensor, 5, T(g[0]), n->args[2], n->args[3], n->args[4], n->args[5]));
+}
+OD_BW(SelectScatterBackward0)
+{
+    int k = ag_in(n, 1);
+    if (need[0] && k >= 0)
+        SET(0, ag_call(sc, OD_OPID_select_scatter, 4, T(g[0]), T(zeros_of_input(sc, n, k, g[0])), n->args[2],
+                       n->args[3]));
+    if (k >= 0 && need[k])
+        SET(k, ag_call(sc, OD_OPID_select_int, 3, T(g[0]), n->args[2], n->args[3]));
+}
+/* the opposite turn */
+OD_BW(Rot90Backward0)
+{
+    SET(0, ag_call(sc, OD_OPID_rot90, 3, T(g[0]), od_int(-num(ag_arg(n, 1))), n->args[2]));
+}
+/* self: grad where the mask is unset; source: grad's masked elements in
+ * order, padded with zeros to source's numel, in source's shape */
+OD_BW(MaskedScatterBackward0)
+{
+    od_tensor *mask = ix_bool_mask(sc, ag_saved(sc, n, 1));
+    SET(0, ag_where0(sc, mask, g[0], false));
+    int k = ag_in(n, 2);
+    if (k < 0 || !need[k])
+        return;
+    const ag_tmeta *src = &n->in_meta[k];
+    int64_t numel = 1;
+    for (int i = 0; i < src->ndim; i++)
+        numel *= src->sizes[i];
+    od_tensor *sel = ag_call(sc, OD_OPID_masked_select, 2, T(g[0]), T(mask));
+    if (sel && numel > od_tensor_numel(sel)) {
+        int64_t pad[2] = {0, numel - od_tensor_numel(sel)};
+        sel = ag_call(sc, OD_OPID_constant_pad_nd, 3, T(sel), od_list_v(OD_T_INT_LIST, pad, 2), od_int(0));
+    }
+    SET(k, ag_reshape(sc, sel, src->sizes, src->ndim));
+}
+/* self: grad (accumulate) or grad with the put positions zeroed; source:
+ * grad taken at index, in source's shape */
+OD_BW(PutBackward0)
+{
+    int k = ag_in(n, 2);
+    bool acc = n->args[3].tag == OD_T_BOOL && n->args[3].u.b;
+    od_tensor *index = ag_saved(sc, n, 1);
+    if (need[0]) {
+        if (acc) {
+            SET(0, g[0]);
+        } else if (k >= 0) {
+            SET(0, ag_call(sc, OD_OPID_put, 4, T(g[0]), T(index), T(zeros_of_input(sc, n, k, g[0])), od_bool(false)));
+        }
+    }
+    if (k >= 0 && need[k])
+        SET(k, ag_reshape(sc, ag_call(sc, OD_OPID_take, 2, T(g[0]), T(index)), n->in_meta[k].sizes,
+                          n->in_meta[k].ndim));
+}
 
 /* ---- lerp, addcmul, addcdiv, nextafter ---------------------------------------------- */
 

@@ -56,7 +56,7 @@ OD_CX_KERNEL(od_cia_isclose); /* predicates.c: isclose, allclose */
 OD_CX_KERNEL(od_cea_masked_select); /* indexing.c */
 OD_CX_KERNEL(od_cea_index_add);
 OD_CX_KERNEL(od_cea_index_copy);
-OD_CX_KERNEL(od_cea_index_fill); /* index_fill.int_Scalar */
+OD_CX_KERNEL(od_cea_index_fill); /* index_fill.int_Scalar, .int_Tensor */
 OD_CX_KERNEL(od_cia_index_fill_);
 OD_CX_KERNEL(od_cia_split);         /* viewlists.c: split.Tensor, split_with_sizes, unbind.int, chunk, where */
 OD_CX_KERNEL(od_cia_diag);
@@ -68,6 +68,12 @@ OD_CX_KERNEL(od_cea_view_inplace);  /* squeeze_, squeeze_.dim, unsqueeze_, trans
 od_status od_cx_diagonal_view(od_tensor *self, int64_t offset, int64_t dim1, int64_t dim2, od_tensor **out,
                               od_error *err);
 OD_CX_KERNEL(od_cia_linalg_wrap); /* lapack.c: linalg_inv, linalg_solve(_ex), linalg_cholesky, linalg_svd, linalg_eigh, linalg_det, linalg_slogdet, linalg_lu_factor */
+OD_CX_KERNEL(od_cea_slice_scatter); /* scatters.c: slice_scatter, select_scatter */
+OD_CX_KERNEL(od_cea_masked_scatter);
+OD_CX_KERNEL(od_cia_masked_scatter_);
+OD_CX_KERNEL(od_cea_put);
+OD_CX_KERNEL(od_cea_rot90);
+OD_CX_KERNEL(od_cia_repeat_interleave); /* .self_Tensor, .self_int */
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */
 void od_cx_factories_init(void);

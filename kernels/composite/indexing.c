@@ -453,8 +453,32 @@ OD_CX_KERNEL(od_cea_index_copy)
 
 /* index_fill's checks in ATen's order; *wrapped (new) is index with
  * negative values counted from the end, NULL when nothing is filled */
+/* index_fill.int_Tensor's value: a 0-dim tensor read on the host (ATen's
+ * value.item()) as a number value in *v. */
+static od_status value_item(od_tensor *t, od_value *v, od_error *err)
+{
+    if (t->ndim != 0)
+        return od_error_set(err, OD_EINVAL,
+                            "index_fill_ only supports a 0-dimensional value tensor, but got tensor with %d "
+                            "dimension(s).",
+                            t->ndim);
+    od_dtype dt = t->dtype == OD_BOOL ? OD_BOOL : od_dtype_is_floating(t->dtype) ? OD_FLOAT64 : OD_INT64;
+    od_tensor *h = NULL;
+    od_value b[7] = {od_tensor_v(t), od_dtype_v(dt), od_none(), od_device_v((od_device){OD_DEV_CPU, 0}), od_none(),
+                     od_bool(false), od_none()};
+    od_status st = call1(OD_OPID__to_copy, b, 7, &h, err);
+    if (st)
+        return st;
+    const void *p = od_tensor_data(h);
+    *v = dt == OD_BOOL ? od_bool(*(const bool *)p) : dt == OD_FLOAT64 ? od_double(*(const double *)p)
+                                                                        : od_int(*(const int64_t *)p);
+    od_tensor_release(h);
+    return OD_OK;
+}
+
+/* *value: the fill value (args[3], or int_Tensor's item) */
 static od_status index_fill_prepare(const od_op *op, const od_stack *s, od_tensor **self, int *d,
-                                    od_tensor **wrapped, od_error *err)
+                                    od_tensor **wrapped, od_value *value, od_error *err)
 {
     od_tensor *index;
     int64_t dim, *iv = NULL, n = 0;
@@ -463,15 +487,21 @@ static od_status index_fill_prepare(const od_op *op, const od_stack *s, od_tenso
     if ((st = od_cx_arg_tensor(op, s, 0, self, err)) || (st = od_cx_arg_int(op, s, 1, &dim, err)) ||
         (st = od_cx_arg_tensor(op, s, 2, &index, err)))
         return st;
-    if (s->nargs < 4 || !od_value_is_number(&s->args[3]))
+    if (s->nargs >= 4 && s->args[3].tag == OD_T_TENSOR && s->args[3].u.t) {
+        if ((st = value_item(s->args[3].u.t, value, err)))
+            return st;
+    } else if (s->nargs < 4 || !od_value_is_number(&s->args[3])) {
         return od_error_set(err, OD_EINVAL, "index_fill(): argument 'value' must be a Number");
+    } else {
+        *value = s->args[3];
+    }
     if (index->dtype != OD_INT64)
         return od_error_set(err, OD_EINVAL, "index_fill_(): Expected dtype int64 for index.");
     if ((st = od_wrap_dim(dim, (*self)->ndim > 0 ? (*self)->ndim : 1, d, err)))
         return st;
     if (index->ndim > 1)
         return od_error_set(err, OD_EINVAL, "Index has to be a vector/scalar");
-    if ((st = od_scalar_check_fits(&s->args[3], (*self)->dtype, err)))
+    if ((st = od_scalar_check_fits(value, (*self)->dtype, err)))
         return st;
     if (od_tensor_numel(index) == 0)
         return OD_OK; /* ATen iterates over nothing: no index is read */
@@ -521,13 +551,14 @@ OD_CX_KERNEL(od_cea_index_fill)
     (void)ctx;
     (void)ks;
     od_tensor *self = NULL, *wrapped = NULL, *r = NULL;
+    od_value value;
     int d = 0;
-    od_status st = index_fill_prepare(op, s, &self, &d, &wrapped, err);
+    od_status st = index_fill_prepare(op, s, &self, &d, &wrapped, &value, err);
     if (st)
         return st;
     if (!wrapped)
         return clone_ret(self, s, err);
-    st = ix_scatter(IX_FILL, self, d, wrapped, od_tensor_numel(wrapped), NULL, &s->args[3], &r, err);
+    st = ix_scatter(IX_FILL, self, d, wrapped, od_tensor_numel(wrapped), NULL, &value, &r, err);
     od_tensor_release(wrapped);
     return st ? st : od_cx_return1(s, r);
 }
@@ -539,8 +570,9 @@ OD_CX_KERNEL(od_cia_index_fill_)
     (void)ctx;
     (void)ks;
     od_tensor *self = NULL, *wrapped = NULL, *z = NULL, *m = NULL, *mv = NULL, *r = NULL;
+    od_value value;
     int d = 0;
-    od_status st = index_fill_prepare(op, s, &self, &d, &wrapped, err);
+    od_status st = index_fill_prepare(op, s, &self, &d, &wrapped, &value, err);
     if (st)
         return st;
     if (!wrapped) {
@@ -560,7 +592,7 @@ OD_CX_KERNEL(od_cia_index_fill_)
     if (!st)
         st = od_cx_reshape(m, v, self->ndim, &mv, err);
     if (!st) {
-        od_value a[3] = {od_tensor_v(self), od_tensor_v(mv), s->args[3]};
+        od_value a[3] = {od_tensor_v(self), od_tensor_v(mv), value};
         st = call1(OD_OPID_masked_fill__Scalar, a, 3, &r, err);
     }
     od_tensor_release(wrapped);

@@ -48,6 +48,10 @@ OD_CPU_KERNEL_(od_cpu_masked_fill) /* masked.c: masked_fill.Scalar / .Tensor */
 OD_CPU_KERNEL_(od_cpu_nonzero)     /* masked.c: allocates its data-dependent result */
 OD_CPU_KERNEL_(od_cpu_take)        /* masked.c */
 OD_CPU_KERNEL_(od_cpu_linalg)      /* linalg.c: the LAPACK operators (od_shape_linalg) */
+OD_CPU_KERNEL_(od_cpu_search)      /* search.c: searchsorted, bucketize */
+OD_CPU_KERNEL_(od_cpu_pad)         /* pad.c: reflection_pad1d..3d, replication_pad1d..3d */
+OD_CPU_KERNEL_(od_cpu_repeat_interleave)  /* unique.c: repeat_interleave.Tensor */
+OD_CPU_KERNEL_(od_cpu_unique_consecutive) /* unique.c */
 
 #undef OD_CPU_KERNEL_
 

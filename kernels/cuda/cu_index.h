@@ -59,6 +59,41 @@ typedef struct od_cu_take_args {
 
 cudaError_t od_cu_take(const od_cu_take_args *a, cudaStream_t st);
 
+/* searchsorted / bucketize (search.c): for each of the n input values
+ * (contiguous, dtype `dtype`, the common dtype; or one constant, in xd / xi,
+ * when in is NULL) the first position of its boundary row (row i / inner,
+ * or 0 when one_row; rows of len, contiguous in dtype, permuted by sorter
+ * when it is non-NULL: contiguous int64, checked to lie in [0, len)) whose
+ * value is not < (left) / not <= (right) it; out is int64, or int32. */
+typedef struct od_cu_search_args {
+    const void *bd, *in;
+    const int64_t *sorter;
+    void *out;
+    int32_t dtype, out_int32, right, one_row;
+    double xd;
+    int64_t xi;
+    int64_t n, len, inner;
+    int sm_count;
+} od_cu_search_args;
+
+cudaError_t od_cu_search(const od_cu_search_args *a, cudaStream_t st);
+
+/* reflection / replication padding (search.c): out (contiguous, sizes,
+ * ndim dims, numel n) element i copies self's element (strides in
+ * elements) at the same leading indices and, along padded dim k (input dim
+ * lead + k), the source index of ATen's loops for in[k] and pad_l[k]. */
+typedef struct od_cu_pad_args {
+    const void *self;
+    void *out;
+    int32_t elem_size, ndim, lead, nd, reflect;
+    int64_t sizes[OD_CU_MAX_DIMS], strides[OD_CU_MAX_DIMS];
+    int64_t in[3], pad_l[3];
+    int64_t n;
+    int sm_count;
+} od_cu_pad_args;
+
+cudaError_t od_cu_pad(const od_cu_pad_args *a, cudaStream_t st);
+
 /* out[0] = the first position p < n (row-major) with idx[p] outside [lo, hi),
  * or -1; out[1] = idx[out[0]] when there is one. idx, out: device memory
  * (out: 2 int64, borrowed). */

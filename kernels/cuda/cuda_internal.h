@@ -49,6 +49,9 @@ OD_CUDA_KERNEL_(od_cuda_scatter)     /* index.c: gather, scatter.*, scatter_add,
 OD_CUDA_KERNEL_(od_cuda_masked_fill) /* index.c: masked_fill.Scalar / .Tensor */
 OD_CUDA_KERNEL_(od_cuda_nonzero)     /* index.c: counts, then allocates */
 OD_CUDA_KERNEL_(od_cuda_take)        /* index.c */
+OD_CUDA_KERNEL_(od_cuda_search)      /* search.c: searchsorted, bucketize */
+OD_CUDA_KERNEL_(od_cuda_pad)         /* search.c: reflection_pad1d..3d, replication_pad1d..3d */
+OD_CUDA_KERNEL_(od_cuda_data_sized)  /* search.c: repeat_interleave.Tensor, unique_consecutive (via the host) */
 OD_CUDA_KERNEL_(od_cuda_arange)      /* factory.c */
 OD_CUDA_KERNEL_(od_cuda_random)      /* factory.c: rand, randn */
 OD_CUDA_KERNEL_(od_cuda_reduce)      /* reduce.c */

@@ -1395,3 +1395,55 @@ Test(alloc, concurrent_threads_use_their_own_streams)
     od_tensor_release(a);
     od_tensor_release(b);
 }
+
+/* Padding, searchsorted / bucketize, repeat_interleave.Tensor and
+ * unique_consecutive against the CPU: strided inputs, every dtype each
+ * takes, and the refusals (the same message on both devices). */
+Test(copy, pads_search_unique)
+{
+    static const od_opid pads[6] = {OD_OPID_reflection_pad1d, OD_OPID_reflection_pad2d, OD_OPID_reflection_pad3d,
+                                    OD_OPID_replication_pad1d, OD_OPID_replication_pad2d,
+                                    OD_OPID_replication_pad3d};
+    static const int64_t padv[6] = {2, -1, 1, 3, 0, 2};
+    for (int di = 0; di < NALL; di++) {
+        od_dtype dt = ALL_DT[di];
+        for (int view = 0; view < 4; view++) {
+            for (int p = 0; p < 6; p++) {
+                int nd = p % 3 + 1;
+                int64_t sz[5] = {2, 3, 6, 5, 4};
+                od_tensor *a = arg_t(sz, nd + 2, dt, -5, 5, view);
+                od_value args[2] = {od_tensor_v(a), od_list_v(OD_T_INT_LIST, (void *)padv, (size_t)(2 * nd))};
+                check_op("padding", pads[p], args, 2, 0, false);
+                od_tensor_release(a);
+            }
+            if (dt == OD_BOOL)
+                continue;
+            od_tensor *b = arg_t(S(3, 9), 2, dt, -6, 6, 0), *v = arg_t(S(3, 7), 2, dt, -7, 7, view);
+            /* sorted rows (sort along dim 1) as the boundaries */
+            od_value sargs[6] = {od_tensor_v(b), od_tensor_v(v), od_bool(view & 1), od_bool(view >> 1), od_none(),
+                                 od_none()};
+            od_stack srt;
+            od_error se;
+            od_error_clear(&se);
+            od_value sa[3] = {od_tensor_v(b), od_int(1), od_bool(false)};
+            OKCALL(od_call_builtin(OD_OPID_sort, sa, 3, &srt, &se));
+            sargs[0] = srt.rets[0];
+            check_op("searchsorted", OD_OPID_searchsorted_Tensor, sargs, 6, 0, false);
+            od_value bargs[4] = {od_tensor_v(v), od_tensor_v(b), od_bool(false), od_bool(true)};
+            check_op("bucketize (2-D boundaries refused)", OD_OPID_bucketize_Tensor, bargs, 4, 0, false);
+            od_value uargs[4] = {od_tensor_v(v), od_bool(true), od_bool(true), od_none()};
+            check_op("unique_consecutive", OD_OPID_unique_consecutive, uargs, 4, 0, false);
+            uargs[3] = od_int(1);
+            check_op("unique_consecutive dim", OD_OPID_unique_consecutive, uargs, 4, 0, false);
+            od_stack_release_rets(&srt);
+            od_tensor_release(b);
+            od_tensor_release(v);
+        }
+    }
+    od_tensor *r = arg_t(S(9), 1, OD_INT64, 0, 3, 2);
+    od_value rargs[2] = {od_tensor_v(r), od_none()};
+    check_op("repeat_interleave", OD_OPID_repeat_interleave_Tensor, rargs, 2, 0, false);
+    ((int64_t *)od_tensor_data(r))[0] = -1;
+    check_op("repeat_interleave negative", OD_OPID_repeat_interleave_Tensor, rargs, 2, 0, false);
+    od_tensor_release(r);
+}

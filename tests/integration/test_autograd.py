@@ -280,6 +280,19 @@ def make_cases(rng):
     add("linalg_solve", RG(well(2, 3, 3)), RG(g(rng, 3)))
     add("linalg_solve", RG(well(3, 3)), RG(g(rng, 2, 3)), left=False)
     add("linalg_solve", RG(well(2, 1, 3, 3)), RG(g(rng, 2, 3, 1)))
+    # scatters (composites with torch's grad_fn), padding, round.decimals
+    add("slice_scatter", RG(g(rng, 4, 5)), RG(g(rng, 2, 5)), 0, 1, 3)
+    add("slice_scatter", RG(g(rng, 4, 5)), RG(g(rng, 4, 2)), 1, None, None, 3)
+    add("select_scatter", RG(g(rng, 4, 5)), RG(g(rng, 4)), 1, -2)
+    add("rot90", RG(g(rng, 3, 4, 2)), 3, [2, 0])
+    add("masked_scatter", RG(g(rng, 3, 4)), rng.random(4) < 0.5, RG(g(rng, 14)))
+    add("put", RG(g(rng, 3, 4)), np.array([3, -1, 7]), RG(g(rng, 3)))
+    add("put", RG(g(rng, 3, 4)), np.array([[3, 3], [7, 0]]), RG(g(rng, 4)), True)
+    add("index_fill.int_Tensor", a23(), 1, np.array([0, 2, 2]), RG(g(rng)))
+    add("round.decimals", RG(np.round(g(rng, 2, 3), 1) + 0.0123), decimals=1)
+    for nd, pad in ((1, [2, -1]), (2, [1, 3, -1, 2]), (3, [0, 2, 1, 1, 2, 0])):
+        for kind in ("reflection", "replication"):
+            add(f"{kind}_pad{nd}d", RG(g(rng, *((2,) + (4,) * nd))), pad)
     return C
 
 

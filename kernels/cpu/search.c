@@ -1,0 +1,138 @@
+/* search.c — searchsorted (.Tensor, .Scalar) and bucketize (.Tensor,
+ * .Scalar) on the CPU.
+ *
+ * Invariants: od_search_plan_of (shape_search.c) has checked every argument;
+ * here the sorter's values are checked, then each input element (read
+ * strided) is converted to the common dtype and located by ATen's
+ * cus_lower_bound / cus_upper_bound in its boundary row: the first position
+ * whose value is not < (left) / not <= (right) it, so NaNs sort last.
+ * Floating values compare as doubles after rounding to the common dtype
+ * (exact for every floating dtype), integers as int64.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "iter.h"
+#include "od_half.h"
+#include "od_shape.h"
+
+/* element i (storage offset off) of t as a double in dtype dt's precision,
+ * or as an int64 */
+static double load_f(const od_tensor *t, int64_t off, od_dtype dt)
+{
+    const char *p = (const char *)od_tensor_data(t) + off * (int64_t)od_dtype_size(t->dtype);
+    double v;
+    switch (t->dtype) {
+    case OD_FLOAT64: v = *(const double *)p; break;
+    case OD_FLOAT32: v = *(const float *)p; break;
+    case OD_FLOAT16: v = od_half_to_float(*(const uint16_t *)p); break;
+    case OD_BFLOAT16: v = od_bf16_to_float(*(const uint16_t *)p); break;
+    case OD_INT64: v = (double)*(const int64_t *)p; break;
+    case OD_INT32: v = *(const int32_t *)p; break;
+    case OD_INT16: v = *(const int16_t *)p; break;
+    case OD_INT8: v = *(const int8_t *)p; break;
+    case OD_UINT8: v = *(const uint8_t *)p; break;
+    default: v = *(const bool *)p; break;
+    }
+    switch (dt) {
+    case OD_FLOAT32: return (float)v;
+    case OD_FLOAT16: return od_half_to_float(od_float_to_half((float)v));
+    case OD_BFLOAT16: return od_bf16_to_float(od_float_to_bf16((float)v));
+    default: return v;
+    }
+}
+
+static int64_t load_i(const od_tensor *t, int64_t off)
+{
+    const char *p = (const char *)od_tensor_data(t) + off * (int64_t)od_dtype_size(t->dtype);
+    switch (t->dtype) {
+    case OD_INT64: return *(const int64_t *)p;
+    case OD_INT32: return *(const int32_t *)p;
+    case OD_INT16: return *(const int16_t *)p;
+    case OD_INT8: return *(const int8_t *)p;
+    case OD_UINT8: return *(const uint8_t *)p;
+    default: return *(const bool *)p;
+    }
+}
+
+/* the storage offset of t's row-major element i */
+static int64_t offset_of(const od_tensor *t, int64_t i)
+{
+    int64_t off = 0;
+    for (int k = t->ndim - 1; k >= 0; k--) {
+        off += (i % t->sizes[k]) * t->strides[k];
+        i /= t->sizes[k];
+    }
+    return off;
+}
+
+od_status od_cpu_search(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)op;
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_search_plan p;
+    od_out_spec spec;
+    int nouts = 0;
+    od_status st;
+    if ((st = od_search_plan_of(id, s, &p, err)) || (st = od_shape_search(id, s, &spec, &nouts, err)))
+        return st;
+    const od_tensor *b = p.boundaries, *so = p.sorter;
+    if (so && od_tensor_numel(so) > 0) {
+        int64_t m = od_tensor_numel(so);
+        for (int64_t i = 0; i < m; i++) {
+            int64_t v = load_i(so, offset_of(so, i));
+            if (v < 0 || v >= p.len)
+                return od_error_set(err, OD_EINVAL, "torch.searchsorted(): sorter index out of range");
+        }
+    }
+    od_tensor *out = NULL;
+    if ((st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err)))
+        return st;
+    bool flt = od_dtype_is_floating(p.common), one_row = b->ndim == 1;
+    bool sval_f = p.scalar.tag == OD_T_DOUBLE;
+    for (int64_t i = 0; i < p.n; i++) {
+        int64_t row = one_row ? 0 : i / p.inner, lo = 0, hi = p.len;
+        int64_t ioff = p.input ? offset_of(p.input, i) : 0;
+        double xf = 0;
+        int64_t xi = 0;
+        if (p.input && flt)
+            xf = load_f(p.input, ioff, p.common);
+        else if (p.input)
+            xi = load_i(p.input, ioff);
+        else if (flt) {
+            double v = od_value_as_double(&p.scalar);
+            xf = p.common == OD_FLOAT32    ? (float)v
+               : p.common == OD_FLOAT16  ? od_half_to_float(od_float_to_half((float)v))
+               : p.common == OD_BFLOAT16 ? od_bf16_to_float(od_float_to_bf16((float)v))
+                                         : v;
+        } else {
+            xi = sval_f ? (int64_t)p.scalar.u.d : p.scalar.tag == OD_T_BOOL ? p.scalar.u.b : p.scalar.u.i;
+        }
+        while (lo < hi) {
+            int64_t mid = lo + ((hi - lo) >> 1);
+            int64_t pos = row * p.len + (so ? load_i(so, offset_of(so, row * p.len + mid)) : mid);
+            int64_t boff = offset_of(b, pos);
+            bool go_right;
+            if (flt) {
+                double m = load_f(b, boff, p.common);
+                go_right = p.right ? !(m > xf) : !(m >= xf);
+            } else {
+                int64_t m = load_i(b, boff);
+                go_right = p.right ? !(m > xi) : !(m >= xi);
+            }
+            if (go_right)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (p.out_int32)
+            ((int32_t *)od_tensor_data(out))[i] = (int32_t)lo;
+        else
+            ((int64_t *)od_tensor_data(out))[i] = lo;
+    }
+    s->rets[0] = od_tensor_v(out);
+    s->nrets = 1;
+    return OD_OK;
+}

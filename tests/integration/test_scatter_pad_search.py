@@ -1,0 +1,293 @@
+"""The scatter-like, padding and search operators (kernels/composite/scatters.c,
+kernels/shape_pad.c + cpu/pad.c, kernels/shape_search.c + cpu/search.c,
+round.decimals, index_fill.int_Tensor) against PyTorch 1.13 on fresh random
+inputs of every dtype torch's CPU takes for each (and the ones it refuses),
+with empty and 0-dim tensors, broadcasting masks, strided views (a view's
+strides come from rot90, whose quarter turns are transposes), and refusals
+that must carry torch's message; then their gradients against torch's."""
+
+import numpy as np
+
+from conftest import from_json, torch_ref
+
+ALL = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
+
+
+def J(v):
+    """A value as JSON holds it: NaN and the infinities as strings."""
+    if isinstance(v, float) and not np.isfinite(v):
+        return "NaN" if np.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+    return v
+
+
+def T(a, dtype=None):
+    a = np.asarray(a)
+    return {"dtype": dtype or str(a.dtype), "shape": list(a.shape), "data": [J(v) for v in a.reshape(-1).tolist()]}
+
+
+def rand(rng, dt, shape):
+    if dt == "bool":
+        return rng.random(shape) < 0.5
+    if dt in ("int64", "int32", "int16", "int8", "uint8"):
+        return rng.integers(0 if dt == "uint8" else -9, 10, shape).astype(dt)
+    return (rng.standard_normal(shape) * 3).astype(np.float32 if dt == "bfloat16" else dt)
+
+
+def R(rng, dt, shape):
+    return T(rand(rng, dt, shape), dt)
+
+
+def check(server, cases, rtol=1e-6, outs=1):
+    reqs = [{"op": op, "args": a, "kwargs": kw, "out": k} for op, a, kw in cases for k in range(outs)]
+    want = torch_ref(reqs)
+    bad = []
+    for req, w in zip(reqs, want):
+        op, args, kw, k = req["op"], req["args"], req["kwargs"], req["out"]
+        r = server.post(f"/v1/ops/{op}", {"args": args, "kwargs": kw})
+        what = f"{op} {[a['dtype'] + str(a['shape']) if isinstance(a, dict) else a for a in args]} {kw} out {k}"
+        if "error" in w:
+            if not 400 <= r.status_code < 500:
+                bad.append(f"{what}: torch raised {w['error']!r}, server {r.status_code} {r.text[:200]}")
+            elif r.json()["error"]["message"] not in w["error"]:
+                bad.append(f"{what}: message {r.json()['error']['message']!r} vs torch {w['error']!r}")
+            continue
+        if r.status_code != 200:
+            bad.append(f"{what}: torch ok, server {r.status_code} {r.text[:300]}")
+            continue
+        o = r.json()["outputs"][k]
+        if o["dtype"] != w["dtype"] or o["shape"] != w["shape"]:
+            bad.append(f"{what}: {o['dtype']}{o['shape']} vs torch {w['dtype']}{w['shape']}")
+            continue
+        got = np.array([float(x) if isinstance(x, str) else x for x in o["data"]], np.float64)
+        exp = np.array([float(x) if isinstance(x, str) else x for x in w["value"]], np.float64)
+        if o["dtype"] in ("float32", "float16", "bfloat16"):  # the JSON holds the shortest float32 text
+            got, exp = got.astype(np.float32), exp.astype(np.float32)
+        if not np.allclose(got, exp, rtol=rtol, atol=1e-6, equal_nan=True):
+            bad.append(f"{what}: {got[:8]} vs torch {exp[:8]}")
+    assert not bad, f"{len(bad)} of {len(cases)} disagree:\n" + "\n".join(bad[:25])
+
+
+def test_slice_select_scatter(server, rng):
+    cases = []
+    for dt in ALL:
+        x = R(rng, dt, (4, 5))
+        cases += [("slice_scatter", [x, R(rng, dt, (2, 5)), 0, 1, 3], {}),
+                  ("slice_scatter", [x, R(rng, dt, (4, 2)), 1, None, None, 3], {}),
+                  ("slice_scatter", [x, R(rng, dt, (4, 2)), -1, -2], {}),
+                  ("slice_scatter", [x, R(rng, dt, (4, 5))], {}),
+                  ("slice_scatter", [x, R(rng, dt, (0, 5)), 0, 3, 1], {}),
+                  ("select_scatter", [x, R(rng, dt, (5,)), 0, -1], {}),
+                  ("select_scatter", [x, R(rng, dt, (4,)), 1, 2], {})]
+    x = R(rng, "float32", (4, 5))
+    cases += [("slice_scatter", [x, R(rng, "float64", (4, 5))], {}),  # src dtype is cast by copy_
+              ("slice_scatter", [x, R(rng, "float32", (3, 5)), 0, 0, 2], {}),
+              ("slice_scatter", [x, R(rng, "float32", (4, 5)), 2], {}),
+              ("select_scatter", [x, R(rng, "float32", (4,)), 0, 1], {}),
+              ("select_scatter", [x, R(rng, "float32", (5,)), 0, 4], {}),
+              ("select_scatter", [T(np.float32(2)), T(np.float32(1)), 0, 0], {}),
+              ("slice_scatter", [R(rng, "float32", (0, 3)), R(rng, "float32", (0, 3))], {})]
+    check(server, cases)
+
+
+def test_rot90(server, rng):
+    cases = []
+    for dt in ALL:
+        x = R(rng, dt, (3, 4, 2))
+        for k in (-3, -1, 0, 1, 2, 3, 5):
+            cases.append(("rot90", [x, k, [0, 1]], {}))
+        cases += [("rot90", [x, 1, [2, 0]], {}), ("rot90", [x, 3, [-1, -2]], {}), ("rot90", [x], {})]
+    x = R(rng, "float32", (3, 4))
+    cases += [("rot90", [x, 1, [0]], {}), ("rot90", [R(rng, "float32", (3,)), 1, [0, 1]], {}),
+              ("rot90", [x, 1, [0, 0]], {}), ("rot90", [x, 1, [0, -2]], {}), ("rot90", [x, 1, [0, 2]], {}),
+              ("rot90", [x, 1, [-3, 1]], {}), ("rot90", [x, 1, [0, -3]], {}),
+              ("rot90", [R(rng, "float32", (0, 3)), 1, [0, 1]], {})]
+    check(server, cases)
+
+
+def test_masked_scatter(server, rng):
+    cases = []
+    for dt in ALL:
+        x = R(rng, dt, (3, 4))
+        m = T(rng.random((3, 4)) < 0.5)
+        cases += [("masked_scatter", [x, m, R(rng, dt, (12,))], {}),
+                  ("masked_scatter", [x, T(rng.random(4) < 0.5), R(rng, dt, (3, 5))], {}),  # mask broadcasts
+                  ("masked_scatter", [R(rng, dt, (4,)), T(rng.random((2, 4)) < 0.5), R(rng, dt, (8,))], {}),
+                  ("masked_scatter", [R(rng, dt, ()), T(np.bool_(True)), R(rng, dt, (2,))], {}),
+                  ("masked_scatter", [R(rng, dt, (0, 4)), T(np.zeros((0, 4), bool)), R(rng, dt, (0,))], {})]
+    x = R(rng, "float32", (3, 4))
+    cases += [("masked_scatter", [x, T(np.ones((3, 4), bool)), R(rng, "float32", (5,))], {}),
+              ("masked_scatter", [x, T(np.ones((3, 4), bool)), R(rng, "float64", (12,))], {}),
+              ("masked_scatter", [x, T(rng.integers(0, 2, (3, 4)).astype(np.uint8)), R(rng, "float32", (12,))], {}),
+              ("masked_scatter", [x, T(rng.integers(0, 2, (3, 4)).astype(np.int64)), R(rng, "float32", (12,))], {}),
+              ("masked_scatter", [x, T(np.array([0, 1, 2, 0], np.int64)), R(rng, "float32", (12,))], {}),
+              ("masked_scatter", [x, T(np.ones(5, bool)), R(rng, "float32", (12,))], {})]
+    check(server, cases)
+
+
+def test_put(server, rng):
+    cases = []
+    for dt in ALL:
+        x = R(rng, dt, (3, 4))
+        idx = T(rng.permutation(12)[:5] - 6)  # distinct, some negative
+        dup = T(rng.integers(-12, 12, 7))
+        cases += [("put", [x, idx, R(rng, dt, (5,))], {}),
+                  ("put", [x, T(np.array([[1, 2], [3, 4]])), R(rng, dt, (4,))], {}),
+                  ("put", [x, idx, R(rng, dt, (5,)), True], {}),
+                  ("put", [x, T(np.zeros(0, np.int64)), R(rng, dt, (0,))], {}),
+                  ("put", [R(rng, dt, ()), T(np.array([0, -1])), R(rng, dt, (2,)), True], {})]
+        if dt not in ("float16", "bfloat16", "bool"):  # accumulation order of duplicates is torch's own
+            cases.append(("put", [x, dup, R(rng, dt, (7,)), True], {}))
+    x = R(rng, "float32", (3, 4))
+    cases += [("put", [x, T(np.array([0, 12])), R(rng, "float32", (2,))], {}),
+              ("put", [x, T(np.array([0, -13])), R(rng, "float32", (2,))], {}),
+              ("put", [x, T(np.array([0, 1])), R(rng, "float32", (3,))], {}),
+              ("put", [x, T(np.array([0, 1])), R(rng, "float64", (2,))], {}),
+              ("put", [x, T(np.array([0, 1], np.int32)), R(rng, "float32", (2,))], {}),
+              ("put", [R(rng, "float32", (0,)), T(np.array([0])), R(rng, "float32", (1,))], {})]
+    check(server, cases, rtol=1e-5)
+
+
+def test_index_fill_int_tensor(server, rng):
+    cases = []
+    for dt in ALL:
+        x = R(rng, dt, (3, 4))
+        for vdt in ("float64", "int64", "bool"):
+            cases.append(("index_fill.int_Tensor", [x, 1, T(np.array([0, -1])), R(rng, vdt, ())], {}))
+        cases += [("index_fill.int_Tensor", [x, 0, T(np.array([2])), R(rng, dt, ())], {}),
+                  ("index_fill.int_Tensor", [R(rng, dt, ()), 0, T(np.array([0])), R(rng, dt, ())], {})]
+    x = R(rng, "float32", (3, 4))
+    cases += [("index_fill.int_Tensor", [x, 0, T(np.array([0])), R(rng, "float32", (2,))], {}),
+              ("index_fill.int_Tensor", [x, 0, T(np.array([3])), R(rng, "float32", ())], {}),
+              ("index_fill.int_Tensor", [x, 2, T(np.array([0])), R(rng, "float32", ())], {}),
+              ("index_fill.int_Tensor", [x, 0, T(np.array([0], np.int32)), R(rng, "float32", ())], {})]
+    check(server, cases)
+
+
+def test_round_decimals(server, rng):
+    cases = []
+    for dt in ALL:
+        x = T(rand(rng, dt, (5, 6)) * (100 if dt in ("float32", "float64") else 1), dt)
+        for d in (-2, -1, 0, 1, 2, 3):
+            cases.append(("round.decimals", [x], {"decimals": d}))
+    half = T(np.array([0.5, 1.5, 2.5, -0.5, -2.5, 0.125, 1.25, 25.0, 35.0, np.nan, np.inf]))
+    for d in (0, 1, 2, -1):
+        cases.append(("round.decimals", [half], {"decimals": d}))
+    cases.append(("round.decimals", [T(np.zeros((0, 3), np.float32))], {"decimals": 2}))
+    cases.append(("round.decimals", [T(np.float64(2.345))], {"decimals": 2}))
+    check(server, cases, rtol=0)
+
+
+def test_reflection_replication_pad(server, rng):
+    cases = []
+    for nd in (1, 2, 3):
+        for kind in ("reflection", "replication"):
+            op = f"{kind}_pad{nd}d"
+            for dt in ALL:
+                cases.append((op, [R(rng, dt, (2,) + (4,) * nd), [1, 2] * nd], {}))
+            for shape in [(3,) + (4,) * nd, (2, 3) + (5,) * nd, (0, 2) + (4,) * nd]:
+                x = R(rng, "float64", shape)
+                cases += [(op, [x, [3, 0] + [1, 2] * (nd - 1)], {}), (op, [x, [-1, 2] * nd], {}),
+                          (op, [x, [0, 0] * nd], {})]
+            x = R(rng, "float32", (2,) + (4,) * nd)
+            cases += [(op, [x, [4, 1] + [0, 0] * (nd - 1)], {}), (op, [x, [0, 0] * (nd - 1) + [1, 4]], {}),
+                      (op, [x, [6, 1] * nd], {}), (op, [x, [-3, -3] + [0, 0] * (nd - 1)], {}),
+                      (op, [x, [-2, -2] + [0, 0] * (nd - 1)], {}),
+                      (op, [R(rng, "float32", (2, 0) + (4,) * nd), [1, 1] * nd], {}),
+                      # a list of the wrong length: torch's reflection 1d/2d read the first pairs of a
+                      # longer one (and past a shorter one); the others refuse either
+                      (op, [x, [1] * (2 * nd + 2)], {})]
+            if kind == "replication" or nd == 3:
+                cases.append((op, [x, [1] * (2 * nd - 1)], {}))
+            if nd == 1 or kind == "replication":  # torch's reflection 2d/3d read past it as an IndexError
+                cases.append((op, [R(rng, "float32", (4,) * nd), [1, 1] * nd], {}))
+    check(server, cases)
+
+
+def test_searchsorted_bucketize(server, rng):
+    cases = []
+    for dt in ALL:
+        bd = np.sort(rand(rng, dt, (6,)).astype(np.float64)).astype(rand(rng, dt, (1,)).dtype)
+        b = T(bd, dt)
+        v = R(rng, dt, (3, 4))
+        b2 = T(np.sort(rand(rng, dt, (3, 5)).astype(np.float64), axis=1).astype(rand(rng, dt, (1,)).dtype), dt)
+        for right in (False, True):
+            cases += [("searchsorted.Tensor", [b, v], {"right": right}),
+                      ("searchsorted.Tensor", [b2, v], {"right": right, "out_int32": True}),
+                      ("bucketize.Tensor", [v, b], {"right": right}),
+                      ("searchsorted.Scalar", [b, 1], {"right": right}),
+                      ("bucketize.Scalar", [2, b], {"right": right})]
+        perm = rng.permutation(6)
+        unsorted = np.asarray(rand(rng, dt, (6,)))
+        cases += [("searchsorted.Tensor", [T(unsorted, dt), v], {"sorter": T(np.argsort(unsorted, kind="stable"))}),
+                  ("searchsorted.Tensor", [b, v], {"side": "right"}),
+                  ("searchsorted.Tensor", [b, R(rng, dt, ())], {}),
+                  ("searchsorted.Tensor", [b, R(rng, dt, (0,))], {}),
+                  ("searchsorted.Tensor", [T(bd[perm], dt), v], {"sorter": T(np.argsort(perm))})]
+    f = T(np.array([1.0, 2.0, 2.0, 3.0, np.nan], np.float32))
+    cases += [("searchsorted.Tensor", [f, T(np.array([2.0, np.nan, 0.5, 9.0], np.float32))], {}),
+              ("searchsorted.Tensor", [f, T(np.array([2.0, np.nan, 0.5, 9.0], np.float32))], {"right": True}),
+              ("searchsorted.Tensor", [T(np.array([1, 3, 5, 7])), T(np.array([2.5, 3.0]))], {}),
+              ("searchsorted.Scalar", [T(np.array([1, 3, 5, 7])), 3.5], {}),
+              ("searchsorted.Scalar", [T(np.array([1.0, 3.0], np.float32)), 3], {}),
+              ("bucketize.Tensor", [T(np.array([True])), T(np.array([1, 3]))], {}),
+              ("searchsorted.Tensor", [T(np.array([True, False])), T(np.array([True]))], {}),
+              ("searchsorted.Tensor", [T(np.int64(3)), T(np.array([3]))], {}),
+              ("searchsorted.Tensor", [T(np.arange(4).reshape(2, 2)), T(np.int64(3))], {}),
+              ("searchsorted.Tensor", [T(np.arange(4).reshape(2, 2)), T(np.array([[3]]))], {}),
+              ("searchsorted.Tensor", [T(np.arange(4)), T(np.array([3]))], {"side": "middle"}),
+              ("searchsorted.Tensor", [T(np.arange(4)), T(np.array([3]))], {"side": "left", "right": True}),
+              ("searchsorted.Tensor", [T(np.arange(4)), T(np.array([3]))], {"sorter": T(np.arange(3))}),
+              ("searchsorted.Tensor", [T(np.arange(4)), T(np.array([3]))], {"sorter": T(np.arange(4, dtype=np.int32))}),
+              ("bucketize.Tensor", [T(np.array([3])), T(np.arange(4).reshape(2, 2))], {}),
+              ("searchsorted.Tensor", [T(np.zeros(0, np.float32)), T(np.array([1.0], np.float32))], {})]
+    check(server, cases)
+
+
+def test_repeat_interleave(server, rng):
+    cases = []
+    for rdt in ("int64", "int32", "int16", "float32", "bool"):
+        r = T(rng.integers(0, 4, 5).astype(rdt if rdt != "bool" else "int64"), rdt)
+        cases += [("repeat_interleave.Tensor", [r], {}), ("repeat_interleave.Tensor", [T(np.zeros(0, rdt))], {})]
+    cases += [("repeat_interleave.Tensor", [T(np.array([1, -1, 2]))], {}),
+              ("repeat_interleave.Tensor", [T(np.int64(2))], {}),
+              ("repeat_interleave.Tensor", [T(np.array([[2]]))], {}),
+              ("repeat_interleave.Tensor", [T(np.array([1, 0, 2]))], {"output_size": 3})]
+    for dt in ALL:
+        x = R(rng, dt, (3, 4))
+        cases += [("repeat_interleave.self_int", [x, 2], {}), ("repeat_interleave.self_int", [x, 3, 1], {}),
+                  ("repeat_interleave.self_int", [x, 0, -2], {}),
+                  ("repeat_interleave.self_Tensor", [x, T(rng.integers(0, 3, 3))], {"dim": 0}),
+                  ("repeat_interleave.self_Tensor", [x, T(np.array([2]))], {"dim": 1}),
+                  ("repeat_interleave.self_Tensor", [x, T(np.int64(2))], {}),
+                  ("repeat_interleave.self_Tensor", [R(rng, dt, ()), T(np.array([3]))], {}),
+                  ("repeat_interleave.self_int", [R(rng, dt, (0, 2)), 2, 1], {})]
+    x = R(rng, "float32", (3, 4))
+    cases += [("repeat_interleave.self_int", [x, -1], {}),
+              ("repeat_interleave.self_Tensor", [x, T(np.array([1, 2]))], {"dim": 0}),
+              ("repeat_interleave.self_Tensor", [x, T(np.array([[1, 2, 1]]))], {"dim": 0}),
+              ("repeat_interleave.self_Tensor", [x, T(np.array([1, 2, 1], np.int32))], {"dim": 0}),
+              ("repeat_interleave.self_int", [x, 2, 2], {})]
+    check(server, cases)
+
+
+def test_unique_consecutive(server, rng):
+    cases = []
+    for dt in ALL:
+        v = np.repeat(rand(rng, dt, (6,)), rng.integers(1, 3, 6))
+        x = T(v, dt)
+        m = np.repeat(np.repeat(rand(rng, dt, (3, 2)), [2, 1, 2], axis=0), [1, 2], axis=1)
+        for inv, cnt in ((False, False), (True, False), (False, True), (True, True)):
+            cases.append(("unique_consecutive", [x, inv, cnt], {}))
+        for d in (0, 1, -1):
+            cases.append(("unique_consecutive", [T(m, dt), True, True, d], {}))
+        cases += [("unique_consecutive", [T(m, dt), True, True], {}),
+                  ("unique_consecutive", [R(rng, dt, ()), True, True], {}),
+                  ("unique_consecutive", [T(np.zeros(0), dt), True, True], {}),
+                  ("unique_consecutive", [T(np.zeros((0, 3)), dt), True, True, 0], {})]
+    nan = T(np.array([0.0, -0.0, np.nan, np.nan, 1.0, 1.0]))
+    cases += [("unique_consecutive", [nan, True, True], {}),
+              ("unique_consecutive", [T(np.array([[0.0, np.nan], [0.0, np.nan]])), True, True, 0], {}),
+              ("unique_consecutive", [T(np.zeros((0, 3))), True, True, 1], {}),
+              ("unique_consecutive", [T(np.float32(3)), True, True, 0], {}),
+              ("unique_consecutive", [T(np.ones((1, 2))), True, True, 2], {})]
+    check(server, cases, outs=3)
