@@ -50,6 +50,9 @@ OD_CUDA_KERNEL_(od_cuda_masked_fill) /* index.c: masked_fill.Scalar / .Tensor */
 OD_CUDA_KERNEL_(od_cuda_nonzero)     /* index.c: counts, then allocates */
 OD_CUDA_KERNEL_(od_cuda_take)        /* index.c */
 OD_CUDA_KERNEL_(od_cuda_arange)      /* factory.c */
+OD_CUDA_KERNEL_(od_cuda_linspace)    /* range.c: linspace, logspace */
+OD_CUDA_KERNEL_(od_cuda_tri_indices) /* tril_indices, triu_indices */
+OD_CUDA_KERNEL_(od_cuda_local_scalar) /* _local_scalar_dense */
 OD_CUDA_KERNEL_(od_cuda_random)      /* factory.c: rand, randn */
 OD_CUDA_KERNEL_(od_cuda_reduce)      /* reduce.c */
 OD_CUDA_KERNEL_(od_cuda_softmax)     /* reduce.c: _softmax, _log_softmax */
