@@ -215,9 +215,9 @@ typedef struct od_tri_indices_params {
     int64_t row, col, offset, count;
 } od_tri_indices_params;
 od_status od_tri_indices_params_of(od_opid id, const od_stack *s, od_tri_indices_params *p, od_error *err);
-/* Fills rows[0..count) and cols[0..count) (caller's int64 buffers) in
- * ATen's row-major order. */
-void od_tri_indices_fill(const od_tri_indices_params *p, int64_t *rows, int64_t *cols);
+/* Fills data (caller's, 2 * count elements of p->dtype): the rows, then the
+ * columns, in ATen's row-major order. */
+void od_tri_indices_fill(const od_tri_indices_params *p, void *data);
 
 /* ---- scans and sorting (kernels/shape_scan.c): the parsed arguments of
  * cumsum ... kthvalue, shared by od_shape_scan and every backend ---- */

@@ -144,24 +144,29 @@ od_status od_shape_linspace(od_opid id, const od_stack *s, od_out_spec *outs, in
 
 /* ---- tril_indices, triu_indices -------------------------------------------------------------- */
 
+/* int64 arithmetic that wraps as ATen's does at the extremes (offset near
+ * INT64_MAX), without C's undefined signed overflow. */
+static int64_t wadd(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static int64_t wsub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+static int64_t wmul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+
 /* ATen's get_tril_size: the number of (r, c) with c <= r + offset in a
  * row x col matrix, from the trapezoid and rectangle it splits into. */
 static int64_t tril_size(int64_t row, int64_t col, int64_t offset)
 {
     if (row == 0 || col == 0)
         return 0;
-    int64_t m_first = offset > 0 ? (col < 1 + offset ? col : 1 + offset) : (row + offset > 0);
-    int64_t m_last = row + offset < col ? row + offset : col;
-    if (m_last < 0)
-        m_last = 0;
-    int64_t n_all = row < row + offset ? row : row + offset;
-    if (n_all < 0)
-        n_all = 0;
-    int64_t n_trap = m_last - m_first + 1;
-    int64_t size = (m_first + m_last) * n_trap >> 1;
-    int64_t diff = n_all - n_trap;
+    int64_t m_first = offset > 0 ? imin(col, wadd(1, offset)) : wadd(row, offset) > 0;
+    int64_t m_last = imax(0, imin(col, wadd(row, offset)));
+    int64_t n_all = imax(0, imin(row, wadd(row, offset)));
+    int64_t n_trap = wadd(wsub(m_last, m_first), 1);
+    int64_t prod = wmul(wadd(m_first, m_last), n_trap);
+    int64_t size = prod >= 0 ? prod >> 1 : ~(~prod >> 1); /* an arithmetic shift */
+    int64_t diff = wsub(n_all, n_trap);
     if (diff > 0)
-        size += diff * col;
+        size = wadd(size, wmul(diff, col));
     return size;
 }
 
@@ -184,37 +189,51 @@ od_status od_tri_indices_params_of(od_opid id, const od_stack *s, od_tri_indices
     if (p->dtype != OD_INT32 && p->dtype != OD_INT64)
         return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'",
                             p->upper ? "triu_indices" : "tril_indices", od_dtype_scalar_name(p->dtype));
-    if (p->row > 0 && p->col > INT64_MAX / p->row)
-        return od_error_set(err, OD_ETOOLARGE, "%s: %" PRId64 " x %" PRId64 " overflows int64",
-                            name_of(id), p->row, p->col);
-    p->count = p->upper ? p->row * p->col - tril_size(p->row, p->col, p->offset - 1)
+    p->count = p->upper ? wsub(wmul(p->row, p->col), tril_size(p->row, p->col, wsub(p->offset, 1)))
                         : tril_size(p->row, p->col, p->offset);
+    /* ATen's empty_cpu({2, count}): a count whose bytes overflow */
+    if (p->count < 0 || p->count > INT64_MAX / 16)
+        return od_error_set(err, OD_EINVAL, "Storage size calculation overflowed with sizes=[2, %" PRId64 "]",
+                            p->count);
     return OD_OK;
 }
 
-void od_tri_indices_fill(const od_tri_indices_params *p, int64_t *rows, int64_t *cols)
-{
-    if (p->upper) {
-        int64_t c = p->offset > 0 ? p->offset : 0, r = 0;
-        for (int64_t i = 0; i < p->count; i++) {
-            rows[i] = r;
-            cols[i] = c;
-            if (++c >= p->col) {
-                r++;
-                c = r + p->offset > 0 ? r + p->offset : 0;
-            }
-        }
-    } else {
-        int64_t r = -p->offset > 0 ? -p->offset : 0, c = 0;
-        for (int64_t i = 0; i < p->count; i++) {
-            rows[i] = r;
-            cols[i] = c;
-            if (++c > r + p->offset || c >= p->col) {
-                r++;
-                c = 0;
-            }
-        }
+/* ATen's loops, with its index_t (int32 or int64) counters: an offset
+ * beyond int32 wraps in them as it does there. */
+#define TRI_FILL(T)                                                                           \
+    {                                                                                         \
+        T *rows = data, *cols = rows + p->count;                                              \
+        if (p->upper) {                                                                       \
+            T c = (T)imax(0, p->offset), r = 0;                                               \
+            for (int64_t i = 0; i < p->count; i++) {                                          \
+                rows[i] = r;                                                                  \
+                cols[i] = c;                                                                  \
+                c = (T)wadd(c, 1);                                                            \
+                if (c >= p->col) {                                                            \
+                    r = (T)wadd(r, 1);                                                        \
+                    c = (T)imax(0, wadd(r, p->offset));                                       \
+                }                                                                             \
+            }                                                                                 \
+        } else {                                                                              \
+            T r = (T)imax(0, wsub(0, p->offset)), c = 0;                                      \
+            for (int64_t i = 0; i < p->count; i++) {                                          \
+                rows[i] = r;                                                                  \
+                cols[i] = c;                                                                  \
+                c = (T)wadd(c, 1);                                                            \
+                if (c > wadd(r, p->offset) || c >= p->col) {                                  \
+                    r = (T)wadd(r, 1);                                                        \
+                    c = 0;                                                                    \
+                }                                                                             \
+            }                                                                                 \
+        }                                                                                     \
     }
+
+void od_tri_indices_fill(const od_tri_indices_params *p, void *data)
+{
+    if (p->dtype == OD_INT32)
+        TRI_FILL(int32_t)
+    else
+        TRI_FILL(int64_t)
 }
 
 od_status od_shape_tri_indices(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)

@@ -17,8 +17,9 @@
  *    end, in double (float16 is not dispatched on CPU).
  *  - tril/triu_indices are written serially in ATen's order
  *    (od_tri_indices_fill).
- *  - _local_scalar_dense reads the first element (ATen does not check the
- *    element count; item() does); an empty tensor, which ATen reads out of
+ *  - _local_scalar_dense reads the element at the view's offset (ATen does
+ *    not check the element count; item() does), an empty view's too when
+ *    its storage holds one; an empty storage, which ATen reads out of
  *    bounds, is refused.
  */
 #include <math.h>
@@ -251,23 +252,8 @@ od_status od_cpu_tri_indices(void *ctx, const od_op *op, od_keyset ks, od_stack 
     od_status st;
     if ((st = od_tri_indices_params_of(id, s, &p, err)) || (st = alloc1(od_shape_tri_indices, id, s, &out, err)))
         return st;
-    if (p.count == 0)
-        return ret1(s, out);
-    if (p.dtype == OD_INT64) {
-        int64_t *d = od_tensor_data(out);
-        od_tri_indices_fill(&p, d, d + p.count);
-        return ret1(s, out);
-    }
-    int64_t *tmp = malloc(sizeof(int64_t) * 2 * (size_t)p.count);
-    if (!tmp) {
-        od_tensor_release(out);
-        return od_error_set(err, OD_ENOMEM, "%s: out of memory", od_op_schema(op)->name);
-    }
-    od_tri_indices_fill(&p, tmp, tmp + p.count);
-    int32_t *d = od_tensor_data(out);
-    for (int64_t i = 0; i < 2 * p.count; i++)
-        d[i] = (int32_t)tmp[i];
-    free(tmp);
+    if (p.count > 0)
+        od_tri_indices_fill(&p, od_tensor_data(out));
     return ret1(s, out);
 }
 
@@ -297,7 +283,10 @@ od_status od_cpu_local_scalar(void *ctx, const od_op *op, od_keyset ks, od_stack
     if (s->nargs != 1 || s->args[0].tag != OD_T_TENSOR || !s->args[0].u.t)
         return od_error_set(err, OD_EINVAL, "_local_scalar_dense(): argument 'self' must be a Tensor");
     od_tensor *t = s->args[0].u.t;
-    if (od_tensor_numel(t) == 0)
+    size_t es = od_dtype_size(t->dtype);
+    /* an empty view of a non-empty storage (an expand to size 0): ATen reads
+     * the element at its offset all the same */
+    if (od_tensor_numel(t) == 0 && !(t->storage && (size_t)t->offset * es + es <= t->storage->nbytes))
         return od_error_set(err, OD_EINVAL, "_local_scalar_dense(): cannot read a Scalar from a tensor with no "
                                             "elements");
     s->rets[0] = scalar_at(od_tensor_data(t), t->dtype);

@@ -111,17 +111,12 @@ od_status od_cuda_tri_indices(void *ctx, const od_op *op, od_keyset ks, od_stack
         return st;
     if (p.count > 0) {
         size_t es = od_dtype_size(p.dtype);
-        int64_t *idx = malloc(sizeof(int64_t) * 2 * (size_t)p.count);
+        void *idx = malloc(es * 2 * (size_t)p.count);
         if (!idx) {
             od_tensor_release(out);
             return od_error_set(err, OD_ENOMEM, "%s: out of host memory", od_cu_op_name(op));
         }
-        od_tri_indices_fill(&p, idx, idx + p.count);
-        if (p.dtype == OD_INT32) { /* narrowed in place: element i is read before it is written */
-            int32_t *n32 = (int32_t *)idx;
-            for (int64_t i = 0; i < 2 * p.count; i++)
-                n32[i] = (int32_t)idx[i];
-        }
+        od_tri_indices_fill(&p, idx);
         st = od_cu_status(cudaMemcpyAsync(od_tensor_data(out), idx, es * 2 * (size_t)p.count,
                                           cudaMemcpyHostToDevice, env.stream),
                           "cudaMemcpyAsync (host to device)", err);
@@ -146,7 +141,8 @@ od_status od_cuda_local_scalar(void *ctx, const od_op *op, od_keyset ks, od_stac
     if (s->nargs != 1 || s->args[0].tag != OD_T_TENSOR || !s->args[0].u.t)
         return od_error_set(err, OD_EINVAL, "_local_scalar_dense(): argument 'self' must be a Tensor");
     od_tensor *t = s->args[0].u.t, *first = NULL, *host = NULL;
-    if (od_tensor_numel(t) == 0)
+    size_t es = od_dtype_size(t->dtype);
+    if (od_tensor_numel(t) == 0 && !(t->storage && (size_t)t->offset * es + es <= t->storage->nbytes))
         return od_error_set(err, OD_EINVAL,
                             "_local_scalar_dense(): cannot read a Scalar from a tensor with no elements");
     od_status st = od_tensor_as_strided(t, NULL, NULL, 0, t->offset, &first, err);
