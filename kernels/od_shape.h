@@ -217,6 +217,45 @@ typedef struct od_arange_params {
 /* Reads and validates arange's arguments (s borrowed) into *p (caller's). */
 od_status od_arange_params_of(od_opid id, const od_stack *s, od_arange_params *p, od_error *err);
 
+/* ---- factories of kernels/shape_factory.c (eye, linspace, logspace,
+ * tril_indices, triu_indices) and _local_scalar_dense ---- */
+od_status od_shape_eye(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err);
+od_status od_shape_linspace(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err);
+od_status od_shape_tri_indices(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err);
+od_status od_shape_local_scalar(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err);
+
+/* The factory keyword options at s->args[k..k+3] (dtype, layout, device,
+ * pin_memory; s borrowed) with the factories' checks: *has_dt says whether a
+ * dtype was given, *dev is cpu when None. */
+od_status od_factory_options(od_opid id, const od_stack *s, int k, bool *has_dt, od_dtype *dt,
+                             od_device *dev, od_error *err);
+
+/* linspace / logspace's validated arguments: start and end as given
+ * (Scalars, converted by each backend as ATen's kernel does: to<scalar_t>,
+ * range-checked here), steps >= 0, logspace's base. */
+typedef struct od_linspace_params {
+    od_dtype dtype;
+    od_device device;
+    int64_t steps;
+    bool log;
+    double base;
+    double start, end; /* start.to<scalar_t>(), end.to<scalar_t>() as doubles */
+} od_linspace_params;
+od_status od_linspace_params_of(od_opid id, const od_stack *s, od_linspace_params *p, od_error *err);
+
+/* tril_indices / triu_indices: the result is [2, count] of dtype (int32 or
+ * int64); the first count entries are rows, the next count columns. */
+typedef struct od_tri_indices_params {
+    od_dtype dtype;
+    od_device device;
+    bool upper;
+    int64_t row, col, offset, count;
+} od_tri_indices_params;
+od_status od_tri_indices_params_of(od_opid id, const od_stack *s, od_tri_indices_params *p, od_error *err);
+/* Fills data (caller's, 2 * count elements of p->dtype): the rows, then the
+ * columns, in ATen's row-major order. */
+void od_tri_indices_fill(const od_tri_indices_params *p, void *data);
+
 /* ---- scans and sorting (kernels/shape_scan.c): the parsed arguments of
  * cumsum ... kthvalue, shared by od_shape_scan and every backend ---- */
 typedef struct od_scan_info {

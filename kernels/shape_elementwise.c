@@ -1152,6 +1152,12 @@ static od_status factory_options(od_opid id, const od_stack *s, int k, bool *has
     return OD_OK;
 }
 
+od_status od_factory_options(od_opid id, const od_stack *s, int k, bool *has_dt, od_dtype *dt,
+                             od_device *dev, od_error *err)
+{
+    return factory_options(id, s, k, has_dt, dt, dev, err);
+}
+
 od_status od_shape_factory(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts,
                            od_error *err)
 {

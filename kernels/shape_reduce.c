@@ -477,8 +477,142 @@ static od_status shape_mm(const char *op, const od_tensor *a, const od_tensor *b
     return check_same_device(op, a, b, err);
 }
 
+/* torch's legacy type name of t: torch.FloatTensor, torch.cuda.LongTensor */
+static const char *legacy_type(const od_tensor *t, char *buf, size_t n)
+{
+    static const char *names[OD_NUM_DTYPES] = {
+        [OD_BOOL] = "Bool", [OD_UINT8] = "Byte", [OD_INT8] = "Char", [OD_INT16] = "Short", [OD_INT32] = "Int",
+        [OD_INT64] = "Long", [OD_FLOAT16] = "Half", [OD_BFLOAT16] = "BFloat16", [OD_FLOAT32] = "Float",
+        [OD_FLOAT64] = "Double"};
+    const char *nm = (unsigned)t->dtype < OD_NUM_DTYPES && names[t->dtype] ? names[t->dtype] : "Float";
+    snprintf(buf, n, "torch.%s%sTensor", t->device.type == OD_DEV_CUDA ? "cuda." : "", nm);
+    return buf;
+}
+
+/* self expanded to sz[0..nd) (ATen's expand_size): torch's two messages. */
+static od_status check_expand(const char *op, const od_tensor *self, const int64_t *sz, int nd, od_error *err)
+{
+    char ts[96], ss[256], tn[40];
+    (void)op;
+    od_shape_print(self->sizes, self->ndim, ss, sizeof ss);
+    od_shape_print(sz, nd, ts, sizeof ts);
+    if (self->ndim > nd)
+        return od_error_set(err, OD_EMISMATCH,
+                            "expand(%s{%s}, size=%s): the number of sizes provided (%d) must be "
+                            "greater or equal to the number of dimensions in the tensor (%d)",
+                            legacy_type(self, tn, sizeof tn), ss, ts, nd, self->ndim);
+    for (int d = self->ndim - 1; d >= 0; d--) { /* torch checks from the last dim */
+        int td = nd - self->ndim + d;
+        if (self->sizes[d] != 1 && self->sizes[d] != sz[td])
+            return od_error_set(err, OD_EMISMATCH,
+                                "The expanded size of the tensor (%" PRId64 ") must match the existing size (%" PRId64
+                                ") at non-singleton dimension %d.  Target sizes: %s.  Tensor sizes: %s",
+                                sz[td], self->sizes[d], td, ts, ss);
+    }
+    return OD_OK;
+}
+
+/* t.size(d) as ATen reads it: IndexError-like refusal for a dim t lacks. */
+static od_status size_at(const od_tensor *t, int d, int64_t *v, od_error *err)
+{
+    int w;
+    od_status st = od_wrap_dim(d, t->ndim, &w, err);
+    if (st)
+        return st;
+    *v = t->ndim ? t->sizes[w] : 1;
+    return OD_OK;
+}
+
+/* beta / alpha (s->args[3], [4]): Scalars, converted with c10's checks to the
+ * op math type when the product is not empty. */
+static od_status check_beta_alpha(const char *op, const od_stack *s, od_dtype dt, bool convert, od_error *err)
+{
+    od_status st;
+    for (int i = 3; i <= 4; i++)
+        if (i >= s->nargs || !od_value_is_number(&s->args[i]))
+            return od_error_set(err, OD_EINVAL, "%s(): argument '%s' must be a Scalar", op, i == 3 ? "beta" : "alpha");
+    od_dtype sdt = dt == OD_FLOAT16 || dt == OD_BFLOAT16 ? OD_FLOAT32 : dt;
+    for (int i = 3; i <= 4 && convert; i++)
+        if ((st = od_scalar_check_fits(&s->args[i], sdt, err)))
+            return st;
+    return OD_OK;
+}
+
+/* addmv, baddbmm, addbmm: torch 1.13's meta checks, in its order. */
+static od_status shape_addmv_bmm(od_opid id, const od_stack *s, od_out_spec *outs, od_error *err)
+{
+    od_tensor *self = NULL, *a = NULL, *b = NULL;
+    od_status st;
+    const char *op = id == OD_OPID_addmv ? "addmv" : id == OD_OPID_baddbmm ? "baddbmm" : "addbmm";
+    if ((st = arg_tensor(s, 0, op, "self", &self, err)) ||
+        (st = arg_tensor(s, 1, op, id == OD_OPID_addmv ? "mat" : "batch1", &a, err)) ||
+        (st = arg_tensor(s, 2, op, id == OD_OPID_addmv ? "vec" : "batch2", &b, err)))
+        return st;
+    if (id == OD_OPID_addmv) {
+        if (!(a->ndim == 2 && b->ndim == 1 && self->ndim <= 1))
+            return od_error_set(err, OD_EMISMATCH, "vector + matrix @ vector expected, got %d, %d, %d", self->ndim,
+                                a->ndim, b->ndim);
+        int64_t sn = od_tensor_numel(self);
+        if (!(a->sizes[1] == b->sizes[0] && (a->sizes[0] == sn || sn == 1)))
+            return od_error_set(err, OD_EMISMATCH, "size mismatch, got %" PRId64 ", %" PRId64 "x%" PRId64 ",%" PRId64,
+                                self->ndim ? self->sizes[0] : sn, a->sizes[0], a->sizes[1], b->sizes[0]);
+        if (a->dtype != b->dtype)
+            return od_error_set(err, OD_EMISMATCH, "expected scalar type %s but found %s",
+                                od_dtype_scalar_name(a->dtype), od_dtype_scalar_name(b->dtype));
+        if ((st = check_same_device(op, a, b, err)) || (st = check_same_device(op, a, self, err)) ||
+            (st = check_beta_alpha(op, s, a->dtype, a->sizes[0] && a->sizes[1], err)))
+            return st;
+        spec_init(&outs[0], a->dtype, a->device, a->sizes, 1); /* mat's options */
+        return OD_OK;
+    }
+    int64_t sz[3];
+    bool bmm3 = id == OD_OPID_baddbmm;
+    if (bmm3 && (st = size_at(a, 0, &sz[0], err)))
+        return st;
+    if ((st = size_at(a, 1, &sz[bmm3], err)) || (st = size_at(b, 2, &sz[bmm3 + 1], err)) ||
+        (st = check_expand(op, self, sz, bmm3 ? 3 : 2, err)))
+        return st;
+    if (a->ndim != 3)
+        return od_error_set(err, OD_EMISMATCH, "batch1 must be a 3D tensor");
+    if (b->ndim != 3)
+        return od_error_set(err, OD_EMISMATCH, "batch2 must be a 3D tensor");
+    if (bmm3) {
+        if (b->sizes[0] != a->sizes[0] || b->sizes[1] != a->sizes[2])
+            return od_error_set(err, OD_EMISMATCH,
+                                "Expected size for first two dimensions of batch2 tensor to be: [%" PRId64 ", %" PRId64
+                                "] but got: [%" PRId64 ", %" PRId64 "].",
+                                a->sizes[0], a->sizes[2], b->sizes[0], b->sizes[1]);
+        if (a->dtype != b->dtype)
+            return od_error_set(err, OD_EMISMATCH, "expected scalar type %s but found %s",
+                                od_dtype_scalar_name(a->dtype), od_dtype_scalar_name(b->dtype));
+    } else {
+        if (a->sizes[0] != b->sizes[0])
+            return od_error_set(err, OD_EMISMATCH,
+                                "batch1 and batch2 must have same number of batches, got %" PRId64 " and %" PRId64,
+                                a->sizes[0], b->sizes[0]);
+        if (a->sizes[2] != b->sizes[1])
+            return od_error_set(err, OD_EMISMATCH,
+                                "Incompatible matrix sizes for bmm (%" PRId64 "x%" PRId64 " and %" PRId64 "x%" PRId64 ")",
+                                a->sizes[1], a->sizes[2], b->sizes[1], b->sizes[2]);
+        /* addmm_ per batch: self (expanded) and both batches share a dtype */
+        if (a->sizes[0] > 0 && (self->dtype != b->dtype || a->dtype != b->dtype))
+            return od_error_set(err, OD_EMISMATCH, "self and mat2 must have the same dtype");
+    }
+    if ((st = check_same_device(op, a, b, err)) || (st = check_same_device(op, a, self, err)))
+        return st;
+    bool nonempty = sz[0] && sz[1] && (!bmm3 || sz[2]) && (bmm3 || a->sizes[0]);
+    if ((st = check_beta_alpha(op, s, b->dtype, nonempty, err)))
+        return st;
+    spec_init(&outs[0], b->dtype, a->device, sz, bmm3 ? 3 : 2); /* batch2's options */
+    return OD_OK;
+}
+
 od_status od_shape_matmul(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
 {
+    if (id == OD_OPID_addmv || id == OD_OPID_baddbmm || id == OD_OPID_addbmm) {
+        *nouts = 1;
+        return shape_addmv_bmm(id, s, outs, err);
+    }
     od_tensor *a = NULL, *b = NULL, *self = NULL;
     od_status st;
     *nouts = 1;

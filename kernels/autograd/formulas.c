@@ -1045,6 +1045,57 @@ OD_BW(AddmmBackward0)
     if (need[2])
         SET(2, ag_muls(sc, ag_mm(sc, ag_transpose(sc, ag_saved(sc, n, 1), 0, 1), g[0]), alpha));
 }
+/* addmv, mv, addr, baddbmm, addbmm: derivatives.yaml 1.13 (real dtypes, so
+ * no conj); the engine reduces self's gradient to its broadcast shape */
+static od_tensor *scaled(ag_scope *sc, od_tensor *t, double s) { return s == 1 ? t : ag_muls(sc, t, s); }
+OD_BW(AddmvBackward0)
+{
+    double beta = num(ag_arg(n, 3)), alpha = num(ag_arg(n, 4));
+    SET(0, scaled(sc, g[0], beta));
+    if (need[1])
+        SET(1, scaled(sc, ag_call(sc, OD_OPID_outer, 2, T(g[0]), T(ag_saved(sc, n, 2))), alpha));
+    if (need[2])
+        SET(2, scaled(sc, ag_call(sc, OD_OPID_mv, 2, T(ag_transpose(sc, ag_saved(sc, n, 1), 0, 1)), T(g[0])), alpha));
+}
+OD_BW(MvBackward0)
+{
+    if (need[0])
+        SET(0, ag_call(sc, OD_OPID_outer, 2, T(g[0]), T(ag_saved(sc, n, 1))));
+    if (need[1])
+        SET(1, ag_call(sc, OD_OPID_mv, 2, T(ag_transpose(sc, ag_saved(sc, n, 0), 0, 1)), T(g[0])));
+}
+OD_BW(AddrBackward0)
+{
+    double beta = num(ag_arg(n, 3)), alpha = num(ag_arg(n, 4));
+    SET(0, scaled(sc, g[0], beta));
+    if (need[1])
+        SET(1, scaled(sc, ag_call(sc, OD_OPID_mv, 2, T(g[0]), T(ag_saved(sc, n, 2))), alpha));
+    if (need[2])
+        SET(2, scaled(sc, ag_call(sc, OD_OPID_mv, 2, T(ag_transpose(sc, g[0], 0, 1)), T(ag_saved(sc, n, 1))), alpha));
+}
+OD_BW(BaddbmmBackward0)
+{
+    double beta = num(ag_arg(n, 3)), alpha = num(ag_arg(n, 4));
+    SET(0, scaled(sc, g[0], beta));
+    if (need[1])
+        SET(1, scaled(sc, ag_call(sc, OD_OPID_bmm, 2, T(g[0]), T(ag_transpose(sc, ag_saved(sc, n, 2), 1, 2))), alpha));
+    if (need[2])
+        SET(2, scaled(sc, ag_call(sc, OD_OPID_bmm, 2, T(ag_transpose(sc, ag_saved(sc, n, 1), 1, 2)), T(g[0])), alpha));
+}
+OD_BW(AddbmmBackward0)
+{
+    double beta = num(ag_arg(n, 3)), alpha = num(ag_arg(n, 4));
+    SET(0, scaled(sc, g[0], beta));
+    if (!need[1] && !need[2])
+        return;
+    const ag_tmeta *m1 = &n->in_meta[1];
+    int64_t sz[3] = {m1->sizes[0], g[0]->sizes[0], g[0]->sizes[1]};
+    od_tensor *ge = ag_expand(sc, ag_call(sc, OD_OPID_unsqueeze, 2, T(g[0]), od_int(0)), sz, 3);
+    if (need[1])
+        SET(1, scaled(sc, ag_call(sc, OD_OPID_bmm, 2, T(ge), T(ag_transpose(sc, ag_saved(sc, n, 2), 1, 2))), alpha));
+    if (need[2])
+        SET(2, scaled(sc, ag_call(sc, OD_OPID_bmm, 2, T(ag_transpose(sc, ag_saved(sc, n, 1), 1, 2)), T(ge)), alpha));
+}
 OD_BW(DotBackward0)
 {
     if (need[0])

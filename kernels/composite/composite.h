@@ -54,6 +54,9 @@ OD_CX_KERNEL(od_cia_nanmean);
 OD_CX_KERNEL(od_cea_norm); /* norm.Scalar ... norm.ScalarOpt_dim_dtype, linalg_vector_norm */
 OD_CX_KERNEL(od_cia_isclose); /* predicates.c: isclose, allclose */
 OD_CX_KERNEL(od_cea_masked_select); /* indexing.c */
+OD_CX_KERNEL(od_cea_eye); /* factories_blas.c: eye, eye.m */
+OD_CX_KERNEL(od_cea_mv);
+OD_CX_KERNEL(od_cea_addr);
 OD_CX_KERNEL(od_cea_index_add);
 OD_CX_KERNEL(od_cea_index_copy);
 OD_CX_KERNEL(od_cea_index_fill); /* index_fill.int_Scalar, .int_Tensor */

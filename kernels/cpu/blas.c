@@ -1,4 +1,4 @@
-/* blas.c — CPU mm, bmm, addmm and dot.
+/* blas.c — CPU mm, bmm, addmm, addmv, baddbmm, addbmm and dot.
  *
  * Invariants:
  *  - od_shape_matmul (kernels/shape_reduce.c) has validated ranks, sizes and
@@ -16,6 +16,10 @@
  *  - addmm: out = beta * self + alpha * (mat1 @ mat2) with self broadcast to
  *    the output; beta == 0 never reads self, so NaN/inf there do not leak
  *    (BLAS ignores C when beta is 0).
+ *  - addmv is that product with the vector as a [k, 1] matrix; baddbmm the
+ *    batched one; addbmm one addmm per batch into the same output (beta on
+ *    the first), as ATen sums them. An empty product is beta * self, or
+ *    zeros when beta is 0.
  *  - Threads: OpenBLAS (pthreads build) runs its own pool. It is sized once,
  *    on the first BLAS call, to od_get_num_threads(), so BLAS and
  *    od_parallel_for each use every core and never more; neither nests in the
@@ -293,6 +297,116 @@ static od_status dot(od_tensor *x, od_tensor *y, od_tensor *out, od_error *err)
     return st;
 }
 
+/* ---- addmv, baddbmm, addbmm ----------------------------------------------------------- */
+
+static bool beta_is_zero(const od_value *v)
+{
+    return od_value_as_double(v) == 0.0; /* ATen's beta.toComplexDouble() == 0 */
+}
+
+/* out = beta * self (expanded) when there is nothing to multiply: ATen's
+ * "zero_() when beta is 0, else self * beta" shortcut, for any dtype (bool
+ * included: beta is a bool there, so self or false). */
+static od_status empty_product(od_tensor *self, const od_value *beta_v, od_tensor *out, od_error *err)
+{
+    od_status st;
+    if (beta_is_zero(beta_v) || od_tensor_numel(out) == 0) {
+        memset(od_tensor_data(out), 0, od_tensor_nbytes(out));
+        return OD_OK;
+    }
+    if ((st = od_cpu_copy_into(out, self, err)))
+        return st;
+    if (out->dtype == OD_BOOL)
+        return OD_OK;
+    double b;
+    int64_t ib;
+    scalar_arg(beta_v, &b, &ib);
+    od_value a[2] = {od_tensor_v(out),
+                     od_dtype_is_floating(out->dtype) ? od_double(b) : od_int(ib)};
+    od_stack fs;
+    if ((st = od_call_builtin(OD_OPID_mul__Scalar, a, 2, &fs, err)))
+        return st;
+    od_stack_release_rets(&fs);
+    return OD_OK;
+}
+
+/* addmv as the [n, k] @ [k, 1] product into out viewed as [n, 1]. */
+static od_status addmv(od_tensor *self, od_tensor *mat, od_tensor *vec, const od_value *beta_v,
+                       const od_value *alpha_v, od_tensor *out, od_error *err)
+{
+    od_tensor *v2 = NULL, *o2 = NULL, *s2 = NULL;
+    od_status st;
+    if ((st = od_tensor_unsqueeze(vec, 1, &v2, err)) || (st = od_tensor_unsqueeze(out, 1, &o2, err)))
+        goto done;
+    if (self->ndim == 1) {
+        if ((st = od_tensor_unsqueeze(self, 1, &s2, err)))
+            goto done;
+    } else {
+        od_tensor_retain(self);
+        s2 = self;
+    }
+    st = matmul(OD_OPID_addmv, mat, v2, s2, beta_v, alpha_v, o2, err);
+done:
+    od_tensor_release(v2);
+    od_tensor_release(o2);
+    od_tensor_release(s2);
+    return st;
+}
+
+/* addbmm as ATen computes it: out = self, then one addmm_ per batch, beta
+ * applied by the first only. */
+static od_status addbmm(od_tensor *self, od_tensor *b1, od_tensor *b2, const od_value *beta_v,
+                        const od_value *alpha_v, od_tensor *out, od_error *err)
+{
+    od_status st = OD_OK;
+    od_value one = od_int(1);
+    for (int64_t i = 0; i < b1->sizes[0] && !st; i++) {
+        od_tensor *x = NULL, *y = NULL;
+        if (!(st = od_tensor_select(b1, 0, i, &x, err)) && !(st = od_tensor_select(b2, 0, i, &y, err)))
+            st = matmul(OD_OPID_addbmm, x, y, i ? out : self, i ? &one : beta_v, alpha_v, out, err);
+        od_tensor_release(x);
+        od_tensor_release(y);
+    }
+    return st;
+}
+
+static od_status addmv_bmm(od_opid id, od_stack *s, const od_out_spec *spec, od_error *err)
+{
+    od_tensor *self = s->args[0].u.t, *a = s->args[1].u.t, *b = s->args[2].u.t;
+    const od_value *beta_v = &s->args[3], *alpha_v = &s->args[4];
+    int64_t k = id == OD_OPID_addmv ? a->sizes[1] : a->sizes[2];
+    int64_t numel = 1;
+    for (int i = 0; i < spec->ndim; i++)
+        numel *= spec->sizes[i];
+    bool empty = numel == 0 || k == 0 || (id == OD_OPID_addbmm && a->sizes[0] == 0);
+    od_dtype dt = spec->dtype;
+    /* ATen's CPU kernels dispatch without bool and float16, after their
+     * empty shortcuts */
+    if (!empty && (dt == OD_BOOL || dt == OD_FLOAT16))
+        return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'",
+                            id == OD_OPID_addmv ? "addmv_impl_cpu" : id == OD_OPID_baddbmm ? "baddbmm" : "addmm_impl_cpu_",
+                            od_dtype_scalar_name(dt));
+    od_tensor *out = NULL;
+    od_status st = od_alloc_outputs_overwrite(s, spec, 1, &out, err);
+    if (st)
+        return st;
+    if (empty)
+        st = empty_product(self, beta_v, out, err);
+    else if (id == OD_OPID_addmv)
+        st = addmv(self, a, b, beta_v, alpha_v, out, err);
+    else if (id == OD_OPID_baddbmm)
+        st = matmul(id, a, b, self, beta_v, alpha_v, out, err);
+    else
+        st = addbmm(self, a, b, beta_v, alpha_v, out, err);
+    if (st) {
+        od_tensor_release(out);
+        return st;
+    }
+    s->rets[0] = od_tensor_v(out);
+    s->nrets = 1;
+    return OD_OK;
+}
+
 od_status od_cpu_blas(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
     (void)op;
@@ -303,6 +417,8 @@ od_status od_cpu_blas(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
     od_status st = od_shape_matmul(id, s, &spec, &nouts, err);
     if (st)
         return st;
+    if (id == OD_OPID_addmv || id == OD_OPID_baddbmm || id == OD_OPID_addbmm)
+        return addmv_bmm(id, s, &spec, err);
     bool trivial = (id == OD_OPID_mm || id == OD_OPID_bmm) && od_mm_is_trivial(s->args[0].u.t, s->args[1].u.t);
     int64_t numel = 1;
     for (int i = 0; i < spec.ndim; i++)

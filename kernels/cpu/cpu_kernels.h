@@ -34,6 +34,10 @@ OD_CPU_KERNEL_(od_cpu_copy)    /* clone, copy_ */
 OD_CPU_KERNEL_(od_cpu_fill)    /* fill_.Scalar */
 OD_CPU_KERNEL_(od_cpu_arange)
 OD_CPU_KERNEL_(od_cpu_random)  /* rand, randn */
+/* factory.c */
+OD_CPU_KERNEL_(od_cpu_linspace)    /* linspace, logspace */
+OD_CPU_KERNEL_(od_cpu_tri_indices) /* tril_indices, triu_indices */
+OD_CPU_KERNEL_(od_cpu_local_scalar) /* _local_scalar_dense */
 /* reductions, normalisation, BLAS, joins (other files of kernels/cpu/) */
 OD_CPU_KERNEL_(od_cpu_reduce)
 OD_CPU_KERNEL_(od_cpu_softmax)

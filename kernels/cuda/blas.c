@@ -1,4 +1,5 @@
-/* blas.c — mm, bmm, addmm and dot on CUDA through cuBLAS.
+/* blas.c — mm, bmm, addmm, addmv, baddbmm, addbmm and dot on CUDA through
+ * cuBLAS.
  *
  * Invariants:
  *  - Row-major C[n, m] = A[n, k] B[k, m] is computed as the column-major
@@ -192,6 +193,84 @@ out:
     return st;
 }
 
+/* out = beta * self + alpha * a @ b (batch products when batch > 1), as
+ * addmm does: beta == 0 never reads self, an empty sum is beta * self.
+ * self == NULL: out already holds it. out: contiguous, a float dtype
+ * unless the sum is empty. */
+static od_status addmm_into(const od_cu_env *env, const od_op *op, od_tensor *self, od_tensor *a, od_tensor *b,
+                            od_tensor *out, int64_t batch, double alpha, double beta, od_error *err)
+{
+    bool empty_k = a->sizes[a->ndim - 1] == 0;
+    od_status st;
+    if (beta == 0.0) {
+        if (empty_k || alpha == 0.0)
+            return od_cu_status(cudaMemsetAsync(od_tensor_data(out), 0, od_tensor_nbytes(out), env->stream),
+                                "cudaMemsetAsync", err);
+        return gemm(env, op, a, b, out, batch, alpha, 0.0, err);
+    }
+    if (self && (st = od_cu_copy_same_device(env, out, self, err)))
+        return st;
+    if (!empty_k)
+        return gemm(env, op, a, b, out, batch, alpha, beta, err);
+    if (out->dtype == OD_BOOL) /* self * true */
+        return OD_OK;
+    od_cu_iter it;
+    od_cu_iter_init(&it, out);
+    if ((st = od_cu_iter_add_tensor(&it, out, err)))
+        return st;
+    od_value bv = od_double(beta);
+    od_cu_iter_add_scalar(&it, &bv);
+    return od_cu_run_elementwise(env, &it, OD_CU_EW_MUL, out->dtype, 0, 0, NULL, err);
+}
+
+/* addmv: mat @ vec as [n, k] @ [k, 1] into out viewed as [n, 1]; baddbmm: the
+ * batched addmm; addbmm: one addmm per batch into out, beta on the first
+ * (ATen's order of the sum). Integer dtypes are refused like ATen's CUDA
+ * kernels, after their empty shortcuts. */
+static od_status addmv_bmm(const od_cu_env *env, const od_op *op, od_opid id, od_stack *s, od_tensor *out,
+                           od_error *err)
+{
+    od_tensor *self = s->args[0].u.t, *a = s->args[1].u.t, *b = s->args[2].u.t;
+    double beta = od_value_as_double(&s->args[3]), alpha = od_value_as_double(&s->args[4]);
+    cudaDataType_t ty;
+    int64_t k = a->sizes[a->ndim - 1];
+    bool empty = k == 0 || (id == OD_OPID_addbmm && a->sizes[0] == 0);
+    if (od_tensor_numel(out) == 0)
+        return OD_OK;
+    if (!empty && !cublas_type(out->dtype, &ty))
+        return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'",
+                            id == OD_OPID_addmv ? "addmv_impl_cuda" : id == OD_OPID_baddbmm ? "baddbmm_cuda" : "addmm_cuda",
+                            od_dtype_scalar_name(out->dtype));
+    od_status st = OD_OK;
+    if (id == OD_OPID_baddbmm)
+        return addmm_into(env, op, self, a, b, out, a->sizes[0], alpha, beta, err);
+    if (id == OD_OPID_addmv) {
+        od_tensor *v2 = NULL, *o2 = NULL, *s2 = NULL;
+        if (!(st = od_tensor_unsqueeze(b, 1, &v2, err)) && !(st = od_tensor_unsqueeze(out, 1, &o2, err))) {
+            if (self->ndim == 1)
+                st = od_tensor_unsqueeze(self, 1, &s2, err);
+            else
+                od_tensor_retain(s2 = self);
+            if (!st)
+                st = addmm_into(env, op, s2, a, v2, o2, 1, alpha, beta, err);
+        }
+        od_tensor_release(v2);
+        od_tensor_release(o2);
+        od_tensor_release(s2);
+        return st;
+    }
+    if (empty) /* no batches: beta * self */
+        return addmm_into(env, op, self, a, b, out, 1, alpha, beta, err);
+    for (int64_t i = 0; i < a->sizes[0] && !st; i++) {
+        od_tensor *x = NULL, *y = NULL;
+        if (!(st = od_tensor_select(a, 0, i, &x, err)) && !(st = od_tensor_select(b, 0, i, &y, err)))
+            st = addmm_into(env, op, i ? NULL : self, x, y, out, 1, alpha, i ? 1.0 : beta, err);
+        od_tensor_release(x);
+        od_tensor_release(y);
+    }
+    return st;
+}
+
 od_status od_cuda_blas(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
     (void)ks;
@@ -203,6 +282,16 @@ od_status od_cuda_blas(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
     if ((st = od_cu_call_device(op, s, false, &device, err)) || (st = od_cu_begin(device, &env, err)) ||
         (st = od_cu_outputs(id, s, device, &out, &n, err)))
         return st;
+    if (id == OD_OPID_addmv || id == OD_OPID_baddbmm || id == OD_OPID_addbmm) {
+        st = addmv_bmm(&env, op, id, s, out, err);
+        od_status fs = od_cu_finish(&env, od_cu_op_name(op), st ? NULL : err);
+        if (!st)
+            st = fs;
+        if (st)
+            goto fail;
+        od_cu_return(s, &out, 1);
+        return OD_OK;
+    }
     cudaDataType_t ty;
     bool trivial = (id == OD_OPID_mm || id == OD_OPID_bmm) && od_mm_is_trivial(s->args[0].u.t, s->args[1].u.t);
     if (!trivial && !cublas_type(out->dtype, &ty)) {

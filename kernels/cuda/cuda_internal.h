@@ -53,6 +53,9 @@ OD_CUDA_KERNEL_(od_cuda_search)      /* search.c: searchsorted, bucketize */
 OD_CUDA_KERNEL_(od_cuda_pad)         /* search.c: reflection_pad1d..3d, replication_pad1d..3d */
 OD_CUDA_KERNEL_(od_cuda_data_sized)  /* search.c: repeat_interleave.Tensor, unique_consecutive (via the host) */
 OD_CUDA_KERNEL_(od_cuda_arange)      /* factory.c */
+OD_CUDA_KERNEL_(od_cuda_linspace)    /* range.c: linspace, logspace */
+OD_CUDA_KERNEL_(od_cuda_tri_indices) /* tril_indices, triu_indices */
+OD_CUDA_KERNEL_(od_cuda_local_scalar) /* _local_scalar_dense */
 OD_CUDA_KERNEL_(od_cuda_random)      /* factory.c: rand, randn */
 OD_CUDA_KERNEL_(od_cuda_reduce)      /* reduce.c */
 OD_CUDA_KERNEL_(od_cuda_softmax)     /* reduce.c: _softmax, _log_softmax */

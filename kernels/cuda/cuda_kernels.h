@@ -155,6 +155,13 @@ cudaError_t od_cu_fill(const od_cu_iter *it, int elem_size, uint64_t bits, int s
 cudaError_t od_cu_arange(void *out, int dt, int64_t n, bool is_int, double start_d, double step_d,
                          int64_t start_i, int64_t step_i, int sm_count, cudaStream_t st);
 
+/* linspace (log == false) or logspace into contiguous out of dtype dt (n
+ * elements): start + step * i below n / 2, end - step * (n - 1 - i) from
+ * there, then pow(base, that) for logspace; computed in double when wide,
+ * else in float (ATen's CUDA kernels step integer dtypes in float). */
+cudaError_t od_cu_linspace(void *out, int dt, int64_t n, bool log, bool wide, double start, double end,
+                           double step, double base, int sm_count, cudaStream_t st);
+
 /* rand (normal == false: uniform [0, 1)) or randn into contiguous out of
  * floating dtype dt: element i uses Philox4x32-10 at (seed, offset + i). */
 cudaError_t od_cu_random(void *out, int dt, int64_t n, bool normal, uint64_t seed, uint64_t offset,

@@ -967,7 +967,7 @@ Test(index, scatter_paths)
 
 /* ---- matrix products -------------------------------------------------------------------------------- */
 
-Test(blas, mm_bmm_addmm_dot)
+Test(blas, mm_bmm_addmm_dot) /* and addmv, baddbmm, addbmm */
 {
     static const int64_t dims[][3] = {{65, 33, 17}, {1, 7, 1}, {128, 256, 64}, {5, 0, 3}, {0, 4, 6}, {300, 1, 200}};
     for (int fi = 0; fi < NFLT; fi++) {
@@ -990,12 +990,29 @@ Test(blas, mm_bmm_addmm_dot)
                                           betas[bi], od_double(2.0)};
                         check_op(w, OD_OPID_addmm, am, 5, tol, false);
                     }
+                    /* addmv: a @ v with a 1-element self, a's dims as the matrix */
+                    od_tensor *vec = arg_t(S(k), 1, dt, -1, 1, 0), *sv = arg_t(S(1), 1, dt, -1, 1, 0);
+                    od_value av[5] = {od_tensor_v(sv), od_tensor_v(a), od_tensor_v(vec), od_double(0.5), od_double(2.0)};
+                    check_op(w, OD_OPID_addmv, av, 5, tol, false);
+                    od_tensor_release(vec);
+                    od_tensor_release(sv);
                     od_tensor_release(self1);
                     od_tensor_release(self2);
                     release_args(mm, 2);
                     od_tensor *ba = arg_t(S(3, n, k), 3, dt, -1, 1, va), *bb = arg_t(S(3, k, m), 3, dt, -1, 1, vb);
                     od_value bm[2] = {od_tensor_v(ba), od_tensor_v(bb)};
                     check_op(w, OD_OPID_bmm, bm, 2, tol, false);
+                    /* baddbmm (broadcast self) and addbmm (one addmm per batch, beta 0 and not) */
+                    od_tensor *bs3 = arg_t(S(n, m), 2, dt, -1, 1, 0), *bs2 = arg_t(S(n, m), 2, dt, -1, 1, va == 1);
+                    od_value bd[5] = {od_tensor_v(bs3), od_tensor_v(ba), od_tensor_v(bb), od_double(0.5), od_double(2.0)};
+                    check_op(w, OD_OPID_baddbmm, bd, 5, tol, false);
+                    for (int bi = 0; bi < 2; bi++) {
+                        od_value ab[5] = {od_tensor_v(bs2), od_tensor_v(ba), od_tensor_v(bb), bi ? od_int(0) : od_double(0.5),
+                                          od_double(2.0)};
+                        check_op(w, OD_OPID_addbmm, ab, 5, tol, false);
+                    }
+                    od_tensor_release(bs3);
+                    od_tensor_release(bs2);
                     release_args(bm, 2);
                 }
             }

@@ -1,0 +1,295 @@
+/* factory.c — CPU linspace, logspace, tril_indices, triu_indices and
+ * _local_scalar_dense.
+ *
+ * Invariants:
+ *  - linspace replays ATen 1.13's CPU kernel (RangeFactoriesKernel.cpp) so
+ *    results agree bit for bit: the first half of the range is stepped from
+ *    start, the second back from end, in the dtype's own arithmetic (step in
+ *    double for integer dtypes, in the 16-bit type for float16 / bfloat16,
+ *    each operation rounded as c10::Half / BFloat16 round). ATen's
+ *    vectorised loop (AVX2, torch's CPU capability here) writes blocks of
+ *    two vectors with Vectorized::arange(base, step), i.e. base + j * step
+ *    from the block's first element, and the tail element by element; the
+ *    loop below does the same with the same vector widths. Ranges longer
+ *    than ATen's grain (32768) are split among torch's threads there, which
+ *    moves the block starts: those agree within rounding, not bitwise.
+ *  - logspace is scalar in ATen: pow(base, start + step * i) from either
+ *    end, in double (float16 is not dispatched on CPU).
+ *  - tril/triu_indices are written serially in ATen's order
+ *    (od_tri_indices_fill).
+ *  - _local_scalar_dense reads the element at the view's offset (ATen does
+ *    not check the element count; item() does), an empty view's too when
+ *    its storage holds one; an empty storage, which ATen reads out of
+ *    bounds, is refused.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "iter.h"
+#include "od_half.h"
+#include "od_shape.h"
+
+static od_status alloc1(od_shape_fn shape, od_opid id, od_stack *s, od_tensor **out, od_error *err)
+{
+    od_out_spec spec;
+    int n = 0;
+    od_status st = shape(id, s, &spec, &n, err);
+    if (st)
+        return st;
+    return od_alloc_outputs(s, &spec, 1, out, err);
+}
+
+static od_status ret1(od_stack *s, od_tensor *out)
+{
+    s->rets[0] = od_tensor_v(out);
+    s->nrets = 1;
+    return OD_OK;
+}
+
+/* ---- linspace ------------------------------------------------------------------------------ */
+
+/* 16-bit float arithmetic as c10::Half / BFloat16 do it: in float, rounded
+ * back after every operation. */
+typedef struct h16 {
+    bool bf;
+} h16;
+static inline float h_rnd(h16 h, float x)
+{
+    return h.bf ? od_bf16_to_float(od_float_to_bf16(x)) : od_half_to_float(od_float_to_half(x));
+}
+
+/* ATen's linspace kernel is built for AVX2 with -mfma, and gcc contracts
+ * its start + step * i (and end - step * k) into one fused multiply-add: so
+ * does this. The lanes of Vectorized::arange (base + j * step) come out
+ * unfused, as measured against torch 1.13. */
+
+/* Integer dtypes: step in double, each value converted to the dtype (the
+ * vector arange starts from the converted block base). V: lanes of a 256-bit
+ * vector. */
+#define LIN_INT(T, CONV, V)                                                                   \
+    {                                                                                         \
+        T *o = (T *)data;                                                                     \
+        double st = CONV(p->start), en = CONV(p->end);                                        \
+        double step = (en - st) / (double)(n - 1);                                            \
+        int64_t i = 0;                                                                        \
+        for (; i + 2 * (V) <= n; i += 2 * (V))                                                \
+            for (int64_t b = i; b < i + 2 * (V); b += (V)) {                                  \
+                T base = b < half ? CONV(fma(step, (double)b, st))                            \
+                                  : CONV(fma(-step, (double)(n - b - 1), en));                \
+                o[b] = base;                                                                  \
+                for (int j = 1; j < (V); j++)                                                 \
+                    o[b + j] = CONV((double)base + (double)j * step);                      \
+            }                                                                                 \
+        for (; i < n; i++)                                                                    \
+            o[i] = i < half ? CONV(fma(step, (double)i, st)) : CONV(fma(-step, (double)(n - i - 1), en)); \
+    }
+
+static inline int64_t cv_i64(double d) { return od_double_to_i64(d); }
+static inline int32_t cv_i32(double d) { return od_double_to_i32(d); }
+static inline int16_t cv_i16(double d) { return (int16_t)od_double_to_i32(d); }
+static inline int8_t cv_i8(double d) { return (int8_t)od_double_to_i32(d); }
+static inline uint8_t cv_u8(double d) { return OD_CPU_FROM_F64_UINT8(d); }
+
+static void linspace_fill(const od_linspace_params *p, void *data)
+{
+    int64_t n = p->steps, half = n / 2;
+    switch (p->dtype) {
+    case OD_FLOAT32: {
+        float *o = data, st = (float)p->start, en = (float)p->end;
+        float step = (en - st) / (float)(n - 1);
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16)
+            for (int64_t b = i; b < i + 16; b += 8) {
+                float base = b < half ? fmaf(step, (float)b, st) : fmaf(-step, (float)(n - b - 1), en);
+                o[b] = base;
+                for (int j = 1; j < 8; j++)
+                    o[b + j] = base + (float)j * step;
+            }
+        for (; i < n; i++)
+            o[i] = i < half ? fmaf(step, (float)i, st) : fmaf(-step, (float)(n - i - 1), en);
+        break;
+    }
+    case OD_FLOAT64: {
+        double *o = data, st = p->start, en = p->end;
+        double step = (en - st) / (double)(n - 1);
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8)
+            for (int64_t b = i; b < i + 8; b += 4) {
+                double base = b < half ? fma(step, (double)b, st) : fma(-step, (double)(n - b - 1), en);
+                o[b] = base;
+                for (int j = 1; j < 4; j++)
+                    o[b + j] = base + (double)j * step;
+            }
+        for (; i < n; i++)
+            o[i] = i < half ? fma(step, (double)i, st) : fma(-step, (double)(n - i - 1), en);
+        break;
+    }
+    case OD_FLOAT16:
+    case OD_BFLOAT16: {
+        /* c10::Half / BFloat16 operators round after each step: nothing fuses */
+        h16 h = {p->dtype == OD_BFLOAT16};
+        uint16_t *o = data;
+        float st = h_rnd(h, (float)p->start), en = h_rnd(h, (float)p->end);
+        float step = h_rnd(h, h_rnd(h, en - st) / h_rnd(h, (float)(n - 1)));
+#define H_AT(k) ((k) < half ? h_rnd(h, st + h_rnd(h, step * h_rnd(h, (float)(k))))                     \
+                            : h_rnd(h, en - h_rnd(h, step * h_rnd(h, (float)(n - (k) - 1)))))
+#define H_OUT(x) (h.bf ? od_float_to_bf16(x) : od_float_to_half(x))
+        int64_t i = 0;
+        for (; i + 32 <= n; i += 32)
+            for (int64_t b = i; b < i + 32; b += 16) {
+                float base = H_AT(b);
+                for (int j = 0; j < 16; j++)
+                    o[b + j] = H_OUT(h_rnd(h, base + h_rnd(h, h_rnd(h, (float)j) * step)));
+            }
+        for (; i < n; i++)
+            o[i] = H_OUT(H_AT(i));
+#undef H_AT
+#undef H_OUT
+        break;
+    }
+    case OD_INT64: LIN_INT(int64_t, cv_i64, 4) break;
+    case OD_INT32: LIN_INT(int32_t, cv_i32, 8) break;
+    case OD_INT16: LIN_INT(int16_t, cv_i16, 16) break;
+    case OD_INT8: LIN_INT(int8_t, cv_i8, 32) break;
+    case OD_UINT8: LIN_INT(uint8_t, cv_u8, 32) break;
+    default: break;
+    }
+}
+
+/* logspace (RangeFactories.cpp, scalar, no FMA): the exponent start + step *
+ * i (or end - step * (steps - 1 - i)) in double, step = double(end - start)
+ * / (steps - 1) with the difference taken in the dtype, the power in
+ * double, stored in the dtype. */
+#define LOG_LOOP(T, ST, EN, DIFF, STORE)                                                      \
+    {                                                                                         \
+        T *o = data;                                                                          \
+        double step = (double)(DIFF) / (double)(n - 1);                                       \
+        for (int64_t i = 0; i < n; i++)                                                       \
+            o[i] = STORE(pow(base, i < half ? (double)(ST) + step * (double)i                 \
+                                            : (double)(EN) - step * (double)(n - i - 1)));   \
+    }
+static inline float st_f32(double d) { return (float)d; }
+static inline double st_f64(double d) { return d; }
+static inline uint16_t st_bf16(double d) { return od_double_to_bf16(d); }
+
+static void logspace_fill(const od_linspace_params *p, void *data)
+{
+    int64_t n = p->steps, half = n / 2;
+    double base = p->base;
+    switch (p->dtype) {
+    case OD_FLOAT32: {
+        float st = (float)p->start, en = (float)p->end;
+        LOG_LOOP(float, st, en, en - st, st_f32)
+        break;
+    }
+    case OD_FLOAT64: {
+        double st = p->start, en = p->end;
+        LOG_LOOP(double, st, en, en - st, st_f64)
+        break;
+    }
+    case OD_BFLOAT16: {
+        h16 h = {true};
+        float st = h_rnd(h, (float)p->start), en = h_rnd(h, (float)p->end);
+        LOG_LOOP(uint16_t, st, en, h_rnd(h, en - st), st_bf16)
+        break;
+    }
+#define LOG_INT(DT, T, CONV)                                                                  \
+    case OD_##DT: {                                                                           \
+        int64_t st = CONV(p->start), en = CONV(p->end);                                       \
+        LOG_LOOP(T, st, en, (int64_t)((uint64_t)en - (uint64_t)st), CONV)                     \
+        break;                                                                                \
+    }
+        LOG_INT(INT64, int64_t, cv_i64)
+        LOG_INT(INT32, int32_t, cv_i32)
+        LOG_INT(INT16, int16_t, cv_i16)
+        LOG_INT(INT8, int8_t, cv_i8)
+        LOG_INT(UINT8, uint8_t, cv_u8)
+#undef LOG_INT
+    default: break;
+    }
+}
+
+od_status od_cpu_linspace(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)op;
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_linspace_params p;
+    od_tensor *out = NULL;
+    od_status st;
+    if ((st = od_linspace_params_of(id, s, &p, err)) || (st = alloc1(od_shape_linspace, id, s, &out, err)))
+        return st;
+    if (p.steps == 1) {
+        /* ATen: fill_(start), or fill_(pow(base, start)) */
+        od_value v = p.log ? od_double(pow(p.base, p.start)) : s->args[0];
+        od_value a[2] = {od_tensor_v(out), v};
+        od_stack fs;
+        if ((st = od_call_builtin(OD_OPID_fill__Scalar, a, 2, &fs, err))) {
+            od_tensor_release(out);
+            return st;
+        }
+        od_stack_release_rets(&fs);
+    } else if (p.steps > 1) {
+        if (p.log)
+            logspace_fill(&p, od_tensor_data(out));
+        else
+            linspace_fill(&p, od_tensor_data(out));
+    }
+    return ret1(s, out);
+}
+
+/* ---- tril_indices, triu_indices ----------------------------------------------------------- */
+
+od_status od_cpu_tri_indices(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)op;
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_tri_indices_params p;
+    od_tensor *out = NULL;
+    od_status st;
+    if ((st = od_tri_indices_params_of(id, s, &p, err)) || (st = alloc1(od_shape_tri_indices, id, s, &out, err)))
+        return st;
+    if (p.count > 0)
+        od_tri_indices_fill(&p, od_tensor_data(out));
+    return ret1(s, out);
+}
+
+/* ---- _local_scalar_dense ------------------------------------------------------------------ */
+
+static od_value scalar_at(const void *p, od_dtype dt)
+{
+    switch (dt) {
+    case OD_BOOL: return od_bool(*(const bool *)p);
+    case OD_UINT8: return od_int(*(const uint8_t *)p);
+    case OD_INT8: return od_int(*(const int8_t *)p);
+    case OD_INT16: return od_int(*(const int16_t *)p);
+    case OD_INT32: return od_int(*(const int32_t *)p);
+    case OD_INT64: return od_int(*(const int64_t *)p);
+    case OD_FLOAT16: return od_double(od_half_to_float(*(const uint16_t *)p));
+    case OD_BFLOAT16: return od_double(od_bf16_to_float(*(const uint16_t *)p));
+    case OD_FLOAT32: return od_double(*(const float *)p);
+    default: return od_double(*(const double *)p);
+    }
+}
+
+od_status od_cpu_local_scalar(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ctx;
+    (void)op;
+    (void)ks;
+    if (s->nargs != 1 || s->args[0].tag != OD_T_TENSOR || !s->args[0].u.t)
+        return od_error_set(err, OD_EINVAL, "_local_scalar_dense(): argument 'self' must be a Tensor");
+    od_tensor *t = s->args[0].u.t;
+    size_t es = od_dtype_size(t->dtype);
+    /* an empty view of a non-empty storage (an expand to size 0): ATen reads
+     * the element at its offset all the same */
+    if (od_tensor_numel(t) == 0 && !(t->storage && (size_t)t->offset * es + es <= t->storage->nbytes))
+        return od_error_set(err, OD_EINVAL, "_local_scalar_dense(): cannot read a Scalar from a tensor with no "
+                                            "elements");
+    s->rets[0] = scalar_at(od_tensor_data(t), t->dtype);
+    s->nrets = 1;
+    return OD_OK;
+}

@@ -1,0 +1,318 @@
+"""eye, linspace, logspace, tril_indices, triu_indices, _local_scalar_dense
+(kernels/shape_factory.c, kernels/cpu/factory.c, kernels/composite/
+factories_blas.c) and mv, addmv, addr, baddbmm, addbmm with their in-place
+forms (kernels/cpu/blas.c) against PyTorch 1.13 on fresh random inputs of
+every dtype torch 1.13's CPU takes: factories bit for bit (linspace replays
+ATen's vectorised stepping), products within rounding; empty, 0-dim,
+broadcast and transposed (really strided, through /v1/run) operands; beta = 0
+ignoring NaN in self, integer alpha/beta truncation; refusals say what torch
+says."""
+
+import numpy as np
+
+from conftest import from_json, torch_ref
+
+ALL = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
+BLAS = ("float32", "float64", "bfloat16", "int64", "int32", "int16", "int8", "uint8")  # torch 1.13's CPU
+
+
+def T(a, dt=None):
+    a = np.asarray(a)
+    dt = dt or str(a.dtype)
+    data = a.reshape(-1).tolist()
+    if dt.startswith("float") or dt == "bfloat16":
+        data = ["NaN" if x != x else ("Infinity" if x > 0 else "-Infinity") if abs(x) == np.inf else x
+                for x in data]
+    return {"dtype": dt, "shape": list(a.shape), "data": data}
+
+
+def rand(rng, shape, dt):
+    """Random values of dtype dt (as a float64/int64/bool array, sent as dt)."""
+    if dt == "bool":
+        return rng.random(shape) < 0.5
+    if dt.startswith("float") or dt == "bfloat16":
+        x = rng.standard_normal(shape) * 2
+        return x.astype(np.float16).astype(np.float64) if dt == "float16" else x
+    lo = 0 if dt == "uint8" else -5
+    return rng.integers(lo, 6, shape)
+
+
+def arr(o):
+    """An output as float64 (conftest's from_json has no bfloat16)."""
+    if o["dtype"] != "bfloat16":
+        return from_json(o).astype(np.float64)
+    return np.array([float(x) for x in o["data"]], np.float64).reshape(o["shape"])
+
+
+def describe(op, args, kw):
+    return f"{op} {[a['dtype'] + str(a['shape']) if isinstance(a, dict) else a for a in args]} {kw}"
+
+
+def compare(server, cases, exact=False):
+    want = torch_ref([{"op": op, "args": a, "kwargs": kw} for op, a, kw in cases])
+    for (op, args, kw), w in zip(cases, want):
+        r = server.post(f"/v1/ops/{op}", {"args": args, "kwargs": kw})
+        what = describe(op, args, kw)
+        if "error" in w:
+            assert 400 <= r.status_code < 500, (what, w["error"], r.text[:300])
+            assert r.json()["error"]["message"] in w["error"], (what, r.json()["error"], w["error"])
+            continue
+        assert r.status_code == 200, (what, w, r.text[:300])
+        o = r.json()["outputs"][0]
+        assert o["dtype"] == w["dtype"] and o["shape"] == w["shape"], (what, o["dtype"], o["shape"], w)
+        got = arr(o).reshape(-1)
+        ref = np.array(w["value"], np.float64)
+        dt = w["dtype"]
+        if exact or not (dt.startswith("float") or dt == "bfloat16"):
+            if dt in ("float16", "float32"):  # the JSON carries the value rounded to its dtype
+                got, ref = got.astype(dt), ref.astype(dt)
+            elif dt == "bfloat16":
+                np.testing.assert_allclose(got, ref, rtol=1e-6, err_msg=what)
+                continue
+            np.testing.assert_array_equal(got, ref, err_msg=what)
+        else:
+            tol = {"float64": 1e-10, "float32": 2e-5, "float16": 2e-2, "bfloat16": 2e-2}[dt]
+            np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * 4, err_msg=what)
+
+
+# ---- factories -------------------------------------------------------------------------------
+
+def test_factories_bit_for_bit(server, rng):
+    cases = []
+    for dt in ALL:
+        for n in (0, 1, 3, int(rng.integers(2, 9))):
+            cases.append(("eye", [n], {"dtype": dt}))
+            cases.append(("eye.m", [n, int(rng.integers(0, 9))], {"dtype": dt}))
+        for steps in (0, 1, 2, 3, 16, 17, 33, int(rng.integers(4, 300)), 1000):
+            if dt.startswith("float") or dt == "bfloat16":
+                a, b = (float(x) for x in rng.uniform(-100, 100, 2))
+            elif dt == "bool":
+                a, b = 0, 1
+            else:
+                lo = 0 if dt == "uint8" else -100
+                a, b = (int(x) for x in rng.integers(lo, 101, 2))
+            cases.append(("linspace", [a, b, steps], {"dtype": dt}))
+            la, lb = (a / 30, b / 30) if not isinstance(a, int) else (a // 30, b // 30)
+            kw = {"dtype": dt}
+            if rng.random() < 0.5:
+                kw["base"] = float(rng.choice([2.0, 0.5, 3.0]))
+            cases.append(("logspace", [la, lb, steps], kw))
+    # no dtype: float32 (integer bounds too); bool bounds
+    cases += [("linspace", [0, 10, 7], {}), ("linspace", [True, False, 3], {}), ("logspace", [0, 3, 4], {}),
+              ("linspace", [-5, 5, 5], {"dtype": "uint8"}),  # start wraps to 251, as torch's to<uint8_t>
+              ("linspace", [0.5, 9.75, 37], {"dtype": "int32"}), ("logspace", [1, 3, 5], {"base": 2.0, "dtype": "int64"})]
+    for dt in ("int64", "int32", None):
+        for _ in range(6):
+            r, c, off = int(rng.integers(0, 7)), int(rng.integers(0, 7)), int(rng.integers(-8, 9))
+            kw = {"dtype": dt} if dt else {}
+            cases += [("tril_indices", [r, c, off], kw), ("triu_indices", [r, c, off], kw)]
+        cases += [("tril_indices", [5, 3], {}), ("triu_indices", [3, 5], {})]
+    compare(server, cases, exact=True)
+
+
+FACTORY_REFUSALS = [
+    ("eye", [-1], {}), ("eye.m", [2, -3], {}),
+    ("linspace", [0, 1, -1], {}), ("linspace", [0, 1, 3], {"dtype": "bool"}),
+    ("linspace", [0, 300, 5], {"dtype": "uint8"}), ("linspace", [0, 1e10, 5], {"dtype": "int32"}),
+    ("logspace", [0, 2, 3], {"dtype": "bool"}), ("logspace", [0, 2, 3], {"dtype": "float16"}),
+    ("logspace", [0, 2, -2], {}),
+    ("tril_indices", [-1, 3], {}), ("triu_indices", [3, -2], {}),
+    ("tril_indices", [3, 3], {"dtype": "float32"}), ("triu_indices", [0, 3], {"dtype": "int16"}),
+]
+
+
+def test_factory_refusals_say_what_torch_says(server):
+    compare(server, FACTORY_REFUSALS)
+
+
+def test_local_scalar_dense_answers_a_scalar(server, rng):
+    """_local_scalar_dense returns a Scalar as equal returns its bool: the
+    first element (ATen reads data_ptr without a count check), as a JSON
+    number or bool of the dtype's kind."""
+    for dt in ALL:
+        for shape in ((), (1,), (3, 2)):
+            x = rand(rng, shape, dt)
+            r = server.post("/v1/ops/_local_scalar_dense", {"args": [T(x, dt)]})
+            assert r.status_code == 200, (dt, shape, r.text[:300])
+            v = r.json()["outputs"][0]["value"]
+            first = np.asarray(x).reshape(-1)[0]
+            if dt == "bool":
+                assert v is bool(first), (dt, v)
+            elif dt.startswith("float") or dt == "bfloat16":
+                want = float(first) if dt != "float32" else float(np.float32(first))
+                if dt == "bfloat16":
+                    assert abs(v - want) <= abs(want) * 2 ** -8, (dt, v, want)
+                else:
+                    assert isinstance(v, float) and v == want, (dt, v, want)
+            else:
+                assert isinstance(v, int) and v == int(np.asarray(first).astype(dt)), (dt, v, first)
+    # a strided view: the element at its own offset (select on a transpose)
+    x = rng.standard_normal((3, 4))
+    body = {"steps": [{"op": "t", "args": [T(x)]}, {"op": "select.int", "args": [{"ref": "$0"}, 0, 2]},
+                      {"op": "_local_scalar_dense", "args": [{"ref": "$1"}]}]}
+    r = server.post("/v1/run", body)
+    assert r.status_code == 200, r.text[:300]
+    assert r.json()["outputs"][0]["value"] == x[0, 2]
+    r = server.post("/v1/ops/_local_scalar_dense", {"args": [T(np.zeros((0, 2)))]})
+    assert 400 <= r.status_code < 500, r.text  # torch reads out of bounds here
+
+
+# ---- BLAS-2/3 ------------------------------------------------------------------------------------
+
+def blas_cases(rng, dt):
+    R = lambda *s: T(rand(rng, s, dt), dt)
+    n, k, m, b = (int(x) for x in rng.integers(1, 6, 4))
+    fl = dt.startswith("float") or dt == "bfloat16"
+    beta, alpha = (0.5, 1.5) if fl else (2, 3)
+    C = [("mv", [R(n, k), R(k)], {}), ("mv", [R(n, 0), R(0)], {}), ("mv", [R(0, k), R(k)], {}),
+         ("addmv", [R(n), R(n, k), R(k)], {}), ("addmv", [R(1), R(n, k), R(k)], {"beta": beta, "alpha": alpha}),
+         ("addmv", [R(), R(n, k), R(k)], {"beta": 0}), ("addmv", [R(n), R(n, 0), R(0)], {"beta": beta}),
+         ("addr", [R(n, m), R(n), R(m)], {}), ("addr", [R(m), R(n), R(m)], {"beta": beta, "alpha": alpha}),
+         ("addr", [R(), R(n), R(m)], {"beta": 0}), ("addr", [R(n, 1), R(n), R(0)], {}),
+         ("baddbmm", [R(b, n, m), R(b, n, k), R(b, k, m)], {}),
+         ("baddbmm", [R(m), R(b, n, k), R(b, k, m)], {"beta": beta, "alpha": alpha}),
+         ("baddbmm", [R(n, 1), R(b, n, 0), R(b, 0, m)], {"beta": beta}),
+         ("baddbmm", [R(b, n, m), R(0, n, k), R(0, k, m)], {}),
+         ("addbmm", [R(n, m), R(b, n, k), R(b, k, m)], {}),
+         ("addbmm", [R(1, m), R(b, n, k), R(b, k, m)], {"beta": beta, "alpha": alpha}),
+         ("addbmm", [R(n, m), R(0, n, k), R(0, k, m)], {"beta": beta}),
+         ("addbmm", [R(n, m), R(b, n, 0), R(b, 0, m)], {"beta": 0})]
+    if not fl:  # torch 1.13 truncates float alpha/beta to the integer dtype (addr refuses them)
+        C += [("addmv", [R(n), R(n, k), R(k)], {"beta": 0.5, "alpha": 2.7}),
+              ("baddbmm", [R(b, n, m), R(b, n, k), R(b, k, m)], {"beta": 1.9, "alpha": -1.2}),
+              ("addbmm", [R(n, m), R(b, n, k), R(b, k, m)], {"beta": 0.2})]
+    return C
+
+
+def test_blas_against_torch(server, rng):
+    cases = []
+    for dt in BLAS:
+        cases += blas_cases(rng, dt)
+    # addr takes every dtype (type promotion included); bool and float16 products refused
+    for dt in ("float16", "bool"):
+        R = lambda *s: T(rand(rng, s, dt), dt)
+        cases += [("addr", [R(3, 4), R(3), R(4)], {}), ("addr", [R(3, 4), R(3), R(4)], {"beta": 0}),
+                  ("addmv", [R(3), R(3, 2), R(2)], {}), ("addmv", [R(3), R(3, 0), R(0)], {}),
+                  ("baddbmm", [R(2, 3, 4), R(2, 3, 2), R(2, 2, 4)], {}),
+                  ("addbmm", [R(3, 4), R(2, 3, 2), R(2, 2, 4)], {}), ("mv", [R(3, 2), R(2)], {})]
+    cases += [("addr", [T(rand(rng, (3, 4), "int32"), "int32"), T(rng.standard_normal(3)), T(rng.integers(0, 3, 4))], {}),
+              ("addr", [T(rng.integers(0, 3, (3, 4)), "int16"), T(rng.integers(0, 3, 3), "uint8"),
+                        T(rng.integers(0, 3, 4), "int8")], {"alpha": 2}),
+              ("addr", [T(rand(rng, (2, 3), "bool"), "bool")] + [T(rand(rng, (s,), "bool"), "bool") for s in (2, 3)],
+               {"beta": True, "alpha": False}),
+              ("addmv", [T(rng.standard_normal(3)), T(rng.standard_normal((3, 2)), "float32"),
+                         T(rng.standard_normal(2), "float32")], {})]  # self float64: cast to mat's dtype
+    compare(server, cases)
+
+
+def test_beta_zero_ignores_nan_and_inf_in_self(server, rng):
+    nan = np.full((3, 4), np.nan)
+    cases = [("addmv", [T(nan[:, 0]), T(rng.standard_normal((3, 2))), T(rng.standard_normal(2))], {"beta": 0}),
+             ("addmv", [T(nan[:, 0]), T(np.zeros((3, 0))), T(np.zeros(0))], {"beta": 0}),
+             ("addr", [T(nan), T(rng.standard_normal(3)), T(rng.standard_normal(4))], {"beta": 0}),
+             ("baddbmm", [T(nan[None]), T(rng.standard_normal((1, 3, 2))), T(rng.standard_normal((1, 2, 4)))],
+              {"beta": 0}),
+             ("addbmm", [T(nan), T(rng.standard_normal((2, 3, 2))), T(rng.standard_normal((2, 2, 4)))], {"beta": 0}),
+             ("addbmm", [T(nan), T(np.zeros((0, 3, 2))), T(np.zeros((0, 2, 4)))], {"beta": 0}),
+             ("addmv", [T(np.full(3, np.inf)), T(rng.standard_normal((3, 2))), T(rng.standard_normal(2))], {})]
+    compare(server, cases)
+
+
+def test_strided_operands(server, rng):
+    """Transposed and sliced views (built on the server through /v1/run) give
+    the answer torch gives for their values."""
+    runs, refs = [], []
+    for dt in ("float32", "float64", "bfloat16", "int64", "int16"):
+        mat, vec = rand(rng, (4, 3), dt), rand(rng, (8,), dt)
+        b1, b2, s2 = rand(rng, (2, 5, 3), dt), rand(rng, (5, 2, 6), dt), rand(rng, (6, 3), dt)
+        self1, self3 = rand(rng, (3,), dt), rand(rng, (2, 3, 6), dt)
+        steps = [{"op": "t", "args": [T(mat, dt)]},                        # $0 [3, 4], column-major
+                 {"op": "slice.Tensor", "args": [T(vec, dt), 0, 0, 8, 2]},  # $1 [4], stride 2
+                 {"op": "transpose.int", "args": [T(b1, dt), 1, 2]},       # $2 [2, 3, 5]
+                 {"op": "transpose.int", "args": [T(b2, dt), 0, 1]},       # $3 [2, 5, 6], batch stride 6
+                 {"op": "t", "args": [T(s2, dt)]}]                         # $4 [3, 6]
+        kw = {"beta": 2, "alpha": 3}
+        for op, args, vals, k in (
+                ("mv", [{"ref": "$0"}, {"ref": "$1"}], (mat.T, vec[::2]), {}),
+                ("addmv", [T(self1, dt), {"ref": "$0"}, {"ref": "$1"}], (self1, mat.T, vec[::2]), kw),
+                ("baddbmm", [T(self3, dt), {"ref": "$2"}, {"ref": "$3"}],
+                 (self3, b1.transpose(0, 2, 1), b2.transpose(1, 0, 2)), kw),
+                ("addbmm", [{"ref": "$4"}, {"ref": "$2"}, {"ref": "$3"}],
+                 (s2.T, b1.transpose(0, 2, 1), b2.transpose(1, 0, 2)), kw)):
+            runs.append((op, dt, {"steps": steps + [{"op": op, "args": args, "kwargs": k}],
+                                  "outputs": [f"${len(steps)}"]}))
+            refs.append({"op": op, "args": [T(np.ascontiguousarray(x), dt) for x in vals], "kwargs": k})
+    for (op, dt, body), w in zip(runs, torch_ref(refs)):
+        r = server.post("/v1/run", body)
+        assert r.status_code == 200, (op, dt, r.text[:300])
+        o = r.json()["outputs"][0]
+        assert o["shape"] == w["shape"] and o["dtype"] == w["dtype"], (op, dt, o["shape"], w)
+        tol = 2e-2 if dt == "bfloat16" else 1e-5  # torch rounds bfloat16 partial sums
+        np.testing.assert_allclose(arr(o).reshape(-1), w["value"], rtol=tol, atol=tol * 5,
+                                   err_msg=f"{op} {dt}")
+
+
+def test_inplace_forms(server, rng):
+    for op in ("addmv_", "addr_", "baddbmm_", "addbmm_"):
+        base = op[:-1]
+        a = {"addmv": [(3,), (3, 2), (2,)], "addr": [(3, 4), (3,), (4,)],
+             "baddbmm": [(2, 3, 4), (2, 3, 5), (2, 5, 4)], "addbmm": [(3, 4), (2, 3, 5), (2, 5, 4)]}[base]
+        args = [T(rng.standard_normal(s).astype(np.float32)) for s in a]
+        w = torch_ref([{"op": op, "args": args, "kwargs": {"beta": 0.5, "alpha": 2}}])[0]
+        r = server.post(f"/v1/ops/{op}", {"args": args, "kwargs": {"beta": 0.5, "alpha": 2}})
+        assert r.status_code == 200, (op, r.text[:300])
+        o = r.json()["outputs"][0]
+        assert o["shape"] == w["shape"] and o["dtype"] == "float32"
+        np.testing.assert_allclose(from_json(o).reshape(-1), w["value"], rtol=2e-5, atol=1e-5, err_msg=op)
+    # self must already have the result's shape and dtype
+    for op, args in (("addmv_", [T(np.ones(1, np.float32)), T(np.ones((3, 2), np.float32)), T(np.ones(2, np.float32))]),
+                     ("baddbmm_", [T(np.ones((2, 3, 4), np.int64)), T(np.ones((2, 3, 5), np.float32)),
+                                   T(np.ones((2, 5, 4), np.float32))])):
+        r = server.post(f"/v1/ops/{op}", {"args": args})
+        assert 400 <= r.status_code < 500, (op, r.text[:300])
+
+
+BLAS_REFUSALS = [
+    ("mv", [(3, 4), (5,)], {}), ("mv", [(3,), (3,)], {}), ("mv", [(3, 4), (4, 1)], {}),
+    ("addmv", [(2,), (3, 4), (4,)], {}), ("addmv", [(3, 1), (3, 4), (4,)], {}),
+    ("addr", [(3, 4), (3,), (4, 1)], {}), ("addr", [(2, 4), (3,), (4,)], {}), ("addr", [(3, 4), (3,), (5,)], {}),
+    ("baddbmm", [(2, 3, 4), (2, 3, 5), (2, 6, 4)], {}), ("baddbmm", [(2, 3, 4), (2, 3, 5), (3, 5, 4)], {}),
+    ("baddbmm", [(3, 3, 4), (2, 3, 5), (2, 5, 4)], {}), ("baddbmm", [(2, 3, 4), (3, 5), (2, 5, 4)], {}),
+    ("baddbmm", [(2, 3, 4), (2, 3, 5, 1), (2, 5, 4)], {}),
+    ("addbmm", [(3, 4), (2, 3, 5), (2, 6, 4)], {}), ("addbmm", [(3, 4), (2, 3, 5), (3, 5, 4)], {}),
+    ("addbmm", [(4, 4), (2, 3, 5), (2, 5, 4)], {}), ("addbmm", [(3, 4), (2, 3), (2, 5, 4)], {}),
+    ("addmv", [(3,), (3, 4), (4,)], {"beta": 1e50}), ("baddbmm", [(2, 3, 4), (2, 3, 5), (2, 5, 4)], {"alpha": 1e50}),
+]
+
+
+def test_blas_refusals_say_what_torch_says(server, rng):
+    compare(server, [(op, [T(rng.standard_normal(s).astype(np.float32)) for s in shapes], kw)
+                     for op, shapes, kw in BLAS_REFUSALS])
+
+
+DTYPE_REFUSALS = [
+    ("mv", ("float32", "float64")), ("addmv", ("float32", "float64", "float64")),
+    ("addmv", ("float32", "float32", "float64")), ("baddbmm", ("float32", "float32", "float64")),
+    ("addbmm", ("float64", "float32", "float32")), ("addbmm", ("float32", "float32", "float64")),
+]
+
+
+def test_blas_dtype_refusals(server, rng):
+    shapes = {"mv": [(3, 4), (4,)], "addmv": [(3,), (3, 4), (4,)], "baddbmm": [(2, 3, 4), (2, 3, 5), (2, 5, 4)],
+              "addbmm": [(3, 4), (2, 3, 5), (2, 5, 4)]}
+    compare(server, [(op, [T(rng.standard_normal(s), d) for s, d in zip(shapes[op], dts)], {})
+                     for op, dts in DTYPE_REFUSALS])
+
+
+def test_addr_scalar_rules(server, rng):
+    """(A bool beta for a float result is refused, as torch.addr does; torch.ops.aten.addr takes it as 1.)"""
+    i = lambda *s: T(rng.integers(-3, 4, s), "int64")
+    b = lambda *s: T(rng.random(s) < 0.5, "bool")
+    f = lambda *s: T(rng.standard_normal(s), "float32")
+    compare(server, [("addr", [i(3, 4), i(3), i(4)], {"beta": 1.5}), ("addr", [i(3, 4), i(3), i(4)], {"alpha": 0.5}),
+                     ("addr", [b(3, 4), b(3), b(4)], {"beta": 0.5}),
+                     ("addr", [b(3, 4), b(3), b(4)], {"beta": 2}), ("addr", [i(3, 4), i(3), i(4)], {"beta": 0}),
+                     ("addr", [T(rng.integers(0, 3, (3, 4)), "int8"), i(3), i(4)], {}),
+                     ("addr", [T(rng.integers(0, 3, (3, 4)), "int8")] + [T(rng.integers(0, 3, s), "int8") for s in (3, 4)],
+                      {"alpha": 300}),
+                     ("addr", [f(3, 4, 1), f(3), f(4)], {}), ("addr", [f(3, 4), f(3, 1), f(4)], {})])
