@@ -254,6 +254,8 @@ void od_srv_call_release(od_srv_call *c)
 
 /* Replaces a tensor value (or list) with its copy on dev. leaf: the
  * request's own tensors, which become leaves there (od_to_device_leaf). */
+static size_t tensors_of(const od_value *v, od_tensor *const **ts);
+
 static od_status move_value(od_value *v, bool owned, od_device dev, bool leaf, od_error *err)
 {
     /* a wrapped number stays a CPU scalar, as in PyTorch */
@@ -352,6 +354,20 @@ od_status od_srv_call_run(od_srv_call *c)
         return st;
     if (c->trace.nsteps > 0)
         c->key = c->trace.steps[0].key;
+    /* A Device argument may still name meta (zeros(2, device="meta")): such
+     * an output has no bytes to send or store. */
+    for (int i = 0; i < c->stack.nrets; i++) {
+        od_tensor *const *ts;
+        size_t nt = tensors_of(&c->stack.rets[i], &ts);
+        for (size_t e = 0; e < nt; e++)
+            if (ts[e] && ts[e]->device.type == OD_DEV_META) {
+                od_stack_release_rets(&c->stack);
+                return od_error_set(&c->err, OD_EINVAL,
+                                    "%s returned a tensor on device 'meta', which holds no data: \"meta\" "
+                                    "computes shapes only; use POST /v1/ops/{op}/explain",
+                                    od_op_name(c->op));
+            }
+    }
     if (c->keep) /* they stay on the device, in the store */
         return OD_OK;
     /* outputs back to the host for encoding */

@@ -195,6 +195,22 @@ def test_empty_in_json_and_other_dtypes(server):
         assert not np.any(from_json(r.json()["outputs"][0]))
 
 
+@pytest.mark.parametrize("op,args,kwargs", [
+    ("zeros", [[2, 3]], {"device": "meta"}),
+    ("full", [[4], 1.5], {"device": "meta"}),
+    ("ones_like", [tensor(np.ones(3, np.float32))], {"device": "meta"}),
+    ("linspace", [0, 1, 5], {"device": "meta"}),
+])
+@pytest.mark.parametrize("extra", [{}, {"keep": True}, {"outputs": [{"name": "out", "parameters": {"binary_data": True}}]}])
+def test_a_meta_device_argument_is_refused_not_read(server, op, args, kwargs, extra):
+    """A factory's device kwarg naming meta once made the encoder read a NULL
+    data pointer and kill the server; a meta tensor has no bytes to send."""
+    r = requests.post(f"{server.url}/v1/ops/{op}", json={"args": args, "kwargs": kwargs, **extra}, timeout=30)
+    assert r.status_code == 400, r.text[:300]
+    assert "holds no data" in r.json()["error"]["message"]
+    assert server.call("relu", tensor(np.ones(2, np.float32))).status_code == 200
+
+
 # ---- 4. the output cap covers the response as sent ---------------------------------------------
 
 
