@@ -786,26 +786,45 @@ OD_MATH_FN int64_t od_math_lshift_i64(int64_t a, int64_t b)
     return b < 0 || b >= 64 ? 0 : (int64_t)((uint64_t)a << b);
 }
 OD_MATH_FN int64_t od_math_rshift_i64(int64_t a, int64_t b) { return b < 0 || b >= 64 ? (a < 0 ? -1 : 0) : a >> b; }
-/* ATen's calc_gcd on magnitudes (uint64_t: |INT64_MIN| wraps as there) */
-OD_MATH_FN int64_t od_math_gcd_i64(int64_t a, int64_t b)
+/* ATen's calc_gcd and lcm in a signed integer type of `bits` bits (8, 16,
+ * 32, 64; 64 for uint8 and bool, whose values are never negative): |x| is
+ * taken in that width, so |INT16_MIN| stays INT16_MIN and Euclid's steps
+ * go negative as ATen's do (gcd(-32768, 6) is -2 in int16), and lcm's
+ * a / g * b and its |.| wrap in that width. Values are the width's,
+ * sign-extended. x % -1 is 0 without computing INT64_MIN % -1. CUDA calls
+ * the 64-bit forms, so there a narrow type's minimum still differs. */
+OD_MATH_FN int64_t od_math_wrap_bits_i64(uint64_t v, int bits)
 {
-    uint64_t x = a < 0 ? 0 - (uint64_t)a : (uint64_t)a, y = b < 0 ? 0 - (uint64_t)b : (uint64_t)b;
-    while (x != 0) {
-        uint64_t c = x;
-        x = y % x;
-        y = c;
-    }
-    return (int64_t)y;
+    return bits == 64 ? (int64_t)v : (int64_t)(v << (64 - bits)) >> (64 - bits);
 }
-/* ATen's lcm: |a / gcd * b|, 0 when the gcd is 0; wrapping as uint64_t */
-OD_MATH_FN int64_t od_math_lcm_i64(int64_t a, int64_t b)
+OD_MATH_FN int64_t od_math_abs_bits_i64(int64_t a, int bits)
 {
-    int64_t g = od_math_gcd_i64(a, b);
+    return od_math_wrap_bits_i64(a < 0 ? 0 - (uint64_t)a : (uint64_t)a, bits);
+}
+OD_MATH_FN int64_t od_math_gcd_bits_i64(int64_t a, int64_t b, int bits)
+{
+    a = od_math_abs_bits_i64(a, bits);
+    b = od_math_abs_bits_i64(b, bits);
+    while (a != 0) {
+        int64_t c = a;
+        a = a == -1 ? 0 : b % a;
+        b = c;
+    }
+    return b;
+}
+OD_MATH_FN int64_t od_math_lcm_bits_i64(int64_t a, int64_t b, int bits)
+{
+    int64_t g = od_math_gcd_bits_i64(a, b, bits);
     if (g == 0)
         return 0;
-    uint64_t p = (uint64_t)(a / g) * (uint64_t)b; /* g > 0 or INT64_MIN: never a / -1 */
-    return (int64_t)p < 0 ? (int64_t)(0 - p) : (int64_t)p;
+    /* a / g * b and |.| run in int for the types narrower than int (C's
+     * promotion): lcm(10, 97) in int8 is (int8)970 = -54 */
+    int w = bits < 32 ? 32 : bits;
+    int64_t q = g == -1 ? od_math_neg_i64(a) : a / g;
+    return od_math_abs_bits_i64(od_math_wrap_bits_i64((uint64_t)q * (uint64_t)b, w), w);
 }
+OD_MATH_FN int64_t od_math_gcd_i64(int64_t a, int64_t b) { return od_math_gcd_bits_i64(a, b, 64); }
+OD_MATH_FN int64_t od_math_lcm_i64(int64_t a, int64_t b) { return od_math_lcm_bits_i64(a, b, 64); }
 OD_MATH_FN int64_t od_math_bitwise_or_i64(int64_t a, int64_t b) { return a | b; }
 OD_MATH_FN int64_t od_math_bitwise_xor_i64(int64_t a, int64_t b) { return a ^ b; }
 

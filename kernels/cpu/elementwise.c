@@ -398,7 +398,17 @@ static inline bool ew_zero_i64(int64_t b, int *zf)
 }
 static inline bool ew_zero_f32(float b, int *zf) { (void)b; (void)zf; return false; }
 static inline bool ew_zero_f64(double b, int *zf) { (void)b; (void)zf; return false; }
-#define EW_X2_0(fn, DT) MFP(fn, DT)(a, b)
+/* gcd and lcm compute in the tensor's own width (od_math_gcd_bits_i64). */
+#define OD_MATH_BITS_gcd ~, 1
+#define OD_MATH_BITS_lcm ~, 1
+#define EW_BITS_UINT8 64
+#define EW_BITS_INT8 8
+#define EW_BITS_INT16 16
+#define EW_BITS_INT32 32
+#define EW_BITS_INT64 64
+#define MFB_0(fn, DT) MFP(fn, DT)(a, b)
+#define MFB_1(fn, DT) od_math_##fn##_bits_i64(a, b, EW_BITS_##DT)
+#define EW_X2_0(fn, DT) CAT(MFB_, EW_PROBE(CAT(OD_MATH_BITS_, fn)))(fn, DT)
 #define EW_X2_1(fn, DT) (CAT(ew_zero_, OD_CPU_FAM_##DT)(b, &zf) ? 0 : MFP(fn, DT)(a, b))
 #define EW_X2(rule, fn, DT) CAT(EW_X2_, OD_EWR_ZERO_DIV_##rule)(fn, DT)
 #define G_EW1(DT, id, fn, rule) DEF_LOOP1_(ew_##id##_##DT, DT, EW_OUT(rule, DT), MFP(fn, DT)(a))
