@@ -156,14 +156,21 @@ static od_status plan_indexing(od_cx_scope *sc, const od_op *op, const od_stack 
         last = k;
     }
     /* bounds, then wrap negatives. ATen numbers the dimension among the
-     * indexed ones only (x[:, [-3]] on 2 columns: "dimension 0"). */
+     * indexed ones only (x[:, [-3]] on 2 columns: "dimension 0"). Its kernel
+     * checks each index as it reads it, so when the broadcast indices are
+     * empty (an all-false mask beside x[-2]) nothing is checked. */
+    bool empty = false;
+    for (int k = 0; k < p->bnd; k++)
+        empty |= p->bshape[k] == 0;
     for (int k = 0, ordinal = -1; k < d; k++) {
         if (!expanded[k])
             continue;
         ordinal++;
         bool found;
         int64_t bad = 0;
-        if (first_out_of_range(sc, expanded[k], self->sizes[k], &found, &bad))
+        if (empty)
+            found = false;
+        else if (first_out_of_range(sc, expanded[k], self->sizes[k], &found, &bad))
             return sc->st;
         if (found && self->sizes[k] == 0) /* ATen's own wording for an empty dim */
             return od_error_set(err, OD_EINVAL, "index is out of bounds for dimension with size 0");

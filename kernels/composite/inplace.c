@@ -68,7 +68,20 @@ OD_CX_KERNEL(od_cia_inplace)
     if ((st = od_call_builtin1((od_opid)(g_functional[id] - 1), args, nargs, &res, err)))
         return st;
     char a[256], b[256];
-    if (res->ndim != self->ndim || memcmp(res->sizes, self->sizes, sizeof(int64_t) * (size_t)self->ndim)) {
+    bool reshaped = res->ndim != self->ndim || memcmp(res->sizes, self->sizes, sizeof(int64_t) * (size_t)self->ndim);
+    /* addbmm_ is ATen's addbmm_out with self as out, which resizes its
+     * output: a broadcastable self (0-dim, [1]) grows to the result */
+    if (reshaped && id == OD_OPID_addbmm_) {
+        od_value rv[3] = {od_tensor_v(self), od_list_v(OD_T_INT_LIST, res->sizes, (size_t)res->ndim), od_none()};
+        od_stack rs;
+        if ((st = od_call_builtin(OD_OPID_resize_, rv, 3, &rs, err))) {
+            od_tensor_release(res);
+            return st;
+        }
+        od_stack_release_rets(&rs);
+        reshaped = false;
+    }
+    if (reshaped) {
         od_shape_print(self->sizes, self->ndim, a, sizeof a);
         od_shape_print(res->sizes, res->ndim, b, sizeof b);
         od_tensor_release(res);

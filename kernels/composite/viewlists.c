@@ -546,10 +546,16 @@ OD_CX_KERNEL(od_cea_view_inplace)
         bool none = s->args[2].tag == OD_T_NONE;
         if (mf == OD_MF_PRESERVE && !none)
             return od_error_set(err, OD_EINVAL, "Unsupported memory formatPreserve");
-        if (mf != OD_MF_PRESERVE && mf != OD_MF_CONTIGUOUS)
-            return od_error_set(err, OD_EUNSUPPORTED, "resize_: only the contiguous memory format is supported");
+        /* channels_last: the contiguous resize, then torch's
+         * empty_tensor_restride (the rank is checked before anything moves) */
+        int64_t cl[OD_MAX_DIMS];
+        bool restride = mf == OD_MF_CHANNELS_LAST || mf == OD_MF_CHANNELS_LAST_3D;
+        if (restride && (st = od_memory_format_strides(sizes, n, (od_memory_format)mf, cl, err)))
+            return st;
         if ((st = resize(self, sizes, n, err)))
             return st;
+        if (restride)
+            memcpy(self->strides, cl, (size_t)n * sizeof(int64_t));
         od_tensor_retain(self);
         return od_cx_return1(s, self);
     }

@@ -109,6 +109,13 @@ od_status od_cpu_search(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
                                          : v;
         } else {
             xi = sval_f ? (int64_t)p.scalar.u.d : p.scalar.tag == OD_T_BOOL ? p.scalar.u.b : p.scalar.u.i;
+            /* a wrapped number: converted to the common dtype, as torch's
+             * promotion does (bucketize(2^63 - 1, int32 boundaries) looks up -1) */
+            xi = p.common == OD_UINT8 ? (int64_t)(uint8_t)xi
+               : p.common == OD_INT8  ? (int64_t)(int8_t)xi
+               : p.common == OD_INT16 ? (int64_t)(int16_t)xi
+               : p.common == OD_INT32 ? (int64_t)(int32_t)xi
+                                      : xi;
         }
         while (lo < hi) {
             int64_t mid = lo + ((hi - lo) >> 1);

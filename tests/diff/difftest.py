@@ -890,7 +890,16 @@ def reduction_atol(case, shape, dtype):
     finite = [np.abs(t.base[np.isfinite(t.base)]).max(initial=0) if t.dtype in FLOATS else
               np.abs(t.base.astype(np.float64)).max(initial=0) for t in case.tensors()]
     eps = np.finfo(np.float64 if dtype == "float64" else np.float32).eps
+    if case.op.split(".")[0] in STEPWISE and dtype in ("float16", "bfloat16"):
+        eps = 2.0 ** (-11 if dtype == "float16" else -8)
     return 4 * eps * float(max(finite)) * math.sqrt(n)
+
+
+# Operators whose torch CPU kernel rounds its running result to the output
+# dtype between accumulation steps (addbmm: one addmm_ per batch), on a
+# matrix product whose own bfloat16/float16 rounding is oneDNN's: their
+# error is on the dtype's scale, not float32's.
+STEPWISE = {"addbmm", "addbmm_"}
 
 
 def mismatch_kind(g, t, bad):

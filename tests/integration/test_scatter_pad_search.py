@@ -229,6 +229,9 @@ def test_searchsorted_bucketize(server, rng):
               ("searchsorted.Tensor", [T(np.array([1, 3, 5, 7])), T(np.array([2.5, 3.0]))], {}),
               ("searchsorted.Scalar", [T(np.array([1, 3, 5, 7])), 3.5], {}),
               ("searchsorted.Scalar", [T(np.array([1.0, 3.0], np.float32)), 3], {}),
+              # a Scalar is a wrapped number: cast to the boundaries' int32 (-1), not compared as int64
+              ("bucketize.Scalar", [2**63 - 1, T(np.array([1, 1], np.int32))], {}),
+              ("searchsorted.Scalar", [T(np.array([-3, 0, 5], np.int8)), 300], {}),
               ("bucketize.Tensor", [T(np.array([True])), T(np.array([1, 3]))], {}),
               ("searchsorted.Tensor", [T(np.array([True, False])), T(np.array([True]))], {}),
               ("searchsorted.Tensor", [T(np.int64(3)), T(np.array([3]))], {}),

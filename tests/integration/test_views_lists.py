@@ -222,6 +222,19 @@ def test_inplace_view_changes(server, rng):
         assert 400 <= r.status_code < 500 and msg in r.json()["error"]["message"], (op, r.text)
 
 
+def test_resize_to_channels_last(server, rng):
+    """resize_(memory_format=channels_last) restrides self as torch does:
+    the storage keeps its order and the result reads it NHWC."""
+    x = rng.standard_normal(24).astype(np.float32)
+    r = server.post("/v1/ops/resize_", {"args": [tensor(x), [1, 2, 3, 4]], "kwargs": {"memory_format": "channels_last"}})
+    assert r.status_code == 200, r.text
+    got = from_json(r.json()["outputs"][0])
+    want = np.lib.stride_tricks.as_strided(x, (1, 2, 3, 4), tuple(4 * s for s in (24, 1, 8, 2)))
+    np.testing.assert_array_equal(got, want)
+    r = server.post("/v1/ops/resize_", {"args": [tensor(x), [4, 6]], "kwargs": {"memory_format": "channels_last"}})
+    assert r.status_code == 400 and "required rank 4 tensor to use channels_last format" in r.text, r.text
+
+
 def test_inplace_view_change_is_seen_by_later_steps(server, rng):
     x = rng.standard_normal((2, 3)).astype(np.float32)
     body = {"steps": [{"op": "clone", "args": [tensor(x)]},
