@@ -157,11 +157,13 @@ static od_status plan_indexing(od_cx_scope *sc, const od_op *op, const od_stack 
     }
     /* bounds, then wrap negatives. ATen numbers the dimension among the
      * indexed ones only (x[:, [-3]] on 2 columns: "dimension 0"). Its kernel
-     * checks each index as it reads it, so when the broadcast indices are
-     * empty (an all-false mask beside x[-2]) nothing is checked. */
-    bool empty = false;
+     * checks each index as it reads it, so when the result is empty (an
+     * all-false mask beside x[-2], an empty dim beside it) nothing is checked. */
+    bool empty = false; /* the result has no element: an empty broadcast or an empty unindexed dim */
     for (int k = 0; k < p->bnd; k++)
         empty |= p->bshape[k] == 0;
+    for (int k = 0; k < self->ndim; k++)
+        empty |= (k >= d || !expanded[k]) && self->sizes[k] == 0;
     for (int k = 0, ordinal = -1; k < d; k++) {
         if (!expanded[k])
             continue;

@@ -119,16 +119,39 @@ def _ints(f):
     return lambda a, b: np.vectorize(lambda x, y: _wrap64(f(int(x), int(y))), otypes=[object])(a, b).astype(np.int64)
 
 
-def _gcd(x, y):
-    return math.gcd(abs(x), abs(y))
+def _wrap(v, bits):
+    v %= 1 << bits
+    return v - (1 << bits) if v >= 1 << (bits - 1) else v
 
 
-def _lcm(x, y):  # ATen's |a / gcd * b|, wrapping (kernels/od_math.h)
-    g = _wrap64(_gcd(x, y))
+def _gcd(x, y, bits):
+    """ATen's calc_gcd in a signed type of `bits` bits: |INT_MIN| stays
+    INT_MIN and C's % keeps the dividend's sign (gcd(INT64_MIN, 6) is -2)."""
+    a, b = _wrap(abs(x), bits), _wrap(abs(y), bits)
+    while a != 0:
+        r = abs(b) % abs(a)
+        a, b = (0 if a == -1 else (-r if b < 0 else r)), a
+    return b
+
+
+def _lcm(x, y, bits):
+    """ATen's |a / gcd * b|, the product and |.| in int for the narrower types."""
+    g = _gcd(x, y, bits)
     if g == 0:
         return 0
-    p = _wrap64((x // g) * y)
-    return -p if p < 0 else p
+    w = max(bits, 32)
+    q = -x if g == -1 else (abs(x) // abs(g)) * (1 if (x < 0) == (g < 0) else -1)
+    return _wrap(abs(_wrap(q * y, w)), w)
+
+
+def _ints_w(f):
+    """f(x, y, bits) element by element, bits the compute dtype's width (64 for
+    uint8 and bool, which hold no negatives)."""
+    def run(a, b):
+        dt = np.result_type(a, b)
+        bits = 64 if dt.kind in "ub" else dt.itemsize * 8
+        return np.vectorize(lambda x, y: _wrap64(f(int(x), int(y), bits)), otypes=[object])(a, b).astype(np.int64)
+    return run
 
 
 # shifts as PyTorch 2 defines them past the width (1.13's are undefined there)
@@ -183,8 +206,8 @@ OPS = {
     "bitwise_right_shift.Tensor": (_rshift, "INT", 0),
     "bitwise_right_shift.Tensor_Scalar": (_rshift, "INT", 0),
     "bitwise_right_shift.Scalar_Tensor": (_rshift, "INT", 0),
-    "gcd": (_ints(_gcd), "INT", 0),
-    "lcm": (_ints(_lcm), "INT", 0),
+    "gcd": (_ints_w(_gcd), "INT", 0),
+    "lcm": (_ints_w(_lcm), "INT", 0),
     "floor_divide": (_floor_divide, "INT_DIV", 2e-7),
     "floor_divide.Scalar": (_floor_divide, "INT_DIV", 2e-7),
     "acos": (np.arccos, "FLOAT", 4e-7),
