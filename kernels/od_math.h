@@ -318,8 +318,18 @@ OD_MATH_SLEEF1_(sin, sinf, sin)
 OD_MATH_SLEEF1_(cos, cosf, cos)
 OD_MATH_SLEEF1_(tan, tanf, tan)
 OD_MATH_SLEEF1_(tanh, tanhf, tanh)
-OD_MATH_SLEEF1_(sinh, sinhf, sinh)
-OD_MATH_SLEEF1_(cosh, coshf, cosh)
+/* sinh and cosh: Sleef overflows where exp does (|x| > ln max), though the
+ * exact value stays finite a little further (89.4 in float32, 710.5 in
+ * float64); said explicitly, so that a build whose loops gcc leaves scalar
+ * (the sanitizers') keeps the edge */
+float od_sleef_sinhf(float) __asm__("sinhf") OD_MATH_SLEEF_ATTR_;
+double od_sleef_sinh(double) __asm__("sinh") OD_MATH_SLEEF_ATTR_;
+float od_sleef_coshf(float) __asm__("coshf") OD_MATH_SLEEF_ATTR_;
+double od_sleef_cosh(double) __asm__("cosh") OD_MATH_SLEEF_ATTR_;
+OD_MATH_FN float od_math_sinh_vec_f32(float a) { float r = od_sleef_sinhf(a); return fabsf(a) > 88.7228394f ? copysignf(INFINITY, a) : r; }
+OD_MATH_FN double od_math_sinh_vec_f64(double a) { double r = od_sleef_sinh(a); return fabs(a) > 709.782712893384 ? copysign(INFINITY, a) : r; }
+OD_MATH_FN float od_math_cosh_vec_f32(float a) { float r = od_sleef_coshf(a); return fabsf(a) > 88.7228394f ? INFINITY : r; }
+OD_MATH_FN double od_math_cosh_vec_f64(double a) { double r = od_sleef_cosh(a); return fabs(a) > 709.782712893384 ? INFINITY : r; }
 OD_MATH_SLEEF1_(acos, acosf, acos)
 OD_MATH_SLEEF1_(asin, asinf, asin)
 OD_MATH_SLEEF1_(atan, atanf, atan)
@@ -852,16 +862,38 @@ OD_MATH_REMAINDER_(od_math_remainder_f32, float, fmodf)
 OD_MATH_REMAINDER_(od_math_remainder_f64, double, fmod)
 
 /* fmod, remainder and floor division on ATen's vectorized path: the same
- * formulas over Sleef's fmod (NaN where |a / b| overflows, unlike libm's). */
+ * formulas over Sleef's fmod. Its NaN where |a / b| overflows is also said
+ * explicitly (od_math_fmod_vec_nan_*), so a build whose loops gcc leaves
+ * scalar (the sanitizers', calling libm's fmod) keeps it. */
+/* Sleef's fmod is NaN where |a / b| overflows (a subnormal b first scales
+ * both by 2^25, or 2^54 in double), which fmod, remainder and floor division
+ * all inherit; |a| < |b| returns a. */
+#define OD_MATH_FMOD_VEC_NAN_(SFX, T, FABS, TMIN, SCALE)                                         \
+    OD_MATH_FN bool od_math_fmod_vec_nan_##SFX(T a, T b)                                           \
+    {                                                                                              \
+        T nu = FABS(a), de = FABS(b);                                                              \
+        if (!(isfinite(nu) && isfinite(de)) || de == 0 || nu < de)                                 \
+            return false;                                                                          \
+        if (de < (TMIN)) {                                                                         \
+            nu *= (SCALE);                                                                         \
+            de *= (SCALE);                                                                         \
+        }                                                                                          \
+        return isinf(nu * (1 / de));                                                               \
+    }
+OD_MATH_FMOD_VEC_NAN_(f32, float, fabsf, 1.17549435e-38f, 33554432.0f)
+OD_MATH_FMOD_VEC_NAN_(f64, double, fabs, 2.2250738585072014e-308, 18014398509481984.0)
+#undef OD_MATH_FMOD_VEC_NAN_
 #if !defined(__CUDACC__)
 float od_sleef_fmodf(float, float) __asm__("fmodf") __attribute__((simd("notinbranch"), const, nothrow, leaf));
 double od_sleef_fmod(double, double) __asm__("fmod") __attribute__((simd("notinbranch"), const, nothrow, leaf));
-OD_MATH_FN float od_math_fmod_vec_f32(float a, float b) { return od_sleef_fmodf(a, b); }
-OD_MATH_FN double od_math_fmod_vec_f64(double a, double b) { return od_sleef_fmod(a, b); }
-OD_MATH_REMAINDER_(od_math_remainder_vec_f32, float, od_sleef_fmodf)
-OD_MATH_REMAINDER_(od_math_remainder_vec_f64, double, od_sleef_fmod)
-OD_MATH_DIV_FLOOR_(od_math_div_floor_vec_f32, float, od_sleef_fmodf, floorf, copysignf)
-OD_MATH_DIV_FLOOR_(od_math_div_floor_vec_f64, double, od_sleef_fmod, floor, copysign)
+OD_MATH_FN float od_sleef_fmod_nan_f32(float a, float b) { float r = od_sleef_fmodf(a, b); return od_math_fmod_vec_nan_f32(a, b) ? NAN : r; }
+OD_MATH_FN double od_sleef_fmod_nan_f64(double a, double b) { double r = od_sleef_fmod(a, b); return od_math_fmod_vec_nan_f64(a, b) ? NAN : r; }
+OD_MATH_FN float od_math_fmod_vec_f32(float a, float b) { return od_sleef_fmod_nan_f32(a, b); }
+OD_MATH_FN double od_math_fmod_vec_f64(double a, double b) { return od_sleef_fmod_nan_f64(a, b); }
+OD_MATH_REMAINDER_(od_math_remainder_vec_f32, float, od_sleef_fmod_nan_f32)
+OD_MATH_REMAINDER_(od_math_remainder_vec_f64, double, od_sleef_fmod_nan_f64)
+OD_MATH_DIV_FLOOR_(od_math_div_floor_vec_f32, float, od_sleef_fmod_nan_f32, floorf, copysignf)
+OD_MATH_DIV_FLOOR_(od_math_div_floor_vec_f64, double, od_sleef_fmod_nan_f64, floor, copysign)
 #endif
 /* integers have no vectorized difference */
 OD_MATH_FN int64_t od_math_fmod_vec_i64(int64_t a, int64_t b) { return od_math_fmod_i64(a, b); }
