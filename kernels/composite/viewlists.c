@@ -133,10 +133,9 @@ static od_status split_tensor(od_tensor *self, int d, int64_t split_size, od_sta
                             "split_size can only be 0 if dimension size is 0, but got dimension size of %" PRId64,
                             dim_size);
     /* ATen: at least one piece; the last one holds the remainder */
-    int64_t num = split_size ? (dim_size + split_size - 1) / split_size : 1;
-    if (num < 1)
-        num = 1;
-    int64_t last = split_size - (split_size * num - dim_size);
+    /* written so a huge split_size cannot overflow (ATen's ceil-division can) */
+    int64_t num = split_size && dim_size ? 1 + (dim_size - 1) / split_size : 1;
+    int64_t last = dim_size - split_size * (num - 1);
     piece_list l;
     od_status st = list_new(&l, (size_t)num, err);
     for (int64_t i = 0; i < num && st == OD_OK; i++)

@@ -310,7 +310,9 @@ static bool beta_is_zero(const od_value *v)
 static od_status empty_product(od_tensor *self, const od_value *beta_v, od_tensor *out, od_error *err)
 {
     od_status st;
-    if (beta_is_zero(beta_v) || od_tensor_numel(out) == 0) {
+    if (od_tensor_numel(out) == 0)
+        return OD_OK; /* an empty tensor may have no storage at all */
+    if (beta_is_zero(beta_v)) {
         memset(od_tensor_data(out), 0, od_tensor_nbytes(out));
         return OD_OK;
     }
