@@ -161,6 +161,19 @@ typedef struct od_search_plan {
 } od_search_plan;
 od_status od_search_plan_of(od_opid id, const od_stack *s, od_search_plan *p, od_error *err);
 
+/* isin (shape_elementwise.c): ATen 1.13's isin_Tensor_Tensor_out choices,
+ * shared by the CPU and CUDA kernels after od_shape_isin's checks: n
+ * elements, m test elements (a Scalar counts 1), both compared in common;
+ * replay: the sorting path with assume_unique (each element answered by its
+ * stable-sorted neighbour), else plain membership. cpu: the backend is the
+ * CPU, whose brute-force kernel has no float16 loop ("isin_default_cpu"). */
+typedef struct od_isin_plan {
+    int64_t n, m;
+    od_dtype common;
+    bool replay, invert;
+} od_isin_plan;
+od_status od_isin_plan_of(od_opid id, const od_stack *s, bool cpu, od_isin_plan *p, od_error *err);
+
 /* reflection_pad1d/2d/3d, replication_pad1d/2d/3d (shape_pad.c): self
  * (borrowed) has lead leading dims copied as they are and nd padded ones;
  * for padded dim k (first spatial dim first) in[k] -> out[k] = in + pad_l +

@@ -63,6 +63,8 @@ OD_CUDA_KERNEL_(od_cuda_layer_norm)  /* reduce.c: native_layer_norm */
 OD_CUDA_KERNEL_(od_cuda_blas)        /* blas.c: mm bmm addmm dot */
 OD_CUDA_KERNEL_(od_cuda_scan)        /* scan.c: cumsum cumprod logcumsumexp cummax cummin */
 OD_CUDA_KERNEL_(od_cuda_sort)        /* scan.c: sort sort.stable topk kthvalue */
+OD_CUDA_KERNEL_(od_cuda_select)      /* scan.c: median nanmedian (and .dim) mode */
+OD_CUDA_KERNEL_(od_cuda_isin)        /* scan.c: isin.Tensor_Tensor / Tensor_Scalar / Scalar_Tensor */
 OD_CUDA_KERNEL_(od_cuda_linalg)      /* linalg.c: the LAPACK operators, staged through the host */
 
 #undef OD_CUDA_KERNEL_
