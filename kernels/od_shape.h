@@ -293,6 +293,10 @@ od_status od_scan_check_dtype(od_opid id, const od_stack *s, const od_scan_info 
  * must fit the result dtype, else OD_EINVAL "value cannot be converted to
  * type uint8_t without overflow". */
 od_status od_scan_check_fill(od_dtype self_dt, const void *elem, od_dtype out_dt, od_error *err);
+/* The OD_SORT_OP_* (kernels/od_sort_algo.h) of sort-family or selection
+ * built-in id (sort, sort.stable by info->stable, topk, kthvalue, median,
+ * nanmedian and their .dim, mode), for every backend's kernel. */
+int od_sort_op_of(od_opid id, const od_scan_info *info);
 /* ---- gather / scatter (kernels/shape_index.c), shared by od_shape_scatter
  * and every backend's kernel ---- */
 typedef enum od_scatter_reduce {

@@ -79,9 +79,8 @@ void od_cpu_iter_run(const od_cpu_iter *it, od_cpu_loop_fn fn, void *ctx, int64_
 /* ---- single elements, for the kernels that read one at a time (search,
  * unique, masked, factory) ---- */
 
-/* Element p (borrowed) of dtype dt as a double: exact for every dtype but
- * int64 beyond 2^53; bool is 0 or 1. Inline: per-element loops call it. */
-static inline double od_cpu_load_f64(const void *p, od_dtype dt)
+/* Element p (borrowed) of an integer dtype or bool (int64 for any other). */
+static inline int64_t od_cpu_load_int_(const void *p, od_dtype dt)
 {
     switch (dt) {
     case OD_BOOL: return *(const bool *)p;
@@ -89,7 +88,14 @@ static inline double od_cpu_load_f64(const void *p, od_dtype dt)
     case OD_INT8: return *(const int8_t *)p;
     case OD_INT16: return *(const int16_t *)p;
     case OD_INT32: return *(const int32_t *)p;
-    case OD_INT64: return (double)*(const int64_t *)p;
+    default: return *(const int64_t *)p;
+    }
+}
+
+/* Element p (borrowed) of a floating dtype (float64 for any other). */
+static inline double od_cpu_load_flt_(const void *p, od_dtype dt)
+{
+    switch (dt) {
     case OD_FLOAT16: return od_half_to_float(*(const uint16_t *)p);
     case OD_BFLOAT16: return od_bf16_to_float(*(const uint16_t *)p);
     case OD_FLOAT32: return *(const float *)p;
@@ -97,20 +103,26 @@ static inline double od_cpu_load_f64(const void *p, od_dtype dt)
     }
 }
 
+/* od_dtype_is_floating, inlined for the per-element loops that load */
+static inline bool od_cpu_is_flt_(od_dtype dt)
+{
+    return dt == OD_FLOAT16 || dt == OD_BFLOAT16 || dt == OD_FLOAT32 || dt == OD_FLOAT64;
+}
+
+/* Element p (borrowed) of dtype dt as a double: exact for every dtype but
+ * int64 beyond 2^53; bool is 0 or 1. Inline: per-element loops call it. */
+static inline double od_cpu_load_f64(const void *p, od_dtype dt)
+{
+    return od_cpu_is_flt_(dt) ? od_cpu_load_flt_(p, dt) : (double)od_cpu_load_int_(p, dt);
+}
+
 /* Element p (borrowed) of dtype dt as an int64: exact for the integer dtypes
  * and bool; a floating one converts as torch's cast does (truncation). */
 static inline int64_t od_cpu_load_i64(const void *p, od_dtype dt)
 {
-    switch (dt) {
-    case OD_BOOL: return *(const bool *)p;
-    case OD_UINT8: return *(const uint8_t *)p;
-    case OD_INT8: return *(const int8_t *)p;
-    case OD_INT16: return *(const int16_t *)p;
-    case OD_INT32: return *(const int32_t *)p;
-    case OD_INT64: return *(const int64_t *)p;
-    default: return od_double_to_i64(od_cpu_load_f64(p, dt));
-    }
+    return od_cpu_is_flt_(dt) ? od_double_to_i64(od_cpu_load_flt_(p, dt)) : od_cpu_load_int_(p, dt);
 }
+
 /* Element p (borrowed) of dtype dt as the Scalar Tensor.item() gives: bool,
  * int (integer dtypes) or double (floating ones). */
 od_value od_cpu_load_value(const void *p, od_dtype dt);

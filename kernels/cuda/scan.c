@@ -123,15 +123,7 @@ od_status od_cuda_sort(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
     if (st)
         return st;
     od_tensor *self = s->args[0].u.t;
-    int sop = id == OD_OPID_topk            ? OD_SORT_OP_TOPK
-              : id == OD_OPID_kthvalue      ? OD_SORT_OP_KTHVALUE
-              : id == OD_OPID_median_dim    ? OD_SORT_OP_MEDIAN
-              : id == OD_OPID_nanmedian_dim ? OD_SORT_OP_NANMEDIAN
-              : id == OD_OPID_median        ? OD_SORT_OP_MEDIAN_ALL
-              : id == OD_OPID_nanmedian     ? OD_SORT_OP_NANMEDIAN_ALL
-              : id == OD_OPID_mode          ? OD_SORT_OP_MODE
-              : id == OD_OPID_sort_stable && info.stable ? OD_SORT_OP_SORT_STABLE
-                                                          : OD_SORT_OP_SORT;
+    int sop = od_sort_op_of(id, &info);
     bool select = sop >= OD_SORT_OP_MEDIAN;
     if (self->ndim == 0 && !select)
         sop = OD_SORT_OP_SORT; /* a copy of self and index 0, even for topk with k == 0 */
