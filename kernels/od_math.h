@@ -801,8 +801,9 @@ OD_MATH_FN int64_t od_math_rshift_i64(int64_t a, int64_t b) { return b < 0 || b 
  * taken in that width, so |INT16_MIN| stays INT16_MIN and Euclid's steps
  * go negative as ATen's do (gcd(-32768, 6) is -2 in int16), and lcm's
  * a / g * b and its |.| wrap in that width. Values are the width's,
- * sign-extended. x % -1 is 0 without computing INT64_MIN % -1. CUDA calls
- * the 64-bit forms, so there a narrow type's minimum still differs. */
+ * sign-extended. x % -1 is 0 without computing INT64_MIN % -1. The CPU
+ * loops (elementwise.c) and the CUDA ones (ew_impl.cuh) both call the
+ * _bits forms with the compute dtype's width. */
 OD_MATH_FN int64_t od_math_wrap_bits_i64(uint64_t v, int bits)
 {
     return bits == 64 ? (int64_t)v : (int64_t)(v << (64 - bits)) >> (64 - bits);

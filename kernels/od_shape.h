@@ -161,6 +161,19 @@ typedef struct od_search_plan {
 } od_search_plan;
 od_status od_search_plan_of(od_opid id, const od_stack *s, od_search_plan *p, od_error *err);
 
+/* isin (shape_elementwise.c): ATen 1.13's isin_Tensor_Tensor_out choices,
+ * shared by the CPU and CUDA kernels after od_shape_isin's checks: n
+ * elements, m test elements (a Scalar counts 1), both compared in common;
+ * replay: the sorting path with assume_unique (each element answered by its
+ * stable-sorted neighbour), else plain membership. cpu: the backend is the
+ * CPU, whose brute-force kernel has no float16 loop ("isin_default_cpu"). */
+typedef struct od_isin_plan {
+    int64_t n, m;
+    od_dtype common;
+    bool replay, invert;
+} od_isin_plan;
+od_status od_isin_plan_of(od_opid id, const od_stack *s, bool cpu, od_isin_plan *p, od_error *err);
+
 /* reflection_pad1d/2d/3d, replication_pad1d/2d/3d (shape_pad.c): self
  * (borrowed) has lead leading dims copied as they are and nd padded ones;
  * for padded dim k (first spatial dim first) in[k] -> out[k] = in + pad_l +
@@ -280,6 +293,10 @@ od_status od_scan_check_dtype(od_opid id, const od_stack *s, const od_scan_info 
  * must fit the result dtype, else OD_EINVAL "value cannot be converted to
  * type uint8_t without overflow". */
 od_status od_scan_check_fill(od_dtype self_dt, const void *elem, od_dtype out_dt, od_error *err);
+/* The OD_SORT_OP_* (kernels/od_sort_algo.h) of sort-family or selection
+ * built-in id (sort, sort.stable by info->stable, topk, kthvalue, median,
+ * nanmedian and their .dim, mode), for every backend's kernel. */
+int od_sort_op_of(od_opid id, const od_scan_info *info);
 /* ---- gather / scatter (kernels/shape_index.c), shared by od_shape_scatter
  * and every backend's kernel ---- */
 typedef enum od_scatter_reduce {

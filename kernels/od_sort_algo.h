@@ -3,7 +3,9 @@
  * codes the CUDA one (kernels/cuda/scan.cu) shares. The CUDA kernel sorts
  * with CUB's stable radix sort instead, as torch's CUDA kernels do, so the
  * backends agree on values and may part on the indices of equal keys (the
- * stable sort excepted), as torch's own CPU and CUDA kernels do.
+ * stable sort excepted), as torch's own CPU and CUDA kernels do. median,
+ * nanmedian and mode run these functions themselves on the device (OD_HD,
+ * a thread per line), so there the indices of ties agree too.
  *
  * Invariants:
  *  - A line is an array of (key, index) pairs: keys are int64 for integers

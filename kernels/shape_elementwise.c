@@ -980,6 +980,48 @@ od_status od_shape_isin(od_opid id, const od_stack *s, od_out_spec *outs, int *n
     return OD_OK;
 }
 
+od_status od_isin_plan_of(od_opid id, const od_stack *s, bool cpu, od_isin_plan *p, od_error *err)
+{
+    od_out_spec spec;
+    int nouts = 0;
+    od_status st = od_shape_isin(id, s, &spec, &nouts, err);
+    if (st)
+        return st;
+    const od_value *ev = &s->args[0], *tv = &s->args[1];
+    const od_tensor *e = ev->tag == OD_T_TENSOR ? ev->u.t : NULL, *t = tv->tag == OD_T_TENSOR ? tv->u.t : NULL;
+    /* a Scalar is a wrapped number: int64 or float64, 0-dim */
+    od_dtype edt = e ? e->dtype : ev->tag == OD_T_INT ? OD_INT64 : OD_FLOAT64;
+    od_dtype tdt = t ? t->dtype : tv->tag == OD_T_INT ? OD_INT64 : OD_FLOAT64;
+    memset(p, 0, sizeof *p);
+    p->n = e ? od_tensor_numel(e) : 1;
+    p->m = t ? od_tensor_numel(t) : 1;
+    p->invert = s->args[3].u.b;
+    od_result_arg ra[2] = {od_result_arg_of_value(ev), od_result_arg_of_value(tv)};
+    p->common = od_result_type(ra, 2);
+    if (p->n == 0 || id == OD_OPID_isin_Tensor_Scalar) /* eq / ne against the number */
+        return OD_OK;
+    bool assume_unique = s->args[2].u.b;
+    bool small = p->m < (int64_t)(10.0f * pow((double)p->n, 0.145));
+    if (!small && !assume_unique && (edt == OD_FLOAT16 || tdt == OD_FLOAT16))
+        return od_error_set(err, OD_EUNSUPPORTED, "\"unique\" not implemented for 'Half'");
+    if (!small) /* the sorting path compares in cat's dtype: the ravelled inputs' promotion */
+        p->common = od_promote_types(edt, tdt);
+    if (cpu && small && p->common == OD_FLOAT16)
+        return od_error_set(err, OD_EUNSUPPORTED, "\"isin_default_cpu\" not implemented for 'Half'");
+    /* the brute-force kernel takes test_elements.to(common_type).view(-1):
+     * to() keeps a dense layout's strides (or returns t itself), and view
+     * refuses what such strides cannot flatten */
+    if (small && t && (t->dtype == p->common || od_tensor_is_non_overlapping_and_dense(t))) {
+        od_tensor *flat = NULL;
+        int64_t all = p->m;
+        if ((st = od_tensor_view((od_tensor *)t, &all, 1, &flat, err)))
+            return st;
+        od_tensor_release(flat);
+    }
+    p->replay = !small && assume_unique;
+    return OD_OK;
+}
+
 /* ---- common dtype of the computation --------------------------------------------------- */
 
 od_status od_elementwise_common_dtype(od_opid id, const od_stack *s, od_dtype *out, od_error *err)

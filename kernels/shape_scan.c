@@ -16,6 +16,7 @@
 
 #include "od_half.h"
 #include "od_shape.h"
+#include "od_sort_algo.h"
 
 static const char *short_name(od_opid id)
 {
@@ -289,4 +290,18 @@ od_status od_shape_scan(od_opid id, const od_stack *s, od_out_spec *outs, int *n
     }
     *nouts = n;
     return OD_OK;
+}
+
+int od_sort_op_of(od_opid id, const od_scan_info *info)
+{
+    switch (id) {
+    case OD_OPID_topk: return OD_SORT_OP_TOPK;
+    case OD_OPID_kthvalue: return OD_SORT_OP_KTHVALUE;
+    case OD_OPID_median_dim: return OD_SORT_OP_MEDIAN;
+    case OD_OPID_nanmedian_dim: return OD_SORT_OP_NANMEDIAN;
+    case OD_OPID_median: return OD_SORT_OP_MEDIAN_ALL;
+    case OD_OPID_nanmedian: return OD_SORT_OP_NANMEDIAN_ALL;
+    case OD_OPID_mode: return OD_SORT_OP_MODE;
+    default: return id == OD_OPID_sort_stable && info->stable ? OD_SORT_OP_SORT_STABLE : OD_SORT_OP_SORT;
+    }
 }

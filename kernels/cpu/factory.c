@@ -259,22 +259,6 @@ od_status od_cpu_tri_indices(void *ctx, const od_op *op, od_keyset ks, od_stack 
 
 /* ---- _local_scalar_dense ------------------------------------------------------------------ */
 
-static od_value scalar_at(const void *p, od_dtype dt)
-{
-    switch (dt) {
-    case OD_BOOL: return od_bool(*(const bool *)p);
-    case OD_UINT8: return od_int(*(const uint8_t *)p);
-    case OD_INT8: return od_int(*(const int8_t *)p);
-    case OD_INT16: return od_int(*(const int16_t *)p);
-    case OD_INT32: return od_int(*(const int32_t *)p);
-    case OD_INT64: return od_int(*(const int64_t *)p);
-    case OD_FLOAT16: return od_double(od_half_to_float(*(const uint16_t *)p));
-    case OD_BFLOAT16: return od_double(od_bf16_to_float(*(const uint16_t *)p));
-    case OD_FLOAT32: return od_double(*(const float *)p);
-    default: return od_double(*(const double *)p);
-    }
-}
-
 od_status od_cpu_local_scalar(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
     (void)ctx;
@@ -289,7 +273,7 @@ od_status od_cpu_local_scalar(void *ctx, const od_op *op, od_keyset ks, od_stack
     if (od_tensor_numel(t) == 0 && !(t->storage && (size_t)t->offset * es + es <= t->storage->nbytes))
         return od_error_set(err, OD_EINVAL, "_local_scalar_dense(): cannot read a Scalar from a tensor with no "
                                             "elements");
-    s->rets[0] = scalar_at(od_tensor_data(t), t->dtype);
+    s->rets[0] = od_cpu_load_value(od_tensor_data(t), t->dtype);
     s->nrets = 1;
     return OD_OK;
 }

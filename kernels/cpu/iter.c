@@ -175,3 +175,22 @@ void od_cpu_iter_run(const od_cpu_iter *it, od_cpu_loop_fn fn, void *ctx, int64_
     if (od_parallel_for(it->numel, grain, run_chunk, &rc) != OD_OK)
         run_range(it, fn, ctx, 0, it->numel); /* only on a bad argument: never partially run */
 }
+
+od_value od_cpu_load_value(const void *p, od_dtype dt)
+{
+    if (dt == OD_BOOL)
+        return od_bool(*(const bool *)p);
+    if (od_dtype_is_floating(dt))
+        return od_double(od_cpu_load_f64(p, dt));
+    return od_int(od_cpu_load_i64(p, dt));
+}
+
+int64_t od_cpu_offset_of(const od_tensor *t, int64_t i)
+{
+    int64_t off = 0;
+    for (int k = t->ndim - 1; k >= 0; k--) {
+        off += (i % t->sizes[k]) * t->strides[k];
+        i /= t->sizes[k];
+    }
+    return off;
+}

@@ -10,7 +10,8 @@
  *  - An inner loop gets n elements and one byte stride per operand; it must
  *    be a pure function of its arguments (it may run on several threads at
  *    once over disjoint ranges of the output).
- *  - Private to kernels/cpu/.
+ *  - Private to kernels/cpu/, but for the single-element loaders, which the
+ *    CUDA backend's host side reads host copies with too (cuda/range.c).
  */
 #ifndef OD_CPU_ITER_H
 #define OD_CPU_ITER_H
@@ -24,6 +25,7 @@
 #include "od_half.h"
 #include "od_math.h"
 #include "od_tensor.h"
+#include "od_value.h"
 
 #define OD_CPU_ITER_MAX_OPS 4
 /* Elements per parallel chunk: below this a loop runs on the calling thread. */
@@ -73,6 +75,60 @@ od_status od_cpu_iter_build(od_cpu_iter *it, const int64_t *shape, int ndim, con
 /* Calls fn over every element, split across threads in chunks of at least
  * grain elements (grain <= 0: on the calling thread only). ctx borrowed. */
 void od_cpu_iter_run(const od_cpu_iter *it, od_cpu_loop_fn fn, void *ctx, int64_t grain);
+
+/* ---- single elements, for the kernels that read one at a time (search,
+ * unique, masked, factory) ---- */
+
+/* Element p (borrowed) of an integer dtype or bool (int64 for any other). */
+static inline int64_t od_cpu_load_int_(const void *p, od_dtype dt)
+{
+    switch (dt) {
+    case OD_BOOL: return *(const bool *)p;
+    case OD_UINT8: return *(const uint8_t *)p;
+    case OD_INT8: return *(const int8_t *)p;
+    case OD_INT16: return *(const int16_t *)p;
+    case OD_INT32: return *(const int32_t *)p;
+    default: return *(const int64_t *)p;
+    }
+}
+
+/* Element p (borrowed) of a floating dtype (float64 for any other). */
+static inline double od_cpu_load_flt_(const void *p, od_dtype dt)
+{
+    switch (dt) {
+    case OD_FLOAT16: return od_half_to_float(*(const uint16_t *)p);
+    case OD_BFLOAT16: return od_bf16_to_float(*(const uint16_t *)p);
+    case OD_FLOAT32: return *(const float *)p;
+    default: return *(const double *)p;
+    }
+}
+
+/* od_dtype_is_floating, inlined for the per-element loops that load */
+static inline bool od_cpu_is_flt_(od_dtype dt)
+{
+    return dt == OD_FLOAT16 || dt == OD_BFLOAT16 || dt == OD_FLOAT32 || dt == OD_FLOAT64;
+}
+
+/* Element p (borrowed) of dtype dt as a double: exact for every dtype but
+ * int64 beyond 2^53; bool is 0 or 1. Inline: per-element loops call it. */
+static inline double od_cpu_load_f64(const void *p, od_dtype dt)
+{
+    return od_cpu_is_flt_(dt) ? od_cpu_load_flt_(p, dt) : (double)od_cpu_load_int_(p, dt);
+}
+
+/* Element p (borrowed) of dtype dt as an int64: exact for the integer dtypes
+ * and bool; a floating one converts as torch's cast does (truncation). */
+static inline int64_t od_cpu_load_i64(const void *p, od_dtype dt)
+{
+    return od_cpu_is_flt_(dt) ? od_double_to_i64(od_cpu_load_flt_(p, dt)) : od_cpu_load_int_(p, dt);
+}
+
+/* Element p (borrowed) of dtype dt as the Scalar Tensor.item() gives: bool,
+ * int (integer dtypes) or double (floating ones). */
+od_value od_cpu_load_value(const void *p, od_dtype dt);
+/* The storage offset, in elements from t's first, of t's row-major element
+ * i (0 <= i < numel); t borrowed. */
+int64_t od_cpu_offset_of(const od_tensor *t, int64_t i);
 
 /* ---- element traits: per dtype X, the storage type OD_CPU_T_X, the compute
  * family OD_CPU_FAM_X (i64, f32 or f64: see kernels/od_math.h), a load into

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
-#include "od_half.h"
+#include "iter.h"
 #include "od_shape.h"
 
 /* Row-major walk over sizes[0..nd) for up to two strided operands. */
@@ -48,39 +48,11 @@ static void rm_next(rm_walk *w)
     }
 }
 
-/* Element p of dtype dt is not zero (NaN is not; -0.0 is). */
+/* Element p of dtype dt is not zero (NaN is not; -0.0 is; no nonzero int64
+ * converts to 0.0). */
 static bool is_nonzero(const char *p, od_dtype dt)
 {
-    switch (dt) {
-    case OD_BOOL: return *(const bool *)p;
-    case OD_UINT8:
-    case OD_INT8: return *(const uint8_t *)p != 0;
-    case OD_INT16: return *(const int16_t *)p != 0;
-    case OD_INT32: return *(const int32_t *)p != 0;
-    case OD_INT64: return *(const int64_t *)p != 0;
-    case OD_FLOAT16: return od_half_to_float(*(const uint16_t *)p) != 0.0f;
-    case OD_BFLOAT16: return od_bf16_to_float(*(const uint16_t *)p) != 0.0f;
-    case OD_FLOAT32: return *(const float *)p != 0.0f;
-    default: return *(const double *)p != 0.0;
-    }
-}
-
-/* A 0-dim CPU tensor's value as a Scalar, as Tensor.item() gives it. */
-static od_value item_of(const od_tensor *t)
-{
-    const char *p = od_tensor_data(t);
-    switch (t->dtype) {
-    case OD_BOOL: return od_bool(*(const bool *)p);
-    case OD_UINT8: return od_int(*(const uint8_t *)p);
-    case OD_INT8: return od_int(*(const int8_t *)p);
-    case OD_INT16: return od_int(*(const int16_t *)p);
-    case OD_INT32: return od_int(*(const int32_t *)p);
-    case OD_INT64: return od_int(*(const int64_t *)p);
-    case OD_FLOAT16: return od_double(od_half_to_float(*(const uint16_t *)p));
-    case OD_BFLOAT16: return od_double(od_bf16_to_float(*(const uint16_t *)p));
-    case OD_FLOAT32: return od_double(*(const float *)p);
-    default: return od_double(*(const double *)p);
-    }
+    return od_cpu_load_f64(p, dt) != 0.0;
 }
 
 od_status od_cpu_masked_fill(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
@@ -95,7 +67,9 @@ od_status od_cpu_masked_fill(void *ctx, const od_op *op, od_keyset ks, od_stack 
         return st;
     od_tensor *self = s->args[0].u.t, *mask = s->args[1].u.t, *out = NULL, *mview = NULL;
     bool inplace = spec.alias_of == 0; /* masked_fill_: self is written, whatever its layout */
-    od_value v = s->args[2].tag == OD_T_TENSOR ? item_of(s->args[2].u.t) : s->args[2];
+    /* a 0-dim CPU value tensor as its item() */
+    od_value v = s->args[2].tag == OD_T_TENSOR ? od_cpu_load_value(od_tensor_data(s->args[2].u.t), s->args[2].u.t->dtype)
+                                               : s->args[2];
     if ((st = od_scalar_check_fits(&v, self->dtype, err)))
         return st;
     char vbuf[8] = {0};
@@ -198,13 +172,9 @@ od_status od_cpu_take(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
     char *od = od_tensor_data(out);
     rm_init(&w, index->sizes, index->ndim);
     for (int64_t i = 0; i < n; i++, rm_next(&w)) {
-        int64_t lin = 0, off = 0;
+        int64_t lin = 0;
         (void)od_take_check_index(iv[rm_offset(&w, index->strides)], numel, &lin, err);
-        for (int k = self->ndim - 1; k >= 0; k--) { /* flat position -> self's strided offset */
-            off += (lin % self->sizes[k]) * self->strides[k];
-            lin /= self->sizes[k];
-        }
-        memcpy(od + i * (int64_t)es, sd + off * (int64_t)es, es);
+        memcpy(od + i * (int64_t)es, sd + od_cpu_offset_of(self, lin) * (int64_t)es, es);
     }
     s->rets[0] = od_tensor_v(out);
     s->nrets = 1;

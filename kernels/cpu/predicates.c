@@ -155,10 +155,10 @@ od_status od_cpu_isin(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
     od_opid id = OD_OPID_OF_CTX(ctx);
     od_out_spec spec;
     int nouts = 0;
+    od_isin_plan p;
     od_status st;
-    if ((st = od_shape_isin(id, s, &spec, &nouts, err)))
+    if ((st = od_shape_isin(id, s, &spec, &nouts, err)) || (st = od_isin_plan_of(id, s, true, &p, err)))
         return st;
-    bool assume_unique = s->args[2].u.b, invert = s->args[3].u.b;
     od_tensor *out = NULL, *e = NULL, *t = NULL, *ke = NULL, *kt = NULL;
     /* the Scalar operand as a wrapped number (0-dim), as ATen wraps it */
     for (int i = 0; i < 2; i++) {
@@ -179,46 +179,13 @@ od_status od_cpu_isin(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
     }
     if ((st = od_alloc_outputs(s, &spec, 1, &out, err)))
         goto done;
-    int64_t n = od_tensor_numel(e), m = od_tensor_numel(t);
-    if (n == 0)
+    if (p.n == 0)
         goto done;
-    od_result_arg ra[2] = {{e, OD_SCALAR_BOOL}, {t, OD_SCALAR_BOOL}};
-    od_dtype ct = od_result_type(ra, 2);
-    bool *o = od_tensor_data(out);
-    if (id == OD_OPID_isin_Tensor_Scalar) { /* eq / ne against the number */
-        bool fl = od_dtype_is_floating(ct);
-        if ((st = keys_of(e, ct, &ke, err)) || (st = keys_of(t, ct, &kt, err)))
-            goto done;
-        for (int64_t i = 0; i < n; i++)
-            o[i] = key_eq(od_tensor_data(ke), i, od_tensor_data(kt), 0, fl) != invert;
+    bool fl = od_dtype_is_floating(p.common), *o = od_tensor_data(out);
+    if ((st = keys_of(e, p.common, &ke, err)) || (st = keys_of(t, p.common, &kt, err)))
         goto done;
-    }
-    bool small = m < (int64_t)(10.0f * pow((double)n, 0.145));
-    if (!small && !assume_unique && (e->dtype == OD_FLOAT16 || t->dtype == OD_FLOAT16)) {
-        st = od_error_set(err, OD_EUNSUPPORTED, "\"unique\" not implemented for 'Half'");
-        goto done;
-    }
-    if (!small) /* the sorting path compares in cat's dtype: the ravelled inputs' promotion */
-        ct = od_promote_types(e->dtype, t->dtype);
-    if (small && ct == OD_FLOAT16) {
-        st = od_error_set(err, OD_EUNSUPPORTED, "\"isin_default_cpu\" not implemented for 'Half'");
-        goto done;
-    }
-    /* the brute-force kernel takes test_elements.to(common_type).view(-1):
-     * to() keeps a dense layout's strides (or returns t itself), and view
-     * refuses what such strides cannot flatten */
-    if (small && (t->dtype == ct || od_tensor_is_non_overlapping_and_dense(t))) {
-        od_tensor *flat = NULL;
-        int64_t all = m;
-        if ((st = od_tensor_view(t, &all, 1, &flat, err)))
-            goto done;
-        od_tensor_release(flat);
-    }
-    bool fl = od_dtype_is_floating(ct);
-    if ((st = keys_of(e, ct, &ke, err)) || (st = keys_of(t, ct, &kt, err)))
-        goto done;
-    st = !small && assume_unique ? sorted_replay(od_tensor_data(ke), n, od_tensor_data(kt), m, fl, invert, o, err)
-                                 : membership(od_tensor_data(ke), n, od_tensor_data(kt), m, fl, invert, o, err);
+    st = p.replay ? sorted_replay(od_tensor_data(ke), p.n, od_tensor_data(kt), p.m, fl, p.invert, o, err)
+                  : membership(od_tensor_data(ke), p.n, od_tensor_data(kt), p.m, fl, p.invert, o, err);
 done:
     od_tensor_release(e);
     od_tensor_release(t);

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "iter.h"
 #include "od_half.h"
 #include "od_parallel.h"
 #include "od_shape.h"
@@ -36,18 +37,6 @@ static fam fam_of(od_dtype dt)
                                                                          : FAM_I64;
 }
 
-static int64_t ld_i(const char *p, od_dtype dt)
-{
-    switch (dt) {
-    case OD_BOOL: return *(const bool *)p;
-    case OD_UINT8: return *(const uint8_t *)p;
-    case OD_INT8: return *(const int8_t *)p;
-    case OD_INT16: return *(const int16_t *)p;
-    case OD_INT32: return *(const int32_t *)p;
-    default: return *(const int64_t *)p;
-    }
-}
-
 static void st_i(char *p, od_dtype dt, int64_t v)
 {
     switch (dt) {
@@ -57,16 +46,6 @@ static void st_i(char *p, od_dtype dt, int64_t v)
     case OD_INT16: *(int16_t *)p = (int16_t)(uint16_t)v; break;
     case OD_INT32: *(int32_t *)p = (int32_t)(uint32_t)v; break;
     default: *(int64_t *)p = v; break;
-    }
-}
-
-static double ld_f(const char *p, od_dtype dt)
-{
-    switch (dt) {
-    case OD_FLOAT16: return od_half_to_float(*(const uint16_t *)p);
-    case OD_BFLOAT16: return od_bf16_to_float(*(const uint16_t *)p);
-    case OD_FLOAT32: return *(const float *)p;
-    default: return *(const double *)p;
     }
 }
 
@@ -115,9 +94,9 @@ static int64_t comb_i64(int64_t a, int64_t b, od_scatter_reduce r)
 static void combine(char *dst, const char *src, od_dtype dt, od_scatter_reduce r)
 {
     switch (fam_of(dt)) {
-    case FAM_F32: st_f(dst, dt, comb_f32((float)ld_f(dst, dt), (float)ld_f(src, dt), r)); break;
-    case FAM_F64: st_f(dst, dt, comb_f64(ld_f(dst, dt), ld_f(src, dt), r)); break;
-    default: st_i(dst, dt, comb_i64(ld_i(dst, dt), ld_i(src, dt), r)); break;
+    case FAM_F32: st_f(dst, dt, comb_f32((float)od_cpu_load_f64(dst, dt), (float)od_cpu_load_f64(src, dt), r)); break;
+    case FAM_F64: st_f(dst, dt, comb_f64(od_cpu_load_f64(dst, dt), od_cpu_load_f64(src, dt), r)); break;
+    default: st_i(dst, dt, comb_i64(od_cpu_load_i64(dst, dt), od_cpu_load_i64(src, dt), r)); break;
     }
 }
 
@@ -143,7 +122,7 @@ static void mean_divide(char *p, od_dtype dt, int64_t count)
     char cbuf[8];
     if (fam_of(dt) == FAM_I64) {
         st_i(cbuf, dt, count);
-        int64_t c = ld_i(cbuf, dt), a = ld_i(p, dt);
+        int64_t c = od_cpu_load_i64(cbuf, dt), a = od_cpu_load_i64(p, dt);
         if (c == 0)
             c = 1;
         int64_t q;
@@ -157,11 +136,11 @@ static void mean_divide(char *p, od_dtype dt, int64_t count)
         st_i(p, dt, q);
     } else if (fam_of(dt) == FAM_F32) {
         st_f(cbuf, dt, (double)(float)count);
-        float c = (float)ld_f(cbuf, dt);
-        st_f(p, dt, (float)ld_f(p, dt) / (c == 0 ? 1.0f : c));
+        float c = (float)od_cpu_load_f64(cbuf, dt);
+        st_f(p, dt, (float)od_cpu_load_f64(p, dt) / (c == 0 ? 1.0f : c));
     } else {
         double c = (double)count;
-        st_f(p, dt, ld_f(p, dt) / (c == 0 ? 1.0 : c));
+        st_f(p, dt, od_cpu_load_f64(p, dt) / (c == 0 ? 1.0 : c));
     }
 }
 

@@ -17,24 +17,9 @@
 #include "od_half.h"
 #include "od_shape.h"
 
-/* element i (storage offset off) of t as a double in dtype dt's precision,
- * or as an int64 */
-static double load_f(const od_tensor *t, int64_t off, od_dtype dt)
+/* v rounded to dtype dt's precision (the common dtype's: exact as a double) */
+static double round_to(double v, od_dtype dt)
 {
-    const char *p = (const char *)od_tensor_data(t) + off * (int64_t)od_dtype_size(t->dtype);
-    double v;
-    switch (t->dtype) {
-    case OD_FLOAT64: v = *(const double *)p; break;
-    case OD_FLOAT32: v = *(const float *)p; break;
-    case OD_FLOAT16: v = od_half_to_float(*(const uint16_t *)p); break;
-    case OD_BFLOAT16: v = od_bf16_to_float(*(const uint16_t *)p); break;
-    case OD_INT64: v = (double)*(const int64_t *)p; break;
-    case OD_INT32: v = *(const int32_t *)p; break;
-    case OD_INT16: v = *(const int16_t *)p; break;
-    case OD_INT8: v = *(const int8_t *)p; break;
-    case OD_UINT8: v = *(const uint8_t *)p; break;
-    default: v = *(const bool *)p; break;
-    }
     switch (dt) {
     case OD_FLOAT32: return (float)v;
     case OD_FLOAT16: return od_half_to_float(od_float_to_half((float)v));
@@ -43,28 +28,17 @@ static double load_f(const od_tensor *t, int64_t off, od_dtype dt)
     }
 }
 
-static int64_t load_i(const od_tensor *t, int64_t off)
+/* t's element at storage offset off (elements): in dt's precision, or as an int64 */
+static double load_f(const od_tensor *t, int64_t off, od_dtype dt)
 {
-    const char *p = (const char *)od_tensor_data(t) + off * (int64_t)od_dtype_size(t->dtype);
-    switch (t->dtype) {
-    case OD_INT64: return *(const int64_t *)p;
-    case OD_INT32: return *(const int32_t *)p;
-    case OD_INT16: return *(const int16_t *)p;
-    case OD_INT8: return *(const int8_t *)p;
-    case OD_UINT8: return *(const uint8_t *)p;
-    default: return *(const bool *)p;
-    }
+    return round_to(od_cpu_load_f64((const char *)od_tensor_data(t) + off * (int64_t)od_dtype_size(t->dtype),
+                                    t->dtype),
+                    dt);
 }
 
-/* the storage offset of t's row-major element i */
-static int64_t offset_of(const od_tensor *t, int64_t i)
+static int64_t load_i(const od_tensor *t, int64_t off)
 {
-    int64_t off = 0;
-    for (int k = t->ndim - 1; k >= 0; k--) {
-        off += (i % t->sizes[k]) * t->strides[k];
-        i /= t->sizes[k];
-    }
-    return off;
+    return od_cpu_load_i64((const char *)od_tensor_data(t) + off * (int64_t)od_dtype_size(t->dtype), t->dtype);
 }
 
 od_status od_cpu_search(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
@@ -82,7 +56,7 @@ od_status od_cpu_search(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
     if (so && od_tensor_numel(so) > 0) {
         int64_t m = od_tensor_numel(so);
         for (int64_t i = 0; i < m; i++) {
-            int64_t v = load_i(so, offset_of(so, i));
+            int64_t v = load_i(so, od_cpu_offset_of(so, i));
             if (v < 0 || v >= p.len)
                 return od_error_set(err, OD_EINVAL, "torch.searchsorted(): sorter index out of range");
         }
@@ -94,7 +68,7 @@ od_status od_cpu_search(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
     bool sval_f = p.scalar.tag == OD_T_DOUBLE;
     for (int64_t i = 0; i < p.n; i++) {
         int64_t row = one_row ? 0 : i / p.inner, lo = 0, hi = p.len;
-        int64_t ioff = p.input ? offset_of(p.input, i) : 0;
+        int64_t ioff = p.input ? od_cpu_offset_of(p.input, i) : 0;
         double xf = 0;
         int64_t xi = 0;
         if (p.input && flt)
@@ -102,11 +76,7 @@ od_status od_cpu_search(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
         else if (p.input)
             xi = load_i(p.input, ioff);
         else if (flt) {
-            double v = od_value_as_double(&p.scalar);
-            xf = p.common == OD_FLOAT32    ? (float)v
-               : p.common == OD_FLOAT16  ? od_half_to_float(od_float_to_half((float)v))
-               : p.common == OD_BFLOAT16 ? od_bf16_to_float(od_float_to_bf16((float)v))
-                                         : v;
+            xf = round_to(od_value_as_double(&p.scalar), p.common);
         } else {
             xi = sval_f ? (int64_t)p.scalar.u.d : p.scalar.tag == OD_T_BOOL ? p.scalar.u.b : p.scalar.u.i;
             /* a wrapped number: converted to the common dtype, as torch's
@@ -119,8 +89,8 @@ od_status od_cpu_search(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
         }
         while (lo < hi) {
             int64_t mid = lo + ((hi - lo) >> 1);
-            int64_t pos = row * p.len + (so ? load_i(so, offset_of(so, row * p.len + mid)) : mid);
-            int64_t boff = offset_of(b, pos);
+            int64_t pos = row * p.len + (so ? load_i(so, od_cpu_offset_of(so, row * p.len + mid)) : mid);
+            int64_t boff = od_cpu_offset_of(b, pos);
             bool go_right;
             if (flt) {
                 double m = load_f(b, boff, p.common);

@@ -80,15 +80,7 @@ od_status od_cpu_sort(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
     if ((st = od_alloc_outputs(s, spec, nouts, outs, err)))
         return st;
     int64_t n = info.size;
-    int opc = id == OD_OPID_topk           ? OD_SORT_OP_TOPK
-              : id == OD_OPID_kthvalue     ? OD_SORT_OP_KTHVALUE
-              : id == OD_OPID_median_dim   ? OD_SORT_OP_MEDIAN
-              : id == OD_OPID_nanmedian_dim ? OD_SORT_OP_NANMEDIAN
-              : id == OD_OPID_median       ? OD_SORT_OP_MEDIAN_ALL
-              : id == OD_OPID_nanmedian    ? OD_SORT_OP_NANMEDIAN_ALL
-              : id == OD_OPID_mode         ? OD_SORT_OP_MODE
-              : id == OD_OPID_sort_stable && info.stable ? OD_SORT_OP_SORT_STABLE
-                                                          : OD_SORT_OP_SORT;
+    int opc = od_sort_op_of(id, &info);
     /* Lines of the outputs: sort n per line, topk k, the selections 1. */
     int64_t on = opc == OD_SORT_OP_TOPK ? info.k : opc >= OD_SORT_OP_KTHVALUE ? 1 : n;
     if (self->ndim == 0)

@@ -11,49 +11,17 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
-#include "od_half.h"
+#include "iter.h"
 #include "od_shape.h"
 
-static double ld_f(const char *p, od_dtype dt)
-{
-    switch (dt) {
-    case OD_FLOAT64: return *(const double *)p;
-    case OD_FLOAT32: return *(const float *)p;
-    case OD_FLOAT16: return od_half_to_float(*(const uint16_t *)p);
-    default: return od_bf16_to_float(*(const uint16_t *)p);
-    }
-}
-
-static int64_t ld_i(const char *p, od_dtype dt)
-{
-    switch (dt) {
-    case OD_INT64: return *(const int64_t *)p;
-    case OD_INT32: return *(const int32_t *)p;
-    case OD_INT16: return *(const int16_t *)p;
-    case OD_INT8: return *(const int8_t *)p;
-    case OD_UINT8: return *(const uint8_t *)p;
-    default: return *(const bool *)p;
-    }
-}
-
-/* the storage offset (elements) of t's row-major element i */
-static int64_t off_of(const od_tensor *t, int64_t i)
-{
-    int64_t off = 0;
-    for (int k = t->ndim - 1; k >= 0; k--) {
-        off += (i % t->sizes[k]) * t->strides[k];
-        i /= t->sizes[k];
-    }
-    return off;
-}
-
+/* Elements at storage offsets oa and ob of t compare equal (as torch's ==). */
 static bool same(const od_tensor *t, int64_t oa, int64_t ob)
 {
     const char *d = od_tensor_data(t);
-    size_t es = od_dtype_size(t->dtype);
+    int64_t es = (int64_t)od_dtype_size(t->dtype);
     if (od_dtype_is_floating(t->dtype))
-        return ld_f(d + oa * (int64_t)es, t->dtype) == ld_f(d + ob * (int64_t)es, t->dtype);
-    return ld_i(d + oa * (int64_t)es, t->dtype) == ld_i(d + ob * (int64_t)es, t->dtype);
+        return od_cpu_load_f64(d + oa * es, t->dtype) == od_cpu_load_f64(d + ob * es, t->dtype);
+    return od_cpu_load_i64(d + oa * es, t->dtype) == od_cpu_load_i64(d + ob * es, t->dtype);
 }
 
 static od_status spec1(od_out_spec *o, od_dtype dt, od_device dev, const int64_t *sizes, int ndim)
@@ -83,7 +51,7 @@ od_status od_cpu_repeat_interleave(void *ctx, const od_op *op, od_keyset ks, od_
     const char *d = od_tensor_data(r);
     size_t es = od_dtype_size(r->dtype);
     for (int64_t i = 0; i < n; i++) {
-        int64_t v = ld_i(d + off_of(r, i) * (int64_t)es, r->dtype);
+        int64_t v = od_cpu_load_i64(d + od_cpu_offset_of(r, i) * (int64_t)es, r->dtype);
         if (v < 0)
             return od_error_set(err, OD_EINVAL, "repeats can not be negative");
         total += v;
@@ -97,7 +65,7 @@ od_status od_cpu_repeat_interleave(void *ctx, const od_op *op, od_keyset ks, od_
         return st;
     char *o = od_tensor_data(out);
     for (int64_t i = 0, at = 0; i < n; i++) {
-        int64_t v = ld_i(d + off_of(r, i) * (int64_t)es, r->dtype);
+        int64_t v = od_cpu_load_i64(d + od_cpu_offset_of(r, i) * (int64_t)es, r->dtype);
         for (int64_t j = 0; j < v; j++, at++) {
             if (r->dtype == OD_INT64)
                 ((int64_t *)o)[at] = i;
@@ -156,7 +124,7 @@ od_status od_cpu_unique_consecutive(void *ctx, const od_op *op, od_keyset ks, od
     }
     int64_t groups = 0;
     for (int64_t i = 0; i < n; i++) {
-        bool eq = i > 0 && (dim < 0 ? same(x, off_of(x, i), off_of(x, i - 1)) : same_slice(x, dim, i, i - 1));
+        bool eq = i > 0 && (dim < 0 ? same(x, od_cpu_offset_of(x, i), od_cpu_offset_of(x, i - 1)) : same_slice(x, dim, i, i - 1));
         if (!eq)
             first[groups++] = i;
         group[i] = groups - 1;
@@ -188,7 +156,7 @@ od_status od_cpu_unique_consecutive(void *ctx, const od_op *op, od_keyset ks, od
     char *dst = od_tensor_data(outs[0]);
     if (dim < 0) {
         for (int64_t g = 0; g < groups; g++)
-            memcpy(dst + (size_t)g * es, src + off_of(x, first[g]) * (int64_t)es, es);
+            memcpy(dst + (size_t)g * es, src + od_cpu_offset_of(x, first[g]) * (int64_t)es, es);
     } else {
         /* output element (row-major over sz) takes x's at slice first[c_dim] */
         int64_t m = od_tensor_numel(outs[0]);

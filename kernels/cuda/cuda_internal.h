@@ -63,6 +63,8 @@ OD_CUDA_KERNEL_(od_cuda_layer_norm)  /* reduce.c: native_layer_norm */
 OD_CUDA_KERNEL_(od_cuda_blas)        /* blas.c: mm bmm addmm dot */
 OD_CUDA_KERNEL_(od_cuda_scan)        /* scan.c: cumsum cumprod logcumsumexp cummax cummin */
 OD_CUDA_KERNEL_(od_cuda_sort)        /* scan.c: sort sort.stable topk kthvalue */
+OD_CUDA_KERNEL_(od_cuda_select)      /* scan.c: median nanmedian (and .dim) mode */
+OD_CUDA_KERNEL_(od_cuda_isin)        /* scan.c: isin.Tensor_Tensor / Tensor_Scalar / Scalar_Tensor */
 OD_CUDA_KERNEL_(od_cuda_linalg)      /* linalg.c: the LAPACK operators, staged through the host */
 
 #undef OD_CUDA_KERNEL_
@@ -183,6 +185,24 @@ od_status od_cu_outputs(od_opid id, const od_stack *s, int device, od_tensor **o
 
 /* Returns outs[0..n) on the stack (steals them). */
 void od_cu_return(od_stack *s, od_tensor **outs, int n);
+
+/* ---- factory.c: what every CUDA factory does around its kernel -------------------------------- */
+
+/* Checks the factory's device d (OD_EINTERNAL unless CUDA: BackendSelect
+ * routed it), begins device work (*env, caller's) and allocates its one
+ * output by id's shape function (*out new). */
+od_status od_cu_factory_begin(const od_op *op, od_opid id, od_device d, const od_stack *s, od_cu_env *env,
+                              od_tensor **out, od_error *err);
+/* Ends it: waits for env's stream when work was launched (an error there is
+ * the call's unless st already is one); then returns out on the stack
+ * (steals it), or releases it and returns st. */
+od_status od_cu_factory_end(const od_op *op, const od_cu_env *env, od_status st, bool launched, od_tensor *out,
+                            od_stack *s, od_error *err);
+/* A factory written on the host: copies od_tensor_nbytes(out) bytes from
+ * host (borrowed; free it after this returns: the copy has finished) into
+ * out, then ends as od_cu_factory_end. */
+od_status od_cu_factory_upload(const od_op *op, const od_cu_env *env, od_tensor *out, const void *host,
+                               od_stack *s, od_error *err);
 
 /* Operator's name for messages ("aten::add.Tensor"). */
 const char *od_cu_op_name(const od_op *op);

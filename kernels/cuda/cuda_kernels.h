@@ -257,6 +257,24 @@ cudaError_t od_cu_sort(const void *x, void *vals, int64_t *ix, int dtype, int op
                        int64_t inner, int64_t k, bool descending, bool sorted, void *scratch, int sm_count,
                        cudaStream_t st);
 
+/* median.dim, nanmedian.dim, mode, median(), nanmedian() (op: an
+ * OD_SORT_OP_* of od_sort_algo.h): each line of x (dtype) along size is
+ * selected as the CPU kernel selects it (its algorithm replayed per line),
+ * writing [outer, inner] values (x's dtype) and int64 indices (ix may be
+ * NULL). scratch: od_cu_select_scratch bytes, borrowed. */
+size_t od_cu_select_scratch(int64_t outer, int64_t size, int64_t inner);
+cudaError_t od_cu_select(const void *x, void *vals, int64_t *ix, int dtype, int op, int64_t outer, int64_t size,
+                         int64_t inner, void *scratch, int sm_count, cudaStream_t st);
+
+/* isin: out[i] (bool, n) = element i of e is among the m of t, != invert;
+ * e and t contiguous, both of dtype (the common dtype). replay: ATen's
+ * sorting path with assume_unique (the CPU's sorted replay) instead of plain
+ * membership. scratch: od_cu_isin_scratch bytes (0 for n == 0 or when it
+ * cannot be planned), borrowed. */
+size_t od_cu_isin_scratch(int64_t n, int64_t m, bool replay);
+cudaError_t od_cu_isin(const void *e, int64_t n, const void *t, int64_t m, int dtype, bool replay, bool invert,
+                       bool *out, void *scratch, int sm_count, cudaStream_t st);
+
 #ifdef __cplusplus
 }
 #endif

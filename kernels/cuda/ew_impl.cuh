@@ -93,8 +93,15 @@ __host__ __device__ constexpr bool ew_ok(int op, int fam)
  * (the others are never launched: ew_ok); an OD_EWP operator's math takes
  * its parameters prm in the family. INT_DIV reports an integer divisor of 0
  * like div's rounding modes. */
+/* The signed width gcd and lcm compute in, as the CPU's (elementwise.c):
+ * the compute dtype's own, 64 for uint8 and bool (never negative). */
+__device__ __forceinline__ int ew_int_bits(int cdt)
+{
+    return cdt == OD_CU_INT8 ? 8 : cdt == OD_CU_INT16 ? 16 : cdt == OD_CU_INT32 ? 32 : 64;
+}
+
 template <int OP, typename C>
-__device__ __forceinline__ C ew_gen_apply(C a, C b, const C *prm, int64_t *flag)
+__device__ __forceinline__ C ew_gen_apply(C a, C b, const C *prm, int64_t *flag, int cdt)
 {
     constexpr bool I = is_int_v<C>;
     constexpr bool D = std::is_same<C, double>::value;
@@ -102,6 +109,13 @@ __device__ __forceinline__ C ew_gen_apply(C a, C b, const C *prm, int64_t *flag)
     (void)b;
     (void)prm;
     (void)flag;
+    (void)cdt;
+    /* gcd and lcm in the tensor's own width (gcd(-32768, 6) is -2 in int16),
+     * with od_math.h's device-callable forms the CPU uses */
+    if constexpr (I && OP == OD_CU_EW_gcd)
+        return (C)od_math_gcd_bits_i64(a, b, ew_int_bits(cdt));
+    if constexpr (I && OP == OD_CU_EW_lcm)
+        return (C)od_math_lcm_bits_i64(a, b, ew_int_bits(cdt));
 #define OD_EW_CALL_(id, fn, rule, ...)                                          \
     if constexpr (OP == OD_CU_EW_##id) {                                        \
         if constexpr (I) {                                                      \
@@ -163,7 +177,7 @@ __device__ __forceinline__ C ew_apply(C a, C b, C c, C alpha, const C *prm, int6
     (void)cdt;
     (void)prm;
     if constexpr (OP >= OD_CU_EW_GEN_FIRST)
-        return ew_gen_apply<OP, C>(a, b, prm, flag);
+        return ew_gen_apply<OP, C>(a, b, prm, flag, cdt);
     else if constexpr (OP == OD_CU_EW_COPY)
         return a;
     else if constexpr (OP == OD_CU_EW_ADD)

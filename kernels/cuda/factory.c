@@ -1,4 +1,5 @@
-/* factory.c — arange and rand / randn on CUDA.
+/* factory.c — arange and rand / randn on CUDA, and the start and end every
+ * CUDA factory shares (range.c's too).
  *
  * Invariants: the BackendSelect kernel routes a factory here by its device
  * argument; the shape function validates and sizes the output. arange
@@ -22,24 +23,25 @@ static od_status factory_device(const od_op *op, od_device d, int *device, od_er
     return OD_OK;
 }
 
-od_status od_cuda_arange(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+od_status od_cu_factory_begin(const od_op *op, od_opid id, od_device d, const od_stack *s, od_cu_env *env,
+                              od_tensor **out, od_error *err)
 {
-    (void)ks;
-    od_opid id = OD_OPID_OF_CTX(ctx);
-    od_arange_params p;
-    int device = 0;
-    od_cu_env env;
-    od_tensor *out = NULL;
-    int n = 0;
+    int device = 0, n = 0;
     od_status st;
-    if ((st = od_arange_params_of(id, s, &p, err)) || (st = factory_device(op, p.device, &device, err)) ||
-        (st = od_cu_begin(device, &env, err)) || (st = od_cu_outputs(id, s, device, &out, &n, err)))
+    if ((st = factory_device(op, d, &device, err)) || (st = od_cu_begin(device, env, err)))
         return st;
-    if (p.size > 0 &&
-        ((st = od_cu_status(od_cu_arange(od_tensor_data(out), out->dtype, p.size, p.integral, p.fstart,
-                                         p.fstep, p.istart, p.istep, env.sm_count, env.stream),
-                            "arange kernel launch", err)) ||
-         (st = od_cu_finish(&env, od_cu_op_name(op), err)))) {
+    return od_cu_outputs(id, s, device, out, &n, err);
+}
+
+od_status od_cu_factory_end(const od_op *op, const od_cu_env *env, od_status st, bool launched, od_tensor *out,
+                            od_stack *s, od_error *err)
+{
+    if (launched) {
+        od_status fs = od_cu_finish(env, od_cu_op_name(op), st ? NULL : err);
+        if (!st)
+            st = fs;
+    }
+    if (st) {
         od_tensor_release(out);
         return st;
     }
@@ -47,11 +49,37 @@ od_status od_cuda_arange(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
     return OD_OK;
 }
 
+od_status od_cu_factory_upload(const od_op *op, const od_cu_env *env, od_tensor *out, const void *host,
+                               od_stack *s, od_error *err)
+{
+    od_status st = od_cu_status(cudaMemcpyAsync(od_tensor_data(out), host, od_tensor_nbytes(out),
+                                                cudaMemcpyHostToDevice, env->stream),
+                                "cudaMemcpyAsync (host to device)", err);
+    return od_cu_factory_end(op, env, st, true, out, s, err);
+}
+
+od_status od_cuda_arange(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_arange_params p;
+    od_cu_env env;
+    od_tensor *out = NULL;
+    od_status st;
+    if ((st = od_arange_params_of(id, s, &p, err)) ||
+        (st = od_cu_factory_begin(op, id, p.device, s, &env, &out, err)))
+        return st;
+    if (p.size > 0)
+        st = od_cu_status(od_cu_arange(od_tensor_data(out), out->dtype, p.size, p.integral, p.fstart, p.fstep,
+                                       p.istart, p.istep, env.sm_count, env.stream),
+                          "arange kernel launch", err);
+    return od_cu_factory_end(op, &env, st, p.size > 0, out, s, err);
+}
+
 od_status od_cuda_random(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
     (void)ks;
     od_opid id = OD_OPID_OF_CTX(ctx);
-    int device = 0;
     od_cu_env env;
     od_tensor *out = NULL;
     int n = 0;
@@ -59,21 +87,15 @@ od_status od_cuda_random(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
     /* rand / randn(size, dtype, layout, device, pin_memory): validate first. */
     od_out_spec spec;
     if ((st = od_shape_factory(id, s, &spec, &n, err)) ||
-        (st = factory_device(op, spec.device, &device, err)) || (st = od_cu_begin(device, &env, err)) ||
-        (st = od_cu_outputs(id, s, device, &out, &n, err)))
+        (st = od_cu_factory_begin(op, id, spec.device, s, &env, &out, err)))
         return st;
     int64_t numel = od_tensor_numel(out);
     if (numel > 0) {
         uint64_t seed, offset;
         od_cu_rng_next((uint64_t)numel, &seed, &offset);
-        if ((st = od_cu_status(od_cu_random(od_tensor_data(out), out->dtype, numel, id == OD_OPID_randn,
-                                            seed, offset, env.sm_count, env.stream),
-                               "random kernel launch", err)) ||
-            (st = od_cu_finish(&env, od_cu_op_name(op), err))) {
-            od_tensor_release(out);
-            return st;
-        }
+        st = od_cu_status(od_cu_random(od_tensor_data(out), out->dtype, numel, id == OD_OPID_randn, seed, offset,
+                                       env.sm_count, env.stream),
+                          "random kernel launch", err);
     }
-    od_cu_return(s, &out, 1);
-    return OD_OK;
+    return od_cu_factory_end(op, &env, st, numel > 0, out, s, err);
 }

@@ -8,28 +8,18 @@
  * step in float), then one kernel writes each element on its own
  * (range.cu). tril/triu_indices are written on the host in ATen's order and
  * copied up once (they are index lists, as small as the matrix they
- * index); the host buffer is freed only after the copy has finished.
+ * index; od_cu_factory_upload, factory.c); the host buffer is freed only
+ * after the copy has finished.
  * _local_scalar_dense copies the first element to the host (ATen's
  * _local_scalar_dense_cuda, which also reads no further).
  */
 #include <math.h>
 #include <stdlib.h>
 
+#include "cpu/iter.h" /* od_cpu_load_value: the host copy's element as a Scalar */
 #include "cuda_internal.h"
 #include "od_half.h"
 #include "od_shape.h"
-
-static od_status factory_device(const od_op *op, od_device d, int *device, od_error *err)
-{
-    if (d.type != OD_DEV_CUDA) {
-        char b[32];
-        od_device_print(d, b, sizeof b);
-        return od_error_set(err, OD_EINTERNAL, "%s: the CUDA kernel was called for device %s",
-                            od_cu_op_name(op), b);
-    }
-    *device = d.index;
-    return OD_OK;
-}
 
 /* Scalar::to<scalar_t>() of an in-range value, as a double. */
 static double to_dtype(double v, od_dtype dt)
@@ -58,21 +48,17 @@ od_status od_cuda_linspace(void *ctx, const od_op *op, od_keyset ks, od_stack *s
     (void)ks;
     od_opid id = OD_OPID_OF_CTX(ctx);
     od_linspace_params p;
-    int device = 0, n = 0;
     od_cu_env env;
     od_tensor *out = NULL;
     od_status st;
-    if ((st = od_linspace_params_of(id, s, &p, err)) || (st = factory_device(op, p.device, &device, err)) ||
-        (st = od_cu_begin(device, &env, err)) || (st = od_cu_outputs(id, s, device, &out, &n, err)))
+    if ((st = od_linspace_params_of(id, s, &p, err)) ||
+        (st = od_cu_factory_begin(op, id, p.device, s, &env, &out, err)))
         return st;
     if (p.steps == 1) { /* ATen: fill_(start), or fill_(pow(base, start)) */
         od_value a[2] = {od_tensor_v(out), p.log ? od_double(pow(p.base, p.start)) : s->args[0]};
         od_stack fs;
-        if ((st = od_call_builtin(OD_OPID_fill__Scalar, a, 2, &fs, err))) {
-            od_tensor_release(out);
-            return st;
-        }
-        od_stack_release_rets(&fs);
+        if (!(st = od_call_builtin(OD_OPID_fill__Scalar, a, 2, &fs, err)))
+            od_stack_release_rets(&fs);
     } else if (p.steps > 1) {
         double start = to_dtype(p.start, p.dtype), end = to_dtype(p.end, p.dtype), step, base = p.base;
         bool wide = p.dtype == OD_FLOAT64;
@@ -85,16 +71,11 @@ od_status od_cuda_linspace(void *ctx, const od_op *op, od_keyset ks, od_stack *s
             step = round16(p.dtype, round16(p.dtype, (float)end - (float)start) / round16(p.dtype, nm1));
         if (od_dtype_is_floating(p.dtype) && !wide)
             base = round16(p.dtype, (float)base);
-        if ((st = od_cu_status(od_cu_linspace(od_tensor_data(out), out->dtype, p.steps, p.log, wide, start, end,
-                                              step, base, env.sm_count, env.stream),
-                               "linspace kernel launch", err)) ||
-            (st = od_cu_finish(&env, od_cu_op_name(op), err))) {
-            od_tensor_release(out);
-            return st;
-        }
+        st = od_cu_status(od_cu_linspace(od_tensor_data(out), out->dtype, p.steps, p.log, wide, start, end, step,
+                                         base, env.sm_count, env.stream),
+                          "linspace kernel launch", err);
     }
-    od_cu_return(s, &out, 1);
-    return OD_OK;
+    return od_cu_factory_end(op, &env, st, p.steps > 1, out, s, err);
 }
 
 od_status od_cuda_tri_indices(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
@@ -102,35 +83,22 @@ od_status od_cuda_tri_indices(void *ctx, const od_op *op, od_keyset ks, od_stack
     (void)ks;
     od_opid id = OD_OPID_OF_CTX(ctx);
     od_tri_indices_params p;
-    int device = 0, n = 0;
     od_cu_env env;
     od_tensor *out = NULL;
     od_status st;
-    if ((st = od_tri_indices_params_of(id, s, &p, err)) || (st = factory_device(op, p.device, &device, err)) ||
-        (st = od_cu_begin(device, &env, err)) || (st = od_cu_outputs(id, s, device, &out, &n, err)))
+    if ((st = od_tri_indices_params_of(id, s, &p, err)) ||
+        (st = od_cu_factory_begin(op, id, p.device, s, &env, &out, err)))
         return st;
-    if (p.count > 0) {
-        size_t es = od_dtype_size(p.dtype);
-        void *idx = malloc(es * 2 * (size_t)p.count);
-        if (!idx) {
-            od_tensor_release(out);
-            return od_error_set(err, OD_ENOMEM, "%s: out of host memory", od_cu_op_name(op));
-        }
-        od_tri_indices_fill(&p, idx);
-        st = od_cu_status(cudaMemcpyAsync(od_tensor_data(out), idx, es * 2 * (size_t)p.count,
-                                          cudaMemcpyHostToDevice, env.stream),
-                          "cudaMemcpyAsync (host to device)", err);
-        od_status fs = od_cu_finish(&env, od_cu_op_name(op), st ? NULL : err);
-        free(idx);
-        if (!st)
-            st = fs;
-        if (st) {
-            od_tensor_release(out);
-            return st;
-        }
-    }
-    od_cu_return(s, &out, 1);
-    return OD_OK;
+    if (p.count == 0)
+        return od_cu_factory_end(op, &env, OD_OK, false, out, s, err);
+    void *idx = malloc(od_tensor_nbytes(out));
+    if (!idx)
+        return od_cu_factory_end(op, &env, od_error_set(err, OD_ENOMEM, "%s: out of host memory", od_cu_op_name(op)),
+                                 false, out, s, err);
+    od_tri_indices_fill(&p, idx);
+    st = od_cu_factory_upload(op, &env, out, idx, s, err);
+    free(idx);
+    return st;
 }
 
 od_status od_cuda_local_scalar(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
@@ -154,20 +122,7 @@ od_status od_cuda_local_scalar(void *ctx, const od_op *op, od_keyset ks, od_stac
     od_tensor_release(first);
     if (st)
         return st;
-    const void *d = od_tensor_data(host);
-    od_value v;
-    switch (host->dtype) {
-    case OD_BOOL: v = od_bool(*(const bool *)d); break;
-    case OD_UINT8: v = od_int(*(const uint8_t *)d); break;
-    case OD_INT8: v = od_int(*(const int8_t *)d); break;
-    case OD_INT16: v = od_int(*(const int16_t *)d); break;
-    case OD_INT32: v = od_int(*(const int32_t *)d); break;
-    case OD_INT64: v = od_int(*(const int64_t *)d); break;
-    case OD_FLOAT16: v = od_double(od_half_to_float(*(const uint16_t *)d)); break;
-    case OD_BFLOAT16: v = od_double(od_bf16_to_float(*(const uint16_t *)d)); break;
-    case OD_FLOAT32: v = od_double(*(const float *)d); break;
-    default: v = od_double(*(const double *)d); break;
-    }
+    od_value v = od_cpu_load_value(od_tensor_data(host), host->dtype);
     od_tensor_release(host);
     s->rets[0] = v;
     s->nrets = 1;

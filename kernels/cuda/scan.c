@@ -1,5 +1,7 @@
 /* scan.c — boxed CUDA kernels of the scans (cumsum, cumprod, logcumsumexp,
- * cummax, cummin) and the sort family (sort, sort.stable, topk, kthvalue).
+ * cummax, cummin), the sort family (sort, sort.stable, topk, kthvalue), the
+ * selections (median, nanmedian, mode: the CPU's algorithm replayed per
+ * line on the device, so indices of ties are the CPU's) and isin.
  *
  * Invariants: the shape function and od_scan_check_dtype (kernels/
  * shape_scan.c) validate first, so CUDA refuses and accepts what the CPU
@@ -9,6 +11,10 @@
  * copy (ATen's fill_), which keeps -0.0. Every call is synchronous
  * (od_cu_finish) so scratch is free to reuse afterwards.
  */
+#include <math.h>
+#include <string.h>
+
+#include "cpu/cpu_kernels.h" /* od_cpu_scalar_to_dtype: host bytes of a constant */
 #include "cuda_internal.h"
 #include "od_sort_algo.h"
 
@@ -101,6 +107,8 @@ od_status od_cuda_scan(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
     return end_call(op, &env, st, ws, wsb, in, outs, n, s, err);
 }
 
+/* sort, sort.stable, topk, kthvalue (CUB's radix sort) and the selections
+ * median, nanmedian, mode (od_cuda_select: the CPU's algorithm per line). */
 od_status od_cuda_sort(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
     (void)ks;
@@ -115,22 +123,109 @@ od_status od_cuda_sort(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
     if (st)
         return st;
     od_tensor *self = s->args[0].u.t;
-    int sop = id == OD_OPID_topk       ? OD_SORT_OP_TOPK
-              : id == OD_OPID_kthvalue ? OD_SORT_OP_KTHVALUE
-              : id == OD_OPID_sort_stable && info.stable ? OD_SORT_OP_SORT_STABLE
-                                                          : OD_SORT_OP_SORT;
-    if (self->ndim == 0)
+    int sop = od_sort_op_of(id, &info);
+    bool select = sop >= OD_SORT_OP_MEDIAN;
+    if (self->ndim == 0 && !select)
         sop = OD_SORT_OP_SORT; /* a copy of self and index 0, even for topk with k == 0 */
-    if (od_tensor_numel(self) > 0 && od_tensor_numel(outs[0]) > 0) {
-        wsb = od_cu_sort_scratch((int)self->dtype, info.outer, info.size, info.inner);
+    char nan8[8]; /* read by the copy before cudaMemcpyAsync returns (pageable memory) */
+    if (select && od_tensor_numel(self) == 0 && n == 1) { /* median() of nothing: NaN as the dtype, as on the CPU */
+        od_value nan = od_double(NAN);
+        od_cpu_scalar_to_dtype(&nan, self->dtype, nan8);
+        st = od_cu_status(cudaMemcpyAsync(od_tensor_data(outs[0]), nan8, od_dtype_size(self->dtype),
+                                          cudaMemcpyHostToDevice, env.stream),
+                          "cudaMemcpyAsync (host to device)", err);
+    } else if (od_tensor_numel(self) > 0 && od_tensor_numel(outs[0]) > 0) {
+        int64_t size = self->ndim == 0 ? 1 : info.size;
+        wsb = select ? od_cu_select_scratch(info.outer, size, info.inner)
+                     : od_cu_sort_scratch((int)self->dtype, info.outer, info.size, info.inner);
         if (wsb == 0)
             st = od_error_set(err, OD_ENOMEM, "%s: cannot plan a sort of %lld lines of %lld", od_cu_op_name(op),
-                              (long long)(info.outer * info.inner), (long long)info.size);
+                              (long long)(info.outer * info.inner), (long long)size);
         else if (!(st = od_cu_contiguous(&env, self, &in, err)) && !(st = od_cu_scratch(&env, wsb, &ws, err)))
-            st = od_cu_status(od_cu_sort(od_tensor_data(in), od_tensor_data(outs[0]), od_tensor_data(outs[1]),
-                                         (int)self->dtype, sop, info.outer, info.size, info.inner, info.k,
-                                         info.descending, info.sorted, ws, env.sm_count, env.stream),
-                              "sort kernel launch", err);
+            st = od_cu_status(select ? od_cu_select(od_tensor_data(in), od_tensor_data(outs[0]),
+                                                    n == 2 ? od_tensor_data(outs[1]) : NULL, (int)self->dtype, sop,
+                                                    info.outer, size, info.inner, ws, env.sm_count, env.stream)
+                                     : od_cu_sort(od_tensor_data(in), od_tensor_data(outs[0]), od_tensor_data(outs[1]),
+                                                  (int)self->dtype, sop, info.outer, info.size, info.inner, info.k,
+                                                  info.descending, info.sorted, ws, env.sm_count, env.stream),
+                              select ? "selection kernel launch" : "sort kernel launch", err);
     }
     return end_call(op, &env, st, ws, wsb, in, outs, n, s, err);
+}
+
+/* median, nanmedian (and .dim), mode: od_cuda_sort's selection branch. */
+od_status od_cuda_select(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    return od_cuda_sort(ctx, op, ks, s, err);
+}
+
+/* isin's operand i on the device in dtype ct, contiguous (*out new): a
+ * tensor converted, or a Scalar as ATen wraps it (a 0-dim wrapped number),
+ * whose host bytes are copied up. */
+static od_status isin_operand(const od_cu_env *env, const od_value *v, od_dtype ct, int device, od_tensor **out,
+                              od_error *err)
+{
+    od_device dev = {OD_DEV_CUDA, device};
+    od_status st;
+    if (v->tag == OD_T_TENSOR) {
+        od_tensor *t = v->u.t;
+        if (t->dtype == ct)
+            return od_cu_contiguous(env, t, out, err);
+        if ((st = od_tensor_empty(t->sizes, t->ndim, ct, dev, out, err)))
+            return st;
+        return od_cu_copy_same_device(env, *out, t, err);
+    }
+    char b8[8];
+    od_cpu_scalar_to_dtype(v, ct, b8);
+    if ((st = od_tensor_empty(NULL, 0, ct, dev, out, err)))
+        return st;
+    /* on the stream, before the kernels that read it; a copy from pageable
+     * memory has read b8 by the time it returns */
+    return od_cu_status(cudaMemcpyAsync(od_tensor_data(*out), b8, od_dtype_size(ct), cudaMemcpyHostToDevice,
+                                        env->stream),
+                        "cudaMemcpyAsync (host to device)", err);
+}
+
+/* isin.Tensor_Tensor / Tensor_Scalar / Scalar_Tensor: the CPU kernel's
+ * choices (od_isin_plan_of), then plain membership or the sorted replay on
+ * the device. */
+od_status od_cuda_isin(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    int device = 0, nouts = 0;
+    od_cu_env env;
+    od_tensor *out = NULL, *e = NULL, *t = NULL;
+    void *ws = NULL;
+    size_t wsb = 0;
+    od_isin_plan p;
+    od_status st;
+    if ((st = od_isin_plan_of(id, s, false, &p, err)) || (st = od_cu_call_device(op, s, false, &device, err)) ||
+        (st = od_cu_begin(device, &env, err)) || (st = od_cu_outputs(id, s, device, &out, &nouts, err)))
+        return st;
+    if (p.n > 0) {
+        wsb = od_cu_isin_scratch(p.n, p.m, p.replay);
+        if (wsb == 0)
+            st = od_error_set(err, OD_ENOMEM, "%s: cannot plan the search of %lld elements among %lld",
+                              od_cu_op_name(op), (long long)p.n, (long long)p.m);
+        if (!st && !(st = isin_operand(&env, &s->args[0], p.common, device, &e, err)) &&
+            !(st = isin_operand(&env, &s->args[1], p.common, device, &t, err)) &&
+            !(st = od_cu_scratch(&env, wsb, &ws, err)))
+            st = od_cu_status(od_cu_isin(od_tensor_data(e), p.n, od_tensor_data(t), p.m, (int)p.common, p.replay,
+                                         p.invert, od_tensor_data(out), ws, env.sm_count, env.stream),
+                              "isin kernel launch", err);
+    }
+    od_status fs = od_cu_finish(&env, od_cu_op_name(op), st ? NULL : err);
+    if (!st)
+        st = fs;
+    if (ws)
+        od_cu_scratch_free(&env, ws, wsb);
+    od_tensor_release(e);
+    od_tensor_release(t);
+    if (st) {
+        od_tensor_release(out);
+        return st;
+    }
+    od_cu_return(s, &out, 1);
+    return OD_OK;
 }

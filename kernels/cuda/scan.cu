@@ -403,7 +403,188 @@ static cudaError_t run_sort(const char *x, char *vals, int64_t *ix, int dt, int 
     return cudaGetLastError();
 }
 
+/* median, nanmedian, mode: a thread per line replays the CPU kernel's
+ * selection (od_sort_algo.h, device-callable, no allocation, no recursion)
+ * on the line's (key, index) pairs in scratch, so the value and the index
+ * of a tie are the CPU's. One line runs serially: median() of a large
+ * tensor is one thread's work (correct, not fast). */
+__global__ void __launch_bounds__(128) select_lines(const char *x, int dt, int op, int64_t size, int64_t inner,
+                                                    int64_t lines, od_sort_elem *buf, char *vals, int64_t *ix)
+{
+    const int es = dtype_size(dt);
+    const bool fl = is_float_dt(dt);
+    for (int64_t l = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; l < lines;
+         l += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t o = l / inner, j = l - o * inner;
+        od_sort_elem *f = buf + l * 2 * size;
+        for (int64_t q = 0; q < size; q++) {
+            const char *p = x + ((o * size + q) * inner + j) * es;
+            if (fl)
+                f[q].k.d = load_dyn<double>(p, dt);
+            else
+                f[q].k.i = load_dyn<int64_t>(p, dt);
+            f[q].idx = q;
+        }
+        const int64_t src = f[od_sort_line(f, f + size, size, op, 0, false, false, fl)].idx;
+        copy_elem(vals + l * es, x + ((o * size + src) * inner + j) * es, es);
+        if (ix)
+            ix[l] = src;
+    }
+}
+
+/* isin: keys are sort_key's 64-bit order-preserving integers of values
+ * already in the common dtype (-0.0 and 0.0 one key, every NaN the largest),
+ * so equal keys are equal values except NaN, which is never found. */
+__global__ void __launch_bounds__(256) isin_keys(const char *x, int dt, int64_t n, uint64_t *keys, int64_t *pos,
+                                                 int64_t base)
+{
+    const int es = dtype_size(dt);
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        keys[i] = sort_key<uint64_t>(x + i * es, dt, false);
+        if (pos)
+            pos[i] = base + i;
+    }
+}
+
+__device__ __forceinline__ bool isin_nan(const char *p, int dt)
+{
+    return is_float_dt(dt) && isnan(load_dyn<double>(p, dt));
+}
+
+/* Plain membership: a binary search of each element's key among the m
+ * sorted test keys. */
+__global__ void __launch_bounds__(256) isin_search(const char *e, int dt, int64_t n, const uint64_t *sorted,
+                                                   int64_t m, bool invert, bool *out)
+{
+    const int es = dtype_size(dt);
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const char *p = e + i * es;
+        const uint64_t k = sort_key<uint64_t>(p, dt, false);
+        int64_t lo = 0, hi = m;
+        while (lo < hi) {
+            const int64_t mid = lo + ((hi - lo) >> 1);
+            if (sorted[mid] < k)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        const bool found = !isin_nan(p, dt) && lo < m && sorted[lo] == k;
+        out[i] = found != invert;
+    }
+}
+
+/* ATen's isin_sorting with assume_unique, as the CPU replays it: in the
+ * stable order of cat(elements, test), each element is equal (!=, invert)
+ * to its successor; the last one answers invert. Values compare by ==
+ * (NaN unequal), read back through the sorted positions. */
+__global__ void __launch_bounds__(256) isin_sorted(const char *e, const char *t, int dt, int64_t n, int64_t all,
+                                                   const int64_t *pos, bool invert, bool *out)
+{
+    const int es = dtype_size(dt);
+    const bool fl = is_float_dt(dt);
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < all; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t a = pos[i];
+        if (a >= n)
+            continue;
+        bool v = invert;
+        if (i + 1 < all) {
+            const int64_t b = pos[i + 1];
+            const char *pa = e + a * es, *pb = b < n ? e + b * es : t + (b - n) * es;
+            const bool eq = fl ? load_dyn<double>(pa, dt) == load_dyn<double>(pb, dt)
+                               : load_dyn<int64_t>(pa, dt) == load_dyn<int64_t>(pb, dt);
+            v = invert ? !eq : eq;
+        }
+        out[a] = v;
+    }
+}
+
+/* isin's scratch: keys in and out, positions in and out (the sorted replay
+ * only), then CUB's temporary storage; each part 256-byte aligned. */
+struct isin_plan {
+    size_t keys, pos, cub, total;
+};
+
+static cudaError_t plan_isin(int64_t count, bool replay, isin_plan *p)
+{
+    p->keys = align256((size_t)count * sizeof(uint64_t));
+    p->pos = replay ? align256((size_t)count * sizeof(int64_t)) : 0;
+    p->cub = 0;
+    cudaError_t e = replay ? cub::DeviceRadixSort::SortPairs(nullptr, p->cub, (const uint64_t *)nullptr,
+                                                             (uint64_t *)nullptr, (const int64_t *)nullptr,
+                                                             (int64_t *)nullptr, count)
+                           : cub::DeviceRadixSort::SortKeys(nullptr, p->cub, (const uint64_t *)nullptr,
+                                                            (uint64_t *)nullptr, count);
+    p->total = 2 * p->keys + 2 * p->pos + align256(p->cub);
+    return e;
+}
+
 } // namespace
+
+extern "C" size_t od_cu_select_scratch(int64_t outer, int64_t size, int64_t inner)
+{
+    if (outer <= 0 || size <= 0 || inner <= 0)
+        return 0;
+    return (size_t)outer * (size_t)inner * (size_t)size * 2 * sizeof(od_sort_elem);
+}
+
+extern "C" cudaError_t od_cu_select(const void *x, void *vals, int64_t *ix, int dtype, int op, int64_t outer,
+                                    int64_t size, int64_t inner, void *scratch, int sm_count, cudaStream_t st)
+{
+    const int64_t lines = outer * inner;
+    if (lines <= 0 || size <= 0)
+        return cudaSuccess;
+    select_lines<<<grid_for(lines, 128, sm_count, 8), 128, 0, st>>>((const char *)x, dtype, op, size, inner, lines,
+                                                                     (od_sort_elem *)scratch, (char *)vals, ix);
+    return cudaGetLastError();
+}
+
+extern "C" size_t od_cu_isin_scratch(int64_t n, int64_t m, bool replay)
+{
+    isin_plan p;
+    if (n <= 0 || plan_isin(replay ? n + m : m, replay, &p) != cudaSuccess)
+        return 0;
+    return p.total ? p.total : 256; /* no test elements may need none: 0 says "cannot plan" */
+}
+
+extern "C" cudaError_t od_cu_isin(const void *e, int64_t n, const void *t, int64_t m, int dtype, bool replay,
+                                  bool invert, bool *out, void *scratch, int sm_count, cudaStream_t st)
+{
+    if (n <= 0)
+        return cudaSuccess;
+    const int64_t count = replay ? n + m : m;
+    isin_plan p;
+    cudaError_t err = plan_isin(count, replay, &p);
+    if (err != cudaSuccess)
+        return err;
+    char *s = (char *)scratch;
+    uint64_t *kin = (uint64_t *)s, *kout = (uint64_t *)(s + p.keys);
+    int64_t *pin = (int64_t *)(s + 2 * p.keys), *pout = (int64_t *)(s + 2 * p.keys + p.pos);
+    void *tmp = s + 2 * p.keys + 2 * p.pos;
+    if (!replay) {
+        if (m > 0) {
+            isin_keys<<<grid_for(m, 256, sm_count, 8), 256, 0, st>>>((const char *)t, dtype, m, kin, nullptr, 0);
+            if ((err = cudaGetLastError()) != cudaSuccess ||
+                (err = cub::DeviceRadixSort::SortKeys(tmp, p.cub, kin, kout, m, 0, 64, st)) != cudaSuccess)
+                return err;
+        }
+        isin_search<<<grid_for(n, 256, sm_count, 8), 256, 0, st>>>((const char *)e, dtype, n, kout, m, invert, out);
+        return cudaGetLastError();
+    }
+    /* cat(elements, test)'s keys and positions, then CUB's radix sort, which is stable */
+    isin_keys<<<grid_for(n, 256, sm_count, 8), 256, 0, st>>>((const char *)e, dtype, n, kin, pin, 0);
+    if ((err = cudaGetLastError()) != cudaSuccess)
+        return err;
+    if (m > 0) {
+        isin_keys<<<grid_for(m, 256, sm_count, 8), 256, 0, st>>>((const char *)t, dtype, m, kin + n, pin + n, n);
+        if ((err = cudaGetLastError()) != cudaSuccess)
+            return err;
+    }
+    if ((err = cub::DeviceRadixSort::SortPairs(tmp, p.cub, kin, kout, pin, pout, count, 0, 64, st)) != cudaSuccess)
+        return err;
+    isin_sorted<<<grid_for(count, 256, sm_count, 8), 256, 0, st>>>((const char *)e, (const char *)t, dtype, n, count,
+                                                                   pout, invert, out);
+    return cudaGetLastError();
+}
 
 extern "C" size_t od_cu_scan_scratch(int dtype, int op, int64_t outer, int64_t size, int64_t inner)
 {

@@ -17,6 +17,7 @@
 #include <pthread.h>
 
 #include "gpu_testutil.h"
+#include "cpu/cpu_kernels.h" /* od_cpu_scalar_to_dtype */
 
 #include "od_cuda.h"
 #include "od_math.h"
@@ -907,6 +908,145 @@ Test(red, scans_and_sorting)
     ((int16_t *)od_tensor_data(z))[0] = 200;
     TCHECK(check_op("0-dim cumsum into uint8", OD_OPID_cumsum, c, 3, 0, false) == OD_OK, "error");
     od_tensor_release(z);
+}
+
+/* A contiguous CPU float tensor made tie-rich: each element floored, every
+ * k-th (k > 0) NaN. */
+static void ties_and_nans(od_tensor *t, int64_t k)
+{
+    int64_t n = od_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+        double v = (k > 0 && i % k == 0) ? NAN : floor(tu_get(t, i));
+        if (t->dtype == OD_FLOAT32)
+            ((float *)od_tensor_data(t))[i] = (float)v;
+        else if (t->dtype == OD_FLOAT64)
+            ((double *)od_tensor_data(t))[i] = v;
+    }
+}
+
+/* median, nanmedian (whole tensor and .dim) and mode replay the CPU's
+ * selection on the device, so values and indices agree exactly, ties and
+ * NaN included; the refusals (bool, float16) are the CPU's. */
+Test(red, median_nanmedian_mode)
+{
+    const struct {
+        const int64_t *sizes;
+        int ndim, view;
+        int64_t dim;
+        int64_t nan_every; /* floats: 0 none, 1 all NaN, else every k-th */
+    } cases[] = {
+        {S(7, 33), 2, 0, 1, 0},  {S(7, 33), 2, 1, 0, 5},  {S(4, 5, 6), 3, 2, -1, 7}, {S(4, 5, 6), 3, 3, 1, 1},
+        {S(3, 300), 2, 0, 1, 11}, {S(1), 0, 0, 0, 0},     {S(0, 9), 2, 0, 1, 0},     {S(5, 0), 2, 0, 0, 0},
+        {S(2, 2000), 2, 0, -1, 3}, {S(10), 1, 0, 0, 2},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        for (int di = 0; di < NALL; di++) {
+            od_dtype dt = ALL_DT[di];
+            if (quick() && di % 3)
+                continue;
+            od_tensor *a = tu_rand(cases[ci].sizes, cases[ci].ndim, dt, -3, 3);
+            ties_and_nans(a, cases[ci].nan_every);
+            char w[96];
+            snprintf(w, sizeof w, "selection case#%zu %s", ci, od_dtype_name(dt));
+            od_value one[1] = {od_tensor_v(a)};
+            check_op(w, OD_OPID_median, one, 1, 0, false);
+            check_op(w, OD_OPID_nanmedian, one, 1, 0, false);
+            for (int keep = 0; keep < 2; keep++) {
+                od_value d3[3] = {od_tensor_v(a), od_int(cases[ci].dim), od_bool(keep)};
+                check_op(w, OD_OPID_median_dim, d3, 3, 0, false);
+                check_op(w, OD_OPID_nanmedian_dim, d3, 3, 0, false);
+                check_op(w, OD_OPID_mode, d3, 3, 0, false);
+            }
+            od_tensor_release(a);
+        }
+    }
+    /* a strided view (a transposed one) is read through its strides */
+    od_tensor *b = tu_rand(S(9, 40), 2, OD_INT32, -4, 4), *bt = NULL;
+    OKCALL(od_tensor_transpose(b, 0, 1, &bt, &e_));
+    od_value d3[3] = {od_tensor_v(bt), od_int(1), od_bool(false)};
+    check_op("selection transposed", OD_OPID_median_dim, d3, 3, 0, false);
+    check_op("selection transposed", OD_OPID_mode, d3, 3, 0, false);
+    od_tensor_release(bt);
+    od_tensor_release(b);
+}
+
+/* isin against the CPU: the brute-force size and the sorting one (few or
+ * many test elements), assume_unique (the sorted replay, duplicates
+ * included) and invert, mixed dtypes (compared in the promoted one), the
+ * Scalar overloads, NaN (never found) and -0.0 (found as 0.0). */
+Test(index, isin)
+{
+    const od_dtype pairs[][2] = {{OD_INT32, OD_INT32}, {OD_INT64, OD_INT16}, {OD_FLOAT32, OD_FLOAT32},
+                                 {OD_FLOAT64, OD_FLOAT32}, {OD_INT32, OD_FLOAT64}, {OD_UINT8, OD_INT8}};
+    const int64_t msz[] = {0, 1, 5, 3000};
+    for (size_t pi = 0; pi < sizeof pairs / sizeof pairs[0]; pi++) {
+        od_tensor *e = tu_rand(S(6, 50), 2, pairs[pi][0], -20, 20);
+        ties_and_nans(e, 13);
+        if (pairs[pi][0] == OD_FLOAT32)
+            ((float *)od_tensor_data(e))[1] = -0.0f;
+        for (size_t mi = 0; mi < sizeof msz / sizeof msz[0]; mi++) {
+            od_tensor *t = tu_rand(&msz[mi], 1, pairs[pi][1], -20, 20);
+            ties_and_nans(t, 17);
+            for (int k = 0; k < 4; k++) {
+                char w[96];
+                snprintf(w, sizeof w, "isin %s in %s[%lld] unique=%d invert=%d", od_dtype_name(pairs[pi][0]),
+                         od_dtype_name(pairs[pi][1]), (long long)msz[mi], k & 1, k >> 1);
+                od_value tt[4] = {od_tensor_v(e), od_tensor_v(t), od_bool(k & 1), od_bool(k >> 1)};
+                check_op(w, OD_OPID_isin_Tensor_Tensor, tt, 4, 0, false);
+                od_value sv = od_dtype_is_floating(pairs[pi][1]) ? od_double(3.0) : od_int(3);
+                od_value ts[4] = {od_tensor_v(e), sv, od_bool(k & 1), od_bool(k >> 1)};
+                check_op(w, OD_OPID_isin_Tensor_Scalar, ts, 4, 0, false);
+                od_value st[4] = {sv, od_tensor_v(t), od_bool(k & 1), od_bool(k >> 1)};
+                check_op(w, OD_OPID_isin_Scalar_Tensor, st, 4, 0, false);
+            }
+            od_tensor_release(t);
+        }
+        od_tensor_release(e);
+    }
+}
+
+/* gcd and lcm compute in the tensor's own width on CUDA as on the CPU: a
+ * narrow type's minimum stays negative through |x| (gcd(-32768, 6) is -2 in
+ * int16), and lcm wraps in int for the narrow types. */
+Test(ew, gcd_lcm_in_the_dtype_width)
+{
+    const od_dtype dts[] = {OD_UINT8, OD_INT8, OD_INT16, OD_INT32, OD_INT64};
+    const int64_t va[] = {-32768, 6, -128, 10, 0, -2147483648LL, 97, 12, -1, INT64_MIN};
+    const int64_t vb[] = {6, -32768, 6, 97, 0, 6, 10, 18, INT64_MIN, -1};
+    const int64_t n = (int64_t)(sizeof va / sizeof va[0]);
+    for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
+        od_tensor *a = NULL, *b = NULL;
+        OKCALL(od_tensor_empty(&n, 1, dts[di], TU_CPU, &a, &e_));
+        OKCALL(od_tensor_empty(&n, 1, dts[di], TU_CPU, &b, &e_));
+        for (int64_t i = 0; i < n; i++) {
+            od_value x = od_int(va[i]), y = od_int(vb[i]);
+            char bx[8], by[8];
+            od_cpu_scalar_to_dtype(&x, dts[di], bx); /* the value wrapped to the dtype */
+            od_cpu_scalar_to_dtype(&y, dts[di], by);
+            size_t es = od_dtype_size(dts[di]);
+            memcpy((char *)od_tensor_data(a) + (size_t)i * es, bx, es);
+            memcpy((char *)od_tensor_data(b) + (size_t)i * es, by, es);
+        }
+        char w[64];
+        snprintf(w, sizeof w, "gcd/lcm %s", od_dtype_name(dts[di]));
+        od_value ab[2] = {od_tensor_v(a), od_tensor_v(b)};
+        check_op(w, OD_OPID_gcd, ab, 2, 0, false);
+        check_op(w, OD_OPID_lcm, ab, 2, 0, false);
+        if (dts[di] == OD_INT16) { /* the documented case, against the value itself */
+            od_stack sg;
+            mirrored m;
+            mirror_args(ab, 2, &m, false);
+            OKCALL(od_call_builtin(OD_OPID_gcd, m.v, 2, &sg, &e_));
+            od_tensor *g = to_cpu(sg.rets[0].u.t);
+            TCHECK(((const int16_t *)od_tensor_data(g))[0] == -2, "gcd(-32768, 6) in int16 is %d on CUDA, not -2",
+                   ((const int16_t *)od_tensor_data(g))[0]);
+            od_tensor_release(g);
+            od_stack_release_rets(&sg);
+            mirror_free(&m);
+        }
+        od_tensor_release(a);
+        od_tensor_release(b);
+    }
 }
 
 /* Scatter's two CUDA paths against the CPU: few long lines take the

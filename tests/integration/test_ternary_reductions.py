@@ -161,15 +161,36 @@ def make_cases(rng):
 
 
 def test_values_against_torch(server, rng):
-    cases = make_cases(rng)
+    check_cases(server, make_cases(rng))
+
+
+def cuda_available(server):
+    return server.get("/v1/devices").json()["cuda"]["available"]
+
+
+def test_isin_median_mode_on_cuda_against_torch(server, rng):
+    """isin, median, nanmedian and mode have CUDA kernels that replay the
+    CPU's choices (the selection per line, the sorted replay): the same
+    cases, run on device cuda, agree exactly with torch's CPU answers."""
+    if not cuda_available(server):
+        pytest.skip("no CUDA device on this machine (GET /v1/devices says why)")
+    cases = [c for c in make_cases(rng) if c[0].split(".")[0] in ("isin", "median", "nanmedian", "mode")]
+    assert len(cases) > 20
+    check_cases(server, cases, device="cuda")
+
+
+def check_cases(server, cases, device=None):
     refs = []
     for op, args, kw, nout, _ in cases:
         for out in range(nout):
             refs.append({"op": op, "args": args, "kwargs": kw, "out": out})
     want = iter(torch_ref(refs))
     for op, args, kw, nout, exact in cases:
-        r = server.post(f"/v1/ops/{op}", {"args": wire(args), "kwargs": wire(kw)})
-        what = f"{op} {[a['dtype'] + str(a['shape']) if isinstance(a, dict) else a for a in args]} {kw}"
+        body = {"args": wire(args), "kwargs": wire(kw)}
+        if device:
+            body["device"] = device
+        r = server.post(f"/v1/ops/{op}", body)
+        what = f"{device or 'cpu'} {op} {[a['dtype'] + str(a['shape']) if isinstance(a, dict) else a for a in args]} {kw}"
         ws = [next(want) for _ in range(nout)]
         if "error" in ws[0]:
             assert 400 <= r.status_code < 500, (what, ws[0], r.text[:300])
