@@ -182,7 +182,7 @@ test-unit: $(UNIT_BIN)
 test-integration: all
 	@if [ -d tests/integration ] && ls tests/integration/test_*.py >/dev/null 2>&1; then \
 	  $(MAKE) --no-print-directory venv venv-torch && OD_SERVER=$(abspath $(B)/opdispatchd) \
-	  .venv/bin/python -m pytest -q tests/integration; \
+	  .venv/bin/python -m pytest -q --durations=12 tests/integration; \
 	else echo "integration: no tests yet"; fi
 	OD_SERVER=$(abspath $(B)/opdispatchd) node --test clients/js/test/
 

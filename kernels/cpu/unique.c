@@ -7,6 +7,7 @@
  * ones as doubles (NaN unequal to itself, -0.0 equal to 0.0), the others as
  * int64; inputs are read through their strides.
  */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,11 +51,15 @@ od_status od_cpu_repeat_interleave(void *ctx, const od_op *op, od_keyset ks, od_
     int64_t n = r->sizes[0], total = 0;
     const char *d = od_tensor_data(r);
     size_t es = od_dtype_size(r->dtype);
+    /* ATen checks every count's sign before it sums them */
+    for (int64_t i = 0; i < n; i++)
+        if (od_cpu_load_i64(d + od_cpu_offset_of(r, i) * (int64_t)es, r->dtype) < 0)
+            return od_error_set(err, OD_EINVAL, "repeats can not be negative");
     for (int64_t i = 0; i < n; i++) {
         int64_t v = od_cpu_load_i64(d + od_cpu_offset_of(r, i) * (int64_t)es, r->dtype);
-        if (v < 0)
-            return od_error_set(err, OD_EINVAL, "repeats can not be negative");
-        total += v;
+        if (__builtin_add_overflow(total, v, &total))
+            return od_error_set(err, OD_EINVAL,
+                                "repeat_interleave: the repeats sum to more than %" PRId64 " elements", INT64_MAX);
     }
     if (n > 0 && has_size && want != total)
         return od_error_set(err, OD_EINVAL, "allocated size does not match required size");
