@@ -140,6 +140,21 @@ static void scatter(od_tensor *out, int64_t b, int64_t rows, int64_t cols, const
             st(o, dt, base + i * cols + j, ld(buf, dt, trans ? j + i * ldb : i + j * ldb));
 }
 
+/* The copy-in and copy-out every kernel shares: batch b of li's (broadcast)
+ * batch, A's last two dims, into column-major buf (its transpose when
+ * trans); and n values of vector buf into row b of a contiguous out. */
+static void load(const od_tensor *t, const od_linalg_info *li, int64_t b, bool trans, void *buf, od_dtype wdt)
+{
+    gather_mat(t, boff(t, 2, li->batch, li->nbatch, b), trans, buf, wdt);
+}
+
+static void store_vec(od_tensor *out, int64_t b, int64_t n, const void *buf)
+{
+    char *o = od_tensor_data(out);
+    for (int64_t i = 0; i < n; i++)
+        st(o, out->dtype, b * n + i, ld(buf, out->dtype, i));
+}
+
 /* ---- typed LAPACK calls ---- */
 static void getrf(od_dtype dt, int m, int n, void *a, int *ipiv, int *info)
 {
@@ -279,7 +294,7 @@ static od_status run_cholesky(const od_stack *s, const od_linalg_info *li, od_te
         return NOMEM();
     char uplo = li->upper ? 'U' : 'L';
     for (int64_t b = 0; b < li->nbatches; b++) {
-        gather_mat(A, boff(A, 2, li->batch, li->nbatch, b), false, w.p, dt);
+        load(A, li, b, false, w.p, dt);
         int inf = 0, nn = (int)n, lda = n > 1 ? (int)n : 1;
         if (n > 0) {
             if (dt == OD_FLOAT32)
@@ -352,7 +367,7 @@ static od_status run_qr(const od_stack *s, const od_linalg_info *li, od_tensor *
     }
     for (int64_t b = 0; b < li->nbatches; b++) {
         memset(a.p, 0, (size_t)(m * wc) * es);
-        gather_mat(A, boff(A, 2, li->batch, li->nbatch, b), false, a.p, dt);
+        load(A, li, b, false, a.p, dt);
         if (m > 0 && n > 0) {
             if (dt == OD_FLOAT32)
                 sgeqrf_(&mm, &nn, a.p, &lda, tau.p, work.p, &lwork, &info);
@@ -429,16 +444,14 @@ static od_status run_svd(const od_stack *s, const od_linalg_info *li, od_tensor 
         goto done;
     }
     for (int64_t b = 0; b < li->nbatches; b++) {
-        gather_mat(A, boff(A, 2, li->batch, li->nbatch, b), false, a.p, dt);
+        load(A, li, b, false, a.p, dt);
         info = 0;
         if (dt == OD_FLOAT32)
             sgesdd_(&jobz, &mm, &nn, a.p, &lda, sv.p, u.p, &ldu, vt.p, &ldvt, work.p, &lwork, iw.p, &info, 1);
         else
             dgesdd_(&jobz, &mm, &nn, a.p, &lda, sv.p, u.p, &ldu, vt.p, &ldvt, work.p, &lwork, iw.p, &info, 1);
         infos[b] = info;
-        char *so = od_tensor_data(outs[1]);
-        for (int64_t i = 0; i < k; i++)
-            st(so, dt, b * k + i, ld(sv.p, dt, i));
+        store_vec(outs[1], b, k, sv.p);
         if (uv) {
             scatter(outs[0], b, m, uc, u.p, m, false);
             scatter(outs[2], b, vr, n, vt.p, ldvt, false);
@@ -489,16 +502,14 @@ static od_status run_eigh(const od_stack *s, const od_linalg_info *li, od_tensor
         goto done;
     }
     for (int64_t b = 0; b < li->nbatches; b++) {
-        gather_mat(A, boff(A, 2, li->batch, li->nbatch, b), false, a.p, dt);
+        load(A, li, b, false, a.p, dt);
         info = 0;
         if (dt == OD_FLOAT32)
             ssyevd_(&jobz, &uplo, &nn, a.p, &lda, w.p, work.p, &lwork, iw.p, &liwork, &info, 1, 1);
         else
             dsyevd_(&jobz, &uplo, &nn, a.p, &lda, w.p, work.p, &lwork, iw.p, &liwork, &info, 1, 1);
         infos[b] = info;
-        char *wo = od_tensor_data(outs[0]);
-        for (int64_t i = 0; i < n; i++)
-            st(wo, dt, b * n + i, ld(w.p, dt, i));
+        store_vec(outs[0], b, n, w.p);
         if (li->compute)
             scatter(outs[1], b, n, n, a.p, n, false);
     }
@@ -535,7 +546,7 @@ static od_status run_lu(od_opid id, const od_stack *s, const od_linalg_info *li,
     int32_t *po = od_tensor_data(outs[io + 1]);
     int32_t *info = lu_only ? od_tensor_data(outs[2]) : NULL;
     for (int64_t b = 0; b < li->nbatches; b++) {
-        gather_mat(A, boff(A, 2, li->batch, li->nbatch, b), use_AT, a.p, dt);
+        load(A, li, b, use_AT, a.p, dt);
         int inf = 0;
         if (m > 0 && n > 0)
             getrf(dt, (int)m, (int)n, a.p, piv, &inf);
@@ -590,8 +601,8 @@ static od_status run_triangular(const od_stack *s, const od_linalg_info *li, od_
         return NOMEM();
     }
     for (int64_t b = 0; b < li->nbatches; b++) {
-        gather_mat(A, boff(A, 2, li->batch, li->nbatch, b), false, a.p, dt);
-        gather_mat(B, boff(B, 2, li->batch, li->nbatch, b), false, r.p, dt);
+        load(A, li, b, false, a.p, dt);
+        load(B, li, b, false, r.p, dt);
         if (m > 0 && k > 0) {
             CBLAS_SIDE side = li->left ? CblasLeft : CblasRight;
             CBLAS_UPLO up = li->upper ? CblasUpper : CblasLower;
