@@ -671,7 +671,11 @@ static void lstsq_call(od_dtype dt, int drv, int m, int n, int nrhs, void *a, vo
  * with gels, or with gelsd/gelss when every rank is n, so they are sized
  * after the solves. gelsd/gelss with no right-hand side solve one zero
  * column (LAPACK's dlalsd refuses nrhs = 0, where torch fails) for the rank
- * and singular values. gelsy's pivots start free (zero). */
+ * and singular values. gelsy's column pivots are all fixed (no pivoting):
+ * ATen 1.13 hands gelsy one uninitialised jpvt for the whole batch, so every
+ * matrix after the first gets the previous one's permutation (all nonzero:
+ * no pivoting), and so does the first whenever the allocator hands back an
+ * old jpvt; only rank-deficient results depend on it. */
 static od_status run_lstsq(const od_stack *s, const od_linalg_info *li, od_tensor **outs, od_error *err)
 {
     const od_tensor *A = s->args[0].u.t, *B = s->args[1].u.t;
@@ -727,8 +731,8 @@ static od_status run_lstsq(const od_stack *s, const od_linalg_info *li, od_tenso
         for (int64_t j = 0; j < k; j++) /* B's rows, the rest of each column zero */
             for (int64_t i = 0; i < m; i++)
                 st(bb.p, dt, i + j * ldb, ld(bd, dt, off + i * rs + j * cs));
-        for (int64_t i = 0; i < n; i++)
-            jpvt[i] = 0;
+        for (int64_t i = 0; i < n; i++) /* every column fixed in place: see above */
+            jpvt[i] = (int)i + 1;
         lstsq_call(dt, drv, (int)m, (int)n, (int)kk, a.p, bb.p, (int)ldb, jpvt, li->rcond, &rank, sv.p, work.p, lwork,
                    iwork, &info);
         infos[b] = info;
