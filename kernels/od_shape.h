@@ -342,7 +342,13 @@ typedef struct od_linalg_info {
     int64_t k;
     bool check_errors, upper, left, unitriangular, vector_case, full, compute, pivot;
     int mode;                    /* linalg_qr: 0 reduced, 1 complete, 2 r */
+    /* linalg_lstsq: m, n are A's rows, cols, k the right-hand sides (1 in
+     * the vector case); batch is A's broadcast with B's */
+    int driver;                  /* OD_LSTSQ_* */
+    double rcond;                /* torch's default resolved: eps(dtype) * max(m, n) */
 } od_linalg_info;
+
+enum { OD_LSTSQ_GELS, OD_LSTSQ_GELSY, OD_LSTSQ_GELSD, OD_LSTSQ_GELSS };
 
 /* Validates the arguments of LAPACK operator id (s: borrowed) as torch 1.13's
  * meta function does, with its messages, and describes the call in *li. */
@@ -353,6 +359,11 @@ od_status od_linalg_check_dtype(od_opid id, const od_stack *s, od_error *err);
 /* torch 1.13's _linalg_check_errors: the error for the first nonzero of
  * info[0..n) (borrowed) under api's name ("linalg.inv"), naming the batch
  * element when batched; OD_OK when all are zero. */
+/* linalg_lstsq's four outputs as torch 1.13 returns them for li's driver
+ * (s: borrowed, parsed into li): the solution (batch, n[, k]); residuals
+ * (batch, k) where `residuals`, else empty; rank (int64, A's own batch)
+ * but for gels; singular values (A's batch, min(m, n)) for gelsd/gelss. */
+void od_linalg_lstsq_specs(const od_stack *s, const od_linalg_info *li, bool residuals, od_out_spec *outs);
 od_status od_linalg_info_error(const char *api, const int32_t *info, int64_t n, bool batched, od_error *err);
 
 #endif

@@ -1,7 +1,8 @@
 /* shape_linalg.c — shape and dtype functions of the LAPACK operators
  * (linalg_inv_ex, _linalg_solve_ex, linalg_cholesky_ex, linalg_qr,
  * _linalg_svd, _linalg_eigh, _linalg_det, _linalg_slogdet,
- * linalg_lu_factor_ex, linalg_solve_triangular), their parsed arguments and
+ * linalg_lu_factor_ex, linalg_solve_triangular, linalg_lstsq), their parsed
+ * arguments and
  * torch 1.13's _linalg_check_errors messages.
  *
  * Invariants: nothing here touches tensor data or allocates. The checks and
@@ -46,6 +47,7 @@ static const char *api_of(od_opid id)
     case OD_OPID__linalg_det: return "linalg.det";
     case OD_OPID__linalg_slogdet: return "linalg.slogdet";
     case OD_OPID_linalg_solve_triangular: return "linalg.solve_triangular";
+    case OD_OPID_linalg_lstsq: return "linalg.lstsq";
     default: return "torch.lu_factor";
     }
 }
@@ -108,6 +110,80 @@ static od_status mode_arg(const od_stack *s, int i, const char *dflt, const char
     return OD_OK;
 }
 
+/* linalg_lstsq's checks in linalg_lstsq_out's order (1.13): ranks, the
+ * rows, dtypes, the driver (lower-cased; CUDA takes gels only), the default
+ * rcond (whose epsilon refuses non-float dtypes), the batch broadcast, then
+ * the CPU dispatch's dtype refusal. */
+static od_status parse_lstsq(const od_stack *s, const od_tensor *A, od_linalg_info *li, od_error *err)
+{
+    const od_tensor *B = tensor_arg(s, 1);
+    if (!B)
+        return od_error_set(err, OD_EINVAL, "linalg.lstsq(): argument 'b' must be Tensor");
+    if (A->ndim < 2)
+        return od_error_set(err, OD_EINVAL, "torch.linalg.lstsq: input must have at least 2 dimensions.");
+    if (B->ndim < 1)
+        return od_error_set(err, OD_EINVAL, "torch.linalg.lstsq: other must have at least 1 dimension.");
+    int diff = A->ndim - B->ndim;
+    if (diff < 0 || diff > 1)
+        return od_error_set(err, OD_EINVAL,
+                            "torch.linalg.lstsq: input.dim() must be greater or equal to other.dim() and (input.dim() - other.dim()) <= 1");
+    int64_t m = A->sizes[A->ndim - 2], n = A->sizes[A->ndim - 1];
+    if (m != (diff ? B->sizes[B->ndim - 1] : B->sizes[B->ndim - 2]))
+        return od_error_set(err, OD_EINVAL, diff ? "torch.linalg.lstsq: input.size(-2) should match other.size(-1)"
+                                                 : "torch.linalg.lstsq: input.size(-2) should match other.size(-2)");
+    if (A->dtype != B->dtype)
+        return od_error_set(err, OD_EINVAL,
+                            "torch.linalg.lstsq: Expected input and other to have the same dtype, but got input's dtype %s and other's dtype %s",
+                            od_dtype_scalar_name(A->dtype), od_dtype_scalar_name(B->dtype));
+    bool cuda = A->device.type == OD_DEV_CUDA;
+    li->driver = cuda ? OD_LSTSQ_GELS : OD_LSTSQ_GELSY;
+    if (s->nargs > 3 && s->args[3].tag == OD_T_STRING) {
+        char d[8] = "";
+        const char *v = s->args[3].u.s;
+        size_t len = strlen(v);
+        for (size_t i = 0; i < len && len < sizeof d; i++)
+            d[i] = (char)(v[i] >= 'A' && v[i] <= 'Z' ? v[i] - 'A' + 'a' : v[i]);
+        static const char *names[] = {"gels", "gelsy", "gelsd", "gelss"};
+        int k = 0;
+        while (k < 4 && strcmp(d, names[k]))
+            k++;
+        if (cuda ? k != OD_LSTSQ_GELS : k == 4)
+            return od_error_set(err, OD_EINVAL, cuda ? "torch.linalg.lstsq: `driver` other than `gels` is not supported on CUDA"
+                                                     : "torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
+        li->driver = k;
+    }
+    bool flt = A->dtype == OD_FLOAT32 || A->dtype == OD_FLOAT64;
+    if (s->nargs > 2 && od_value_is_number(&s->args[2])) {
+        li->rcond = od_value_as_double(&s->args[2]);
+    } else {
+        if (!flt)
+            return od_error_set(err, OD_EINVAL, "This function doesn't handle types other than float and double");
+        li->rcond = (A->dtype == OD_FLOAT32 ? 1.1920928955078125e-07 : 2.220446049250313e-16) * (double)(m > n ? m : n);
+    }
+    /* torch's linalg_solve_is_vector_rhs; a B one dim short that is not
+     * the vector case reaches ATen's internal assert on its rows */
+    li->vector_case = solve_is_vector_rhs(A, B);
+    od_tensor Bm = *B; /* B as the matrix torch sees (sizes only) */
+    if (li->vector_case) {
+        Bm.ndim = B->ndim + 1;
+        Bm.sizes[B->ndim] = 1;
+    } else if (diff && (B->ndim < 2 || B->sizes[B->ndim - 2] != m)) {
+        return od_error_set(err, OD_EINVAL, "input.size(-2) == other_2d.size(-2) INTERNAL ASSERT FAILED");
+    }
+    od_status st;
+    if ((st = batch_broadcast(A, &Bm, li->batch, &li->nbatch, err)))
+        return st;
+    if (!flt)
+        return od_error_set(err, OD_EUNSUPPORTED, "\"linalg_lstsq_cpu\" not implemented for '%s'", od_dtype_scalar_name(A->dtype));
+    li->m = m;
+    li->n = n;
+    li->k = Bm.sizes[Bm.ndim - 1];
+    li->nbatches = 1;
+    for (int i = 0; i < li->nbatch; i++)
+        li->nbatches *= li->batch[i];
+    return OD_OK;
+}
+
 od_status od_linalg_parse(od_opid id, const od_stack *s, od_linalg_info *li, od_error *err)
 {
     memset(li, 0, sizeof *li);
@@ -115,7 +191,9 @@ od_status od_linalg_parse(od_opid id, const od_stack *s, od_linalg_info *li, od_
     const od_tensor *A = tensor_arg(s, 0), *B = NULL;
     if (!A)
         return od_error_set(err, OD_EINVAL, "%s(): argument '%s' must be Tensor", api,
-                            id == OD_OPID_linalg_cholesky_ex || id == OD_OPID_linalg_solve_triangular ? "self" : "A");
+                            id == OD_OPID_linalg_cholesky_ex || id == OD_OPID_linalg_solve_triangular || id == OD_OPID_linalg_lstsq
+                                ? "self"
+                                : "A");
     od_status st;
     switch (id) {
     case OD_OPID_linalg_inv_ex:
@@ -230,6 +308,8 @@ od_status od_linalg_parse(od_opid id, const od_stack *s, od_linalg_info *li, od_
         li->pivot = bool_arg(s, 1, true);
         li->check_errors = bool_arg(s, 2, false);
         break;
+    case OD_OPID_linalg_lstsq:
+        return parse_lstsq(s, A, li, err);
     default:
         return od_error_set(err, OD_EINTERNAL, "od_linalg_parse: not a LAPACK operator");
     }
@@ -294,6 +374,11 @@ static void spec_empty(od_out_spec *o, od_dtype dt, od_device dev)
 
 od_status od_shape_linalg(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
 {
+    /* linalg_lstsq's residuals are sized by the ranks found: its kernels
+     * size their outputs (od_linalg_lstsq_specs); torch has no Meta kernel
+     * for it and refuses before any check */
+    if (id == OD_OPID_linalg_lstsq)
+        return od_error_set(err, OD_ENOKERNEL, "Could not run 'aten::linalg_lstsq.out' with arguments from the 'Meta' backend.");
     od_linalg_info li;
     od_status st = od_linalg_parse(id, s, &li, err);
     if (st)
@@ -380,6 +465,33 @@ od_status od_shape_linalg(od_opid id, const od_stack *s, od_out_spec *outs, int 
     return OD_OK;
 }
 
+void od_linalg_lstsq_specs(const od_stack *s, const od_linalg_info *li, bool residuals, od_out_spec *outs)
+{
+    const od_tensor *A = s->args[0].u.t;
+    od_dtype dt = A->dtype;
+    od_device dev = A->device;
+    int64_t k = li->m < li->n ? li->m : li->n;
+    od_linalg_info la = *li; /* rank and singular values: A's own batch */
+    la.nbatch = A->ndim - 2;
+    memcpy(la.batch, A->sizes, (size_t)la.nbatch * sizeof(int64_t));
+    if (li->vector_case)
+        spec(&outs[0], li, dt, dev, 1, li->n, 0);
+    else
+        spec(&outs[0], li, dt, dev, 2, li->n, li->k);
+    if (residuals)
+        spec(&outs[1], li, dt, dev, 1, li->k, 0);
+    else
+        spec_empty(&outs[1], dt, dev);
+    if (li->driver == OD_LSTSQ_GELS)
+        spec_empty(&outs[2], OD_INT64, dev);
+    else
+        spec(&outs[2], &la, OD_INT64, dev, 0, 0, 0);
+    if (li->driver == OD_LSTSQ_GELSD || li->driver == OD_LSTSQ_GELSS)
+        spec(&outs[3], &la, dt, dev, 1, k, 0);
+    else
+        spec_empty(&outs[3], dt, dev);
+}
+
 od_status od_linalg_info_error(const char *api, const int32_t *info, int64_t n, bool batched, od_error *err)
 {
     int64_t i = 0;
@@ -396,6 +508,8 @@ od_status od_linalg_info_error(const char *api, const int32_t *info, int64_t n, 
             return od_error_set(err, OD_EINVAL, "%s%s: The algorithm failed to converge because the input matrix contained non-finite values.", api, bs);
         return od_error_set(err, OD_EINTERNAL, "%s%s: Argument %d has illegal value. Most certainly there is a bug in the implementation calling the backend library.", api, bs, -v);
     }
+    if (strstr(api, "lstsq"))
+        return od_error_set(err, OD_EINVAL, "%s%s: The least squares solution could not be computed because the input matrix does not have full rank (error code: %d).", api, bs, v);
     if (strstr(api, "inv"))
         return od_error_set(err, OD_EINVAL, "%s%s: The diagonal element %d is zero, the inversion could not be completed because the input matrix is singular.", api, bs, v);
     if (strstr(api, "solve"))

@@ -1953,6 +1953,183 @@ OD_BW(LinalgSolveExBackward0)
         SET(0, ag_neg(sc, left ? matmul(sc, gB, mT(sc, X)) : matmul(sc, mT(sc, X), gB)));
 }
 
+static od_tensor *narrow_(ag_scope *sc, od_tensor *a, int64_t d, int64_t start, int64_t len)
+{
+    return ag_call(sc, OD_OPID_slice_Tensor, 5, T(a), od_int(d), od_int(start), od_int(start + len), od_int(1));
+}
+static od_tensor *tri(ag_scope *sc, od_opid id, od_tensor *a, int64_t k) { return ag_call(sc, id, 2, T(a), od_int(k)); }
+static od_tensor *diag_embed(ag_scope *sc, od_tensor *v)
+{
+    return ag_call(sc, OD_OPID_diag_embed, 4, T(v), od_int(0), od_int(-2), od_int(-1));
+}
+/* a - a^T */
+static od_tensor *skew(ag_scope *sc, od_tensor *a) { return ag_sub(sc, a, mT(sc, a)); }
+/* v_j - v_i at (i, j), with 1 on the diagonal (the E of ATen's svd/eig
+ * backwards: only ever a divisor of something zero there) */
+static od_tensor *gaps(ag_scope *sc, od_tensor *v)
+{
+    od_tensor *e = ag_sub(sc, unsq(sc, v, -2), unsq(sc, v, -1));
+    return ag_add(sc, e, diag_embed(sc, ag_adds(sc, ag_muls(sc, v, 0.0), 1.0)));
+}
+
+/* linalg_solve_triangular_backward: gB = A^{-H} gX (A^H's triangle, the same
+ * unitriangular), gA = -gB X^H (left) or -X^H gB, cut to A's triangle */
+OD_BW(LinalgSolveTriangularBackward0)
+{
+    if (!g[0])
+        return;
+    bool upper = ag_arg(n, 2)->tag == OD_T_BOOL && ag_arg(n, 2)->u.b;
+    bool left = !(ag_arg(n, 3)->tag == OD_T_BOOL && !ag_arg(n, 3)->u.b);
+    bool unit = ag_arg(n, 4)->tag == OD_T_BOOL && ag_arg(n, 4)->u.b;
+    od_tensor *A = ag_saved(sc, n, 0);
+    od_tensor *gB = ag_call(sc, OD_OPID_linalg_solve_triangular, 5, T(mT(sc, A)), T(g[0]), od_bool(!upper),
+                            od_bool(left), od_bool(unit));
+    SET(1, gB);
+    if (!need[0])
+        return;
+    od_tensor *Xt = mT(sc, ag_saved_out(sc, n, 0));
+    od_tensor *gA = ag_neg(sc, left ? matmul(sc, gB, Xt) : matmul(sc, Xt, gB));
+    SET(0, upper ? tri(sc, OD_OPID_triu, gA, unit ? 1 : 0) : tri(sc, OD_OPID_tril, gA, unit ? -1 : 0));
+}
+
+/* linalg_eig_backward(is_hermitian): gA = V (skew(V^H gV)/2 / E + diag(gL)) V^H,
+ * E_ij = L_j - L_i; eigenvalues only: V diag(gL) V^H */
+OD_BW(LinalgEighBackward0)
+{
+    if (!g[0] && !g[1])
+        return;
+    od_tensor *L = ag_saved_out(sc, n, 0), *V = ag_saved_out(sc, n, 1);
+    if (!failed(sc) && V && od_tensor_numel(V) == 0 && L && od_tensor_numel(L) > 0) {
+        sc->st = od_error_set(sc->err, OD_EINVAL,
+                              "linalg_eigh_backward: The derivative of linalg.eigh depends on the eigenvectors, which were not computed (compute_v=False)");
+        return;
+    }
+    if (!g[1]) {
+        SET(0, matmul(sc, ag_mul(sc, V, unsq(sc, g[0], -2)), mT(sc, V)));
+        return;
+    }
+    od_tensor *gA = ag_muls(sc, skew(sc, matmul(sc, mT(sc, V), g[1])), 0.5);
+    gA = ag_div(sc, gA, gaps(sc, L));
+    if (g[0])
+        gA = ag_add(sc, gA, diag_embed(sc, g[0]));
+    SET(0, matmul(sc, V, matmul(sc, gA, mT(sc, V))));
+}
+
+/* svd_backward (ATen 1.13) on the first min(m, n) columns of U / rows of Vh
+ * (full_matrices narrows them, as derivatives.yaml does) */
+OD_BW(LinalgSvdBackward0)
+{
+    if (!g[0] && !g[1] && !g[2])
+        return;
+    bool full = ag_arg(n, 1)->tag == OD_T_BOOL && ag_arg(n, 1)->u.b;
+    od_tensor *U = ag_saved_out(sc, n, 0), *S = ag_saved_out(sc, n, 1), *Vh = ag_saved_out(sc, n, 2);
+    if (failed(sc))
+        return;
+    od_tensor *gU = g[0], *gS = g[1], *gVh = g[2];
+    const ag_tmeta *a = &n->in_meta[0];
+    int64_t m = a->sizes[a->ndim - 2], nn = a->sizes[a->ndim - 1], k = m < nn ? m : nn;
+    if ((gU || gVh) && od_tensor_numel(U) == 0 && m * nn > 0) {
+        sc->st = od_error_set(sc->err, OD_EINVAL,
+                              "svd_backward: The singular vectors in the complex case are specified up to multiplication by e^{i phi}. The specified loss function depends on this phase term, making it ill-defined.");
+        return;
+    }
+    if (full) {
+        U = narrow_(sc, U, -1, 0, k);
+        Vh = narrow_(sc, Vh, -2, 0, k);
+        if (gU)
+            gU = narrow_(sc, gU, -1, 0, k);
+        if (gVh)
+            gVh = narrow_(sc, gVh, -2, 0, k);
+    }
+    if (!gU && !gVh) {
+        SET(0, m >= nn ? matmul(sc, U, ag_mul(sc, unsq(sc, gS, -1), Vh)) : matmul(sc, ag_mul(sc, U, unsq(sc, gS, -2)), Vh));
+        return;
+    }
+    od_tensor *S2 = ag_mul(sc, S, S), *E = gaps(sc, S2), *ret = NULL;
+    if (gU)
+        ret = ag_mul(sc, skew(sc, matmul(sc, mT(sc, U), gU)), unsq(sc, S, -2));
+    if (gVh) {
+        od_tensor *t = ag_mul(sc, unsq(sc, S, -1), skew(sc, matmul(sc, Vh, mT(sc, gVh))));
+        ret = ret ? ag_add(sc, ret, t) : t;
+    }
+    ret = ag_div(sc, ret, E);
+    if (gS)
+        ret = ag_add(sc, ret, diag_embed(sc, gS));
+    od_tensor *gA;
+    if (m > nn && gU) {
+        gA = matmul(sc, U, ret);
+        od_tensor *gUSinv = ag_div(sc, gU, unsq(sc, S, -2));
+        gA = ag_sub(sc, ag_add(sc, gA, gUSinv), matmul(sc, U, matmul(sc, mT(sc, U), gUSinv)));
+        gA = matmul(sc, gA, Vh);
+    } else if (m < nn && gVh) {
+        gA = matmul(sc, ret, Vh);
+        od_tensor *SinvgVh = ag_div(sc, gVh, unsq(sc, S, -1));
+        gA = ag_sub(sc, ag_add(sc, gA, SinvgVh), matmul(sc, matmul(sc, SinvgVh, mT(sc, Vh)), Vh));
+        gA = matmul(sc, U, gA);
+    } else {
+        gA = m >= nn ? matmul(sc, U, matmul(sc, ret, Vh)) : matmul(sc, matmul(sc, U, ret), Vh);
+    }
+    SET(0, gA);
+}
+
+/* linalg_qr_backward for real A (mode reduced, or complete with m <= n):
+ * m >= n: M = R gR^T - gQ^T Q, gA = (gQ + Q copyltu(M)) R^{-T};
+ * m < n, A = Q [X | Y], R = [U | V]: gX is that formula with U and
+ * gQ + Y gV^T, gY = Q gV */
+static od_tensor *qr_square_deep(ag_scope *sc, od_tensor *Q, od_tensor *R, od_tensor *gQ, od_tensor *gR)
+{
+    od_tensor *M = NULL;
+    if (gR)
+        M = matmul(sc, R, mT(sc, gR));
+    if (gQ) {
+        od_tensor *t = matmul(sc, mT(sc, gQ), Q);
+        M = M ? ag_sub(sc, M, t) : ag_neg(sc, t);
+    }
+    od_tensor *cl = ag_add(sc, tri(sc, OD_OPID_tril, M, 0), mT(sc, tri(sc, OD_OPID_tril, M, -1)));
+    od_tensor *b = matmul(sc, Q, cl);
+    if (gQ)
+        b = ag_add(sc, b, gQ);
+    /* b R^{-T}: X R^T = b, R^T lower */
+    return solve_tri(sc, mT(sc, R), b, false, false);
+}
+
+OD_BW(LinalgQrBackward0)
+{
+    if (!g[0] && !g[1])
+        return;
+    const char *mode = ag_arg(n, 1)->tag == OD_T_STRING ? ag_arg(n, 1)->u.s : "reduced";
+    const ag_tmeta *a = &n->in_meta[0];
+    int64_t m = a->sizes[a->ndim - 2], nn = a->sizes[a->ndim - 1];
+    if (!strcmp(mode, "r")) {
+        sc->st = od_error_set(sc->err, OD_EINVAL,
+                              "The derivative of linalg.qr depends on Q, which is not computed when mode='r'. Please use linalg.qr(A, mode='reduced') if you are going to differentiate through linalg.qr.");
+        return;
+    }
+    if (!strcmp(mode, "complete") && m > nn) {
+        sc->st = od_error_set(sc->err, OD_EINVAL, "The QR decomposition is not differentiable when mode='complete' and nrows > ncols.");
+        return;
+    }
+    od_tensor *Q = ag_saved_out(sc, n, 0), *R = ag_saved_out(sc, n, 1);
+    if (m >= nn) {
+        SET(0, qr_square_deep(sc, Q, R, g[0], g[1]));
+        return;
+    }
+    od_tensor *U = narrow_(sc, R, -1, 0, m), *gU = g[1] ? narrow_(sc, g[1], -1, 0, m) : NULL;
+    od_tensor *gV = g[1] ? narrow_(sc, g[1], -1, m, nn - m) : NULL;
+    od_tensor *gQ = g[0];
+    if (gV) {
+        od_tensor *Y = narrow_(sc, ag_saved(sc, n, 0), -1, m, nn - m);
+        od_tensor *t = matmul(sc, Y, mT(sc, gV));
+        gQ = gQ ? ag_add(sc, gQ, t) : t;
+    }
+    od_tensor *gX = qr_square_deep(sc, Q, U, gQ, gU);
+    od_tensor *gY = gV ? matmul(sc, Q, gV) : ag_muls(sc, narrow_(sc, ag_saved(sc, n, 0), -1, m, nn - m), 0.0);
+    if (failed(sc))
+        return;
+    od_tensor *parts[2] = {gX, gY};
+    SET(0, ag_call(sc, OD_OPID_cat, 2, od_list_v(OD_T_TENSOR_LIST, parts, 2), od_int(-1)));
+}
+
 /* ---- the table ---------------------------------------------------------------------- */
 
 #define od_bw_0 NULL

@@ -1,6 +1,7 @@
 /* linalg.c — CPU LAPACK operators: linalg_inv_ex, _linalg_solve_ex,
  * linalg_cholesky_ex, linalg_qr, _linalg_svd, _linalg_eigh, _linalg_det,
- * _linalg_slogdet, linalg_lu_factor_ex and linalg_solve_triangular.
+ * _linalg_slogdet, linalg_lu_factor_ex, linalg_solve_triangular and
+ * linalg_lstsq.
  *
  * Invariants:
  *  - od_shape_linalg / od_linalg_parse (kernels/shape_linalg.c) validate
@@ -10,7 +11,8 @@
  *    read through stride 0) into a column-major work buffer of its own dtype
  *    and handed to the same OpenBLAS LAPACK routines, at the same precision,
  *    as torch 1.13's CPU kernels call (getrf/getrs, potrf, geqrf/orgqr,
- *    gesdd, syevd, trsm), so results and info codes agree with torch's.
+ *    gesdd, syevd, trsm, gels/gelsy/gelsd/gelss), so results and info codes
+ *    agree with torch's.
  *  - As ATen 1.13 does, the solvers and det/slogdet factor A^T instead of A
  *    when A is contiguous (its row-major buffer is A^T's column-major one):
  *    the LU and pivots returned are then those of A^T, and the solve is the
@@ -52,6 +54,23 @@ void ssyevd_(const char *jobz, const char *uplo, const int *n, float *a, const i
              const int *lwork, int *iwork, const int *liwork, int *info, FL, FL);
 void dsyevd_(const char *jobz, const char *uplo, const int *n, double *a, const int *lda, double *w, double *work,
              const int *lwork, int *iwork, const int *liwork, int *info, FL, FL);
+
+void sgels_(const char *tr, const int *m, const int *n, const int *nrhs, float *a, const int *lda, float *b,
+            const int *ldb, float *work, const int *lwork, int *info, FL);
+void dgels_(const char *tr, const int *m, const int *n, const int *nrhs, double *a, const int *lda, double *b,
+            const int *ldb, double *work, const int *lwork, int *info, FL);
+void sgelsy_(const int *m, const int *n, const int *nrhs, float *a, const int *lda, float *b, const int *ldb, int *jpvt,
+             const float *rcond, int *rank, float *work, const int *lwork, int *info);
+void dgelsy_(const int *m, const int *n, const int *nrhs, double *a, const int *lda, double *b, const int *ldb, int *jpvt,
+             const double *rcond, int *rank, double *work, const int *lwork, int *info);
+void sgelsd_(const int *m, const int *n, const int *nrhs, float *a, const int *lda, float *b, const int *ldb, float *s,
+             const float *rcond, int *rank, float *work, const int *lwork, int *iwork, int *info);
+void dgelsd_(const int *m, const int *n, const int *nrhs, double *a, const int *lda, double *b, const int *ldb, double *s,
+             const double *rcond, int *rank, double *work, const int *lwork, int *iwork, int *info);
+void sgelss_(const int *m, const int *n, const int *nrhs, float *a, const int *lda, float *b, const int *ldb, float *s,
+             const float *rcond, int *rank, float *work, const int *lwork, int *info);
+void dgelss_(const int *m, const int *n, const int *nrhs, double *a, const int *lda, double *b, const int *ldb, double *s,
+             const double *rcond, int *rank, double *work, const int *lwork, int *info);
 
 /* ---- element access: work buffers hold the tensor's dtype (f32 / f64) ---- */
 static inline double ld(const void *p, od_dtype dt, int64_t i)
@@ -138,6 +157,21 @@ static void scatter(od_tensor *out, int64_t b, int64_t rows, int64_t cols, const
     for (int64_t i = 0; i < rows; i++)
         for (int64_t j = 0; j < cols; j++)
             st(o, dt, base + i * cols + j, ld(buf, dt, trans ? j + i * ldb : i + j * ldb));
+}
+
+/* The copy-in and copy-out every kernel shares: batch b of li's (broadcast)
+ * batch, A's last two dims, into column-major buf (its transpose when
+ * trans); and n values of vector buf into row b of a contiguous out. */
+static void load(const od_tensor *t, const od_linalg_info *li, int64_t b, bool trans, void *buf, od_dtype wdt)
+{
+    gather_mat(t, boff(t, 2, li->batch, li->nbatch, b), trans, buf, wdt);
+}
+
+static void store_vec(od_tensor *out, int64_t b, int64_t n, const void *buf)
+{
+    char *o = od_tensor_data(out);
+    for (int64_t i = 0; i < n; i++)
+        st(o, out->dtype, b * n + i, ld(buf, out->dtype, i));
 }
 
 /* ---- typed LAPACK calls ---- */
@@ -279,7 +313,7 @@ static od_status run_cholesky(const od_stack *s, const od_linalg_info *li, od_te
         return NOMEM();
     char uplo = li->upper ? 'U' : 'L';
     for (int64_t b = 0; b < li->nbatches; b++) {
-        gather_mat(A, boff(A, 2, li->batch, li->nbatch, b), false, w.p, dt);
+        load(A, li, b, false, w.p, dt);
         int inf = 0, nn = (int)n, lda = n > 1 ? (int)n : 1;
         if (n > 0) {
             if (dt == OD_FLOAT32)
@@ -352,7 +386,7 @@ static od_status run_qr(const od_stack *s, const od_linalg_info *li, od_tensor *
     }
     for (int64_t b = 0; b < li->nbatches; b++) {
         memset(a.p, 0, (size_t)(m * wc) * es);
-        gather_mat(A, boff(A, 2, li->batch, li->nbatch, b), false, a.p, dt);
+        load(A, li, b, false, a.p, dt);
         if (m > 0 && n > 0) {
             if (dt == OD_FLOAT32)
                 sgeqrf_(&mm, &nn, a.p, &lda, tau.p, work.p, &lwork, &info);
@@ -429,16 +463,14 @@ static od_status run_svd(const od_stack *s, const od_linalg_info *li, od_tensor 
         goto done;
     }
     for (int64_t b = 0; b < li->nbatches; b++) {
-        gather_mat(A, boff(A, 2, li->batch, li->nbatch, b), false, a.p, dt);
+        load(A, li, b, false, a.p, dt);
         info = 0;
         if (dt == OD_FLOAT32)
             sgesdd_(&jobz, &mm, &nn, a.p, &lda, sv.p, u.p, &ldu, vt.p, &ldvt, work.p, &lwork, iw.p, &info, 1);
         else
             dgesdd_(&jobz, &mm, &nn, a.p, &lda, sv.p, u.p, &ldu, vt.p, &ldvt, work.p, &lwork, iw.p, &info, 1);
         infos[b] = info;
-        char *so = od_tensor_data(outs[1]);
-        for (int64_t i = 0; i < k; i++)
-            st(so, dt, b * k + i, ld(sv.p, dt, i));
+        store_vec(outs[1], b, k, sv.p);
         if (uv) {
             scatter(outs[0], b, m, uc, u.p, m, false);
             scatter(outs[2], b, vr, n, vt.p, ldvt, false);
@@ -489,16 +521,14 @@ static od_status run_eigh(const od_stack *s, const od_linalg_info *li, od_tensor
         goto done;
     }
     for (int64_t b = 0; b < li->nbatches; b++) {
-        gather_mat(A, boff(A, 2, li->batch, li->nbatch, b), false, a.p, dt);
+        load(A, li, b, false, a.p, dt);
         info = 0;
         if (dt == OD_FLOAT32)
             ssyevd_(&jobz, &uplo, &nn, a.p, &lda, w.p, work.p, &lwork, iw.p, &liwork, &info, 1, 1);
         else
             dsyevd_(&jobz, &uplo, &nn, a.p, &lda, w.p, work.p, &lwork, iw.p, &liwork, &info, 1, 1);
         infos[b] = info;
-        char *wo = od_tensor_data(outs[0]);
-        for (int64_t i = 0; i < n; i++)
-            st(wo, dt, b * n + i, ld(w.p, dt, i));
+        store_vec(outs[0], b, n, w.p);
         if (li->compute)
             scatter(outs[1], b, n, n, a.p, n, false);
     }
@@ -535,7 +565,7 @@ static od_status run_lu(od_opid id, const od_stack *s, const od_linalg_info *li,
     int32_t *po = od_tensor_data(outs[io + 1]);
     int32_t *info = lu_only ? od_tensor_data(outs[2]) : NULL;
     for (int64_t b = 0; b < li->nbatches; b++) {
-        gather_mat(A, boff(A, 2, li->batch, li->nbatch, b), use_AT, a.p, dt);
+        load(A, li, b, use_AT, a.p, dt);
         int inf = 0;
         if (m > 0 && n > 0)
             getrf(dt, (int)m, (int)n, a.p, piv, &inf);
@@ -590,8 +620,8 @@ static od_status run_triangular(const od_stack *s, const od_linalg_info *li, od_
         return NOMEM();
     }
     for (int64_t b = 0; b < li->nbatches; b++) {
-        gather_mat(A, boff(A, 2, li->batch, li->nbatch, b), false, a.p, dt);
-        gather_mat(B, boff(B, 2, li->batch, li->nbatch, b), false, r.p, dt);
+        load(A, li, b, false, a.p, dt);
+        load(B, li, b, false, r.p, dt);
         if (m > 0 && k > 0) {
             CBLAS_SIDE side = li->left ? CblasLeft : CblasRight;
             CBLAS_UPLO up = li->upper ? CblasUpper : CblasLower;
@@ -610,6 +640,152 @@ static od_status run_triangular(const od_stack *s, const od_linalg_info *li, od_
     return OD_OK;
 }
 
+/* One least-squares call of li's driver on column-major a (m x n, lda) and
+ * b (ldb x nrhs); lwork < 0 is LAPACK's workspace query. */
+static void lstsq_call(od_dtype dt, int drv, int m, int n, int nrhs, void *a, void *b, int ldb, int *jpvt, double rcond,
+                       int *rank, void *s, void *work, int lwork, int *iwork, int *info)
+{
+    int lda = m > 1 ? m : 1;
+    float rf = (float)rcond;
+    *info = 0;
+    if (dt == OD_FLOAT32) {
+        switch (drv) {
+        case OD_LSTSQ_GELS: sgels_("N", &m, &n, &nrhs, a, &lda, b, &ldb, work, &lwork, info, 1); break;
+        case OD_LSTSQ_GELSY: sgelsy_(&m, &n, &nrhs, a, &lda, b, &ldb, jpvt, &rf, rank, work, &lwork, info); break;
+        case OD_LSTSQ_GELSD: sgelsd_(&m, &n, &nrhs, a, &lda, b, &ldb, s, &rf, rank, work, &lwork, iwork, info); break;
+        default: sgelss_(&m, &n, &nrhs, a, &lda, b, &ldb, s, &rf, rank, work, &lwork, info); break;
+        }
+    } else {
+        switch (drv) {
+        case OD_LSTSQ_GELS: dgels_("N", &m, &n, &nrhs, a, &lda, b, &ldb, work, &lwork, info, 1); break;
+        case OD_LSTSQ_GELSY: dgelsy_(&m, &n, &nrhs, a, &lda, b, &ldb, jpvt, &rcond, rank, work, &lwork, info); break;
+        case OD_LSTSQ_GELSD: dgelsd_(&m, &n, &nrhs, a, &lda, b, &ldb, s, &rcond, rank, work, &lwork, iwork, info); break;
+        default: dgelss_(&m, &n, &nrhs, a, &lda, b, &ldb, s, &rcond, rank, work, &lwork, info); break;
+        }
+    }
+}
+
+/* linalg_lstsq (apply_lstsq + linalg_lstsq_out_info of ATen 1.13): each
+ * broadcast batch is solved in a max(m, n) x k buffer whose first n rows are
+ * the solution; residuals (the sum of squares of rows n..m) exist for m > n
+ * with gels, or with gelsd/gelss when every rank is n, so they are sized
+ * after the solves. gelsd/gelss with no right-hand side solve one zero
+ * column (LAPACK's dlalsd refuses nrhs = 0, where torch fails) for the rank
+ * and singular values. gelsy's column pivots are all fixed (no pivoting):
+ * ATen 1.13 hands gelsy one uninitialised jpvt for the whole batch, so every
+ * matrix after the first gets the previous one's permutation (all nonzero:
+ * no pivoting), and so does the first whenever the allocator hands back an
+ * old jpvt; only rank-deficient results depend on it. */
+static od_status run_lstsq(const od_stack *s, const od_linalg_info *li, od_tensor **outs, od_error *err)
+{
+    const od_tensor *A = s->args[0].u.t, *B = s->args[1].u.t;
+    od_dtype dt = A->dtype;
+    size_t es = od_dtype_size(dt);
+    int64_t m = li->m, n = li->n, k = li->k, mn = m < n ? m : n, ldb = m > n ? m : n;
+    if (ldb < 1)
+        ldb = 1;
+    int drv = li->driver;
+    bool svd = drv == OD_LSTSQ_GELSD || drv == OD_LSTSQ_GELSS;
+    int64_t kk = svd && k == 0 ? 1 : k; /* right-hand sides handed to LAPACK */
+    int64_t na = 1;
+    for (int i = 0; i < A->ndim - 2; i++)
+        na *= A->sizes[i];
+    od_out_spec spec[4];
+    od_linalg_lstsq_specs(s, li, false, spec);
+    od_status stt = od_alloc_outputs(s, spec, 4, outs, err);
+    if (stt)
+        return stt;
+    scratch a = {0}, bb = {0}, sv = {0}, work = {0}, res = {0};
+    int *jpvt = NULL, *iwork = NULL;
+    int32_t *infos = NULL;
+    if (!need(&a, (size_t)(m * n + 1) * es) || !need(&bb, (size_t)(ldb * kk + 1) * es) ||
+        !need(&sv, (size_t)(mn + 1) * es) || !need(&res, (size_t)(li->nbatches * k + 1) * sizeof(double)) ||
+        !(jpvt = calloc((size_t)(n + 1), sizeof(int))) || !(infos = calloc((size_t)(li->nbatches + 1), sizeof(int32_t)))) {
+        stt = NOMEM();
+        goto done;
+    }
+    memset(a.p, 0, (size_t)(m * n + 1) * es);
+    memset(bb.p, 0, (size_t)(ldb * kk + 1) * es);
+    /* the workspace query (and gelsd's integer workspace) */
+    char qb[16] = {0};
+    int qi = 1, rank = 0, info = 0;
+    lstsq_call(dt, drv, (int)m, (int)n, (int)kk, a.p, bb.p, (int)ldb, jpvt, li->rcond, &rank, sv.p, qb, -1, &qi, &info);
+    int lwork = (int)(dt == OD_FLOAT32 ? *(float *)qb : *(double *)qb);
+    if (lwork < 1)
+        lwork = 1;
+    if (!need(&work, (size_t)lwork * es) || !(iwork = malloc((size_t)(qi > 1 ? qi : 1) * sizeof(int)))) {
+        stt = NOMEM();
+        goto done;
+    }
+    int nd = B->ndim, bmat = li->vector_case ? 1 : 2;
+    int64_t rs = li->vector_case ? B->strides[nd - 1] : B->strides[nd - 2];
+    int64_t cs = li->vector_case ? 0 : B->strides[nd - 1];
+    int64_t *ranks = od_tensor_data(outs[2]);
+    bool full_rank = true;
+    double *r = res.p;
+    for (int64_t b = 0; b < li->nbatches; b++) {
+        load(A, li, b, false, a.p, dt);
+        memset(bb.p, 0, (size_t)(ldb * kk) * es);
+        const char *bd = od_tensor_data(B);
+        int64_t off = boff(B, bmat, li->batch, li->nbatch, b);
+        for (int64_t j = 0; j < k; j++) /* B's rows, the rest of each column zero */
+            for (int64_t i = 0; i < m; i++)
+                st(bb.p, dt, i + j * ldb, ld(bd, dt, off + i * rs + j * cs));
+        for (int64_t i = 0; i < n; i++) /* every column fixed in place: see above */
+            jpvt[i] = (int)i + 1;
+        lstsq_call(dt, drv, (int)m, (int)n, (int)kk, a.p, bb.p, (int)ldb, jpvt, li->rcond, &rank, sv.p, work.p, lwork,
+                   iwork, &info);
+        infos[b] = info;
+        scatter(outs[0], b, n, k, bb.p, ldb, false);
+        int64_t ai = bidx(A, 2, li->batch, li->nbatch, b);
+        if (drv != OD_LSTSQ_GELS) {
+            ranks[ai] = rank;
+            full_rank &= rank == n;
+        }
+        if (svd)
+            store_vec(outs[3], ai, mn, sv.p);
+        for (int64_t j = 0; j < k; j++) {
+            double acc = 0;
+            for (int64_t i = n; i < m; i++) {
+                double v = ld(bb.p, dt, i + j * ldb);
+                acc += v * v;
+            }
+            r[b * k + j] = acc;
+        }
+    }
+    if ((stt = od_linalg_info_error("torch.linalg.lstsq", infos, li->nbatches, li->nbatches > 1, err)))
+        goto done;
+    if (m == 0) /* ATen zeroes the solution of an empty system */
+        memset(od_tensor_data(outs[0]), 0, (size_t)od_tensor_numel(outs[0]) * es);
+    if (m > n && drv != OD_LSTSQ_GELSY && (drv == OD_LSTSQ_GELS || full_rank)) {
+        od_out_spec rsp[4];
+        od_tensor *rt = NULL;
+        od_linalg_lstsq_specs(s, li, true, rsp);
+        if ((stt = od_alloc_outputs(s, &rsp[1], 1, &rt, err)))
+            goto done;
+        for (int64_t i = 0; i < li->nbatches * k; i++)
+            st(od_tensor_data(rt), dt, i, r[i]);
+        od_tensor_release(outs[1]);
+        outs[1] = rt;
+    }
+done:
+    if (stt) {
+        for (int i = 0; i < 4; i++) {
+            od_tensor_release(outs[i]);
+            outs[i] = NULL;
+        }
+    }
+    free(a.p);
+    free(bb.p);
+    free(sv.p);
+    free(work.p);
+    free(res.p);
+    free(jpvt);
+    free(iwork);
+    free(infos);
+    return stt;
+}
+
 od_status od_cpu_linalg(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
     (void)op;
@@ -619,6 +795,20 @@ od_status od_cpu_linalg(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
     int nouts = 0;
     od_linalg_info li;
     od_status st_;
+    if (id == OD_OPID_linalg_lstsq) {
+        od_tensor *lo[4] = {0};
+        if ((st_ = od_linalg_parse(id, s, &li, err)))
+            return st_;
+        if (li.m > INT_MAX || li.n > INT_MAX || li.k > INT_MAX || li.m * li.n > INT_MAX || li.m * li.k > INT_MAX ||
+            li.n * li.k > INT_MAX)
+            return od_error_set(err, OD_ETOOLARGE, "linalg: matrices beyond LAPACK's 32-bit sizes");
+        if ((st_ = run_lstsq(s, &li, lo, err)))
+            return st_;
+        for (int i = 0; i < 4; i++)
+            s->rets[i] = od_tensor_v(lo[i]);
+        s->nrets = 4;
+        return OD_OK;
+    }
     if ((st_ = od_shape_linalg(id, s, spec, &nouts, err)) || (st_ = od_linalg_parse(id, s, &li, err)) ||
         (st_ = od_linalg_check_dtype(id, s, err)))
         return st_;

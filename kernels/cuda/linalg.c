@@ -1,7 +1,7 @@
 /* linalg.c — CUDA kernels of the LAPACK operators (linalg_inv_ex,
  * _linalg_solve_ex, linalg_cholesky_ex, linalg_qr, _linalg_svd,
  * _linalg_eigh, _linalg_det, _linalg_slogdet, linalg_lu_factor_ex,
- * linalg_solve_triangular).
+ * linalg_solve_triangular, linalg_lstsq).
  *
  * Invariants: the shape function and od_linalg_check_dtype validate first,
  * on the device's tensors, so CUDA refuses what the CPU backend refuses with
@@ -11,7 +11,8 @@
  * each return is copied back to the call's device. That is what torch does
  * for small matrices under MAGMA; a cuSOLVER path is future work, so CUDA
  * answers equal the CPU's exactly (and linalg_lu_factor_ex(pivot=False), which
- * cuSOLVER would allow, is refused as on the CPU).
+ * cuSOLVER would allow, is refused as on the CPU). linalg_lstsq is parsed
+ * with CUDA's rules (gels only, the default) and runs gels on the host.
  */
 #include "cuda_internal.h"
 #include "od_autograd.h"
@@ -25,9 +26,15 @@ od_status od_cuda_linalg(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
     od_out_spec spec[4];
     int nouts = 0;
     od_status st;
-    if ((st = od_cu_call_device(op, s, false, &device, err)) || (st = od_shape_linalg(id, s, spec, &nouts, err)) ||
-        (st = od_linalg_check_dtype(id, s, err)))
+    if ((st = od_cu_call_device(op, s, false, &device, err)))
         return st;
+    if (id == OD_OPID_linalg_lstsq) {
+        od_linalg_info li;
+        if ((st = od_linalg_parse(id, s, &li, err)))
+            return st;
+    } else if ((st = od_shape_linalg(id, s, spec, &nouts, err)) || (st = od_linalg_check_dtype(id, s, err))) {
+        return st;
+    }
     od_value args[8];
     od_tensor *host[8] = {0};
     /* The staging copies and the host call are this kernel's internals: the
@@ -46,6 +53,12 @@ od_status od_cuda_linalg(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
     /* _linalg_svd's driver= is cuSOLVER's choice, which the host refuses */
     if (id == OD_OPID__linalg_svd && n > 3)
         args[3] = od_none();
+    /* linalg_lstsq on CUDA is gels, whatever the host's default */
+    if (id == OD_OPID_linalg_lstsq) {
+        for (; n < 4; n++)
+            args[n] = od_none();
+        args[3] = od_str("gels");
+    }
     od_stack r;
     if ((st = od_call_builtin(id, args, n, &r, err)))
         goto done;

@@ -1217,6 +1217,9 @@ Test(linalg, lapack_ops_match_the_cpu)
                 check_op(w, OD_OPID_linalg_lu_factor_ex, a8, 3, -1, false);
                 od_value a9[] = {od_tensor_v(A), od_tensor_v(B), od_bool(true), od_bool(true), od_bool(false)};
                 check_op(w, OD_OPID_linalg_solve_triangular, a9, 5, -1, false);
+                /* lstsq: CUDA's only driver, gels, on the host as on the CPU */
+                od_value a10[] = {od_tensor_v(A), od_tensor_v(B), od_none(), od_str("gels")};
+                check_op(w, OD_OPID_linalg_lstsq, a10, 4, -1, false);
                 od_tensor_release(A);
                 od_tensor_release(B);
             }

@@ -285,6 +285,20 @@ def make_cases(rng):
     add("linalg_solve", RG(well(2, 3, 3)), RG(g(rng, 3)))
     add("linalg_solve", RG(well(3, 3)), RG(g(rng, 2, 3)), left=False)
     add("linalg_solve", RG(well(2, 1, 3, 3)), RG(g(rng, 2, 3, 1)))
+    add("linalg_solve_triangular", RG(well(3, 3)), RG(g(rng, 3, 2)), upper=True)
+    add("linalg_solve_triangular", RG(well(2, 3, 3)), RG(g(rng, 2, 3)), upper=False, left=False)
+    add("linalg_solve_triangular", RG(well(2, 1, 3, 3)), RG(g(rng, 4, 3, 1)), upper=False, unitriangular=True)
+    # QR is deterministic (Householder, LAPACK's signs on both sides): Q and R each
+    for shape, mode in (((4, 3), "reduced"), ((3, 5), "reduced"), ((2, 3, 3), "complete"), ((2, 5), "complete")):
+        add("linalg_qr", RG(g(rng, *shape)), mode, out=0)
+        add("linalg_qr", RG(g(rng, *shape)), mode, out=1)
+    # the sign-free outputs of svd / eigh here; U S Vh and V diag(L) V^T in test_linalg_gauge_invariant_losses
+    add("_linalg_svd", RG(g(rng, 4, 3)), out=1)
+    add("_linalg_svd", RG(g(rng, 2, 3, 5)), True, out=1)
+    add("linalg_svd", RG(g(rng, 3, 3)), False, out=1)
+    sym = lambda *sh: (lambda x: x + np.swapaxes(x, -1, -2))(g(rng, *sh))
+    add("_linalg_eigh", RG(sym(3, 3)), out=0)
+    add("linalg_eigh", RG(sym(2, 4, 4)), "U", out=0)
     # scatters (composites with torch's grad_fn), padding, round.decimals
     add("slice_scatter", RG(g(rng, 4, 5)), RG(g(rng, 2, 5)), 0, 1, 3)
     add("slice_scatter", RG(g(rng, 4, 5)), RG(g(rng, 4, 2)), 1, None, None, 3)
@@ -304,7 +318,7 @@ def make_cases(rng):
 # forwards that read one triangle of their input (potrf), so finite
 # differences of an unsymmetric perturbation are not what torch's (symmetric)
 # gradient describes: checked against torch only
-NO_FD = {"linalg_cholesky_ex", "linalg_cholesky"}
+NO_FD = {"linalg_cholesky_ex", "linalg_cholesky", "_linalg_eigh", "linalg_eigh"}
 
 
 def wire(v, rg_ids):
@@ -550,3 +564,89 @@ def test_thousand_backward_passes_leave_nothing(server, rng):
     assert live() == before
     server.delete(f"/v1/sessions/{s}")
     assert live() == before
+
+
+GAUGE_TORCH = r"""
+import json, sys, torch
+cases = json.load(sys.stdin)
+out = []
+for c in cases:
+    A = torch.tensor(c["A"], dtype=torch.float64).reshape(c["shape"]).requires_grad_(True)
+    W = torch.tensor(c["W"], dtype=torch.float64).reshape(c["wshape"])
+    k, full = c["kind"], c.get("full", False)
+    if k.startswith("svd"):
+        U, S, Vh = torch.ops.aten._linalg_svd(A, full)
+        r = min(A.shape[-2:])
+        U, Vh = U[..., :r], Vh[..., :r, :]
+        y = (U * S.unsqueeze(-2)) @ Vh if k == "svd_usv" else U @ Vh
+    else:
+        L, V = torch.ops.aten._linalg_eigh(A, c.get("uplo", "L"))
+        c_ = torch.arange(1, A.shape[-1] + 1, dtype=torch.float64)
+        y = (V * L.unsqueeze(-2)) @ V.mT if k == "eigh_vlv" else (V * c_) @ V.mT
+    (y * W).sum().backward()
+    out.append(A.grad.reshape(-1).tolist())
+json.dump(out, sys.stdout)
+"""
+
+
+def test_linalg_gauge_invariant_losses(server, rng):
+    """svd and eigh through losses that do not depend on the singular /
+    eigenvectors' signs, as torch's own tests: U S Vh and U Vh (full or
+    reduced U, Vh cut to min(m, n)), V diag(L) V^T and V diag(c) V^T (the
+    eigenvector path alone), against torch 1.13's gradients."""
+    import subprocess
+
+    cases = []
+    for shape in ((4, 3), (3, 5), (2, 3, 3)):
+        for full in (False, True):
+            for kind in ("svd_usv", "svd_uv"):
+                cases.append({"kind": kind, "shape": list(shape), "full": full, "A": g(rng, *shape)})
+    for shape in ((3, 3), (2, 4, 4)):
+        for uplo in ("L", "U"):
+            for kind in ("eigh_vlv", "eigh_vcv"):
+                x = g(rng, *shape)
+                cases.append({"kind": kind, "shape": list(shape), "uplo": uplo, "A": x + np.swapaxes(x, -1, -2)})
+    for c in cases:
+        m, n = c["shape"][-2:]
+        c["W"] = rng.standard_normal(c["shape"][:-2] + ([m, n] if c["kind"].startswith("svd") else [n, n]))
+    wire_cases = [dict(c, A=c["A"].reshape(-1).tolist(), W=c["W"].reshape(-1).tolist(), wshape=list(c["W"].shape))
+                  for c in cases]
+    p = subprocess.run(["/usr/bin/python3", "-c", GAUGE_TORCH], input=json.dumps(wire_cases), capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    want = json.loads(p.stdout)
+    for c, w in zip(cases, want):
+        session = "gauge-" + uuid.uuid4().hex[:12]
+        hdr = {"X-OD-Session": session}
+
+        def op(name, *args, **kw):
+            r = server.post(f"/v1/ops/{name}", {"args": list(args), "kwargs": kw, "keep": True}, headers=hdr)
+            assert r.status_code == 200, (name, c["kind"], r.text[:300])
+            return [{"ref": o["id"]} for o in r.json()["outputs"]]
+
+        r = server.post("/v1/tensors", {"tensor": T(c["A"], rg=True)}, headers=hdr)
+        assert r.status_code == 201, r.text
+        leaf = r.json()["id"]
+        m, n = c["shape"][-2:]
+        if c["kind"].startswith("svd"):
+            U, S, Vh = op("_linalg_svd", {"ref": leaf}, c["full"])
+            k = min(m, n)
+            U = op("slice.Tensor", U, -1, 0, k)[0]
+            Vh = op("slice.Tensor", Vh, -2, 0, k)[0]
+            if c["kind"] == "svd_usv":
+                U = op("mul.Tensor", U, op("unsqueeze", S, -2)[0])[0]
+            y = op("matmul", U, Vh)[0]
+        else:
+            L, V = op("_linalg_eigh", {"ref": leaf}, c["uplo"])
+            d = L if c["kind"] == "eigh_vlv" else T(np.arange(1.0, n + 1))
+            if c["kind"] == "eigh_vlv":
+                d = op("unsqueeze", L, -2)[0]
+            y = op("matmul", op("mul.Tensor", V, d)[0], op("transpose.int", V, -2, -1)[0])[0]
+        loss = op("sum", op("mul.Tensor", y, T(c["W"]))[0])[0]
+        r = server.post(f"/v1/tensors/{loss['ref']}/backward", {}, headers=hdr)
+        assert r.status_code == 200, (c["kind"], r.text[:300])
+        gid = {x["id"]: x["grad"]["id"] for x in r.json()["grads"]}[leaf]
+        got = from_json(server.get(f"/v1/tensors/{gid}", headers=hdr).json()["outputs"][0])
+        server.delete(f"/v1/sessions/{session}")
+        np.testing.assert_allclose(got.reshape(-1), np.array(w), rtol=1e-7, atol=1e-9,
+                                   err_msg=f"{c['kind']} {c['shape']} full={c.get('full')} uplo={c.get('uplo')}")

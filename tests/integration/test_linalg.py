@@ -249,3 +249,81 @@ def test_public_names_decompose_as_torch(server):
         assert "CompositeImplicitAutograd" in r.text, (op, r.text[:300])
         r = server.get(f"/v1/ops/aten::{kernel}")
         assert r.status_code == 200 and '"CPU"' in r.text, (kernel, r.text[:300])
+
+
+def test_lstsq_against_torch(server, rng):
+    """linalg_lstsq, every CPU driver (default gelsy): solution, residuals,
+    rank and singular values, and which of them are empty for which driver
+    and shape (residuals only for m > n and not gelsy; gelsd/gelss only when
+    every rank is n), tall, wide, square, vector and batched right-hand
+    sides, batch broadcasting both ways, empty matrices and batches, rcond
+    and driver spelled in capitals (torch lower-cases it)."""
+    cases = []
+    for dt in ("float32", "float64"):
+        for drv in (None, "gels", "gelsy", "gelsd", "gelss"):
+            kw = {} if drv is None else {"driver": drv}
+            for a, b in [((5, 3), (5, 2)), ((3, 5), (3, 2)), ((4, 4), (4, 3)), ((5, 3), (5,)), ((2, 5, 3), (2, 5)),
+                         ((2, 5, 3), (1, 5, 2)), ((1, 5, 3), (3, 5, 2)), ((2, 1, 4, 2), (3, 4, 1)),
+                         ((0, 3), (0, 2)), ((3, 0), (3, 2)), ((0, 0), (0, 2)), ((0, 4, 3), (0, 4, 2))]:
+                A = rng.standard_normal(a).astype(dt)
+                B = rng.standard_normal(b).astype(dt)
+                cases.append(("linalg_lstsq", [T(A), T(B)], kw, 4))
+            # rank deficient (a zero column): the minimum-norm solution, rank < n, no residuals
+            if drv in ("gelsd", "gelss"):
+                A = rng.standard_normal((2, 6, 3)).astype(dt)
+                A[0, :, 1] = 0
+                cases.append(("linalg_lstsq", [T(A), T(rng.standard_normal((2, 6, 2)).astype(dt))], kw, 4))
+                cases.append(("linalg_lstsq", [T(A[0]), T(rng.standard_normal((6, 2)).astype(dt))], kw, 4))
+        A = rng.standard_normal((6, 3)).astype(dt)
+        B = rng.standard_normal((6, 2)).astype(dt)
+        cases += [("linalg_lstsq", [T(A), T(B), 0.5], {"driver": "gelsd"}, 4),
+                  ("linalg_lstsq", [T(A), T(B)], {"rcond": 1e-3, "driver": "GELSS"}, 4),
+                  ("linalg_lstsq", [T(A), T(B)], {"driver": "Gels"}, 4)]
+    check_against_torch(server, cases)
+
+
+def test_lstsq_non_contiguous(server, rng):
+    for dt in ("float32", "float64"):
+        A = rng.standard_normal((2, 3, 5)).astype(dt)   # transposed: 2 x 5 x 3
+        B = rng.standard_normal((2, 2, 5)).astype(dt)   # transposed: 2 x 5 x 2
+        for drv in ("gels", "gelsy", "gelsd"):
+            steps = [{"op": "transpose.int", "args": [T(A), -1, -2]}, {"op": "transpose.int", "args": [T(B), -1, -2]},
+                     {"op": "linalg_lstsq", "args": [{"ref": "$0"}, {"ref": "$1"}], "kwargs": {"driver": drv}}]
+            r = server.post("/v1/run", {"steps": steps, "device": "cpu"})
+            assert r.status_code == 200, r.text[:300]
+            got = r.json()["outputs"][-4:]
+            At, Bt = np.swapaxes(A, -1, -2).copy(), np.swapaxes(B, -1, -2).copy()
+            ws = torch_ref([{"op": "linalg_lstsq", "args": [T(At), T(Bt)], "kwargs": {"driver": drv}, "out": i}
+                            for i in range(4)])
+            for i, (o, w) in enumerate(zip(got, ws)):
+                assert o["shape"] == w["shape"] and o["dtype"] == w["dtype"], (drv, i, o["shape"], w)
+                np.testing.assert_allclose(from_json(o).astype(np.float64).reshape(-1), np.array(w["value"], np.float64),
+                                           err_msg=f"{drv} output {i}", **TOL[dt])
+
+
+def test_lstsq_errors_say_what_torch_says(server):
+    f, d = "float32", "float64"
+    cases = [
+        ("linalg_lstsq", [T(np.ones(5, f)), T(np.ones(5, f))], {}),
+        ("linalg_lstsq", [T(np.ones((5, 3), f)), T(np.array(1.0, f))], {}),
+        ("linalg_lstsq", [T(np.ones((5, 3), f)), T(np.ones((2, 3, 5, 2), f))], {}),
+        ("linalg_lstsq", [T(np.ones((5, 3), f)), T(np.ones((4, 2), f))], {}),
+        ("linalg_lstsq", [T(np.ones((5, 3), f)), T(np.ones(4, f))], {}),
+        ("linalg_lstsq", [T(np.ones((5, 3), f)), T(np.ones((5, 2), d))], {}),
+        ("linalg_lstsq", [T(np.ones((5, 3), f)), T(np.ones((5, 2), f))], {"driver": "gesvd"}),
+        ("linalg_lstsq", [T(np.ones((2, 5, 3), f)), T(np.ones((3, 5, 2), f))], {}),
+        ("linalg_lstsq", [T(np.ones((5, 3), "float16")), T(np.ones((5, 2), "float16"))], {}),
+        ("linalg_lstsq", [T(np.ones((5, 3), "int64")), T(np.ones((5, 2), "int64"))], {}),
+        ("linalg_lstsq", [T(np.ones((5, 3), "int64")), T(np.ones((5, 2), "int64"))], {"rcond": 0.1}),
+        ("linalg_lstsq", [T(np.ones((5, 3), "float16")), T(np.ones((5, 2), "float16"))], {"driver": "x"}),
+        # gels on a matrix with an exactly zero column: torch's rank error
+        ("linalg_lstsq", [T(np.array([[1, 0], [2, 0], [3, 0]], d)), T(np.ones((3, 1), d))], {"driver": "gels"}),
+        ("linalg_lstsq", [T(np.stack([np.eye(3, 2), np.array([[1, 0], [2, 0], [3, 0]])]).astype(d)),
+                          T(np.ones((2, 3, 1), d))], {"driver": "gels"}),
+    ]
+    for op, args, kw in cases:
+        w = torch_ref([{"op": op, "args": args, "kwargs": kw}])[0]
+        assert "error" in w, (args, kw, w)
+        r = server.post(f"/v1/ops/{op}", {"args": args, "kwargs": kw})
+        assert 400 <= r.status_code < 500, (kw, r.text[:300])
+        assert r.json()["error"]["message"] in w["error"], (r.json(), w["error"])
