@@ -162,6 +162,11 @@ static od_status plan_indexing(od_cx_scope *sc, const od_op *op, const od_stack 
     bool empty = false; /* the result has no element: an empty broadcast or an empty unindexed dim */
     for (int k = 0; k < p->bnd; k++)
         empty |= p->bshape[k] == 0;
+    /* ATen's AdvancedIndex: an empty indexed dim with a non-empty index
+     * broadcast has no valid index at all, whatever the other dims hold */
+    for (int k = 0; k < d; k++)
+        if (expanded[k] && self->sizes[k] == 0 && !empty)
+            return od_error_set(err, OD_EINVAL, "index is out of bounds for dimension with size 0");
     for (int k = 0; k < self->ndim; k++)
         empty |= (k >= d || !expanded[k]) && self->sizes[k] == 0;
     for (int k = 0, ordinal = -1; k < d; k++) {
@@ -181,7 +186,9 @@ static od_status plan_indexing(od_cx_scope *sc, const od_op *op, const od_stack 
                                 bad, ordinal, self->sizes[k]);
         od_tensor *e = od_cx_call(sc, OD_OPID_expand, 3, T(expanded[k]),
                                   od_list_v(OD_T_INT_LIST, p->bshape, (size_t)p->bnd), od_bool(false));
-        p->ix[k] = e ? od_cx_call(sc, OD_OPID_remainder_Scalar, 2, T(e), od_int(self->sizes[k])) : NULL;
+        /* an empty dim is only indexed by an empty index here (above): any divisor does */
+        p->ix[k] = e ? od_cx_call(sc, OD_OPID_remainder_Scalar, 2, T(e), od_int(self->sizes[k] ? self->sizes[k] : 1))
+                     : NULL;
     }
     /* the result's shape */
     int r = 0;

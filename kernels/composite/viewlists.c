@@ -208,7 +208,9 @@ OD_CX_KERNEL(od_cia_split)
         if ((st = od_wrap_dim(dim, self->ndim, &d, err)))
             return st;
         int64_t dim_size = self->sizes[d];
-        int64_t size = (dim_size + k - 1) / k;
+        /* ATen's ceil-division wraps for a huge chunks (a split_size of 0,
+         * then refused): the same sum in unsigned arithmetic, defined here */
+        int64_t size = (int64_t)((uint64_t)dim_size + (uint64_t)k - 1) / k;
         if (size == 0 && dim_size == 0) { /* chunks empty pieces, as ATen */
             if ((st = pieces_fit((uint64_t)k, err)))
                 return st;
@@ -259,6 +261,13 @@ OD_CX_KERNEL(od_cia_split)
 
 /* ---- composites over views ---- */
 
+/* n + |offset|, wrapping as ATen's int64 arithmetic does */
+static int64_t wrapped_diag_len(int64_t n, int64_t offset)
+{
+    uint64_t a = offset < 0 ? (uint64_t)0 - (uint64_t)offset : (uint64_t)offset;
+    return (int64_t)((uint64_t)n + a);
+}
+
 /* aten::diag: a vector's diag_embed, a matrix's diagonal copied. */
 OD_CX_KERNEL(od_cia_diag)
 {
@@ -276,6 +285,12 @@ OD_CX_KERNEL(od_cia_diag)
     od_cx_scope sc = od_cx_scope_begin(err);
     od_tensor *r;
     if (self->ndim == 1) {
+        /* ATen's diag sizes (n + |offset|)^2 itself first */
+        int64_t len = wrapped_diag_len(self->sizes[0], offset), sq;
+        if (len < 0 || __builtin_mul_overflow(len, len, &sq)) {
+            od_cx_scope_end(&sc);
+            return od_error_set(err, OD_EINVAL, "numel: integer multiplication overflow");
+        }
         r = od_cx_call(&sc, OD_OPID_diag_embed, 4, od_tensor_v(self), od_int(offset), od_int(0), od_int(1));
     } else {
         /* ATen sizes the result min(rows, cols - offset) (or the negative
@@ -363,8 +378,13 @@ OD_CX_KERNEL(od_cea_view_scatter)
         if (d1 == d2)
             return od_error_set(err, OD_EINVAL, "diagonal dimensions cannot be identical %" PRId64 ", %" PRId64,
                                 dim1, dim2);
-        int64_t last = self->sizes[self->ndim - 1];
-        int64_t len = (offset < 0 ? -offset : offset) + last;
+        /* |offset| + last as ATen computes it, wrapping (defined here in
+         * unsigned arithmetic); a result outside SymInt's range is refused
+         * with its message, a negative one by zeros */
+        int64_t len = wrapped_diag_len(self->sizes[self->ndim - 1], offset);
+        if (len < -(INT64_C(1) << 62))
+            return od_error_set(err, OD_EINVAL, "IntArrayRef contains an int that cannot be represented as a SymInt: %" PRId64,
+                                len);
         int64_t sizes[OD_MAX_DIMS];
         int lo = d1 < d2 ? d1 : d2, hi = d1 < d2 ? d2 : d1, n = 0;
         for (int i = 0, j = 0; i < self->ndim + 1; i++)

@@ -755,7 +755,7 @@ static od_status run_lstsq(const od_stack *s, const od_linalg_info *li, od_tenso
     }
     if ((stt = od_linalg_info_error("torch.linalg.lstsq", infos, li->nbatches, li->nbatches > 1, err)))
         goto done;
-    if (m == 0) /* ATen zeroes the solution of an empty system */
+    if (m == 0 && od_tensor_numel(outs[0])) /* ATen zeroes the solution of an empty system */
         memset(od_tensor_data(outs[0]), 0, (size_t)od_tensor_numel(outs[0]) * es);
     if (m > n && drv != OD_LSTSQ_GELSY && (drv == OD_LSTSQ_GELS || full_rank)) {
         od_out_spec rsp[4];
