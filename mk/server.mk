@@ -3,9 +3,12 @@
 #   make test-integration-asan   the integration suite against the ASan+UBSan
 #                                server (build/asan/opdispatchd); the suite fails
 #                                on any sanitizer report in the server's stderr;
-#                                the differential and OpInfo replays take half
-#                                the samples of the release pass (same operators,
-#                                the suite within CI's 30 minutes)
+#                                the differential and OpInfo replays take a
+#                                third of the release pass's samples (same
+#                                operators), and the files about what surrounds
+#                                the server (nginx replicas, the browser, deploy
+#                                manifests) run in the release pass only: the
+#                                suite within CI's 30 minutes
 #   make serve-asan              run the ASan server on 127.0.0.1:8000 (debugging)
 
 .PHONY: test-integration-asan serve-asan
@@ -16,8 +19,10 @@ test-integration-asan:
 	@if ls tests/integration/test_*.py >/dev/null 2>&1; then \
 	  OD_SERVER=$(abspath build/asan/opdispatchd) \
 	  ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:protect_shadow_gap=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  DIFF_N=$${DIFF_N:-30} OPINFO_SAMPLES=$${OPINFO_SAMPLES:-3} \
-	  .venv/bin/python -m pytest -q --durations=12 tests/integration; \
+	  DIFF_N=$${DIFF_N:-20} OPINFO_SAMPLES=$${OPINFO_SAMPLES:-2} \
+	  .venv/bin/python -m pytest -q --durations=12 tests/integration \
+	    --ignore=tests/integration/test_scaleout.py --ignore=tests/integration/test_dashboard.py \
+	    --ignore=tests/integration/test_deploy_files.py; \
 	else echo "integration: no tests yet"; fi
 	OD_SERVER=$(abspath build/asan/opdispatchd) \
 	  ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:protect_shadow_gap=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
