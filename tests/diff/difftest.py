@@ -56,6 +56,19 @@ NONDETERMINISTIC = re.compile(r"^(rand|normal|bernoulli|uniform|multinomial|pois
 UNDEFINED_VALUES = re.compile(r"^(empty|new_empty|resize_)")
 
 
+def torch_lstsq_undefined(c, t):
+    """torch 1.13's CPU linalg_lstsq with gelsy (its default driver) hands
+    LAPACK one pivot array it never initialises again, so on a rank-deficient
+    matrix its rank and solution vary from run to run (test_linalg.py checks
+    lstsq's values on its own inputs): dtype and shape only there."""
+    if not c.op.startswith("linalg_lstsq") or len(t.get("outputs", [])) < 3:
+        return False
+    a = next(c.tensors(), None)
+    full = min(a.shape[-2:]) if a is not None and len(a.shape) >= 2 else 0
+    ranks = t["outputs"][2].get("data") or []
+    return any(int(r) < full for r in ranks)
+
+
 def cxx_undefined(c, args, t):
     """Where torch 1.13's answer comes from C++ undefined behaviour in its
     integer kernels (a shift count outside [0, width), abs of the minimum,
@@ -1149,7 +1162,7 @@ class Runner:
                 return "dtype mismatch", w["dtype"], f"output {i}: server {o['dtype']}, torch {w['dtype']}", None
             if o["shape"] != w["shape"]:
                 return "shape mismatch", w["dtype"], f"output {i}: server {o['shape']}, torch {w['shape']}", None
-            if "data" not in w or UNDEFINED_VALUES.search(c.op):
+            if "data" not in w or UNDEFINED_VALUES.search(c.op) or torch_lstsq_undefined(c, t):
                 continue
             r = ref[i]["data"] if i < len(ref) and "data" in ref[i] else None
             problem = self.compare_values(w["dtype"], o["data"], w["data"], r, i,
