@@ -42,9 +42,9 @@ od_status od_pad_plan_of(od_opid id, const od_stack *s, od_pad_plan *p, od_error
     p->self = x;
     /* reflection_pad1d/2d do not check the length: they read the first
      * pairs of a longer list, and past the end of a shorter one (whatever
-     * memory follows: for 1d that was 0 where we saw it, which missing
-     * entries read here; for 2d mostly a large number, so an error) */
-    if (npad != 2 * nd && !(reflect && nd < 3 && (nd == 1 || npad > 2 * nd)))
+     * memory follows, so torch's answer varies between runs); a shorter list
+     * is refused here as replication's is */
+    if (npad != 2 * nd && !(reflect && nd < 3 && npad > 2 * nd))
         return od_error_set(err, OD_EINVAL, "padding size is expected to be %d", 2 * nd);
     int64_t pad[6] = {0};
     for (int k = 0; k < 2 * nd && k < npad; k++)
@@ -98,6 +98,15 @@ od_status od_pad_plan_of(od_opid id, const od_stack *s, od_pad_plan *p, od_error
     if (nd == 1 && p->out[0] < 1)
         return od_error_set(err, OD_EINVAL, "%sinput (W: %" PRId64 ")%sis too small. Calculated output W: %" PRId64,
                             reflect ? "2" : "", p->in[0], reflect ? "" : " ", p->out[0]);
+    /* 2d and 3d refuse only when every spatial output is empty */
+    if (nd == 2 && p->out[0] < 1 && p->out[1] < 1)
+        return od_error_set(err, OD_EINVAL, "input (H: %" PRId64 ", W: %" PRId64 "%sis too small. Calculated output H: %" PRId64 " W: %" PRId64,
+                            p->in[0], p->in[1], reflect ? ")" : " ) ", p->out[0], p->out[1]);
+    if (nd == 3 && p->out[0] < 1 && p->out[1] < 1 && p->out[2] < 1)
+        return od_error_set(err, OD_EINVAL,
+                            "input (D: %" PRId64 " H: %" PRId64 ", W: %" PRId64 ") is too small. Calculated output D: %" PRId64
+                            " H: %" PRId64 " W: %" PRId64,
+                            p->in[0], p->in[1], p->in[2], p->out[0], p->out[1], p->out[2]);
     int64_t sizes[OD_MAX_DIMS];
     for (int k = 0; k < x->ndim; k++)
         sizes[k] = k < p->lead ? x->sizes[k] : p->out[k - p->lead];

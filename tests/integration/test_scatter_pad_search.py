@@ -198,9 +198,16 @@ def test_reflection_replication_pad(server, rng):
                       (op, [x, [1] * (2 * nd + 2)], {})]
             if kind == "replication" or nd == 3:
                 cases.append((op, [x, [1] * (2 * nd - 1)], {}))
+            # every spatial output empty is refused, some of them empty is not
+            cases += [(op, [x, [-2] * (2 * nd)], {}), (op, [x, [0, 0] * (nd - 1) + [-2, -2]], {})]
             if nd == 1 or kind == "replication":  # torch's reflection 2d/3d read past it as an IndexError
                 cases.append((op, [R(rng, "float32", (4,) * nd), [1, 1] * nd], {}))
     check(server, cases)
+    # a shorter list than reflection 1d/2d's pairs: torch reads past it (an answer that
+    # varies between runs); the server refuses it as replication does
+    for op, n in (("reflection_pad1d", 2), ("reflection_pad2d", 4)):
+        r = server.post(f"/v1/ops/{op}", {"args": [R(rng, "float32", (2,) * (n // 2 + 1)), [0] * (n - 1)]})
+        assert r.status_code == 400 and r.json()["error"]["message"] == f"padding size is expected to be {n}", r.text
 
 
 def test_searchsorted_bucketize(server, rng):
