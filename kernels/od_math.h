@@ -326,10 +326,13 @@ float od_sleef_sinhf(float) __asm__("sinhf") OD_MATH_SLEEF_ATTR_;
 double od_sleef_sinh(double) __asm__("sinh") OD_MATH_SLEEF_ATTR_;
 float od_sleef_coshf(float) __asm__("coshf") OD_MATH_SLEEF_ATTR_;
 double od_sleef_cosh(double) __asm__("cosh") OD_MATH_SLEEF_ATTR_;
-OD_MATH_FN float od_math_sinh_vec_f32(float a) { float r = od_sleef_sinhf(a); return fabsf(a) > 88.7228394f ? copysignf(INFINITY, a) : r; }
-OD_MATH_FN double od_math_sinh_vec_f64(double a) { double r = od_sleef_sinh(a); return fabs(a) > 709.782712893384 ? copysign(INFINITY, a) : r; }
-OD_MATH_FN float od_math_cosh_vec_f32(float a) { float r = od_sleef_coshf(a); return fabsf(a) > 88.7228394f ? INFINITY : r; }
-OD_MATH_FN double od_math_cosh_vec_f64(double a) { double r = od_sleef_cosh(a); return fabs(a) > 709.782712893384 ? INFINITY : r; }
+/* (r scaled by infinity past the edge, not a select between r and an
+ * infinity: gcc sinks a call used on one side of a select into that branch,
+ * and a loop with a branch is left scalar; r is nonzero there, of a's sign) */
+OD_MATH_FN float od_math_sinh_vec_f32(float a) { float r = od_sleef_sinhf(a); return r * (fabsf(a) > 88.7228394f ? INFINITY : 1.0f); }
+OD_MATH_FN double od_math_sinh_vec_f64(double a) { double r = od_sleef_sinh(a); return r * (fabs(a) > 709.782712893384 ? INFINITY : 1.0); }
+OD_MATH_FN float od_math_cosh_vec_f32(float a) { float r = od_sleef_coshf(a); return r * (fabsf(a) > 88.7228394f ? INFINITY : 1.0f); }
+OD_MATH_FN double od_math_cosh_vec_f64(double a) { double r = od_sleef_cosh(a); return r * (fabs(a) > 709.782712893384 ? INFINITY : 1.0); }
 OD_MATH_SLEEF1_(acos, acosf, acos)
 OD_MATH_SLEEF1_(asin, asinf, asin)
 OD_MATH_SLEEF1_(atan, atanf, atan)
@@ -872,14 +875,11 @@ OD_MATH_REMAINDER_(od_math_remainder_f64, double, fmod)
 #define OD_MATH_FMOD_VEC_NAN_(SFX, T, FABS, TMIN, SCALE)                                         \
     OD_MATH_FN bool od_math_fmod_vec_nan_##SFX(T a, T b)                                           \
     {                                                                                              \
+        /* branch-free (& not &&), so the loops around it vectorise */                          \
         T nu = FABS(a), de = FABS(b);                                                              \
-        if (!(isfinite(nu) && isfinite(de)) || de == 0 || nu < de)                                 \
-            return false;                                                                          \
-        if (de < (TMIN)) {                                                                         \
-            nu *= (SCALE);                                                                         \
-            de *= (SCALE);                                                                         \
-        }                                                                                          \
-        return isinf(nu * (1 / de));                                                               \
+        T s = de < (TMIN) ? (SCALE) : (T)1;                                                        \
+        T q = (nu * s) * (1 / (de * s));                                                           \
+        return isfinite(nu) & isfinite(de) & (de != 0) & !(nu < de) & isinf(q);                    \
     }
 OD_MATH_FMOD_VEC_NAN_(f32, float, fabsf, 1.17549435e-38f, 33554432.0f)
 OD_MATH_FMOD_VEC_NAN_(f64, double, fabs, 2.2250738585072014e-308, 18014398509481984.0)
@@ -887,8 +887,9 @@ OD_MATH_FMOD_VEC_NAN_(f64, double, fabs, 2.2250738585072014e-308, 18014398509481
 #if !defined(__CUDACC__)
 float od_sleef_fmodf(float, float) __asm__("fmodf") __attribute__((simd("notinbranch"), const, nothrow, leaf));
 double od_sleef_fmod(double, double) __asm__("fmod") __attribute__((simd("notinbranch"), const, nothrow, leaf));
-OD_MATH_FN float od_sleef_fmod_nan_f32(float a, float b) { float r = od_sleef_fmodf(a, b); return od_math_fmod_vec_nan_f32(a, b) ? NAN : r; }
-OD_MATH_FN double od_sleef_fmod_nan_f64(double a, double b) { double r = od_sleef_fmod(a, b); return od_math_fmod_vec_nan_f64(a, b) ? NAN : r; }
+/* (r times NaN or 1, not a select: see sinh) */
+OD_MATH_FN float od_sleef_fmod_nan_f32(float a, float b) { float r = od_sleef_fmodf(a, b); return r * (od_math_fmod_vec_nan_f32(a, b) ? NAN : 1.0f); }
+OD_MATH_FN double od_sleef_fmod_nan_f64(double a, double b) { double r = od_sleef_fmod(a, b); return r * (od_math_fmod_vec_nan_f64(a, b) ? NAN : 1.0); }
 OD_MATH_FN float od_math_fmod_vec_f32(float a, float b) { return od_sleef_fmod_nan_f32(a, b); }
 OD_MATH_FN double od_math_fmod_vec_f64(double a, double b) { return od_sleef_fmod_nan_f64(a, b); }
 OD_MATH_REMAINDER_(od_math_remainder_vec_f32, float, od_sleef_fmod_nan_f32)
