@@ -345,6 +345,28 @@ OD_MATH_SLEEF1_(erfc, erfcf, erfc)
 OD_MATH_SLEEF1_(lgamma, lgammaf, lgamma)
 OD_MATH_SLEEF2_(atan2, atan2f, atan2)
 OD_MATH_SLEEF2_(hypot, hypotf, hypot)
+/* mish, logaddexp and logaddexp2 as ATen 1.13's Vectorized kernels compose
+ * them (x * tanh(log1p(exp(x))); max + log1p(exp(-|a - b|)), the log2 form
+ * times 1 / ln 2). Equal infinities, which ATen blends back in after the
+ * call, enter the call as a zero difference instead (inf + ln 2 is inf), so
+ * no select follows a call and gcc keeps the loop vectorised. */
+double od_sleef_exp(double) __asm__("exp") OD_MATH_SLEEF_ATTR_;
+#define OD_MATH_VEC_mish ~, 1
+#define OD_MATH_VEC_logaddexp ~, 1
+#define OD_MATH_VEC_logaddexp2 ~, 1
+OD_MATH_FN float od_math_mish_vec_f32(float a) { return a * od_sleef_tanhf(od_sleef_log1pf(od_math_exp_f32(a))); }
+OD_MATH_FN double od_math_mish_vec_f64(double a) { return a * od_sleef_tanh(od_sleef_log1p(od_sleef_exp(a))); }
+#define OD_MATH_LOGADDEXP_VEC_(SFX, T, FABS, EXP, LOG1P, SCALE)                                 \
+    OD_MATH_FN T od_math_logaddexp##SFX(T a, T b)                                                 \
+    {                                                                                              \
+        T d = (FABS(a) == (T)INFINITY) & (a == b) ? (T)0 : -FABS(a - b);                       \
+        return (a < b ? b : a) + LOG1P(EXP(d)) * (SCALE); /* NaN either way, as d is */        \
+    }
+OD_MATH_LOGADDEXP_VEC_(_vec_f32, float, fabsf, od_math_exp_f32, od_sleef_log1pf, 1.0f)
+OD_MATH_LOGADDEXP_VEC_(_vec_f64, double, fabs, od_sleef_exp, od_sleef_log1p, 1.0)
+OD_MATH_LOGADDEXP_VEC_(2_vec_f32, float, fabsf, od_sleef_exp2f, od_sleef_log1pf, (float)(1.0 / 0.693147180559945309417))
+OD_MATH_LOGADDEXP_VEC_(2_vec_f64, double, fabs, od_sleef_exp2, od_sleef_log1p, 1.0 / 0.693147180559945309417)
+#undef OD_MATH_LOGADDEXP_VEC_
 #undef OD_MATH_SLEEF1_
 #undef OD_MATH_SLEEF2_
 #undef OD_MATH_SLEEF_ATTR_
