@@ -81,9 +81,10 @@ od_status od_cpu_to_dtype(od_tensor *src, od_dtype dt, od_tensor **out, od_error
 void od_cpu_scalar_to_dtype(const od_value *v, od_dtype dt, void *buf);
 
 /* softmax.c: ATen's RowwiseMoments of n values at x (borrowed; double for
- * F64, float for F32 and BF16, bfloat16 data read as float), the mean and the
- * biased variance, rounded as torch 1.13's layer norm and group norm round them. */
-enum { OD_ROW_MOMENTS_F64, OD_ROW_MOMENTS_F32, OD_ROW_MOMENTS_BF16 };
+ * F64, float for the others, bfloat16 data read as float), the mean and the
+ * biased variance, rounded as torch 1.13 rounds them: BF16 as layer norm's
+ * float accumulation, BF16_ARITH as group norm's c10::BFloat16 arithmetic. */
+enum { OD_ROW_MOMENTS_F64, OD_ROW_MOMENTS_F32, OD_ROW_MOMENTS_BF16, OD_ROW_MOMENTS_BF16_ARITH };
 void od_cpu_row_moments(int kind, const void *x, int64_t n, double *mean, double *var);
 
 /* ---- contiguous row sums shared by the reductions and normalisations

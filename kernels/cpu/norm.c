@@ -152,6 +152,37 @@ BN_FNS(float, f32, fmaf)
 
 /* ---- group norm ------------------------------------------------------------------- */
 
+/* 1 / sqrt(max(var, 0) + eps), each step rounded to bfloat16 (measured against torch 1.13) */
+static float gn_rstd_bf16(float v, double eps)
+{
+    float var = bf16_round(v > 0 ? v : 0.0f);
+    return bf16_round(1.0f / bf16_round(sqrtf(bf16_round(var + (float)eps))));
+}
+
+/* bfloat16: torch 1.13's scalar loop in c10::BFloat16 arithmetic, every
+ * step rounded to bfloat16 (mean, rstd, scale, bias, each product and sum). */
+static void gn_row_bf16(const norm_ctx *k, const float *xr, float *yr, int64_t g, float m, float v)
+{
+    const od_norm_plan *p = k->p;
+    int64_t D = p->C / p->G, S = p->S;
+    float mean = bf16_round(m), rstd = gn_rstd_bf16(v, p->eps);
+    const float *w = k->w, *b = k->b;
+    for (int64_t j = 0; j < D; j++) {
+        int64_t c = g * D + j;
+        const float *xs = xr + j * S;
+        float *ys = yr + j * S;
+        if (!w && !b) {
+            for (int64_t s = 0; s < S; s++)
+                ys[s] = bf16_round(bf16_round(xs[s] - mean) * rstd);
+            continue;
+        }
+        float scale = bf16_round(rstd * (w ? w[c] : 1.0f));
+        float bias = bf16_round(bf16_round(-scale * mean) + (b ? b[c] : 0.0f));
+        for (int64_t s = 0; s < S; s++)
+            ys[s] = bf16_round(bf16_round(scale * xs[s]) + bias);
+    }
+}
+
 #define GN_FNS(T, SUF, FMA)                                                                             \
     /* rows i = n * G + g of D * S values */                                                         \
     OD_CPU_CLONES static void gn_forward_##SUF(void *ctx, int64_t i0, int64_t i1)                              \
@@ -163,12 +194,19 @@ BN_FNS(float, f32, fmaf)
             const T *xr = (const T *)k->x + i * L;                                                   \
             T *yr = (T *)k->y + i * L;                                                               \
             double m, v;                                                                             \
-            od_cpu_row_moments(k->f64 ? OD_ROW_MOMENTS_F64 : k->bf16 ? OD_ROW_MOMENTS_BF16           \
+            od_cpu_row_moments(k->f64 ? OD_ROW_MOMENTS_F64 : k->bf16 ? OD_ROW_MOMENTS_BF16_ARITH     \
                                                                      : OD_ROW_MOMENTS_F32,           \
                                xr, L, &m, &v);                                                       \
             T mean = (T)m, var = (T)v;                                                               \
             T rstd = (T)1 / (T)sqrt((double)((var > 0 ? var : (T)0) + (T)p->eps));                  \
             int64_t g = i % G;                                                                       \
+            if (k->bf16) {                                                                           \
+                gn_row_bf16(k, (const float *)(const void *)xr, (float *)(void *)yr, g, (float)m,    \
+                            (float)v);                                                               \
+                ((T *)k->smean)[i] = (T)bf16_round((float)m);                                        \
+                ((T *)k->sinvstd)[i] = (T)gn_rstd_bf16((float)v, p->eps);                            \
+                continue;                                                                            \
+            }                                                                                        \
             for (int64_t j = 0; j < D; j++) {                                                        \
                 int64_t c = g * D + j;                                                               \
                 T scale = rstd * (k->w ? ((const T *)k->w)[c] : (T)1);                               \

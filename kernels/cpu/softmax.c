@@ -451,6 +451,8 @@ void od_cpu_row_moments(int kind, const void *x, int64_t n, double *mean, double
     float mu, v;
     if (kind == OD_ROW_MOMENTS_F32)
         ln_moments_f32(x, n, &mu, &v);
+    else if (kind == OD_ROW_MOMENTS_BF16_ARITH)
+        ln_moments_bf16_overflow(x, n, &mu, &v);
     else {
         ln_moments_bf16(x, n, &mu, &v);
         if (!isfinite(mu) || !isfinite(v))
