@@ -314,7 +314,8 @@ od_status od_cpu_norm(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
     /* compute-type copies (in) and results (res): x, dy, w, b, rm, rv, mean, invstd */
     od_tensor *in[8] = {NULL}, *res[7] = {NULL};
     double *sums = NULL;
-    if ((st = od_alloc_outputs(s, spec, 3, outs, err)))
+    /* every element of every output is written below (or the output is dropped) */
+    if ((st = od_alloc_outputs_overwrite(s, spec, 3, outs, err)))
         return st;
     int64_t numel = od_tensor_numel(p.input), C = p.C;
     const od_tensor *srcs[8] = {p.input, p.grad_out, p.weight, p.bias, p.rmean, p.rvar, p.mean, p.invstd};
@@ -339,9 +340,16 @@ od_status od_cpu_norm(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
                 memset(od_tensor_data(outs[i]), 0, od_tensor_nbytes(outs[i]));
         goto finish;
     }
-    for (int i = 0; i < 5; i++)
-        if (want[i] && (st = scratch(len[i], cdt, &res[i], err)))
+    for (int i = 0; i < 5; i++) {
+        if (!want[i])
+            continue;
+        if (i < 3 && outs[i]->dtype == cdt) { /* write the output itself (contiguous, fresh) */
+            od_tensor_retain(outs[i]);
+            res[i] = outs[i];
+        } else if ((st = scratch(len[i], cdt, &res[i], err))) {
             goto done;
+        }
+    }
     if (p.backward) {
         k.y = data_or_null(res[0]);
         k.gw = data_or_null(res[1]);
@@ -381,7 +389,7 @@ od_status od_cpu_norm(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
         goto done;
     /* results into the outputs (a view of res as the output's shape) */
     for (int i = 0; i < 3; i++) {
-        if (!res[i] || !outs[i])
+        if (!res[i] || !outs[i] || res[i] == outs[i])
             continue;
         od_tensor *v = NULL;
         if ((st = od_tensor_view(res[i], outs[i]->sizes, outs[i]->ndim, &v, err)))
