@@ -1045,7 +1045,11 @@ static od_status group_norm_plan(od_opid id, const od_stack *s, od_norm_plan *p,
                                 i ? "bias" : "weight", i ? "bias" : "weight", ws, xs);
         }
     }
-    if (p->N < 0 || p->C < 0 || p->S < 0 || od_tensor_numel(x) != p->N * p->C * p->S)
+    /* N, C and HxW are the caller's numbers: multiplied without overflow (UBSan) */
+    int64_t nc = 0, ncs = 0, ng = 0;
+    if (p->N < 0 || p->C < 0 || p->S < 0 || __builtin_mul_overflow(p->N, p->C, &nc) ||
+        __builtin_mul_overflow(nc, p->S, &ncs) || __builtin_mul_overflow(p->N, p->G, &ng) ||
+        od_tensor_numel(x) != ncs)
         return od_error_set(err, OD_EINVAL,
                             "Expected X.numel() == N * C * HxW to be true, but got false.  (Could this error "
                             "message be improved?  If so, please report an enhancement request to PyTorch.)");
@@ -1055,7 +1059,7 @@ static od_status group_norm_plan(od_opid id, const od_stack *s, od_norm_plan *p,
     if (bw) {
         if (od_tensor_numel(go) != od_tensor_numel(x))
             return od_error_set(err, OD_EMISMATCH, "Expected dY.numel() == N * C * HxW to be true, but got false.");
-        if (od_tensor_numel(mean) != p->N * p->G || od_tensor_numel(rstd) != p->N * p->G)
+        if (od_tensor_numel(mean) != ng || od_tensor_numel(rstd) != ng)
             return od_error_set(err, OD_EMISMATCH, "Expected mean.numel() == N * group to be true, but got false.");
     }
     const od_tensor *same[4] = {go, w, b, mean};
