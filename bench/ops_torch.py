@@ -15,10 +15,12 @@ Starts one opdispatchd (--enable-bench), stops it by PID; bounded by --iteration
 With --family ew, every per-element operator of ops.def instead (the
 server's CPU kernel is od_cpu_ew), on rand float32 (int32 ones where float32
 is refused), against torch.ops.aten's same overload; the issue's target there
-is <= 1.0.
+is <= 1.0. With --family norm, native_batch_norm (evaluation and training)
+on 8x64x56x56 and native_group_norm (32 groups) on 8x256x56x56, float32,
+with weight, bias and running statistics (target <= 1.0).
 
 Usage: ops_torch.py --opdispatchd PATH [--n 1000000] [--iterations 20] [--threads 2] [--device cpu|cuda]
-                    [--family scan|ew] [--ops SUBSTRING]
+                    [--family scan|ew|norm] [--ops SUBSTRING]
 """
 import argparse
 import json
@@ -52,7 +54,18 @@ def arg(a):
 def aten(name):
     base, _, ov = name.partition(".")
     return getattr(getattr(torch.ops.aten, base), ov or "default")
-cases = {name: (lambda f=aten(name.split(" ")[0]), a=[arg(x) for x in args]: f(*a)) for name, args in ew} if ew else {
+NORM = {}
+if len(sys.argv) > 6 and sys.argv[6] == "norm":
+    xb = torch.rand(8, 64, 56, 56, generator=g).to(dev)
+    xg = torch.rand(8, 256, 56, 56, generator=g).to(dev)
+    p64 = [torch.rand(64, generator=g).to(dev) for _ in range(4)]
+    p256 = [torch.rand(256, generator=g).to(dev) for _ in range(2)]
+    NORM = {
+        "batch_norm eval 8x64x56x56": lambda: torch.ops.aten.native_batch_norm(xb, *p64, False, 0.1, 1e-5),
+        "batch_norm train 8x64x56x56": lambda: torch.ops.aten.native_batch_norm(xb, *p64, True, 0.1, 1e-5),
+        "group_norm 32 8x256x56x56": lambda: torch.ops.aten.native_group_norm(xg, *p256, 8, 256, 3136, 32, 1e-5),
+    }
+cases = NORM or {name: (lambda f=aten(name.split(" ")[0]), a=[arg(x) for x in args]: f(*a)) for name, args in ew} if ew else NORM or {
     "sort": lambda: torch.ops.aten.sort(x, -1, False),
     "topk": lambda: torch.ops.aten.topk(x, 100),
     "cumsum": lambda: torch.ops.aten.cumsum(x, 0),
@@ -126,9 +139,10 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=20261126)
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    p.add_argument("--family", default="scan", choices=("scan", "ew"),
+    p.add_argument("--family", default="scan", choices=("scan", "ew", "norm"),
                    help="scan: sorting, scans and indexing (target <= 1.5); ew: every per-element "
-                        "operator of ops.def (its CPU kernel is od_cpu_ew; target <= 1.0)")
+                        "operator of ops.def (its CPU kernel is od_cpu_ew; target <= 1.0); norm: batch "
+                        "and group norm (target <= 1.0)")
     p.add_argument("--ops", default="", help="ew: only operators whose name contains this")
     a = p.parse_args()
 
@@ -160,9 +174,20 @@ def main():
         ew = None
         if a.family == "ew":
             cases, ew = ew_cases(url, a.n, a.ops)
-        target = 1.0 if a.family == "ew" else 1.5
+        if a.family == "norm":
+            r = lambda *shape: {"generate": "rand", "shape": list(shape), "dtype": "float32"}
+            cases = {
+                "batch_norm eval 8x64x56x56": ("native_batch_norm", [r(8, 64, 56, 56), r(64), r(64), r(64), r(64),
+                                                                     False, 0.1, 1e-5]),
+                "batch_norm train 8x64x56x56": ("native_batch_norm", [r(8, 64, 56, 56), r(64), r(64), r(64), r(64),
+                                                                      True, 0.1, 1e-5]),
+                "group_norm 32 8x256x56x56": ("native_group_norm", [r(8, 256, 56, 56), r(256), r(256), 8, 256, 3136,
+                                                                    32, 1e-5]),
+            }
+        target = 1.5 if a.family == "scan" else 1.0
         torch_us = json.loads(subprocess.run([TORCH_PYTHON, "-c", TORCH_TIMER, str(a.n), str(a.iterations),
-                                              str(a.threads), str(a.seed), a.device], input=json.dumps(ew),
+                                              str(a.threads), str(a.seed), a.device, a.family],
+                                             input=json.dumps(ew),
                                              capture_output=True, text=True, check=True, timeout=1800).stdout)
         print(f"{a.n} float32 elements on {a.device}, {a.threads} threads, median of {a.iterations} calls each; "
               f"torch {TORCH_PYTHON}")

@@ -1,7 +1,7 @@
 /* cost.c — the cost model of ops.def's OD_COST lines (see od_cost.h). */
 #include "od_cost.h"
 
-enum { K_NONE, K_EW, K_RED, K_MM };
+enum { K_NONE, K_EW, K_RED, K_MM, K_NORM };
 
 static const struct {
     int kind;
@@ -75,6 +75,10 @@ void od_op_cost(const od_op *op, const od_stack *s, od_cost *out)
         }
         break;
     }
+    case K_NORM: /* batch / group norm: factor flops per element of the input (backward: of input) */
+        a0 = id == OD_OPID_native_batch_norm_backward || id == OD_OPID_native_group_norm_backward ? arg_t(s, 1) : a0;
+        out->flops = a0 ? g_cost[id].factor * (double)od_tensor_numel(a0) : 0;
+        break;
     default:
         return;
     }

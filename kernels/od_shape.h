@@ -53,7 +53,8 @@ od_shape_fn od_builtin_shape_fn(od_opid id);
     X(od_shape_scan) \
     X(od_shape_scatter) X(od_shape_masked_fill) X(od_shape_take) X(od_shape_nonzero) \
     X(od_shape_pointwise) X(od_shape_isin) X(od_shape_equal) X(od_shape_linalg) X(od_shape_search) \
-    X(od_shape_pad) X(od_shape_data_sized)
+    X(od_shape_pad) X(od_shape_data_sized) \
+    X(od_shape_norm)
 
 #define OD_X_(fn) od_status fn(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, \
                                 od_error *err);
@@ -365,5 +366,23 @@ od_status od_linalg_check_dtype(od_opid id, const od_stack *s, od_error *err);
  * but for gels; singular values (A's batch, min(m, n)) for gelsd/gelss. */
 void od_linalg_lstsq_specs(const od_stack *s, const od_linalg_info *li, bool residuals, od_out_spec *outs);
 od_status od_linalg_info_error(const char *api, const int32_t *info, int64_t n, bool batched, od_error *err);
+
+/* native_batch_norm(_backward) and native_group_norm(_backward) (shape_reduce.c):
+ * the checked arguments their CPU and CUDA kernels share. The input is viewed as
+ * [N, C, S] (S: the product of the dims after the channel; group norm's HxW).
+ * Tensors are borrowed from the stack; absent optional ones are NULL. */
+typedef struct od_norm_plan {
+    bool group;                 /* native_group_norm(_backward), else batch norm */
+    bool backward;              /* the _backward operators */
+    const od_tensor *input, *grad_out, *weight, *bias;
+    const od_tensor *rmean, *rvar;      /* batch norm's running statistics */
+    const od_tensor *mean, *invstd;     /* backward: the forward's saved statistics */
+    int64_t N, C, S, G;         /* G: groups (1 for batch norm) */
+    bool train;
+    double momentum, eps;
+    bool mask[3];               /* backward's output_mask */
+    od_dtype stat_dtype;        /* statistics and parameter gradients: the parameters' dtype */
+} od_norm_plan;
+od_status od_norm_plan_of(od_opid id, const od_stack *s, od_norm_plan *p, od_error *err);
 
 #endif

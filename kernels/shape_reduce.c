@@ -847,3 +847,268 @@ od_status od_shape_index_select(od_opid id, const od_stack *s, od_out_spec *outs
     *nouts = 1;
     return OD_OK;
 }
+
+/* ---- batch norm and group norm --------------------------------------------------
+ * The checks of ATen 1.13's native_batch_norm / native_group_norm and their
+ * backward, in its order and words. Where torch 1.13's CPU kernel checks nothing
+ * and reads out of bounds (a weight or running statistic of the wrong size, an
+ * evaluation without running statistics), the message is that of the composite
+ * above it (_batch_norm_impl_index), so the answer is the one batch_norm gives. */
+
+static const char *scalar_type_name(od_dtype dt) { return od_dtype_scalar_name(dt); }
+
+static od_status norm_numel_check(const char *what, const od_tensor *t, int64_t C, od_error *err)
+{
+    if (!t || od_tensor_numel(t) == C)
+        return OD_OK;
+    return od_error_set(err, OD_EMISMATCH, "%s should contain %" PRId64 " elements not %" PRId64, what, C,
+                        od_tensor_numel(t));
+}
+
+/* batch norm's parameter dtype rule (ATen's is_mixed_type / check_mixed_data_type):
+ * the first defined parameter decides; a bfloat16 input may take float32 ones. */
+static od_status bn_param_dtypes(const od_tensor *input, const od_tensor *const *ps, int np, od_dtype *pdt,
+                                 od_error *err)
+{
+    const od_tensor *first = NULL;
+    for (int i = 0; i < np && !first; i++)
+        first = ps[i];
+    *pdt = first ? first->dtype : input->dtype;
+    bool mixed = first && first->dtype != input->dtype;
+    for (int i = 0; i < np; i++) {
+        if (!ps[i])
+            continue;
+        if (mixed && ps[i]->dtype != OD_FLOAT32)
+            return od_error_set(err, OD_EMISMATCH, "mixed dtype (CPU): expect parameter to have scalar type of Float");
+        if (!mixed && ps[i]->dtype != input->dtype)
+            return od_error_set(err, OD_EMISMATCH, "expected scalar type %s but found %s",
+                                scalar_type_name(input->dtype), scalar_type_name(ps[i]->dtype));
+    }
+    if (mixed && input->dtype != OD_BFLOAT16)
+        return od_error_set(err, OD_EMISMATCH, "mixed dtype (CPU): expect input to have scalar type of BFloat16");
+    return OD_OK;
+}
+
+static od_status norm_double_arg(const od_stack *s, int i, const char *op, const char *name, double *v,
+                                 od_error *err)
+{
+    if (i >= s->nargs || !od_value_is_number(&s->args[i]))
+        return od_error_set(err, OD_EINVAL, "%s(): argument '%s' must be a float", op, name);
+    *v = od_value_as_double(&s->args[i]);
+    return OD_OK;
+}
+
+static od_status norm_mask_arg(const od_stack *s, int i, const char *op, bool mask[3], od_error *err)
+{
+    if (i >= s->nargs || s->args[i].tag != OD_T_BOOL_LIST || s->args[i].u.list.n != 3)
+        return od_error_set(err, OD_EINVAL, "%s(): argument 'output_mask' must be a list of 3 bools", op);
+    const bool *b = s->args[i].u.list.items;
+    for (int k = 0; k < 3; k++)
+        mask[k] = b[k];
+    return OD_OK;
+}
+
+static od_status norm_devices(const char *op, const od_tensor *x, const od_tensor *const *ts, int n, od_error *err)
+{
+    od_status st;
+    for (int i = 0; i < n; i++)
+        if ((st = check_same_device(op, x, ts[i], err)))
+            return st;
+    return OD_OK;
+}
+
+static od_status batch_norm_plan(od_opid id, const od_stack *s, od_norm_plan *p, od_error *err)
+{
+    bool bw = id == OD_OPID_native_batch_norm_backward;
+    const char *name = bw ? "native_batch_norm_backward" : "native_batch_norm";
+    od_tensor *x = NULL, *go = NULL, *w = NULL, *b = NULL, *rm = NULL, *rv = NULL, *sm = NULL, *si = NULL;
+    od_status st;
+    int o = bw ? 1 : 0; /* backward's arguments follow grad_out */
+    if ((bw && (st = arg_tensor(s, 0, name, "grad_out", &go, err))) ||
+        (st = arg_tensor(s, o, name, "input", &x, err)) ||
+        (st = arg_opt_tensor(s, o + 1, name, "weight", &w, err)) ||
+        (!bw && (st = arg_opt_tensor(s, 2, name, "bias", &b, err))) ||
+        (st = arg_opt_tensor(s, bw ? 3 : 3, name, "running_mean", &rm, err)) ||
+        (st = arg_opt_tensor(s, bw ? 4 : 4, name, "running_var", &rv, err)) ||
+        (bw && (st = arg_opt_tensor(s, 5, name, "save_mean", &sm, err))) ||
+        (bw && (st = arg_opt_tensor(s, 6, name, "save_invstd", &si, err))) ||
+        (st = arg_bool(s, bw ? 7 : 5, name, bw ? "train" : "training", &p->train, err)) ||
+        (!bw && (st = norm_double_arg(s, 6, name, "momentum", &p->momentum, err))) ||
+        (st = norm_double_arg(s, bw ? 8 : 7, name, "eps", &p->eps, err)) ||
+        (bw && (st = norm_mask_arg(s, 9, name, p->mask, err))))
+        return st;
+    p->input = x;
+    p->grad_out = go;
+    p->weight = w;
+    p->bias = b;
+    p->rmean = rm;
+    p->rvar = rv;
+    p->mean = sm;
+    p->invstd = si;
+    p->G = 1;
+    /* input.size(1): torch's own IndexError for a rank below 2 */
+    int d1;
+    if (x->ndim == 0)
+        return od_error_set(err, OD_EINVAL, "Dimension specified as 1 but tensor has no dimensions");
+    if ((st = od_wrap_dim(1, x->ndim, &d1, err)))
+        return st;
+    p->N = x->sizes[0];
+    p->C = x->sizes[1];
+    p->S = 1;
+    for (int d = 2; d < x->ndim; d++)
+        p->S *= x->sizes[d];
+    if (!od_dtype_is_floating(x->dtype) || x->dtype == OD_FLOAT16)
+        return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'",
+                            bw ? "batch_norm_backward_cpu" : "batch_norm", od_dtype_scalar_name(x->dtype));
+    if (rm)
+        st = norm_numel_check("running_mean", rm, p->C, err);
+    else if (!p->train)
+        st = od_error_set(err, OD_EINVAL, "running_mean must be defined in evaluation mode");
+    if (st)
+        return st;
+    if (rv)
+        st = norm_numel_check("running_var", rv, p->C, err);
+    else if (!p->train)
+        st = od_error_set(err, OD_EINVAL, "running_var must be defined in evaluation mode");
+    if (st || (st = norm_numel_check("weight", w, p->C, err)) || (st = norm_numel_check("bias", b, p->C, err)))
+        return st;
+    if (bw) {
+        if (p->train && (!sm || !si))
+            return od_error_set(err, OD_EINVAL, "save_mean and save_invstd must be defined in training mode");
+        if (p->train && ((st = norm_numel_check("save_mean", sm, p->C, err)) ||
+                         (st = norm_numel_check("save_invstd", si, p->C, err))))
+            return st;
+        bool same = go->ndim == x->ndim;
+        for (int d = 0; same && d < x->ndim; d++)
+            same = go->sizes[d] == x->sizes[d];
+        if (!same) {
+            char a[256], c[256];
+            od_shape_print(go->sizes, go->ndim, a, sizeof a);
+            od_shape_print(x->sizes, x->ndim, c, sizeof c);
+            return od_error_set(err, OD_EMISMATCH, "Expected grad_out of size %s to match input of size %s", a, c);
+        }
+        if (go->dtype != x->dtype)
+            return od_error_set(err, OD_EMISMATCH, "expected scalar type %s but found %s",
+                                scalar_type_name(x->dtype), scalar_type_name(go->dtype));
+    }
+    const od_tensor *ps[6] = {w, b, rm, rv, p->train ? sm : NULL, p->train ? si : NULL};
+    if ((st = bn_param_dtypes(x, ps, 6, &p->stat_dtype, err)))
+        return st;
+    const od_tensor *all[7] = {go, w, b, rm, rv, sm, si};
+    return norm_devices(name, x, all, 7, err);
+}
+
+static od_status group_norm_plan(od_opid id, const od_stack *s, od_norm_plan *p, od_error *err)
+{
+    bool bw = id == OD_OPID_native_group_norm_backward;
+    const char *name = bw ? "native_group_norm_backward" : "native_group_norm";
+    od_tensor *x = NULL, *go = NULL, *w = NULL, *b = NULL, *mean = NULL, *rstd = NULL;
+    od_status st;
+    int o = bw ? 4 : 3; /* N, C, HxW, group */
+    if ((bw && (st = arg_tensor(s, 0, name, "grad_out", &go, err))) ||
+        (st = arg_tensor(s, bw ? 1 : 0, name, "input", &x, err)) ||
+        (bw && (st = arg_tensor(s, 2, name, "mean", &mean, err))) ||
+        (bw && (st = arg_tensor(s, 3, name, "rstd", &rstd, err))) ||
+        (st = arg_opt_tensor(s, bw ? 4 : 1, name, "weight", &w, err)) ||
+        (!bw && (st = arg_opt_tensor(s, 2, name, "bias", &b, err))) ||
+        (st = arg_int(s, o + (bw ? 1 : 0), name, "N", &p->N, err)) ||
+        (st = arg_int(s, o + (bw ? 2 : 1), name, "C", &p->C, err)) ||
+        (st = arg_int(s, o + (bw ? 3 : 2), name, "HxW", &p->S, err)) ||
+        (st = arg_int(s, o + (bw ? 4 : 3), name, "group", &p->G, err)) ||
+        (!bw && (st = norm_double_arg(s, 7, name, "eps", &p->eps, err))) ||
+        (bw && (st = norm_mask_arg(s, 9, name, p->mask, err))))
+        return st;
+    p->group = true;
+    p->input = x;
+    p->grad_out = go;
+    p->weight = w;
+    p->bias = b;
+    p->mean = mean;
+    p->invstd = rstd;
+    p->train = true;
+    char xs[256], ws[256];
+    od_shape_print(x->sizes, x->ndim, xs, sizeof xs);
+    if (p->G <= 0)
+        return od_error_set(err, OD_EINVAL, "Expected num groups to be greater than 0, got %" PRId64, p->G);
+    if (p->C % p->G != 0)
+        return od_error_set(err, OD_EINVAL,
+                            "Expected number of channels in input to be divisible by num_groups, but got input "
+                            "of shape %s and num_groups=%" PRId64,
+                            xs, p->G);
+    const od_tensor *wb[2] = {w, b};
+    for (int i = 0; i < 2; i++) {
+        if (wb[i] && !(wb[i]->ndim == 1 && wb[i]->sizes[0] == p->C)) {
+            od_shape_print(wb[i]->sizes, wb[i]->ndim, ws, sizeof ws);
+            return od_error_set(err, OD_EMISMATCH,
+                                "Expected %s to be a vector of size equal to the number of channels in input, "
+                                "but got %s of shape %s and input of shape %s",
+                                i ? "bias" : "weight", i ? "bias" : "weight", ws, xs);
+        }
+    }
+    /* N, C and HxW are the caller's numbers: multiplied without overflow (UBSan) */
+    int64_t nc = 0, ncs = 0, ng = 0;
+    if (p->N < 0 || p->C < 0 || p->S < 0 || __builtin_mul_overflow(p->N, p->C, &nc) ||
+        __builtin_mul_overflow(nc, p->S, &ncs) || __builtin_mul_overflow(p->N, p->G, &ng) ||
+        od_tensor_numel(x) != ncs)
+        return od_error_set(err, OD_EINVAL,
+                            "Expected X.numel() == N * C * HxW to be true, but got false.  (Could this error "
+                            "message be improved?  If so, please report an enhancement request to PyTorch.)");
+    if (!od_dtype_is_floating(x->dtype) || x->dtype == OD_FLOAT16)
+        return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'",
+                            bw ? "GroupNormBackwardKernelImpl" : "GroupNormKernelImpl", od_dtype_scalar_name(x->dtype));
+    if (bw) {
+        if (od_tensor_numel(go) != od_tensor_numel(x))
+            return od_error_set(err, OD_EMISMATCH, "Expected dY.numel() == N * C * HxW to be true, but got false.");
+        if (od_tensor_numel(mean) != ng || od_tensor_numel(rstd) != ng)
+            return od_error_set(err, OD_EMISMATCH, "Expected mean.numel() == N * group to be true, but got false.");
+    }
+    const od_tensor *same[4] = {go, w, b, mean};
+    for (int i = 0; i < 4; i++)
+        if (same[i] && same[i]->dtype != x->dtype)
+            return od_error_set(err, OD_EMISMATCH, "expected scalar type %s but found %s",
+                                scalar_type_name(x->dtype), scalar_type_name(same[i]->dtype));
+    if (rstd && rstd->dtype != x->dtype)
+        return od_error_set(err, OD_EMISMATCH, "expected scalar type %s but found %s", scalar_type_name(x->dtype),
+                            scalar_type_name(rstd->dtype));
+    p->stat_dtype = x->dtype;
+    const od_tensor *all[5] = {go, w, b, mean, rstd};
+    return norm_devices(name, x, all, 5, err);
+}
+
+od_status od_norm_plan_of(od_opid id, const od_stack *s, od_norm_plan *p, od_error *err)
+{
+    memset(p, 0, sizeof *p);
+    p->backward = id == OD_OPID_native_batch_norm_backward || id == OD_OPID_native_group_norm_backward;
+    if (id == OD_OPID_native_group_norm || id == OD_OPID_native_group_norm_backward)
+        return group_norm_plan(id, s, p, err);
+    return batch_norm_plan(id, s, p, err);
+}
+
+/* Outputs: forward (output like input, two statistics: batch norm's [C] in
+ * training and [0] in evaluation, group norm's [N, group]); backward (grad_input
+ * like input, grad_weight and grad_bias [C]; a masked-out one is None, which the
+ * kernels return and Meta describes as an empty tensor). */
+od_status od_shape_norm(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
+{
+    od_norm_plan p;
+    od_status st = od_norm_plan_of(id, s, &p, err);
+    if (st)
+        return st;
+    const od_tensor *x = p.input;
+    spec_init(&outs[0], x->dtype, x->device, x->sizes, x->ndim);
+    int64_t c = p.C, ng[2] = {p.N, p.G}, zero = 0;
+    if (p.backward) {
+        if (!p.mask[0])
+            spec_init(&outs[0], x->dtype, x->device, &zero, 1);
+        for (int i = 1; i < 3; i++)
+            spec_init(&outs[i], p.stat_dtype, x->device, p.mask[i] ? &c : &zero, 1);
+    } else if (p.group) {
+        spec_init(&outs[1], p.stat_dtype, x->device, ng, 2);
+        spec_init(&outs[2], p.stat_dtype, x->device, ng, 2);
+    } else {
+        spec_init(&outs[1], p.stat_dtype, x->device, p.train ? &c : &zero, 1);
+        spec_init(&outs[2], p.stat_dtype, x->device, p.train ? &c : &zero, 1);
+    }
+    *nouts = 3;
+    return OD_OK;
+}

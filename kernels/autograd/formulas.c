@@ -2130,6 +2130,77 @@ OD_BW(LinalgQrBackward0)
     SET(0, ag_call(sc, OD_OPID_cat, 2, od_list_v(OD_T_TENSOR_LIST, parts, 2), od_int(-1)));
 }
 
+/* ---- batch norm and group norm ------------------------------------------------------ */
+
+/* Calls built-in id and keeps its (up to) three returns in the scope; a None
+ * return is NULL. */
+static void call3(ag_scope *sc, od_opid id, od_value *a, int na, od_tensor *out[3])
+{
+    out[0] = out[1] = out[2] = NULL;
+    if (failed(sc))
+        return;
+    od_stack r;
+    od_status st = od_call_builtin(id, a, na, &r, sc->err);
+    if (st) {
+        fail(sc, st);
+        return;
+    }
+    for (int i = 0; i < 3 && i < r.nrets; i++)
+        if (r.rets[i].tag == OD_T_TENSOR && r.rets[i].u.t) {
+            out[i] = keep_new(sc, r.rets[i].u.t);
+            r.rets[i] = od_none();
+        }
+    od_stack_release_rets(&r);
+}
+
+/* derivatives.yaml: native_batch_norm_backward(grad, input, weight,
+ * running_mean, running_var, result1, result2, training, eps, mask). The
+ * running statistics only matter in evaluation (training's backward reads
+ * the saved ones), so only then are they read back. */
+OD_BW(NativeBatchNormBackward0)
+{
+    if (!g[0])
+        return;
+    int kw = ag_in(n, 1), kb = ag_in(n, 2);
+    bool train = ag_arg(n, 5)->tag == OD_T_BOOL ? ag_arg(n, 5)->u.b : ag_arg(n, 5)->u.i != 0;
+    bool mask[3] = {need[0], kw >= 0 && need[kw], kb >= 0 && need[kb]};
+    od_tensor *x = ag_saved(sc, n, 0), *w = kw >= 0 ? ag_saved(sc, n, 1) : NULL;
+    od_tensor *rm = !train && ag_arg(n, 3)->tag == OD_T_TENSOR ? ag_saved(sc, n, 3) : NULL;
+    od_tensor *rv = !train && ag_arg(n, 4)->tag == OD_T_TENSOR ? ag_saved(sc, n, 4) : NULL;
+    od_tensor *sm = train ? ag_saved_out(sc, n, 1) : NULL, *si = train ? ag_saved_out(sc, n, 2) : NULL;
+    if (failed(sc))
+        return;
+    od_value a[10] = {T(g[0]), T(x), w ? T(w) : od_none(), rm ? T(rm) : od_none(), rv ? T(rv) : od_none(),
+                      sm ? T(sm) : od_none(), si ? T(si) : od_none(), od_bool(train), *ag_arg(n, 7),
+                      od_list_v(OD_T_BOOL_LIST, mask, 3)};
+    od_tensor *r[3];
+    call3(sc, OD_OPID_native_batch_norm_backward, a, 10, r);
+    SET(0, r[0]);
+    SET(kw, r[1]);
+    SET(kb, r[2]);
+}
+
+/* derivatives.yaml: native_group_norm_backward(grad, input, result1, result2,
+ * weight, N, C, HxW, group, mask). */
+OD_BW(NativeGroupNormBackward0)
+{
+    if (!g[0])
+        return;
+    int kw = ag_in(n, 1), kb = ag_in(n, 2);
+    bool mask[3] = {need[0], kw >= 0 && need[kw], kb >= 0 && need[kb]};
+    od_tensor *x = ag_saved(sc, n, 0), *w = kw >= 0 ? ag_saved(sc, n, 1) : NULL;
+    od_tensor *mean = ag_saved_out(sc, n, 1), *rstd = ag_saved_out(sc, n, 2);
+    if (failed(sc))
+        return;
+    od_value a[10] = {T(g[0]), T(x), T(mean), T(rstd), w ? T(w) : od_none(), *ag_arg(n, 3), *ag_arg(n, 4),
+                      *ag_arg(n, 5), *ag_arg(n, 6), od_list_v(OD_T_BOOL_LIST, mask, 3)};
+    od_tensor *r[3];
+    call3(sc, OD_OPID_native_group_norm_backward, a, 10, r);
+    SET(0, r[0]);
+    SET(kw, r[1]);
+    SET(kb, r[2]);
+}
+
 /* ---- the table ---------------------------------------------------------------------- */
 
 #define od_bw_0 NULL

@@ -77,6 +77,9 @@ OD_CX_KERNEL(od_cia_masked_scatter_);
 OD_CX_KERNEL(od_cea_put);
 OD_CX_KERNEL(od_cea_rot90);
 OD_CX_KERNEL(od_cia_repeat_interleave); /* .self_Tensor, .self_int */
+OD_CX_KERNEL(od_cia_batch_norm);    /* nn.c: batch_norm, _batch_norm_impl_index */
+OD_CX_KERNEL(od_cia_instance_norm);
+OD_CX_KERNEL(od_cia_group_norm);
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */
 void od_cx_factories_init(void);

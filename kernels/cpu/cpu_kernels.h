@@ -56,6 +56,7 @@ OD_CPU_KERNEL_(od_cpu_search)      /* search.c: searchsorted, bucketize */
 OD_CPU_KERNEL_(od_cpu_pad)         /* pad.c: reflection_pad1d..3d, replication_pad1d..3d */
 OD_CPU_KERNEL_(od_cpu_repeat_interleave)  /* unique.c: repeat_interleave.Tensor */
 OD_CPU_KERNEL_(od_cpu_unique_consecutive) /* unique.c */
+OD_CPU_KERNEL_(od_cpu_norm)        /* norm.c: native_batch_norm, native_group_norm and their backward */
 
 #undef OD_CPU_KERNEL_
 
@@ -78,6 +79,13 @@ od_status od_cpu_to_dtype(od_tensor *src, od_dtype dt, od_tensor **out, od_error
  * buf (at least 8 bytes), wrapping integers and rounding floats like a torch
  * cast. */
 void od_cpu_scalar_to_dtype(const od_value *v, od_dtype dt, void *buf);
+
+/* softmax.c: ATen's RowwiseMoments of n values at x (borrowed; double for
+ * F64, float for the others, bfloat16 data read as float), the mean and the
+ * biased variance, rounded as torch 1.13 rounds them: BF16 as layer norm's
+ * float accumulation, BF16_ARITH as group norm's c10::BFloat16 arithmetic. */
+enum { OD_ROW_MOMENTS_F64, OD_ROW_MOMENTS_F32, OD_ROW_MOMENTS_BF16, OD_ROW_MOMENTS_BF16_ARITH };
+void od_cpu_row_moments(int kind, const void *x, int64_t n, double *mean, double *var);
 
 /* ---- contiguous row sums shared by the reductions and normalisations
  * (reduce.c). x: borrowed, n >= 0. Accumulate in double with independent

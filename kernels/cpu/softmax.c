@@ -441,6 +441,27 @@ LN_ATEN_MOMENTS(ln_moments_bf16_overflow, float, 16, 1, bf_add, bf_sub, bf_mul, 
 
 typedef enum { LN_F64, LN_F32, LN_BF16 } ln_kind;
 
+/* RowwiseMoments for other kernels of this folder (group norm's rows). */
+void od_cpu_row_moments(int kind, const void *x, int64_t n, double *mean, double *var)
+{
+    if (kind == OD_ROW_MOMENTS_F64) {
+        ln_moments_f64(x, n, mean, var);
+        return;
+    }
+    float mu, v;
+    if (kind == OD_ROW_MOMENTS_F32)
+        ln_moments_f32(x, n, &mu, &v);
+    else if (kind == OD_ROW_MOMENTS_BF16_ARITH)
+        ln_moments_bf16_overflow(x, n, &mu, &v);
+    else {
+        ln_moments_bf16(x, n, &mu, &v);
+        if (!isfinite(mu) || !isfinite(v))
+            ln_moments_bf16_overflow(x, n, &mu, &v);
+    }
+    *mean = mu;
+    *var = v;
+}
+
 typedef struct ln_ctx {
     const char *x, *w, *b; /* w, b NULL when absent; bfloat16 data is read as float */
     char *y, *mean, *rstd;

@@ -1607,3 +1607,113 @@ Test(copy, pads_search_unique)
     check_op("repeat_interleave negative", OD_OPID_repeat_interleave_Tensor, rargs, 2, 0, false);
     od_tensor_release(r);
 }
+
+/* ---- batch norm and group norm (kernels/cuda/bnorm.cu vs cpu/norm.c) ------------------------------ */
+
+/* Outputs that are None on one device are None on the other; the rest close. */
+static void judge_norm(const char *what, od_opid id, od_stack *sc, od_stack *sg, const void *ctx)
+{
+    for (int i = 0; i < sc->nrets; i++) {
+        char w[256];
+        snprintf(w, sizeof w, "%s (%s) output %d", what, od_op_name(od_builtin(id)), i);
+        bool cn = sc->rets[i].tag != OD_T_TENSOR, gn = sg->rets[i].tag != OD_T_TENSOR;
+        TCHECK(cn == gn, "%s: None on one device only", w);
+        if (!cn)
+            compare_out(w, sg->rets[i].u.t, sc->rets[i].u.t, *(const double *)ctx);
+    }
+}
+
+Test(red, batch_and_group_norm)
+{
+    const struct {
+        const int64_t *sizes;
+        int ndim, groups, view;
+    } cases[] = {
+        {S(8, 3), 2, 3, 0},         {S(4, 6, 33), 3, 2, 0}, {S(2, 4, 7, 9), 4, 4, 1},
+        {S(3, 2, 3, 4, 5), 5, 1, 2}, {S(1, 5, 4000), 3, 5, 0}, {S(0, 4, 3), 3, 2, 0},
+    };
+    const od_dtype dts[] = {OD_BFLOAT16, OD_FLOAT32, OD_FLOAT64};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        for (int di = 0; di < 3; di++) {
+            od_dtype dt = dts[di];
+            double tol = dt == OD_FLOAT32 ? 1e-4 : dt == OD_BFLOAT16 ? 3e-2 : 1e-9;
+            const int64_t *sz = cases[ci].sizes;
+            int nd = cases[ci].ndim;
+            int64_t N = sz[0], C = sz[1], HxW = 1, G = cases[ci].groups;
+            for (int d = 2; d < nd; d++)
+                HxW *= sz[d];
+            od_tensor *x = arg_t(sz, nd, dt, -3, 5, cases[ci].view), *gy = arg_t(sz, nd, dt, -1, 1, 0);
+            od_tensor *w = arg_t(S(C), 1, dt, 0.5, 1.5, 0), *b = arg_t(S(C), 1, dt, -1, 1, 0);
+            od_tensor *ng_mean = arg_t(S(N, G), 2, dt, -1, 1, 0), *ng_rstd = arg_t(S(N, G), 2, dt, 0.5, 2, 0);
+            char wh[96];
+            for (int train = 0; train < 2; train++) {
+                /* running statistics: each device writes its own copy, compared after */
+                od_tensor *rm = arg_t(S(C), 1, dt, -1, 1, 0), *rv = arg_t(S(C), 1, dt, 0.5, 2, 0);
+                od_tensor *grm = mirror(rm), *grv = mirror(rv);
+                od_value ca[8] = {od_tensor_v(x), od_tensor_v(w), od_tensor_v(b), od_tensor_v(rm), od_tensor_v(rv),
+                                  od_bool(train), od_double(0.3), od_double(1e-5)};
+                od_value ga[8];
+                memcpy(ga, ca, sizeof ca);
+                ga[0] = od_tensor_v(mirror(x));
+                ga[1] = od_tensor_v(mirror(w));
+                ga[2] = od_tensor_v(mirror(b));
+                ga[3] = od_tensor_v(grm);
+                ga[4] = od_tensor_v(grv);
+                od_stack sc, sg;
+                OKCALL(od_call_builtin(OD_OPID_native_batch_norm, ca, 8, &sc, &e_));
+                OKCALL(od_call_builtin(OD_OPID_native_batch_norm, ga, 8, &sg, &e_));
+                snprintf(wh, sizeof wh, "native_batch_norm case#%zu %s train=%d", ci, od_dtype_name(dt), train);
+                judge_norm(wh, OD_OPID_native_batch_norm, &sc, &sg, &tol);
+                compare_out(wh, grm, rm, tol);
+                compare_out(wh, grv, rv, tol);
+                /* the backward, from the forward's statistics */
+                bool masks[3][3] = {{true, true, true}, {true, false, true}, {false, true, false}};
+                for (int mi = 0; mi < 3; mi++) {
+                    od_value bargs[10] = {od_tensor_v(gy), od_tensor_v(x), od_tensor_v(w), od_tensor_v(rm),
+                                          od_tensor_v(rv), train ? sc.rets[1] : od_none(),
+                                          train ? sc.rets[2] : od_none(), od_bool(train), od_double(1e-5),
+                                          od_list_v(OD_T_BOOL_LIST, masks[mi], 3)};
+                    snprintf(wh, sizeof wh, "native_batch_norm_backward case#%zu %s train=%d mask#%d", ci,
+                             od_dtype_name(dt), train, mi);
+                    check_op_with(wh, OD_OPID_native_batch_norm_backward, bargs, 10, false, judge_norm, &tol);
+                }
+                od_stack_release_rets(&sc);
+                od_stack_release_rets(&sg);
+                for (int i = 0; i < 3; i++)
+                    od_tensor_release(ga[i].u.t);
+                od_tensor_release(grm);
+                od_tensor_release(grv);
+                od_tensor_release(rm);
+                od_tensor_release(rv);
+            }
+            for (int aff = 0; aff < 2; aff++) {
+                od_value gargs[8] = {od_tensor_v(x), aff ? od_tensor_v(w) : od_none(), aff ? od_tensor_v(b) : od_none(),
+                                     od_int(N), od_int(C), od_int(HxW), od_int(G), od_double(1e-5)};
+                snprintf(wh, sizeof wh, "native_group_norm case#%zu %s affine=%d", ci, od_dtype_name(dt), aff);
+                check_op_with(wh, OD_OPID_native_group_norm, gargs, 8, false, judge_norm, &tol);
+                bool mask[3] = {true, aff == 1, aff == 1};
+                od_value bargs[10] = {od_tensor_v(gy), od_tensor_v(x), od_tensor_v(ng_mean), od_tensor_v(ng_rstd),
+                                      aff ? od_tensor_v(w) : od_none(), od_int(N), od_int(C), od_int(HxW), od_int(G),
+                                      od_list_v(OD_T_BOOL_LIST, mask, 3)};
+                snprintf(wh, sizeof wh, "native_group_norm_backward case#%zu %s affine=%d", ci, od_dtype_name(dt),
+                         aff);
+                check_op_with(wh, OD_OPID_native_group_norm_backward, bargs, 10, false, judge_norm, &tol);
+            }
+            /* the refusals agree too: a float16 input, groups that do not divide C */
+            od_tensor *h = arg_t(sz, nd, OD_FLOAT16, -1, 1, 0);
+            od_value hargs[8] = {od_tensor_v(h), od_none(), od_none(), od_none(), od_none(), od_bool(true),
+                                 od_double(0.1), od_double(1e-5)};
+            check_op_with("native_batch_norm float16", OD_OPID_native_batch_norm, hargs, 8, false, judge_norm, &tol);
+            od_value g3[8] = {od_tensor_v(x), od_none(), od_none(), od_int(N), od_int(C), od_int(HxW), od_int(C + 1),
+                              od_double(1e-5)};
+            check_op_with("native_group_norm groups", OD_OPID_native_group_norm, g3, 8, false, judge_norm, &tol);
+            od_tensor_release(h);
+            od_tensor_release(x);
+            od_tensor_release(gy);
+            od_tensor_release(w);
+            od_tensor_release(b);
+            od_tensor_release(ng_mean);
+            od_tensor_release(ng_rstd);
+        }
+    }
+}

@@ -315,6 +315,17 @@ def make_cases(rng):
     for nd, pad in ((1, [2, -1]), (2, [1, 3, -1, 2]), (3, [0, 2, 1, 1, 2, 0])):
         for kind in ("reflection", "replication"):
             add(f"{kind}_pad{nd}d", RG(g(rng, *((2,) + (4,) * nd))), pad)
+    # batch / instance / group norm (running statistics are plain arrays: the forward writes them)
+    add("native_batch_norm", RG(g(rng, 4, 3, 5)), RG(g(rng, 3)), RG(g(rng, 3)), None, None, True, 0.1, 1e-5)
+    add("native_batch_norm", RG(g(rng, 5, 2)), None, None, g(rng, 2), g(rng, 2, pos=True), True, 0.1, 1e-5)
+    add("native_batch_norm", RG(g(rng, 3, 2, 2)), RG(g(rng, 2)), RG(g(rng, 2)), g(rng, 2), g(rng, 2, pos=True),
+        False, 0.1, 1e-5)
+    add("batch_norm", RG(g(rng, 3, 2, 2, 2)), RG(g(rng, 2)), None, g(rng, 2), g(rng, 2, pos=True), True, 0.1,
+        1e-5, False)
+    add("instance_norm", RG(g(rng, 2, 3, 4)), RG(g(rng, 3)), RG(g(rng, 3)), None, None, True, 0.1, 1e-5, False)
+    add("native_group_norm", RG(g(rng, 2, 6, 5)), RG(g(rng, 6)), RG(g(rng, 6)), 2, 6, 5, 3, 1e-5)
+    add("group_norm", RG(g(rng, 3, 4, 2, 2)), 2, RG(g(rng, 4)), None)
+    add("group_norm", RG(g(rng, 2, 4, 3)), 4)
     return C
 
 

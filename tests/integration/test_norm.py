@@ -1,0 +1,266 @@
+"""Batch, instance and group normalisation (kernels/shape_reduce.c's od_norm_plan,
+cpu/norm.c, composite/nn.c) against PyTorch 1.13 on fresh random inputs:
+training and evaluation, momentum, with and without weight, bias and running
+statistics, 2-D to 5-D inputs, batch 1 and empty batches, channels that
+groups do not divide, strided inputs (a transpose step of a program), every
+dtype torch's CPU takes and the refusals with torch's messages; the running
+statistics written in place, stored tensors included; the backward
+operators against torch's."""
+
+import json
+import subprocess
+
+import numpy as np
+
+from conftest import TORCH_PY
+
+# Runs cases under PyTorch 1.13: each output, and the tensor arguments the
+# call wrote (the running statistics), or the error.
+TORCH = r"""
+import json, sys, torch
+DT = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
+      "float16": torch.float16, "int64": torch.int64, "bool": torch.bool}
+def arg(v):
+    if isinstance(v, dict) and "dtype" in v:
+        return torch.tensor([float(x) for x in v["data"]], dtype=torch.float64).to(DT[v["dtype"]]).reshape(v["shape"])
+    return v
+def out(t):
+    if not isinstance(t, torch.Tensor):
+        return None
+    return {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape),
+            "value": t.detach().double().reshape(-1).tolist()}
+res = []
+for c in json.load(sys.stdin):
+    try:
+        a = [arg(v) for v in c["args"]]
+        if c.get("tr"):
+            a[0] = a[0].transpose(*c["tr"])
+        name, _, ov = c["op"].partition(".")
+        r = getattr(getattr(torch.ops.aten, name), ov or "default")(*a)
+        r = list(r) if isinstance(r, (tuple, list)) else [r]
+        res.append({"outs": [out(t) for t in r], "after": {str(i): out(a[i]) for i in c.get("mut", [])}})
+    except Exception as e:
+        res.append({"error": str(e).split("\n")[0]})
+print(json.dumps(res))
+"""
+
+
+def torch_run(cases):
+    p = subprocess.run([TORCH_PY, "-c", TORCH], input=json.dumps(cases), capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout)
+
+
+def T(a, dtype=None):
+    a = np.asarray(a)
+    return {"dtype": dtype or str(a.dtype), "shape": list(a.shape), "data": a.reshape(-1).tolist()}
+
+
+def R(rng, shape, dt="float32", scale=2.0, shift=0.5):
+    return T((rng.standard_normal(shape) * scale + shift).astype(np.float64), dt)
+
+
+def P(rng, shape, dt="float32"):
+    """Positive values (variances)."""
+    return T(np.abs(rng.standard_normal(shape)) + 0.5, dt)
+
+
+TOL = {"float64": 1e-10, "float32": 2e-5, "bfloat16": 2e-2}
+
+
+def close(got, want, dt, what, bad):
+    if got is None or want is None:
+        if (got is None) != (want is None):
+            bad.append(f"{what}: {got and 'tensor'} vs torch {want and 'tensor'}")
+        return
+    if got["dtype"] != want["dtype"] or got["shape"] != want["shape"]:
+        bad.append(f"{what}: {got['dtype']}{got['shape']} vs torch {want['dtype']}{want['shape']}")
+        return
+    g = np.array([float(x) for x in got["data"]], np.float64)
+    w = np.array(want["value"], np.float64)
+    tol = TOL.get(dt, 2e-5)
+    if not np.allclose(g, w, rtol=tol, atol=tol, equal_nan=True):
+        i = int(np.argmax(np.abs(g - w)))
+        bad.append(f"{what}: at {i} {g[i]} vs torch {w[i]} (of {len(g)})")
+
+
+def call(server, case):
+    """The server's answer: a program when the input is transposed first."""
+    if not case.get("tr"):
+        return server.post(f"/v1/ops/{case['op']}", {"args": case["args"]})
+    steps = [{"op": "transpose.int", "args": [case["args"][0], *case["tr"]]},
+             {"op": case["op"], "args": [{"ref": "$0"}, *case["args"][1:]]}]
+    return server.post("/v1/run", {"steps": steps, "outputs": [f"$1.{k}" for k in range(case.get("nout", 1))]})
+
+
+def outputs_of(case, body):
+    if case.get("tr"):
+        return [body["outputs"][k] if "data" in body["outputs"][k] else None for k in range(len(body["outputs"]))]
+    return [o if "data" in o else None for o in body["outputs"]]
+
+
+def check(server, cases, mutated=True):
+    """cases: dicts {op, args, [tr], [mut], [dt], [nout]}; running statistics
+    (mut) go through the session store, so the kernel writes stored tensors."""
+    want = torch_run(cases)
+    bad = []
+    for case, w in zip(cases, want):
+        what = f"{case['op']} {[a['dtype'] + str(a['shape']) if isinstance(a, dict) else a for a in case['args']]}"
+        what += f" tr={case.get('tr')}"
+        ids = {}
+        args = list(case["args"])
+        for i in case.get("mut", []):
+            r = server.post("/v1/tensors", {"tensor": args[i]})
+            assert r.status_code == 201, r.text
+            ids[i] = r.json()["id"]
+            args[i] = {"ref": ids[i]}
+        r = call(server, dict(case, args=args))
+        if "error" in w:
+            if not 400 <= r.status_code < 500:
+                bad.append(f"{what}: torch raised {w['error']!r}, server {r.status_code} {r.text[:200]}")
+            elif r.json()["error"]["message"] not in w["error"]:
+                bad.append(f"{what}: message {r.json()['error']['message']!r} vs torch {w['error']!r}")
+        elif r.status_code != 200:
+            bad.append(f"{what}: torch ok, server {r.status_code} {r.text[:300]}")
+        else:
+            got = outputs_of(case, r.json())
+            for k in range(min(len(got), case.get("nout", len(w["outs"])))):
+                close(got[k], w["outs"][k], case.get("dt", "float32"), f"{what} out {k}", bad)
+            for i, tid in ids.items():
+                after = server.get(f"/v1/tensors/{tid}").json()["outputs"][0]
+                close(after, w["after"][str(i)], case.get("dt", "float32"), f"{what} running arg {i}", bad)
+        for tid in ids.values():
+            server.delete(f"/v1/tensors/{tid}")
+    assert not bad, f"{len(bad)} of {len(cases)} disagree:\n" + "\n".join(bad[:25])
+
+
+BN = "native_batch_norm"
+
+
+def test_batch_norm_training_and_evaluation(server, rng):
+    cases = []
+    for dt in ("float32", "float64", "bfloat16"):
+        for shape in ((5, 3), (4, 3, 7), (2, 3, 4, 5), (2, 2, 3, 2, 3), (1, 4, 9), (7, 1)):
+            C = shape[1]
+            for train in (True, False):
+                for affine in (True, False):
+                    for stats in (True, False) if train else (True,):
+                        momentum = float(rng.choice([0.1, 0.3, 1.0]))
+                        args = [R(rng, shape, dt), R(rng, (C,), dt) if affine else None,
+                                R(rng, (C,), dt) if affine else None, R(rng, (C,), dt) if stats else None,
+                                P(rng, (C,), dt) if stats else None, train, momentum, 1e-5]
+                        cases.append({"op": BN, "args": args, "dt": dt, "nout": 3,
+                                      "mut": [3, 4] if stats and train else []})
+    # strided input: the channel dim comes from a transpose
+    for dt in ("float32", "float64"):
+        cases.append({"op": BN, "args": [R(rng, (6, 3, 4), dt), R(rng, (6,), dt), None, R(rng, (6,), dt),
+                                         P(rng, (6,), dt), True, 0.1, 1e-3], "tr": [0, 1], "dt": dt, "nout": 3})
+        cases.append({"op": BN, "args": [R(rng, (5, 4, 3), dt), None, R(rng, (5,), dt), R(rng, (5,), dt),
+                                         P(rng, (5,), dt), False, 0.1, 1e-5], "tr": [1, 0], "dt": dt, "nout": 1})
+    # batch 1 with one value per channel: torch's unbiased variance is NaN
+    cases.append({"op": BN, "args": [R(rng, (1, 4)), None, None, R(rng, (4,)), P(rng, (4,)), True, 0.1, 1e-5],
+                  "nout": 3, "mut": [3, 4]})
+    # a bfloat16 input takes float32 parameters (torch's mixed type)
+    cases.append({"op": BN, "args": [R(rng, (3, 4, 5), "bfloat16"), R(rng, (4,)), R(rng, (4,)), R(rng, (4,)),
+                                     P(rng, (4,)), True, 0.2, 1e-5], "dt": "bfloat16", "nout": 3, "mut": [3, 4]})
+    check(server, cases)
+
+
+def test_batch_norm_refusals(server, rng):
+    x = R(rng, (3, 4, 5))
+    cases = [{"op": BN, "args": [R(rng, (4,)), None, None, None, None, True, 0.1, 1e-5]},
+             {"op": BN, "args": [R(rng, (3, 4), "float16"), None, None, None, None, True, 0.1, 1e-5]},
+             {"op": BN, "args": [T(np.arange(12).reshape(3, 4)), None, None, None, None, True, 0.1, 1e-5]},
+             {"op": BN, "args": [x, R(rng, (4,), "float64"), None, None, None, True, 0.1, 1e-5]},
+             {"op": BN, "args": [x, R(rng, (4,)), None, R(rng, (4,), "float64"), P(rng, (4,), "float64"), True,
+                                 0.1, 1e-5]},
+             {"op": BN, "args": [R(rng, (3, 4), "bfloat16"), R(rng, (4,), "bfloat16"), R(rng, (4,)), None, None,
+                                 True, 0.1, 1e-5]},
+             {"op": "batch_norm", "args": [x, R(rng, (3,)), None, None, None, True, 0.1, 1e-5, False]},
+             {"op": "batch_norm", "args": [x, None, R(rng, (5,)), None, None, True, 0.1, 1e-5, False]},
+             {"op": "batch_norm", "args": [x, None, None, R(rng, (3,)), P(rng, (4,)), True, 0.1, 1e-5, False]},
+             {"op": "batch_norm", "args": [x, None, None, R(rng, (4,)), P(rng, (2,)), True, 0.1, 1e-5, False]},
+             {"op": "batch_norm", "args": [T(np.float32(1.0)), None, None, None, None, True, 0.1, 1e-5, False]},
+             {"op": "batch_norm", "args": [R(rng, (3, 4), "float16"), None, None, None, None, True, 0.1, 1e-5,
+                                           False]},
+             {"op": "instance_norm", "args": [x, None, None, None, None, False, 0.1, 1e-5, False]}]
+    check(server, cases)
+
+
+def test_batch_norm_composites(server, rng):
+    cases = []
+    for dt in ("float32", "float64", "bfloat16"):
+        for shape in ((4, 3), (2, 3, 5), (3, 2, 4, 3), (1, 2, 2, 2, 3)):
+            C = shape[1]
+            for train in (True, False):
+                cases.append({"op": "batch_norm", "dt": dt, "mut": [3, 4],
+                              "args": [R(rng, shape, dt), R(rng, (C,), dt), R(rng, (C,), dt), R(rng, (C,), dt),
+                                       P(rng, (C,), dt), train, 0.1, 1e-5, False]})
+                cases.append({"op": "_batch_norm_impl_index", "dt": dt, "nout": 3,
+                              "args": [R(rng, shape, dt), None, R(rng, (C,), dt), R(rng, (C,), dt),
+                                       P(rng, (C,), dt), train, 0.3, 1e-4, False]})
+            if len(shape) > 2:
+                cases.append({"op": "instance_norm", "dt": dt, "mut": [3, 4],
+                              "args": [R(rng, shape, dt), R(rng, (C,), dt), R(rng, (C,), dt), R(rng, (C,), dt),
+                                       P(rng, (C,), dt), True, 0.1, 1e-5, False]})
+                cases.append({"op": "instance_norm", "dt": dt,
+                              "args": [R(rng, shape, dt), None, None, None, None, True, 0.1, 1e-5, False]})
+                cases.append({"op": "instance_norm", "dt": dt,
+                              "args": [R(rng, shape, dt), R(rng, (C,), dt), None, R(rng, (C,), dt),
+                                       P(rng, (C,), dt), False, 0.1, 1e-5, False]})
+    # empty batch: _batch_norm_impl_index answers it without native_batch_norm
+    cases.append({"op": "batch_norm", "args": [R(rng, (0, 3)), R(rng, (3,)), R(rng, (3,)), None, None, True, 0.1,
+                                               1e-5, False]})
+    cases.append({"op": "batch_norm", "args": [R(rng, (0, 3, 2)), None, None, R(rng, (3,)), P(rng, (3,)), True,
+                                               0.1, 1e-5, False], "mut": [3, 4]})
+    check(server, cases)
+
+
+def test_group_norm(server, rng):
+    cases = []
+    for dt in ("float32", "float64", "bfloat16"):
+        for shape, G in (((2, 6, 5), 3), ((3, 4), 2), ((1, 8, 3, 3), 4), ((2, 6, 2, 2, 2), 6), ((4, 5, 7), 1),
+                         ((0, 4, 3), 2)):
+            N, C = shape[:2]
+            HxW = int(np.prod(shape[2:])) if len(shape) > 2 else 1
+            for affine in (True, False):
+                w = R(rng, (C,), dt) if affine else None
+                b = R(rng, (C,), dt) if affine else None
+                cases.append({"op": "group_norm", "dt": dt, "args": [R(rng, shape, dt), G, w, b, 1e-5, True]})
+                cases.append({"op": "native_group_norm", "dt": dt, "nout": 3,
+                              "args": [R(rng, shape, dt), w, b, N, C, HxW, G, 1e-4]})
+    cases.append({"op": "group_norm", "args": [R(rng, (3, 4, 5)), 2, None, None, 1e-5, True], "tr": [0, 2]})
+    x = R(rng, (3, 4, 5))
+    cases += [{"op": "group_norm", "args": [x, 3, None, None, 1e-5, True]},
+              {"op": "group_norm", "args": [x, 0, None, None, 1e-5, True]},
+              {"op": "group_norm", "args": [x, 2, R(rng, (3,)), None, 1e-5, True]},
+              {"op": "group_norm", "args": [x, 2, R(rng, (2, 2)), None, 1e-5, True]},
+              {"op": "group_norm", "args": [R(rng, (4,)), 2, None, None, 1e-5, True]},
+              {"op": "group_norm", "args": [R(rng, (3, 4), "float16"), 2, None, None, 1e-5, True]},
+              {"op": "group_norm", "args": [T(np.arange(12).reshape(3, 4)), 2, None, None, 1e-5, True]},
+              {"op": "native_group_norm", "args": [x, None, None, 3, 4, 4, 2, 1e-5]},
+              {"op": "native_group_norm", "args": [x, R(rng, (4,), "float64"), None, 3, 4, 5, 2, 1e-5]}]
+    check(server, cases)
+
+
+def test_backward_operators(server, rng):
+    cases = []
+    for dt in ("float32", "float64"):
+        for shape in ((5, 3), (4, 3, 6), (2, 3, 2, 3)):
+            C = shape[1]
+            for train in (True, False):
+                for mask in ([True, True, True], [True, False, True], [False, True, False]):
+                    cases.append({"op": "native_batch_norm_backward", "dt": dt, "nout": 3,
+                                  "args": [R(rng, shape, dt), R(rng, shape, dt), R(rng, (C,), dt),
+                                           R(rng, (C,), dt), P(rng, (C,), dt),
+                                           R(rng, (C,), dt) if train else None, P(rng, (C,), dt) if train else None,
+                                           train, 1e-5, mask]})
+        for shape, G in (((2, 6, 5), 3), ((3, 4, 2, 2), 2), ((1, 4, 3), 4)):
+            N, C = shape[:2]
+            HxW = int(np.prod(shape[2:]))
+            for mask in ([True, True, True], [True, False, False], [False, True, True]):
+                cases.append({"op": "native_group_norm_backward", "dt": dt, "nout": 3,
+                              "args": [R(rng, shape, dt), R(rng, shape, dt), R(rng, (N, G), dt), P(rng, (N, G), dt),
+                                       R(rng, (C,), dt), N, C, HxW, G, mask]})
+    check(server, cases)
