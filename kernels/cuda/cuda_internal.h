@@ -67,6 +67,7 @@ OD_CUDA_KERNEL_(od_cuda_select)      /* scan.c: median nanmedian (and .dim) mode
 OD_CUDA_KERNEL_(od_cuda_isin)        /* scan.c: isin.Tensor_Tensor / Tensor_Scalar / Scalar_Tensor */
 OD_CUDA_KERNEL_(od_cuda_linalg)      /* linalg.c: the LAPACK operators, staged through the host */
 
+OD_CUDA_KERNEL_(od_cuda_sdpa)        /* attention.c: _scaled_dot_product_attention_forward */
 #undef OD_CUDA_KERNEL_
 
 /* ---- runtime.c ------------------------------------------------------------------- */
