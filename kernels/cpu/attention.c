@@ -16,9 +16,11 @@
  *  - Compute: float64 in double (dgemm); float32 and bfloat16 in float
  *    (sgemm), rounded to the output dtype once. query is scaled by 1/sqrt(E)
  *    first, as ATen's math path does.
- *  - Threads: BLAS calls come from the calling thread (OpenBLAS runs its own
- *    pool, blas.c); the per-row softmax update between them runs under
- *    od_parallel_for. Neither nests in the other.
+ *  - Threads: od_parallel_for over (batch, query block) tasks; each runs its
+ *    gemms itself, with blocks small enough (m*n*k <= 2^18) that OpenBLAS
+ *    does not thread them, so no pool nests in the other and a block never
+ *    waits for another thread (a sync per block costs a scheduler quantum
+ *    on a loaded machine).
  *  - need_attn_weights: a second pass recomputes each score block and
  *    writes exp(s - m) / l; otherwise the weights are a [0] tensor (1.13:
  *    "unspecified").
@@ -28,6 +30,7 @@
 #include <cblas.h>
 #include <limits.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,8 +40,12 @@
 #include "od_parallel.h"
 #include "od_shape.h"
 
-#define BR 128 /* query rows per block */
-#define BC 256 /* keys per block */
+#define BR 64 /* query rows per block */
+/* Keys per block: at most 256, and few enough that each block product stays
+ * under OpenBLAS's size for threading one gemm (m*n*k <= 65536*4 in 0.3.x),
+ * so the gemms run on the calling worker and blocks parallelise outside. */
+#define BC_MAX 256
+#define BLAS_SERIAL_MNK 262144
 
 static double load(const void *base, od_dtype dt, int64_t i)
 {
@@ -53,8 +60,8 @@ static double load(const void *base, od_dtype dt, int64_t i)
 }
 
 /* The mask value as ATen's math path adds it: a floating mask is first
- * converted to query's dtype (float for bfloat16's compute it is rounded
- * through bfloat16). */
+ * converted to query's dtype (rounded through bfloat16 for a bfloat16
+ * query, whose compute is float). */
 static double mask_value(const void *base, od_dtype mdt, od_dtype qdt, int64_t i)
 {
     double x = load(base, mdt, i);
@@ -67,64 +74,115 @@ static double mask_value(const void *base, od_dtype mdt, od_dtype qdt, int64_t i
     return x;
 }
 
-/* One batch's operands in compute precision: a pointer BLAS reads (row
- * stride ld, unit column stride), in place or packed into buf. */
+/* One batch's key or value matrix in compute precision: a pointer BLAS
+ * reads (row stride ld, unit column stride), in place or packed. */
 typedef struct operand {
     const void *p;
     int64_t ld;
 } operand;
 
+/* One worker's state: its workspace and the block it is on. */
 typedef struct sdpa_run {
     const od_sdpa_plan *pl;
     bool f64;
-    /* per batch */
+    int64_t bcmax;       /* keys per block, and the scores' row stride */
     const char *qp, *mp; /* element [0,0] of this batch's query / mask */
     operand K, V;
-    /* per block */
     int64_t i0, br, j0, bc;
-    void *Qs, *Sc, *O, *m, *l; /* [BR,E], [BR,BC], [BR,Ev], [BR], [BR] */
+    void *Qs, *Sc, *O, *m, *l, *kbuf, *vbuf; /* [BR,E] [BR,bcmax] [BR,Ev] [BR] [BR] [S,E] [S,Ev] */
 } sdpa_run;
 
-/* Masks block (i0.., j0..) of the scores in place: causal keys after the
- * row, masked-out bool entries to -inf, float masks added. */
-#define SDPA_MASK_ROW(T, row, i)                                                                   \
+/* Masks row a of the block's scores: causal keys after the row, false bool
+ * entries to -inf, a floating mask added. */
+#define SDPA_MASK_ROW(T, row, a)                                                                   \
     do {                                                                                           \
         const od_sdpa_plan *pl_ = r->pl;                                                           \
+        int64_t i_ = r->i0 + (a);                                                                  \
         for (int64_t j = 0; j < r->bc; j++) {                                                      \
             int64_t jj = r->j0 + j;                                                                \
-            if (pl_->causal && jj > (i))                                                           \
+            if (pl_->causal && jj > i_)                                                            \
                 (row)[j] = (T)-INFINITY;                                                           \
             else if (pl_->mask)                                                                    \
                 (row)[j] += (T)mask_value(r->mp, pl_->mask->dtype, pl_->q->dtype,                 \
-                                          (i) * pl_->mr + jj * pl_->mc);                           \
+                                          i_ * pl_->mr + jj * pl_->mc);                            \
         }                                                                                          \
     } while (0)
 
-#define SDPA_ROWS(T, SUF, EXP)                                                                     \
-    static void online_rows_##SUF(void *ctx, int64_t b, int64_t e)                                 \
+/* Row kernels, float: fixed 8-wide lanes (gcc vectorises loops it covers
+ * without an epilogue; softmax.c's pattern), exp of od_math.h. */
+OD_CPU_CLONES static float rowmax_f32(const float *restrict x, int64_t n)
+{
+    float a[8];
+    for (int j = 0; j < 8; j++)
+        a[j] = -INFINITY;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            a[j] = x[i + j] > a[j] ? x[i + j] : a[j];
+    float m = a[0];
+    for (int j = 1; j < 8; j++)
+        m = a[j] > m ? a[j] : m;
+    for (; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+/* x[i] = exp(x[i] - m) (times scale); returns their sum (double lanes). */
+OD_CPU_CLONES static double expsum_f32(float *restrict x, int64_t n, float m, float scale)
+{
+    double s8[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) {
+            float e = od_math_exp_f32(x[i + j] - m) * scale;
+            x[i + j] = e;
+            s8[j] += (double)e;
+        }
+    double s = ((s8[0] + s8[1]) + (s8[2] + s8[3])) + ((s8[4] + s8[5]) + (s8[6] + s8[7]));
+    for (; i < n; i++) {
+        float e = od_math_exp_f32(x[i] - m) * scale;
+        x[i] = e;
+        s += (double)e;
+    }
+    return s;
+}
+
+static double rowmax_f64(const double *x, int64_t n)
+{
+    double m = -INFINITY;
+    for (int64_t i = 0; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+static double expsum_f64(double *x, int64_t n, double m, double scale)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = exp(x[i] - m) * scale;
+        s += x[i];
+    }
+    return s;
+}
+
+#define SDPA_ROWS(T, SUF)                                                                          \
+    /* Online update of the block's rows with the new key block. */                                \
+    static void online_rows_##SUF(sdpa_run *r)                                                     \
     {                                                                                              \
-        sdpa_run *r = ctx;                                                                         \
         T *Sc = r->Sc, *O = r->O, *m = r->m, *l = r->l;                                            \
         int64_t Ev = r->pl->Ev;                                                                    \
-        for (int64_t a = b; a < e; a++) {                                                          \
-            T *row = Sc + a * BC;                                                                  \
+        for (int64_t a = 0; a < r->br; a++) {                                                      \
+            T *row = Sc + a * r->bcmax;                                                            \
             if (r->pl->causal || r->pl->mask)                                                      \
-                SDPA_MASK_ROW(T, row, r->i0 + a);                                                  \
-            T mx = (T)-INFINITY;                                                                   \
-            for (int64_t j = 0; j < r->bc; j++)                                                    \
-                mx = row[j] > mx ? row[j] : mx;                                                    \
+                SDPA_MASK_ROW(T, row, a);                                                          \
+            T mx = rowmax_##SUF(row, r->bc);                                                       \
             T mn = m[a] > mx ? m[a] : mx;                                                          \
             if (mn == (T)-INFINITY) { /* everything so far masked: adds nothing */                 \
                 memset(row, 0, (size_t)r->bc * sizeof(T));                                         \
                 continue;                                                                          \
             }                                                                                      \
-            T alpha = EXP(m[a] - mn), sum = 0;                                                     \
-            for (int64_t j = 0; j < r->bc; j++) {                                                  \
-                T p = EXP(row[j] - mn);                                                            \
-                row[j] = p;                                                                        \
-                sum += p;                                                                          \
-            }                                                                                      \
-            l[a] = l[a] * alpha + sum;                                                             \
+            T alpha = m[a] == (T)-INFINITY ? (T)0 : (T)exp((double)(m[a] - mn));                   \
+            l[a] = l[a] * alpha + (T)expsum_##SUF(row, r->bc, mn, (T)1);                           \
             m[a] = mn;                                                                             \
             if (alpha != (T)1)                                                                     \
                 for (int64_t c = 0; c < Ev; c++)                                                   \
@@ -132,43 +190,39 @@ typedef struct sdpa_run {
         }                                                                                          \
     }                                                                                              \
     /* Weights pass: exp(s - m) / l over a recomputed score block. */                             \
-    static void weight_rows_##SUF(void *ctx, int64_t b, int64_t e)                                 \
+    static void weight_rows_##SUF(sdpa_run *r)                                                     \
     {                                                                                              \
-        sdpa_run *r = ctx;                                                                         \
         T *Sc = r->Sc, *m = r->m, *l = r->l;                                                       \
-        for (int64_t a = b; a < e; a++) {                                                          \
-            T *row = Sc + a * BC;                                                                  \
+        for (int64_t a = 0; a < r->br; a++) {                                                      \
+            T *row = Sc + a * r->bcmax;                                                            \
             if (r->pl->causal || r->pl->mask)                                                      \
-                SDPA_MASK_ROW(T, row, r->i0 + a);                                                  \
+                SDPA_MASK_ROW(T, row, a);                                                          \
             if (m[a] == (T)-INFINITY) {                                                            \
                 for (int64_t j = 0; j < r->bc; j++)                                                \
                     row[j] = (T)NAN;                                                               \
                 continue;                                                                          \
             }                                                                                      \
-            T inv = (T)1 / l[a];                                                                   \
-            for (int64_t j = 0; j < r->bc; j++)                                                    \
-                row[j] = EXP(row[j] - m[a]) * inv;                                                 \
+            expsum_##SUF(row, r->bc, m[a], (T)1 / l[a]);                                           \
         }                                                                                          \
     }
 
-static inline float exp_f32(float x) { return od_math_exp_f32(x); }
-SDPA_ROWS(float, f32, exp_f32)
-SDPA_ROWS(double, f64, exp)
+SDPA_ROWS(float, f32)
+SDPA_ROWS(double, f64)
 
 /* Sc[br, bc] = Qs[br, E] . K[j0 .. j0+bc, E]^T */
 static void scores(sdpa_run *r)
 {
     const od_sdpa_plan *pl = r->pl;
     if (pl->E == 0) { /* an empty sum: BLAS may leave C alone with k == 0 */
-        memset(r->Sc, 0, (size_t)(r->br * BC) * (r->f64 ? sizeof(double) : sizeof(float)));
+        memset(r->Sc, 0, (size_t)(r->br * r->bcmax) * (r->f64 ? sizeof(double) : sizeof(float)));
         return;
     }
     if (r->f64)
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)r->br, (int)r->bc, (int)pl->E, 1.0, r->Qs,
-                    (int)pl->E, (const double *)r->K.p + r->j0 * r->K.ld, (int)r->K.ld, 0.0, r->Sc, BC);
+                    (int)pl->E, (const double *)r->K.p + r->j0 * r->K.ld, (int)r->K.ld, 0.0, r->Sc, (int)r->bcmax);
     else
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)r->br, (int)r->bc, (int)pl->E, 1.0f, r->Qs,
-                    (int)pl->E, (const float *)r->K.p + r->j0 * r->K.ld, (int)r->K.ld, 0.0f, r->Sc, BC);
+                    (int)pl->E, (const float *)r->K.p + r->j0 * r->K.ld, (int)r->K.ld, 0.0f, r->Sc, (int)r->bcmax);
 }
 
 /* O[br, Ev] += P[br, bc] . V[j0 .. j0+bc, Ev] */
@@ -179,10 +233,10 @@ static void accumulate(sdpa_run *r)
         return;
     if (r->f64)
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)r->br, (int)pl->Ev, (int)r->bc, 1.0, r->Sc,
-                    BC, (const double *)r->V.p + r->j0 * r->V.ld, (int)r->V.ld, 1.0, r->O, (int)pl->Ev);
+                    (int)r->bcmax, (const double *)r->V.p + r->j0 * r->V.ld, (int)r->V.ld, 1.0, r->O, (int)pl->Ev);
     else
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)r->br, (int)pl->Ev, (int)r->bc, 1.0f, r->Sc,
-                    BC, (const float *)r->V.p + r->j0 * r->V.ld, (int)r->V.ld, 1.0f, r->O, (int)pl->Ev);
+                    (int)r->bcmax, (const float *)r->V.p + r->j0 * r->V.ld, (int)r->V.ld, 1.0f, r->O, (int)pl->Ev);
 }
 
 /* t's [rows, cols] matrix at base for BLAS: in place when it already is
@@ -205,7 +259,7 @@ static operand operand_of(const od_tensor *t, const char *base, int64_t rows, in
     return (operand){buf, need};
 }
 
-/* Stores value x of the compute precision at out[i] of dtype dt. */
+/* Stores x at out[i] of dtype dt. */
 static void store(void *out, od_dtype dt, int64_t i, double x)
 {
     switch (dt) {
@@ -228,93 +282,138 @@ static void cset(void *buf, bool f64, int64_t i, double x)
         ((float *)buf)[i] = (float)x;
 }
 
-static od_status run_plan(const od_sdpa_plan *pl, od_tensor *out, od_tensor *w, od_error *err)
+/* The whole call: tasks (batch, query block), batch-major, so a worker's
+ * consecutive tasks share the batch's packed keys and values. */
+typedef struct sdpa_job {
+    const od_sdpa_plan *pl;
+    bool f64;
+    int64_t nqb, bcmax;
+    const char *qd, *kd, *vd, *md;
+    char *od, *wd;
+    atomic_bool failed; /* a worker found no memory for its workspace */
+} sdpa_job;
+
+/* One query block of batch b: online softmax over the key blocks, then the
+ * output rows, then (asked for) the weights. */
+static void run_block(sdpa_run *r, int64_t b, const sdpa_job *jb)
 {
-    bool f64 = pl->q->dtype == OD_FLOAT64;
-    size_t cs = f64 ? sizeof(double) : sizeof(float), es = od_dtype_size(pl->q->dtype);
+    const od_sdpa_plan *pl = r->pl;
+    bool f64 = r->f64;
     int64_t E = pl->E, Ev = pl->Ev, S = pl->S, L = pl->L;
-    if (E > INT_MAX || Ev > INT_MAX || S > INT_MAX || pl->kr > INT_MAX || pl->vr > INT_MAX)
-        return od_error_set(err, OD_ETOOLARGE, "_scaled_dot_product_attention_forward: sizes exceed "
-                                               "OpenBLAS's 32-bit sizes");
-    size_t nq = (size_t)(BR * E), ns = (size_t)BR * BC, no = (size_t)(BR * Ev);
-    size_t nk = (size_t)(S * E), nv = (size_t)(S * Ev);
-    char *ws = malloc(((nq + ns + no + 2 * BR + nk + nv) ? (nq + ns + no + 2 * BR + nk + nv) : 1) * cs);
-    if (!ws)
-        return od_error_set(err, OD_ENOMEM, "_scaled_dot_product_attention_forward: out of memory for its "
-                                            "workspace");
-    sdpa_run r = {.pl = pl, .f64 = f64};
+    size_t cs = f64 ? sizeof(double) : sizeof(float), es = od_dtype_size(pl->q->dtype);
+    for (int64_t i = 0; i < r->br; i++) {
+        for (int64_t e = 0; e < E; e++) {
+            double x = load(r->qp, pl->q->dtype, (r->i0 + i) * pl->qr + e * pl->qc);
+            /* ATen multiplies a float tensor by the double scale as a float */
+            cset(r->Qs, f64, i * E + e, f64 ? x * pl->scale : (double)((float)x * (float)pl->scale));
+        }
+        cset(r->m, f64, i, -INFINITY);
+        cset(r->l, f64, i, 0);
+    }
+    memset(r->O, 0, (size_t)(r->br * Ev) * cs);
+    /* causal: row i sees keys j <= i, so the block sees keys < i0 + br */
+    int64_t kend = pl->causal && r->i0 + r->br < S ? r->i0 + r->br : S;
+    for (int64_t j0 = 0; j0 < kend; j0 += r->bcmax) {
+        r->j0 = j0;
+        r->bc = kend - j0 < r->bcmax ? kend - j0 : r->bcmax;
+        scores(r);
+        if (f64)
+            online_rows_f64(r);
+        else
+            online_rows_f32(r);
+        accumulate(r);
+    }
+    for (int64_t i = 0; i < r->br; i++) {
+        double mi = cget(r->m, f64, i), inv = 1.0 / cget(r->l, f64, i);
+        char *orow = jb->od + (size_t)((b * L + r->i0 + i) * Ev) * es;
+        for (int64_t c = 0; c < Ev; c++)
+            store(orow, pl->q->dtype, c,
+                  S == 0 ? 0.0 : mi == -INFINITY ? NAN : cget(r->O, f64, i * Ev + c) * (f64 ? inv : (float)inv));
+    }
+    if (!jb->wd)
+        return;
+    for (int64_t j0 = 0; j0 < S; j0 += r->bcmax) {
+        r->j0 = j0;
+        r->bc = S - j0 < r->bcmax ? S - j0 : r->bcmax;
+        scores(r);
+        if (f64)
+            weight_rows_f64(r);
+        else
+            weight_rows_f32(r);
+        for (int64_t i = 0; i < r->br; i++) {
+            char *wrow = jb->wd + (size_t)((b * L + r->i0 + i) * S + j0) * es;
+            for (int64_t j = 0; j < r->bc; j++)
+                store(wrow, pl->q->dtype, j, cget(r->Sc, f64, i * r->bcmax + j));
+        }
+    }
+}
+
+static void run_tasks(void *ctx, int64_t t0, int64_t t1)
+{
+    sdpa_job *jb = ctx;
+    const od_sdpa_plan *pl = jb->pl;
+    bool f64 = jb->f64;
+    size_t cs = f64 ? sizeof(double) : sizeof(float), es = od_dtype_size(pl->q->dtype);
+    size_t mes = pl->mask ? od_dtype_size(pl->mask->dtype) : 0;
+    size_t nq = (size_t)(BR * pl->E), ns = (size_t)(BR * jb->bcmax), no = (size_t)(BR * pl->Ev);
+    size_t nk = (size_t)(pl->S * pl->E), nv = (size_t)(pl->S * pl->Ev), tot = nq + ns + no + 2 * BR + nk + nv;
+    char *ws = malloc(tot * cs);
+    if (!ws) {
+        atomic_store(&jb->failed, true);
+        return;
+    }
+    sdpa_run r = {.pl = pl, .f64 = f64, .bcmax = jb->bcmax};
     r.Qs = ws;
     r.Sc = ws + nq * cs;
     r.O = ws + (nq + ns) * cs;
     r.m = ws + (nq + ns + no) * cs;
     r.l = ws + (nq + ns + no + BR) * cs;
-    void *kbuf = ws + (nq + ns + no + 2 * BR) * cs, *vbuf = ws + (nq + ns + no + 2 * BR + nk) * cs;
-    od_cpu_blas_threads_init();
-    const char *qd = od_tensor_data(pl->q), *kd = od_tensor_data(pl->k), *vd = od_tensor_data(pl->v);
-    const char *md = pl->mask ? od_tensor_data(pl->mask) : NULL;
-    size_t mes = pl->mask ? od_dtype_size(pl->mask->dtype) : 0;
-    char *od = od_tensor_data(out), *wd = w ? od_tensor_data(w) : NULL;
-    od_dtype odt = out->dtype;
-    for (int64_t b = 0; b < pl->nbatch && !od_cancelled(); b++) {
-        int64_t qo = 0, ko = 0, vo = 0, mo = 0, rem = b;
-        for (int d = pl->nb - 1; d >= 0; d--) {
-            int64_t ix = rem % pl->bsizes[d];
-            rem /= pl->bsizes[d];
-            qo += ix * pl->qb[d];
-            ko += ix * pl->kb[d];
-            vo += ix * pl->vb[d];
-            mo += ix * pl->mb[d];
+    r.kbuf = ws + (nq + ns + no + 2 * BR) * cs;
+    r.vbuf = ws + (nq + ns + no + 2 * BR + nk) * cs;
+    int64_t cur = -1;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t b = t / jb->nqb;
+        if (b != cur) {
+            int64_t qo = 0, ko = 0, vo = 0, mo = 0, rem = b;
+            for (int d = pl->nb - 1; d >= 0; d--) {
+                int64_t ix = rem % pl->bsizes[d];
+                rem /= pl->bsizes[d];
+                qo += ix * pl->qb[d];
+                ko += ix * pl->kb[d];
+                vo += ix * pl->vb[d];
+                mo += ix * pl->mb[d];
+            }
+            r.qp = jb->qd + (size_t)qo * es;
+            r.mp = jb->md ? jb->md + (size_t)mo * mes : NULL;
+            r.K = operand_of(pl->k, jb->kd + (size_t)ko * es, pl->S, pl->E, pl->kr, pl->kc, f64, r.kbuf);
+            r.V = operand_of(pl->v, jb->vd + (size_t)vo * es, pl->S, pl->Ev, pl->vr, pl->vc, f64, r.vbuf);
+            cur = b;
         }
-        r.qp = qd + (size_t)qo * es;
-        r.mp = md ? md + (size_t)mo * mes : NULL;
-        r.K = operand_of(pl->k, kd + (size_t)ko * es, S, E, pl->kr, pl->kc, f64, kbuf);
-        r.V = operand_of(pl->v, vd + (size_t)vo * es, S, Ev, pl->vr, pl->vc, f64, vbuf);
-        for (int64_t i0 = 0; i0 < L; i0 += BR) {
-            r.i0 = i0;
-            r.br = L - i0 < BR ? L - i0 : BR;
-            for (int64_t i = 0; i < r.br; i++) {
-                for (int64_t e = 0; e < E; e++) {
-                    double x = load(r.qp, pl->q->dtype, (i0 + i) * pl->qr + e * pl->qc);
-                    /* ATen multiplies by the double scale as a float for float tensors */
-                    cset(r.Qs, f64, i * E + e, f64 ? x * pl->scale : (double)((float)x * (float)pl->scale));
-                }
-                cset(r.m, f64, i, -INFINITY);
-                cset(r.l, f64, i, 0);
-            }
-            memset(r.O, 0, (size_t)(r.br * Ev) * cs);
-            /* causal: row i sees keys j <= i, so the block sees keys < i0 + br */
-            int64_t kend = pl->causal && i0 + r.br < S ? i0 + r.br : S;
-            for (int64_t j0 = 0; j0 < kend; j0 += BC) {
-                r.j0 = j0;
-                r.bc = kend - j0 < BC ? kend - j0 : BC;
-                scores(&r);
-                od_parallel_for(r.br, 8, f64 ? online_rows_f64 : online_rows_f32, &r);
-                accumulate(&r);
-            }
-            for (int64_t i = 0; i < r.br; i++) {
-                double mi = cget(r.m, f64, i), li = cget(r.l, f64, i);
-                char *orow = od + (size_t)((b * L + i0 + i) * Ev) * es;
-                for (int64_t c = 0; c < Ev; c++) {
-                    double y = S == 0 ? 0.0 : mi == -INFINITY ? NAN : cget(r.O, f64, i * Ev + c) / li;
-                    store(orow, odt, c, y);
-                }
-            }
-            if (!wd)
-                continue;
-            for (int64_t j0 = 0; j0 < S; j0 += BC) {
-                r.j0 = j0;
-                r.bc = S - j0 < BC ? S - j0 : BC;
-                scores(&r);
-                od_parallel_for(r.br, 8, f64 ? weight_rows_f64 : weight_rows_f32, &r);
-                for (int64_t i = 0; i < r.br; i++) {
-                    char *wrow = wd + (size_t)((b * L + i0 + i) * S + j0) * es;
-                    for (int64_t j = 0; j < r.bc; j++)
-                        store(wrow, odt, j, cget(r.Sc, f64, i * BC + j));
-                }
-            }
-        }
+        r.i0 = (t % jb->nqb) * BR;
+        r.br = pl->L - r.i0 < BR ? pl->L - r.i0 : BR;
+        run_block(&r, b, jb);
     }
     free(ws);
+}
+
+static od_status run_plan(const od_sdpa_plan *pl, od_tensor *out, od_tensor *w, od_error *err)
+{
+    int64_t wide = pl->E > pl->Ev ? pl->E : pl->Ev;
+    if (wide > INT_MAX || pl->S > INT_MAX || pl->kr > INT_MAX || pl->vr > INT_MAX)
+        return od_error_set(err, OD_ETOOLARGE, "_scaled_dot_product_attention_forward: sizes exceed "
+                                               "OpenBLAS's 32-bit sizes");
+    int64_t bcmax = BLAS_SERIAL_MNK / (BR * (wide > 1 ? wide : 1)) / 16 * 16;
+    bcmax = bcmax < 16 ? 16 : bcmax > BC_MAX ? BC_MAX : bcmax;
+    sdpa_job jb = {.pl = pl, .f64 = pl->q->dtype == OD_FLOAT64, .nqb = (pl->L + BR - 1) / BR, .bcmax = bcmax,
+                   .qd = od_tensor_data(pl->q), .kd = od_tensor_data(pl->k), .vd = od_tensor_data(pl->v),
+                   .md = pl->mask ? od_tensor_data(pl->mask) : NULL, .od = od_tensor_data(out),
+                   .wd = w ? od_tensor_data(w) : NULL};
+    atomic_init(&jb.failed, false);
+    od_cpu_blas_threads_init();
+    od_parallel_for(pl->nbatch * jb.nqb, 1, run_tasks, &jb);
+    if (atomic_load(&jb.failed))
+        return od_error_set(err, OD_ENOMEM, "_scaled_dot_product_attention_forward: out of memory for its "
+                                            "workspace");
     if (od_cancelled())
         return od_error_set(err, OD_ETIMEOUT, "_scaled_dot_product_attention_forward: cancelled");
     return OD_OK;

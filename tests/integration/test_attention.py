@@ -130,21 +130,21 @@ def test_fused_equals_math(server, rng):
 def test_transposed_heads(server, rng):
     """[B, L, H, E] inputs viewed as [B, H, L, E] (strided, not contiguous)
     through /v1/run, against torch on the same values made contiguous."""
+    kw = {"need_attn_weights": True, "is_causal": True}
+    got, refs = [], []
     for dt in ("float64", "float32"):
         B, H, L, S, E = 2, 3, 5, 7, 4
         q, k, v = (rng.standard_normal(s).astype(dt) for s in ((B, L, H, E), (B, S, H, E), (B, S, H, E)))
         steps = [{"op": "transpose.int", "args": [T(x), 1, 2]} for x in (q, k, v)]
-        steps.append({"op": SDPA, "args": [{"ref": "$0"}, {"ref": "$1"}, {"ref": "$2"}],
-                      "kwargs": {"need_attn_weights": True, "is_causal": True}})
+        steps.append({"op": SDPA, "args": [{"ref": "$0"}, {"ref": "$1"}, {"ref": "$2"}], "kwargs": kw})
         r = server.post("/v1/run", {"steps": steps, "device": "cpu"})
         assert r.status_code == 200, r.text[:300]
-        got = r.json()["outputs"][-2:]
+        got += [(dt, o) for o in r.json()["outputs"][-2:]]
         ct = [T(np.ascontiguousarray(np.swapaxes(x, 1, 2))) for x in (q, k, v)]
-        want = torch_ref([{"op": SDPA, "args": ct, "kwargs": {"need_attn_weights": True, "is_causal": True},
-                           "out": i} for i in (0, 1)])
-        for o, w in zip(got, want):
-            assert o["shape"] == w["shape"]
-            np.testing.assert_allclose(vals(o), np.array(w["value"]), **TOL[dt])
+        refs += [{"op": SDPA, "args": ct, "kwargs": kw, "out": i} for i in (0, 1)]
+    for (dt, o), w in zip(got, torch_ref(refs)):
+        assert o["shape"] == w["shape"]
+        np.testing.assert_allclose(vals(o), np.array(w["value"]), **TOL[dt])
 
 
 def test_dispatch_record_names_the_kernel(server, rng):
