@@ -11,7 +11,8 @@
  *    cannot be handed to BLAS in place (bfloat16, or no unit column stride).
  *  - Online softmax: a new key block with row max mx moves m to
  *    max(m, mx), rescales l and O by exp(m_old - m) and adds exp(s - m);
- *    the output is O / l. A row whose keys are all masked is NaN (torch's
+ *    the output is O / l. Causal rows skip the key blocks past the diagonal
+ *    only where no score can be NaN or inf. A row whose keys are all masked is NaN (torch's
  *    softmax of -inf), a row with S == 0 keys is 0 (an empty product).
  *  - Compute: float64 in double (dgemm); float32 and bfloat16 in float
  *    (sgemm), rounded to the output dtype once. query is scaled by 1/sqrt(E)
@@ -28,6 +29,7 @@
 #pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math")
 
 #include <cblas.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -88,20 +90,22 @@ typedef struct sdpa_run {
     int64_t bcmax;       /* keys per block, and the scores' row stride */
     const char *qp, *mp; /* element [0,0] of this batch's query / mask */
     operand K, V;
+    double kmax;         /* max |key| of this batch (NaN when any is NaN) */
     int64_t i0, br, j0, bc;
     void *Qs, *Sc, *O, *m, *l, *kbuf, *vbuf; /* [BR,E] [BR,bcmax] [BR,Ev] [BR] [BR] [S,E] [S,Ev] */
 } sdpa_run;
 
-/* Masks row a of the block's scores: causal keys after the row, false bool
- * entries to -inf, a floating mask added. */
+/* Masks row a of the block's scores as ATen's math path does, by adding
+ * -inf (causal keys after the row, false bool entries) or the floating
+ * mask: a NaN or +inf score under the mask still makes its row NaN. */
 #define SDPA_MASK_ROW(T, row, a)                                                                   \
     do {                                                                                           \
         const od_sdpa_plan *pl_ = r->pl;                                                           \
         int64_t i_ = r->i0 + (a);                                                                  \
         for (int64_t j = 0; j < r->bc; j++) {                                                      \
             int64_t jj = r->j0 + j;                                                                \
-            if (pl_->causal && jj > i_)                                                            \
-                (row)[j] = (T)-INFINITY;                                                           \
+            if (pl_->causal && jj > i_) /* ATen adds -inf: NaN and +inf scores give NaN */        \
+                (row)[j] += (T)-INFINITY;                                                          \
             else if (pl_->mask)                                                                    \
                 (row)[j] += (T)mask_value(r->mp, pl_->mask->dtype, pl_->q->dtype,                 \
                                           i_ * pl_->mr + jj * pl_->mc);                            \
@@ -282,6 +286,22 @@ static void cset(void *buf, bool f64, int64_t i, double x)
         ((float *)buf)[i] = (float)x;
 }
 
+/* max |x| over a [rows, cols] matrix (row stride ld) in compute precision;
+ * NaN if any element is NaN. */
+static double absmax(const void *p, bool f64, int64_t rows, int64_t cols, int64_t ld)
+{
+    double m = 0;
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++) {
+            double x = fabs(cget(p, f64, i * ld + j));
+            if (!(x <= m))
+                m = x; /* NaN sticks: nothing compares above it */
+            if (m != m)
+                return m;
+        }
+    return m;
+}
+
 /* The whole call: tasks (batch, query block), batch-major, so a worker's
  * consecutive tasks share the batch's packed keys and values. */
 typedef struct sdpa_job {
@@ -311,8 +331,15 @@ static void run_block(sdpa_run *r, int64_t b, const sdpa_job *jb)
         cset(r->l, f64, i, 0);
     }
     memset(r->O, 0, (size_t)(r->br * Ev) * cs);
-    /* causal: row i sees keys j <= i, so the block sees keys < i0 + br */
-    int64_t kend = pl->causal && r->i0 + r->br < S ? r->i0 + r->br : S;
+    /* causal: row i sees keys j <= i, so the block needs keys < i0 + br only
+     * when no later score can be NaN or inf (ATen's masked NaN/+inf makes a
+     * row NaN): |score| <= E * max|q| * max|k| bounds them all */
+    int64_t kend = S;
+    if (pl->causal && r->i0 + r->br < S) {
+        double qmax = absmax(r->Qs, f64, r->br, E, E), bound = (double)E * qmax * r->kmax;
+        if (bound == bound && bound < (f64 ? DBL_MAX : FLT_MAX) / 4)
+            kend = r->i0 + r->br;
+    }
     for (int64_t j0 = 0; j0 < kend; j0 += r->bcmax) {
         r->j0 = j0;
         r->bc = kend - j0 < r->bcmax ? kend - j0 : r->bcmax;
@@ -387,6 +414,7 @@ static void run_tasks(void *ctx, int64_t t0, int64_t t1)
             r.mp = jb->md ? jb->md + (size_t)mo * mes : NULL;
             r.K = operand_of(pl->k, jb->kd + (size_t)ko * es, pl->S, pl->E, pl->kr, pl->kc, f64, r.kbuf);
             r.V = operand_of(pl->v, jb->vd + (size_t)vo * es, pl->S, pl->Ev, pl->vr, pl->vc, f64, r.vbuf);
+            r.kmax = pl->causal ? absmax(r.K.p, f64, pl->S, pl->E, r.K.ld) : 0;
             cur = b;
         }
         r.i0 = (t % jb->nqb) * BR;

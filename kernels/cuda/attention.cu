@@ -7,8 +7,9 @@
  *    [BQ, BK] scores, the unnormalised output [BQ, Ev] and each row's
  *    running max m and sum l in shared memory: memory linear in the
  *    sequence lengths, nothing of size L x S in device memory.
- *  - Per key tile: scores (dot products, masked: causal keys after the row
- *    and false bool entries to -inf, a floating mask added), then threads
+ *  - Per key tile: scores (dot products, masked as ATen does, by adding
+ *    -inf for causal keys after the row and false bool entries, or the
+ *    floating mask; every key tile is read, causal or not), then threads
  *    0..BQ-1 move their row's m to max(m, tile max) and rescale l and the
  *    output by exp(m_old - m), then O = O * alpha + P V. The output is
  *    O / l; a row with every key masked is NaN, a row with S == 0 is 0, as
@@ -56,8 +57,8 @@ __device__ T score(const od_cu_sdpa_args &a, const tiles<T> &t, const unsigned c
     T s = 0;
     for (int64_t e = 0; e < a.E; e++)
         s += t.q[r * a.E + e] * t.k[j * a.E + e];
-    if (a.causal && jj > i)
-        return (T)-INFINITY;
+    if (a.causal && jj > i) /* ATen adds -inf: NaN and +inf scores give NaN */
+        return s + (T)-INFINITY;
     if (mrow) {
         int64_t mi = i * a.mr + jj * a.mc;
         if (a.mask_bool)
@@ -108,7 +109,7 @@ template <typename T> __global__ void __launch_bounds__(kThreads) sdpa_fwd(od_cu
         t.l[threadIdx.x] = 0;
     }
     __syncthreads();
-    int64_t kend = a.causal && i0 + br < a.S ? i0 + br : a.S;
+    int64_t kend = a.S; /* causal rows read every key too: a masked NaN or +inf score makes a row NaN */
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
         int bc = (int)(kend - j0 < BK ? kend - j0 : BK);
         load_keys(a, t, k, j0, bc);
