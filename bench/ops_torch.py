@@ -12,13 +12,17 @@ synchronises after each call; the server's kernel_us is its own
 synchronised time).
 
 Starts one opdispatchd (--enable-bench), stops it by PID; bounded by --iterations.
+With --family attention, _scaled_dot_product_attention on float32 [8, 12,
+L, 64] q, k, v at L = 512 and 2048 (plain and causal): the server's composite
+runs its fused _forward kernel, torch 1.13's CPU runs its math path; the
+issue's target at 512 is <= 1.0 (bench/bench_attn.c measures the memory).
 With --family ew, every per-element operator of ops.def instead (the
 server's CPU kernel is od_cpu_ew), on rand float32 (int32 ones where float32
 is refused), against torch.ops.aten's same overload; the issue's target there
 is <= 1.0.
 
 Usage: ops_torch.py --opdispatchd PATH [--n 1000000] [--iterations 20] [--threads 2] [--device cpu|cuda]
-                    [--family scan|ew] [--ops SUBSTRING]
+                    [--family scan|ew|attention] [--ops SUBSTRING]
 """
 import argparse
 import json
@@ -52,15 +56,23 @@ def arg(a):
 def aten(name):
     base, _, ov = name.partition(".")
     return getattr(getattr(torch.ops.aten, base), ov or "default")
-cases = {name: (lambda f=aten(name.split(" ")[0]), a=[arg(x) for x in args]: f(*a)) for name, args in ew} if ew else {
-    "sort": lambda: torch.ops.aten.sort(x, -1, False),
-    "topk": lambda: torch.ops.aten.topk(x, 100),
-    "cumsum": lambda: torch.ops.aten.cumsum(x, 0),
-    "gather": lambda: torch.ops.aten.gather(x, 0, idx),
-    "scatter_add": lambda: torch.ops.aten.scatter_add(zeros, 0, idx, x),
-    "sort 1000x1000": lambda: torch.ops.aten.sort(m, -1, False),
-    "cumsum 1000x1000": lambda: torch.ops.aten.cumsum(m, -1),
-}
+def attn(shape, causal):
+    q, k, v = (torch.rand(shape, generator=g).to(dev) for _ in range(3))
+    return lambda: torch.ops.aten._scaled_dot_product_attention(q, k, v, None, 0.0, False, causal)
+if isinstance(ew, dict):  # --family attention
+    cases = {name: attn(shape, causal) for name, shape, causal in ew["attention"]}
+elif ew:
+    cases = {name: (lambda f=aten(name.split(" ")[0]), a=[arg(x) for x in args]: f(*a)) for name, args in ew}
+else:
+    cases = {
+        "sort": lambda: torch.ops.aten.sort(x, -1, False),
+        "topk": lambda: torch.ops.aten.topk(x, 100),
+        "cumsum": lambda: torch.ops.aten.cumsum(x, 0),
+        "gather": lambda: torch.ops.aten.gather(x, 0, idx),
+        "scatter_add": lambda: torch.ops.aten.scatter_add(zeros, 0, idx, x),
+        "sort 1000x1000": lambda: torch.ops.aten.sort(m, -1, False),
+        "cumsum 1000x1000": lambda: torch.ops.aten.cumsum(m, -1),
+    }
 out = {}
 for name, f in cases.items():
     f()
@@ -126,9 +138,10 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=20261126)
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    p.add_argument("--family", default="scan", choices=("scan", "ew"),
+    p.add_argument("--family", default="scan", choices=("scan", "ew", "attention"),
                    help="scan: sorting, scans and indexing (target <= 1.5); ew: every per-element "
-                        "operator of ops.def (its CPU kernel is od_cpu_ew; target <= 1.0)")
+                        "operator of ops.def (its CPU kernel is od_cpu_ew; target <= 1.0); attention: "
+                        "_scaled_dot_product_attention at 8x12 heads of 64, L = 512 and 2048 (target <= 1.0)")
     p.add_argument("--ops", default="", help="ew: only operators whose name contains this")
     a = p.parse_args()
 
@@ -147,7 +160,9 @@ def main():
         "cumsum 1000x1000": ("cumsum", [mat, -1]),
     }
     port = free_port()
-    srv = subprocess.Popen([a.opdispatchd, "--port", str(port), "--enable-bench"],
+    # attention at L = 2048 runs for minutes on a loaded 2-core machine: no call deadline
+    extra = ["--max-call-seconds", "0"] if a.family == "attention" else []
+    srv = subprocess.Popen([a.opdispatchd, "--port", str(port), "--enable-bench"] + extra,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         url = f"http://127.0.0.1:{port}"
@@ -160,7 +175,18 @@ def main():
         ew = None
         if a.family == "ew":
             cases, ew = ew_cases(url, a.n, a.ops)
-        target = 1.0 if a.family == "ew" else 1.5
+        if a.family == "attention":
+            ew = {"attention": []}
+            cases = {}
+            for L in (512, 2048):
+                for causal in (False, True):
+                    name = f"sdpa L={L}{' causal' if causal else ''}"
+                    if a.ops not in name:
+                        continue
+                    t = {"generate": "rand", "shape": [8, 12, L, 64], "dtype": "float32"}
+                    cases[name] = ("_scaled_dot_product_attention", [t, t, t, None, 0.0, False, causal])
+                    ew["attention"].append((name, [8, 12, L, 64], causal))
+        target = 1.0 if a.family in ("ew", "attention") else 1.5
         torch_us = json.loads(subprocess.run([TORCH_PYTHON, "-c", TORCH_TIMER, str(a.n), str(a.iterations),
                                               str(a.threads), str(a.seed), a.device], input=json.dumps(ew),
                                              capture_output=True, text=True, check=True, timeout=1800).stdout)

@@ -183,3 +183,17 @@ def test_errors(server, rng):
     for op in (SDPA, FWD, MATH):
         r = server.post(f"/v1/ops/{op}", {"args": [q, k, v, None, 0.25]})
         assert r.status_code == 422 and "dropout_p" in r.json()["error"]["message"], r.text[:300]
+
+
+def test_modes_and_vmap_see_through(server, rng):
+    """The trace mode sees the composite, then the fused _forward it chose
+    (what torch 1.13's TorchDispatchMode records); vmap runs it per sample
+    (the per-sample fallback) with the output of the batched call."""
+    q, k, v = (rng.standard_normal(s) for s in ((2, 3, 4), (2, 5, 4), (2, 5, 6)))
+    body = server.post(f"/v1/ops/{SDPA}", {"args": [T(q), T(k), T(v)], "modes": ["trace"]}).json()
+    ops = [e["op"] for e in body["modes"]["trace"]["events"]]
+    assert ops[:2] == [f"aten::{SDPA}", f"aten::{FWD}"], ops
+    whole = server.post(f"/v1/ops/{SDPA}", {"args": [T(q), T(k), T(v)]}).json()["outputs"][0]
+    r = server.post(f"/v1/ops/{SDPA}", {"args": [T(q), T(k), T(v)], "vmap": {"in_dims": [0, 0, 0]}})
+    assert r.status_code == 200, r.text[:300]
+    np.testing.assert_allclose(from_json(r.json()["outputs"][0]), from_json(whole), rtol=1e-12, atol=1e-12)
