@@ -57,8 +57,8 @@ static od_status sdpa_math(const od_op *op, od_stack *s, od_error *err)
                                                 "be set when is_causal=True");
         }
         if (qs->ndim < 2 || k->ndim < 2) {
+            int nd = qs->ndim < 2 ? qs->ndim : k->ndim; /* read before the scope frees qs */
             od_cx_scope_end(&sc);
-            int nd = qs->ndim < 2 ? qs->ndim : k->ndim;
             return od_error_set(err, OD_EINVAL,
                                 "Dimension out of range (expected to be in range of [%d, %d], but got -2)",
                                 nd ? -nd : -1, nd ? nd - 1 : 0);
