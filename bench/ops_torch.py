@@ -59,20 +59,17 @@ def aten(name):
 def attn(shape, causal):
     q, k, v = (torch.rand(shape, generator=g).to(dev) for _ in range(3))
     return lambda: torch.ops.aten._scaled_dot_product_attention(q, k, v, None, 0.0, False, causal)
+cases = {name: (lambda f=aten(name.split(" ")[0]), a=[arg(x) for x in args]: f(*a)) for name, args in ew} if ew and not isinstance(ew, dict) else {
+    "sort": lambda: torch.ops.aten.sort(x, -1, False),
+    "topk": lambda: torch.ops.aten.topk(x, 100),
+    "cumsum": lambda: torch.ops.aten.cumsum(x, 0),
+    "gather": lambda: torch.ops.aten.gather(x, 0, idx),
+    "scatter_add": lambda: torch.ops.aten.scatter_add(zeros, 0, idx, x),
+    "sort 1000x1000": lambda: torch.ops.aten.sort(m, -1, False),
+    "cumsum 1000x1000": lambda: torch.ops.aten.cumsum(m, -1),
+}
 if isinstance(ew, dict):  # --family attention
     cases = {name: attn(shape, causal) for name, shape, causal in ew["attention"]}
-elif ew:
-    cases = {name: (lambda f=aten(name.split(" ")[0]), a=[arg(x) for x in args]: f(*a)) for name, args in ew}
-else:
-    cases = {
-        "sort": lambda: torch.ops.aten.sort(x, -1, False),
-        "topk": lambda: torch.ops.aten.topk(x, 100),
-        "cumsum": lambda: torch.ops.aten.cumsum(x, 0),
-        "gather": lambda: torch.ops.aten.gather(x, 0, idx),
-        "scatter_add": lambda: torch.ops.aten.scatter_add(zeros, 0, idx, x),
-        "sort 1000x1000": lambda: torch.ops.aten.sort(m, -1, False),
-        "cumsum 1000x1000": lambda: torch.ops.aten.cumsum(m, -1),
-    }
 out = {}
 for name, f in cases.items():
     f()
