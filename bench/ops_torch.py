@@ -12,6 +12,10 @@ synchronises after each call; the server's kernel_us is its own
 synchronised time).
 
 Starts one opdispatchd (--enable-bench), stops it by PID; bounded by --iterations.
+With --family attention, _scaled_dot_product_attention on float32 [8, 12,
+L, 64] q, k, v at L = 512 and 2048 (plain and causal): the server's composite
+runs its fused _forward kernel, torch 1.13's CPU runs its math path; the
+issue's target at 512 is <= 1.0 (bench/bench_attn.c measures the memory).
 With --family ew, every per-element operator of ops.def instead (the
 server's CPU kernel is od_cpu_ew), on rand float32 (int32 ones where float32
 is refused), against torch.ops.aten's same overload; the issue's target there
@@ -20,7 +24,7 @@ on 8x64x56x56 and native_group_norm (32 groups) on 8x256x56x56, float32,
 with weight, bias and running statistics (target <= 1.0).
 
 Usage: ops_torch.py --opdispatchd PATH [--n 1000000] [--iterations 20] [--threads 2] [--device cpu|cuda]
-                    [--family scan|ew|norm] [--ops SUBSTRING]
+                    [--family scan|ew|norm|attention] [--ops SUBSTRING]
 """
 import argparse
 import json
@@ -54,26 +58,32 @@ def arg(a):
 def aten(name):
     base, _, ov = name.partition(".")
     return getattr(getattr(torch.ops.aten, base), ov or "default")
-NORM = {}
-if len(sys.argv) > 6 and sys.argv[6] == "norm":
-    xb = torch.rand(8, 64, 56, 56, generator=g).to(dev)
-    xg = torch.rand(8, 256, 56, 56, generator=g).to(dev)
-    p64 = [torch.rand(64, generator=g).to(dev) for _ in range(4)]
-    p256 = [torch.rand(256, generator=g).to(dev) for _ in range(2)]
-    NORM = {
-        "batch_norm eval 8x64x56x56": lambda: torch.ops.aten.native_batch_norm(xb, *p64, False, 0.1, 1e-5),
-        "batch_norm train 8x64x56x56": lambda: torch.ops.aten.native_batch_norm(xb, *p64, True, 0.1, 1e-5),
-        "group_norm 32 8x256x56x56": lambda: torch.ops.aten.native_group_norm(xg, *p256, 8, 256, 3136, 32, 1e-5),
+# a tensor of a spec the server's /v1/bench takes too: {"generate":
+# "rand"|"zeros"|"ones", "shape", "dtype"}, or explicit "data"
+def tensor(t):
+    dt = getattr(torch, t["dtype"])
+    if "data" in t:
+        return torch.tensor(t["data"], dtype=dt).reshape(t["shape"]).to(dev)
+    if t.get("generate") == "zeros":
+        return torch.zeros(t["shape"], dtype=dt, device=dev)
+    if t.get("generate") == "ones":
+        return torch.ones(t["shape"], dtype=dt, device=dev)
+    return torch.rand(t["shape"], generator=g).to(dt).to(dev)
+def spec_case(op, args):
+    a = [tensor(x) if isinstance(x, dict) else x for x in args]
+    return lambda f=aten(op): f(*a)
+if isinstance(ew, dict):  # a family of explicit cases (FAMILIES in the driver)
+    cases = {name: spec_case(op, args) for name, op, args in ew["spec"]}
+else:
+    cases = {name: (lambda f=aten(name.split(" ")[0]), a=[arg(x) for x in args]: f(*a)) for name, args in ew} if ew else {
+        "sort": lambda: torch.ops.aten.sort(x, -1, False),
+        "topk": lambda: torch.ops.aten.topk(x, 100),
+        "cumsum": lambda: torch.ops.aten.cumsum(x, 0),
+        "gather": lambda: torch.ops.aten.gather(x, 0, idx),
+        "scatter_add": lambda: torch.ops.aten.scatter_add(zeros, 0, idx, x),
+        "sort 1000x1000": lambda: torch.ops.aten.sort(m, -1, False),
+        "cumsum 1000x1000": lambda: torch.ops.aten.cumsum(m, -1),
     }
-cases = NORM or {name: (lambda f=aten(name.split(" ")[0]), a=[arg(x) for x in args]: f(*a)) for name, args in ew} if ew else NORM or {
-    "sort": lambda: torch.ops.aten.sort(x, -1, False),
-    "topk": lambda: torch.ops.aten.topk(x, 100),
-    "cumsum": lambda: torch.ops.aten.cumsum(x, 0),
-    "gather": lambda: torch.ops.aten.gather(x, 0, idx),
-    "scatter_add": lambda: torch.ops.aten.scatter_add(zeros, 0, idx, x),
-    "sort 1000x1000": lambda: torch.ops.aten.sort(m, -1, False),
-    "cumsum 1000x1000": lambda: torch.ops.aten.cumsum(m, -1),
-}
 out = {}
 for name, f in cases.items():
     f()
@@ -131,6 +141,38 @@ def ew_cases(url, n, only):
     return cases, ew
 
 
+def rand(*shape, dtype="float32"):
+    return {"generate": "rand", "shape": list(shape), "dtype": dtype}
+
+
+def norm_cases():
+    """batch and group norm at ResNet sizes (target <= 1.0)"""
+    return {
+        "batch_norm eval 8x64x56x56": ("native_batch_norm", [rand(8, 64, 56, 56), rand(64), rand(64), rand(64),
+                                                             rand(64), False, 0.1, 1e-5]),
+        "batch_norm train 8x64x56x56": ("native_batch_norm", [rand(8, 64, 56, 56), rand(64), rand(64), rand(64),
+                                                              rand(64), True, 0.1, 1e-5]),
+        "group_norm 32 8x256x56x56": ("native_group_norm", [rand(8, 256, 56, 56), rand(256), rand(256), 8, 256,
+                                                            3136, 32, 1e-5]),
+    }
+
+
+def attention_cases():
+    """_scaled_dot_product_attention at 8x12 heads of 64, L = 512 and 2048 (target <= 1.0)"""
+    cases = {}
+    for L in (512, 2048):
+        for causal in (False, True):
+            t = rand(8, 12, L, 64)
+            cases[f"sdpa L={L}{' causal' if causal else ''}"] = (
+                "_scaled_dot_product_attention", [t, t, t, None, 0.0, False, causal])
+    return cases
+
+
+# --family NAME: explicit cases, NAME -> (operator, arguments), tensors as
+# /v1/bench's generate specs (torch builds the same from them)
+FAMILIES = {"norm": norm_cases, "attention": attention_cases}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--opdispatchd", required=True)
@@ -139,10 +181,10 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=20261126)
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    p.add_argument("--family", default="scan", choices=("scan", "ew", "norm"),
+    p.add_argument("--family", default="scan", choices=("scan", "ew") + tuple(FAMILIES),
                    help="scan: sorting, scans and indexing (target <= 1.5); ew: every per-element "
-                        "operator of ops.def (its CPU kernel is od_cpu_ew; target <= 1.0); norm: batch "
-                        "and group norm (target <= 1.0)")
+                        "operator of ops.def (its CPU kernel is od_cpu_ew; target <= 1.0); "
+                        + "; ".join(f"{k}: {v.__doc__}" for k, v in FAMILIES.items()))
     p.add_argument("--ops", default="", help="ew: only operators whose name contains this")
     a = p.parse_args()
 
@@ -161,7 +203,9 @@ def main():
         "cumsum 1000x1000": ("cumsum", [mat, -1]),
     }
     port = free_port()
-    srv = subprocess.Popen([a.opdispatchd, "--port", str(port), "--enable-bench"],
+    # attention at L = 2048 runs for minutes on a loaded 2-core machine: no call deadline
+    extra = ["--max-call-seconds", "0"] if a.family == "attention" else []
+    srv = subprocess.Popen([a.opdispatchd, "--port", str(port), "--enable-bench"] + extra,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         url = f"http://127.0.0.1:{port}"
@@ -174,16 +218,9 @@ def main():
         ew = None
         if a.family == "ew":
             cases, ew = ew_cases(url, a.n, a.ops)
-        if a.family == "norm":
-            r = lambda *shape: {"generate": "rand", "shape": list(shape), "dtype": "float32"}
-            cases = {
-                "batch_norm eval 8x64x56x56": ("native_batch_norm", [r(8, 64, 56, 56), r(64), r(64), r(64), r(64),
-                                                                     False, 0.1, 1e-5]),
-                "batch_norm train 8x64x56x56": ("native_batch_norm", [r(8, 64, 56, 56), r(64), r(64), r(64), r(64),
-                                                                      True, 0.1, 1e-5]),
-                "group_norm 32 8x256x56x56": ("native_group_norm", [r(8, 256, 56, 56), r(256), r(256), 8, 256, 3136,
-                                                                    32, 1e-5]),
-            }
+        if a.family in FAMILIES:
+            cases = {k: v for k, v in FAMILIES[a.family]().items() if a.ops in k}
+            ew = {"spec": [[k, op, args] for k, (op, args) in cases.items()]}
         target = 1.5 if a.family == "scan" else 1.0
         torch_us = json.loads(subprocess.run([TORCH_PYTHON, "-c", TORCH_TIMER, str(a.n), str(a.iterations),
                                               str(a.threads), str(a.seed), a.device, a.family],
@@ -194,8 +231,10 @@ def main():
         print(f"{'operator':<34} {'server us':>10} {'torch us':>10} {'ratio':>7}  target <= {target}")
         worst, missed = 0.0, 0
         for name, (op, args) in cases.items():
-            r = requests.post(url + "/v1/bench", json={"op": op, "args": args, "device": a.device, "iterations": a.iterations,
-                                                        "warmup": 1}, timeout=600)
+            req = {"op": op, "args": args, "device": a.device, "iterations": a.iterations, "warmup": 1}
+            if a.family == "attention":
+                req["max_seconds"] = 1800  # /v1/bench's default budget is 10 s
+            r = requests.post(url + "/v1/bench", json=req, timeout=1800)
             r.raise_for_status()
             us = r.json()["kernel_us"]["median"]
             ratio = us / torch_us[name]

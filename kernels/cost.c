@@ -1,7 +1,7 @@
 /* cost.c — the cost model of ops.def's OD_COST lines (see od_cost.h). */
 #include "od_cost.h"
 
-enum { K_NONE, K_EW, K_RED, K_MM, K_NORM };
+enum { K_NONE, K_EW, K_RED, K_MM, K_NORM, K_ATTN };
 
 static const struct {
     int kind;
@@ -79,6 +79,17 @@ void od_op_cost(const od_op *op, const od_stack *s, od_cost *out)
         a0 = id == OD_OPID_native_batch_norm_backward || id == OD_OPID_native_group_norm_backward ? arg_t(s, 1) : a0;
         out->flops = a0 ? g_cost[id].factor * (double)od_tensor_numel(a0) : 0;
         break;
+    case K_ATTN: { /* scores q.k^T and P.v: factor/2 x rows x S x (E + Ev), 4BHLSE for E == Ev */
+        const od_tensor *q = a0, *k = arg_t(s, 1);
+        if (!r0 || !q || !k || q->ndim < 1 || k->ndim < 2 || r0->ndim < 1)
+            return;
+        double rows = 1, ev = (double)r0->sizes[r0->ndim - 1];
+        for (int d = 0; d < r0->ndim - 1; d++)
+            rows *= (double)r0->sizes[d];
+        out->flops = g_cost[id].factor / 2 * rows * (double)k->sizes[k->ndim - 2] *
+                     ((double)q->sizes[q->ndim - 1] + ev);
+        break;
+    }
     default:
         return;
     }

@@ -3,11 +3,14 @@
  *
  * Invariants: bytes count every tensor argument read once and every result
  * written once (a result that is one of the arguments, in place, counts
- * once); flops follow the kind: EW factor x output elements, RED factor x
- * input elements, MM 2mnk (bmm x batch; addmm adds 2mn; dot 2k), NORM
- * factor x elements of the normalised input (batch / group norm and their
- * backward). An
- * operator without a line (or a plugin's) has bytes and no flops.
+ * once); flops follow the kind:
+ *   EW    factor x output elements
+ *   RED   factor x input elements
+ *   MM    2mnk (bmm x batch; addmm adds 2mn; dot 2k)
+ *   NORM  factor x elements of the normalised input (batch / group norm and
+ *         their backward)
+ *   ATTN  factor/2 x query rows x S x (E + Ev) (4BHLSE at factor 4, E == Ev)
+ * An operator without a line (or a plugin's) has bytes and no flops.
  */
 #ifndef OD_COST_H
 #define OD_COST_H

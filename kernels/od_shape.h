@@ -54,7 +54,7 @@ od_shape_fn od_builtin_shape_fn(od_opid id);
     X(od_shape_scatter) X(od_shape_masked_fill) X(od_shape_take) X(od_shape_nonzero) \
     X(od_shape_pointwise) X(od_shape_isin) X(od_shape_equal) X(od_shape_linalg) X(od_shape_search) \
     X(od_shape_pad) X(od_shape_data_sized) \
-    X(od_shape_norm)
+    X(od_shape_norm) X(od_shape_sdpa)
 
 #define OD_X_(fn) od_status fn(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, \
                                 od_error *err);
@@ -384,5 +384,32 @@ typedef struct od_norm_plan {
     od_dtype stat_dtype;        /* statistics and parameter gradients: the parameters' dtype */
 } od_norm_plan;
 od_status od_norm_plan_of(od_opid id, const od_stack *s, od_norm_plan *p, od_error *err);
+/* _scaled_dot_product_attention_forward (shape_attention.c): the fused
+ * kernels' plan, shared by the shape function and the CPU and CUDA kernels.
+ * Pointers are borrowed from the stack. The output is [batch..., L, Ev] and
+ * the weights [batch..., L, S] (need_weights) or [0] (unspecified, as 1.13
+ * documents). Operand X's element (b, i, j) is at
+ * xbase + sum_d(bidx[d] * xb[d]) + i * xr + j * xc, with 0 strides where X
+ * broadcasts; the mask's likewise (mr/mc 0 where it broadcasts). */
+typedef struct od_sdpa_plan {
+    const od_tensor *q, *k, *v, *mask; /* mask NULL when absent */
+    bool causal, need_weights;
+    int nb;                                   /* output batch dims */
+    int64_t bsizes[OD_MAX_DIMS];              /* their sizes */
+    int64_t nbatch, L, S, E, Ev;
+    int64_t qb[OD_MAX_DIMS], kb[OD_MAX_DIMS], vb[OD_MAX_DIMS], mb[OD_MAX_DIMS];
+    int64_t qr, qc, kr, kc, vr, vc, mr, mc;
+    double scale;                             /* 1 / sqrt(E), as ATen's double */
+} od_sdpa_plan;
+/* True when the fused kernels apply to s (dtypes f32/f64/bf16 alike, ranks
+ * >= 2, batch dims that broadcast, a bool or floating mask that broadcasts to
+ * the scores, no dropout, no mask with is_causal); then *p is filled. Every
+ * other call runs _scaled_dot_product_attention_math, whose operators give
+ * torch's errors. */
+bool od_sdpa_plan_of(const od_stack *s, od_sdpa_plan *p);
+/* Runs _scaled_dot_product_attention_math on s's arguments (borrowed) and
+ * puts its returns (new) in s->rets: the kernels' answer where the plan does
+ * not apply. */
+od_status od_sdpa_run_math(od_stack *s, od_error *err);
 
 #endif

@@ -80,6 +80,7 @@ OD_CX_KERNEL(od_cia_repeat_interleave); /* .self_Tensor, .self_int */
 OD_CX_KERNEL(od_cia_batch_norm);    /* nn.c: batch_norm, _batch_norm_impl_index */
 OD_CX_KERNEL(od_cia_instance_norm);
 OD_CX_KERNEL(od_cia_group_norm);
+OD_CX_KERNEL(od_cia_sdpa); /* attention.c: _scaled_dot_product_attention, _math */
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */
 void od_cx_factories_init(void);

@@ -57,6 +57,7 @@ OD_CPU_KERNEL_(od_cpu_pad)         /* pad.c: reflection_pad1d..3d, replication_p
 OD_CPU_KERNEL_(od_cpu_repeat_interleave)  /* unique.c: repeat_interleave.Tensor */
 OD_CPU_KERNEL_(od_cpu_unique_consecutive) /* unique.c */
 OD_CPU_KERNEL_(od_cpu_norm)        /* norm.c: native_batch_norm, native_group_norm and their backward */
+OD_CPU_KERNEL_(od_cpu_sdpa)               /* attention.c: _scaled_dot_product_attention_forward */
 
 #undef OD_CPU_KERNEL_
 
@@ -74,6 +75,9 @@ od_status od_cpu_copy_into(od_tensor *dst, const od_tensor *src, od_error *err);
 /* src (borrowed, CPU) as a contiguous tensor of dtype dt: a new reference to
  * src itself when it already is one, else a new converted copy. *out new. */
 od_status od_cpu_to_dtype(od_tensor *src, od_dtype dt, od_tensor **out, od_error *err);
+
+/* Sizes OpenBLAS's thread pool once (blas.c); call before any BLAS call. */
+void od_cpu_blas_threads_init(void);
 
 /* Writes scalar v (bool/int/double od_value, borrowed) converted to dt into
  * buf (at least 8 bytes), wrapping integers and rounding floats like a torch

@@ -68,6 +68,7 @@ OD_CUDA_KERNEL_(od_cuda_isin)        /* scan.c: isin.Tensor_Tensor / Tensor_Scal
 OD_CUDA_KERNEL_(od_cuda_linalg)      /* linalg.c: the LAPACK operators, staged through the host */
 OD_CUDA_KERNEL_(od_cuda_norm)        /* bnorm.c: native_batch_norm, native_group_norm and their backward */
 
+OD_CUDA_KERNEL_(od_cuda_sdpa)        /* attention.c: _scaled_dot_product_attention_forward */
 #undef OD_CUDA_KERNEL_
 
 /* ---- runtime.c ------------------------------------------------------------------- */

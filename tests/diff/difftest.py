@@ -69,6 +69,26 @@ def torch_lstsq_undefined(c, t):
     return any(int(r) < full for r in ranks)
 
 
+def unspecified_output(c, i):
+    """Outputs PyTorch 1.13 leaves unspecified: _scaled_dot_product_attention's
+    weights without need_attn_weights ("otherwise, the second return value is
+    unspecified"; its CUDA flash path returns none), which the server's fused
+    kernel returns empty while torch's CPU math path fills them."""
+    if i != 1 or not re.match(r"_scaled_dot_product_attention(\.|_forward|$)", c.op):
+        return False
+    return not any(name == "need_attn_weights" and v is True for name, _, v in c.all_args())
+
+
+def random_dropout(c):
+    """_scaled_dot_product_attention(_forward, _math) with dropout_p > 0: torch
+    draws a dropout mask (a random answer); the server runs no random
+    operators and refuses such a call with a 4xx naming dropout_p."""
+    if not c.op.startswith("_scaled_dot_product_attention"):
+        return False
+    return any(name == "dropout_p" and isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+               for name, _, v in c.all_args())
+
+
 def cxx_undefined(c, args, t):
     """Where torch 1.13's answer comes from C++ undefined behaviour in its
     integer kernels (a shift count outside [0, width), abs of the minimum,
@@ -1137,6 +1157,8 @@ class Runner:
             err = body.get("error") if isinstance(body, dict) else None
             if not (isinstance(err, dict) and err.get("message")):
                 return f"server {status} without a JSON error message", dt, None, None
+            if random_dropout(c) and "dropout_p" in err["message"]:
+                return None  # torch's answer is random there; the server refuses random operators
             # torch.ops coerces some ill-typed values (a bool to an int, a number
             # to a tensor) that PyTorch's Python API and the server refuse
             if "error" in t or c.injected:
@@ -1158,6 +1180,8 @@ class Runner:
             return "output count mismatch", dt, f"server {len(outs)}, torch {len(t['outputs'])}", None
         ref = t.get("ref64") or []
         for i, (o, w) in enumerate(zip(outs, t["outputs"])):
+            if unspecified_output(c, i):
+                continue
             if "value" in w:  # a non-tensor return: the same JSON value
                 if o.get("value") != w["value"] or type(o.get("value")) is not type(w["value"]):
                     return "value mismatch", dt, f"output {i}: server {o.get('value')!r}, torch {w['value']!r}", None

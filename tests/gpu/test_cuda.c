@@ -1714,6 +1714,50 @@ Test(red, batch_and_group_norm)
             od_tensor_release(b);
             od_tensor_release(ng_mean);
             od_tensor_release(ng_rstd);
+/* ---- attention: the fused CUDA kernel (attention.cu) against the CPU one ------------------------------- */
+
+Test(red, sdpa_forward) /* attention: its online softmax */
+{
+    const struct {
+        const int64_t *q, *k, *v;
+        int nq, nk, nv, view;
+    } cases[] = {
+        {S(2, 3, 5, 8), S(2, 3, 7, 8), S(2, 3, 7, 6), 4, 4, 4, 0},
+        {S(2, 3, 40, 16), S(2, 3, 70, 16), S(2, 3, 70, 16), 4, 4, 4, 1}, /* several tiles, transposed */
+        {S(4, 1, 8), S(1, 33, 8), S(4, 33, 5), 3, 3, 3, 0},              /* broadcast batch dims */
+        {S(3, 0, 4), S(3, 5, 4), S(3, 5, 4), 3, 3, 3, 0},                /* L == 0 */
+        {S(3, 4, 4), S(3, 0, 4), S(3, 0, 4), 3, 3, 3, 0},                /* S == 0 */
+        {S(6, 9), S(11, 9), S(11, 3), 2, 2, 2, 3},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        for (int fi = 1; fi < NFLT; fi++) { /* bfloat16 runs the math path on CUDA, the fused one on the CPU */
+            od_dtype dt = FLT_DT[fi];
+            od_tensor *q = arg_t(cases[ci].q, cases[ci].nq, dt, -2, 2, cases[ci].view);
+            od_tensor *k = arg_t(cases[ci].k, cases[ci].nk, dt, -2, 2, cases[ci].view);
+            od_tensor *v = arg_t(cases[ci].v, cases[ci].nv, dt, -2, 2, 0);
+            int64_t L = cases[ci].q[cases[ci].nq - 2], Sk = cases[ci].k[cases[ci].nk - 2];
+            od_tensor *bm = arg_t(S(L, Sk), 2, OD_BOOL, 0, 1, 0), *fm = arg_t(S(L, Sk), 2, dt, -1, 1, 0);
+            od_tensor *masks[3] = {NULL, bm, fm};
+            for (int mi = 0; mi < 3; mi++)
+                for (int causal = 0; causal < 2; causal++) {
+                    if (causal && mi)
+                        continue;
+                    for (int w = dt == OD_BFLOAT16; w < 2; w++) {
+                        od_value args[7] = {od_tensor_v(q), od_tensor_v(k), od_tensor_v(v),
+                                            masks[mi] ? od_tensor_v(masks[mi]) : od_none(), od_double(0),
+                                            od_bool(w), od_bool(causal)};
+                        char wh[96];
+                        snprintf(wh, sizeof wh, "sdpa case#%zu %s mask=%d causal=%d weights=%d", ci,
+                                 od_dtype_name(dt), mi, causal, w);
+                        check_op(wh, OD_OPID__scaled_dot_product_attention_forward, args, 7,
+                                 dt == OD_FLOAT64 ? 1e-9 : dt == OD_FLOAT32 ? 1e-4 : 3e-2, false);
+                    }
+                }
+            od_tensor_release(q);
+            od_tensor_release(k);
+            od_tensor_release(v);
+            od_tensor_release(bm);
+            od_tensor_release(fm);
         }
     }
 }

@@ -326,6 +326,13 @@ def make_cases(rng):
     add("native_group_norm", RG(g(rng, 2, 6, 5)), RG(g(rng, 6)), RG(g(rng, 6)), 2, 6, 5, 3, 1e-5)
     add("group_norm", RG(g(rng, 3, 4, 2, 2)), 2, RG(g(rng, 4)), None)
     add("group_norm", RG(g(rng, 2, 4, 3)), 4)
+    # attention: with an input requiring grad, the composite's math path records (both outputs)
+    qkv = lambda L, S: (RG(g(rng, 2, L, 3)), RG(g(rng, 2, S, 3)), RG(g(rng, 2, S, 4)))
+    add("_scaled_dot_product_attention", *qkv(3, 5), need_attn_weights=True)
+    add("_scaled_dot_product_attention", *qkv(3, 5), need_attn_weights=True, out=1)
+    add("_scaled_dot_product_attention", *qkv(4, 4), rng.random((4, 4)) < 0.7, is_causal=False)
+    add("_scaled_dot_product_attention", *qkv(4, 3), is_causal=True)
+    add("_scaled_dot_product_attention", RG(g(rng, 2, 3)), g(rng, 4, 3), RG(g(rng, 4, 2)), RG(g(rng, 2, 4)))
     return C
 
 
@@ -460,7 +467,7 @@ def test_every_formula_against_torch_and_finite_differences(server, rng):
                 fd.flat[j] = (up - dn) / (2 * h)
             np.testing.assert_allclose(gs, fd, rtol=1e-4, atol=1e-5, err_msg=f"{op} input {i} vs finite differences")
             checked += 1
-        if op in ("matmul", "linear", "reshape", "embedding", "index.Tensor", "index_put"):
+        if op in ("matmul", "linear", "reshape", "embedding", "index.Tensor", "index_put", "_scaled_dot_product_attention"):
             # composites differentiate through their decomposition: the
             # grad_fn is the last operator they became, which differs from
             # torch's where its decomposition does (_unsafe_view, _reshape_alias)
