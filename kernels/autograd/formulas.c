@@ -2130,6 +2130,29 @@ OD_BW(LinalgQrBackward0)
     SET(0, ag_call(sc, OD_OPID_cat, 2, od_list_v(OD_T_TENSOR_LIST, parts, 2), od_int(-1)));
 }
 
+/* ---- losses: the native backward operators of derivatives.yaml ------------------------ */
+
+static void nll_grad(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc, od_opid bw)
+{
+    if (!g[0] || !need[0])
+        return; /* total_weight carries no gradient back; target and weight take none */
+    od_tensor *w = ag_arg(n, 2)->tag == OD_T_TENSOR ? ag_saved(sc, n, 2) : NULL;
+    SET(0, ag_call(sc, bw, 7, T(g[0]), T(ag_saved(sc, n, 0)), T(ag_saved(sc, n, 1)), w ? T(w) : od_none(),
+                   *ag_arg(n, 3), *ag_arg(n, 4), T(ag_saved_out(sc, n, 1))));
+}
+OD_BW(NllLossBackward0) { nll_grad(n, g, gin, need, sc, OD_OPID_nll_loss_backward); }
+OD_BW(NllLoss2DBackward0) { nll_grad(n, g, gin, need, sc, OD_OPID_nll_loss2d_backward); }
+OD_BW(MseLossBackward0)
+{
+    od_value red = *ag_arg(n, 2);
+    od_tensor *x = ag_saved(sc, n, 0), *t = ag_saved(sc, n, 1);
+    if (need[0])
+        SET(0, ag_call(sc, OD_OPID_mse_loss_backward, 4, T(g[0]), T(x), T(t), red));
+    int kt = ag_in(n, 1);
+    if (kt >= 0 && need[kt])
+        SET(kt, ag_call(sc, OD_OPID_mse_loss_backward, 4, T(g[0]), T(t), T(x), red));
+}
+
 /* ---- the table ---------------------------------------------------------------------- */
 
 #define od_bw_0 NULL

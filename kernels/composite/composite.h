@@ -77,6 +77,9 @@ OD_CX_KERNEL(od_cia_masked_scatter_);
 OD_CX_KERNEL(od_cea_put);
 OD_CX_KERNEL(od_cea_rot90);
 OD_CX_KERNEL(od_cia_repeat_interleave); /* .self_Tensor, .self_int */
+OD_CX_KERNEL(od_cia_nll_loss);            /* loss.c: nll_loss, nll_loss2d, nll_loss_nd */
+OD_CX_KERNEL(od_cia_cross_entropy_loss);
+OD_CX_KERNEL(od_cea_mse_loss);            /* mse_loss, mse_loss_backward */
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */
 void od_cx_factories_init(void);
