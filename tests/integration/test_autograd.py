@@ -315,6 +315,19 @@ def make_cases(rng):
     for nd, pad in ((1, [2, -1]), (2, [1, 3, -1, 2]), (3, [0, 2, 1, 1, 2, 0])):
         for kind in ("reflection", "replication"):
             add(f"{kind}_pad{nd}d", RG(g(rng, *((2,) + (4,) * nd))), pad)
+    # losses: the native forwards' formulas (nll_loss_backward, mse_loss_backward) and the composites'
+    tgt = lambda *sh, c=4: rng.integers(0, c, sh)
+    add("nll_loss_forward", RG(g(rng, 5, 4)), tgt(5), None, 1, -100)
+    add("nll_loss_forward", RG(g(rng, 5, 4)), np.array([0, 3, 1, 3, 2]), rng.random(4) + 0.5, 0, 3)
+    add("nll_loss_forward", RG(g(rng, 4)), np.array(2), rng.random(4) + 0.5, 2, -100)
+    add("nll_loss2d_forward", RG(g(rng, 2, 4, 3, 2)), tgt(2, 3, 2), rng.random(4) + 0.5, 1, 1)
+    add("nll_loss2d_forward", RG(g(rng, 2, 4, 3, 2)), tgt(2, 3, 2), None, 0, -100)
+    add("nll_loss_nd", RG(g(rng, 2, 4, 3)), tgt(2, 3), None, 2)
+    add("cross_entropy_loss", RG(g(rng, 5, 4)), tgt(5), rng.random(4) + 0.5, 1, 2, 0.2)
+    add("cross_entropy_loss", RG(g(rng, 3, 4, 2)), RG(rng.random((3, 4, 2))), None, 1, -100, 0.1)
+    add("mse_loss", RG(g(rng, 3, 4)), RG(g(rng, 3, 4)), 1)
+    add("mse_loss", RG(g(rng, 3, 4)), RG(g(rng, 4)), 2)  # a broadcast target under sum: aten::mse_loss (unlike F.mse_loss) does not expand first
+    add("mse_loss", RG(g(rng, 3, 4)), RG(g(rng, 3, 4)), 0)
     return C
 
 
