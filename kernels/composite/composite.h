@@ -80,6 +80,7 @@ OD_CX_KERNEL(od_cia_repeat_interleave); /* .self_Tensor, .self_int */
 OD_CX_KERNEL(od_cia_nll_loss);            /* loss.c: nll_loss, nll_loss2d, nll_loss_nd */
 OD_CX_KERNEL(od_cia_cross_entropy_loss);
 OD_CX_KERNEL(od_cea_mse_loss);            /* mse_loss, mse_loss_backward */
+OD_CX_KERNEL(od_cia_l1_loss);
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */
 void od_cx_factories_init(void);

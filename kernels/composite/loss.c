@@ -4,7 +4,8 @@
  * and nll_loss_nd, or its probability-target and label-smoothing forms),
  * and mse_loss / mse_loss_backward (CompositeExplicitAutograd here, over
  * sub, mul and mean / sum: ATen's mse kernels compute the same steps in the
- * same dtype, and MseLossBackward0 records the node).
+ * same dtype, and MseLossBackward0 records the node), and l1_loss
+ * (CompositeImplicitAutograd in torch 1.13: sub, abs, then mean or sum).
  *
  * Invariants: each kernel makes torch's checks at its level, in its order
  * and words, then calls operators through the dispatcher in torch's order
@@ -337,5 +338,27 @@ OD_CX_KERNEL(od_cea_mse_loss)
             sc.st = od_error_set(err, OD_EINVAL,
                                  "reduction == Reduction::Mean || reduction == Reduction::Sum INTERNAL ASSERT FAILED");
     }
+    return od_cx_scope_return1(&sc, s, r);
+}
+
+/* l1_loss(self, target, reduction): ATen's apply_loss_reduction keeps the
+ * unreduced loss for any reduction but mean (1) and sum (2). */
+OD_CX_KERNEL(od_cia_l1_loss)
+{
+    (void)ks;
+    (void)ctx;
+    od_tensor *self, *target;
+    int64_t reduction;
+    od_status st;
+    if ((st = od_cx_arg_tensor(op, s, 0, &self, err)) || (st = od_cx_arg_tensor(op, s, 1, &target, err)) ||
+        (st = od_cx_arg_int(op, s, 2, &reduction, err)))
+        return st;
+    od_cx_scope sc = od_cx_scope_begin(err);
+    od_tensor *d = od_cx_call(&sc, OD_OPID_sub_Tensor, 3, TV(self), TV(target), od_int(1));
+    od_tensor *r = od_cx_call(&sc, OD_OPID_abs, 1, OPT(d));
+    if (reduction == RED_MEAN)
+        r = od_cx_call(&sc, OD_OPID_mean, 2, OPT(r), od_none());
+    else if (reduction == RED_SUM)
+        r = sum_all(&sc, r);
     return od_cx_scope_return1(&sc, s, r);
 }

@@ -328,6 +328,7 @@ def make_cases(rng):
     add("mse_loss", RG(g(rng, 3, 4)), RG(g(rng, 3, 4)), 1)
     add("mse_loss", RG(g(rng, 3, 4)), RG(g(rng, 4)), 2)  # a broadcast target under sum: aten::mse_loss (unlike F.mse_loss) does not expand first
     add("mse_loss", RG(g(rng, 3, 4)), RG(g(rng, 3, 4)), 0)
+    add("l1_loss", RG(g(rng, 3, 4, away=0.3)), np.zeros((3, 4)), 1)  # |x - 0| away from its kink
     return C
 
 

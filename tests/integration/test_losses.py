@@ -1,6 +1,6 @@
 """The losses (kernels/shape_loss.c + cpu/loss.c: nll_loss_forward,
 nll_loss2d_forward and their _backward; composite/loss.c: nll_loss,
-nll_loss2d, nll_loss_nd, cross_entropy_loss, mse_loss, mse_loss_backward)
+nll_loss2d, nll_loss_nd, cross_entropy_loss, mse_loss, mse_loss_backward, l1_loss)
 against PyTorch 1.13 (tools/torch_ref.py) on fresh random inputs: every
 reduction, class weights, ignore_index (present, absent, every target
 ignored), label smoothing, probability targets, batch 1 and 0 (torch's mean
@@ -187,13 +187,19 @@ def test_mse_loss(server, rng):
                       ("mse_loss", [X(rng, dt, 0, 5), X(rng, dt, 0, 5), red], {}),
                       ("mse_loss", [X(rng, dt), X(rng, dt), red], {}),
                       ("mse_loss", [X(rng, dt, 2, 3), X(rng, "float64", 2, 3), red], {}),
-                      ("mse_loss", [X(rng, dt, 4), T(np.arange(4)), red], {})]
+                      ("mse_loss", [X(rng, dt, 4), T(np.arange(4)), red], {}),
+                      ("l1_loss", [X(rng, dt, 7, 5), X(rng, dt, 5), red], {}),
+                      ("l1_loss", [X(rng, dt, 0, 5), X(rng, dt, 0, 5), red], {}),
+                      ("l1_loss", [X(rng, dt), X(rng, "float64", 3), red], {})]
             if dt != "float16":  # torch's CPU mse backward has no float16
                 cases += [("mse_loss_backward", [X(rng, dt, 7, 5) if red == 0 else X(rng, dt), X(rng, dt, 7, 5),
                                                  X(rng, dt, 7, 5), red], {}),
                           ("mse_loss_backward", [X(rng, dt), X(rng, dt, 3, 1), X(rng, dt, 4), red], {}),
                           ("mse_loss_backward", [X(rng, dt), X(rng, dt, 0, 3), X(rng, dt, 0, 3), red], {})]
     cases.append(("mse_loss", [X(rng, "float32", 1000, 37), X(rng, "float32", 1000, 37), 1], {}))
+    cases.append(("l1_loss", [X(rng, "float32", 1000, 37), X(rng, "float32", 1000, 37), 1], {}))
+    cases.append(("l1_loss", [X(rng, "float32", 3, 4), X(rng, "float32", 3, 4), 3], {}))  # unreduced
+    cases.append(("l1_loss", [T(np.arange(4)), T(np.arange(4)), 1], {}))  # mean refuses int64
     check(server, cases)
 
 
