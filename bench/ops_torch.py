@@ -15,10 +15,13 @@ Starts one opdispatchd (--enable-bench), stops it by PID; bounded by --iteration
 With --family ew, every per-element operator of ops.def instead (the
 server's CPU kernel is od_cpu_ew), on rand float32 (int32 ones where float32
 is refused), against torch.ops.aten's same overload; the issue's target there
-is <= 1.0.
+is <= 1.0. With --family loss, nll_loss and cross_entropy_loss on
+--rows x --classes float32 logits (a language model's 8192 x 32000 by
+default) and on 256 x 1000, and mse_loss (mean) on 1.6e7 float32; target
+<= 1.0.
 
 Usage: ops_torch.py --opdispatchd PATH [--n 1000000] [--iterations 20] [--threads 2] [--device cpu|cuda]
-                    [--family scan|ew] [--ops SUBSTRING]
+                    [--family scan|ew|loss] [--ops SUBSTRING] [--rows 8192] [--classes 32000]
 """
 import argparse
 import json
@@ -45,6 +48,7 @@ idx = torch.randint(0, n, (n,), generator=g).to(dev)
 zeros = torch.zeros(n, device=dev)
 sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
 ew = json.loads(sys.stdin.read() or "null")
+loss = ew.pop("loss") if isinstance(ew, dict) else None  # --family loss: name -> [op, shape]
 def arg(a):
     if isinstance(a, dict):
         return (torch.rand(n, generator=g) if a["dtype"] == "float32" else torch.ones(n, dtype=torch.int32)).to(dev)
@@ -61,6 +65,17 @@ cases = {name: (lambda f=aten(name.split(" ")[0]), a=[arg(x) for x in args]: f(*
     "sort 1000x1000": lambda: torch.ops.aten.sort(m, -1, False),
     "cumsum 1000x1000": lambda: torch.ops.aten.cumsum(m, -1),
 }
+if loss:
+    def loss_case(op, shape):
+        A = torch.ops.aten
+        if op == "mse_loss":
+            a, b = torch.rand(shape, generator=g).to(dev), torch.rand(shape, generator=g).to(dev)
+            return lambda: A.mse_loss(a, b, 1)
+        lx = torch.randn(shape, generator=g).to(dev)
+        t = torch.randint(0, shape[1], (shape[0],), generator=g).to(dev)
+        f = A.nll_loss if op == "nll_loss" else A.cross_entropy_loss
+        return lambda: f(lx, t)
+    cases = {name: loss_case(op, shape) for name, (op, shape) in loss.items()}
 out = {}
 for name, f in cases.items():
     f()
@@ -118,6 +133,24 @@ def ew_cases(url, n, only):
     return cases, ew
 
 
+def loss_cases(rng, rows, classes):
+    """nll_loss and cross_entropy_loss (mean, class targets) on randn logits
+    of rows x classes and 256 x 1000, mse_loss (mean) on 1.6e7 elements; the
+    torch side gets the same shapes (its own random values)."""
+    cases, shapes = {}, {}
+    for r, c in ((rows, classes), (256, 1000)):
+        t = {"dtype": "int64", "shape": [r], "data": rng.integers(0, c, r).tolist()}
+        for op in ("nll_loss", "cross_entropy_loss"):
+            name = f"{op} {r}x{c}"
+            cases[name] = (op, [{"generate": "randn", "shape": [r, c], "dtype": "float32"}, t])
+            shapes[name] = (op, [r, c])
+    n = 16_000_000
+    gen = {"generate": "rand", "shape": [n], "dtype": "float32"}
+    cases["mse_loss 1.6e7"] = ("mse_loss", [gen, gen, 1])
+    shapes["mse_loss 1.6e7"] = ("mse_loss", [n])
+    return cases, {"loss": shapes}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--opdispatchd", required=True)
@@ -126,9 +159,12 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=20261126)
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    p.add_argument("--family", default="scan", choices=("scan", "ew"),
+    p.add_argument("--family", default="scan", choices=("scan", "ew", "loss"),
                    help="scan: sorting, scans and indexing (target <= 1.5); ew: every per-element "
-                        "operator of ops.def (its CPU kernel is od_cpu_ew; target <= 1.0)")
+                        "operator of ops.def (its CPU kernel is od_cpu_ew; target <= 1.0); loss: nll_loss, "
+                        "cross_entropy_loss and mse_loss (target <= 1.0)")
+    p.add_argument("--rows", type=int, default=8192, help="loss: rows of the large logits")
+    p.add_argument("--classes", type=int, default=32000, help="loss: classes of the large logits")
     p.add_argument("--ops", default="", help="ew: only operators whose name contains this")
     a = p.parse_args()
 
@@ -160,7 +196,9 @@ def main():
         ew = None
         if a.family == "ew":
             cases, ew = ew_cases(url, a.n, a.ops)
-        target = 1.0 if a.family == "ew" else 1.5
+        if a.family == "loss":
+            cases, ew = loss_cases(rng, a.rows, a.classes)
+        target = 1.5 if a.family == "scan" else 1.0
         torch_us = json.loads(subprocess.run([TORCH_PYTHON, "-c", TORCH_TIMER, str(a.n), str(a.iterations),
                                               str(a.threads), str(a.seed), a.device], input=json.dumps(ew),
                                              capture_output=True, text=True, check=True, timeout=1800).stdout)
