@@ -362,3 +362,128 @@ OD_CX_KERNEL(od_cia_l1_loss)
         r = sum_all(&sc, r);
     return od_cx_scope_return1(&sc, s, r);
 }
+
+/* ---- smooth_l1_loss and huber_loss, and their backward operators ----
+ * ATen 1.13's kernels, step for step in the computing dtype (each operator
+ * call here rounds as one vectorised ATen step does):
+ *   smooth_l1: z = |x - y|; z < beta ? 0.5 * z * z / beta : z - 0.5 * beta
+ *   huber:     z = |x - y|; z < delta ? 0.5 * z * z : delta * (z - 0.5 * delta)
+ *   backward:  d = x - y; d <= -p ? -norm * g (* delta) : d >= p ? norm * g
+ *              (* delta) : norm * d * g (/ beta), norm = 1 / numel for mean
+ * smooth_l1 promotes its inputs as a binary operator does (beta 0 takes
+ * the linear branch everywhere); huber keeps self's dtype; smooth_l1's
+ * backward computes in the three tensors' result type, which must cast to
+ * self's (an integer type holds norm truncated and divides by beta in
+ * double, truncating), huber's takes one dtype throughout. Half types: both
+ * forwards take them, smooth_l1's CPU backward not float16, huber's backward
+ * not the integers. */
+static od_tensor *where_(od_cx_scope *sc, od_tensor *cond, od_tensor *a, od_tensor *b)
+{
+    return od_cx_call(sc, OD_OPID_where_self, 3, OPT(cond), OPT(a), OPT(b));
+}
+
+static od_tensor *reduce_loss(od_cx_scope *sc, od_tensor *r, int64_t reduction)
+{
+    if (reduction == RED_MEAN)
+        return od_cx_call(sc, OD_OPID_mean, 2, OPT(r), od_none());
+    if (reduction == RED_SUM)
+        return sum_all(sc, r);
+    return r;
+}
+
+OD_CX_KERNEL(od_cea_smooth_l1_huber)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    bool huber = id == OD_OPID_huber_loss || id == OD_OPID_huber_loss_backward;
+    bool bw = id == OD_OPID_smooth_l1_loss_backward || id == OD_OPID_huber_loss_backward;
+    int k = bw ? 1 : 0;
+    od_tensor *g = NULL, *self, *target;
+    int64_t reduction;
+    od_status st;
+    if ((bw && (st = od_cx_arg_tensor(op, s, 0, &g, err))) || (st = od_cx_arg_tensor(op, s, k, &self, err)) ||
+        (st = od_cx_arg_tensor(op, s, k + 1, &target, err)) || (st = od_cx_arg_int(op, s, k + 2, &reduction, err)))
+        return st;
+    if (s->nargs <= k + 3 || !od_value_is_number(&s->args[k + 3]))
+        return od_error_set(err, OD_EINVAL, "%s(): argument '%s' must be a float", od_op_schema(op)->name,
+                            huber ? "delta" : "beta");
+    double p = od_value_as_double(&s->args[k + 3]);
+    const char *dev = self->device.type == OD_DEV_CUDA ? "cuda" : "cpu";
+    bool cuda = self->device.type == OD_DEV_CUDA;
+    if (!bw && huber && !(p > 0))
+        return od_error_set(err, OD_EINVAL, "huber_loss does not support non-positive values for delta.");
+    if (!bw && !huber && p < 0)
+        return od_error_set(err, OD_EINVAL, "smooth_l1_loss does not support negative values for beta.");
+    od_cx_scope sc = od_cx_scope_begin(err);
+    if (!bw) {
+        od_tensor *y = target;
+        if (huber && target->dtype != self->dtype)
+            y = od_cx_cast(&sc, target, self->dtype);
+        od_tensor *d = od_cx_call(&sc, OD_OPID_sub_Tensor, 3, TV(self), OPT(y), od_int(1));
+        if (d && !od_dtype_is_floating(d->dtype)) {
+            od_dtype dt = d->dtype;
+            od_cx_scope_end(&sc);
+            return od_error_set(err, OD_EUNSUPPORTED, "\"%s_%s\" not implemented for '%s'", huber ? "huber" : "smooth_l1",
+                                dev, od_dtype_scalar_name(dt));
+        }
+        od_tensor *z = od_cx_call(&sc, OD_OPID_abs, 1, OPT(d));
+        od_tensor *quad = mul(&sc, muls(&sc, z, 0.5), z);
+        od_tensor *lin;
+        if (huber) {
+            lin = muls(&sc, od_cx_call(&sc, OD_OPID_sub_Scalar, 3, OPT(z), od_double(0.5 * p), od_int(1)), p);
+        } else {
+            quad = od_cx_call(&sc, OD_OPID_div_Scalar, 2, OPT(quad), od_double(p));
+            lin = od_cx_call(&sc, OD_OPID_sub_Scalar, 3, OPT(z), od_double(0.5 * p), od_int(1));
+        }
+        od_tensor *r = where_(&sc, od_cx_call(&sc, OD_OPID_lt_Scalar, 2, OPT(z), od_double(p)), quad, lin);
+        if (!huber && reduction != RED_NONE && reduction != RED_MEAN && reduction != RED_SUM && !sc.st)
+            sc.st = od_error_set(err, OD_EINVAL,
+                                 "reduction == Reduction::Mean || reduction == Reduction::Sum INTERNAL ASSERT FAILED");
+        return od_cx_scope_return1(&sc, s, reduce_loss(&sc, r, reduction));
+    }
+    od_dtype dt = self->dtype;
+    if (huber) {
+        const od_tensor *others[2] = {target, g};
+        for (int i = 0; i < 2; i++)
+            if (others[i]->dtype != dt)
+                return od_error_set(err, OD_EMISMATCH, "Found dtype %s but expected %s",
+                                    od_dtype_scalar_name(others[i]->dtype), od_dtype_scalar_name(dt));
+    }
+    od_dtype common = dt;
+    if (!huber) {
+        od_result_arg ra[3] = {{g, 0}, {self, 0}, {target, 0}};
+        common = od_result_type(ra, 3);
+        if (!od_dtype_can_cast(common, dt))
+            return od_error_set(err, OD_EINVAL, "result type %s can't be cast to the desired output type %s",
+                                od_dtype_scalar_name(common), od_dtype_scalar_name(dt));
+    }
+    bool refused = huber ? !od_dtype_is_floating(dt) : (common == OD_BOOL || (!cuda && common == OD_FLOAT16));
+    if (refused)
+        return od_error_set(err, OD_EUNSUPPORTED, "\"%s_backward_%s_out\" not implemented for '%s'",
+                            huber ? "huber" : "smooth_l1", dev, od_dtype_scalar_name(common));
+    od_tensor *x = self, *y = target;
+    if (g->dtype != common)
+        g = od_cx_cast(&sc, g, common);
+    if (x->dtype != common)
+        x = od_cx_cast(&sc, x, common);
+    if (y->dtype != common)
+        y = od_cx_cast(&sc, y, common);
+    double norm = reduction == RED_MEAN ? 1.0 / (double)od_tensor_numel(self) : 1.0;
+    bool integral = !od_dtype_is_floating(common);
+    /* an integer kernel holds norm as the dtype does (truncated) and beta as a double */
+    od_value vn = integral ? od_int((int64_t)norm) : od_double(norm), vp = od_double(p), vneg = od_double(-p);
+    od_tensor *d = od_cx_call(&sc, OD_OPID_sub_Tensor, 3, OPT(x), OPT(y), od_int(1));
+    od_tensor *gn = od_cx_call(&sc, OD_OPID_mul_Scalar, 2, OPT(g), vn); /* norm * g */
+    od_tensor *hi = huber ? muls(&sc, gn, p) : gn, *lo = huber ? muls(&sc, gn, -p) : od_cx_call(&sc, OD_OPID_neg, 1, OPT(gn));
+    od_tensor *mid = mul(&sc, od_cx_call(&sc, OD_OPID_mul_Scalar, 2, OPT(d), vn), g);
+    if (!huber) /* an integer quotient is the double one, truncated */
+        mid = od_cx_call(&sc, OD_OPID_div_Scalar, 2, OPT(integral ? od_cx_cast(&sc, mid, OD_FLOAT64) : mid),
+                         od_double(p));
+    if (!huber && integral)
+        mid = od_cx_cast(&sc, mid, common);
+    od_tensor *r = where_(&sc, od_cx_call(&sc, OD_OPID_le_Scalar, 2, OPT(d), vneg), lo,
+                          where_(&sc, od_cx_call(&sc, OD_OPID_ge_Scalar, 2, OPT(d), vp), hi, mid));
+    if (r && r->dtype != dt)
+        r = od_cx_cast(&sc, r, dt);
+    return od_cx_scope_return1(&sc, s, r);
+}

@@ -329,6 +329,11 @@ def make_cases(rng):
     add("mse_loss", RG(g(rng, 3, 4)), RG(g(rng, 4)), 2)  # a broadcast target under sum: aten::mse_loss (unlike F.mse_loss) does not expand first
     add("mse_loss", RG(g(rng, 3, 4)), RG(g(rng, 3, 4)), 0)
     add("l1_loss", RG(g(rng, 3, 4, away=0.3)), np.zeros((3, 4)), 1)  # |x - 0| away from its kink
+    kinks = lambda: RG(np.sign(g(rng, 3, 4)) * (np.abs(g(rng, 3, 4)) % 0.3 + np.array([0.1, 0.6, 1.2, 2.0])))
+    add("smooth_l1_loss", kinks(), np.zeros((3, 4)), 1, 0.45)  # |x| clear of beta and 0
+    add("smooth_l1_loss", kinks(), RG(np.zeros((3, 4))), 2, 0.45)
+    add("huber_loss", kinks(), RG(np.zeros((3, 4))), 1, 1.0)
+    add("huber_loss", kinks(), np.zeros((3, 4)), 0, 0.45)
     return C
 
 

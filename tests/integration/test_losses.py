@@ -1,6 +1,7 @@
 """The losses (kernels/shape_loss.c + cpu/loss.c: nll_loss_forward,
 nll_loss2d_forward and their _backward; composite/loss.c: nll_loss,
-nll_loss2d, nll_loss_nd, cross_entropy_loss, mse_loss, mse_loss_backward, l1_loss)
+nll_loss2d, nll_loss_nd, cross_entropy_loss, mse_loss, mse_loss_backward, l1_loss,
+smooth_l1_loss, huber_loss and their _backward)
 against PyTorch 1.13 (tools/torch_ref.py) on fresh random inputs: every
 reduction, class weights, ignore_index (present, absent, every target
 ignored), label smoothing, probability targets, batch 1 and 0 (torch's mean
@@ -200,6 +201,35 @@ def test_mse_loss(server, rng):
     cases.append(("l1_loss", [X(rng, "float32", 1000, 37), X(rng, "float32", 1000, 37), 1], {}))
     cases.append(("l1_loss", [X(rng, "float32", 3, 4), X(rng, "float32", 3, 4), 3], {}))  # unreduced
     cases.append(("l1_loss", [T(np.arange(4)), T(np.arange(4)), 1], {}))  # mean refuses int64
+    check(server, cases)
+
+
+def test_smooth_l1_huber(server, rng):
+    cases = []
+    for dt in FLOATS + ("float16",):
+        for red in (0, 1, 2):
+            for p in (1.0, 0.4, 2.5):
+                cases += [("smooth_l1_loss", [X(rng, dt, 7, 5), X(rng, dt, 7, 5), red, p], {}),
+                          ("huber_loss", [X(rng, dt, 7, 5), X(rng, dt, 5), red, p], {})]
+                if dt != "float16":  # torch's CPU smooth_l1 backward has no float16
+                    cases.append(("smooth_l1_loss_backward", [X(rng, dt, 7, 5) if red == 0 else X(rng, dt),
+                                                              X(rng, dt, 7, 5), X(rng, dt, 7, 5), red, p], {}))
+                cases.append(("huber_loss_backward", [X(rng, dt, 7, 5) if red == 0 else X(rng, dt), X(rng, dt, 7, 5),
+                                                      X(rng, dt, 7, 5), red, p], {}))
+            cases += [("smooth_l1_loss", [X(rng, dt, 3, 4), X(rng, dt, 3, 4), red, 0.0], {}),  # l1_loss
+                      ("smooth_l1_loss", [X(rng, dt, 0, 4), X(rng, dt, 0, 4), red], {}),
+                      ("huber_loss", [X(rng, dt, 0, 4), X(rng, dt, 0, 4), red], {})]
+    cases += [("smooth_l1_loss", [X(rng, "float32", 3, 4), X(rng, "float64", 4), 1, 0.7], {}),  # promotes
+              ("huber_loss", [X(rng, "float32", 3, 4), X(rng, "float64", 4), 1, 0.7], {}),  # keeps self's
+              ("smooth_l1_loss_backward", [X(rng, "float64"), X(rng, "float32", 3), X(rng, "float32", 3), 1, 0.5], {}),
+              ("huber_loss", [X(rng, "float32", 3, 4), X(rng, "float32", 3, 4), 3, 1.0], {}),
+              ("smooth_l1_loss", [X(rng, "float32", 3), X(rng, "float32", 3), 1, -1.0], {}),
+              ("huber_loss", [X(rng, "float32", 3), X(rng, "float32", 3), 1, 0.0], {}),
+              ("smooth_l1_loss", [T(np.arange(3)), T(np.arange(3)), 1], {}),
+              ("huber_loss", [T(np.arange(3)), T(np.arange(3)), 1], {}),
+              ("smooth_l1_loss_backward", [X(rng, "float16"), X(rng, "float16", 3), X(rng, "float16", 3), 1, 1.0], {}),
+              ("huber_loss_backward", [X(rng, "float64"), X(rng, "float32", 3), X(rng, "float32", 3), 1, 1.0], {}),
+              ("huber_loss_backward", [T(np.int64(1)), T(np.arange(3)), T(np.arange(3)), 1, 1.0], {})]
     check(server, cases)
 
 
