@@ -1627,6 +1627,10 @@ Test(red, losses_nll_mse_cross_entropy_match_the_cpu)
                 check_op("cross_entropy_loss", OD_OPID_cross_entropy_loss, a3, 6, 1e-4, false);
                 od_value a4[] = {od_tensor_v(x), od_tensor_v(y), od_int(red)};
                 check_op("mse_loss", OD_OPID_mse_loss, a4, 3, 1e-5, false);
+                check_op("l1_loss", OD_OPID_l1_loss, a4, 3, 1e-5, false);
+                od_value a6[] = {od_tensor_v(x), od_tensor_v(y), od_int(red), od_double(0.7)};
+                check_op("smooth_l1_loss", OD_OPID_smooth_l1_loss, a6, 4, 1e-5, false);
+                check_op("huber_loss", OD_OPID_huber_loss, a6, 4, 1e-5, false);
                 od_tensor *tw = arg_t(S(1), 0, dt, 1, 2, 0), *g = arg_t(S(9), red ? 0 : 1, dt, -1, 1, 0);
                 od_value a5[] = {od_tensor_v(g), od_tensor_v(x), od_tensor_v(t), od_tensor_v(w), od_int(red),
                                  od_int(1), od_tensor_v(tw)};
