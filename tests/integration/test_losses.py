@@ -16,6 +16,8 @@ from conftest import torch_ref
 
 FLOATS = ("float32", "float64", "bfloat16")
 TOL = {"float32": 2e-6, "float64": 1e-12, "bfloat16": 1e-2, "float16": 2e-3}
+# per-operator bfloat16 tolerances (none needed so far)
+BF16_LOOSE = {}
 
 
 def J(v):
@@ -48,12 +50,12 @@ def values(o):
     return np.array([float(x) if isinstance(x, str) else x for x in o["data"]], np.float64)
 
 
-def compare(what, o, w, bad):
+def compare(what, o, w, bad, op=None):
     if o["dtype"] != w["dtype"] or o["shape"] != w["shape"]:
         bad.append(f"{what}: {o['dtype']}{o['shape']} vs torch {w['dtype']}{w['shape']}")
         return
     got, exp = values(o), np.array([float(x) if isinstance(x, str) else x for x in w["value"]], np.float64)
-    tol = TOL.get(o["dtype"], 0)
+    tol = BF16_LOOSE.get(op, TOL["bfloat16"]) if o["dtype"] == "bfloat16" else TOL.get(o["dtype"], 0)
     if not np.allclose(got, exp, rtol=tol, atol=tol, equal_nan=True):
         bad.append(f"{what}: {got[:6]} vs torch {exp[:6]}")
 
@@ -76,7 +78,7 @@ def check(server, cases, outs=1):
         if r.status_code != 200:
             bad.append(f"{what}: torch ok, server {r.status_code} {r.text[:300]}")
             continue
-        compare(what, r.json()["outputs"][k], w, bad)
+        compare(what, r.json()["outputs"][k], w, bad, op)
     assert not bad, f"{len(bad)} of {len(reqs)} disagree:\n" + "\n".join(bad[:25])
 
 
@@ -291,7 +293,7 @@ def test_transposed_inputs(server, rng):
     """Non-contiguous self and target through /v1/run (transpose.int of a
     value sent with it), against torch on the same values made contiguous."""
     a = rng.standard_normal((5, 7))  # transposed: 7 rows of 5 classes
-    b = rng.standard_normal((5, 7))
+    b = rng.random((5, 7))  # class probabilities: a signed target's sum cancels, and bfloat16 sums then differ
     t = T(rng.integers(0, 5, 7))
     runs = []
     for dt in FLOATS:
@@ -311,5 +313,5 @@ def test_transposed_inputs(server, rng):
         if r.status_code != 200 or "error" in want:
             bad.append(f"{op} {dt}: {r.status_code} {r.text[:300]} / torch {want}")
             continue
-        compare(f"{op} {dt} transposed", r.json()["outputs"][k], want, bad)
+        compare(f"{op} {dt} transposed", r.json()["outputs"][k], want, bad, op)
     assert not bad, "\n".join(bad)
