@@ -12,19 +12,15 @@ synchronises after each call; the server's kernel_us is its own
 synchronised time).
 
 Starts one opdispatchd (--enable-bench), stops it by PID; bounded by --iterations.
-With --family attention, _scaled_dot_product_attention on float32 [8, 12,
-L, 64] q, k, v at L = 512 and 2048 (plain and causal): the server's composite
-runs its fused _forward kernel, torch 1.13's CPU runs its math path; the
-issue's target at 512 is <= 1.0 (bench/bench_attn.c measures the memory).
 With --family ew, every per-element operator of ops.def instead (the
 server's CPU kernel is od_cpu_ew), on rand float32 (int32 ones where float32
 is refused), against torch.ops.aten's same overload; the issue's target there
-is <= 1.0. With --family norm, native_batch_norm (evaluation and training)
-on 8x64x56x56 and native_group_norm (32 groups) on 8x256x56x56, float32,
-with weight, bias and running statistics (target <= 1.0).
+is <= 1.0. The other families (FAMILIES below: norm, attention, loss, ...)
+are tables of explicit cases, named by what they time; torch builds its
+inputs from the same tensor specs the server's /v1/bench takes.
 
 Usage: ops_torch.py --opdispatchd PATH [--n 1000000] [--iterations 20] [--threads 2] [--device cpu|cuda]
-                    [--family scan|ew|norm|attention] [--ops SUBSTRING]
+                    [--family scan|ew|norm|attention|loss] [--ops SUBSTRING]
 """
 import argparse
 import json
@@ -68,6 +64,8 @@ def tensor(t):
         return torch.zeros(t["shape"], dtype=dt, device=dev)
     if t.get("generate") == "ones":
         return torch.ones(t["shape"], dtype=dt, device=dev)
+    if t.get("generate") == "randn":
+        return torch.randn(t["shape"], generator=g).to(dt).to(dev)
     return torch.rand(t["shape"], generator=g).to(dt).to(dev)
 def spec_case(op, args):
     a = [tensor(x) if isinstance(x, dict) else x for x in args]
@@ -168,9 +166,22 @@ def attention_cases():
     return cases
 
 
+def loss_cases():
+    """nll_loss and cross_entropy_loss (mean, class targets) on randn logits of 8192 x 32000 and 256 x 1000,
+    mse_loss (mean) on 1.6e7 (target <= 1.0)"""
+    rng = np.random.default_rng(20261128)
+    cases = {}
+    for r, c in ((8192, 32000), (256, 1000)):
+        t = {"dtype": "int64", "shape": [r], "data": rng.integers(0, c, r).tolist()}
+        for op in ("nll_loss", "cross_entropy_loss"):
+            cases[f"{op} {r}x{c}"] = (op, [{"generate": "randn", "shape": [r, c], "dtype": "float32"}, t])
+    cases["mse_loss 1.6e7"] = ("mse_loss", [rand(16_000_000), rand(16_000_000), 1])
+    return cases
+
+
 # --family NAME: explicit cases, NAME -> (operator, arguments), tensors as
 # /v1/bench's generate specs (torch builds the same from them)
-FAMILIES = {"norm": norm_cases, "attention": attention_cases}
+FAMILIES = {"norm": norm_cases, "attention": attention_cases, "loss": loss_cases}
 
 
 def main():
@@ -226,7 +237,8 @@ def main():
                                               str(a.threads), str(a.seed), a.device, a.family],
                                              input=json.dumps(ew),
                                              capture_output=True, text=True, check=True, timeout=1800).stdout)
-        print(f"{a.n} float32 elements on {a.device}, {a.threads} threads, median of {a.iterations} calls each; "
+        size = f"{a.rows}x{a.classes} and 256x1000 logits, 1.6e7 mse" if a.family == "loss" else f"{a.n} float32 elements"
+        print(f"{size} on {a.device}, {a.threads} threads, median of {a.iterations} calls each; "
               f"torch {TORCH_PYTHON}")
         print(f"{'operator':<34} {'server us':>10} {'torch us':>10} {'ratio':>7}  target <= {target}")
         worst, missed = 0.0, 0

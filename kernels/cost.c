@@ -1,7 +1,9 @@
 /* cost.c — the cost model of ops.def's OD_COST lines (see od_cost.h). */
+#include <string.h>
+
 #include "od_cost.h"
 
-enum { K_NONE, K_EW, K_RED, K_MM, K_NORM, K_ATTN };
+enum { K_NONE, K_EW, K_RED, K_MM, K_NORM, K_ATTN, K_LOSS };
 
 static const struct {
     int kind;
@@ -88,6 +90,15 @@ void od_op_cost(const od_op *op, const od_stack *s, od_cost *out)
             rows *= (double)r0->sizes[d];
         out->flops = g_cost[id].factor / 2 * rows * (double)k->sizes[k->ndim - 2] *
                      ((double)q->sizes[q->ndim - 1] + ev);
+        break;
+    }
+    case K_LOSS: { /* factor flops per element of the argument named target */
+        const od_schema *sch = od_op_schema(op);
+        const od_tensor *t = NULL;
+        for (int i = 0; i < sch->nargs && !t; i++)
+            if (sch->args[i].name && !strcmp(sch->args[i].name, "target"))
+                t = arg_t(s, i);
+        out->flops = t ? g_cost[id].factor * (double)od_tensor_numel(t) : 0;
         break;
     }
     default:

@@ -54,7 +54,7 @@ od_shape_fn od_builtin_shape_fn(od_opid id);
     X(od_shape_scatter) X(od_shape_masked_fill) X(od_shape_take) X(od_shape_nonzero) \
     X(od_shape_pointwise) X(od_shape_isin) X(od_shape_equal) X(od_shape_linalg) X(od_shape_search) \
     X(od_shape_pad) X(od_shape_data_sized) \
-    X(od_shape_norm) X(od_shape_sdpa)
+    X(od_shape_norm) X(od_shape_sdpa) X(od_shape_nll_loss)
 
 #define OD_X_(fn) od_status fn(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, \
                                 od_error *err);
@@ -411,5 +411,20 @@ bool od_sdpa_plan_of(const od_stack *s, od_sdpa_plan *p);
  * puts its returns (new) in s->rets: the kernels' answer where the plan does
  * not apply. */
 od_status od_sdpa_run_math(od_stack *s, od_error *err);
+/* nll_loss_forward, nll_loss2d_forward and their _backward (shape_loss.c):
+ * the checked arguments, borrowed from the stack (weight NULL when None;
+ * grad_output and total_weight only in the backward). self is read as
+ * [batch, classes, map] (map = H * W for the 2d operators, 1 otherwise;
+ * batch 1 for a 1-D self) and target as batch * map class indices, uint8
+ * or int64, each ignore_index or in [0, classes). reduction: 0 none, 1 mean,
+ * any other a sum; per_element: none with a batch dim (one loss per
+ * target, total_weight 0), else one reduced loss. */
+typedef struct od_nll_plan {
+    const od_tensor *self, *target, *weight, *grad_output, *total_weight;
+    bool backward, two_d, per_element;
+    int64_t reduction, ignore_index;
+    int64_t batch, classes, map;
+} od_nll_plan;
+od_status od_nll_plan_of(od_opid id, const od_stack *s, od_nll_plan *p, od_error *err);
 
 #endif

@@ -2200,6 +2200,40 @@ OD_BW(NativeGroupNormBackward0)
     SET(kw, r[1]);
     SET(kb, r[2]);
 }
+/* ---- losses: the native backward operators of derivatives.yaml ------------------------ */
+
+static void nll_grad(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc, od_opid bw)
+{
+    if (!g[0] || !need[0])
+        return; /* total_weight carries no gradient back; target and weight take none */
+    od_tensor *w = ag_arg(n, 2)->tag == OD_T_TENSOR ? ag_saved(sc, n, 2) : NULL;
+    SET(0, ag_call(sc, bw, 7, T(g[0]), T(ag_saved(sc, n, 0)), T(ag_saved(sc, n, 1)), w ? T(w) : od_none(),
+                   *ag_arg(n, 3), *ag_arg(n, 4), T(ag_saved_out(sc, n, 1))));
+}
+OD_BW(NllLossBackward0) { nll_grad(n, g, gin, need, sc, OD_OPID_nll_loss_backward); }
+OD_BW(NllLoss2DBackward0) { nll_grad(n, g, gin, need, sc, OD_OPID_nll_loss2d_backward); }
+OD_BW(MseLossBackward0)
+{
+    od_value red = *ag_arg(n, 2);
+    od_tensor *x = ag_saved(sc, n, 0), *t = ag_saved(sc, n, 1);
+    if (need[0])
+        SET(0, ag_call(sc, OD_OPID_mse_loss_backward, 4, T(g[0]), T(x), T(t), red));
+    int kt = ag_in(n, 1);
+    if (kt >= 0 && need[kt])
+        SET(kt, ag_call(sc, OD_OPID_mse_loss_backward, 4, T(g[0]), T(t), T(x), red));
+}
+static void sl1_huber(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc, od_opid bw)
+{
+    od_value red = *ag_arg(n, 2), p = *ag_arg(n, 3);
+    od_tensor *x = ag_saved(sc, n, 0), *t = ag_saved(sc, n, 1);
+    if (need[0])
+        SET(0, ag_call(sc, bw, 5, T(g[0]), T(x), T(t), red, p));
+    int kt = ag_in(n, 1);
+    if (kt >= 0 && need[kt])
+        SET(kt, ag_call(sc, bw, 5, T(g[0]), T(t), T(x), red, p));
+}
+OD_BW(SmoothL1LossBackward0) { sl1_huber(n, g, gin, need, sc, OD_OPID_smooth_l1_loss_backward); }
+OD_BW(HuberLossBackward0) { sl1_huber(n, g, gin, need, sc, OD_OPID_huber_loss_backward); }
 
 /* ---- the table ---------------------------------------------------------------------- */
 

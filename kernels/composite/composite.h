@@ -81,6 +81,11 @@ OD_CX_KERNEL(od_cia_batch_norm);    /* nn.c: batch_norm, _batch_norm_impl_index 
 OD_CX_KERNEL(od_cia_instance_norm);
 OD_CX_KERNEL(od_cia_group_norm);
 OD_CX_KERNEL(od_cia_sdpa); /* attention.c: _scaled_dot_product_attention, _math */
+OD_CX_KERNEL(od_cia_nll_loss);            /* loss.c: nll_loss, nll_loss2d, nll_loss_nd */
+OD_CX_KERNEL(od_cia_cross_entropy_loss);
+OD_CX_KERNEL(od_cea_mse_loss);            /* mse_loss, mse_loss_backward */
+OD_CX_KERNEL(od_cia_l1_loss);
+OD_CX_KERNEL(od_cea_smooth_l1_huber); /* smooth_l1_loss, huber_loss and their _backward */
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */
 void od_cx_factories_init(void);

@@ -58,6 +58,7 @@ OD_CPU_KERNEL_(od_cpu_repeat_interleave)  /* unique.c: repeat_interleave.Tensor 
 OD_CPU_KERNEL_(od_cpu_unique_consecutive) /* unique.c */
 OD_CPU_KERNEL_(od_cpu_norm)        /* norm.c: native_batch_norm, native_group_norm and their backward */
 OD_CPU_KERNEL_(od_cpu_sdpa)               /* attention.c: _scaled_dot_product_attention_forward */
+OD_CPU_KERNEL_(od_cpu_nll_loss)     /* loss.c: nll_loss_forward, nll_loss2d_forward and their _backward */
 
 #undef OD_CPU_KERNEL_
 

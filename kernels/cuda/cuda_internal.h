@@ -67,6 +67,7 @@ OD_CUDA_KERNEL_(od_cuda_select)      /* scan.c: median nanmedian (and .dim) mode
 OD_CUDA_KERNEL_(od_cuda_isin)        /* scan.c: isin.Tensor_Tensor / Tensor_Scalar / Scalar_Tensor */
 OD_CUDA_KERNEL_(od_cuda_linalg)      /* linalg.c: the LAPACK operators, staged through the host */
 OD_CUDA_KERNEL_(od_cuda_norm)        /* bnorm.c: native_batch_norm, native_group_norm and their backward */
+OD_CUDA_KERNEL_(od_cuda_nll_loss)    /* loss.c: nll_loss_forward, nll_loss2d_forward and their _backward */
 
 OD_CUDA_KERNEL_(od_cuda_sdpa)        /* attention.c: _scaled_dot_product_attention_forward */
 #undef OD_CUDA_KERNEL_

@@ -1758,6 +1758,37 @@ Test(red, sdpa_forward) /* attention: its online softmax */
             od_tensor_release(v);
             od_tensor_release(bm);
             od_tensor_release(fm);
+Test(red, losses_nll_mse_cross_entropy_match_the_cpu)
+{
+    const od_dtype dts[] = {OD_FLOAT32, OD_FLOAT64, OD_BFLOAT16};
+    for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
+        od_dtype dt = dts[di];
+        for (int view = 0; view < 2; view++) {
+            for (int64_t red = 0; red < 3; red++) {
+                od_tensor *x = arg_t(S(9, 5), 2, dt, -3, 3, view), *t = arg_t(S(9), 1, OD_INT64, 0, 4, 0);
+                od_tensor *w = arg_t(S(5), 1, dt, 0.5, 1.5, 0), *x4 = arg_t(S(2, 5, 3, 4), 4, dt, -3, 3, view);
+                od_tensor *t3 = arg_t(S(2, 3, 4), 3, OD_INT64, 0, 4, 0), *y = arg_t(S(9, 5), 2, dt, -3, 3, 0);
+                od_value a1[] = {od_tensor_v(x), od_tensor_v(t), od_tensor_v(w), od_int(red), od_int(2)};
+                check_op("nll_loss_forward", OD_OPID_nll_loss_forward, a1, 5, 1e-5, false);
+                od_value a2[] = {od_tensor_v(x4), od_tensor_v(t3), od_none(), od_int(red), od_int(-100)};
+                check_op("nll_loss2d_forward", OD_OPID_nll_loss2d_forward, a2, 5, 1e-5, false);
+                od_value a3[] = {od_tensor_v(x), od_tensor_v(t), od_tensor_v(w), od_int(red), od_int(-100),
+                                 od_double(0.1)};
+                check_op("cross_entropy_loss", OD_OPID_cross_entropy_loss, a3, 6, 1e-4, false);
+                od_value a4[] = {od_tensor_v(x), od_tensor_v(y), od_int(red)};
+                check_op("mse_loss", OD_OPID_mse_loss, a4, 3, 1e-5, false);
+                check_op("l1_loss", OD_OPID_l1_loss, a4, 3, 1e-5, false);
+                od_value a6[] = {od_tensor_v(x), od_tensor_v(y), od_int(red), od_double(0.7)};
+                check_op("smooth_l1_loss", OD_OPID_smooth_l1_loss, a6, 4, 1e-5, false);
+                check_op("huber_loss", OD_OPID_huber_loss, a6, 4, 1e-5, false);
+                od_tensor *tw = arg_t(S(1), 0, dt, 1, 2, 0), *g = arg_t(S(9), red ? 0 : 1, dt, -1, 1, 0);
+                od_value a5[] = {od_tensor_v(g), od_tensor_v(x), od_tensor_v(t), od_tensor_v(w), od_int(red),
+                                 od_int(1), od_tensor_v(tw)};
+                check_op("nll_loss_backward", OD_OPID_nll_loss_backward, a5, 7, 1e-5, false);
+                od_tensor *all[] = {x, t, w, x4, t3, y, tw, g};
+                for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+                    od_tensor_release(all[i]);
+            }
         }
     }
 }

@@ -333,6 +333,25 @@ def make_cases(rng):
     add("_scaled_dot_product_attention", *qkv(4, 4), rng.random((4, 4)) < 0.7, is_causal=False)
     add("_scaled_dot_product_attention", *qkv(4, 3), is_causal=True)
     add("_scaled_dot_product_attention", RG(g(rng, 2, 3)), g(rng, 4, 3), RG(g(rng, 4, 2)), RG(g(rng, 2, 4)))
+    # losses: the native forwards' formulas (nll_loss_backward, mse_loss_backward) and the composites'
+    tgt = lambda *sh, c=4: rng.integers(0, c, sh)
+    add("nll_loss_forward", RG(g(rng, 5, 4)), tgt(5), None, 1, -100)
+    add("nll_loss_forward", RG(g(rng, 5, 4)), np.array([0, 3, 1, 3, 2]), rng.random(4) + 0.5, 0, 3)
+    add("nll_loss_forward", RG(g(rng, 4)), np.array(2), rng.random(4) + 0.5, 2, -100)
+    add("nll_loss2d_forward", RG(g(rng, 2, 4, 3, 2)), tgt(2, 3, 2), rng.random(4) + 0.5, 1, 1)
+    add("nll_loss2d_forward", RG(g(rng, 2, 4, 3, 2)), tgt(2, 3, 2), None, 0, -100)
+    add("nll_loss_nd", RG(g(rng, 2, 4, 3)), tgt(2, 3), None, 2)
+    add("cross_entropy_loss", RG(g(rng, 5, 4)), tgt(5), rng.random(4) + 0.5, 1, 2, 0.2)
+    add("cross_entropy_loss", RG(g(rng, 3, 4, 2)), RG(rng.random((3, 4, 2))), None, 1, -100, 0.1)
+    add("mse_loss", RG(g(rng, 3, 4)), RG(g(rng, 3, 4)), 1)
+    add("mse_loss", RG(g(rng, 3, 4)), RG(g(rng, 4)), 2)  # a broadcast target under sum: aten::mse_loss (unlike F.mse_loss) does not expand first
+    add("mse_loss", RG(g(rng, 3, 4)), RG(g(rng, 3, 4)), 0)
+    add("l1_loss", RG(g(rng, 3, 4, away=0.3)), np.zeros((3, 4)), 1)  # |x - 0| away from its kink
+    kinks = lambda: RG(np.sign(g(rng, 3, 4)) * (np.abs(g(rng, 3, 4)) % 0.3 + np.array([0.1, 0.6, 1.2, 2.0])))
+    add("smooth_l1_loss", kinks(), np.zeros((3, 4)), 1, 0.45)  # |x| clear of beta and 0
+    add("smooth_l1_loss", kinks(), RG(np.zeros((3, 4))), 2, 0.45)
+    add("huber_loss", kinks(), RG(np.zeros((3, 4))), 1, 1.0)
+    add("huber_loss", kinks(), np.zeros((3, 4)), 0, 0.45)
     return C
 
 

@@ -1,0 +1,219 @@
+/* loss.c — CPU nll_loss_forward, nll_loss2d_forward and their _backward.
+ *
+ * Invariants:
+ *  - od_nll_plan_of (shape_loss.c) validated the call; self, target and
+ *    weight are read through contiguous copies (no copy when already so).
+ *  - Every value is computed in double and rounded to self's dtype after
+ *    each operation (float32: (float); bfloat16: through float, as c10's
+ *    BFloat16 operators do), which is ATen's scalar_t arithmetic exactly:
+ *    a product or sum of two float32 values is exact in double.
+ *  - The reduced forward replays ATen 1.13's cascade sum (8 levels of
+ *    partial sums, 2^max(4, ceil(log2 n) / 8) elements per step), so float32
+ *    and bfloat16 sums round as torch's do.
+ *  - A target value other than ignore_index outside [0, classes) is refused
+ *    with torch's IndexError text before anything is returned (ATen's
+ *    per-element backward writes past the row there instead).
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "od_half.h"
+#include "od_shape.h"
+
+#define NLL_LEVELS 8
+
+static double rnd(od_dtype dt, double v)
+{
+    if (dt == OD_FLOAT32)
+        return (double)(float)v;
+    if (dt == OD_BFLOAT16)
+        return (double)od_bf16_to_float(od_float_to_bf16((float)v));
+    return v;
+}
+
+static double load(const void *p, od_dtype dt, int64_t i)
+{
+    switch (dt) {
+    case OD_FLOAT32: return ((const float *)p)[i];
+    case OD_BFLOAT16: return od_bf16_to_float(((const uint16_t *)p)[i]);
+    default: return ((const double *)p)[i];
+    }
+}
+
+static void store(void *p, od_dtype dt, int64_t i, double v)
+{
+    switch (dt) {
+    case OD_FLOAT32: ((float *)p)[i] = (float)v; break;
+    case OD_BFLOAT16: ((uint16_t *)p)[i] = od_float_to_bf16((float)v); break;
+    default: ((double *)p)[i] = v; break;
+    }
+}
+
+static int64_t target_at(const od_tensor *t, int64_t i)
+{
+    return t->dtype == OD_UINT8 ? (int64_t)((const uint8_t *)od_tensor_data(t))[i]
+                                : ((const int64_t *)od_tensor_data(t))[i];
+}
+
+static int64_t ceil_log2(int64_t n)
+{
+    int64_t r = 0;
+    while (r < 63 && ((int64_t)1 << r) < n)
+        r++;
+    return r;
+}
+
+/* The checked class of element i (batch-major over batch * map), or -1 for
+ * an ignored one. */
+static od_status class_of(const od_nll_plan *p, const od_tensor *t, int64_t i, int64_t *cls, od_error *err)
+{
+    int64_t c = target_at(t, i);
+    if (c == p->ignore_index) {
+        *cls = -1;
+        return OD_OK;
+    }
+    if (c < 0 || c >= p->classes)
+        return od_error_set(err, OD_EINVAL, "Target %" PRId64 " is out of bounds.", c);
+    *cls = c;
+    return OD_OK;
+}
+
+static od_status forward(const od_nll_plan *p, const od_tensor *x, const od_tensor *t, const od_tensor *w,
+                         od_tensor *out, od_tensor *tw_out, od_error *err)
+{
+    od_dtype dt = x->dtype;
+    const void *xd = od_tensor_data(x), *wd = w ? od_tensor_data(w) : NULL;
+    int64_t n = p->batch * p->map, sample = p->classes * p->map;
+    od_status st;
+    if (p->per_element) {
+        for (int64_t i = 0; i < n; i++) {
+            int64_t c;
+            if ((st = class_of(p, t, i, &c, err)))
+                return st;
+            int64_t b = i / p->map, m = i % p->map;
+            double v = c < 0 ? 0.0
+                             : rnd(dt, -load(xd, dt, b * sample + c * p->map + m) * (wd ? load(wd, dt, c) : 1.0));
+            store(od_tensor_data(out), dt, i, v);
+        }
+        store(od_tensor_data(tw_out), dt, 0, 0.0);
+        return OD_OK;
+    }
+    double wsum[NLL_LEVELS] = {0}, lsum[NLL_LEVELS] = {0};
+    int64_t lc = ceil_log2(n) / NLL_LEVELS;
+    int64_t power = lc > 4 ? lc : 4, mask = ((int64_t)1 << power) - 1, ignored = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t c;
+        if ((st = class_of(p, t, i, &c, err)))
+            return st;
+        if (c < 0) {
+            ignored++;
+            continue;
+        }
+        int64_t b = i / p->map, m = i % p->map;
+        double v = load(xd, dt, b * sample + c * p->map + m);
+        if (wd) {
+            double wv = load(wd, dt, c);
+            lsum[0] = rnd(dt, lsum[0] - rnd(dt, v * wv));
+            wsum[0] = rnd(dt, wsum[0] + wv);
+        } else {
+            lsum[0] = rnd(dt, lsum[0] - v);
+        }
+        for (int j = 0; j + 1 < NLL_LEVELS; j++) {
+            if ((i & (mask << (j * power))) != 0)
+                break;
+            wsum[j + 1] = rnd(dt, wsum[j + 1] + wsum[j]);
+            lsum[j + 1] = rnd(dt, lsum[j + 1] + lsum[j]);
+            wsum[j] = lsum[j] = 0;
+        }
+    }
+    double total = 0, loss = 0;
+    if (wd) {
+        for (int j = 0; j < NLL_LEVELS; j++)
+            total = rnd(dt, total + wsum[j]);
+    } else {
+        total = rnd(dt, (double)(n - ignored));
+    }
+    for (int j = 0; j < NLL_LEVELS; j++)
+        loss = rnd(dt, loss + lsum[j]);
+    if (p->reduction == 1)
+        loss = rnd(dt, loss / total);
+    store(od_tensor_data(out), dt, 0, loss);
+    store(od_tensor_data(tw_out), dt, 0, total);
+    return OD_OK;
+}
+
+/* gi: zeroed, self's shape, contiguous. */
+static od_status backward(const od_nll_plan *p, const od_tensor *t, const od_tensor *w, const od_tensor *g,
+                          const od_tensor *tw, od_tensor *gi, od_error *err)
+{
+    od_dtype dt = gi->dtype;
+    const void *wd = w ? od_tensor_data(w) : NULL, *gd = od_tensor_data(g);
+    void *gid = od_tensor_data(gi);
+    int64_t n = p->batch * p->map, sample = p->classes * p->map;
+    double grad = 0;
+    if (!p->per_element) {
+        double gv = load(gd, dt, 0);
+        grad = -(p->reduction == 1 ? rnd(dt, gv / load(od_tensor_data(tw), dt, 0)) : gv);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int64_t c;
+        od_status st = class_of(p, t, i, &c, err);
+        if (st)
+            return st;
+        if (c < 0)
+            continue;
+        int64_t b = i / p->map, m = i % p->map;
+        double wv = wd ? load(wd, dt, c) : 1.0;
+        double v = p->per_element ? rnd(dt, -wv * load(gd, dt, i)) : wd ? rnd(dt, wv * grad) : grad;
+        store(gid, dt, b * sample + c * p->map + m, v);
+    }
+    return OD_OK;
+}
+
+od_status od_cpu_nll_loss(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)op;
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_out_spec spec[2];
+    int nouts = 0;
+    od_nll_plan p;
+    od_status st;
+    if ((st = od_nll_plan_of(id, s, &p, err)) || (st = od_shape_nll_loss(id, s, spec, &nouts, err)))
+        return st;
+    od_tensor *outs[2] = {NULL, NULL}, *x = NULL, *t = NULL, *w = NULL, *g = NULL, *tw = NULL;
+    /* the forward writes every element; the backward only the targets' */
+    st = p.backward ? od_alloc_outputs(s, spec, nouts, outs, err)
+                    : od_alloc_outputs_overwrite(s, spec, nouts, outs, err);
+    if (st)
+        return st;
+    if ((st = od_cpu_to_dtype((od_tensor *)p.target, p.target->dtype, &t, err)) ||
+        (p.weight && (st = od_cpu_to_dtype((od_tensor *)p.weight, p.weight->dtype, &w, err))))
+        goto done;
+    if (p.backward) {
+        if ((st = od_cpu_to_dtype((od_tensor *)p.grad_output, p.grad_output->dtype, &g, err)) ||
+            (st = od_cpu_to_dtype((od_tensor *)p.total_weight, p.total_weight->dtype, &tw, err)))
+            goto done;
+        st = backward(&p, t, w, g, tw, outs[0], err);
+    } else {
+        if ((st = od_cpu_to_dtype((od_tensor *)p.self, p.self->dtype, &x, err)))
+            goto done;
+        st = forward(&p, x, t, w, outs[0], outs[1], err);
+    }
+done:
+    od_tensor_release(x);
+    od_tensor_release(t);
+    od_tensor_release(w);
+    od_tensor_release(g);
+    od_tensor_release(tw);
+    if (st) {
+        for (int i = 0; i < nouts; i++)
+            od_tensor_release(outs[i]);
+        return st;
+    }
+    for (int i = 0; i < nouts; i++)
+        s->rets[i] = od_tensor_v(outs[i]);
+    s->nrets = nouts;
+    return OD_OK;
+}
