@@ -237,7 +237,7 @@ def main():
                                               str(a.threads), str(a.seed), a.device, a.family],
                                              input=json.dumps(ew),
                                              capture_output=True, text=True, check=True, timeout=1800).stdout)
-        size = f"{a.rows}x{a.classes} and 256x1000 logits, 1.6e7 mse" if a.family == "loss" else f"{a.n} float32 elements"
+        size = "the sizes named" if a.family in FAMILIES else f"{a.n} float32 elements"
         print(f"{size} on {a.device}, {a.threads} threads, median of {a.iterations} calls each; "
               f"torch {TORCH_PYTHON}")
         print(f"{'operator':<34} {'server us':>10} {'torch us':>10} {'ratio':>7}  target <= {target}")
