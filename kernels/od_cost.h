@@ -4,7 +4,8 @@
  * Invariants: bytes count every tensor argument read once and every result
  * written once (a result that is one of the arguments, in place, counts
  * once); flops follow the kind: EW factor x output elements, RED factor x
- * input elements, MM 2mnk (bmm x batch; addmm adds 2mn; dot 2k). An
+ * input elements, MM 2mnk (bmm x batch; addmm adds 2mn; dot 2k), POOL
+ * output elements x window elements (factor: the spatial dims). An
  * operator without a line (or a plugin's) has bytes and no flops.
  */
 #ifndef OD_COST_H

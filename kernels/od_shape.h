@@ -53,7 +53,8 @@ od_shape_fn od_builtin_shape_fn(od_opid id);
     X(od_shape_scan) \
     X(od_shape_scatter) X(od_shape_masked_fill) X(od_shape_take) X(od_shape_nonzero) \
     X(od_shape_pointwise) X(od_shape_isin) X(od_shape_equal) X(od_shape_linalg) X(od_shape_search) \
-    X(od_shape_pad) X(od_shape_data_sized)
+    X(od_shape_pad) X(od_shape_data_sized) \
+    X(od_shape_pool)
 
 #define OD_X_(fn) od_status fn(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, \
                                 od_error *err);
@@ -365,5 +366,23 @@ od_status od_linalg_check_dtype(od_opid id, const od_stack *s, od_error *err);
  * but for gels; singular values (A's batch, min(m, n)) for gelsd/gelss. */
 void od_linalg_lstsq_specs(const od_stack *s, const od_linalg_info *li, bool residuals, od_out_spec *outs);
 od_status od_linalg_info_error(const char *api, const int32_t *info, int64_t n, bool batched, od_error *err);
+
+
+/* ---- pooling (kernels/shape_pool.c): max_pool2d/3d_with_indices, avg_pool2d/3d,
+ * _adaptive_avg_pool2d/3d, adaptive_max_pool2d/3d and their _backward ops ---- */
+#include "od_pool.h"
+/* The checked call: g is the geometry (od_pool.h; 2d pools as 3d with T of
+ * 1); self is the forward input, grad the backward's grad_output, indices
+ * the max pools' (borrowed from the stack; grad/indices NULL in forward);
+ * planes = product of the lead (batch, channel) dims, in == planes x T x H
+ * x W elements of self. */
+typedef struct od_pool_plan {
+    od_pool_geom g;
+    const od_tensor *self, *grad, *indices;
+    bool backward, with_indices;
+    int nd, lead;
+    int64_t planes;
+} od_pool_plan;
+od_status od_pool_plan_of(od_opid id, const od_stack *s, od_pool_plan *p, od_error *err);
 
 #endif

@@ -2130,6 +2130,37 @@ OD_BW(LinalgQrBackward0)
     SET(0, ag_call(sc, OD_OPID_cat, 2, od_list_v(OD_T_TENSOR_LIST, parts, 2), od_int(-1)));
 }
 
+/* ---- pooling: ATen's native backward ops (shape_pool.c), as derivatives.yaml calls them ---- */
+static void max_pool_backward(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc,
+                              od_opid bw)
+{
+    if (!g[0])
+        return; /* indices carry no gradient */
+    SET(0, ag_call(sc, bw, 8, T(g[0]), T(ag_saved(sc, n, 0)), *ag_arg(n, 1), *ag_arg(n, 2), *ag_arg(n, 3),
+                   *ag_arg(n, 4), *ag_arg(n, 5), T(ag_saved_out(sc, n, 1))));
+}
+OD_BW(MaxPool2DWithIndicesBackward0) { max_pool_backward(n, g, gin, need, sc, OD_OPID_max_pool2d_with_indices_backward); }
+OD_BW(MaxPool3DWithIndicesBackward0) { max_pool_backward(n, g, gin, need, sc, OD_OPID_max_pool3d_with_indices_backward); }
+static void avg_pool_backward(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc,
+                              od_opid bw)
+{
+    SET(0, ag_call(sc, bw, 8, T(g[0]), T(ag_saved(sc, n, 0)), *ag_arg(n, 1), *ag_arg(n, 2), *ag_arg(n, 3),
+                   *ag_arg(n, 4), *ag_arg(n, 5), *ag_arg(n, 6)));
+}
+OD_BW(AvgPool2DBackward0) { avg_pool_backward(n, g, gin, need, sc, OD_OPID_avg_pool2d_backward); }
+OD_BW(AvgPool3DBackward0) { avg_pool_backward(n, g, gin, need, sc, OD_OPID_avg_pool3d_backward); }
+OD_BW(AdaptiveAvgPool2DBackward0) { SET(0, ag_call(sc, OD_OPID__adaptive_avg_pool2d_backward, 2, T(g[0]), T(ag_saved(sc, n, 0)))); }
+OD_BW(AdaptiveAvgPool3DBackward0) { SET(0, ag_call(sc, OD_OPID__adaptive_avg_pool3d_backward, 2, T(g[0]), T(ag_saved(sc, n, 0)))); }
+static void adaptive_max_backward(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc,
+                                  od_opid bw)
+{
+    if (!g[0])
+        return;
+    SET(0, ag_call(sc, bw, 3, T(g[0]), T(ag_saved(sc, n, 0)), T(ag_saved_out(sc, n, 1))));
+}
+OD_BW(AdaptiveMaxPool2DBackward0) { adaptive_max_backward(n, g, gin, need, sc, OD_OPID_adaptive_max_pool2d_backward); }
+OD_BW(AdaptiveMaxPool3DBackward0) { adaptive_max_backward(n, g, gin, need, sc, OD_OPID_adaptive_max_pool3d_backward); }
+
 /* ---- the table ---------------------------------------------------------------------- */
 
 #define od_bw_0 NULL

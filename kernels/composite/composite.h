@@ -77,6 +77,7 @@ OD_CX_KERNEL(od_cia_masked_scatter_);
 OD_CX_KERNEL(od_cea_put);
 OD_CX_KERNEL(od_cea_rot90);
 OD_CX_KERNEL(od_cia_repeat_interleave); /* .self_Tensor, .self_int */
+OD_CX_KERNEL(od_cia_pool); /* pool.c: max_pool1d/2d/3d, max_pool1d_with_indices, avg_pool1d, adaptive_avg_pool1d/2d/3d, adaptive_max_pool1d */
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */
 void od_cx_factories_init(void);

@@ -56,6 +56,7 @@ OD_CPU_KERNEL_(od_cpu_search)      /* search.c: searchsorted, bucketize */
 OD_CPU_KERNEL_(od_cpu_pad)         /* pad.c: reflection_pad1d..3d, replication_pad1d..3d */
 OD_CPU_KERNEL_(od_cpu_repeat_interleave)  /* unique.c: repeat_interleave.Tensor */
 OD_CPU_KERNEL_(od_cpu_unique_consecutive) /* unique.c */
+OD_CPU_KERNEL_(od_cpu_pool)        /* pool.c: max/avg/adaptive pools 2d/3d and their _backward */
 
 #undef OD_CPU_KERNEL_
 

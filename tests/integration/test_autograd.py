@@ -315,6 +315,20 @@ def make_cases(rng):
     for nd, pad in ((1, [2, -1]), (2, [1, 3, -1, 2]), (3, [0, 2, 1, 1, 2, 0])):
         for kind in ("reflection", "replication"):
             add(f"{kind}_pad{nd}d", RG(g(rng, *((2,) + (4,) * nd))), pad)
+    # pooling: the native backward ops (shape_pool.c), through the functional composites too
+    add("max_pool2d_with_indices", RG(g(rng, 1, 2, 5, 4)), [3, 2], [2, 2], [1, 1], [1, 1], True)
+    add("max_pool2d", RG(g(rng, 2, 4, 4)), [2, 2], [1, 1], [1, 0], [2, 1])
+    add("max_pool3d_with_indices", RG(g(rng, 1, 1, 3, 4, 3)), [2, 3, 2], [1, 2, 1], [1, 1, 0])
+    add("avg_pool2d", RG(g(rng, 1, 2, 5, 4)), [3, 3], [2, 2], [1, 1], True, False)
+    add("avg_pool2d", RG(g(rng, 2, 4, 5)), [2, 3], [1, 2], [1, 1], False, True, 4)
+    add("avg_pool3d", RG(g(rng, 1, 1, 3, 4, 3)), [2], [1], [1], True, True)
+    add("_adaptive_avg_pool2d", RG(g(rng, 1, 2, 5, 6)), [3, 4])
+    add("_adaptive_avg_pool3d", RG(g(rng, 1, 3, 4, 3)), [2, 3, 2])
+    add("adaptive_max_pool2d", RG(g(rng, 1, 2, 5, 6)), [3, 4])
+    add("adaptive_max_pool3d", RG(g(rng, 1, 1, 3, 4, 3)), [2, 3, 2])
+    add("max_pool1d", RG(g(rng, 2, 2, 7)), [3], [2], [1])
+    add("avg_pool1d", RG(g(rng, 2, 9)), [3], [2], [1])
+    add("adaptive_avg_pool2d", RG(g(rng, 1, 2, 3, 3)), [1, 1])
     return C
 
 
