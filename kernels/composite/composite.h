@@ -78,6 +78,7 @@ OD_CX_KERNEL(od_cea_put);
 OD_CX_KERNEL(od_cea_rot90);
 OD_CX_KERNEL(od_cia_repeat_interleave); /* .self_Tensor, .self_int */
 OD_CX_KERNEL(od_cia_pool); /* pool.c: max_pool1d/2d/3d, max_pool1d_with_indices, avg_pool1d, adaptive_avg_pool1d/2d/3d, adaptive_max_pool1d */
+OD_CX_KERNEL(od_cea_pixel_shuffle); /* resample.c: pixel_shuffle, pixel_unshuffle */
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */
 void od_cx_factories_init(void);

@@ -57,6 +57,7 @@ OD_CPU_KERNEL_(od_cpu_pad)         /* pad.c: reflection_pad1d..3d, replication_p
 OD_CPU_KERNEL_(od_cpu_repeat_interleave)  /* unique.c: repeat_interleave.Tensor */
 OD_CPU_KERNEL_(od_cpu_unique_consecutive) /* unique.c */
 OD_CPU_KERNEL_(od_cpu_pool)        /* pool.c: max/avg/adaptive pools 2d/3d and their _backward */
+OD_CPU_KERNEL_(od_cpu_resample)    /* resample.c: upsample_nearest1d..3d, linear1d, bilinear2d, trilinear3d, backward */
 
 #undef OD_CPU_KERNEL_
 

@@ -67,6 +67,7 @@ OD_CUDA_KERNEL_(od_cuda_select)      /* scan.c: median nanmedian (and .dim) mode
 OD_CUDA_KERNEL_(od_cuda_isin)        /* scan.c: isin.Tensor_Tensor / Tensor_Scalar / Scalar_Tensor */
 OD_CUDA_KERNEL_(od_cuda_linalg)      /* linalg.c: the LAPACK operators, staged through the host */
 OD_CUDA_KERNEL_(od_cuda_pool)        /* pool.c: max/avg/adaptive pools 2d/3d and their _backward */
+OD_CUDA_KERNEL_(od_cuda_resample)    /* resample.c: upsample_nearest1d..3d, linear1d, bilinear2d, trilinear3d, backward */
 
 #undef OD_CUDA_KERNEL_
 

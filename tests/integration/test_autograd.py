@@ -329,6 +329,16 @@ def make_cases(rng):
     add("max_pool1d", RG(g(rng, 2, 2, 7)), [3], [2], [1])
     add("avg_pool1d", RG(g(rng, 2, 9)), [3], [2], [1])
     add("adaptive_avg_pool2d", RG(g(rng, 1, 2, 3, 3)), [1, 1])
+    # upsampling and pixel shuffles (shape_resample.c, composite/resample.c)
+    add("upsample_nearest2d", RG(g(rng, 1, 2, 3, 2)), [5, 4])
+    add("upsample_nearest1d.vec", RG(g(rng, 1, 2, 4)), None, [1.7])
+    add("upsample_bilinear2d", RG(g(rng, 1, 2, 3, 2)), [5, 4], False)
+    add("upsample_bilinear2d.vec", RG(g(rng, 1, 1, 3, 3)), None, True, [2.0, 1.5])
+    add("upsample_linear1d", RG(g(rng, 2, 1, 4)), [7], True)
+    add("upsample_trilinear3d", RG(g(rng, 1, 1, 2, 3, 2)), [3, 4, 3], False)
+    add("upsample_nearest3d.vec", RG(g(rng, 1, 1, 2, 2, 3)), [3, 4, 4], None)
+    add("pixel_shuffle", RG(g(rng, 1, 8, 2, 3)), 2)
+    add("pixel_unshuffle", RG(g(rng, 1, 2, 4, 2)), 2)
     return C
 
 
