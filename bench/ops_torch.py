@@ -17,8 +17,11 @@ server's CPU kernel is od_cpu_ew), on rand float32 (int32 ones where float32
 is refused), against torch.ops.aten's same overload; the issue's target there
 is <= 1.0.
 
+With --family pool, pooling and upsampling at ResNet-50 sizes (pool_cases);
+target <= 1.0.
+
 Usage: ops_torch.py --opdispatchd PATH [--n 1000000] [--iterations 20] [--threads 2] [--device cpu|cuda]
-                    [--family scan|ew] [--ops SUBSTRING]
+                    [--family scan|ew|pool] [--ops SUBSTRING]
 """
 import argparse
 import json
@@ -44,7 +47,10 @@ m = torch.rand(1000, 1000, generator=g).to(dev)
 idx = torch.randint(0, n, (n,), generator=g).to(dev)
 zeros = torch.zeros(n, device=dev)
 sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
-ew = json.loads(sys.stdin.read() or "null")
+spec = json.loads(sys.stdin.read() or "null")
+ew = spec if isinstance(spec, list) else None
+def targ(a):  # --family pool: {"generate": "rand", "shape": [...]} tensors
+    return torch.rand(a["shape"], generator=g).to(dev) if isinstance(a, dict) else a
 def arg(a):
     if isinstance(a, dict):
         return (torch.rand(n, generator=g) if a["dtype"] == "float32" else torch.ones(n, dtype=torch.int32)).to(dev)
@@ -52,7 +58,7 @@ def arg(a):
 def aten(name):
     base, _, ov = name.partition(".")
     return getattr(getattr(torch.ops.aten, base), ov or "default")
-cases = {name: (lambda f=aten(name.split(" ")[0]), a=[arg(x) for x in args]: f(*a)) for name, args in ew} if ew else {
+cases = {name: (lambda f=aten(op), a=[targ(x) for x in args]: f(*a)) for name, op, args in spec["cases"]} if isinstance(spec, dict) else {name: (lambda f=aten(name.split(" ")[0]), a=[arg(x) for x in args]: f(*a)) for name, args in ew} if ew else {
     "sort": lambda: torch.ops.aten.sort(x, -1, False),
     "topk": lambda: torch.ops.aten.topk(x, 100),
     "cumsum": lambda: torch.ops.aten.cumsum(x, 0),
@@ -118,6 +124,23 @@ def ew_cases(url, n, only):
     return cases, ew
 
 
+def pool_cases():
+    """Pooling and upsampling at ResNet-50 sizes, float32: the stem's max pool,
+    the head's global average pool, a 2x bilinear upsampling of a 56x56 map."""
+    def r(*shape):
+        return {"generate": "rand", "shape": list(shape), "dtype": "float32"}
+    stem, head, mid = r(8, 64, 112, 112), r(8, 2048, 7, 7), r(8, 64, 56, 56)
+    return {
+        "max_pool2d 3x3 s2 p1 8x64x112x112": ("max_pool2d", [stem, [3, 3], [2, 2], [1, 1]]),
+        "max_pool2d_with_indices (same)": ("max_pool2d_with_indices", [stem, [3, 3], [2, 2], [1, 1]]),
+        "avg_pool2d 7x7 8x2048x7x7": ("avg_pool2d", [head, [7, 7]]),
+        "adaptive_avg_pool2d 1x1 8x2048x7x7": ("adaptive_avg_pool2d", [head, [1, 1]]),
+        "_adaptive_avg_pool2d 1x1 (same)": ("_adaptive_avg_pool2d", [head, [1, 1]]),
+        "upsample_bilinear2d.vec 2x 8x64x56x56": ("upsample_bilinear2d.vec", [mid, None, False, [2.0, 2.0]]),
+        "upsample_nearest2d.vec 2x 8x64x56x56": ("upsample_nearest2d.vec", [mid, None, [2.0, 2.0]]),
+    }
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--opdispatchd", required=True)
@@ -126,9 +149,10 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=20261126)
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    p.add_argument("--family", default="scan", choices=("scan", "ew"),
+    p.add_argument("--family", default="scan", choices=("scan", "ew", "pool"),
                    help="scan: sorting, scans and indexing (target <= 1.5); ew: every per-element "
-                        "operator of ops.def (its CPU kernel is od_cpu_ew; target <= 1.0)")
+                        "operator of ops.def (its CPU kernel is od_cpu_ew; target <= 1.0); pool: pooling "
+                        "and upsampling at ResNet sizes (target <= 1.0)")
     p.add_argument("--ops", default="", help="ew: only operators whose name contains this")
     a = p.parse_args()
 
@@ -160,7 +184,10 @@ def main():
         ew = None
         if a.family == "ew":
             cases, ew = ew_cases(url, a.n, a.ops)
-        target = 1.0 if a.family == "ew" else 1.5
+        elif a.family == "pool":
+            cases = pool_cases()
+            ew = {"cases": [[name, op, args] for name, (op, args) in cases.items()]}
+        target = 1.5 if a.family == "scan" else 1.0
         torch_us = json.loads(subprocess.run([TORCH_PYTHON, "-c", TORCH_TIMER, str(a.n), str(a.iterations),
                                               str(a.threads), str(a.seed), a.device], input=json.dumps(ew),
                                              capture_output=True, text=True, check=True, timeout=1800).stdout)
