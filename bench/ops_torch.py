@@ -20,7 +20,7 @@ are tables of explicit cases, named by what they time; torch builds its
 inputs from the same tensor specs the server's /v1/bench takes.
 
 Usage: ops_torch.py --opdispatchd PATH [--n 1000000] [--iterations 20] [--threads 2] [--device cpu|cuda]
-                    [--family scan|ew|norm|attention|loss] [--ops SUBSTRING]
+                    [--family scan|ew|norm|attention|loss|pool] [--ops SUBSTRING]
 """
 import argparse
 import json
@@ -179,9 +179,24 @@ def loss_cases():
     return cases
 
 
+def pool_cases():
+    """pooling and upsampling at ResNet-50 sizes: the stem's max pool, the head's global average pool, a 2x
+    upsampling of a 56x56 map (target <= 1.0)"""
+    stem, head, mid = rand(8, 64, 112, 112), rand(8, 2048, 7, 7), rand(8, 64, 56, 56)
+    return {
+        "max_pool2d 3x3 s2 p1 8x64x112x112": ("max_pool2d", [stem, [3, 3], [2, 2], [1, 1]]),
+        "max_pool2d_with_indices (same)": ("max_pool2d_with_indices", [stem, [3, 3], [2, 2], [1, 1]]),
+        "avg_pool2d 7x7 8x2048x7x7": ("avg_pool2d", [head, [7, 7]]),
+        "adaptive_avg_pool2d 1x1 8x2048x7x7": ("adaptive_avg_pool2d", [head, [1, 1]]),
+        "_adaptive_avg_pool2d 1x1 (same)": ("_adaptive_avg_pool2d", [head, [1, 1]]),
+        "upsample_bilinear2d.vec 2x 8x64x56x56": ("upsample_bilinear2d.vec", [mid, None, False, [2.0, 2.0]]),
+        "upsample_nearest2d.vec 2x 8x64x56x56": ("upsample_nearest2d.vec", [mid, None, [2.0, 2.0]]),
+    }
+
+
 # --family NAME: explicit cases, NAME -> (operator, arguments), tensors as
 # /v1/bench's generate specs (torch builds the same from them)
-FAMILIES = {"norm": norm_cases, "attention": attention_cases, "loss": loss_cases}
+FAMILIES = {"norm": norm_cases, "attention": attention_cases, "loss": loss_cases, "pool": pool_cases}
 
 
 def main():

@@ -3,7 +3,7 @@
 
 #include "od_cost.h"
 
-enum { K_NONE, K_EW, K_RED, K_MM, K_NORM, K_ATTN, K_LOSS };
+enum { K_NONE, K_EW, K_RED, K_MM, K_NORM, K_ATTN, K_LOSS, K_POOL };
 
 static const struct {
     int kind;
@@ -99,6 +99,26 @@ void od_op_cost(const od_op *op, const od_stack *s, od_cost *out)
             if (sch->args[i].name && !strcmp(sch->args[i].name, "target"))
                 t = arg_t(s, i);
         out->flops = t ? g_cost[id].factor * (double)od_tensor_numel(t) : 0;
+        break;
+    }
+    case K_POOL: {
+        /* factor: spatial dims; flops = output elements x window elements
+         * (kernel_size, one int meaning a cube; adaptive: input elements per
+         * output element, rounded up) */
+        if (!r0 || !a0)
+            return;
+        double on = (double)od_tensor_numel(r0), win = 1;
+        const od_value *k = s->nargs > 1 ? &s->args[1] : NULL;
+        if (k && k->tag == OD_T_INT_LIST && id != OD_OPID__adaptive_avg_pool2d && id != OD_OPID__adaptive_avg_pool3d &&
+            id != OD_OPID_adaptive_max_pool2d && id != OD_OPID_adaptive_max_pool3d) {
+            const int64_t *kv = k->u.list.items;
+            for (int d = 0; d < (int)g_cost[id].factor; d++)
+                win *= (double)kv[k->u.list.n == 1 ? 0 : (size_t)d < k->u.list.n ? d : 0];
+        } else if (on > 0) {
+            win = (double)od_tensor_numel(a0) / on;
+            win = win < 1 ? 1 : (double)(int64_t)(win + 0.999999);
+        }
+        out->flops = on * win;
         break;
     }
     default:

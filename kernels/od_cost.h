@@ -11,6 +11,7 @@
  *         their backward)
  *   ATTN  factor/2 x query rows x S x (E + Ev) (4BHLSE at factor 4, E == Ev)
  *   LOSS  factor x elements of the argument named target
+ *   POOL  output elements x window elements (factor: the spatial dims)
  * An operator without a line (or a plugin's) has bytes and no flops.
  */
 #ifndef OD_COST_H

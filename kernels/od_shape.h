@@ -54,7 +54,7 @@ od_shape_fn od_builtin_shape_fn(od_opid id);
     X(od_shape_scatter) X(od_shape_masked_fill) X(od_shape_take) X(od_shape_nonzero) \
     X(od_shape_pointwise) X(od_shape_isin) X(od_shape_equal) X(od_shape_linalg) X(od_shape_search) \
     X(od_shape_pad) X(od_shape_data_sized) \
-    X(od_shape_norm) X(od_shape_sdpa) X(od_shape_nll_loss)
+    X(od_shape_norm) X(od_shape_sdpa) X(od_shape_nll_loss) X(od_shape_pool) X(od_shape_resample)
 
 #define OD_X_(fn) od_status fn(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, \
                                 od_error *err);
@@ -426,5 +426,39 @@ typedef struct od_nll_plan {
     int64_t batch, classes, map;
 } od_nll_plan;
 od_status od_nll_plan_of(od_opid id, const od_stack *s, od_nll_plan *p, od_error *err);
+
+/* ---- pooling (kernels/shape_pool.c): max_pool2d/3d_with_indices, avg_pool2d/3d,
+ * _adaptive_avg_pool2d/3d, adaptive_max_pool2d/3d and their _backward ops ---- */
+#include "od_pool.h"
+/* The checked call: g is the geometry (od_pool.h; 2d pools as 3d with T of
+ * 1); self is the forward input, grad the backward's grad_output, indices
+ * the max pools' (borrowed from the stack; grad/indices NULL in forward);
+ * planes = product of the lead (batch, channel) dims, in == planes x T x H
+ * x W elements of self. */
+typedef struct od_pool_plan {
+    od_pool_geom g;
+    const od_tensor *self, *grad, *indices;
+    bool backward, with_indices;
+    int nd, lead;
+    int64_t planes;
+} od_pool_plan;
+od_status od_pool_plan_of(od_opid id, const od_stack *s, od_pool_plan *p, od_error *err);
+
+
+/* ---- upsample_nearest1d/2d/3d, upsample_linear1d / bilinear2d / trilinear3d
+ * (.vec too) and their _backward (kernels/shape_resample.c) ---- */
+#include "od_resample.h"
+/* The checked call: g is the geometry (od_resample.h; D, H, W with size-1
+ * leading dims for 1d/2d); x is the forward input or the backward's
+ * grad_output (borrowed); planes = N x C; the result has lead dims N, C
+ * and spatial g.out (forward) or g.in (backward). */
+typedef struct od_resample_plan {
+    od_resample_geom g;
+    const od_tensor *x;
+    bool backward;
+    int nd;
+    int64_t n, c, planes;
+} od_resample_plan;
+od_status od_resample_plan_of(od_opid id, const od_stack *s, od_resample_plan *p, od_error *err);
 
 #endif

@@ -157,9 +157,10 @@ static od_status bind_list(bctx *c, const od_type *t, json_t *v, const char *lab
     const od_type *elem = t->elem;
     const od_type *ebase = od_type_unwrap_optional(elem);
     if (!json_is_array(v)) {
-        /* PyTorch accepts a single int for int[N] (expanded to N copies). */
-        if (json_is_integer(v) && (elem->kind == OD_TY_INT || elem->kind == OD_TY_SYMINT)) {
-            size_t n = t->fixed_len > 0 ? (size_t)t->fixed_len : 1;
+        /* PyTorch accepts a single int for int[N] (expanded to N copies),
+         * and refuses it for int[], SymInt[] and SymInt[N]. */
+        if (json_is_integer(v) && elem->kind == OD_TY_INT && t->fixed_len > 0) {
+            size_t n = (size_t)t->fixed_len;
             int64_t *items = malloc(n * sizeof *items);
             if (!items)
                 return od_error_set(c->err, OD_ENOMEM, "out of memory");

@@ -2234,6 +2234,66 @@ static void sl1_huber(od_node *n, od_tensor *const *g, od_tensor **gin, const bo
 }
 OD_BW(SmoothL1LossBackward0) { sl1_huber(n, g, gin, need, sc, OD_OPID_smooth_l1_loss_backward); }
 OD_BW(HuberLossBackward0) { sl1_huber(n, g, gin, need, sc, OD_OPID_huber_loss_backward); }
+/* ---- pooling: ATen's native backward ops (shape_pool.c), as derivatives.yaml calls them ---- */
+static void max_pool_backward(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc,
+                              od_opid bw)
+{
+    if (!g[0])
+        return; /* indices carry no gradient */
+    SET(0, ag_call(sc, bw, 8, T(g[0]), T(ag_saved(sc, n, 0)), *ag_arg(n, 1), *ag_arg(n, 2), *ag_arg(n, 3),
+                   *ag_arg(n, 4), *ag_arg(n, 5), T(ag_saved_out(sc, n, 1))));
+}
+OD_BW(MaxPool2DWithIndicesBackward0) { max_pool_backward(n, g, gin, need, sc, OD_OPID_max_pool2d_with_indices_backward); }
+OD_BW(MaxPool3DWithIndicesBackward0) { max_pool_backward(n, g, gin, need, sc, OD_OPID_max_pool3d_with_indices_backward); }
+static void avg_pool_backward(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc,
+                              od_opid bw)
+{
+    SET(0, ag_call(sc, bw, 8, T(g[0]), T(ag_saved(sc, n, 0)), *ag_arg(n, 1), *ag_arg(n, 2), *ag_arg(n, 3),
+                   *ag_arg(n, 4), *ag_arg(n, 5), *ag_arg(n, 6)));
+}
+OD_BW(AvgPool2DBackward0) { avg_pool_backward(n, g, gin, need, sc, OD_OPID_avg_pool2d_backward); }
+OD_BW(AvgPool3DBackward0) { avg_pool_backward(n, g, gin, need, sc, OD_OPID_avg_pool3d_backward); }
+OD_BW(AdaptiveAvgPool2DBackward0) { SET(0, ag_call(sc, OD_OPID__adaptive_avg_pool2d_backward, 2, T(g[0]), T(ag_saved(sc, n, 0)))); }
+OD_BW(AdaptiveAvgPool3DBackward0) { SET(0, ag_call(sc, OD_OPID__adaptive_avg_pool3d_backward, 2, T(g[0]), T(ag_saved(sc, n, 0)))); }
+static void adaptive_max_backward(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc,
+                                  od_opid bw)
+{
+    if (!g[0])
+        return;
+    SET(0, ag_call(sc, bw, 3, T(g[0]), T(ag_saved(sc, n, 0)), T(ag_saved_out(sc, n, 1))));
+}
+OD_BW(AdaptiveMaxPool2DBackward0) { adaptive_max_backward(n, g, gin, need, sc, OD_OPID_adaptive_max_pool2d_backward); }
+OD_BW(AdaptiveMaxPool3DBackward0) { adaptive_max_backward(n, g, gin, need, sc, OD_OPID_adaptive_max_pool3d_backward); }
+
+/* ---- upsampling: the native _backward ops (shape_resample.c) with self's sizes as input_size ---- */
+static void upsample_backward(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc,
+                              od_opid bw, int nrest)
+{
+    const ag_tmeta *in = &n->in_meta[0];
+    od_value a[8];
+    for (int i = 0; i < 8; i++)
+        a[i] = od_none();
+    a[0] = T(g[0]);
+    a[1] = *ag_arg(n, 1);
+    a[2] = od_list_v(OD_T_INT_LIST, (void *)in->sizes, (size_t)in->ndim);
+    for (int i = 0; i < nrest; i++)
+        a[3 + i] = *ag_arg(n, 2 + i);
+    SET(0, ag_call(sc, bw, 3 + nrest, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]));
+}
+OD_BW(UpsampleNearest1DBackward0) { upsample_backward(n, g, gin, need, sc, OD_OPID_upsample_nearest1d_backward, 1); }
+OD_BW(UpsampleNearest1DBackward1) { upsample_backward(n, g, gin, need, sc, OD_OPID_upsample_nearest1d_backward_vec, 1); }
+OD_BW(UpsampleNearest2DBackward0) { upsample_backward(n, g, gin, need, sc, OD_OPID_upsample_nearest2d_backward, 2); }
+OD_BW(UpsampleNearest2DBackward1) { upsample_backward(n, g, gin, need, sc, OD_OPID_upsample_nearest2d_backward_vec, 1); }
+OD_BW(UpsampleNearest3DBackward0) { upsample_backward(n, g, gin, need, sc, OD_OPID_upsample_nearest3d_backward, 3); }
+OD_BW(UpsampleNearest3DBackward1) { upsample_backward(n, g, gin, need, sc, OD_OPID_upsample_nearest3d_backward_vec, 1); }
+OD_BW(UpsampleLinear1DBackward0) { upsample_backward(n, g, gin, need, sc, OD_OPID_upsample_linear1d_backward, 2); }
+OD_BW(UpsampleLinear1DBackward1) { upsample_backward(n, g, gin, need, sc, OD_OPID_upsample_linear1d_backward_vec, 2); }
+OD_BW(UpsampleBilinear2DBackward0) { upsample_backward(n, g, gin, need, sc, OD_OPID_upsample_bilinear2d_backward, 3); }
+OD_BW(UpsampleBilinear2DBackward1) { upsample_backward(n, g, gin, need, sc, OD_OPID_upsample_bilinear2d_backward_vec, 2); }
+OD_BW(UpsampleTrilinear3DBackward0) { upsample_backward(n, g, gin, need, sc, OD_OPID_upsample_trilinear3d_backward, 4); }
+OD_BW(UpsampleTrilinear3DBackward1) { upsample_backward(n, g, gin, need, sc, OD_OPID_upsample_trilinear3d_backward_vec, 2); }
+OD_BW(PixelShuffleBackward0) { SET(0, ag_call(sc, OD_OPID_pixel_unshuffle, 2, T(g[0]), *ag_arg(n, 1))); }
+OD_BW(PixelUnshuffleBackward0) { SET(0, ag_call(sc, OD_OPID_pixel_shuffle, 2, T(g[0]), *ag_arg(n, 1))); }
 
 /* ---- the table ---------------------------------------------------------------------- */
 

@@ -154,6 +154,13 @@ def torch_bug(c, t):
     ub = cxx_undefined(c, args, t)
     if ub:
         return ub
+    if c.op.startswith(("_adaptive_avg_pool2d_backward", "_adaptive_avg_pool3d_backward")) and len(tens) >= 2:
+        # ATen reads grad_output as self's planes x its last spatial sizes without
+        # checking that it holds that many elements; the server refuses a
+        # grad_output whose shape is not the pooled shape of self
+        g, x = tens[0].logical().shape, tens[1].logical().shape
+        if len(g) != len(x) or list(g[:-2 if "2d" in c.op else -3]) != list(x[:-2 if "2d" in c.op else -3]):
+            return "_adaptive_avg_pool*_backward with grad_output's planes unlike self's (torch reads past grad_output)"
     if c.op.startswith("_reshape_alias") and tens and len(args) >= 3 and \
             isinstance(args[1], list) and isinstance(args[2], list) and len(args[1]) == len(args[2]):
         # an internal op that checks nothing: torch reads whatever memory the

@@ -1789,6 +1789,88 @@ Test(red, losses_nll_mse_cross_entropy_match_the_cpu)
                 for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
                     od_tensor_release(all[i]);
             }
+/* ---- pooling and resampling (kernels/cuda/pool.c, resample.c) ---------------------------------------- */
+#define IL_(...) od_list_v(OD_T_INT_LIST, (void *)S(__VA_ARGS__), sizeof(S(__VA_ARGS__)) / sizeof(int64_t))
+
+Test(index, pools_match_the_cpu)
+{
+    for (int fi = 0; fi < NFLT; fi++) {
+        od_dtype dt = FLT_DT[fi];
+        for (int view = 0; view < 2; view++) {
+            od_tensor *x = arg_t(S(2, 3, 9, 11), 4, dt, -6, 6, view), *x3 = arg_t(S(2, 2, 5, 6, 7), 5, dt, -6, 6, view);
+            od_value mp[6] = {od_tensor_v(x), IL_(3, 2), IL_(2, 2), IL_(1, 1), IL_(1, 2), od_bool(true)};
+            check_op("max_pool2d_with_indices", OD_OPID_max_pool2d_with_indices, mp, 6, -1, false);
+            od_value mp3[6] = {od_tensor_v(x3), IL_(3), IL_(2), IL_(1), IL_(1), od_bool(false)};
+            check_op("max_pool3d_with_indices", OD_OPID_max_pool3d_with_indices, mp3, 6, -1, false);
+            od_value ap[7] = {od_tensor_v(x), IL_(3, 3), IL_(2, 1), IL_(1, 1), od_bool(true), od_bool(false), od_none()};
+            check_op("avg_pool2d", OD_OPID_avg_pool2d, ap, 7, -1, false);
+            ap[6] = od_int(4);
+            check_op("avg_pool2d divisor", OD_OPID_avg_pool2d, ap, 7, -1, false);
+            od_value ap3[7] = {od_tensor_v(x3), IL_(2, 3, 2), od_list_v(OD_T_INT_LIST, NULL, 0), IL_(1), od_bool(true),
+                              od_bool(true), od_none()};
+            check_op("avg_pool3d", OD_OPID_avg_pool3d, ap3, 7, -1, false);
+            od_value aa[2] = {od_tensor_v(x), IL_(4, 5)}, aa3[2] = {od_tensor_v(x3), IL_(2, 4, 3)};
+            check_op("_adaptive_avg_pool2d", OD_OPID__adaptive_avg_pool2d, aa, 2, -1, false);
+            check_op("adaptive_max_pool2d", OD_OPID_adaptive_max_pool2d, aa, 2, -1, false);
+            check_op("_adaptive_avg_pool3d", OD_OPID__adaptive_avg_pool3d, aa3, 2, -1, false);
+            check_op("adaptive_max_pool3d", OD_OPID_adaptive_max_pool3d, aa3, 2, -1, false);
+            /* backward: indices from the CPU forward, a random grad_output */
+            if (dt == OD_FLOAT32 || dt == OD_FLOAT64 || dt == OD_BFLOAT16) {
+                od_stack f;
+                od_error fe;
+                od_error_clear(&fe);
+                OKCALL(od_call_builtin(OD_OPID_max_pool2d_with_indices, mp, 6, &f, &fe));
+                od_tensor *out = f.rets[0].u.t, *g = arg_t(out->sizes, out->ndim, dt, -2, 2, view);
+                od_value mb[8] = {od_tensor_v(g), mp[0], mp[1], mp[2], mp[3], mp[4], mp[5], f.rets[1]};
+                check_op("max_pool2d_with_indices_backward", OD_OPID_max_pool2d_with_indices_backward, mb, 8, -1, false);
+                od_tensor_release(g);
+                ap[6] = od_none();
+                od_tensor *ao = cpu1(OD_OPID_avg_pool2d, ap, 7);
+                g = arg_t(ao->sizes, ao->ndim, dt, -2, 2, view);
+                od_value ab[8] = {od_tensor_v(g), ap[0], ap[1], ap[2], ap[3], ap[4], ap[5], ap[6]};
+                check_op("avg_pool2d_backward", OD_OPID_avg_pool2d_backward, ab, 8, -1, false);
+                od_tensor_release(ao);
+                od_tensor_release(g);
+                od_stack_release_rets(&f);
+                g = arg_t(S(2, 3, 4, 5), 4, dt, -2, 2, view);
+                od_value ab2[2] = {od_tensor_v(g), od_tensor_v(x)};
+                check_op("_adaptive_avg_pool2d_backward", OD_OPID__adaptive_avg_pool2d_backward, ab2, 2, -1, false);
+                od_tensor_release(g);
+            }
+            od_tensor_release(x);
+            od_tensor_release(x3);
+        }
+    }
+}
+
+Test(index, upsample_and_pixel_shuffle_match_the_cpu)
+{
+    for (int fi = 0; fi < NFLT; fi++) {
+        od_dtype dt = FLT_DT[fi];
+        for (int view = 0; view < 2; view++) {
+            od_tensor *x = arg_t(S(2, 3, 5, 7), 4, dt, -6, 6, view), *x3 = arg_t(S(1, 2, 3, 4, 5), 5, dt, -6, 6, view);
+            for (int ac = 0; ac < 2; ac++) {
+                od_value b[5] = {od_tensor_v(x), IL_(9, 14), od_bool(ac), od_none(), od_none()};
+                check_op("upsample_bilinear2d", OD_OPID_upsample_bilinear2d, b, 5, -1, false);
+                od_value t[6] = {od_tensor_v(x3), IL_(5, 3, 11), od_bool(ac), od_none(), od_none(), od_none()};
+                check_op("upsample_trilinear3d", OD_OPID_upsample_trilinear3d, t, 6, -1, false);
+            }
+            od_value n[4] = {od_tensor_v(x), IL_(11, 6), od_none(), od_none()};
+            check_op("upsample_nearest2d", OD_OPID_upsample_nearest2d, n, 4, -1, false);
+            od_value nv[3] = {od_tensor_v(x), od_none(), od_list_v(OD_T_DOUBLE_LIST, (void *)(const double[]){1.7, 2.5}, 2)};
+            check_op("upsample_nearest2d.vec", OD_OPID_upsample_nearest2d_vec, nv, 3, -1, false);
+            if (dt == OD_FLOAT32 || dt == OD_FLOAT64 || dt == OD_BFLOAT16) {
+                od_tensor *g = arg_t(S(2, 3, 9, 14), 4, dt, -2, 2, view);
+                od_value nb[5] = {od_tensor_v(g), IL_(9, 14), IL_(2, 3, 5, 7), od_none(), od_none()};
+                check_op("upsample_nearest2d_backward", OD_OPID_upsample_nearest2d_backward, nb, 5, -1, false);
+                od_value bb[6] = {od_tensor_v(g), IL_(9, 14), IL_(2, 3, 5, 7), od_bool(false), od_none(), od_none()};
+                check_op("upsample_bilinear2d_backward", OD_OPID_upsample_bilinear2d_backward, bb, 6, -1, false);
+                od_tensor_release(g);
+            }
+            od_value ps[2] = {od_tensor_v(x3), od_int(1)};
+            check_op("pixel_shuffle", OD_OPID_pixel_shuffle, ps, 2, 0, false);
+            od_tensor_release(x);
+            od_tensor_release(x3);
         }
     }
 }

@@ -1,0 +1,199 @@
+/* resample.c — upsample_nearest1d/2d/3d and upsample_linear1d / bilinear2d /
+ * trilinear3d (.vec too) and their _backward on the CPU.
+ *
+ * Invariants: od_resample_plan_of (shape_resample.c) checked everything;
+ * source indices and weights come from od_resample.h, shared with the CUDA
+ * kernels, tabled once per dim. The input (or grad_output) is read through
+ * its strides as [N, C, D, H, W]; the result is new and contiguous. Work is
+ * split by plane (N x C) across od_parallel_for; a backward plane
+ * accumulates into its own grad_input plane, so planes never race. Linear
+ * blends dim by dim, innermost first (ATen's interpolate: t0 * w0 + t1 * w1),
+ * in the opmath type (float for float32 / bfloat16, double for float64).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "od_half.h"
+#include "od_parallel.h"
+#include "od_shape.h"
+
+typedef struct rs_ctx {
+    const od_resample_plan *pl;
+    const char *x;
+    int64_t xs[5];       /* x's strides, N C D H W (D's 0 for 1d/2d, H's too for 1d) */
+    char *y;             /* contiguous result */
+    const int64_t *i0[3], *i1[3]; /* per dim: source indices of each output index */
+    const double *l0[3], *l1[3];  /* weights (linear), in double, rounded to the opmath type */
+} rs_ctx;
+
+#define F32_LD(v) (v)
+#define BF_LD(v) od_bf16_to_float(v)
+#define BF_ST(v) od_float_to_bf16(v)
+#define U8_ST(v) (v)
+
+#define RS_FWD(NAME, T, A, LOAD, STORE)                                                                        \
+    static void NAME(void *vc, int64_t p0, int64_t p1)                                                         \
+    {                                                                                                          \
+        const rs_ctx *c = vc;                                                                                  \
+        const od_resample_geom *g = &c->pl->g;                                                                 \
+        int64_t on = g->out[0] * g->out[1] * g->out[2], C = c->pl->c;                                          \
+        bool lin = g->kind == OD_RESAMPLE_LINEAR;                                                              \
+        for (int64_t p = p0; p < p1; p++) {                                                                    \
+            const T *x = (const T *)c->x + (p / C) * c->xs[0] + (p % C) * c->xs[1];                            \
+            T *y = (T *)c->y + p * on;                                                                         \
+            int64_t i = 0;                                                                                     \
+            for (int64_t od = 0; od < g->out[0]; od++) {                                                       \
+                const T *xd0 = x + c->i0[0][od] * c->xs[2], *xd1 = x + c->i1[0][od] * c->xs[2];                \
+                for (int64_t oh = 0; oh < g->out[1]; oh++) {                                                   \
+                    int64_t h0 = c->i0[1][oh] * c->xs[3], h1 = c->i1[1][oh] * c->xs[3];                        \
+                    for (int64_t ow = 0; ow < g->out[2]; ow++, i++) {                                          \
+                        int64_t w0 = c->i0[2][ow] * c->xs[4];                                                  \
+                        if (!lin) {                                                                            \
+                            y[i] = xd0[h0 + w0];                                                               \
+                            continue;                                                                          \
+                        }                                                                                      \
+                        int64_t w1 = c->i1[2][ow] * c->xs[4];                                                  \
+                        A a0 = (A)c->l0[2][ow], a1 = (A)c->l1[2][ow];                                          \
+                        A hh0 = (A)c->l0[1][oh], hh1 = (A)c->l1[1][oh];                                        \
+                        A t0 = (LOAD(xd0[h0 + w0]) * a0 + LOAD(xd0[h0 + w1]) * a1) * hh0 +                     \
+                               (LOAD(xd0[h1 + w0]) * a0 + LOAD(xd0[h1 + w1]) * a1) * hh1;                     \
+                        if (g->out[0] == 1 && g->in[0] == 1) {                                                 \
+                            y[i] = STORE(t0);                                                                  \
+                            continue;                                                                          \
+                        }                                                                                      \
+                        A t1 = (LOAD(xd1[h0 + w0]) * a0 + LOAD(xd1[h0 + w1]) * a1) * hh0 +                     \
+                               (LOAD(xd1[h1 + w0]) * a0 + LOAD(xd1[h1 + w1]) * a1) * hh1;                     \
+                        y[i] = STORE(t0 * (A)c->l0[0][od] + t1 * (A)c->l1[0][od]);                             \
+                    }                                                                                          \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+    }
+
+RS_FWD(fwd_f32, float, float, F32_LD, F32_LD)
+RS_FWD(fwd_f64, double, double, F32_LD, F32_LD)
+RS_FWD(fwd_bf16, uint16_t, float, BF_LD, BF_ST)
+RS_FWD(fwd_u8, uint8_t, float, F32_LD, U8_ST) /* nearest only: a copy */
+
+/* backward: grad_input (zeroed, contiguous) += each grad_output element at
+ * its source (nearest) or at the 2^nd blended sources with their weights */
+#define RS_BWD(NAME, T, A, LOAD, STORE)                                                                        \
+    static void NAME(void *vc, int64_t p0, int64_t p1)                                                         \
+    {                                                                                                          \
+        const rs_ctx *c = vc;                                                                                  \
+        const od_resample_geom *g = &c->pl->g;                                                                 \
+        int64_t inn = g->in[0] * g->in[1] * g->in[2], C = c->pl->c;                                            \
+        bool lin = g->kind == OD_RESAMPLE_LINEAR;                                                              \
+        for (int64_t p = p0; p < p1; p++) {                                                                    \
+            const T *go = (const T *)c->x + (p / C) * c->xs[0] + (p % C) * c->xs[1];                           \
+            T *gi = (T *)c->y + p * inn;                                                                       \
+            for (int64_t od = 0; od < g->out[0]; od++)                                                         \
+                for (int64_t oh = 0; oh < g->out[1]; oh++)                                                     \
+                    for (int64_t ow = 0; ow < g->out[2]; ow++) {                                               \
+                        A v = LOAD(go[od * c->xs[2] + oh * c->xs[3] + ow * c->xs[4]]);                         \
+                        int64_t id[2] = {c->i0[0][od], c->i1[0][od]}, ih[2] = {c->i0[1][oh], c->i1[1][oh]},    \
+                                iw[2] = {c->i0[2][ow], c->i1[2][ow]};                                          \
+                        if (!lin) {                                                                            \
+                            int64_t at = (id[0] * g->in[1] + ih[0]) * g->in[2] + iw[0];                        \
+                            gi[at] = STORE(LOAD(gi[at]) + v);                                                  \
+                            continue;                                                                          \
+                        }                                                                                      \
+                        A wd[2] = {(A)c->l0[0][od], (A)c->l1[0][od]}, wh[2] = {(A)c->l0[1][oh], (A)c->l1[1][oh]}, \
+                          ww[2] = {(A)c->l0[2][ow], (A)c->l1[2][ow]};                                          \
+                        for (int a = 0; a < 2; a++)                                                            \
+                            for (int b = 0; b < 2; b++)                                                        \
+                                for (int e = 0; e < 2; e++) {                                                  \
+                                    A w = wd[a] * wh[b] * ww[e];                                               \
+                                    if (w == 0)                                                                \
+                                        continue;                                                              \
+                                    int64_t at = (id[a] * g->in[1] + ih[b]) * g->in[2] + iw[e];                \
+                                    gi[at] = STORE(LOAD(gi[at]) + w * v);                                      \
+                                }                                                                              \
+                    }                                                                                          \
+        }                                                                                                      \
+    }
+
+RS_BWD(bwd_f32, float, float, F32_LD, F32_LD)
+RS_BWD(bwd_f64, double, double, F32_LD, F32_LD)
+RS_BWD(bwd_bf16, uint16_t, float, BF_LD, BF_ST)
+
+od_status od_cpu_resample(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_resample_plan pl;
+    od_out_spec spec;
+    int nouts = 0;
+    od_status st;
+    if ((st = od_resample_plan_of(id, s, &pl, err)) || (st = od_shape_resample(id, s, &spec, &nouts, err)))
+        return st;
+    od_tensor *out = NULL;
+    if ((st = (pl.backward ? od_alloc_outputs : od_alloc_outputs_overwrite)(s, &spec, 1, &out, err)))
+        return st;
+    const od_resample_geom *g = &pl.g;
+    int64_t total = g->out[0] + g->out[1] + g->out[2];
+    int64_t *idx = malloc(sizeof(int64_t) * 2 * (size_t)total);
+    double *wt = malloc(sizeof(double) * 2 * (size_t)total);
+    if (!idx || !wt) {
+        free(idx);
+        free(wt);
+        od_tensor_release(out);
+        return od_error_set(err, OD_ENOMEM, "%s: no memory for the index tables", od_op_schema(op)->name);
+    }
+    rs_ctx c;
+    memset(&c, 0, sizeof c);
+    c.pl = &pl;
+    c.x = od_tensor_data(pl.x);
+    c.y = od_tensor_data(out);
+    int off = 3 - pl.nd;
+    c.xs[0] = pl.x->strides[0];
+    c.xs[1] = pl.x->strides[1];
+    for (int d = 0; d < pl.nd; d++)
+        c.xs[2 + off + d] = pl.x->strides[2 + d];
+    bool f64 = pl.x->dtype == OD_FLOAT64;
+    for (int d = 0, at = 0; d < 3; at += (int)g->out[d], d++) {
+        int64_t *a = idx + 2 * at, *b = a + g->out[d];
+        double *la = wt + 2 * at, *lb = la + g->out[d];
+        for (int64_t o = 0; o < g->out[d]; o++) {
+            if (g->kind == OD_RESAMPLE_NEAREST) {
+                a[o] = b[o] = pl.backward ? od_resample_nearest(g, d, o)
+                              : f64       ? od_resample_nearest_fwd_f64(g, d, o)
+                                          : od_resample_nearest_fwd_f32(g, d, o);
+                la[o] = 1;
+                lb[o] = 0;
+            } else if (f64) {
+                od_resample_linear_f64(g, d, o, &a[o], &b[o], &la[o], &lb[o]);
+            } else {
+                float l0, l1;
+                od_resample_linear_f32(g, d, o, &a[o], &b[o], &l0, &l1);
+                la[o] = l0;
+                lb[o] = l1;
+            }
+        }
+        c.i0[d] = a;
+        c.i1[d] = b;
+        c.l0[d] = la;
+        c.l1[d] = lb;
+    }
+    void (*fn)(void *, int64_t, int64_t);
+    switch (pl.x->dtype) {
+    case OD_FLOAT32: fn = pl.backward ? bwd_f32 : fwd_f32; break;
+    case OD_FLOAT64: fn = pl.backward ? bwd_f64 : fwd_f64; break;
+    case OD_BFLOAT16: fn = pl.backward ? bwd_bf16 : fwd_bf16; break;
+    default: fn = fwd_u8; break;
+    }
+    int64_t per = g->out[0] * g->out[1] * g->out[2] * 4 + 1;
+    st = OD_OK;
+    if (pl.planes > 0 && g->out[0] * g->out[1] * g->out[2] > 0)
+        st = od_parallel_for(pl.planes, 32768 / per + 1, fn, &c);
+    free(idx);
+    free(wt);
+    if (st) {
+        od_tensor_release(out);
+        return st;
+    }
+    s->rets[0] = od_tensor_v(out);
+    s->nrets = 1;
+    return OD_OK;
+}

@@ -1,0 +1,95 @@
+/* od_resample.h — the source-index arithmetic of upsample_nearest1d/2d/3d
+ * and upsample_linear1d / bilinear2d / trilinear3d (forward and backward),
+ * shared by the CPU kernels (cpu/resample.c) and the CUDA ones
+ * (cuda/resample.cu) so both read the same input elements with the same
+ * weights.
+ *
+ * Invariants: plain C (gcc and nvcc). Every operator is seen as 3 spatial
+ * dims (D, H, W); a 1d or 2d one has leading dims of size 1 in and out,
+ * no scale, whose index is 0 with weight 1. ATen 1.13's UpSample.h:
+ * nearest_idx (float arithmetic, the in == out and 2x shortcuts) and
+ * area_pixel_compute_scale / area_pixel_compute_source_index /
+ * guard_index_and_lambda in the opmath type (float for float32 and
+ * bfloat16, double for float64), the source index computed in double and
+ * rounded to it as C++ does. Sizes were validated (>= 1) by
+ * od_resample_plan_of (shape_resample.c).
+ */
+#ifndef OD_RESAMPLE_H
+#define OD_RESAMPLE_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "od_half.h"
+
+enum { OD_RESAMPLE_NEAREST = 0, OD_RESAMPLE_LINEAR = 1 };
+
+typedef struct od_resample_geom {
+    int32_t kind;          /* OD_RESAMPLE_* */
+    int32_t align_corners; /* linear */
+    int32_t has_scale[3];  /* the scales_* argument was given */
+    double scale[3];
+    int64_t in[3], out[3]; /* D, H, W */
+} od_resample_geom;
+
+/* nearest backward: the input index output index o of dim d reads
+ * (nearest_idx, with its in == out and 2x shortcuts, in float) */
+static inline OD_HD int64_t od_resample_nearest(const od_resample_geom *g, int d, int64_t o)
+{
+    int64_t in = g->in[d], out = g->out[d];
+    if (out == in)
+        return o;
+    if (out == 2 * in)
+        return o >> 1;
+    float s = g->has_scale[d] && g->scale[d] > 0 ? (float)(1.0 / g->scale[d]) : (float)in / (float)out;
+    int64_t i = (int64_t)floorf((float)o * s);
+    return i < in - 1 ? i : in - 1;
+}
+
+/* nearest forward: the CPU kernel's compute_indices_weights_nearest, no
+ * shortcuts, in the opmath type A (floorf as ATen, for double too) */
+#define OD_RESAMPLE_NEAREST_FN(NAME, A)                                                                        \
+    static inline OD_HD int64_t NAME(const od_resample_geom *g, int d, int64_t o)                             \
+    {                                                                                                          \
+        int64_t in = g->in[d], out = g->out[d];                                                                \
+        A scale = g->has_scale[d] && g->scale[d] > 0 ? (A)(1.0 / g->scale[d]) : (A)in / (A)out;               \
+        int64_t i = (int64_t)floorf((float)(scale * (A)o));                                                    \
+        return i < in - 1 ? i : in - 1;                                                                        \
+    }
+OD_RESAMPLE_NEAREST_FN(od_resample_nearest_fwd_f32, float)
+OD_RESAMPLE_NEAREST_FN(od_resample_nearest_fwd_f64, double)
+#undef OD_RESAMPLE_NEAREST_FN
+
+/* linear: output index o of dim d blends input i0 (weight *l0) and i1 (*l1) */
+#define OD_RESAMPLE_LINEAR_FN(NAME, A)                                                                     \
+    static inline OD_HD void NAME(const od_resample_geom *g, int d, int64_t o, int64_t *i0, int64_t *i1, A *l0, \
+                                  A *l1)                                                                    \
+    {                                                                                                       \
+        int64_t in = g->in[d], out = g->out[d];                                                             \
+        A scale, real;                                                                                      \
+        if (g->align_corners)                                                                               \
+            scale = out > 1 ? (A)(in - 1) / (A)(out - 1) : (A)0;                                            \
+        else                                                                                                \
+            scale = g->has_scale[d] && g->scale[d] > 0 ? (A)(1.0 / g->scale[d]) : (A)in / (A)out;          \
+        if (g->align_corners) {                                                                             \
+            real = scale * (A)o;                                                                            \
+        } else {                                                                                            \
+            real = (A)((double)scale * ((double)o + 0.5) - 0.5);                                            \
+            if (real < 0)                                                                                   \
+                real = 0;                                                                                   \
+        }                                                                                                   \
+        int64_t i = (int64_t)floorf((float)real);                                                           \
+        if (i > in - 1)                                                                                     \
+            i = in - 1;                                                                                     \
+        A lam = real - (A)i;                                                                                \
+        lam = lam < 0 ? (A)0 : lam > 1 ? (A)1 : lam;                                                        \
+        *i0 = i;                                                                                            \
+        *i1 = i + (i < in - 1 ? 1 : 0);                                                                     \
+        *l1 = lam;                                                                                          \
+        *l0 = (A)1 - lam;                                                                                   \
+    }
+OD_RESAMPLE_LINEAR_FN(od_resample_linear_f32, float)
+OD_RESAMPLE_LINEAR_FN(od_resample_linear_f64, double)
+#undef OD_RESAMPLE_LINEAR_FN
+
+#endif

@@ -1,0 +1,112 @@
+"""Upsampling and pixel shuffles (kernels/shape_resample.c, cpu/resample.c,
+composite/resample.c): upsample_nearest1d/2d/3d, upsample_linear1d /
+bilinear2d / trilinear3d with their .vec overloads (what F.interpolate
+emits) and _backward ops, pixel_shuffle / pixel_unshuffle, against PyTorch
+1.13 on fresh random inputs: odd sizes, up and down, align_corners, given
+scales, batch 0, every dtype torch's CPU takes (and refuses), and refusals
+that must carry torch's message. Gradients are in test_autograd.py."""
+
+import numpy as np
+
+from conftest import from_json, torch_ref
+from test_scatter_pad_search import ALL, R, T, check, rand
+
+LINEAR = {1: "upsample_linear1d", 2: "upsample_bilinear2d", 3: "upsample_trilinear3d"}
+
+
+def test_upsample_nearest(server, rng):
+    cases = []
+    for nd in (1, 2, 3):
+        op = f"upsample_nearest{nd}d"
+        for dt in ALL:
+            cases.append((op, [R(rng, dt, (2, 3) + (4,) * nd), [7] * nd], {}))
+        for shape, out in [((1, 2) + (5,) * nd, [10] * nd), ((2, 1) + (7,) * nd, [3] * nd),
+                           ((0, 2) + (3,) * nd, [5] * nd), ((1, 3) + (3,) * nd, [3] * nd)]:
+            x = R(rng, "float32", shape)
+            cases += [(op, [x, out], {}), (f"{op}.vec", [x, out, None], {}),
+                      (f"{op}.vec", [x, None, [1.7] * nd], {}), (f"{op}.vec", [x, None, [0.6] * nd], {}),
+                      (op, [x, out] + [2.5] * nd, {})]
+        x = R(rng, "float32", (1, 2) + (3,) * nd)
+        cases += [(op, [x, [0] + [4] * (nd - 1)], {}), (op, [x, [4] * (nd + 1)], {}),
+                  (op, [R(rng, "float32", (2,) + (3,) * nd), [4] * nd], {}),
+                  (op, [R(rng, "float32", (1, 0) + (3,) * nd), [4] * nd], {}),
+                  (f"{op}.vec", [x, [4] * nd, [2.0] * nd], {}), (f"{op}.vec", [x, None, None], {}),
+                  (f"{op}.vec", [x, [4] * (nd + 1), None], {}), (f"{op}.vec", [x, None, [2.0] * (nd + 1)], {}),
+                  (f"{op}.vec", [x, None, [0.1] * nd], {})]
+    check(server, cases)
+
+
+def test_upsample_linear(server, rng):
+    cases, bf = [], []
+    for nd in (1, 2, 3):
+        op = LINEAR[nd]
+        for dt in ALL:
+            if dt == "bfloat16":  # positive, so no cancellation magnifies bfloat16's rounding
+                bf.append((op, [T(np.abs(rand(rng, "float32", (2, 3) + (4,) * nd)) + 0.5, dt), [7] * nd, False], {}))
+            else:
+                cases.append((op, [R(rng, dt, (2, 3) + (4,) * nd), [7] * nd, False], {}))
+        for shape, out in [((1, 2) + (5,) * nd, [10] * nd), ((2, 1) + (7,) * nd, [3] * nd),
+                           ((0, 2) + (3,) * nd, [5] * nd), ((1, 3) + (1,) * nd, [4] * nd)]:
+            for dt in ("float64",):  # float32's cancellations near 0 exceed the fixed atol
+                x = R(rng, dt, shape)
+                for ac in (False, True):
+                    cases += [(op, [x, out, ac], {}), (f"{op}.vec", [x, None, ac, [1.7] * nd], {}),
+                              (f"{op}.vec", [x, None, ac, [0.45] * nd], {}), (op, [x, out, ac] + [3.0] * nd, {})]
+        x = R(rng, "float32", (1, 2) + (3,) * nd)
+        cases += [(op, [x, [0] + [4] * (nd - 1), False], {}), (op, [R(rng, "float32", (3,) * (nd + 1)), [4] * nd, True], {}),
+                  (f"{op}.vec", [x, None, False, None], {}), (f"{op}.vec", [x, [4] * nd, True, [2.0] * nd], {})]
+    check(server, cases, rtol=1e-5)
+    # torch blends bfloat16 in bfloat16 arithmetic (each product and sum rounded to 8 bits of
+    # mantissa), the server in float: a few bfloat16 roundings apart
+    check(server, bf, rtol=5e-2)
+
+
+def test_backward_ops(server, rng):
+    cases = []
+    for nd in (1, 2, 3):
+        insz = [2, 3] + [4, 5, 3][:nd]
+        outsz = [7, 3, 6][:nd]
+        g = R(rng, "float64", tuple(insz[:2] + outsz))
+        cases += [(f"upsample_nearest{nd}d_backward", [g, outsz, insz], {}),
+                  (f"upsample_nearest{nd}d_backward.vec", [g, outsz, insz, None], {}),
+                  (f"{LINEAR[nd]}_backward", [g, outsz, insz, False], {}),
+                  (f"{LINEAR[nd]}_backward", [g, outsz, insz, True], {}),
+                  (f"{LINEAR[nd]}_backward.vec", [g, outsz, insz, False, None], {}),
+                  (f"upsample_nearest{nd}d_backward", [g, [o + 1 for o in outsz], insz], {}),
+                  (f"upsample_nearest{nd}d_backward", [R(rng, "int64", (2, 3) + tuple(outsz)), outsz, insz], {})]
+    check(server, cases)
+
+
+def test_pixel_shuffle(server, rng):
+    cases = []
+    for dt in ALL:
+        cases += [("pixel_shuffle", [R(rng, dt, (2, 8, 3, 5)), 2], {}),
+                  ("pixel_unshuffle", [R(rng, dt, (2, 3, 4, 6)), 2], {})]
+    cases += [("pixel_shuffle", [R(rng, "float32", (9, 2, 3)), 3], {}),
+              ("pixel_shuffle", [R(rng, "float32", (2, 1, 4, 3, 3)), 2], {}),
+              ("pixel_shuffle", [R(rng, "float32", (0, 4, 3, 3)), 2], {}),
+              ("pixel_unshuffle", [R(rng, "float32", (2, 1, 2, 6, 9)), 3], {}),
+              ("pixel_shuffle", [R(rng, "float32", (1, 3, 3, 3)), 2], {}),
+              ("pixel_shuffle", [R(rng, "float32", (3, 3)), 2], {}),
+              ("pixel_shuffle", [R(rng, "float32", (1, 4, 3, 3)), 0], {}),
+              ("pixel_unshuffle", [R(rng, "float32", (1, 3, 3, 3)), 2], {}),
+              ("pixel_unshuffle", [R(rng, "float32", (1, 3, 4, 3)), 2], {}),
+              ("pixel_unshuffle", [R(rng, "float32", (1, 3, 4, 4)), -1], {})]
+    check(server, cases)
+
+
+def test_strided_inputs(server, rng):
+    """A transposed (non-contiguous) input resamples as its contiguous copy does."""
+    runs, refs = [], []
+    for op, rest in [("upsample_nearest2d", [[7, 5]]), ("upsample_bilinear2d", [[7, 5], False]),
+                     ("upsample_trilinear3d", [[3, 7, 5], True]), ("pixel_shuffle", [2])]:
+        shape = (2, 4, 3, 5, 4) if op.endswith("3d") else (2, 4, 5, 6)
+        a = rand(rng, "float32", shape)
+        body = {"steps": [{"op": "transpose.int", "args": [T(a), -2, -1]},
+                          {"op": op, "args": [{"ref": "$0"}] + rest}], "outputs": ["$1"]}
+        r = server.post("/v1/run", body)
+        assert r.status_code == 200, r.text
+        runs.append(from_json(r.json()["outputs"][0]))
+        refs.append({"op": op, "args": [T(np.ascontiguousarray(np.swapaxes(a, -2, -1)))] + rest})
+    for got, w in zip(runs, torch_ref(refs)):
+        np.testing.assert_allclose(got, np.array(w["value"]).reshape(w["shape"]), rtol=1e-5, atol=1e-6)
