@@ -43,6 +43,11 @@ static void blas_threads_init(void)
     openblas_set_num_threads(od_get_num_threads());
 }
 
+void od_cpu_blas_threads(void)
+{
+    pthread_once(&g_blas_threads_once, blas_threads_init);
+}
+
 /* Operands are 2-D matrices or 3-D batches of them (bmm): the matrix is the
  * last two dims, the batch stride 0 for a plain matrix. Read in place, no
  * view objects, so a small mm costs no extra allocation. */

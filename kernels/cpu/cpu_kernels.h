@@ -56,6 +56,7 @@ OD_CPU_KERNEL_(od_cpu_search)      /* search.c: searchsorted, bucketize */
 OD_CPU_KERNEL_(od_cpu_pad)         /* pad.c: reflection_pad1d..3d, replication_pad1d..3d */
 OD_CPU_KERNEL_(od_cpu_repeat_interleave)  /* unique.c: repeat_interleave.Tensor */
 OD_CPU_KERNEL_(od_cpu_unique_consecutive) /* unique.c */
+OD_CPU_KERNEL_(od_cpu_conv)        /* conv.c: convolution, convolution_backward */
 
 #undef OD_CPU_KERNEL_
 
@@ -78,6 +79,10 @@ od_status od_cpu_to_dtype(od_tensor *src, od_dtype dt, od_tensor **out, od_error
  * buf (at least 8 bytes), wrapping integers and rounding floats like a torch
  * cast. */
 void od_cpu_scalar_to_dtype(const od_value *v, od_dtype dt, void *buf);
+
+/* Sizes OpenBLAS's thread pool to od_get_num_threads() once (blas.c);
+ * call before the first BLAS call of a kernel outside blas.c. */
+void od_cpu_blas_threads(void);
 
 /* ---- contiguous row sums shared by the reductions and normalisations
  * (reduce.c). x: borrowed, n >= 0. Accumulate in double with independent
