@@ -77,6 +77,7 @@ OD_CX_KERNEL(od_cia_masked_scatter_);
 OD_CX_KERNEL(od_cea_put);
 OD_CX_KERNEL(od_cea_rot90);
 OD_CX_KERNEL(od_cia_repeat_interleave); /* .self_Tensor, .self_int */
+OD_CX_KERNEL(od_cia_conv); /* conv.c: conv1d..3d (+ .padding), conv_transpose1d..3d */
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */
 void od_cx_factories_init(void);
