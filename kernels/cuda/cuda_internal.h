@@ -66,6 +66,7 @@ OD_CUDA_KERNEL_(od_cuda_sort)        /* scan.c: sort sort.stable topk kthvalue *
 OD_CUDA_KERNEL_(od_cuda_select)      /* scan.c: median nanmedian (and .dim) mode */
 OD_CUDA_KERNEL_(od_cuda_isin)        /* scan.c: isin.Tensor_Tensor / Tensor_Scalar / Scalar_Tensor */
 OD_CUDA_KERNEL_(od_cuda_linalg)      /* linalg.c: the LAPACK operators, staged through the host */
+OD_CUDA_KERNEL_(od_cuda_conv)        /* conv.c: convolution, convolution_backward (im2col + cuBLAS) */
 
 #undef OD_CUDA_KERNEL_
 
