@@ -16,8 +16,9 @@
  *  - Operands are contiguous in the compute dtype: float32 / float64 as
  *    they are (non-contiguous ones copied), bfloat16 widened to float32,
  *    computed there and rounded back once, as torch's CPU kernels do;
- *    integers in int64 as uint64 (modular, so the narrower results are
- *    the low bits torch's wrapping loops leave) with a plain loop GEMM.
+ *    integers (and a float16 / bool bias gradient, the one backward torch
+ *    has for them) in int64 as uint64 (modular, so the narrower results
+ *    are the low bits torch's wrapping loops leave) with a plain loop GEMM.
  *  - The batch runs one sample at a time, so the column buffer is one
  *    sample's [C_img * k-volume, L] at most; a 1x1 stride-1 unpadded
  *    kernel needs no columns (the image is its own column matrix), and a
@@ -339,6 +340,27 @@ static void fill_bias(const conv_ctx *c, char *out, int64_t n, int64_t ch, int64
     }
 }
 
+/* out [N, C, L] += bias[c] */
+static void add_bias(const conv_ctx *c, char *out, int64_t n, int64_t ch, int64_t l, const char *bias)
+{
+    for (int64_t i = 0; i < n * ch; i++) {
+        char *row = out + (size_t)(i * l) * c->es;
+        if (c->kind == K_U64) {
+            uint64_t v = ((const uint64_t *)bias)[i % ch];
+            for (int64_t k = 0; k < l; k++)
+                ((uint64_t *)row)[k] += v;
+        } else if (c->kind == K_F64) {
+            double v = ((const double *)bias)[i % ch];
+            for (int64_t k = 0; k < l; k++)
+                ((double *)row)[k] += v;
+        } else {
+            float v = ((const float *)bias)[i % ch];
+            for (int64_t k = 0; k < l; k++)
+                ((float *)row)[k] += v;
+        }
+    }
+}
+
 /* gb[c] = sum of grad [N, C, L] over N and L, accumulated in double */
 static void bias_grad(const conv_ctx *c, const char *grad, int64_t n, int64_t ch, int64_t l, char *gb)
 {
@@ -346,9 +368,16 @@ static void bias_grad(const conv_ctx *c, const char *grad, int64_t n, int64_t ch
         double acc = 0;
         for (int64_t i = 0; i < n; i++) {
             const char *row = grad + (size_t)((i * ch + k) * l) * c->es;
-            acc += c->kind == K_F64 ? od_cpu_sum_f64((const double *)row, l) : od_cpu_sum_f32((const float *)row, l);
+            if (c->kind != K_U64)
+                acc += c->kind == K_F64 ? od_cpu_sum_f64((const double *)row, l) : od_cpu_sum_f32((const float *)row, l);
         }
-        if (c->kind == K_F64)
+        if (c->kind == K_U64) {
+            uint64_t sum = 0;
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t j = 0; j < l; j++)
+                    sum += ((const uint64_t *)grad)[(i * ch + k) * l + j];
+            ((uint64_t *)gb)[k] = sum;
+        } else if (c->kind == K_F64)
             ((double *)gb)[k] = acc;
         else
             ((float *)gb)[k] = (float)acc;
@@ -381,7 +410,7 @@ od_status od_cpu_conv(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
         return st;
     bool bwd = id == OD_OPID_convolution_backward;
     od_dtype dt = p.input->dtype;
-    od_dtype cd = dt == OD_BFLOAT16 ? OD_FLOAT32 : od_dtype_is_floating(dt) ? dt : OD_INT64;
+    od_dtype cd = dt == OD_BFLOAT16 || dt == OD_FLOAT16 ? OD_FLOAT32 : od_dtype_is_floating(dt) ? dt : OD_INT64;
     conv_ctx c = {.p = &p, .kind = cd == OD_FLOAT64 ? K_F64 : cd == OD_INT64 ? K_U64 : K_F32,
                   .es = od_dtype_size(cd)};
     geo_of(&p, &c.g);
@@ -425,9 +454,13 @@ od_status od_cpu_conv(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
             for (int64_t n = 0; n < p.N; n++)
                 down(&c, xd + n * img_n, wd, yd + n * grid_n);
         } else {
-            fill_bias(&c, yd, p.N, p.C_img, g->limg, bd);
+            /* the bias is added last, as torch does (0 + -0.0 is 0 where no
+             * window reaches an element) */
+            fill_bias(&c, yd, p.N, p.C_img, g->limg, NULL);
             for (int64_t n = 0; n < p.N; n++)
                 up(&c, xd + n * grid_n, wd, yd + n * img_n);
+            if (bd)
+                add_bias(&c, yd, p.N, p.C_img, g->limg, bd);
         }
     } else {
         const char *gd = od_tensor_data(gy);

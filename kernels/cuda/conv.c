@@ -137,7 +137,7 @@ od_status od_cuda_conv(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
         return st;
     bool bwd = id == OD_OPID_convolution_backward;
     od_dtype dt = p.input->dtype, cd = dt == OD_BFLOAT16 ? OD_FLOAT32 : dt;
-    if (!od_dtype_is_floating(dt)) { /* torch's CUDA convolutions take floating dtypes only */
+    if (!od_dtype_is_floating(dt) || dt == OD_FLOAT16) { /* floating dtypes only here (float16: as on the CPU) */
         for (int i = 0; i < nouts; i++)
             od_tensor_release(outs[i]);
         return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'",
@@ -187,12 +187,16 @@ od_status od_cuda_conv(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
     if (!bwd) {
         char *yd = od_tensor_data(res[0]);
         int64_t ch = p.transposed ? p.C_img : p.C_grid, l = p.transposed ? c.g.limg : c.g.lgrid;
-        st = od_cu_status(od_cu_conv_bias_fill(c.f64, yd, b ? od_tensor_data(b) : NULL, p.N, ch, l, env.sm_count,
-                                               env.stream),
+        /* a transposed convolution adds its bias last, as the CPU kernel */
+        st = od_cu_status(od_cu_conv_bias_fill(c.f64, yd, b && !p.transposed ? od_tensor_data(b) : NULL, p.N, ch, l,
+                                               env.sm_count, env.stream),
                           "bias launch", err);
         for (int64_t n = 0; n < p.N && !st; n++)
             st = p.transposed ? up(&c, xd + n * grid_n, wd, yd + n * img_n, err)
                               : down(&c, xd + n * img_n, wd, yd + n * grid_n, err);
+        if (!st && b && p.transposed)
+            st = od_cu_status(od_cu_conv_bias_add(c.f64, yd, od_tensor_data(b), p.N, ch, l, env.sm_count, env.stream),
+                              "bias launch", err);
     } else {
         const char *gd = od_tensor_data(gy);
         const char *imd = p.transposed ? gd : xd, *grd = p.transposed ? xd : gd;

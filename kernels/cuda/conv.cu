@@ -72,6 +72,13 @@ template <typename T> __global__ void bias_fill_kernel(T *out, const T *bias, in
         out[i] = bias ? bias[(i / l) % c] : T(0);
 }
 
+template <typename T> __global__ void bias_add_kernel(T *out, const T *bias, int64_t n, int64_t c, int64_t l)
+{
+    int64_t total = n * c * l;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] += bias[(i / l) % c];
+}
+
 template <typename T> __global__ void bias_grad_kernel(const T *grad, T *gb, int64_t n, int64_t c, int64_t l)
 {
     __shared__ double part[256];
@@ -133,6 +140,20 @@ extern "C" cudaError_t od_cu_conv_bias_fill(bool f64, void *out, const void *bia
         bias_fill_kernel<double><<<grid, 256, 0, st>>>((double *)out, (const double *)bias, n, c, l);
     else
         bias_fill_kernel<float><<<grid, 256, 0, st>>>((float *)out, (const float *)bias, n, c, l);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t od_cu_conv_bias_add(bool f64, void *out, const void *bias, int64_t n, int64_t c, int64_t l,
+                                           int sm_count, cudaStream_t st)
+{
+    int64_t total = n * c * l;
+    if (total <= 0)
+        return cudaSuccess;
+    unsigned grid = grid_for(total, 256, sm_count, 8);
+    if (f64)
+        bias_add_kernel<double><<<grid, 256, 0, st>>>((double *)out, (const double *)bias, n, c, l);
+    else
+        bias_add_kernel<float><<<grid, 256, 0, st>>>((float *)out, (const float *)bias, n, c, l);
     return cudaGetLastError();
 }
 

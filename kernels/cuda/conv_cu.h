@@ -35,6 +35,9 @@ cudaError_t od_cu_col2im(const od_cu_conv_geo *g, bool f64, const void *col, voi
 /* out [n, c, l] = bias[c] (bias NULL: 0) */
 cudaError_t od_cu_conv_bias_fill(bool f64, void *out, const void *bias, int64_t n, int64_t c, int64_t l,
                                  int sm_count, cudaStream_t st);
+/* out [n, c, l] += bias[c] */
+cudaError_t od_cu_conv_bias_add(bool f64, void *out, const void *bias, int64_t n, int64_t c, int64_t l, int sm_count,
+                                cudaStream_t st);
 /* gb[c] = sum of grad [n, c, l] over n and l */
 cudaError_t od_cu_conv_bias_grad(bool f64, const void *grad, void *gb, int64_t n, int64_t c, int64_t l,
                                  cudaStream_t st);
