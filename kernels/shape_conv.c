@@ -81,7 +81,7 @@ static void type_string(const od_tensor *t, char *buf, size_t cap)
  * whose dtype dispatch refuses first, then the weight's type; a slow
  * convolution casts a bias of another type, a slow transposed one refuses
  * it. An empty input reaches no kernel in torch, so any dtype passes. */
-static od_status check_types(const od_conv_plan *p, od_error *err)
+static od_status check_types(const od_conv_plan *p, bool backward, od_error *err)
 {
     const od_tensor *x = p->input, *w = p->weight, *b = p->bias;
     if (od_tensor_numel(x) == 0) /* ATen's "Empty" backend: no kernel, so no dtype check */
@@ -109,7 +109,7 @@ static od_status check_types(const od_conv_plan *p, od_error *err)
     bool ok = x->dtype == OD_FLOAT32 || x->dtype == OD_FLOAT64 || x->dtype == OD_BFLOAT16 || x->dtype == OD_INT64 ||
               ((x->dtype == OD_INT32 || x->dtype == OD_INT16 || x->dtype == OD_INT8 || x->dtype == OD_UINT8) &&
                !p->transposed && !dilated);
-    if (!ok)
+    if (!ok && !backward) /* (the backward's kernels refuse in backward_types) */
         return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'", cpu_kernel_name(p),
                             od_dtype_scalar_name(x->dtype));
     const od_tensor *other = w->dtype != x->dtype ? w : b && p->transposed && b->dtype != x->dtype ? b : NULL;
@@ -272,7 +272,7 @@ static od_status plan_of(const od_stack *s, int in_at, bool bias_is_sizes, od_co
                                 "size is too small",
                                 in_s, o_s);
     }
-    return check_types(p, err);
+    return check_types(p, bias_is_sizes, err);
 }
 
 /* The output's sizes: [N, C, spatial...] of the plan's output side */

@@ -12,7 +12,8 @@ import numpy as np
 
 from conftest import torch_ref
 
-TOL = {"float64": 1e-10, "float32": 2e-5, "bfloat16": 2e-2}
+TOL = {"float64": 1e-10, "float32": 2e-5, "bfloat16": 2e-2, "int64": 0, "int32": 0, "int16": 0, "int8": 0,
+       "uint8": 0, "bool": 0, "float16": 1e-3}
 
 
 def T(a, dtype=None):
@@ -21,6 +22,9 @@ def T(a, dtype=None):
 
 
 def R(rng, dt, shape):
+    if dt in ("int64", "int32", "int16", "int8", "uint8", "bool"):
+        return T(rng.integers(0 if dt in ("uint8", "bool") else -9, 2 if dt == "bool" else 10, shape).astype(
+            "bool" if dt == "bool" else dt), dt)
     return T(rng.standard_normal(shape).astype(np.float32 if dt == "bfloat16" else dt), dt)
 
 
@@ -51,6 +55,8 @@ def close(got, exp, dt):
     (a convolution sums many products, so cancellation leaves absolute
     error at the size of the largest terms)."""
     got, exp = np.asarray(got, np.float64), np.asarray(exp, np.float64)
+    if dt == "bool":
+        exp = exp != 0
     scale = max(1.0, float(np.abs(exp).max())) if exp.size else 1.0
     return got.shape == exp.shape and np.allclose(got, exp, rtol=TOL[dt], atol=TOL[dt] * scale)
 
@@ -123,6 +129,8 @@ def conv_case(rng, dt, nd, transposed, n=None, bias=None):
 def out_shape(a):
     """The output shape of convolution's arguments a."""
     x, w, _, stride, pad, dil, transposed, opad, g = a
+    nd = len(x["shape"]) - 2
+    stride, pad, dil, opad = [(v * nd if len(v) == 1 else v) for v in (stride, pad, dil, opad)]
     size = []
     for i, (n, k) in enumerate(zip(x["shape"][2:], w["shape"][2:])):
         if transposed:
@@ -184,6 +192,37 @@ def test_wrappers(server, rng):
                           (op + ".padding", [x, w, b, [1], "valid", [1], 2], None, None),
                           (top, [x, R(rng, dt, [4, 3] + [3] * nd), R(rng, dt, [6]), [2], [1], [1], 2, [1]], None, None),
                           (top, [x, R(rng, dt, [4, 3] + [2] * nd)], None, None)]
+    check(server, cases)
+
+
+def test_integer_and_other_dtypes(server, rng):
+    """torch 1.13's CPU convolutions compute int64 on every path (wrapping),
+    the narrower integers only without dilation or transposition; float16
+    and bool nowhere, but an empty input reaches no kernel (any dtype); the
+    backward takes integers through the dilated kernels (int64) and for a
+    bias gradient alone."""
+    cases = []
+    for dt in ("int64", "int32", "int16", "int8", "uint8", "bool", "float16"):
+        for nd in (1, 2, 3):
+            for transposed, dil in ((False, 1), (False, 2), (True, 1)):
+                g = 1 + (nd == 2)
+                x = R(rng, dt, [2, 2 * g] + [5] * nd)
+                w = R(rng, dt, ([2 * g, 3] if transposed else [3 * g, 2]) + [2] * nd)
+                b = R(rng, dt, [3 * g])
+                a = [x, w, b, [2], [1], [dil], transposed, [1 if transposed else 0], g]
+                cases.append(("convolution", a, None, None))
+                if nd == 2:
+                    gy = R(rng, dt, out_shape(a))
+                    for mask in ([True, True, True], [False, False, True]):
+                        cases += [("convolution_backward", [gy, x, w, [3 * g]] + a[3:] + [mask], k, None)
+                                  for k in range(3) if mask[k]]
+        e = R(rng, dt, [0, 2, 4, 4])
+        cases.append(("convolution", [e, R(rng, dt, [3, 2, 3, 3]), None, [1], [1], [2], False, [0], 1], None, None))
+    # a float32 bias with an int64 input is cast (the slow kernels'); a float64 one with float64 too
+    cases.append(("convolution", [R(rng, "int64", [1, 2, 5]), R(rng, "int64", [3, 2, 2]), R(rng, "float32", [3]),
+                                  [1], [0], [1], False, [0], 1], None, None))
+    cases.append(("convolution", [R(rng, "float64", [1, 2, 5]), R(rng, "float64", [3, 2, 2]),
+                                  R(rng, "float32", [3]), [1], [0], [1], False, [0], 1], None, None))
     check(server, cases)
 
 
