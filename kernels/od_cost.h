@@ -4,8 +4,10 @@
  * Invariants: bytes count every tensor argument read once and every result
  * written once (a result that is one of the arguments, in place, counts
  * once); flops follow the kind: EW factor x output elements, RED factor x
- * input elements, MM 2mnk (bmm x batch; addmm adds 2mn; dot 2k). An
- * operator without a line (or a plugin's) has bytes and no flops.
+ * input elements, MM 2mnk (bmm x batch; addmm adds 2mn; dot 2k), CONV
+ * factor x 2 x N x C_out x out-spatial x C_in/groups x k-spatial (per
+ * gradient asked for, for convolution_backward). An operator without a
+ * line (or a plugin's) has bytes and no flops.
  */
 #ifndef OD_COST_H
 #define OD_COST_H
