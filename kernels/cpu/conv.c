@@ -170,9 +170,8 @@ typedef struct col_job {
             int64_t ch = q % g->c;                                                                            \
             const T *src = in + q * g->limg, *wk = w + ch * g->kvol;                                          \
             T *dst = out + q * g->lgrid;                                                                      \
-            T b0 = bias ? bias[ch] : (T)0;                                                                    \
-            for (int64_t i = 0; i < g->lgrid; i++)                                                            \
-                dst[i] = b0;                                                                                  \
+            for (int64_t i = 0; i < g->lgrid; i++) /* the bias last, as torch: 0 + -0.0 is 0 */              \
+                dst[i] = (T)0;                                                                                \
             for (int64_t t = 0; t < g->kvol; t++) {                                                           \
                 int64_t kw = t % g->k[2], kh = (t / g->k[2]) % g->k[1], kd = t / (g->k[2] * g->k[1]);         \
                 T wv = wk[t];                                                                                 \
@@ -198,6 +197,9 @@ typedef struct col_job {
                     }                                                                                         \
                 }                                                                                             \
             }                                                                                                 \
+            if (bias)                                                                                         \
+                for (int64_t i = 0; i < g->lgrid; i++)                                                        \
+                    dst[i] += bias[ch];                                                                       \
         }                                                                                                     \
     }
 

@@ -1355,6 +1355,8 @@ class Runner:
     def binary_outputs(status, resp):
         if status != 200 or resp is None:
             return status, None
+        if "Inference-Header-Content-Length" not in resp.headers:  # no tensor to send (unbind of an
+            return Runner.outputs_of(status, resp.json())          # empty dim): the answer is JSON
         hl = int(resp.headers["Inference-Header-Content-Length"])
         header = json.loads(resp.content[:hl])
         off, outs = hl, []
