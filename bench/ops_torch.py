@@ -20,7 +20,7 @@ are tables of explicit cases, named by what they time; torch builds its
 inputs from the same tensor specs the server's /v1/bench takes.
 
 Usage: ops_torch.py --opdispatchd PATH [--n 1000000] [--iterations 20] [--threads 2] [--device cpu|cuda]
-                    [--family scan|ew|norm|attention|loss|pool] [--ops SUBSTRING]
+                    [--family scan|ew|norm|attention|loss|pool|conv] [--ops SUBSTRING]
 """
 import argparse
 import json
@@ -194,9 +194,25 @@ def pool_cases():
     }
 
 
+def conv_cases():
+    """aten::convolution in float32 at batch 8: ResNet-50's stem (7x7 stride 2 on 3x224x224), a 3x3 on
+    64x56x56, a 1x1 256->64 on 56x56, a 3x3 stride 2 on 128x56x56, MobileNet's depthwise 3x3 on 32x112x112
+    and 144x56x56 (stride 2) (target <= 1.25, i.e. >= 0.8x torch's speed; depthwise <= 1.0)"""
+    shapes = {"conv 7x7/2 3->64 224": ([8, 3, 224, 224], [64, 3, 7, 7], 2, 3, 1),
+              "conv 3x3 64->64 56": ([8, 64, 56, 56], [64, 64, 3, 3], 1, 1, 1),
+              "conv 1x1 256->64 56": ([8, 256, 56, 56], [64, 256, 1, 1], 1, 0, 1),
+              "conv 3x3/2 128->128 56": ([8, 128, 56, 56], [128, 128, 3, 3], 2, 1, 1),
+              "conv dw 3x3 32 112": ([8, 32, 112, 112], [32, 1, 3, 3], 1, 1, 32),
+              "conv dw 3x3/2 144 56": ([8, 144, 56, 56], [144, 1, 3, 3], 2, 1, 144)}
+    return {name: ("convolution", [rand(*x), rand(*w), None, [st, st], [pd, pd], [1, 1], False, [0, 0], g])
+            for name, (x, w, st, pd, g) in shapes.items()}
+
+
 # --family NAME: explicit cases, NAME -> (operator, arguments), tensors as
 # /v1/bench's generate specs (torch builds the same from them)
-FAMILIES = {"norm": norm_cases, "attention": attention_cases, "loss": loss_cases, "pool": pool_cases}
+FAMILIES = {"norm": norm_cases, "attention": attention_cases, "loss": loss_cases, "pool": pool_cases,
+            "conv": conv_cases}
+TARGETS = {"scan": 1.5, "conv": 1.25}  # server / torch; 1.0 elsewhere
 
 
 def main():
@@ -247,7 +263,7 @@ def main():
         if a.family in FAMILIES:
             cases = {k: v for k, v in FAMILIES[a.family]().items() if a.ops in k}
             ew = {"spec": [[k, op, args] for k, (op, args) in cases.items()]}
-        target = 1.5 if a.family == "scan" else 1.0
+        target = TARGETS.get(a.family, 1.0)
         torch_us = json.loads(subprocess.run([TORCH_PYTHON, "-c", TORCH_TIMER, str(a.n), str(a.iterations),
                                               str(a.threads), str(a.seed), a.device, a.family],
                                              input=json.dumps(ew),
@@ -264,10 +280,11 @@ def main():
             r = requests.post(url + "/v1/bench", json=req, timeout=1800)
             r.raise_for_status()
             us = r.json()["kernel_us"]["median"]
-            ratio = us / torch_us[name]
+            tkey = name if name in torch_us else f"{op} {name}"
+            ratio = us / torch_us[tkey]
             worst = max(worst, ratio)
             missed += ratio > target
-            print(f"{name:<34} {us:>10.0f} {torch_us[name]:>10.0f} {ratio:>7.2f}  {'ok' if ratio <= target else 'MISSED'}")
+            print(f"{name:<34} {us:>10.0f} {torch_us[tkey]:>10.0f} {ratio:>7.2f}  {'ok' if ratio <= target else 'MISSED'}")
         print(f"worst ratio {worst:.2f}; {missed} of {len(cases)} above {target}")
     finally:
         srv.send_signal(signal.SIGTERM)

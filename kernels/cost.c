@@ -2,8 +2,9 @@
 #include <string.h>
 
 #include "od_cost.h"
+#include "od_shape.h"
 
-enum { K_NONE, K_EW, K_RED, K_MM, K_NORM, K_ATTN, K_LOSS, K_POOL };
+enum { K_NONE, K_EW, K_RED, K_MM, K_NORM, K_ATTN, K_LOSS, K_POOL, K_CONV };
 
 static const struct {
     int kind;
@@ -119,6 +120,23 @@ void od_op_cost(const od_op *op, const od_stack *s, od_cost *out)
             win = win < 1 ? 1 : (double)(int64_t)(win + 0.999999);
         }
         out->flops = on * win;
+        break;
+    }
+    case K_CONV: {
+        /* 2 x N x C_out x out-spatial x C_in / groups x k-spatial per product
+         * (grid side x image side per group, either direction); the backward
+         * computes one product per gradient asked for of input and weight */
+        od_conv_plan p;
+        if (od_conv_plan_of((od_opid)id, s, &p, NULL))
+            return;
+        double grid = 1, kvol = 1;
+        for (int k = 0; k < 3; k++) {
+            grid *= (double)p.grid[k];
+            kvol *= (double)p.k[k];
+        }
+        double products = id == OD_OPID_convolution_backward ? (double)p.mask[0] + (double)p.mask[1] : 1.0;
+        out->flops = g_cost[id].factor * products * 2.0 * (double)p.N * (double)p.C_grid * grid *
+                     (double)(p.C_img / p.groups) * kvol;
         break;
     }
     default:

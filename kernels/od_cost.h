@@ -12,6 +12,8 @@
  *   ATTN  factor/2 x query rows x S x (E + Ev) (4BHLSE at factor 4, E == Ev)
  *   LOSS  factor x elements of the argument named target
  *   POOL  output elements x window elements (factor: the spatial dims)
+ *   CONV  factor x 2 x N x C_out x out-spatial x C_in/groups x k-spatial
+ *         (per gradient asked for, for convolution_backward)
  * An operator without a line (or a plugin's) has bytes and no flops.
  */
 #ifndef OD_COST_H

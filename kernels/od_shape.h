@@ -54,7 +54,8 @@ od_shape_fn od_builtin_shape_fn(od_opid id);
     X(od_shape_scatter) X(od_shape_masked_fill) X(od_shape_take) X(od_shape_nonzero) \
     X(od_shape_pointwise) X(od_shape_isin) X(od_shape_equal) X(od_shape_linalg) X(od_shape_search) \
     X(od_shape_pad) X(od_shape_data_sized) \
-    X(od_shape_norm) X(od_shape_sdpa) X(od_shape_nll_loss) X(od_shape_pool) X(od_shape_resample)
+    X(od_shape_norm) X(od_shape_sdpa) X(od_shape_nll_loss) X(od_shape_pool) X(od_shape_resample) \
+    X(od_shape_conv)
 
 #define OD_X_(fn) od_status fn(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, \
                                 od_error *err);
@@ -188,6 +189,24 @@ typedef struct od_pad_plan {
 od_status od_pad_plan_of(od_opid id, const od_stack *s, od_pad_plan *p, od_error *err);
 /* The input index output index j of a padded dim reads (ATen's loops). */
 int64_t od_pad_source_index(bool reflect, int64_t j, int64_t in, int64_t pad_l);
+
+/* convolution / convolution_backward (shape_conv.c): the checked arguments,
+ * tensors borrowed from the stack (bias NULL when absent, and always for
+ * convolution_backward). Geometry in 3 spatial dims, the first 3 - nd of
+ * them trivial. The image side is the one the kernel window slides over
+ * (input of a convolution, output of a transposed one), with C_img
+ * channels and img[] sizes; the grid side has one position per window
+ * (grid[] = the output of a convolution, the input of a transposed one),
+ * with C_grid channels. The weight is [C_grid, C_img / groups, k...].
+ * mask: convolution_backward's output_mask. */
+typedef struct od_conv_plan {
+    const od_tensor *input, *weight, *bias;
+    int nd;
+    bool transposed, mask[3];
+    int64_t groups, N, C_img, C_grid;
+    int64_t img[3], grid[3], k[3], stride[3], pad[3], dil[3], opad[3];
+} od_conv_plan;
+od_status od_conv_plan_of(od_opid id, const od_stack *s, od_conv_plan *p, od_error *err);
 
 /* repeat_interleave.Tensor / unique_consecutive (shape_unique.c): their
  * argument checks (pointers borrowed from the stack). unique's *dim is the

@@ -336,6 +336,9 @@ static od_status encode_sel(program *p, od_buf *b, json_t *outs, bool binary, od
             sv = json_string(last);
         }
         const od_value *val = selected_value(p, sv);
+        const od_stack *ls = &p->calls[p->nsteps - 1].stack;
+        if (!val && !outs && x < (size_t)ls->nrets && ls->rets[x].tag == OD_T_NONE)
+            val = &ls->rets[x]; /* an undefined tensor return (convolution_backward's unasked gradients) */
         if (val) { /* a non-tensor return: a JSON value, as /v1/ops answers it */
             if (x)
                 od_buf_putc(b, ',');

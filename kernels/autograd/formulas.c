@@ -2295,6 +2295,39 @@ OD_BW(UpsampleTrilinear3DBackward1) { upsample_backward(n, g, gin, need, sc, OD_
 OD_BW(PixelShuffleBackward0) { SET(0, ag_call(sc, OD_OPID_pixel_unshuffle, 2, T(g[0]), *ag_arg(n, 1))); }
 OD_BW(PixelUnshuffleBackward0) { SET(0, ag_call(sc, OD_OPID_pixel_shuffle, 2, T(g[0]), *ag_arg(n, 1))); }
 
+/* ---- convolution ------------------------------------------------------------------- */
+
+/* convolution_backward(grad, input, weight, bias sizes, stride, padding,
+ * dilation, transposed, output_padding, groups, mask): one call for every
+ * gradient asked for, as derivatives.yaml's ConvolutionBackward0. */
+OD_BW(ConvolutionBackward0)
+{
+    if (!g[0])
+        return;
+    int kb = ag_in(n, 2);
+    bool mask[3] = {need[0], need[1], kb >= 0 && need[kb]};
+    od_tensor *x = ag_saved(sc, n, 0), *w = ag_saved(sc, n, 1);
+    if (failed(sc))
+        return;
+    int64_t bsz = w->sizes[ag_arg(n, 6)->u.b ? 1 : 0];
+    if (ag_arg(n, 6)->u.b)
+        bsz *= ag_arg(n, 8)->u.i;
+    od_value a[11] = {T(g[0]), T(x), T(w), od_list_v(OD_T_INT_LIST, &bsz, 1), *ag_arg(n, 3), *ag_arg(n, 4),
+                      *ag_arg(n, 5), *ag_arg(n, 6), *ag_arg(n, 7), *ag_arg(n, 8), od_list_v(OD_T_BOOL_LIST, mask, 3)};
+    od_stack r;
+    od_status st = od_call_builtin(OD_OPID_convolution_backward, a, 11, &r, sc->err);
+    if (st) {
+        sc->st = st;
+        return;
+    }
+    for (int k = 0; k < 3 && k < r.nrets; k++) {
+        od_tensor *t = r.rets[k].tag == OD_T_TENSOR ? ag_tmp(sc, r.rets[k].u.t) : NULL;
+        if (t && mask[k])
+            SET(k < 2 ? k : kb, t);
+    }
+    od_stack_release_rets(&r);
+}
+
 /* ---- the table ---------------------------------------------------------------------- */
 
 #define od_bw_0 NULL

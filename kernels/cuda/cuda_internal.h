@@ -70,6 +70,7 @@ OD_CUDA_KERNEL_(od_cuda_norm)        /* bnorm.c: native_batch_norm, native_group
 OD_CUDA_KERNEL_(od_cuda_nll_loss)    /* loss.c: nll_loss_forward, nll_loss2d_forward and their _backward */
 OD_CUDA_KERNEL_(od_cuda_pool)        /* pool.c: max/avg/adaptive pools 2d/3d and their _backward */
 OD_CUDA_KERNEL_(od_cuda_resample)    /* resample.c: upsample_nearest1d..3d, linear1d, bilinear2d, trilinear3d, backward */
+OD_CUDA_KERNEL_(od_cuda_conv)        /* conv.c: convolution, convolution_backward (im2col + cuBLAS) */
 
 OD_CUDA_KERNEL_(od_cuda_sdpa)        /* attention.c: _scaled_dot_product_attention_forward */
 #undef OD_CUDA_KERNEL_

@@ -121,6 +121,29 @@ def cxx_undefined(c, args, t):
     return None
 
 
+def conv_defect(c, t, tens):
+    """torch 1.13's convolution defects (where it answers, and where it raises)."""
+    if not CONV_OPS.match(c.op) or not tens:
+        return None
+    x = tens[1] if c.op.startswith("convolution_backward") and len(tens) > 1 else tens[0]
+    if x.dtype == "bfloat16" and (c.op.startswith("conv_transpose") or
+                                  any(n == "transposed" and v is True for n, _, v in c.args)):
+        # oneDNN runs the CPU bfloat16 transposed convolution as a plain one
+        # (its shape and values); the server computes the transposed one
+        return "bfloat16 transposed convolution (torch's oneDNN path ignores transposed)"
+    if c.op.startswith("convolution_backward") and len(t.get("outputs", ())) == 3 and \
+            "data" in t["outputs"][1] and any(n == "output_mask" and isinstance(v, list) and len(v) == 3 and
+                                              not v[1] for n, _, v in c.args):
+        # oneDNN computes the weight gradient with the bias gradient and torch
+        # returns it though output_mask did not ask (4-d for a conv1d); the
+        # server returns None there, as the mask says
+        return "convolution_backward returning a weight gradient output_mask did not ask for"
+    if "view size is not compatible" in t.get("error", "") and math.prod(x.shape) == 0:
+        # its "Empty" backend views a non-contiguous weight with view(-1)
+        return "convolution of an empty input with a non-contiguous weight (torch's weight.view(-1) fails)"
+    return None
+
+
 def torch_bug(c, t):
     """Why torch 1.13's answer to case c is no reference, or None. Each is a
     torch defect later versions fixed; the server answers 4xx there."""
@@ -132,6 +155,11 @@ def torch_bug(c, t):
     if "outputs" not in t:
         return None
     tens = [a for a in args if isinstance(a, Tens)]
+    conv = conv_defect(c, t, tens)
+    if conv:
+        return conv
+    if "outputs" not in t:
+        return None
     if c.op.startswith("index_select") and len(tens) >= 2 and tens[0].shape == [] and \
             int(np.prod(tens[1].logical().shape)) != 1:
         return "index_select of a 0-dim tensor with an index of length != 1 (torch reads past the index)"
@@ -177,6 +205,8 @@ OUT_LIMIT = 1 << 20         # the server's --max-output-bytes; the child sends n
 ROUND = 4                   # calls per operator per round (the generator learns between rounds)
 VIEW_RATE = 0.25            # tensor arguments built as a view on the server (/v1/run)
 INVALID_RATE = 0.04         # calls with one argument made invalid on purpose
+CONV_RATE = 0.8             # convolutions from Gen.conv_case (shapes that agree), the rest from the schema
+CONV_OPS = re.compile(r"^(convolution|convolution_backward|conv[123]d|conv_transpose[123]d)(\.|$)")
 CROSS_RATE = 0.05           # calls also sent as binary /v1 and as /v2
 TORCH_TIMEOUT = 60
 HTTP_TIMEOUT = 60
@@ -255,7 +285,8 @@ def torch_worker(out_limit):
         return [encode(t) for t in (out if isinstance(out, (tuple, list)) else [out])]
 
     def encode(t):
-        if isinstance(t, bool):  # a bool return (equal, allclose); torch.ops' numbers for numbers stay errors
+        if isinstance(t, bool) or t is None:  # a bool return (equal, allclose); torch.ops' numbers for numbers
+            # stay errors; None: an undefined tensor (convolution_backward's gradients not asked for)
             return {"value": t, "dtype": "value", "shape": [], "nbytes": 0}
         d = {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape),
              "nbytes": t.numel() * t.element_size()}
@@ -543,7 +574,7 @@ SCALAR_KINDS = {"Tensor", "Scalar", "int", "SymInt", "float", "bool", "str", "Sc
 def supported(ty):
     base = ty.rstrip("?")
     m = LIST_TYPE.fullmatch(base)
-    return m.group(1) in ("Tensor", "int", "SymInt") if m else base in SCALAR_KINDS
+    return m.group(1) in ("Tensor", "int", "SymInt", "bool") if m else base in SCALAR_KINDS
 
 
 class Bandit:
@@ -654,6 +685,8 @@ class Gen:
     def case(self, schema):
         self.schema, self.trace, self.draws = schema, [], {}
         self.recipe = self.corpus.recipe(schema.model)
+        if CONV_OPS.match(schema.model) and self.rng.random() < CONV_RATE:
+            return self.conv_case(schema)
         self.base = self.shape_of_rank(self.pick(("base", "rank"), RANKS))
         self.pool = sorted(set(self.base) | {1})
         self.first = self.first_dtype = self.prev = self.cut = None
@@ -674,6 +707,57 @@ class Gen:
         if self.rng.random() < INVALID_RATE:
             self.inject(case)
         return case
+
+    def conv_case(self, schema):
+        """A convolution whose shapes agree (random ones almost never do):
+        1-3 spatial dims, groups, stride, dilation, padding up to past the
+        kernel, transposed with output_padding, batch 0-3 or unbatched for the
+        conv* wrappers, inputs now and then a view; every argument by name."""
+        r, name = self.rng, schema.model
+        m = re.search(r"conv(?:_transpose)?(\d)d", name)
+        nd = int(m.group(1)) if m else r.randint(1, 3)
+        transposed = name.startswith("conv_transpose") or (name.startswith("convolution") and r.random() < 0.4)
+        for _ in range(100):
+            g = r.choice([1, 1, 2, 3])
+            cin, cout = g * r.randint(1, 3), g * r.randint(1, 3)
+            k = [r.randint(1, 3) for _ in range(nd)]
+            size = [r.randint(1, 6) for _ in range(nd)]
+            stride, dil = [r.randint(1, 3) for _ in range(nd)], [r.randint(1, 2) for _ in range(nd)]
+            pad = [r.randint(0, 3) for _ in range(nd)]
+            opad = [r.randint(0, max(a, b) - 1) for a, b in zip(stride, dil)] if transposed else [0] * nd
+            if ".padding" in name:
+                stride = [1] * nd
+            if transposed:
+                out = [(i - 1) * st - 2 * p + d * (kk - 1) + o + 1 for i, st, p, d, kk, o in
+                       zip(size, stride, pad, dil, k, opad)]
+                ok = min(out) >= 1
+            else:
+                out = [(i + 2 * p - d * (kk - 1) - 1) // st + 1 for i, p, d, kk, st in zip(size, pad, dil, k, stride)]
+                ok = all(i + 2 * p >= d * (kk - 1) + 1 for i, p, d, kk in zip(size, pad, dil, k))
+            if ok:
+                break
+        n = r.choice([0, 1, 1, 2, 3])
+        unbatched = not name.startswith("convolution") and r.random() < 0.2
+        dtype = self.pick(("conv", "dtype"), ["float32", "float32", "float64", "float64", "bfloat16", "int64",
+                                               "int32", "float16", "bool"])
+        self.first, self.first_dtype, self.cut = None, dtype, None
+
+        def t(shape):
+            self.first = self.first or shape
+            if shape and r.random() < VIEW_RATE:
+                return self.view(dtype, shape, "normal")
+            return Tens(dtype, self.values(dtype, shape, "normal"))
+
+        x_shape = ([] if unbatched else [n]) + [cin] + size
+        vals = {"input": t(x_shape), "weight": t(([cin, cout // g] if transposed else [cout, cin // g]) + k),
+                "bias": t([cout]) if r.random() < 0.6 else None, "stride": stride,
+                "padding": pad if ".padding" not in name else r.choice(["same", "valid"]), "dilation": dil,
+                "transposed": transposed, "output_padding": opad, "groups": g, "bias_sizes": [cout],
+                "output_mask": [r.random() < 0.8 for _ in range(3)]}
+        if name.startswith("convolution_backward"):  # the gradient of the output: [n, cout, out...]
+            vals["grad_output"] = t([n, cout] + out)
+        args = [(a.name, a.type, vals[a.name]) for a in schema.args]
+        return Case(schema.model, args, {}, self.trace)
 
     def inject(self, case):
         how = self.rng.choice(["wrong type", "unknown keyword", "missing"])
@@ -698,6 +782,8 @@ class Gen:
         if m:
             if m.group(1) == "Tensor":
                 return [self.tensor(a.name + "[]") for _ in range(self.pick((a.name, "len"), [0, 1, 2, 3, 4]))]
+            if m.group(1) == "bool":  # convolution_backward's output_mask
+                return [self.rng.random() < 0.7 for _ in range(int(m.group(2) or self.rng.randint(0, 4)))]
             return self.int_list(a.name, m.group(2))
         if base == "Tensor":
             return self.tensor(a.name)
@@ -1193,6 +1279,8 @@ class Runner:
                 if o.get("value") != w["value"] or type(o.get("value")) is not type(w["value"]):
                     return "value mismatch", dt, f"output {i}: server {o.get('value')!r}, torch {w['value']!r}", None
                 continue
+            if "dtype" not in o:
+                return "value mismatch", dt, f"output {i}: server {o.get('value')!r}, torch a tensor", None
             if o["dtype"] != w["dtype"]:
                 return "dtype mismatch", w["dtype"], f"output {i}: server {o['dtype']}, torch {w['dtype']}", None
             if o["shape"] != w["shape"]:
@@ -1304,6 +1392,8 @@ class Runner:
     def binary_outputs(status, resp):
         if status != 200 or resp is None:
             return status, None
+        if "Inference-Header-Content-Length" not in resp.headers:  # no tensor to send (unbind of an
+            return Runner.outputs_of(status, resp.json())          # empty dim): the answer is JSON
         hl = int(resp.headers["Inference-Header-Content-Length"])
         header = json.loads(resp.content[:hl])
         off, outs = hl, []

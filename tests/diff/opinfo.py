@@ -88,7 +88,7 @@ def record(declared, samples, ops_re, seed, out):
             raise Unsupported()
         if sum(t.numel() for t in outs) > MAX_OUT_ELEMS:
             raise Unsupported()
-        return [{"dtype": dtypes[t.dtype], "shape": list(t.shape),
+        return [{"dtype": dtypes[t.dtype], "shape": list(t.shape), "nbytes": t.numel() * t.element_size(),
                  "data": (t.detach().reshape(-1).double() if t.is_floating_point()
                           else t.detach().reshape(-1)).tolist()} for t in outs]
 

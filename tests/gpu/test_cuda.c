@@ -1873,4 +1873,62 @@ Test(index, upsample_and_pixel_shuffle_match_the_cpu)
             od_tensor_release(x3);
         }
     }
+/* convolution and convolution_backward against the CPU: 1-3 spatial dims,
+ * groups, depthwise, 1x1, stride / padding / dilation, transposed with
+ * output_padding, batch 0, strided inputs, float32 / float64 / bfloat16. */
+TestSuite(conv, .init = setup, .timeout = 600);
+
+Test(conv, convolution)
+{
+    static const struct {
+        int nd;
+        int64_t n, cin, cout, groups, size, k, stride, pad, dil, opad;
+        bool transposed, bias;
+    } cases[] = {
+        {2, 2, 4, 6, 2, 9, 3, 1, 1, 1, 0, false, true},  {2, 3, 5, 5, 5, 11, 3, 2, 1, 1, 0, false, true},
+        {2, 2, 8, 16, 1, 7, 1, 1, 0, 1, 0, false, false}, {1, 2, 3, 6, 3, 13, 4, 3, 5, 2, 0, false, true},
+        {3, 1, 2, 4, 1, 5, 2, 1, 1, 2, 0, false, true},   {2, 2, 4, 6, 2, 5, 3, 2, 1, 1, 1, true, true},
+        {1, 3, 6, 3, 3, 7, 2, 3, 0, 2, 2, true, false},   {3, 1, 2, 2, 1, 3, 2, 2, 0, 1, 1, true, true},
+        {2, 0, 4, 4, 1, 6, 3, 1, 1, 1, 0, false, true},   {2, 2, 6, 6, 1, 5, 1, 1, 0, 1, 0, true, true},
+    };
+    static const od_dtype dts[3] = {OD_FLOAT32, OD_FLOAT64, OD_BFLOAT16};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+        for (int di = 0; di < 3; di++)
+            for (int view = 0; view < 2; view++) {
+                od_dtype dt = dts[di];
+                int nd = cases[ci].nd;
+                int64_t xs[5] = {cases[ci].n, cases[ci].cin}, ws[5], bs[1];
+                ws[0] = cases[ci].transposed ? cases[ci].cin : cases[ci].cout;
+                ws[1] = cases[ci].transposed ? cases[ci].cout / cases[ci].groups : cases[ci].cin / cases[ci].groups;
+                for (int k = 0; k < nd; k++) {
+                    xs[2 + k] = cases[ci].size + k;
+                    ws[2 + k] = cases[ci].k;
+                }
+                bs[0] = cases[ci].cout;
+                od_tensor *x = arg_t(xs, nd + 2, dt, -2, 2, view), *w = arg_t(ws, nd + 2, dt, -1, 1, view);
+                od_tensor *b = cases[ci].bias ? arg_t(bs, 1, dt, -1, 1, 0) : NULL;
+                int64_t st = cases[ci].stride, pd = cases[ci].pad, dl = cases[ci].dil, op = cases[ci].opad;
+                od_value args[9] = {od_tensor_v(x), od_tensor_v(w), b ? od_tensor_v(b) : od_none(),
+                                    od_list_v(OD_T_INT_LIST, &st, 1), od_list_v(OD_T_INT_LIST, &pd, 1),
+                                    od_list_v(OD_T_INT_LIST, &dl, 1), od_bool(cases[ci].transposed),
+                                    od_list_v(OD_T_INT_LIST, &op, 1), od_int(cases[ci].groups)};
+                double tol = dt == OD_FLOAT64 ? 1e-10 : dt == OD_FLOAT32 ? 1e-4 : 2e-2;
+                char wh[96];
+                snprintf(wh, sizeof wh, "convolution case#%zu %s view=%d", ci, od_dtype_name(dt), view);
+                check_op(wh, OD_OPID_convolution, args, 9, tol, false);
+                /* the backward on a grad_output of the forward's shape */
+                od_tensor *y = cpu1(OD_OPID_convolution, args, 9);
+                od_tensor *gy = arg_t(y->sizes, y->ndim, dt, -1, 1, 0);
+                bool mask[3] = {true, true, true};
+                od_value bargs[11] = {od_tensor_v(gy), od_tensor_v(x), od_tensor_v(w), od_list_v(OD_T_INT_LIST, bs, 1),
+                                      args[3], args[4], args[5], args[6], args[7], args[8],
+                                      od_list_v(OD_T_BOOL_LIST, mask, 3)};
+                snprintf(wh, sizeof wh, "convolution_backward case#%zu %s view=%d", ci, od_dtype_name(dt), view);
+                check_op(wh, OD_OPID_convolution_backward, bargs, 11, tol, false);
+                od_tensor_release(gy);
+                od_tensor_release(y);
+                od_tensor_release(x);
+                od_tensor_release(w);
+                od_tensor_release(b);
+            }
 }

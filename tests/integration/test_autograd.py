@@ -376,6 +376,13 @@ def make_cases(rng):
     add("upsample_nearest3d.vec", RG(g(rng, 1, 1, 2, 2, 3)), [3, 4, 4], None)
     add("pixel_shuffle", RG(g(rng, 1, 8, 2, 3)), 2)
     add("pixel_unshuffle", RG(g(rng, 1, 2, 4, 2)), 2)
+    # convolution (ConvolutionBackward0 -> convolution_backward): groups, stride, padding, bias;
+    # transposed with output_padding; 3-d; padding='same' with an even kernel (constant_pad_nd first)
+    add("convolution", RG(g(rng, 1, 2, 4, 5)), RG(g(rng, 4, 1, 3, 3)), RG(g(rng, 4)), [2, 1], [1], [1], False, [0], 2)
+    add("convolution", RG(g(rng, 2, 2, 3)), RG(g(rng, 2, 3, 2)), RG(g(rng, 6)), [2], [0], [1], True, [1], 2)
+    add("conv3d", RG(g(rng, 1, 1, 3, 3, 2)), RG(g(rng, 2, 1, 2, 2, 1)), None, [1], [1, 0, 0], [1], 1)
+    add("conv1d.padding", RG(g(rng, 1, 2, 5)), RG(g(rng, 3, 2, 4)), RG(g(rng, 3)), [1], "same", [1], 1)
+    add("conv_transpose2d.input", RG(g(rng, 1, 2, 2, 3)), RG(g(rng, 2, 2, 2, 2)), None, [2, 1], [0], [1, 0], 1, [1])
     return C
 
 
