@@ -135,6 +135,13 @@ const od_allocator *od_cu_allocator(void);
 od_status od_cu_call_device(const od_op *op, const od_stack *s, bool allow_cpu_scalars, int *device,
                             od_error *err);
 
+/* Runs built-in id on the host for a CUDA call (the staged kernels: LAPACK,
+ * the nll losses): args[0..n) (the caller's, edited in place) have each
+ * tensor replaced by a CPU copy, id runs on them through the dispatcher under
+ * no_grad (the Autograd kernel above records the call's one node), and its
+ * returns, copied to CUDA device `device`, become s's returns (new). */
+od_status od_cu_on_host(od_opid id, od_value *args, int n, int device, od_stack *s, od_error *err);
+
 /* Iterator over out (borrowed, on the device); inputs broadcast to out's shape. */
 void od_cu_iter_init(od_cu_iter *it, const od_tensor *out);
 /* Adds input t (borrowed): a strided view, or a constant when t is a 0-dim

@@ -36,20 +36,9 @@ od_status od_cuda_linalg(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
         return st;
     }
     od_value args[8];
-    od_tensor *host[8] = {0};
-    /* The staging copies and the host call are this kernel's internals: the
-     * Autograd kernel above records the one node (no_grad here). */
-    od_tls prev = od_no_grad_enter();
     int n = s->nargs < 8 ? s->nargs : 8;
-    od_device cpu = {OD_DEV_CPU, 0}, dev = {OD_DEV_CUDA, device};
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         args[i] = s->args[i];
-        if (s->args[i].tag == OD_T_TENSOR && s->args[i].u.t) {
-            if ((st = od_to_device(s->args[i].u.t, cpu, &host[i], err)))
-                goto done;
-            args[i] = od_tensor_v(host[i]);
-        }
-    }
     /* _linalg_svd's driver= is cuSOLVER's choice, which the host refuses */
     if (id == OD_OPID__linalg_svd && n > 3)
         args[3] = od_none();
@@ -59,26 +48,5 @@ od_status od_cuda_linalg(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
             args[n] = od_none();
         args[3] = od_str("gels");
     }
-    od_stack r;
-    if ((st = od_call_builtin(id, args, n, &r, err)))
-        goto done;
-    int k = 0;
-    for (; k < r.nrets; k++) {
-        od_tensor *d = NULL;
-        if ((st = od_to_device(r.rets[k].u.t, dev, &d, err)))
-            break;
-        s->rets[k] = od_tensor_v(d);
-    }
-    if (st) {
-        for (int i = 0; i < k; i++)
-            od_tensor_release(s->rets[i].u.t);
-        k = 0;
-    }
-    s->nrets = k;
-    od_stack_release_rets(&r);
-done:
-    od_tls_restore(&prev);
-    for (int i = 0; i < n; i++)
-        od_tensor_release(host[i]);
-    return st;
+    return od_cu_on_host(id, args, n, device, s, err);
 }

@@ -26,40 +26,8 @@ od_status od_cuda_nll_loss(void *ctx, const od_op *op, od_keyset ks, od_stack *s
     if ((st = od_cu_call_device(op, s, false, &device, err)) || (st = od_nll_plan_of(id, s, &p, err)))
         return st;
     od_value args[NLL_MAX_ARGS];
-    od_tensor *host[NLL_MAX_ARGS] = {0};
-    /* the copies and the host call are this kernel's internals: the
-     * Autograd kernel above records the one node */
-    od_tls prev = od_no_grad_enter();
     int n = s->nargs < NLL_MAX_ARGS ? s->nargs : NLL_MAX_ARGS;
-    od_device cpu = {OD_DEV_CPU, 0}, dev = {OD_DEV_CUDA, device};
-    for (int i = 0; i < n; i++) {
-        args[i] = s->args[i];
-        if (s->args[i].tag == OD_T_TENSOR && s->args[i].u.t) {
-            if ((st = od_to_device(s->args[i].u.t, cpu, &host[i], err)))
-                goto done;
-            args[i] = od_tensor_v(host[i]);
-        }
-    }
-    od_stack r;
-    if ((st = od_call_builtin(id, args, n, &r, err)))
-        goto done;
-    int k = 0;
-    for (; k < r.nrets; k++) {
-        od_tensor *d = NULL;
-        if ((st = od_to_device(r.rets[k].u.t, dev, &d, err)))
-            break;
-        s->rets[k] = od_tensor_v(d);
-    }
-    if (st) {
-        for (int i = 0; i < k; i++)
-            od_tensor_release(s->rets[i].u.t);
-        k = 0;
-    }
-    s->nrets = k;
-    od_stack_release_rets(&r);
-done:
-    od_tls_restore(&prev);
     for (int i = 0; i < n; i++)
-        od_tensor_release(host[i]);
-    return st;
+        args[i] = s->args[i];
+    return od_cu_on_host(id, args, n, device, s, err);
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "od_autograd.h"
 #include "od_half.h"
 #include "od_math.h"
 
@@ -362,4 +363,43 @@ void od_cu_return(od_stack *s, od_tensor **outs, int n)
     for (int i = 0; i < n; i++)
         s->rets[i] = od_tensor_v(outs[i]);
     s->nrets = n;
+}
+
+od_status od_cu_on_host(od_opid id, od_value *args, int n, int device, od_stack *s, od_error *err)
+{
+    enum { MAX_ARGS = 16 };
+    od_tensor *host[MAX_ARGS] = {0};
+    od_status st = OD_OK;
+    if (n > MAX_ARGS)
+        return od_error_set(err, OD_EINTERNAL, "od_cu_on_host: %d arguments (at most %d)", n, MAX_ARGS);
+    od_tls prev = od_no_grad_enter();
+    od_device cpu = {OD_DEV_CPU, 0}, dev = {OD_DEV_CUDA, device};
+    for (int i = 0; i < n; i++)
+        if (args[i].tag == OD_T_TENSOR && args[i].u.t) {
+            if ((st = od_to_device(args[i].u.t, cpu, &host[i], err)))
+                goto done;
+            args[i] = od_tensor_v(host[i]);
+        }
+    od_stack r;
+    if ((st = od_call_builtin(id, args, n, &r, err)))
+        goto done;
+    int k = 0;
+    for (; k < r.nrets; k++) {
+        od_tensor *d = NULL;
+        if ((st = od_to_device(r.rets[k].u.t, dev, &d, err)))
+            break;
+        s->rets[k] = od_tensor_v(d);
+    }
+    if (st) {
+        for (int i = 0; i < k; i++)
+            od_tensor_release(s->rets[i].u.t);
+        k = 0;
+    }
+    s->nrets = k;
+    od_stack_release_rets(&r);
+done:
+    od_tls_restore(&prev);
+    for (int i = 0; i < n; i++)
+        od_tensor_release(host[i]);
+    return st;
 }
