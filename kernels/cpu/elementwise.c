@@ -239,6 +239,21 @@ static inline double ew_pows_f64(double a, const ew_ctx *c)
 
 /* One input of dtype DT, output of type OT stored with SF(expr). EXPR reads a
  * and c (ew_ctx *: an OD_EWP operator's parameters). */
+/* An OD_EWP operator's parameters as locals (pl_f32/_f64/_i64): read through
+ * c inside a loop, gcc cannot rule out that the output stores change them,
+ * and leaves the loop scalar (threshold, leaky_relu, softplus). */
+#define EW_PARAMS_LOCAL(c)                                                                        \
+    float pl_f32[OD_EW_MAX_PARAMS] = {0};                                                         \
+    double pl_f64[OD_EW_MAX_PARAMS] = {0};                                                        \
+    int64_t pl_i64[OD_EW_MAX_PARAMS] = {0};                                                       \
+    if (c) {                                                                                      \
+        memcpy(pl_f32, (c)->p_f32, sizeof pl_f32);                                                \
+        memcpy(pl_f64, (c)->p_f64, sizeof pl_f64);                                                \
+        memcpy(pl_i64, (c)->p_i64, sizeof pl_i64);                                                \
+    }                                                                                             \
+    (void)pl_f32;                                                                                 \
+    (void)pl_f64;                                                                                 \
+    (void)pl_i64;
 #define DEF_LOOP1(NAME, DT, OT, SF, EXPR)                                                         \
     static VEC_##DT void NAME##_c(char *po, const char *px, int64_t n, const ew_ctx *c)           \
     {                                                                                             \
@@ -246,6 +261,7 @@ static inline double ew_pows_f64(double a, const ew_ctx *c)
         OT *restrict o = (OT *)po;                                                                \
         const T *restrict x = (const T *)px;                                                      \
         const int64_t nv = n - n % VEC2_##DT;                                                     \
+        EW_PARAMS_LOCAL(c)                                                                        \
         (void)c;                                                                                  \
         EW_SPLIT_LOOP(nv, n, CT(DT) a = OD_CPU_LD_##DT(x[i]); o[i] = SF(EXPR););                  \
     }                                                                                             \
@@ -254,6 +270,7 @@ static inline double ew_pows_f64(double a, const ew_ctx *c)
         typedef OD_CPU_T_##DT T;                                                                  \
         const int64_t eo = (int64_t)sizeof(OT), ei = (int64_t)sizeof(T);                          \
         const ew_ctx *c = vc;                                                                     \
+        EW_PARAMS_LOCAL(c)                                                                        \
         (void)c;                                                                                  \
         if (s[0] == eo && s[1] == ei) {                                                           \
             NAME##_c(d[0], d[1], n, c);                                                           \
@@ -413,7 +430,7 @@ static inline bool ew_zero_f64(double b, int *zf) { (void)b; (void)zf; return fa
 #define EW_X2(rule, fn, DT) CAT(EW_X2_, OD_EWR_ZERO_DIV_##rule)(fn, DT)
 #define G_EW1(DT, id, fn, rule) DEF_LOOP1_(ew_##id##_##DT, DT, EW_OUT(rule, DT), MFP(fn, DT)(a))
 #define G_EW2(DT, id, fn, rule) DEF_LOOP2_(ew_##id##_##DT, DT, EW_OUT(rule, DT), EW_X2(rule, fn, DT))
-#define G_EWP(DT, id, fn, rule) DEF_LOOP1_(ew_##id##_##DT, DT, EW_OUT(rule, DT), MFP(fn, DT)(a, c->CF(p, DT)))
+#define G_EWP(DT, id, fn, rule) DEF_LOOP1_(ew_##id##_##DT, DT, EW_OUT(rule, DT), MFP(fn, DT)(a, CF(pl, DT)))
 #define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag)
 #define OD_EW1(id, schema, fn, rule, ag) OD_EWR_DTYPES_##rule(G_EW1, id, fn, rule)
 #define OD_EW2(id, schema, fn, rule, ag) OD_EWR_DTYPES_##rule(G_EW2, id, fn, rule)
