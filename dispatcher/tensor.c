@@ -1095,9 +1095,9 @@ od_status od_tensor_slice(od_tensor *t, int64_t dim, int64_t start, int64_t end,
         return od_error_set(err, OD_EINVAL, "Storage size calculation overflowed with sizes=%s and strides=%s", sz,
                             stv);
     }
-    /* With one element left the stride is never used; keep it finite. */
-    if (sizes[d] <= 1)
-        strides[d] = t->strides[d];
+    /* (with one element left the stride is never read, but it stays ATen's
+     * product: a later slice multiplies it again, and torch refuses where
+     * that wraps negative) */
     int64_t offset = t->offset + (len == 0 ? 0 : start * t->strides[d]);
     return make_view(t, t->ndim, sizes, strides, offset, out, err);
 }

@@ -921,10 +921,14 @@ od_status od_shape_pointwise(od_opid id, const od_stack *s, od_out_spec *outs, i
                                                     : (cuda ? "nextafter_cuda" : "nextafter_cpu");
         return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'", k, od_dtype_scalar_name(dt));
     }
-    /* value.to<scalar_t>(), lerp's weight.to<opmath_t>(): c10's range checks */
-    if (addc && (st = od_scalar_check_fits(&s->args[nargs - 1], dt, err)))
+    /* value.to<scalar_t>(), lerp's weight.to<opmath_t>(): c10's range checks,
+     * inside ATen's kernel, which an empty result never runs */
+    int64_t numel = 1;
+    for (int d = 0; d < ndim; d++)
+        numel *= sizes[d];
+    if (addc && numel > 0 && (st = od_scalar_check_fits(&s->args[nargs - 1], dt, err)))
         return st;
-    if (id == OD_OPID_lerp_Scalar &&
+    if (id == OD_OPID_lerp_Scalar && numel > 0 &&
         (st = od_scalar_check_fits(&s->args[2], dt == OD_FLOAT64 ? OD_FLOAT64 : OD_FLOAT32, err)))
         return st;
     spec_set(&outs[0], dt, dev, sizes, ndim);

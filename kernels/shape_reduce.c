@@ -972,6 +972,12 @@ static od_status batch_norm_plan(od_opid id, const od_stack *s, od_norm_plan *p,
         st = od_error_set(err, OD_EINVAL, "running_var must be defined in evaluation mode");
     if (st || (st = norm_numel_check("weight", w, p->C, err)) || (st = norm_numel_check("bias", b, p->C, err)))
         return st;
+    /* ATen's CPU kernel reads the running statistics through 1-d accessors */
+    for (int k = 0; k < 2; k++) {
+        const od_tensor *r = k ? rv : rm;
+        if (r && r->ndim != 1)
+            return od_error_set(err, OD_EINVAL, "TensorAccessor expected 1 dims but tensor has %d", r->ndim);
+    }
     if (bw) {
         if (p->train && (!sm || !si))
             return od_error_set(err, OD_EINVAL, "save_mean and save_invstd must be defined in training mode");

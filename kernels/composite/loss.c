@@ -416,10 +416,21 @@ OD_CX_KERNEL(od_cea_smooth_l1_huber)
         return od_error_set(err, OD_EINVAL, "smooth_l1_loss does not support negative values for beta.");
     od_cx_scope sc = od_cx_scope_begin(err);
     if (!bw) {
-        od_tensor *y = target;
+        od_tensor *x = self, *y = target;
         if (huber && target->dtype != self->dtype)
             y = od_cx_cast(&sc, target, self->dtype);
-        od_tensor *d = od_cx_call(&sc, OD_OPID_sub_Tensor, 3, TV(self), OPT(y), od_int(1));
+        if (!huber && (self->dtype == OD_BOOL || target->dtype == OD_BOOL)) {
+            /* ATen's iterator promotes a bool operand (sub refuses one) */
+            od_result_arg ra[2] = {{self, 0}, {target, 0}};
+            od_dtype common = od_result_type(ra, 2);
+            if (common == OD_BOOL) {
+                od_cx_scope_end(&sc);
+                return od_error_set(err, OD_EUNSUPPORTED, "\"smooth_l1_%s\" not implemented for 'Bool'", dev);
+            }
+            x = self->dtype == OD_BOOL ? od_cx_cast(&sc, self, common) : self;
+            y = target->dtype == OD_BOOL ? od_cx_cast(&sc, target, common) : target;
+        }
+        od_tensor *d = od_cx_call(&sc, OD_OPID_sub_Tensor, 3, OPT(x), OPT(y), od_int(1));
         if (d && !od_dtype_is_floating(d->dtype)) {
             od_dtype dt = d->dtype;
             od_cx_scope_end(&sc);

@@ -412,9 +412,13 @@ OD_CX_KERNEL(od_cea_view_scatter)
             return od_error_set(err, OD_EINVAL, "narrow(): length must be non-negative.");
         if (start < 0)
             start += size;
-        if (start < 0 || start > size - length)
+        /* ATen checks start + length <= size only; a start still negative
+         * with a length to copy reads before the data there, refused here */
+        if ((start < 0 && length > 0) || start > size - length)
             return od_error_set(err, OD_EINVAL, "start (%" PRId64 ") + length (%" PRId64
                                 ") exceeds dimension size (%" PRId64 ").", start, length, size);
+        if (length == 0)
+            start = 0;
         v = od_cx_call(&sc, OD_OPID_slice_Tensor, 5, od_tensor_v(self), od_int(d), od_int(start),
                        od_int(start + length), od_int(1));
         out = od_cx_call(&sc, OD_OPID_clone, 2, od_tensor_v(v), od_int(OD_MF_CONTIGUOUS));
