@@ -1372,10 +1372,12 @@ static od_tensor *random_view_step(od_tensor *t, ref_t *r, od_tensor *base, char
         int64_t dim = maybe_negative(g->a, nd);
         snprintf(what, wcap, "slice(dim=%ld, %ld, %ld, %ld) of %s", (long)dim, (long)start, (long)end,
                  (long)step, shp(t->sizes, nd));
-        /* torch 1.13 wraps stride * step (negative: as_strided's error) and
-         * (len + step - 1) / step (negative: a storage-size error) */
+        /* torch 1.13 wraps stride * step (negative: as_strided's error; a
+         * one-element dim keeps the product, so an earlier huge step can make
+         * a later small one wrap) and (len + step - 1) / step (negative: a
+         * storage-size error) */
         int64_t wst = (int64_t)((uint64_t)t->strides[g->a] * (uint64_t)step);
-        if (step == INT64_MAX && (wst < 0 || py_slice(size, start, end, step, g->sel) < 0)) {
+        if (wst < 0 || (step == INT64_MAX && py_slice(size, start, end, step, g->sel) < 0)) {
             CHECK(od_tensor_slice(t, dim, start, end, step, &v, &last_err) == OD_EINVAL &&
                       (strstr(last_err.message, "Storage size calculation overflowed") ||
                        strstr(last_err.message, "Negative strides")),
