@@ -929,7 +929,7 @@ static od_status batch_norm_plan(od_opid id, const od_stack *s, od_norm_plan *p,
         (st = arg_opt_tensor(s, o + 1, name, "weight", &w, err)) ||
         (!bw && (st = arg_opt_tensor(s, 2, name, "bias", &b, err))) ||
         (st = arg_opt_tensor(s, bw ? 3 : 3, name, "running_mean", &rm, err)) ||
-        (st = arg_opt_tensor(s, bw ? 4 : 4, name, "running_var", &rv, err)) ||
+        (st = arg_opt_tensor(s, 4, name, "running_var", &rv, err)) ||
         (bw && (st = arg_opt_tensor(s, 5, name, "save_mean", &sm, err))) ||
         (bw && (st = arg_opt_tensor(s, 6, name, "save_invstd", &si, err))) ||
         (st = arg_bool(s, bw ? 7 : 5, name, bw ? "train" : "training", &p->train, err)) ||
