@@ -37,6 +37,10 @@ od_status od_alloc_outputs(const od_stack *s, const od_out_spec *specs, int n, o
 od_status od_alloc_outputs_overwrite(const od_stack *s, const od_out_spec *specs, int n,
                                      od_tensor **outs, od_error *err);
 
+/* An int list argument's items (borrowed from v, or *one for a bare int,
+ * which reads as a list of one) and its length; -1 when v is neither. */
+int od_shape_int_list(const od_value *v, const int64_t **items, int64_t *one);
+
 /* Lays o (sizes and ndim set) out as mf asks, empty_like's rule: strides of
  * channels_last(_3d), or like's layout kept under preserve_format when like
  * (borrowed, may be NULL) is dense; o->strided stays false for contiguous. */

@@ -100,3 +100,16 @@ od_status od_alloc_outputs_overwrite(const od_stack *s, const od_out_spec *specs
 {
     return alloc_outputs(s, specs, n, true, outs, err);
 }
+
+int od_shape_int_list(const od_value *v, const int64_t **items, int64_t *one)
+{
+    if (v->tag == OD_T_INT) {
+        *one = v->u.i;
+        *items = one;
+        return 1;
+    }
+    if (v->tag != OD_T_INT_LIST)
+        return -1;
+    *items = v->u.list.items;
+    return (int)v->u.list.n;
+}

@@ -67,21 +67,6 @@ static bool pool_op_of(od_opid id, pool_op *o)
     }
 }
 
-/* An int list argument (a bare int reads as a list of one); n = -1 when the
- * value is neither. */
-static int int_list(const od_value *v, const int64_t **items, int64_t *one)
-{
-    if (v->tag == OD_T_INT) {
-        *one = v->u.i;
-        *items = one;
-        return 1;
-    }
-    if (v->tag != OD_T_INT_LIST)
-        return -1;
-    *items = v->u.list.items;
-    return (int)v->u.list.n;
-}
-
 static const od_tensor *tensor_arg(const od_stack *s, int i)
 {
     return i < s->nargs && s->args[i].tag == OD_T_TENSOR ? s->args[i].u.t : NULL;
@@ -123,8 +108,10 @@ static od_status window_args(const pool_op *o, const od_stack *s, int a, od_pool
     int64_t k1, s1, p1, d1;
     int nd = o->nd;
     bool mx = o->kind == OD_POOL_MAX, av3 = !mx && nd == 3;
-    int nk = int_list(&s->args[a], &k, &k1), ns = int_list(&s->args[a + 1], &st, &s1),
-        np = int_list(&s->args[a + 2], &pd, &p1), ndl = mx ? int_list(&s->args[a + 3], &dl, &d1) : 1;
+    int nk = od_shape_int_list(&s->args[a], &k, &k1);
+    int ns = od_shape_int_list(&s->args[a + 1], &st, &s1);
+    int np = od_shape_int_list(&s->args[a + 2], &pd, &p1);
+    int ndl = mx ? od_shape_int_list(&s->args[a + 3], &dl, &d1) : 1;
     if (nk != 1 && nk != nd)
         return od_error_set(err, OD_EINVAL, "%s: kernel_size must %s a single int, or a tuple of %s ints", o->fn,
                             av3 ? "be" : "either be", word(nd));
@@ -306,7 +293,7 @@ od_status od_pool_plan_of(od_opid id, const od_stack *s, od_pool_plan *p, od_err
         const int64_t *os = NULL;
         int64_t os1, osz[3];
         if (!o.backward) {
-            int n = int_list(&s->args[1], &os, &os1);
+            int n = od_shape_int_list(&s->args[1], &os, &os1);
             if (o.kind == OD_POOL_AAVG && n != nd)
                 return od_error_set(err, OD_EINVAL, "%s: output_size must be %d", fn, nd);
         }
@@ -320,7 +307,7 @@ od_status od_pool_plan_of(od_opid id, const od_stack *s, od_pool_plan *p, od_err
                                     "%s(): Expected input to have non-zero size for non-batch dimensions, but input has "
                                     "sizes %s with dimension %d being empty",
                                     fn, shp, d);
-        if (!o.backward && o.kind == OD_POOL_AMAX && int_list(&s->args[1], &os, &os1) != nd)
+        if (!o.backward && o.kind == OD_POOL_AMAX && od_shape_int_list(&s->args[1], &os, &os1) != nd)
             return od_error_set(err, OD_EINVAL, "%s(): internal error: output_size.size() must be %d", fn, nd);
         if (o.backward) {
             if (gr->ndim != ndim)

@@ -60,19 +60,6 @@ static bool rs_op_of(od_opid id, rs_op *o)
     }
 }
 
-static int int_list(const od_value *v, const int64_t **items, int64_t *one)
-{
-    if (v->tag == OD_T_INT) {
-        *one = v->u.i;
-        *items = one;
-        return 1;
-    }
-    if (v->tag != OD_T_INT_LIST)
-        return -1;
-    *items = v->u.list.items;
-    return (int)v->u.list.n;
-}
-
 static const char *const DIMS3[] = {"D", "H", "W"};
 
 od_status od_resample_plan_of(od_opid id, const od_stack *s, od_resample_plan *p, od_error *err)
@@ -101,7 +88,7 @@ od_status od_resample_plan_of(od_opid id, const od_stack *s, od_resample_plan *p
     int ni;
     if (o.backward) {
         const int64_t *it;
-        ni = int_list(&s->args[a_in], &it, &one);
+        ni = od_shape_int_list(&s->args[a_in], &it, &one);
         if (ni < 0 || ni > OD_MAX_DIMS)
             return od_error_set(err, OD_EINVAL, "%s(): argument 'input_size' must be a list of ints", name);
         memcpy(isz, it, sizeof(int64_t) * (size_t)ni);
@@ -119,7 +106,7 @@ od_status od_resample_plan_of(od_opid id, const od_stack *s, od_resample_plan *p
         if (has_o == has_s)
             return od_error_set(err, OD_EINVAL, "Must specify exactly one of output_size and scale_factors");
         if (has_o) {
-            no = int_list(ov, &os, &one);
+            no = od_shape_int_list(ov, &os, &one);
             if (no != spatial)
                 return od_error_set(err, OD_EINVAL,
                                     "Expected static_cast<int64_t>(output_size->size()) == spatial_dimensions to be "
@@ -146,7 +133,7 @@ od_status od_resample_plan_of(od_opid id, const od_stack *s, od_resample_plan *p
             no = spatial;
         }
     } else {
-        no = int_list(&s->args[1], &os, &one);
+        no = od_shape_int_list(&s->args[1], &os, &one);
         for (int d = 0; d < nd; d++) {
             const od_value *sv = &s->args[a_sc + d];
             if (sv->tag != OD_T_NONE) {
