@@ -1714,6 +1714,10 @@ Test(red, batch_and_group_norm)
             od_tensor_release(b);
             od_tensor_release(ng_mean);
             od_tensor_release(ng_rstd);
+        }
+    }
+}
+
 /* ---- attention: the fused CUDA kernel (attention.cu) against the CPU one ------------------------------- */
 
 Test(red, sdpa_forward) /* attention: its online softmax */
@@ -1758,6 +1762,10 @@ Test(red, sdpa_forward) /* attention: its online softmax */
             od_tensor_release(v);
             od_tensor_release(bm);
             od_tensor_release(fm);
+        }
+    }
+}
+
 Test(red, losses_nll_mse_cross_entropy_match_the_cpu)
 {
     const od_dtype dts[] = {OD_FLOAT32, OD_FLOAT64, OD_BFLOAT16};
@@ -1789,6 +1797,10 @@ Test(red, losses_nll_mse_cross_entropy_match_the_cpu)
                 for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
                     od_tensor_release(all[i]);
             }
+        }
+    }
+}
+
 /* ---- pooling and resampling (kernels/cuda/pool.c, resample.c) ---------------------------------------- */
 #define IL_(...) od_list_v(OD_T_INT_LIST, (void *)S(__VA_ARGS__), sizeof(S(__VA_ARGS__)) / sizeof(int64_t))
 
@@ -1873,6 +1885,8 @@ Test(index, upsample_and_pixel_shuffle_match_the_cpu)
             od_tensor_release(x3);
         }
     }
+}
+
 /* convolution and convolution_backward against the CPU: 1-3 spatial dims,
  * groups, depthwise, 1x1, stride / padding / dilation, transposed with
  * output_padding, batch 0, strided inputs, float32 / float64 / bfloat16. */
