@@ -179,10 +179,18 @@ $(B)/bench/%: bench/%.c $(LIB_A) $(PROTO_OBJ)
 test-unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; OD_CPU_POISON=1 OPENBLAS_NUM_THREADS=1 $$t --jobs 2; done
 
+# The integration suite: first on both cores (pytest-xdist; a module's tests stay
+# on one worker, as they share its server), then the files that time the server
+# (conftest.py's SERIAL_FILES) alone. $(1): more pytest arguments.
+define pytest-integration
+.venv/bin/python -m pytest -q --durations=12 -n 2 --dist loadfile -m "not serial" tests/integration $(1) && \
+	  .venv/bin/python -m pytest -q --durations=6 -m serial tests/integration $(1)
+endef
+
 test-integration: all
 	@if [ -d tests/integration ] && ls tests/integration/test_*.py >/dev/null 2>&1; then \
-	  $(MAKE) --no-print-directory venv venv-torch && OD_SERVER=$(abspath $(B)/opdispatchd) \
-	  .venv/bin/python -m pytest -q --durations=12 tests/integration; \
+	  $(MAKE) --no-print-directory venv venv-torch && export OD_SERVER=$(abspath $(B)/opdispatchd) && \
+	  $(call pytest-integration); \
 	else echo "integration: no tests yet"; fi
 	OD_SERVER=$(abspath $(B)/opdispatchd) node --test clients/js/test/
 

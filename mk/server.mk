@@ -17,12 +17,11 @@ test-integration-asan:
 	@$(MAKE) --no-print-directory SAN=1 B=build/asan build/asan/opdispatchd plugins
 	@$(MAKE) --no-print-directory venv
 	@if ls tests/integration/test_*.py >/dev/null 2>&1; then \
-	  OD_SERVER=$(abspath build/asan/opdispatchd) \
+	  export OD_SERVER=$(abspath build/asan/opdispatchd) \
 	  ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:protect_shadow_gap=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  DIFF_N=$${DIFF_N:-20} OPINFO_SAMPLES=$${OPINFO_SAMPLES:-2} \
-	  .venv/bin/python -m pytest -q --durations=12 tests/integration \
-	    --ignore=tests/integration/test_scaleout.py --ignore=tests/integration/test_dashboard.py \
-	    --ignore=tests/integration/test_deploy_files.py; \
+	  DIFF_N=$${DIFF_N:-20} OPINFO_SAMPLES=$${OPINFO_SAMPLES:-2} && \
+	  $(call pytest-integration,--ignore=tests/integration/test_scaleout.py --ignore=tests/integration/test_dashboard.py \
+	    --ignore=tests/integration/test_deploy_files.py); \
 	else echo "integration: no tests yet"; fi
 	OD_SERVER=$(abspath build/asan/opdispatchd) \
 	  ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:protect_shadow_gap=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -36,6 +36,31 @@ SANITIZER_PATTERNS = [
 SAN_RE = re.compile("|".join(SANITIZER_PATTERNS))
 
 
+# Files whose tests time the server (latency bounds, stalls, SIGTERM within 2 s,
+# peak RSS, load runs): `make test-integration` runs them alone, after the rest
+# has run on both cores with pytest-xdist, so a neighbour's load cannot fail them.
+SERIAL_FILES = {"test_hostile.py", "test_scaleout.py", "test_bench.py", "test_client_c.py", "test_errors.py",
+                "test_program.py"}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "serial: run alone, not beside other tests (see SERIAL_FILES)")
+
+
+# The longest files start first, so that neither worker is left running one of
+# them alone at the end (xdist hands out files in collection order).
+LONG_FILES = ["test_difftest.py", "test_opinfo.py", "test_activations.py", "test_linalg.py", "test_autograd.py",
+              "test_store.py", "test_attention.py", "test_pooling.py"]
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in SERIAL_FILES:
+            item.add_marker(pytest.mark.serial)
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))  # stable: the rest keep their order
+
+
 def is_sanitized():
     try:
         out = subprocess.run(["nm", "-D", SERVER_BIN], capture_output=True, text=True, timeout=30).stdout
@@ -212,15 +237,20 @@ def slow_mm_size(server, seconds):
     the estimate short; the best of two timed calls after it is used."""
     # a server under --max-call-seconds 1 on a loaded machine (sanitizer
     # build) may not finish 640 in time: probe with a smaller product then
-    m = 640
-    while (r := slow_mm(server, m)).status_code == 504 and m > 80:
-        m //= 2
-    assert r.status_code == 200, r.text[:300]
-    best = float("inf")
-    for _ in range(2):
-        t0 = time.time()
-        assert slow_mm(server, m).status_code == 200
-        best = min(best, time.time() - t0)
+    # (and a timed call that a load spike pushed past the limit does the same)
+    m, best = 640, float("inf")
+    while best == float("inf"):
+        while (r := slow_mm(server, m)).status_code == 504 and m > 80:
+            m //= 2
+        assert r.status_code == 200, r.text[:300]
+        for _ in range(2):
+            t0 = time.time()
+            r = slow_mm(server, m)
+            if r.status_code == 504 and m > 80:
+                m, best = m // 2, float("inf")
+                break
+            assert r.status_code == 200, r.text[:300]
+            best = min(best, time.time() - t0)
     per = best / m ** 3  # transfer included: errs on the short side
     return int(min(3000, max(m, 1.2 * (seconds / per) ** (1 / 3))))
 
