@@ -2292,6 +2292,8 @@ OD_BW(UpsampleBilinear2DBackward0) { upsample_backward(n, g, gin, need, sc, OD_O
 OD_BW(UpsampleBilinear2DBackward1) { upsample_backward(n, g, gin, need, sc, OD_OPID_upsample_bilinear2d_backward_vec, 2); }
 OD_BW(UpsampleTrilinear3DBackward0) { upsample_backward(n, g, gin, need, sc, OD_OPID_upsample_trilinear3d_backward, 4); }
 OD_BW(UpsampleTrilinear3DBackward1) { upsample_backward(n, g, gin, need, sc, OD_OPID_upsample_trilinear3d_backward_vec, 2); }
+OD_BW(UpsampleBicubic2DBackward0) { upsample_backward(n, g, gin, need, sc, OD_OPID_upsample_bicubic2d_backward, 3); }
+OD_BW(UpsampleBicubic2DBackward1) { upsample_backward(n, g, gin, need, sc, OD_OPID_upsample_bicubic2d_backward_vec, 2); }
 OD_BW(PixelShuffleBackward0) { SET(0, ag_call(sc, OD_OPID_pixel_unshuffle, 2, T(g[0]), *ag_arg(n, 1))); }
 OD_BW(PixelUnshuffleBackward0) { SET(0, ag_call(sc, OD_OPID_pixel_shuffle, 2, T(g[0]), *ag_arg(n, 1))); }
 
