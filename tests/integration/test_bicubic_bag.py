@@ -63,20 +63,19 @@ def test_bicubic_forward(server, rng):
     check(server, cases, rtol=1e-5)
     # float32: torch and the server round differently, and the negative lobes cancel, so the
     # error is measured against the largest magnitude
-    for _, args, _ in bf:
-        got = server.post(f"/v1/ops/{op}", {"args": args})
-        assert got.status_code == 200, got.text
-        w = np.array(torch_ref([{"op": op, "args": args}])[0]["value"], np.float64)
-        assert np.abs(np.array(got.json()["outputs"][0]["data"], np.float64) - w).max() <= 1e-5 * np.abs(w).max()
     # torch 1.13's bfloat16 bicubic is off by up to 0.1 on values near 1 (its weights and sums
     # in bfloat16); the server blends in float, so bfloat16 is checked against torch's float32
     # result on the same (bfloat16-rounded) values, rounded to bfloat16
     a = bf16_round(np.abs(rand(rng, "float32", (2, 3, 4, 5))) + 0.5)
-    got = server.post("/v1/ops/upsample_bicubic2d", {"args": [T(a, "bfloat16"), [7, 9], False]})
+    f32, w = bf[0][1], torch_ref([{"op": op, "args": bf[0][1]}, {"op": op, "args": [T(a), [7, 9], False]}])
+    got = server.post(f"/v1/ops/{op}", {"args": f32})
+    assert got.status_code == 200, got.text
+    w32 = np.array(w[0]["value"], np.float64)
+    assert np.abs(np.array(got.json()["outputs"][0]["data"], np.float64) - w32).max() <= 1e-5 * np.abs(w32).max()
+    got = server.post(f"/v1/ops/{op}", {"args": [T(a, "bfloat16"), [7, 9], False]})
     assert got.status_code == 200 and got.json()["outputs"][0]["dtype"] == "bfloat16", got.text
-    w = torch_ref([{"op": "upsample_bicubic2d", "args": [T(a), [7, 9], False]}])[0]
     np.testing.assert_allclose(np.array(got.json()["outputs"][0]["data"], np.float64),
-                               bf16_round(np.array(w["value"], np.float32)), rtol=1e-2, atol=1e-2)
+                               bf16_round(np.array(w[1]["value"], np.float32)), rtol=1e-2, atol=1e-2)
 
 
 def test_bicubic_backward(server, rng):
@@ -112,13 +111,15 @@ def test_bicubic_backward(server, rng):
 def test_bicubic_strided(server, rng):
     """A transposed (non-contiguous) input resamples as its contiguous copy does."""
     a = rand(rng, "float64", (2, 4, 5, 6))
-    for op, rest in [("upsample_bicubic2d", [[7, 5], False]), ("upsample_bicubic2d", [[3, 9], True])]:
+    runs = [("upsample_bicubic2d", [[7, 5], False]), ("upsample_bicubic2d", [[3, 9], True])]
+    want = torch_ref([{"op": op, "args": [T(np.ascontiguousarray(np.swapaxes(a, -2, -1)))] + rest}
+                      for op, rest in runs])
+    for (op, rest), w in zip(runs, want):
         body = {"steps": [{"op": "transpose.int", "args": [T(a), -2, -1]},
                           {"op": op, "args": [{"ref": "$0"}] + rest}], "outputs": ["$1"]}
         r = server.post("/v1/run", body)
         assert r.status_code == 200, r.text
         got = from_json(r.json()["outputs"][0])
-        w = torch_ref([{"op": op, "args": [T(np.ascontiguousarray(np.swapaxes(a, -2, -1)))] + rest}])[0]
         np.testing.assert_allclose(got, np.array(w["value"]).reshape(w["shape"]), rtol=1e-10, atol=1e-12)
 
 
@@ -321,7 +322,9 @@ def test_embedding_bag_strided(server, rng):
     idx, off = bag_inputs(rng, 12, 3, 9)
     big = np.zeros(24, np.int64)
     big[::2] = idx
-    for mode in (0, 1, 2):
+    want = torch_ref([{"op": "_embedding_bag", "args": [T(np.ascontiguousarray(a.T)), I(idx), I(off), False, mode,
+                                                         False, None, False, -1]} for mode in (0, 1, 2)])
+    for mode, w in zip((0, 1, 2), want):
         body = {"steps": [{"op": "t", "args": [T(a)]},
                           {"op": "slice.Tensor", "args": [I(big), 0, 0, 24, 2]},
                           {"op": "_embedding_bag", "args": [{"ref": "$0"}, {"ref": "$1"}, I(off), False, mode, False,
@@ -329,6 +332,4 @@ def test_embedding_bag_strided(server, rng):
         r = server.post("/v1/run", body)
         assert r.status_code == 200, r.text
         got = from_json(r.json()["outputs"][0])
-        w = torch_ref([{"op": "_embedding_bag", "args": [T(np.ascontiguousarray(a.T)), I(idx), I(off), False, mode,
-                                                          False, None, False, -1]}])[0]
         np.testing.assert_allclose(got, np.array(w["value"]).reshape(w["shape"]), rtol=1e-12, atol=1e-12)
