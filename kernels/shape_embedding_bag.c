@@ -290,7 +290,8 @@ static int64_t idx_at(const od_tensor *t, int64_t i)
 static bool fast_sum(const od_embag_plan *p)
 {
     /* torch's is_fast_path: fbgemm's kernel ('sum' and 'mean') and its messages */
-    return p->mode != OD_EMBAG_MAX && (p->dt == OD_FLOAT32 || p->dt == OD_FLOAT16) && p->padding_idx < 0;
+    return p->mode != OD_EMBAG_MAX && (p->dt == OD_FLOAT32 || p->dt == OD_FLOAT16) && p->padding_idx < 0 &&
+           p->weight->strides[1] == 1 && (!p->psw || p->psw->strides[0] == 1);
 }
 
 od_status od_embag_check_data(const od_embag_plan *p, od_error *err)
