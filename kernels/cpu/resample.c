@@ -123,7 +123,7 @@ RS_BWD(bwd_f64, double, double, F32_LD, F32_LD)
 RS_BWD(bwd_bf16, uint16_t, float, BF_LD, BF_ST)
 
 /* ---- bicubic: 4 x 4 taps (od_resample.h's od_resample_cubic_*) ---- */
-typedef struct cu_ctx {
+typedef struct cb_ctx {
     const od_resample_plan *pl;
     const char *x;
     int64_t xs[4]; /* x's strides, N C H W */
@@ -132,7 +132,7 @@ typedef struct cu_ctx {
     const double *wh, *ww;
     void *acc; /* backward: the opmath accumulator, planes x IH x IW */
     bool f64;
-} cu_ctx;
+} cb_ctx;
 
 #define H_LD(v) od_half_to_float(v)
 #define H_ST(v) od_float_to_half(v)
@@ -141,10 +141,10 @@ typedef struct cu_ctx {
  * IH x OW), then each output element from its 4 rows along H. The sums are
  * the direct formula's, in its order (W taps, then H taps), so the result
  * is bit for bit the same; without memory for hr the direct loop runs. */
-#define CU_FWD(NAME, T, A, LOAD, STORE)                                                                        \
+#define CB_FWD(NAME, T, A, LOAD, STORE)                                                                        \
     static void NAME(void *vc, int64_t p0, int64_t p1)                                                         \
     {                                                                                                          \
-        const cu_ctx *c = vc;                                                                                  \
+        const cb_ctx *c = vc;                                                                                  \
         const od_resample_geom *g = &c->pl->g;                                                                 \
         int64_t OH = g->out[1], OW = g->out[2], IH = g->in[1], C = c->pl->c;                                   \
         A *hr = malloc(sizeof(A) * (size_t)(IH * OW + 4 * OW + 4 * OH));                                       \
@@ -211,17 +211,17 @@ typedef struct cu_ctx {
         }                                                                                                      \
         free(hr);                                                                                              \
     }
-CU_FWD(cfwd_f32, float, float, F32_LD, F32_LD)
-CU_FWD(cfwd_f64, double, double, F32_LD, F32_LD)
-CU_FWD(cfwd_bf16, uint16_t, float, BF_LD, BF_ST)
+CB_FWD(cfwd_f32, float, float, F32_LD, F32_LD)
+CB_FWD(cfwd_f64, double, double, F32_LD, F32_LD)
+CB_FWD(cfwd_bf16, uint16_t, float, BF_LD, BF_ST)
 
 /* backward: each plane of grad_input accumulated in A (c->acc: the result
  * itself for float32 / float64, float scratch for the 16-bit types, which
  * is rounded once at the end of the plane) */
-#define CU_BWD(NAME, T, A, LOAD, STORE)                                                                        \
+#define CB_BWD(NAME, T, A, LOAD, STORE)                                                                        \
     static void NAME(void *vc, int64_t p0, int64_t p1)                                                         \
     {                                                                                                          \
-        const cu_ctx *c = vc;                                                                                  \
+        const cb_ctx *c = vc;                                                                                  \
         const od_resample_geom *g = &c->pl->g;                                                                 \
         int64_t OH = g->out[1], OW = g->out[2], IH = g->in[1], IW = g->in[2], C = c->pl->c;                    \
         for (int64_t p = p0; p < p1; p++) {                                                                    \
@@ -244,10 +244,10 @@ CU_FWD(cfwd_bf16, uint16_t, float, BF_LD, BF_ST)
                     ((T *)c->y)[p * IH * IW + i] = STORE(acc[i]);                                              \
         }                                                                                                      \
     }
-CU_BWD(cbwd_f32, float, float, F32_LD, F32_LD)
-CU_BWD(cbwd_f64, double, double, F32_LD, F32_LD)
-CU_BWD(cbwd_bf16, uint16_t, float, BF_LD, BF_ST)
-CU_BWD(cbwd_f16, uint16_t, float, H_LD, H_ST)
+CB_BWD(cbwd_f32, float, float, F32_LD, F32_LD)
+CB_BWD(cbwd_f64, double, double, F32_LD, F32_LD)
+CB_BWD(cbwd_bf16, uint16_t, float, BF_LD, BF_ST)
+CB_BWD(cbwd_f16, uint16_t, float, H_LD, H_ST)
 
 /* bicubic's half of od_cpu_resample: tables, then planes in parallel */
 static od_status cubic_run(const od_resample_plan *pl, od_tensor *out, od_error *err)
@@ -264,7 +264,7 @@ static od_status cubic_run(const od_resample_plan *pl, od_tensor *out, od_error 
         free(scratch);
         return od_error_set(err, OD_ENOMEM, "upsample_bicubic2d: no memory for the index tables");
     }
-    cu_ctx c;
+    cb_ctx c;
     memset(&c, 0, sizeof c);
     c.pl = pl;
     c.x = od_tensor_data(pl->x);
