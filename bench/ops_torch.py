@@ -20,7 +20,7 @@ are tables of explicit cases, named by what they time; torch builds its
 inputs from the same tensor specs the server's /v1/bench takes.
 
 Usage: ops_torch.py --opdispatchd PATH [--n 1000000] [--iterations 20] [--threads 2] [--device cpu|cuda]
-                    [--family scan|ew|norm|attention|loss|pool|conv] [--ops SUBSTRING]
+                    [--family scan|ew|norm|attention|loss|pool|conv|embedding] [--ops SUBSTRING]
 """
 import argparse
 import json
@@ -191,6 +191,7 @@ def pool_cases():
         "_adaptive_avg_pool2d 1x1 (same)": ("_adaptive_avg_pool2d", [head, [1, 1]]),
         "upsample_bilinear2d.vec 2x 8x64x56x56": ("upsample_bilinear2d.vec", [mid, None, False, [2.0, 2.0]]),
         "upsample_nearest2d.vec 2x 8x64x56x56": ("upsample_nearest2d.vec", [mid, None, [2.0, 2.0]]),
+        "upsample_bicubic2d 8x64x56x56->112": ("upsample_bicubic2d", [mid, [112, 112], False]),
     }
 
 
@@ -208,10 +209,22 @@ def conv_cases():
             for name, (x, w, st, pd, g) in shapes.items()}
 
 
+def embedding_cases():
+    """embedding_bag of a 100000 x 128 float32 table, 8192 bags of 32 random indices, sum and mean
+    (target <= 1.0)"""
+    rng = np.random.default_rng(20261129)
+    n, bags = 8192 * 32, 8192
+    idx = {"dtype": "int64", "shape": [n], "data": rng.integers(0, 100000, n).tolist()}
+    off = {"dtype": "int64", "shape": [bags], "data": list(range(0, n, 32))}
+    w = rand(100000, 128)
+    return {f"embedding_bag {m} 8192x32 of 100000x128": ("embedding_bag", [w, idx, off, False, k])
+            for k, m in enumerate(("sum", "mean"))}
+
+
 # --family NAME: explicit cases, NAME -> (operator, arguments), tensors as
 # /v1/bench's generate specs (torch builds the same from them)
 FAMILIES = {"norm": norm_cases, "attention": attention_cases, "loss": loss_cases, "pool": pool_cases,
-            "conv": conv_cases}
+            "conv": conv_cases, "embedding": embedding_cases}
 TARGETS = {"scan": 1.5, "conv": 1.25}  # server / torch; 1.0 elsewhere
 
 

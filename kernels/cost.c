@@ -4,7 +4,7 @@
 #include "od_cost.h"
 #include "od_shape.h"
 
-enum { K_NONE, K_EW, K_RED, K_MM, K_NORM, K_ATTN, K_LOSS, K_POOL, K_CONV };
+enum { K_NONE, K_EW, K_RED, K_MM, K_NORM, K_ATTN, K_LOSS, K_POOL, K_CONV, K_BAG };
 
 static const struct {
     int kind;
@@ -137,6 +137,17 @@ void od_op_cost(const od_op *op, const od_stack *s, od_cost *out)
         double products = id == OD_OPID_convolution_backward ? (double)p.mask[0] + (double)p.mask[1] : 1.0;
         out->flops = g_cost[id].factor * products * 2.0 * (double)p.N * (double)p.C_grid * grid *
                      (double)(p.C_img / p.groups) * kvol;
+        break;
+    }
+    case K_BAG: {
+        /* one add per index and feature (two with per_sample_weights), plus
+         * the mean's divide per output element */
+        const od_tensor *w = arg_t(s, 0), *ix = arg_t(s, 1), *psw = arg_t(s, 6);
+        if (!w || !ix || w->ndim != 2)
+            return;
+        out->flops = g_cost[id].factor * (psw ? 2.0 : 1.0) * (double)od_tensor_numel(ix) * (double)w->sizes[1];
+        if (r0 && s->args[4].tag == OD_T_INT && s->args[4].u.i == 1)
+            out->flops += (double)od_tensor_numel(r0);
         break;
     }
     default:

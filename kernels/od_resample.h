@@ -11,7 +11,8 @@
  * area_pixel_compute_scale / area_pixel_compute_source_index /
  * guard_index_and_lambda in the opmath type (float for float32 and
  * bfloat16, double for float64), the source index computed in double and
- * rounded to it as C++ does. Sizes were validated (>= 1) by
+ * rounded to it as C++ does. Bicubic (2d only) is the cubic kind: 4 taps
+ * per dim, borders clamped. Sizes were validated (>= 1) by
  * od_resample_plan_of (shape_resample.c).
  */
 #ifndef OD_RESAMPLE_H
@@ -22,11 +23,11 @@
 
 #include "od_half.h"
 
-enum { OD_RESAMPLE_NEAREST = 0, OD_RESAMPLE_LINEAR = 1 };
+enum { OD_RESAMPLE_NEAREST = 0, OD_RESAMPLE_LINEAR = 1, OD_RESAMPLE_CUBIC = 2 };
 
 typedef struct od_resample_geom {
     int32_t kind;          /* OD_RESAMPLE_* */
-    int32_t align_corners; /* linear */
+    int32_t align_corners; /* linear, cubic */
     int32_t has_scale[3];  /* the scales_* argument was given */
     double scale[3];
     int64_t in[3], out[3]; /* D, H, W */
@@ -91,5 +92,50 @@ OD_RESAMPLE_NEAREST_FN(od_resample_nearest_fwd_f64, double)
 OD_RESAMPLE_LINEAR_FN(od_resample_linear_f32, float)
 OD_RESAMPLE_LINEAR_FN(od_resample_linear_f64, double)
 #undef OD_RESAMPLE_LINEAR_FN
+
+/* cubic (upsample_bicubic2d): output index o of dim d blends the 4 inputs
+ * ix[0..3] (i - 1 .. i + 2 clamped into [0, in - 1], ATen's
+ * upsample_get_value_bounded) with Keys' cubic convolution, A = -0.75
+ * (get_cubic_upsample_coefficients). The source index is not clamped at 0
+ * (area_pixel_compute_source_index with cubic = true); guard is the
+ * backward's guard_index_and_lambda (i <= in - 1, t in [0, 1]), which the
+ * forward's compute_indices_weights_cubic does not apply. */
+#define OD_RESAMPLE_CUBIC_FN(NAME, A)                                                                      \
+    static inline OD_HD void NAME(const od_resample_geom *g, int d, int64_t o, int guard, int64_t *ix, A *w) \
+    {                                                                                                       \
+        int64_t in = g->in[d], out = g->out[d];                                                             \
+        A scale, real;                                                                                      \
+        if (g->align_corners)                                                                               \
+            scale = out > 1 ? (A)(in - 1) / (A)(out - 1) : (A)0;                                            \
+        else                                                                                                \
+            scale = g->has_scale[d] && g->scale[d] > 0 ? (A)(1.0 / g->scale[d]) : (A)in / (A)out;          \
+        if (g->align_corners)                                                                               \
+            real = scale * (A)o;                                                                            \
+        else                                                                                                \
+            real = (A)((double)scale * ((double)o + 0.5) - 0.5);                                            \
+        int64_t i = (int64_t)floorf((float)real);                                                           \
+        A t;                                                                                                \
+        if (guard) {                                                                                        \
+            if (i > in - 1)                                                                                 \
+                i = in - 1;                                                                                 \
+            t = real - (A)i;                                                                                \
+            t = t < 0 ? (A)0 : t > 1 ? (A)1 : t;                                                            \
+        } else {                                                                                            \
+            t = real - (A)i;                                                                                \
+        }                                                                                                   \
+        const A a = (A)-0.75;                                                                               \
+        A x1 = t + (A)1.0, x2 = (A)1.0 - t, x3 = x2 + (A)1.0;                                               \
+        w[0] = ((a * x1 - (A)5 * a) * x1 + (A)8 * a) * x1 - (A)4 * a;                                      \
+        w[1] = ((a + (A)2) * t - (a + (A)3)) * t * t + (A)1;                                                \
+        w[2] = ((a + (A)2) * x2 - (a + (A)3)) * x2 * x2 + (A)1;                                             \
+        w[3] = ((a * x3 - (A)5 * a) * x3 + (A)8 * a) * x3 - (A)4 * a;                                      \
+        for (int j = 0; j < 4; j++) {                                                                       \
+            int64_t k = i - 1 + j;                                                                          \
+            ix[j] = k < 0 ? 0 : k > in - 1 ? in - 1 : k;                                                    \
+        }                                                                                                   \
+    }
+OD_RESAMPLE_CUBIC_FN(od_resample_cubic_f32, float)
+OD_RESAMPLE_CUBIC_FN(od_resample_cubic_f64, double)
+#undef OD_RESAMPLE_CUBIC_FN
 
 #endif

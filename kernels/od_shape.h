@@ -59,7 +59,8 @@ od_shape_fn od_builtin_shape_fn(od_opid id);
     X(od_shape_pointwise) X(od_shape_isin) X(od_shape_equal) X(od_shape_linalg) X(od_shape_search) \
     X(od_shape_pad) X(od_shape_data_sized) \
     X(od_shape_norm) X(od_shape_sdpa) X(od_shape_nll_loss) X(od_shape_pool) X(od_shape_resample) \
-    X(od_shape_conv)
+    X(od_shape_conv) \
+    X(od_shape_embedding_bag)
 
 #define OD_X_(fn) od_status fn(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, \
                                 od_error *err);
@@ -483,5 +484,32 @@ typedef struct od_resample_plan {
     int64_t n, c, planes;
 } od_resample_plan;
 od_status od_resample_plan_of(od_opid id, const od_stack *s, od_resample_plan *p, od_error *err);
+
+/* ---- _embedding_bag, _embedding_bag_forward_only, _embedding_bag_dense_backward,
+ * _embedding_bag_per_sample_weights_backward (kernels/shape_embedding_bag.c) ---- */
+enum { OD_EMBAG_SUM = 0, OD_EMBAG_MEAN = 1, OD_EMBAG_MAX = 2 };
+enum { OD_EMBAG_FWD, OD_EMBAG_DENSE_BW, OD_EMBAG_PSW_BW };
+/* The checked call (every tensor borrowed from the stack; NULL where the
+ * operator has no such argument or it is None). fwd: weight [V, D],
+ * indices [n], offsets [nbags + ilo], psw [n]; dense backward: grad
+ * [nbags, D], indices, offset2bag [n], bag_size [nbags], max_indices,
+ * psw, V = num_weights; psw backward: grad, weight, indices, offsets,
+ * offset2bag ([n], or empty: recomputed from offsets). Index tensors are
+ * int32 or int64 (idt: their common type, what the index outputs carry).
+ * Data-dependent checks (offsets[0] == 0, offsets[-1] <= n, offsets
+ * non-decreasing, 0 <= index < V) are od_embag_check_data's, which reads
+ * host memory. */
+typedef struct od_embag_plan {
+    int kind, mode;
+    bool ilo, sgbf;
+    int64_t padding_idx; /* < 0: none */
+    const od_tensor *weight, *indices, *offsets, *psw, *grad, *offset2bag, *bag_size, *max_indices;
+    int64_t n, nbags, V, D;
+    od_dtype dt, idt;
+} od_embag_plan;
+od_status od_embag_plan_of(od_opid id, const od_stack *s, od_embag_plan *p, od_error *err);
+/* Reads offsets and indices (host memory, any strides) and checks them as
+ * torch 1.13's CPU kernel does, with its messages. */
+od_status od_embag_check_data(const od_embag_plan *p, od_error *err);
 
 #endif

@@ -1,5 +1,6 @@
-/* shape_resample.c — the shape and dtype function of upsample_nearest1d/2d/3d
- * and upsample_linear1d / bilinear2d / trilinear3d, their .vec overloads and
+/* shape_resample.c — the shape and dtype function of upsample_nearest1d/2d/3d,
+ * upsample_linear1d / bilinear2d / trilinear3d and upsample_bicubic2d, their
+ * .vec overloads and
  * their _backward ops, and the plan the CPU and CUDA kernels share.
  *
  * Invariants: torch 1.13's checks and messages in ATen's order: a .vec
@@ -55,6 +56,10 @@ static bool rs_op_of(od_opid id, rs_op *o)
         R_(upsample_trilinear3d_vec, LINEAR, 3, false, true, "compute_indices_weights_linear")
         R_(upsample_trilinear3d_backward, LINEAR, 3, true, false, "upsample_trilinear3d_backward")
         R_(upsample_trilinear3d_backward_vec, LINEAR, 3, true, true, "upsample_trilinear3d_backward")
+        R_(upsample_bicubic2d, CUBIC, 2, false, false, "compute_indices_weights_cubic")
+        R_(upsample_bicubic2d_vec, CUBIC, 2, false, true, "compute_indices_weights_cubic")
+        R_(upsample_bicubic2d_backward, CUBIC, 2, true, false, "upsample_bicubic2d_backward")
+        R_(upsample_bicubic2d_backward_vec, CUBIC, 2, true, true, "upsample_bicubic2d_backward")
 #undef R_
     default: return false;
     }
@@ -80,8 +85,9 @@ od_status od_resample_plan_of(od_opid id, const od_stack *s, od_resample_plan *p
     p->nd = nd;
     /* argument positions: output_size 1, input_size 2 (backward), then
      * align_corners (linear), then the scales */
-    int a_in = 2, a_ac = o.backward ? 3 : 2, a_sc = (o.kind == OD_RESAMPLE_LINEAR ? a_ac + 1 : a_ac);
-    if (o.kind == OD_RESAMPLE_LINEAR)
+    bool ac = o.kind != OD_RESAMPLE_NEAREST; /* linear and cubic take align_corners */
+    int a_in = 2, a_ac = o.backward ? 3 : 2, a_sc = ac ? a_ac + 1 : a_ac;
+    if (ac)
         g->align_corners = s->args[a_ac].u.b;
     /* the input's sizes: self's, or the backward's input_size */
     int64_t isz[OD_MAX_DIMS], one;
@@ -204,7 +210,8 @@ od_status od_resample_plan_of(od_opid id, const od_stack *s, od_resample_plan *p
     }
     od_dtype dt = x->dtype;
     bool u8 = o.kind == OD_RESAMPLE_NEAREST && !o.backward;
-    if (!(dt == OD_FLOAT32 || dt == OD_FLOAT64 || dt == OD_BFLOAT16 || (u8 && dt == OD_UINT8)))
+    bool f16 = o.kind == OD_RESAMPLE_CUBIC && o.backward; /* bicubic's backward dispatch has Half */
+    if (!(dt == OD_FLOAT32 || dt == OD_FLOAT64 || dt == OD_BFLOAT16 || (u8 && dt == OD_UINT8) || (f16 && dt == OD_FLOAT16)))
         return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'", o.dt, od_dtype_scalar_name(dt));
     return OD_OK;
 }

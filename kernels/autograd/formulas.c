@@ -2292,6 +2292,8 @@ OD_BW(UpsampleBilinear2DBackward0) { upsample_backward(n, g, gin, need, sc, OD_O
 OD_BW(UpsampleBilinear2DBackward1) { upsample_backward(n, g, gin, need, sc, OD_OPID_upsample_bilinear2d_backward_vec, 2); }
 OD_BW(UpsampleTrilinear3DBackward0) { upsample_backward(n, g, gin, need, sc, OD_OPID_upsample_trilinear3d_backward, 4); }
 OD_BW(UpsampleTrilinear3DBackward1) { upsample_backward(n, g, gin, need, sc, OD_OPID_upsample_trilinear3d_backward_vec, 2); }
+OD_BW(UpsampleBicubic2DBackward0) { upsample_backward(n, g, gin, need, sc, OD_OPID_upsample_bicubic2d_backward, 3); }
+OD_BW(UpsampleBicubic2DBackward1) { upsample_backward(n, g, gin, need, sc, OD_OPID_upsample_bicubic2d_backward_vec, 2); }
 OD_BW(PixelShuffleBackward0) { SET(0, ag_call(sc, OD_OPID_pixel_unshuffle, 2, T(g[0]), *ag_arg(n, 1))); }
 OD_BW(PixelUnshuffleBackward0) { SET(0, ag_call(sc, OD_OPID_pixel_shuffle, 2, T(g[0]), *ag_arg(n, 1))); }
 
@@ -2326,6 +2328,30 @@ OD_BW(ConvolutionBackward0)
             SET(k < 2 ? k : kb, t);
     }
     od_stack_release_rets(&r);
+}
+
+/* ---- embedding_bag ------------------------------------------------------------------ */
+
+/* derivatives.yaml's _embedding_bag: weight through _embedding_bag_backward
+ * (outputs 1-3 saved), per_sample_weights through
+ * _embedding_bag_per_sample_weights_backward; indices and offsets have none */
+OD_BW(EmbeddingBagBackward0)
+{
+    if (!g[0])
+        return;
+    int kp = ag_in(n, 6);
+    od_tensor *w = ag_saved(sc, n, 0), *ix = ag_saved(sc, n, 1), *off = ag_saved(sc, n, 2);
+    od_tensor *psw = kp >= 0 ? ag_saved(sc, n, 6) : NULL;
+    od_tensor *o2b = ag_saved_out(sc, n, 1), *bsz = ag_saved_out(sc, n, 2), *maxi = ag_saved_out(sc, n, 3);
+    if (failed(sc))
+        return;
+    od_value pv = psw ? T(psw) : od_none();
+    if (need[0])
+        SET(0, ag_call(sc, OD_OPID__embedding_bag_backward, 12, T(g[0]), T(ix), T(off), T(o2b), T(bsz), T(maxi),
+                       od_int(w->sizes[0]), *ag_arg(n, 3), *ag_arg(n, 4), *ag_arg(n, 5), pv, *ag_arg(n, 8)));
+    if (kp >= 0 && need[kp])
+        SET(kp, ag_call(sc, OD_OPID__embedding_bag_per_sample_weights_backward, 7, T(g[0]), T(w), T(ix), T(off),
+                        T(o2b), *ag_arg(n, 4), *ag_arg(n, 8)));
 }
 
 /* ---- the table ---------------------------------------------------------------------- */

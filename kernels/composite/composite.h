@@ -89,6 +89,7 @@ OD_CX_KERNEL(od_cea_smooth_l1_huber); /* smooth_l1_loss, huber_loss and their _b
 OD_CX_KERNEL(od_cia_pool); /* pool.c: max_pool1d/2d/3d, max_pool1d_with_indices, avg_pool1d, adaptive_avg_pool1d/2d/3d, adaptive_max_pool1d */
 OD_CX_KERNEL(od_cea_pixel_shuffle); /* resample.c: pixel_shuffle, pixel_unshuffle */
 OD_CX_KERNEL(od_cia_conv); /* conv.c: conv1d..3d (+ .padding), conv_transpose1d..3d */
+OD_CX_KERNEL(od_cia_embedding_bag); /* embedding_bag.c: embedding_bag (+ .padding_idx), _embedding_bag_backward */
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */
 void od_cx_factories_init(void);

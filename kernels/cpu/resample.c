@@ -1,5 +1,6 @@
-/* resample.c — upsample_nearest1d/2d/3d and upsample_linear1d / bilinear2d /
- * trilinear3d (.vec too) and their _backward on the CPU.
+/* resample.c — upsample_nearest1d/2d/3d, upsample_linear1d / bilinear2d /
+ * trilinear3d and upsample_bicubic2d (.vec too) and their _backward on the
+ * CPU.
  *
  * Invariants: od_resample_plan_of (shape_resample.c) checked everything;
  * source indices and weights come from od_resample.h, shared with the CUDA
@@ -9,6 +10,9 @@
  * accumulates into its own grad_input plane, so planes never race. Linear
  * blends dim by dim, innermost first (ATen's interpolate: t0 * w0 + t1 * w1),
  * in the opmath type (float for float32 / bfloat16, double for float64).
+ * Bicubic tables 4 taps per output index of H and W and sums rows of W
+ * taps weighted by the H taps (ATen's Interpolate<2>); its backward
+ * accumulates a plane in the opmath type and rounds once.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +122,198 @@ RS_BWD(bwd_f32, float, float, F32_LD, F32_LD)
 RS_BWD(bwd_f64, double, double, F32_LD, F32_LD)
 RS_BWD(bwd_bf16, uint16_t, float, BF_LD, BF_ST)
 
+/* ---- bicubic: 4 x 4 taps (od_resample.h's od_resample_cubic_*) ---- */
+typedef struct cb_ctx {
+    const od_resample_plan *pl;
+    const char *x;
+    int64_t xs[4]; /* x's strides, N C H W */
+    char *y;
+    const int64_t *ih, *iw; /* 4 per output index */
+    const double *wh, *ww;
+    void *acc; /* backward: the opmath accumulator, planes x IH x IW */
+    bool f64;
+} cb_ctx;
+
+#define H_LD(v) od_half_to_float(v)
+#define H_ST(v) od_float_to_half(v)
+
+/* forward, separably: each input row blended along W once per plane (hr,
+ * IH x OW), then each output element from its 4 rows along H. The sums are
+ * the direct formula's, in its order (W taps, then H taps), so the result
+ * is bit for bit the same; without memory for hr the direct loop runs. */
+#define CB_FWD(NAME, T, A, LOAD, STORE)                                                                        \
+    static void NAME(void *vc, int64_t p0, int64_t p1)                                                         \
+    {                                                                                                          \
+        const cb_ctx *c = vc;                                                                                  \
+        const od_resample_geom *g = &c->pl->g;                                                                 \
+        int64_t OH = g->out[1], OW = g->out[2], IH = g->in[1], C = c->pl->c;                                   \
+        A *hr = malloc(sizeof(A) * (size_t)(IH * OW + 4 * OW + 4 * OH));                                       \
+        A *wwa = hr ? hr + IH * OW : NULL, *wha = hr ? wwa + 4 * OW : NULL;                                    \
+        if (hr) {                                                                                              \
+            for (int64_t i = 0; i < 4 * OW; i++)                                                               \
+                wwa[i] = (A)c->ww[i];                                                                          \
+            for (int64_t i = 0; i < 4 * OH; i++)                                                               \
+                wha[i] = (A)c->wh[i];                                                                          \
+        }                                                                                                      \
+        for (int64_t p = p0; p < p1; p++) {                                                                    \
+            const T *x = (const T *)c->x + (p / C) * c->xs[0] + (p % C) * c->xs[1];                            \
+            T *y = (T *)c->y + p * OH * OW;                                                                    \
+            if (hr) {                                                                                          \
+                for (int64_t r = 0; r < IH; r++) {                                                             \
+                    const T *row = x + r * c->xs[2];                                                           \
+                    A *h = hr + r * OW;                                                                        \
+                    for (int64_t ow = 0; ow < OW; ow++) {                                                      \
+                        const int64_t *iw = c->iw + 4 * ow;                                                    \
+                        const A *ww = wwa + 4 * ow;                                                            \
+                        A t = LOAD(row[iw[0] * c->xs[3]]) * ww[0];                                             \
+                        t += LOAD(row[iw[1] * c->xs[3]]) * ww[1];                                              \
+                        t += LOAD(row[iw[2] * c->xs[3]]) * ww[2];                                              \
+                        t += LOAD(row[iw[3] * c->xs[3]]) * ww[3];                                              \
+                        h[ow] = t;                                                                             \
+                    }                                                                                          \
+                }                                                                                              \
+                for (int64_t oh = 0; oh < OH; oh++) {                                                          \
+                    const int64_t *ih = c->ih + 4 * oh;                                                        \
+                    const A *wh = wha + 4 * oh;                                                                \
+                    const A *r0 = hr + ih[0] * OW, *r1 = hr + ih[1] * OW, *r2 = hr + ih[2] * OW,               \
+                            *r3 = hr + ih[3] * OW;                                                             \
+                    T *yo = y + oh * OW;                                                                       \
+                    for (int64_t ow = 0; ow < OW; ow++) {                                                      \
+                        A acc = r0[ow] * wh[0];                                                                \
+                        acc += r1[ow] * wh[1];                                                                 \
+                        acc += r2[ow] * wh[2];                                                                 \
+                        acc += r3[ow] * wh[3];                                                                 \
+                        yo[ow] = STORE(acc);                                                                   \
+                    }                                                                                          \
+                }                                                                                              \
+                continue;                                                                                      \
+            }                                                                                                  \
+            for (int64_t oh = 0; oh < OH; oh++) {                                                              \
+                const int64_t *ih = c->ih + 4 * oh;                                                            \
+                const double *wh = c->wh + 4 * oh;                                                             \
+                for (int64_t ow = 0; ow < OW; ow++) {                                                          \
+                    const int64_t *iw = c->iw + 4 * ow;                                                        \
+                    const double *ww = c->ww + 4 * ow;                                                         \
+                    A acc = 0;                                                                                 \
+                    for (int j = 0; j < 4; j++) {                                                              \
+                        const T *row = x + ih[j] * c->xs[2];                                                   \
+                        A r = LOAD(row[iw[0] * c->xs[3]]) * (A)ww[0];                                          \
+                        for (int k = 1; k < 4; k++)                                                            \
+                            r += LOAD(row[iw[k] * c->xs[3]]) * (A)ww[k];                                       \
+                        if (j == 0)                                                                            \
+                            acc = r * (A)wh[0];                                                                \
+                        else                                                                                   \
+                            acc += r * (A)wh[j];                                                               \
+                    }                                                                                          \
+                    y[oh * OW + ow] = STORE(acc);                                                              \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+        free(hr);                                                                                              \
+    }
+CB_FWD(cfwd_f32, float, float, F32_LD, F32_LD)
+CB_FWD(cfwd_f64, double, double, F32_LD, F32_LD)
+CB_FWD(cfwd_bf16, uint16_t, float, BF_LD, BF_ST)
+
+/* backward: each plane of grad_input accumulated in A (c->acc: the result
+ * itself for float32 / float64, float scratch for the 16-bit types, which
+ * is rounded once at the end of the plane) */
+#define CB_BWD(NAME, T, A, LOAD, STORE)                                                                        \
+    static void NAME(void *vc, int64_t p0, int64_t p1)                                                         \
+    {                                                                                                          \
+        const cb_ctx *c = vc;                                                                                  \
+        const od_resample_geom *g = &c->pl->g;                                                                 \
+        int64_t OH = g->out[1], OW = g->out[2], IH = g->in[1], IW = g->in[2], C = c->pl->c;                    \
+        for (int64_t p = p0; p < p1; p++) {                                                                    \
+            const T *go = (const T *)c->x + (p / C) * c->xs[0] + (p % C) * c->xs[1];                           \
+            A *acc = (A *)c->acc + p * IH * IW;                                                                \
+            for (int64_t oh = 0; oh < OH; oh++) {                                                              \
+                const int64_t *ih = c->ih + 4 * oh;                                                            \
+                const double *wh = c->wh + 4 * oh;                                                             \
+                for (int64_t ow = 0; ow < OW; ow++) {                                                          \
+                    const int64_t *iw = c->iw + 4 * ow;                                                        \
+                    const double *ww = c->ww + 4 * ow;                                                         \
+                    A v = LOAD(go[oh * c->xs[2] + ow * c->xs[3]]);                                             \
+                    for (int j = 0; j < 4; j++)                                                                \
+                        for (int k = 0; k < 4; k++)                                                            \
+                            acc[ih[j] * IW + iw[k]] += v * (A)wh[j] * (A)ww[k];                                \
+                }                                                                                              \
+            }                                                                                                  \
+            if ((void *)acc != (void *)((T *)c->y + p * IH * IW))                                              \
+                for (int64_t i = 0; i < IH * IW; i++)                                                          \
+                    ((T *)c->y)[p * IH * IW + i] = STORE(acc[i]);                                              \
+        }                                                                                                      \
+    }
+CB_BWD(cbwd_f32, float, float, F32_LD, F32_LD)
+CB_BWD(cbwd_f64, double, double, F32_LD, F32_LD)
+CB_BWD(cbwd_bf16, uint16_t, float, BF_LD, BF_ST)
+CB_BWD(cbwd_f16, uint16_t, float, H_LD, H_ST)
+
+/* bicubic's half of od_cpu_resample: tables, then planes in parallel */
+static od_status cubic_run(const od_resample_plan *pl, od_tensor *out, od_error *err)
+{
+    const od_resample_geom *g = &pl->g;
+    int64_t OH = g->out[1], OW = g->out[2];
+    int64_t *idx = malloc(sizeof(int64_t) * 4 * (size_t)(OH + OW));
+    double *wt = malloc(sizeof(double) * 4 * (size_t)(OH + OW));
+    bool narrow = pl->backward && (pl->x->dtype == OD_BFLOAT16 || pl->x->dtype == OD_FLOAT16);
+    float *scratch = narrow ? calloc((size_t)od_tensor_numel(out), sizeof(float)) : NULL;
+    if (!idx || !wt || (narrow && od_tensor_numel(out) > 0 && !scratch)) {
+        free(idx);
+        free(wt);
+        free(scratch);
+        return od_error_set(err, OD_ENOMEM, "upsample_bicubic2d: no memory for the index tables");
+    }
+    cb_ctx c;
+    memset(&c, 0, sizeof c);
+    c.pl = pl;
+    c.x = od_tensor_data(pl->x);
+    c.y = od_tensor_data(out);
+    c.acc = narrow ? (void *)scratch : c.y;
+    for (int d = 0; d < 4; d++)
+        c.xs[d] = pl->x->strides[d];
+    c.f64 = pl->x->dtype == OD_FLOAT64;
+    bool same = pl->backward && g->in[1] == g->out[1] && g->in[2] == g->out[2];
+    for (int d = 1; d < 3; d++) {
+        int64_t *ix = idx + (d == 1 ? 0 : 4 * OH);
+        double *w = wt + (d == 1 ? 0 : 4 * OH);
+        for (int64_t o = 0; o < g->out[d]; o++) {
+            if (same) { /* ATen's backward copies when the sizes match, whatever the scales */
+                for (int k = 0; k < 4; k++) {
+                    ix[4 * o + k] = o;
+                    w[4 * o + k] = k == 1;
+                }
+            } else if (c.f64) {
+                od_resample_cubic_f64(g, d, o, pl->backward, ix + 4 * o, w + 4 * o);
+            } else {
+                float wf[4];
+                od_resample_cubic_f32(g, d, o, pl->backward, ix + 4 * o, wf);
+                for (int k = 0; k < 4; k++)
+                    w[4 * o + k] = wf[k];
+            }
+        }
+    }
+    c.ih = idx;
+    c.wh = wt;
+    c.iw = idx + 4 * OH;
+    c.ww = wt + 4 * OH;
+    void (*fn)(void *, int64_t, int64_t);
+    switch (pl->x->dtype) {
+    case OD_FLOAT32: fn = pl->backward ? cbwd_f32 : cfwd_f32; break;
+    case OD_FLOAT64: fn = pl->backward ? cbwd_f64 : cfwd_f64; break;
+    case OD_BFLOAT16: fn = pl->backward ? cbwd_bf16 : cfwd_bf16; break;
+    default: fn = cbwd_f16; break; /* float16: backward only (shape_resample.c) */
+    }
+    int64_t per = OH * OW * 20 + 1;
+    od_status st = OD_OK;
+    if (pl->planes > 0 && OH * OW > 0)
+        st = od_parallel_for(pl->planes, 32768 / per + 1, fn, &c);
+    free(idx);
+    free(wt);
+    free(scratch);
+    return st;
+}
+
 od_status od_cpu_resample(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
     (void)ks;
@@ -131,6 +327,15 @@ od_status od_cpu_resample(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
     od_tensor *out = NULL;
     if ((st = (pl.backward ? od_alloc_outputs : od_alloc_outputs_overwrite)(s, &spec, 1, &out, err)))
         return st;
+    if (pl.g.kind == OD_RESAMPLE_CUBIC) {
+        if ((st = cubic_run(&pl, out, err))) {
+            od_tensor_release(out);
+            return st;
+        }
+        s->rets[0] = od_tensor_v(out);
+        s->nrets = 1;
+        return OD_OK;
+    }
     const od_resample_geom *g = &pl.g;
     int64_t total = g->out[0] + g->out[1] + g->out[2];
     int64_t *idx = malloc(sizeof(int64_t) * 2 * (size_t)total);

@@ -1,12 +1,14 @@
-/* resample.cu — the launcher of upsample_nearest1d/2d/3d and upsample_linear1d
- * / bilinear2d / trilinear3d and their backward (resample.c).
+/* resample.cu — the launcher of upsample_nearest1d/2d/3d, upsample_linear1d
+ * / bilinear2d / trilinear3d and upsample_bicubic2d and their backward
+ * (resample.c).
  *
  * Invariants: the CPU kernels' arithmetic (cpu/resample.c) one output
  * element per thread: od_resample.h's indices and weights, the same blend
  * order (innermost dim first), opmath float for float32 / bfloat16 (and
  * uint8's nearest copy), double for float64. Backward: one thread per
  * grad_output element, atomically added into the zeroed accumulator, then
- * converted into grad_input.
+ * converted into grad_input. Bicubic: 4 x 4 taps from od_resample.h, rows
+ * of W taps weighted by the H taps, as cpu/resample.c.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -118,6 +120,65 @@ template <typename C> __global__ void __launch_bounds__(256) rs_bwd(const od_cu_
     }
 }
 
+__device__ __forceinline__ void cub(const od_resample_geom *g, int d, int64_t o, int guard, int64_t *ix, float *w)
+{
+    od_resample_cubic_f32(g, d, o, guard, ix, w);
+}
+__device__ __forceinline__ void cub(const od_resample_geom *g, int d, int64_t o, int guard, int64_t *ix, double *w)
+{
+    od_resample_cubic_f64(g, d, o, guard, ix, w);
+}
+
+template <typename C> __global__ void __launch_bounds__(256) cubic_fwd(const od_cu_resample_args a)
+{
+    const od_resample_geom *g = &a.g;
+    int64_t OH = g->out[1], OW = g->out[2], IW = g->in[2], inn = g->in[1] * IW;
+    int64_t n = a.planes * OH * OW, es = dtype_size(a.dtype);
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t p = i / (OH * OW), r = i % (OH * OW);
+        int64_t ih[4], iw[4];
+        C wh[4], ww[4];
+        cub(g, 1, r / OW, 0, ih, wh);
+        cub(g, 2, r % OW, 0, iw, ww);
+        const char *x = (const char *)a.x + p * inn * es;
+        C acc = 0;
+        for (int j = 0; j < 4; j++) {
+            const char *row = x + ih[j] * IW * es;
+            C t = load_dyn<C>(row + iw[0] * es, a.dtype) * ww[0];
+            for (int k = 1; k < 4; k++)
+                t += load_dyn<C>(row + iw[k] * es, a.dtype) * ww[k];
+            acc = j == 0 ? t * wh[0] : acc + t * wh[j];
+        }
+        store_dyn<C>((char *)a.out + i * es, a.dtype, acc);
+    }
+}
+
+template <typename C> __global__ void __launch_bounds__(256) cubic_bwd(const od_cu_resample_args a)
+{
+    const od_resample_geom *g = &a.g;
+    int64_t OH = g->out[1], OW = g->out[2], IW = g->in[2], inn = g->in[1] * IW;
+    int64_t n = a.planes * OH * OW, es = dtype_size(a.dtype);
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t p = i / (OH * OW), r = i % (OH * OW);
+        int64_t ih[4], iw[4];
+        C wh[4], ww[4];
+        cub(g, 1, r / OW, 1, ih, wh);
+        cub(g, 2, r % OW, 1, iw, ww);
+        if (g->in[1] == OH && g->in[2] == OW) { /* ATen copies when the sizes match, whatever the scales */
+            for (int k = 0; k < 4; k++) {
+                ih[k] = r / OW;
+                iw[k] = r % OW;
+                wh[k] = ww[k] = k == 1;
+            }
+        }
+        C v = load_dyn<C>((const char *)a.x + i * es, a.dtype);
+        C *acc = (C *)a.acc + p * inn;
+        for (int j = 0; j < 4; j++)
+            for (int k = 0; k < 4; k++)
+                atomicAdd(acc + ih[j] * IW + iw[k], v * wh[j] * ww[k]);
+    }
+}
+
 template <typename C> __global__ void __launch_bounds__(256) acc_to_out(const od_cu_resample_args a, int64_t n)
 {
     int64_t es = dtype_size(a.dtype);
@@ -131,8 +192,13 @@ template <typename C> cudaError_t launch(const od_cu_resample_args *a, cudaStrea
     int64_t n = a->planes * g->out[0] * g->out[1] * g->out[2], m = a->planes * g->in[0] * g->in[1] * g->in[2];
     if (n > 0) {
         unsigned grid = grid_for(n, 256, a->sm_count, 8);
-        if (a->backward)
+        bool cubic = g->kind == OD_RESAMPLE_CUBIC;
+        if (a->backward && cubic)
+            cubic_bwd<C><<<grid, 256, 0, st>>>(*a);
+        else if (a->backward)
             rs_bwd<C><<<grid, 256, 0, st>>>(*a);
+        else if (cubic)
+            cubic_fwd<C><<<grid, 256, 0, st>>>(*a);
         else
             rs_fwd<C><<<grid, 256, 0, st>>>(*a);
     }

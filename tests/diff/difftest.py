@@ -69,14 +69,56 @@ def torch_lstsq_undefined(c, t):
     return any(int(r) < full for r in ranks)
 
 
+def embedding_bag_defect(c):
+    """embedding_bag calls whose torch 1.13 CPU answer is no reference:
+    unsorted offsets (fbgemm reads bag ends out of order), include_last_offset
+    with offsets[-1] < len(indices) in mode 'max' (it writes past its
+    max_indices block) and the same on the forward-only path, and 2-D
+    indices or offsets (ATen reads them as flat without checking; the server
+    refuses both: torch.nn.functional.embedding_bag flattens 2-D input)."""
+    if not re.match(r"(_embedding_bag(_forward_only)?|embedding_bag)(\.|$)", c.op):
+        return None
+    a = {name: v for name, _, v in c.all_args()}
+    idx, off = a.get("indices"), a.get("offsets")
+    if not isinstance(idx, Tens) or not isinstance(off, Tens):
+        return None
+    iv, ov = idx.logical(), off.logical()
+    if iv.ndim != 1 or ov.ndim != 1:
+        return "embedding_bag with indices or offsets not 1-D (torch reads them as flat, unchecked)"
+    if ov.dtype.kind in "iu" and ov.size > 1 and np.any(np.diff(ov.astype(np.int64)) < 0):
+        return "embedding_bag with decreasing offsets (torch's fast path reads bags out of order)"
+    if a.get("include_last_offset") is True and ov.size and ov.dtype.kind in "iu" and int(ov[-1]) < iv.size:
+        return "embedding_bag with include_last_offset and offsets[-1] < len(indices) (torch overruns max_indices)"
+    if a.get("mode") not in (0, 1, 2):
+        return "embedding_bag with a mode outside 0-2 (torch segfaults)"
+    return None
+
+
 def unspecified_output(c, i):
     """Outputs PyTorch 1.13 leaves unspecified: _scaled_dot_product_attention's
     weights without need_attn_weights ("otherwise, the second return value is
     unspecified"; its CUDA flash path returns none), which the server's fused
     kernel returns empty while torch's CPU math path fills them."""
+    if re.match(r"(_embedding_bag(_forward_only)?|embedding_bag)(\.|$)", c.op) and i > 0:
+        return embedding_bag_unspecified(c, i)
     if i != 1 or not re.match(r"_scaled_dot_product_attention(\.|_forward|$)", c.op):
         return False
     return not any(name == "need_attn_weights" and v is True for name, _, v in c.all_args())
+
+
+def embedding_bag_unspecified(c, i):
+    """embedding_bag's outputs 1-3 where torch 1.13's CPU kernel leaves them
+    mode-dependent or uninitialised (test_bicubic_bag.py says the same):
+    offset2bag, bag_size and max_indices in mode 'sum' (offset2bag empty on
+    its fast path; bag_size zeros or, forward-only, uninitialised), and
+    bag_size / max_indices of _embedding_bag_forward_only with
+    include_last_offset (sized by offsets, the last element uninitialised).
+    The server always fills offset2bag and sizes these by the bags."""
+    a = {name: v for name, _, v in c.all_args()}
+    mode = a.get("mode", 0)
+    if mode == 0 or not isinstance(mode, int):
+        return True
+    return i >= 2 and c.op.startswith("_embedding_bag_forward_only") and a.get("include_last_offset") is True
 
 
 def random_dropout(c):
@@ -180,6 +222,9 @@ def torch_bug(c, t):
     ub = cxx_undefined(c, args, t)
     if ub:
         return ub
+    bag = embedding_bag_defect(c)
+    if bag:
+        return bag
     if c.op.startswith(("_adaptive_avg_pool2d_backward", "_adaptive_avg_pool3d_backward")) and len(tens) >= 2:
         # ATen reads grad_output as self's planes x its last spatial sizes without
         # checking that it holds that many elements; the server refuses a

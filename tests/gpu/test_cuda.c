@@ -1946,3 +1946,98 @@ Test(conv, convolution)
                 od_tensor_release(b);
             }
 }
+
+/* upsample_bicubic2d (forward on float32 / float64 / bfloat16, backward on
+ * those and float16) against the CPU: up and down, align_corners, given
+ * scales, strided inputs. */
+Test(index, upsample_bicubic2d_matches_the_cpu)
+{
+    for (int fi = 0; fi < NFLT; fi++) {
+        od_dtype dt = FLT_DT[fi];
+        for (int view = 0; view < 2; view++) {
+            od_tensor *x = arg_t(S(2, 3, 5, 7), 4, dt, -6, 6, view);
+            for (int ac = 0; ac < 2; ac++) {
+                if (dt != OD_FLOAT16) { /* torch 1.13's CPU forward refuses Half */
+                    od_value b[5] = {od_tensor_v(x), IL_(9, 4), od_bool(ac), od_none(), od_none()};
+                    check_op("upsample_bicubic2d", OD_OPID_upsample_bicubic2d, b, 5, -1, false);
+                    od_value v[4] = {od_tensor_v(x), od_none(), od_bool(ac),
+                                     od_list_v(OD_T_DOUBLE_LIST, (void *)(const double[]){1.7, 0.6}, 2)};
+                    check_op("upsample_bicubic2d.vec", OD_OPID_upsample_bicubic2d_vec, v, 4, -1, false);
+                }
+                od_tensor *g = arg_t(S(2, 3, 9, 4), 4, dt, -2, 2, view);
+                od_value bb[6] = {od_tensor_v(g), IL_(9, 4), IL_(2, 3, 5, 7), od_bool(ac), od_none(), od_none()};
+                check_op("upsample_bicubic2d_backward", OD_OPID_upsample_bicubic2d_backward, bb, 6, -1, false);
+                od_tensor_release(g);
+            }
+            od_tensor_release(x);
+        }
+    }
+}
+
+/* A CPU int64 tensor holding v[0..n). */
+static od_tensor *i64_of(const int64_t *v, int64_t n)
+{
+    od_tensor *t = NULL;
+    OKCALL(od_tensor_empty(&n, 1, OD_INT64, TU_CPU, &t, &e_));
+    if (n > 0)
+        memcpy(od_tensor_data(t), v, sizeof(int64_t) * (size_t)n);
+    return t;
+}
+
+/* _embedding_bag and _embedding_bag_forward_only (every output), modes sum /
+ * mean / max, per_sample_weights, padding_idx, include_last_offset, an
+ * empty bag, a strided weight; the backward ops (staged on the host). */
+Test(index, embedding_bag_matches_the_cpu)
+{
+    static const od_dtype dts[3] = {OD_FLOAT16, OD_FLOAT32, OD_FLOAT64};
+    static const int64_t idxv[13] = {3, 0, 7, 7, 2, 9, 1, 4, 4, 8, 6, 5, 0};
+    static const int64_t offv[5] = {0, 4, 4, 9, 13};
+    for (int di = 0; di < 3; di++)
+        for (int view = 0; view < 2; view++) {
+            od_dtype dt = dts[di];
+            od_tensor *w = arg_t(S(10, 6), 2, dt, -3, 3, view), *psw = arg_t(S(13), 1, dt, -1, 1, 0);
+            od_tensor *idx = i64_of(idxv, 13), *off = i64_of(offv, 4), *off2 = i64_of(offv, 5);
+            for (int mode = 0; mode < 3; mode++)
+                for (int pad = -1; pad < 8; pad += 8) {
+                    od_value a[9] = {od_tensor_v(w), od_tensor_v(idx), od_tensor_v(off), od_bool(false), od_int(mode),
+                                     od_bool(false), od_none(), od_bool(false), od_int(pad)};
+                    check_op("_embedding_bag", OD_OPID__embedding_bag, a, 9, -1, false);
+                    check_op("_embedding_bag_forward_only", OD_OPID__embedding_bag_forward_only, a, 9, -1, false);
+                    a[2] = od_tensor_v(off2);
+                    a[7] = od_bool(true);
+                    check_op("_embedding_bag include_last_offset", OD_OPID__embedding_bag, a, 9, -1, false);
+                    if (mode == 0) {
+                        a[2] = od_tensor_v(off);
+                        a[7] = od_bool(false);
+                        a[6] = od_tensor_v(psw);
+                        check_op("_embedding_bag per_sample_weights", OD_OPID__embedding_bag, a, 9, -1, false);
+                    }
+                }
+            /* backward ops on the CPU forward's outputs */
+            for (int mode = 0; mode < 3; mode++) {
+                od_value a[9] = {od_tensor_v(w), od_tensor_v(idx), od_tensor_v(off), od_bool(false), od_int(mode),
+                                 od_bool(false), od_none(), od_bool(false), od_int(-1)};
+                od_stack f;
+                od_error fe;
+                od_error_clear(&fe);
+                OKCALL(od_call_builtin(OD_OPID__embedding_bag, a, 9, &f, &fe));
+                od_tensor *g = arg_t(S(4, 6), 2, dt, -1, 1, 0);
+                od_value db[10] = {od_tensor_v(g), od_tensor_v(idx), f.rets[1], f.rets[2], f.rets[3], od_int(10),
+                                   od_bool(mode == 0), od_int(mode), od_none(), od_int(-1)};
+                check_op("_embedding_bag_dense_backward", OD_OPID__embedding_bag_dense_backward, db, 10, -1, false);
+                if (mode == 0) {
+                    od_value pb[7] = {od_tensor_v(g), od_tensor_v(w), od_tensor_v(idx), od_tensor_v(off), f.rets[1],
+                                      od_int(0), od_int(-1)};
+                    check_op("_embedding_bag_per_sample_weights_backward",
+                             OD_OPID__embedding_bag_per_sample_weights_backward, pb, 7, -1, false);
+                }
+                od_tensor_release(g);
+                od_stack_release_rets(&f);
+            }
+            od_tensor_release(w);
+            od_tensor_release(psw);
+            od_tensor_release(idx);
+            od_tensor_release(off);
+            od_tensor_release(off2);
+        }
+}

@@ -383,6 +383,17 @@ def make_cases(rng):
     add("conv3d", RG(g(rng, 1, 1, 3, 3, 2)), RG(g(rng, 2, 1, 2, 2, 1)), None, [1], [1, 0, 0], [1], 1)
     add("conv1d.padding", RG(g(rng, 1, 2, 5)), RG(g(rng, 3, 2, 4)), RG(g(rng, 3)), [1], "same", [1], 1)
     add("conv_transpose2d.input", RG(g(rng, 1, 2, 2, 3)), RG(g(rng, 2, 2, 2, 2)), None, [2, 1], [0], [1, 0], 1, [1])
+    # upsample_bicubic2d and embedding_bag (test_bicubic_bag.py): modes, per_sample_weights,
+    # padding_idx, include_last_offset, an empty bag
+    add("upsample_bicubic2d", RG(g(rng, 1, 2, 3, 4)), [5, 3], False)
+    add("upsample_bicubic2d.vec", RG(g(rng, 2, 1, 3, 3)), None, True, [1.7, 2.0])
+    eb_idx, eb_off = np.array([0, 2, 4, 2, 1, 5, 3]), np.array([0, 3, 3, 5])
+    for mode in (0, 1, 2):
+        add("embedding_bag", RG(g(rng, 6, 3)), eb_idx, eb_off, False, mode)
+        add("embedding_bag.padding_idx", RG(g(rng, 6, 3)), eb_idx, np.array([0, 3, 3, 5, 7]), False, mode, False,
+            None, True, 2)
+    add("embedding_bag", RG(g(rng, 6, 3)), eb_idx, eb_off, False, 0, False, RG(g(rng, 7)), False)
+    add("_embedding_bag", RG(g(rng, 6, 3)), eb_idx, eb_off, False, 0, False, RG(g(rng, 7)), False, 4)
     return C
 
 
