@@ -62,6 +62,7 @@ OD_CPU_KERNEL_(od_cpu_nll_loss)     /* loss.c: nll_loss_forward, nll_loss2d_forw
 OD_CPU_KERNEL_(od_cpu_pool)        /* pool.c: max/avg/adaptive pools 2d/3d and their _backward */
 OD_CPU_KERNEL_(od_cpu_resample)    /* resample.c: upsample_nearest1d..3d, linear1d, bilinear2d, trilinear3d, backward */
 OD_CPU_KERNEL_(od_cpu_conv)        /* conv.c: convolution, convolution_backward */
+OD_CPU_KERNEL_(od_cpu_act_loss)    /* act_loss.c: binary_cross_entropy, glu, prelu and their _backward */
 
 #undef OD_CPU_KERNEL_
 

@@ -383,6 +383,19 @@ def make_cases(rng):
     add("conv3d", RG(g(rng, 1, 1, 3, 3, 2)), RG(g(rng, 2, 1, 2, 2, 1)), None, [1], [1, 0, 0], [1], 1)
     add("conv1d.padding", RG(g(rng, 1, 2, 5)), RG(g(rng, 3, 2, 4)), RG(g(rng, 3)), [1], "same", [1], 1)
     add("conv_transpose2d.input", RG(g(rng, 1, 2, 2, 3)), RG(g(rng, 2, 2, 2, 2)), None, [2, 1], [0], [1, 0], 1, [1])
+    # bce, bce_with_logits, soft_margin, kl_div, glu, prelu (test_nn_losses2.py): self's and target's gradients
+    prob = lambda *sh: rng.random(sh) * 0.8 + 0.1  # clear of bce's clamp at 0 and 1
+    add("binary_cross_entropy", RG(prob(3, 4)), RG(prob(3, 4)), None, 1)
+    add("binary_cross_entropy", RG(prob(3, 4)), prob(3, 4), rng.random(4) + 0.5, 0)
+    add("binary_cross_entropy_with_logits", RG(g(rng, 3, 4)), RG(prob(3, 4)), None, None, 1)
+    add("binary_cross_entropy_with_logits", RG(g(rng, 3, 4)), RG(prob(3, 4)), rng.random(4) + 0.5, rng.random(4) * 3, 2)
+    add("soft_margin_loss", RG(g(rng, 3, 4)), np.sign(g(rng, 3, 4, away=0.1)), 1)
+    add("kl_div", RG(g(rng, 3, 4)), RG(prob(3, 4)), 2)
+    add("kl_div", RG(g(rng, 3, 4)), RG(g(rng, 3, 4)), 1, log_target=True)
+    add("glu", RG(g(rng, 3, 4)), -1)
+    add("glu", RG(g(rng, 4, 2, 3)), 0)
+    add("prelu", RG(g(rng, 2, 3, 4, away=0.1)), RG(rng.random(3) - 0.5))
+    add("prelu", RG(g(rng, 5, away=0.1)), RG(rng.random(1) - 0.5))
     return C
 
 
