@@ -493,7 +493,8 @@ enum { OD_AL_BCE, OD_AL_GLU, OD_AL_PRELU };
  * passed; weight is prelu's weight too). n: self's elements. glu: self
  * viewed [outer, 2 * half, inner] around dim. prelu: element i of
  * contiguous self takes weight (i / inner) % channels (channels 1 for one
- * shared weight). bce: reduction as ATen's int (1 mean, 2 sum, any other
+ * shared weight; bfloat16 self takes a weight of any dtype, as a bfloat16
+ * copy). bce: reduction as ATen's int (1 mean, 2 sum, any other
  * none). */
 typedef struct od_act_loss_plan {
     int kind;
@@ -502,6 +503,11 @@ typedef struct od_act_loss_plan {
     int64_t reduction, n;
     int dim;
     int64_t outer, half, inner, channels;
+    /* prelu_backward: the shape it runs over, self's and grad_output's
+     * broadcast (larger than self's only with one shared weight, where ATen
+     * resizes its fresh outputs) */
+    int64_t sizes[OD_MAX_DIMS];
+    int ndim;
 } od_act_loss_plan;
 od_status od_act_loss_plan_of(od_opid id, const od_stack *s, od_act_loss_plan *p, od_error *err);
 

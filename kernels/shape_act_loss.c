@@ -212,14 +212,26 @@ static od_status plan_prelu(od_act_loss_plan *p, const od_stack *s, const char *
     if (w->ndim > 1)
         return od_error_set(err, OD_EINVAL, "prelu: Expected `weight` to be a scalar or 1D tensor, but got ndim = %d",
                             w->ndim);
-    if (p->grad && (st = broadcast_to(x->sizes, x->ndim, p->grad->sizes, p->grad->ndim, err)))
-        return st;
+    p->ndim = x->ndim;
+    memcpy(p->sizes, x->sizes, (size_t)x->ndim * sizeof *p->sizes);
+    if (p->grad) {
+        /* one shared weight: ATen's iterator resizes its fresh outputs to the broadcast */
+        if (wn == 1)
+            st = od_broadcast_shapes(x->sizes, x->ndim, p->grad->sizes, p->grad->ndim, p->sizes, &p->ndim, err);
+        else
+            st = broadcast_to(x->sizes, x->ndim, p->grad->sizes, p->grad->ndim, err);
+        if (st)
+            return st;
+    }
     od_dtype dt = x->dtype;
-    if ((st = same_dtype(p->grad, dt, err)) || (st = same_dtype(w, dt, err)))
+    /* ATen 1.13 copies the weight to bfloat16 for a bfloat16 self */
+    if ((st = same_dtype(p->grad, dt, err)) || (dt != OD_BFLOAT16 && (st = same_dtype(w, dt, err))))
         return st;
     if (dt != OD_FLOAT32 && dt != OD_FLOAT64 && dt != OD_BFLOAT16)
         return not_implemented(p->backward ? "prelu_backward_cpu" : "prelu_cpu", dt, err);
-    p->n = od_tensor_numel(x);
+    p->n = 1;
+    for (int d = 0; d < p->ndim; d++)
+        p->n *= p->sizes[d];
     return OD_OK;
 }
 
@@ -268,7 +280,11 @@ od_status od_shape_act_loss(od_opid id, const od_stack *s, od_out_spec *outs, in
         spec_of(&outs[0], x, x->sizes, x->ndim);
     }
     if (p.kind == OD_AL_PRELU && p.backward) {
+        spec_of(&outs[0], x, p.sizes, p.ndim);
         spec_of(&outs[1], x, p.weight->sizes, p.weight->ndim);
+        /* bfloat16's shared-weight path answers in the weight's dtype */
+        if (x->dtype == OD_BFLOAT16 && od_tensor_numel(p.weight) == 1)
+            outs[1].dtype = p.weight->dtype;
         *nouts = 2;
     }
     return OD_OK;

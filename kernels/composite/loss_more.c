@@ -12,7 +12,6 @@
  * in an od_cx_scope and is released on every path.
  */
 #include <inttypes.h>
-#include <math.h>
 
 #include "composite.h"
 
@@ -154,8 +153,12 @@ OD_CX_KERNEL(od_cea_soft_margin_loss)
         o = call1(&sc, OD_OPID_log_, o);
         if (o && reduction != RED_NONE && reduction != RED_MEAN && reduction != RED_SUM) {
             if (od_tensor_numel(o) == 0) {
-                o = od_cx_call(&sc, OD_OPID_fill__Scalar, 2, OPT(od_cx_call(&sc, OD_OPID_sum, 2, OPT(o), od_none())),
-                               od_double(NAN));
+                /* ATen's resize_({}) creates an element it never writes */
+                od_cx_scope_end(&sc);
+                return od_error_set(err, OD_EINVAL,
+                                    "soft_margin_loss: reduction %" PRId64 " of an empty input has no value (torch "
+                                    "1.13 returns uninitialised memory)",
+                                    reduction);
             } else {
                 int64_t flat = -1;
                 o = od_cx_call(&sc, OD_OPID_reshape, 2, OPT(o), od_list_v(OD_T_INT_LIST, &flat, 1));

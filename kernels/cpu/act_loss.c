@@ -313,9 +313,13 @@ od_status od_cpu_act_loss(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
         j.w = od_tensor_data(w);
         j.out = od_tensor_data(outs[0]);
         if (p.grad) {
-            if ((stt = read_as(p.grad, false, p.self->sizes, p.self->ndim, dt, &g, err)) ||
-                (stt = od_tensor_empty(p.self->sizes, p.self->ndim, dt, p.self->device, &coll, err)))
+            od_tensor_release(x);
+            x = NULL;
+            if ((stt = read_as(p.self, false, p.sizes, p.ndim, dt, &x, err)) ||
+                (stt = read_as(p.grad, false, p.sizes, p.ndim, dt, &g, err)) ||
+                (stt = od_tensor_empty(p.sizes, p.ndim, dt, p.self->device, &coll, err)))
                 goto done;
+            j.x = od_tensor_data(x);
             j.g = od_tensor_data(g);
             j.out2 = od_tensor_data(coll);
         }
@@ -328,7 +332,10 @@ od_status od_cpu_act_loss(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
                 for (int64_t i = c * per; i < p.n; i += nc * per)
                     for (int64_t k = 0; k < per && i + k < p.n; k++)
                         acc += ld(j.out2, dt, i + k);
-                st(wg, dt, c, rnd(dt, acc));
+                od_value v = od_double(rnd(dt, acc));
+                uint64_t buf;
+                od_cpu_scalar_to_dtype(&v, outs[1]->dtype, &buf);
+                memcpy((char *)wg + c * (int64_t)od_dtype_size(outs[1]->dtype), &buf, od_dtype_size(outs[1]->dtype));
             }
         }
         break;

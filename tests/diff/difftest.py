@@ -180,6 +180,9 @@ def torch_bug(c, t):
     ub = cxx_undefined(c, args, t)
     if ub:
         return ub
+    if c.op.split(".")[0] == "soft_margin_loss" and len(args) >= 3 and args[2] not in (0, 1, 2) and tens and \
+            int(np.prod(tens[0].logical().shape)) == 0:
+        return "soft_margin_loss of an empty input with a reduction other than 0, 1, 2 (torch returns the element its resize_({}) leaves uninitialised)"
     if c.op.startswith(("_adaptive_avg_pool2d_backward", "_adaptive_avg_pool3d_backward")) and len(tens) >= 2:
         # ATen reads grad_output as self's planes x its last spatial sizes without
         # checking that it holds that many elements; the server refuses a

@@ -129,6 +129,13 @@ def test_prelu(server, rng):
     check(server, [c for c in cases if c[0] == "prelu_backward"][-12:], outs=2)
     cases = [("prelu_backward", [X(rng, dt, 2, 3, 5, 4), X(rng, dt, 2, 3, 5, 4), T(rng.random(3) - 0.3, dt)], {})
              for dt in FLOATS]
+    # a bfloat16 self takes a weight of any dtype (one shared weight's gradient comes back in its dtype);
+    # a grad_output larger than self with one shared weight (ATen resizes its fresh outputs)
+    check(server, [("prelu", [X(rng, "bfloat16", 4, 6), T(rng.random(6), "float64")], {}),
+                   ("prelu", [X(rng, "bfloat16"), T(np.array([1]), "int8")], {})])
+    cases += [("prelu_backward", [X(rng, "bfloat16", 4, 6), X(rng, "bfloat16", 4, 6), T(rng.random(1), "float64")], {}),
+              ("prelu_backward", [X(rng, "bfloat16", 4, 6), X(rng, "bfloat16", 4, 6), T(rng.random(6), "float64")], {}),
+              ("prelu_backward", [X(rng, "float32", 3, 1), X(rng, "float32", 1), T(np.float64(0.3), "float32")], {})]
     check(server, cases, outs=2)
 
 
