@@ -324,14 +324,19 @@ od_status od_cpu_act_loss(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
             j.out2 = od_tensor_data(coll);
         }
         run(&j, p.n, prelu_chunk);
-        if (p.grad) { /* the collector summed over every dim but the channel's */
-            int64_t nc = p.channels, per = p.inner;
+        if (p.grad) {
+            /* the collector summed over every dim but the channel's: one weight, one sum; per channel,
+             * ATen's reduction sums each sample's slab and accumulates the slabs in the output's dtype */
+            int64_t nc = p.channels, per = nc == 1 ? p.n : p.inner;
             void *wg = od_tensor_data(outs[1]);
             for (int64_t c = 0; c < nc; c++) {
                 double acc = 0;
-                for (int64_t i = c * per; i < p.n; i += nc * per)
+                for (int64_t i = c * per; i < p.n; i += nc * per) {
+                    double slab = 0;
                     for (int64_t k = 0; k < per && i + k < p.n; k++)
-                        acc += ld(j.out2, dt, i + k);
+                        slab += ld(j.out2, dt, i + k);
+                    acc = rnd(dt, acc + slab);
+                }
                 od_value v = od_double(rnd(dt, acc));
                 uint64_t buf;
                 od_cpu_scalar_to_dtype(&v, outs[1]->dtype, &buf);
