@@ -17,6 +17,12 @@
  *  - Reductions (bce's mean/sum, prelu's weight gradient) accumulate in
  *    double and round once.
  */
+/* Before every include, as elementwise.c: the dynamic cost model vectorises the float32 loops at -O2
+ * (inline math included); no fp-contract, so each step keeps its rounding. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math")
+#endif
+
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -25,6 +31,7 @@
 #include "cpu_kernels.h"
 #include "iter.h"
 #include "od_half.h"
+#include "od_math.h"
 #include "od_parallel.h"
 #include "od_shape.h"
 
@@ -68,20 +75,24 @@ typedef struct job {
 
 /* ---- binary_cross_entropy ---- */
 
-static void bce_f32(job *j, int64_t b, int64_t e)
+/* float32: branch-free, so gcc vectorises it (libmvec's logf and log1pf) */
+OD_CPU_CLONES static int bce_f32_loop(const float *x, const float *t, float *o, int64_t n)
 {
-    const float *x = j->x, *t = j->t;
-    float *o = j->out;
     int bad = 0;
-    for (int64_t i = b; i < e; i++) {
+    for (int64_t i = 0; i < n; i++) {
         float xv = x[i], tv = t[i];
-        bad |= !(xv >= 0.f && xv <= 1.f);
-        float l1 = log1pf(-xv), l0 = logf(xv);
+        bad |= (xv < 0.f) | (xv > 1.f) | (xv != xv);
+        float l1 = od_math_log1p_vec_f32(-xv), l0 = od_math_log_vec_f32(xv);
         l1 = l1 < -100.f ? -100.f : l1;
         l0 = l0 < -100.f ? -100.f : l0;
         o[i] = (tv - 1.f) * l1 - tv * l0;
     }
-    if (bad)
+    return bad;
+}
+
+static void bce_f32(job *j, int64_t b, int64_t e)
+{
+    if (bce_f32_loop((const float *)j->x + b, (const float *)j->t + b, (float *)j->out + b, e - b))
         atomic_store_explicit(&j->bad, 1, memory_order_relaxed);
 }
 
@@ -126,31 +137,48 @@ static void bce_chunk(void *ctx, int64_t b, int64_t e)
 
 /* ---- glu ---- */
 
+/* float32 forward over one run of a row: a[k] * sigmoid(b[k]), vectorised */
+OD_CPU_CLONES static void glu_f32_run(const float *a, const float *bv, float *o, int64_t n)
+{
+    for (int64_t k = 0; k < n; k++)
+        o[k] = a[k] * (1.f / (1.f + od_math_exp_f32(-bv[k])));
+}
+
+/* output elements [b, e) of [outer, half * inner], as runs within a row (no division per element) */
 static void glu_chunk(void *ctx, int64_t b, int64_t e)
 {
     job *j = ctx;
     const od_act_loss_plan *p = j->p;
     od_dtype dt = j->dt;
     int64_t hi = p->half * p->inner;
-    for (int64_t i = b; i < e; i++) {
-        int64_t o = i / hi, r = i % hi, ia = o * 2 * hi + r, ib = ia + hi;
-        double a = ld(j->x, dt, ia), bv = ld(j->x, dt, ib);
-        if (!p->backward) {
-            if (dt == OD_FLOAT64) {
-                st(j->out, dt, i, a * (1.0 / (1.0 + exp(-bv))));
-            } else { /* float32, and bfloat16 computed in float */
-                float af = (float)a, bf = (float)bv;
-                st(j->out, dt, i, af * (1.f / (1.f + expf(-bf))));
-            }
+    for (int64_t i = b; i < e;) {
+        int64_t o = i / hi, r = i % hi, len = hi - r < e - i ? hi - r : e - i;
+        int64_t ia0 = o * 2 * hi + r, ib0 = ia0 + hi;
+        if (!p->backward && dt == OD_FLOAT32) {
+            const float *x = j->x;
+            glu_f32_run(x + ia0, x + ib0, (float *)j->out + i, len);
+            i += len;
             continue;
         }
-        double g = ld(j->g, dt, i), sig;
-        if (dt == OD_FLOAT64)
-            sig = 1.0 / (1.0 + exp(-bv));
-        else
-            sig = rnd(dt, 1.f / (1.f + expf(-(float)bv)));
-        st(j->out, dt, ia, rnd(dt, sig * g));
-        st(j->out, dt, ib, rnd(dt, rnd(dt, rnd(dt, rnd(dt, 1.0 - sig) * sig) * a) * g));
+        for (int64_t k = 0; k < len; k++) {
+            int64_t ia = ia0 + k, ib = ib0 + k, io = i + k;
+            double a = ld(j->x, dt, ia), bv = ld(j->x, dt, ib);
+            if (!p->backward) {
+                if (dt == OD_FLOAT64)
+                    st(j->out, dt, io, a * (1.0 / (1.0 + exp(-bv))));
+                else /* bfloat16, computed in float */
+                    st(j->out, dt, io, (float)a * (1.f / (1.f + expf(-(float)bv))));
+                continue;
+            }
+            double g = ld(j->g, dt, io), sig;
+            if (dt == OD_FLOAT64)
+                sig = 1.0 / (1.0 + exp(-bv));
+            else
+                sig = rnd(dt, 1.f / (1.f + expf(-(float)bv)));
+            st(j->out, dt, ia, rnd(dt, sig * g));
+            st(j->out, dt, ib, rnd(dt, rnd(dt, rnd(dt, rnd(dt, 1.0 - sig) * sig) * a) * g));
+        }
+        i += len;
     }
 }
 
