@@ -215,13 +215,18 @@ static od_status plan_prelu(od_act_loss_plan *p, const od_stack *s, const char *
     p->ndim = x->ndim;
     memcpy(p->sizes, x->sizes, (size_t)x->ndim * sizeof *p->sizes);
     if (p->grad) {
-        /* one shared weight: ATen's iterator resizes its fresh outputs to the broadcast */
-        if (wn == 1)
-            st = od_broadcast_shapes(x->sizes, x->ndim, p->grad->sizes, p->grad->ndim, p->sizes, &p->ndim, err);
-        else
-            st = broadcast_to(x->sizes, x->ndim, p->grad->sizes, p->grad->ndim, err);
-        if (st)
+        /* ATen's iterator resizes its fresh outputs to the broadcast; with a weight per channel, only
+         * a broadcast that keeps self's rank (and so its channel dim) is followed here */
+        if ((st = od_broadcast_shapes(x->sizes, x->ndim, p->grad->sizes, p->grad->ndim, p->sizes, &p->ndim, err)))
             return st;
+        if (wn != 1 && p->ndim != x->ndim &&
+            (st = broadcast_to(x->sizes, x->ndim, p->grad->sizes, p->grad->ndim, err)))
+            return st;
+        if (wn != 1) {
+            p->inner = 1;
+            for (int d = 2; d < p->ndim; d++)
+                p->inner *= p->sizes[d];
+        }
     }
     od_dtype dt = x->dtype;
     /* ATen 1.13 copies the weight to bfloat16 for a bfloat16 self */

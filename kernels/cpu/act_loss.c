@@ -75,14 +75,15 @@ typedef struct job {
 
 /* ---- binary_cross_entropy ---- */
 
-/* float32: branch-free, so gcc vectorises it (libmvec's logf and log1pf) */
+/* ATen 1.13's (t - 1) * max(log(1 - x), -100) - t * max(log(x), -100) (log of 1 - x, not log1p: its
+ * signed zeros); float32 branch-free, so gcc vectorises it (od_math.h's vector logf) */
 OD_CPU_CLONES static int bce_f32_loop(const float *x, const float *t, float *o, int64_t n)
 {
     int bad = 0;
     for (int64_t i = 0; i < n; i++) {
         float xv = x[i], tv = t[i];
         bad |= (xv < 0.f) | (xv > 1.f) | (xv != xv);
-        float l1 = od_math_log1p_vec_f32(-xv), l0 = od_math_log_vec_f32(xv);
+        float l1 = od_math_log_vec_f32(1.f - xv), l0 = od_math_log_vec_f32(xv);
         l1 = l1 < -100.f ? -100.f : l1;
         l0 = l0 < -100.f ? -100.f : l0;
         o[i] = (tv - 1.f) * l1 - tv * l0;
@@ -104,7 +105,7 @@ static void bce_f64(job *j, int64_t b, int64_t e)
     for (int64_t i = b; i < e; i++) {
         double xv = x[i], tv = t[i];
         bad |= !(xv >= 0.0 && xv <= 1.0);
-        double l1 = log1p(-xv), l0 = log(xv);
+        double l1 = log(1.0 - xv), l0 = log(xv);
         l1 = l1 < -100.0 ? -100.0 : l1;
         l0 = l0 < -100.0 ? -100.0 : l0;
         o[i] = (tv - 1.0) * l1 - tv * l0;
