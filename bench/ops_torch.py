@@ -168,7 +168,8 @@ def attention_cases():
 
 def loss_cases():
     """nll_loss and cross_entropy_loss (mean, class targets) on randn logits of 8192 x 32000 and 256 x 1000,
-    mse_loss (mean) on 1.6e7 (target <= 1.0)"""
+    mse_loss (mean) on 1.6e7, binary_cross_entropy (mean) on 1.6e7, binary_cross_entropy_with_logits (mean) on
+    4M, glu on 4096 x 8192 (target <= 1.0)"""
     rng = np.random.default_rng(20261128)
     cases = {}
     for r, c in ((8192, 32000), (256, 1000)):
@@ -176,6 +177,11 @@ def loss_cases():
         for op in ("nll_loss", "cross_entropy_loss"):
             cases[f"{op} {r}x{c}"] = (op, [{"generate": "randn", "shape": [r, c], "dtype": "float32"}, t])
     cases["mse_loss 1.6e7"] = ("mse_loss", [rand(16_000_000), rand(16_000_000), 1])
+    cases["binary_cross_entropy 1.6e7"] = ("binary_cross_entropy", [rand(16_000_000), rand(16_000_000), None, 1])
+    cases["bce_with_logits 4M"] = ("binary_cross_entropy_with_logits",
+                                   [{"generate": "randn", "shape": [4_000_000], "dtype": "float32"},
+                                    rand(4_000_000), None, None, 1])
+    cases["glu 4096x8192"] = ("glu", [{"generate": "randn", "shape": [4096, 8192], "dtype": "float32"}, -1])
     return cases
 
 

@@ -60,7 +60,8 @@ od_shape_fn od_builtin_shape_fn(od_opid id);
     X(od_shape_pad) X(od_shape_data_sized) \
     X(od_shape_norm) X(od_shape_sdpa) X(od_shape_nll_loss) X(od_shape_pool) X(od_shape_resample) \
     X(od_shape_conv) \
-    X(od_shape_embedding_bag)
+    X(od_shape_embedding_bag) \
+    X(od_shape_act_loss)
 
 #define OD_X_(fn) od_status fn(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, \
                                 od_error *err);
@@ -511,5 +512,30 @@ od_status od_embag_plan_of(od_opid id, const od_stack *s, od_embag_plan *p, od_e
 /* Reads offsets and indices (host memory, any strides) and checks them as
  * torch 1.13's CPU kernel does, with its messages. */
 od_status od_embag_check_data(const od_embag_plan *p, od_error *err);
+/* ---- binary_cross_entropy, glu, prelu and their _backward
+ * (kernels/shape_act_loss.c) ---- */
+enum { OD_AL_BCE, OD_AL_GLU, OD_AL_PRELU };
+/* The checked call, tensors borrowed from the stack (grad NULL in a
+ * forward; target, weight NULL where the operator has none or None was
+ * passed; weight is prelu's weight too). n: self's elements. glu: self
+ * viewed [outer, 2 * half, inner] around dim. prelu: element i of
+ * contiguous self takes weight (i / inner) % channels (channels 1 for one
+ * shared weight; bfloat16 self takes a weight of any dtype, as a bfloat16
+ * copy). bce: reduction as ATen's int (1 mean, 2 sum, any other
+ * none). */
+typedef struct od_act_loss_plan {
+    int kind;
+    bool backward;
+    const od_tensor *grad, *self, *target, *weight;
+    int64_t reduction, n;
+    int dim;
+    int64_t outer, half, inner, channels;
+    /* prelu_backward: the shape it runs over, self's and grad_output's
+     * broadcast (larger than self's only with one shared weight, where ATen
+     * resizes its fresh outputs) */
+    int64_t sizes[OD_MAX_DIMS];
+    int ndim;
+} od_act_loss_plan;
+od_status od_act_loss_plan_of(od_opid id, const od_stack *s, od_act_loss_plan *p, od_error *err);
 
 #endif

@@ -2234,6 +2234,71 @@ static void sl1_huber(od_node *n, od_tensor *const *g, od_tensor **gin, const bo
 }
 OD_BW(SmoothL1LossBackward0) { sl1_huber(n, g, gin, need, sc, OD_OPID_smooth_l1_loss_backward); }
 OD_BW(HuberLossBackward0) { sl1_huber(n, g, gin, need, sc, OD_OPID_huber_loss_backward); }
+/* bce, bce_with_logits, soft_margin, glu, prelu: derivatives.yaml 1.13 (target's gradients are
+ * FunctionsManual's binary_cross_entropy(_with_logits)_target_backward); weight and pos_weight take none */
+static od_tensor *opt_saved(ag_scope *sc, od_node *n, int i)
+{
+    return ag_arg(n, i)->tag == OD_T_TENSOR ? ag_saved(sc, n, i) : NULL;
+}
+/* r (* weight) * grad, / numel for a mean */
+static od_tensor *weighted_grad(ag_scope *sc, od_tensor *r, od_tensor *w, od_tensor *g, int64_t reduction,
+                                int64_t numel)
+{
+    if (w)
+        r = ag_mul(sc, r, w);
+    r = ag_mul(sc, r, g);
+    return reduction == 1 ? ag_call(sc, OD_OPID_div_Scalar, 2, T(r), od_int(numel)) : r;
+}
+OD_BW(BinaryCrossEntropyBackward0)
+{
+    od_tensor *x = ag_saved(sc, n, 0), *t = ag_saved(sc, n, 1), *w = opt_saved(sc, n, 2);
+    if (failed(sc))
+        return;
+    SET(ag_in(n, 0), ag_call(sc, OD_OPID_binary_cross_entropy_backward, 5, T(g[0]), T(x), T(t), w ? T(w) : od_none(),
+                             *ag_arg(n, 3)));
+    int kt = ag_in(n, 1);
+    if (kt >= 0 && need[kt])
+        SET(kt, weighted_grad(sc, ag_neg(sc, ag_call(sc, OD_OPID_logit, 2, T(x), od_none())), w, g[0],
+                              ag_arg(n, 3)->u.i, od_tensor_numel(t)));
+}
+OD_BW(BinaryCrossEntropyWithLogitsBackward0)
+{
+    od_tensor *x = ag_saved(sc, n, 0), *t = ag_saved(sc, n, 1), *w = opt_saved(sc, n, 2), *pw = opt_saved(sc, n, 3);
+    if (failed(sc))
+        return;
+    int64_t red = ag_arg(n, 4)->u.i;
+    int kx = ag_in(n, 0), kt = ag_in(n, 1);
+    if (kx >= 0 && need[kx]) {
+        od_tensor *r;
+        if (pw) {
+            od_tensor *pt = ag_mul(sc, pw, t);
+            r = ag_sub(sc, ag_mul(sc, ag_sub(sc, ag_adds(sc, pt, 1), t), ag_unary(sc, OD_OPID_sigmoid, x)), pt);
+        } else {
+            r = ag_sub(sc, ag_unary(sc, OD_OPID_sigmoid, x), t);
+        }
+        SET(kx, weighted_grad(sc, r, w, g[0], red, od_tensor_numel(x)));
+    }
+    if (kt >= 0 && need[kt]) {
+        od_tensor *r = pw ? ag_sub(sc, ag_unary(sc, OD_OPID_log_sigmoid, ag_neg(sc, x)),
+                                   ag_mul(sc, ag_unary(sc, OD_OPID_log_sigmoid, x), pw))
+                          : ag_neg(sc, x);
+        SET(kt, weighted_grad(sc, r, w, g[0], red, od_tensor_numel(t)));
+    }
+}
+OD_BW(SoftMarginLossBackward0)
+{
+    SET(ag_in(n, 0), ag_call(sc, OD_OPID_soft_margin_loss_backward, 4, T(g[0]), T(ag_saved(sc, n, 0)),
+                             T(ag_saved(sc, n, 1)), *ag_arg(n, 2)));
+}
+OD_BW(GluBackward0) { SET(0, ag_call(sc, OD_OPID_glu_backward, 3, T(g[0]), T(ag_saved(sc, n, 0)), *ag_arg(n, 1))); }
+OD_BW(PreluBackward0)
+{
+    od_value a[3] = {T(g[0]), T(ag_saved(sc, n, 0)), T(ag_saved(sc, n, 1))};
+    od_tensor *r[3];
+    call3(sc, OD_OPID_prelu_backward, a, 3, r);
+    SET(ag_in(n, 0), r[0]);
+    SET(ag_in(n, 1), r[1]);
+}
 /* ---- pooling: ATen's native backward ops (shape_pool.c), as derivatives.yaml calls them ---- */
 static void max_pool_backward(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc,
                               od_opid bw)

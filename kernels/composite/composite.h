@@ -86,6 +86,9 @@ OD_CX_KERNEL(od_cia_cross_entropy_loss);
 OD_CX_KERNEL(od_cea_mse_loss);            /* mse_loss, mse_loss_backward */
 OD_CX_KERNEL(od_cia_l1_loss);
 OD_CX_KERNEL(od_cea_smooth_l1_huber); /* smooth_l1_loss, huber_loss and their _backward */
+OD_CX_KERNEL(od_cea_bce_with_logits);    /* loss_more.c: binary_cross_entropy_with_logits */
+OD_CX_KERNEL(od_cia_kl_div);
+OD_CX_KERNEL(od_cea_soft_margin_loss);   /* soft_margin_loss, soft_margin_loss_backward */
 OD_CX_KERNEL(od_cia_pool); /* pool.c: max_pool1d/2d/3d, max_pool1d_with_indices, avg_pool1d, adaptive_avg_pool1d/2d/3d, adaptive_max_pool1d */
 OD_CX_KERNEL(od_cea_pixel_shuffle); /* resample.c: pixel_shuffle, pixel_unshuffle */
 OD_CX_KERNEL(od_cia_conv); /* conv.c: conv1d..3d (+ .padding), conv_transpose1d..3d */

@@ -63,6 +63,7 @@ OD_CPU_KERNEL_(od_cpu_pool)        /* pool.c: max/avg/adaptive pools 2d/3d and t
 OD_CPU_KERNEL_(od_cpu_resample)    /* resample.c: upsample_nearest1d..3d, linear1d, bilinear2d, trilinear3d, backward */
 OD_CPU_KERNEL_(od_cpu_conv)        /* conv.c: convolution, convolution_backward */
 OD_CPU_KERNEL_(od_cpu_embedding_bag) /* embedding_bag.c: _embedding_bag(_forward_only), _dense_backward, _per_sample_weights_backward */
+OD_CPU_KERNEL_(od_cpu_act_loss)    /* act_loss.c: binary_cross_entropy, glu, prelu and their _backward */
 
 #undef OD_CPU_KERNEL_
 

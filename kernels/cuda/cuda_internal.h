@@ -74,6 +74,7 @@ OD_CUDA_KERNEL_(od_cuda_conv)        /* conv.c: convolution, convolution_backwar
 
 OD_CUDA_KERNEL_(od_cuda_sdpa)        /* attention.c: _scaled_dot_product_attention_forward */
 OD_CUDA_KERNEL_(od_cuda_embedding_bag) /* embedding_bag.c: _embedding_bag(_forward_only); its backward ops staged on the host */
+OD_CUDA_KERNEL_(od_cuda_act_loss)    /* act_loss.c: binary_cross_entropy, glu, prelu and their _backward */
 #undef OD_CUDA_KERNEL_
 
 /* ---- runtime.c ------------------------------------------------------------------- */

@@ -225,6 +225,21 @@ def torch_bug(c, t):
     bag = embedding_bag_defect(c)
     if bag:
         return bag
+    if c.op.split(".")[0] in ("binary_cross_entropy", "binary_cross_entropy_backward"):
+        k = 1 if c.op.startswith("binary_cross_entropy_backward") else 0
+        ops = [a for a in args[: k + 2] if isinstance(a, Tens)]
+        if len(ops) == k + 2:
+            sq = [[d for d in o.logical().shape if d != 1] for o in ops]
+            try:
+                b = list(np.broadcast_shapes(*(tuple(x) for x in sq)))
+            except ValueError:
+                b = None
+            if b is not None and b != sq[k]:
+                # ATen runs its iterator into a squeeze()d view of the output, which it resizes instead
+                return "binary_cross_entropy(_backward) whose operands broadcast past self's squeezed shape (torch answers from unwritten memory)"
+    if c.op.split(".")[0] == "soft_margin_loss" and len(args) >= 3 and args[2] not in (0, 1, 2) and tens and \
+            int(np.prod(tens[0].logical().shape)) == 0:
+        return "soft_margin_loss of an empty input with a reduction other than 0, 1, 2 (torch returns the element its resize_({}) leaves uninitialised)"
     if c.op.startswith(("_adaptive_avg_pool2d_backward", "_adaptive_avg_pool3d_backward")) and len(tens) >= 2:
         # ATen reads grad_output as self's planes x its last spatial sizes without
         # checking that it holds that many elements; the server refuses a

@@ -2040,4 +2040,57 @@ Test(index, embedding_bag_matches_the_cpu)
             od_tensor_release(off);
             od_tensor_release(off2);
         }
+/* binary_cross_entropy, glu, prelu and their _backward (kernels/cuda/act_loss.c), and the composites over
+ * them (binary_cross_entropy_with_logits, kl_div, soft_margin_loss and its _backward) against the CPU:
+ * every reduction, weights, strided inputs, the dtypes the CPU kernels take, and bce's range refusal. */
+Test(red, bce_glu_prelu_and_their_composites_match_the_cpu)
+{
+    const od_dtype dts[] = {OD_FLOAT32, OD_FLOAT64, OD_BFLOAT16};
+    for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
+        od_dtype dt = dts[di];
+        double tol = dt == OD_FLOAT64 ? 1e-10 : dt == OD_FLOAT32 ? 1e-5 : 2e-2;
+        for (int view = 0; view < 2; view++) {
+            od_tensor *p = arg_t(S(6, 5), 2, dt, 0.05, 0.95, view), *q = arg_t(S(6, 5), 2, dt, 0.05, 0.95, 0);
+            od_tensor *x = arg_t(S(6, 5), 2, dt, -3, 3, view), *w = arg_t(S(5), 1, dt, 0.5, 1.5, 0);
+            od_tensor *x4 = arg_t(S(2, 4, 3, 6), 4, dt, -3, 3, view), *pw = arg_t(S(4), 1, dt, -0.5, 0.5, 0);
+            od_tensor *g4 = arg_t(S(2, 4, 3, 6), 4, dt, -1, 1, 0), *gh = arg_t(S(2, 4, 3, 3), 4, dt, -1, 1, 0);
+            for (int64_t red = 0; red < 3; red++) {
+                od_tensor *g = arg_t(S(6, 5), red ? 0 : 2, dt, -1, 1, 0);
+                if (dt != OD_BFLOAT16) { /* torch 1.13's CPU bce: float32 and float64 */
+                    od_value a1[] = {od_tensor_v(p), od_tensor_v(q), od_tensor_v(w), od_int(red)};
+                    check_op("binary_cross_entropy", OD_OPID_binary_cross_entropy, a1, 4, tol, false);
+                    od_value a2[] = {od_tensor_v(g), od_tensor_v(p), od_tensor_v(q), od_none(), od_int(red)};
+                    check_op("binary_cross_entropy_backward", OD_OPID_binary_cross_entropy_backward, a2, 5, tol,
+                             false);
+                }
+                od_value a3[] = {od_tensor_v(x), od_tensor_v(q), od_tensor_v(w), od_tensor_v(w), od_int(red)};
+                check_op("binary_cross_entropy_with_logits", OD_OPID_binary_cross_entropy_with_logits, a3, 5, tol,
+                         false);
+                od_value a4[] = {od_tensor_v(x), od_tensor_v(q), od_int(red), od_bool(red == 1)};
+                check_op("kl_div", OD_OPID_kl_div, a4, 4, tol, false);
+                od_value a5[] = {od_tensor_v(x), od_tensor_v(q), od_int(red)};
+                check_op("soft_margin_loss", OD_OPID_soft_margin_loss, a5, 3, tol, false);
+                od_value a6[] = {od_tensor_v(g), od_tensor_v(x), od_tensor_v(q), od_int(red)};
+                check_op("soft_margin_loss_backward", OD_OPID_soft_margin_loss_backward, a6, 4, tol, false);
+                od_tensor_release(g);
+            }
+            od_value a7[] = {od_tensor_v(x4), od_int(-1)};
+            check_op("glu", OD_OPID_glu, a7, 2, tol, false);
+            od_value a8[] = {od_tensor_v(gh), od_tensor_v(x4), od_int(3)};
+            check_op("glu_backward", OD_OPID_glu_backward, a8, 3, tol, false);
+            od_value a9[] = {od_tensor_v(x4), od_tensor_v(pw)};
+            check_op("prelu", OD_OPID_prelu, a9, 2, tol, false);
+            od_value a10[] = {od_tensor_v(g4), od_tensor_v(x4), od_tensor_v(pw)};
+            check_op("prelu_backward", OD_OPID_prelu_backward, a10, 3, tol, false);
+            od_tensor *all[] = {p, q, x, w, x4, pw, g4, gh};
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+                od_tensor_release(all[i]);
+        }
+    }
+    /* an input outside [0, 1]: the same refusal on both */
+    od_tensor *bad = arg_t(S(4), 1, OD_FLOAT32, 1.5, 2, 0), *t = arg_t(S(4), 1, OD_FLOAT32, 0, 1, 0);
+    od_value a[] = {od_tensor_v(bad), od_tensor_v(t), od_none(), od_int(1)};
+    check_op("binary_cross_entropy out of range", OD_OPID_binary_cross_entropy, a, 4, -1, false);
+    od_tensor_release(bad);
+    od_tensor_release(t);
 }

@@ -394,6 +394,19 @@ def make_cases(rng):
             None, True, 2)
     add("embedding_bag", RG(g(rng, 6, 3)), eb_idx, eb_off, False, 0, False, RG(g(rng, 7)), False)
     add("_embedding_bag", RG(g(rng, 6, 3)), eb_idx, eb_off, False, 0, False, RG(g(rng, 7)), False, 4)
+    # bce, bce_with_logits, soft_margin, kl_div, glu, prelu (test_nn_losses2.py): self's and target's gradients
+    prob = lambda *sh: rng.random(sh) * 0.8 + 0.1  # clear of bce's clamp at 0 and 1
+    add("binary_cross_entropy", RG(prob(3, 4)), RG(prob(3, 4)), None, 1)
+    add("binary_cross_entropy", RG(prob(3, 4)), prob(3, 4), rng.random(4) + 0.5, 0)
+    add("binary_cross_entropy_with_logits", RG(g(rng, 3, 4)), RG(prob(3, 4)), None, None, 1)
+    add("binary_cross_entropy_with_logits", RG(g(rng, 3, 4)), RG(prob(3, 4)), rng.random(4) + 0.5, rng.random(4) * 3, 2)
+    add("soft_margin_loss", RG(g(rng, 3, 4)), np.sign(g(rng, 3, 4, away=0.1)), 1)
+    add("kl_div", RG(g(rng, 3, 4)), RG(prob(3, 4)), 2)
+    add("kl_div", RG(g(rng, 3, 4)), RG(g(rng, 3, 4)), 1, log_target=True)
+    add("glu", RG(g(rng, 3, 4)), -1)
+    add("glu", RG(g(rng, 4, 2, 3)), 0)
+    add("prelu", RG(g(rng, 2, 3, 4, away=0.1)), RG(rng.random(3) - 0.5))
+    add("prelu", RG(g(rng, 5, away=0.1)), RG(rng.random(1) - 0.5))
     return C
 
 

@@ -1,0 +1,395 @@
+/* act_loss.c — CPU binary_cross_entropy, glu, prelu and their _backward.
+ *
+ * Invariants:
+ *  - od_act_loss_plan_of (shape_act_loss.c) validated the call. Every
+ *    tensor is read through a contiguous copy (none when already so) of
+ *    self's dtype; an operand that broadcasts is first expanded to the shape
+ *    it is read in (bce: self's squeezed shape, so element i of every
+ *    operand is element i of self).
+ *  - The math is ATen 1.13's scalar_t expression, each operation rounded to
+ *    the dtype: float32 computes in float, float64 in double, bfloat16 in
+ *    float rounded after each operation where c10::BFloat16 arithmetic
+ *    does (prelu, glu_backward) and once where ATen's kernel computes in
+ *    float (glu).
+ *  - Loops run on od_parallel_for over disjoint ranges of the output; bce's
+ *    range check raises a flag that is read after the loop, so an input
+ *    outside [0, 1] is refused before anything is returned.
+ *  - Reductions (bce's mean/sum, prelu's weight gradient) accumulate in
+ *    double and round once.
+ */
+/* Before every include, as elementwise.c: the dynamic cost model vectorises the float32 loops at -O2
+ * (inline math included); no fp-contract, so each step keeps its rounding. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math")
+#endif
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "iter.h"
+#include "od_half.h"
+#include "od_math.h"
+#include "od_parallel.h"
+#include "od_shape.h"
+
+/* ATen's EPSILON, a float constant even for double */
+#define AL_EPSILON ((double)1e-12f)
+
+static double rnd(od_dtype dt, double v)
+{
+    if (dt == OD_FLOAT32)
+        return (double)(float)v;
+    if (dt == OD_BFLOAT16)
+        return (double)od_bf16_to_float(od_float_to_bf16((float)v));
+    return v;
+}
+
+static double ld(const void *p, od_dtype dt, int64_t i)
+{
+    switch (dt) {
+    case OD_FLOAT32: return ((const float *)p)[i];
+    case OD_BFLOAT16: return od_bf16_to_float(((const uint16_t *)p)[i]);
+    default: return ((const double *)p)[i];
+    }
+}
+
+static void st(void *p, od_dtype dt, int64_t i, double v)
+{
+    switch (dt) {
+    case OD_FLOAT32: ((float *)p)[i] = (float)v; break;
+    case OD_BFLOAT16: ((uint16_t *)p)[i] = od_float_to_bf16((float)v); break;
+    default: ((double *)p)[i] = v; break;
+    }
+}
+
+typedef struct job {
+    const od_act_loss_plan *p;
+    od_dtype dt;
+    const void *x, *t, *g, *w; /* contiguous; w: prelu's weight, or bce's as float64 in self's shape */
+    void *out, *out2;          /* out2: prelu_backward's weight-gradient collector (self's shape) */
+    atomic_int bad;
+} job;
+
+/* ---- binary_cross_entropy ---- */
+
+/* ATen 1.13's (t - 1) * max(log(1 - x), -100) - t * max(log(x), -100) (log of 1 - x, not log1p: its
+ * signed zeros); float32 branch-free, so gcc vectorises it (od_math.h's vector logf) */
+OD_CPU_CLONES static int bce_f32_loop(const float *x, const float *t, float *o, int64_t n)
+{
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float xv = x[i], tv = t[i];
+        bad |= (xv < 0.f) | (xv > 1.f) | (xv != xv);
+        float l1 = od_math_log_vec_f32(1.f - xv), l0 = od_math_log_vec_f32(xv);
+        l1 = l1 < -100.f ? -100.f : l1;
+        l0 = l0 < -100.f ? -100.f : l0;
+        o[i] = (tv - 1.f) * l1 - tv * l0;
+    }
+    return bad;
+}
+
+static void bce_f32(job *j, int64_t b, int64_t e)
+{
+    if (bce_f32_loop((const float *)j->x + b, (const float *)j->t + b, (float *)j->out + b, e - b))
+        atomic_store_explicit(&j->bad, 1, memory_order_relaxed);
+}
+
+static void bce_f64(job *j, int64_t b, int64_t e)
+{
+    const double *x = j->x, *t = j->t;
+    double *o = j->out;
+    int bad = 0;
+    for (int64_t i = b; i < e; i++) {
+        double xv = x[i], tv = t[i];
+        bad |= !(xv >= 0.0 && xv <= 1.0);
+        double l1 = log(1.0 - xv), l0 = log(xv);
+        l1 = l1 < -100.0 ? -100.0 : l1;
+        l0 = l0 < -100.0 ? -100.0 : l0;
+        o[i] = (tv - 1.0) * l1 - tv * l0;
+    }
+    if (bad)
+        atomic_store_explicit(&j->bad, 1, memory_order_relaxed);
+}
+
+static void bce_bw(job *j, int64_t b, int64_t e)
+{
+    od_dtype dt = j->dt;
+    for (int64_t i = b; i < e; i++) {
+        double xv = ld(j->x, dt, i), tv = ld(j->t, dt, i), gv = ld(j->g, dt, i);
+        double den = rnd(dt, rnd(dt, 1.0 - xv) * xv);
+        double eps = rnd(dt, AL_EPSILON);
+        st(j->out, dt, i, rnd(dt, rnd(dt, gv * rnd(dt, xv - tv)) / (den > eps ? den : eps)));
+    }
+}
+
+static void bce_chunk(void *ctx, int64_t b, int64_t e)
+{
+    job *j = ctx;
+    if (j->p->backward)
+        bce_bw(j, b, e);
+    else if (j->dt == OD_FLOAT32)
+        bce_f32(j, b, e);
+    else
+        bce_f64(j, b, e);
+}
+
+/* ---- glu ---- */
+
+/* float32 forward over one run of a row: a[k] * sigmoid(b[k]), vectorised */
+OD_CPU_CLONES static void glu_f32_run(const float *a, const float *bv, float *o, int64_t n)
+{
+    for (int64_t k = 0; k < n; k++)
+        o[k] = a[k] * (1.f / (1.f + od_math_exp_f32(-bv[k])));
+}
+
+/* output elements [b, e) of [outer, half * inner], as runs within a row (no division per element) */
+static void glu_chunk(void *ctx, int64_t b, int64_t e)
+{
+    job *j = ctx;
+    const od_act_loss_plan *p = j->p;
+    od_dtype dt = j->dt;
+    int64_t hi = p->half * p->inner;
+    for (int64_t i = b; i < e;) {
+        int64_t o = i / hi, r = i % hi, len = hi - r < e - i ? hi - r : e - i;
+        int64_t ia0 = o * 2 * hi + r, ib0 = ia0 + hi;
+        if (!p->backward && dt == OD_FLOAT32) {
+            const float *x = j->x;
+            glu_f32_run(x + ia0, x + ib0, (float *)j->out + i, len);
+            i += len;
+            continue;
+        }
+        for (int64_t k = 0; k < len; k++) {
+            int64_t ia = ia0 + k, ib = ib0 + k, io = i + k;
+            double a = ld(j->x, dt, ia), bv = ld(j->x, dt, ib);
+            if (!p->backward) {
+                if (dt == OD_FLOAT64)
+                    st(j->out, dt, io, a * (1.0 / (1.0 + exp(-bv))));
+                else /* bfloat16, computed in float */
+                    st(j->out, dt, io, (float)a * (1.f / (1.f + expf(-(float)bv))));
+                continue;
+            }
+            double g = ld(j->g, dt, io), sig;
+            if (dt == OD_FLOAT64)
+                sig = 1.0 / (1.0 + exp(-bv));
+            else
+                sig = rnd(dt, 1.f / (1.f + expf(-(float)bv)));
+            st(j->out, dt, ia, rnd(dt, sig * g));
+            st(j->out, dt, ib, rnd(dt, rnd(dt, rnd(dt, rnd(dt, 1.0 - sig) * sig) * a) * g));
+        }
+        i += len;
+    }
+}
+
+/* ---- prelu ---- */
+
+static void prelu_chunk(void *ctx, int64_t b, int64_t e)
+{
+    job *j = ctx;
+    const od_act_loss_plan *p = j->p;
+    od_dtype dt = j->dt;
+    for (int64_t i = b; i < e; i++) {
+        double xv = ld(j->x, dt, i), w = ld(j->w, dt, p->channels == 1 ? 0 : (i / p->inner) % p->channels);
+        if (!p->backward) {
+            st(j->out, dt, i, xv > 0 ? xv : rnd(dt, w * xv));
+            continue;
+        }
+        double g = ld(j->g, dt, i);
+        st(j->out, dt, i, xv > 0 ? g : rnd(dt, w * g));
+        st(j->out2, dt, i, xv > 0 ? 0.0 : rnd(dt, xv * g));
+    }
+}
+
+/* ---- helpers ---- */
+
+/* t (borrowed) squeezed, expanded to sizes[0..n) and made a contiguous
+ * tensor of dtype dt: *out new. */
+static od_status read_as(const od_tensor *t, bool squeeze, const int64_t *sizes, int n, od_dtype dt,
+                         od_tensor **out, od_error *err)
+{
+    od_tensor *sq = NULL, *ex = NULL;
+    od_status s = OD_OK;
+    if (squeeze)
+        s = od_tensor_squeeze((od_tensor *)t, &sq, err);
+    if (!s)
+        s = od_tensor_expand(sq ? sq : (od_tensor *)t, sizes, n, &ex, err);
+    if (!s)
+        s = od_cpu_to_dtype(ex, dt, out, err);
+    od_tensor_release(sq);
+    od_tensor_release(ex);
+    return s;
+}
+
+static void squeezed_sizes(const od_tensor *t, int64_t *sizes, int *n)
+{
+    *n = 0;
+    for (int k = 0; k < t->ndim; k++)
+        if (t->sizes[k] != 1)
+            sizes[(*n)++] = t->sizes[k];
+}
+
+static double sum_of(const void *p, od_dtype dt, int64_t n)
+{
+    if (dt == OD_FLOAT32)
+        return od_cpu_sum_f32(p, n);
+    if (dt == OD_FLOAT64)
+        return od_cpu_sum_f64(p, n);
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += ld(p, dt, i);
+    return s;
+}
+
+static void run(job *j, int64_t n, void (*fn)(void *, int64_t, int64_t))
+{
+    if (n > 0 && od_parallel_for(n, OD_CPU_GRAIN, fn, j) != OD_OK)
+        fn(j, 0, n);
+}
+
+/* bce: the unreduced loss or gradient into buf (self's n elements), then
+ * weight and reduction as ATen applies them after its kernel. */
+static od_status bce(job *j, od_tensor *t_in, od_tensor *g_in, od_tensor *out, od_error *err)
+{
+    const od_act_loss_plan *p = j->p;
+    od_dtype dt = j->dt;
+    int64_t n = p->n;
+    size_t es = od_dtype_size(dt);
+    bool reduced = !p->backward && (p->reduction == 1 || p->reduction == 2);
+    void *buf = reduced ? malloc((size_t)(n > 0 ? n : 1) * es) : od_tensor_data(out);
+    if (reduced && !buf)
+        return od_error_set(err, OD_ENOMEM, "binary_cross_entropy: out of memory");
+    j->t = od_tensor_data(t_in);
+    j->g = g_in ? od_tensor_data(g_in) : NULL;
+    j->out = buf;
+    run(j, n, bce_chunk);
+    od_status s = OD_OK;
+    if (atomic_load(&j->bad)) {
+        s = od_error_set(err, OD_EINVAL, "all elements of input should be between 0 and 1");
+        goto done;
+    }
+    if (p->weight) {
+        od_tensor *w = NULL;
+        if ((s = read_as(p->weight, false, p->self->sizes, p->self->ndim, OD_FLOAT64, &w, err)))
+            goto done;
+        const double *wd = od_tensor_data(w);
+        for (int64_t i = 0; i < n; i++)
+            st(buf, dt, i, rnd(dt, ld(buf, dt, i) * wd[i]));
+        od_tensor_release(w);
+    }
+    if (p->backward && p->reduction == 1) {
+        double d = rnd(dt, (double)n);
+        for (int64_t i = 0; i < n; i++)
+            st(buf, dt, i, rnd(dt, ld(buf, dt, i) / d));
+    }
+    if (reduced) {
+        double sum = rnd(dt, sum_of(buf, dt, n));
+        st(od_tensor_data(out), dt, 0, p->reduction == 1 ? rnd(dt, sum / (double)n) : sum);
+    }
+done:
+    if (reduced)
+        free(buf);
+    return s;
+}
+
+od_status od_cpu_act_loss(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)op;
+    (void)ks;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_act_loss_plan p;
+    od_out_spec spec[2];
+    int nouts = 0;
+    od_status stt;
+    if ((stt = od_act_loss_plan_of(id, s, &p, err)) || (stt = od_shape_act_loss(id, s, spec, &nouts, err)))
+        return stt;
+    od_tensor *outs[2] = {NULL, NULL}, *x = NULL, *t = NULL, *g = NULL, *w = NULL, *coll = NULL;
+    if ((stt = od_alloc_outputs_overwrite(s, spec, nouts, outs, err)))
+        return stt;
+    od_dtype dt = p.self->dtype;
+    job j = {.p = &p, .dt = dt};
+    atomic_init(&j.bad, 0);
+    if ((stt = od_cpu_to_dtype((od_tensor *)p.self, dt, &x, err)))
+        goto done;
+    j.x = od_tensor_data(x);
+    switch (p.kind) {
+    case OD_AL_BCE: {
+        int64_t sx[OD_MAX_DIMS];
+        int nx;
+        squeezed_sizes(p.self, sx, &nx);
+        if ((stt = read_as(p.target, true, sx, nx, dt, &t, err)) ||
+            (p.grad && (stt = read_as(p.grad, true, sx, nx, dt, &g, err))))
+            goto done;
+        stt = bce(&j, t, g, outs[0], err);
+        break;
+    }
+    case OD_AL_GLU:
+        if (p.grad) {
+            int64_t hs[OD_MAX_DIMS];
+            memcpy(hs, p.self->sizes, (size_t)p.self->ndim * sizeof *hs);
+            hs[p.dim] = p.half;
+            if ((stt = read_as(p.grad, false, hs, p.self->ndim, dt, &g, err)))
+                goto done;
+            j.g = od_tensor_data(g);
+        }
+        j.out = od_tensor_data(outs[0]);
+        run(&j, p.outer * p.half * p.inner, glu_chunk);
+        break;
+    case OD_AL_PRELU: {
+        if ((stt = od_cpu_to_dtype((od_tensor *)p.weight, dt, &w, err)))
+            goto done;
+        j.w = od_tensor_data(w);
+        j.out = od_tensor_data(outs[0]);
+        if (p.grad) {
+            od_tensor_release(x);
+            x = NULL;
+            if ((stt = read_as(p.self, false, p.sizes, p.ndim, dt, &x, err)) ||
+                (stt = read_as(p.grad, false, p.sizes, p.ndim, dt, &g, err)) ||
+                (stt = od_tensor_empty(p.sizes, p.ndim, dt, p.self->device, &coll, err)))
+                goto done;
+            j.x = od_tensor_data(x);
+            j.g = od_tensor_data(g);
+            j.out2 = od_tensor_data(coll);
+        }
+        run(&j, p.n, prelu_chunk);
+        if (p.grad) {
+            /* the collector summed over every dim but the channel's: one weight, one sum; per channel,
+             * ATen's reduction sums each sample's slab and accumulates the slabs in the output's dtype */
+            int64_t nc = p.channels, per = nc == 1 ? p.n : p.inner;
+            void *wg = od_tensor_data(outs[1]);
+            for (int64_t c = 0; c < nc; c++) {
+                double acc = 0;
+                for (int64_t i = c * per; i < p.n; i += nc * per) {
+                    double slab = 0;
+                    for (int64_t k = 0; k < per && i + k < p.n; k++)
+                        slab += ld(j.out2, dt, i + k);
+                    acc = rnd(dt, acc + slab);
+                }
+                od_value v = od_double(rnd(dt, acc));
+                uint64_t buf;
+                od_cpu_scalar_to_dtype(&v, outs[1]->dtype, &buf);
+                memcpy((char *)wg + c * (int64_t)od_dtype_size(outs[1]->dtype), &buf, od_dtype_size(outs[1]->dtype));
+            }
+        }
+        break;
+    }
+    default:
+        stt = od_error_set(err, OD_EINTERNAL, "od_cpu_act_loss: unknown kind");
+    }
+done:
+    od_tensor_release(x);
+    od_tensor_release(t);
+    od_tensor_release(g);
+    od_tensor_release(w);
+    od_tensor_release(coll);
+    if (stt) {
+        for (int i = 0; i < nouts; i++)
+            od_tensor_release(outs[i]);
+        return stt;
+    }
+    for (int i = 0; i < nouts; i++)
+        s->rets[i] = od_tensor_v(outs[i]);
+    s->nrets = nouts;
+    return OD_OK;
+}

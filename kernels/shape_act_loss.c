@@ -1,0 +1,296 @@
+/* shape_act_loss.c — the shape and dtype function of binary_cross_entropy,
+ * glu, prelu and their native _backward operators, and the plan their CPU
+ * and CUDA kernels share.
+ *
+ * Invariants: the checks run in torch 1.13's CPU order with its messages:
+ * first the operator's own size checks (glu's halving, prelu's channels),
+ * then its TensorIterator's (broadcast, then one dtype throughout, the
+ * output's), then the dtype dispatch. binary_cross_entropy's iterator runs
+ * over squeeze()d operands, so a target broadcasts to self's shape with
+ * size-1 dims dropped; a broadcast larger than the output, which ATen
+ * 1.13 answers by resizing a view of its output (uninitialised results),
+ * is refused with its in-place words. The weight of
+ * binary_cross_entropy multiplies the unreduced loss in place (mul_): it
+ * broadcasts to self's shape and its dtype casts to self's. Values are not
+ * read here (bce's range check is the kernels'); nothing allocates.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "od_shape.h"
+
+static od_status arg_t(const od_stack *s, int i, const char *op, const char *name, const od_tensor **out,
+                       bool optional, od_error *err)
+{
+    if (optional && (i >= s->nargs || s->args[i].tag == OD_T_NONE)) {
+        *out = NULL;
+        return OD_OK;
+    }
+    if (i >= s->nargs || s->args[i].tag != OD_T_TENSOR || !s->args[i].u.t)
+        return od_error_set(err, OD_EINVAL, "%s(): argument '%s' must be a Tensor", op, name);
+    *out = s->args[i].u.t;
+    return OD_OK;
+}
+
+static od_status arg_i(const od_stack *s, int i, const char *op, const char *name, int64_t *out, od_error *err)
+{
+    if (i >= s->nargs || s->args[i].tag != OD_T_INT)
+        return od_error_set(err, OD_EINVAL, "%s(): argument '%s' must be an int", op, name);
+    *out = s->args[i].u.i;
+    return OD_OK;
+}
+
+static bool same_shape(const int64_t *a, int na, const int64_t *b, int nb)
+{
+    return na == nb && (na == 0 || !memcmp(a, b, (size_t)na * sizeof *a));
+}
+
+/* TensorIterator's shape rule for an output of shape out: every input in
+ * broadcasts, and the broadcast is out's shape. */
+static od_status broadcast_to(const int64_t *out, int nout, const int64_t *in, int nin, od_error *err)
+{
+    int64_t b[OD_MAX_DIMS];
+    int nb;
+    od_status st = od_broadcast_shapes(out, nout, in, nin, b, &nb, err);
+    if (st)
+        return st;
+    if (!same_shape(out, nout, b, nb)) {
+        char x[256], y[256];
+        od_shape_print(out, nout, x, sizeof x);
+        od_shape_print(b, nb, y, sizeof y);
+        return od_error_set(err, OD_EMISMATCH, "output with shape %s doesn't match the broadcast shape %s", x, y);
+    }
+    return OD_OK;
+}
+
+static od_status same_dtype(const od_tensor *t, od_dtype want, od_error *err)
+{
+    if (!t || t->dtype == want)
+        return OD_OK;
+    return od_error_set(err, OD_EMISMATCH, "Found dtype %s but expected %s", od_dtype_scalar_name(t->dtype),
+                        od_dtype_scalar_name(want));
+}
+
+static od_status not_implemented(const char *what, od_dtype dt, od_error *err)
+{
+    return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'", what, od_dtype_scalar_name(dt));
+}
+
+static void squeezed(const od_tensor *t, int64_t *sizes, int *n)
+{
+    *n = 0;
+    for (int k = 0; k < t->ndim; k++)
+        if (t->sizes[k] != 1)
+            sizes[(*n)++] = t->sizes[k];
+}
+
+static od_status plan_bce(od_act_loss_plan *p, const od_stack *s, const char *name, od_error *err)
+{
+    int k = p->backward ? 1 : 0;
+    od_status st;
+    if ((p->backward && (st = arg_t(s, 0, name, "grad_output", &p->grad, false, err))) ||
+        (st = arg_t(s, k, name, "self", &p->self, false, err)) ||
+        (st = arg_t(s, k + 1, name, "target", &p->target, false, err)) ||
+        (st = arg_t(s, k + 2, name, "weight", &p->weight, true, err)) ||
+        (st = arg_i(s, k + 3, name, "reduction", &p->reduction, err)))
+        return st;
+    /* the iterator's shape: its inputs' (grad_output, self, target) broadcast in order, which must be
+     * its output's (self's, squeezed); its dtype: the first input's */
+    const od_tensor *ins[3] = {p->grad, p->self, p->target};
+    int64_t sx[OD_MAX_DIMS], acc[OD_MAX_DIMS], so[OD_MAX_DIMS];
+    int nx, nacc = -1, no;
+    for (int i = 0; i < 3; i++) {
+        if (!ins[i])
+            continue;
+        squeezed(ins[i], so, &no);
+        if (nacc < 0) {
+            memcpy(acc, so, (size_t)no * sizeof *so);
+            nacc = no;
+        } else if ((st = od_broadcast_shapes(acc, nacc, so, no, acc, &nacc, err))) {
+            return st;
+        }
+    }
+    squeezed(p->self, sx, &nx);
+    if ((st = broadcast_to(sx, nx, acc, nacc, err)))
+        return st;
+    od_dtype first = ins[0] ? ins[0]->dtype : p->self->dtype, dt = p->self->dtype;
+    for (int i = 0; i < 3; i++)
+        if ((st = same_dtype(ins[i], first, err)))
+            return st;
+    if (dt != OD_FLOAT32 && dt != OD_FLOAT64)
+        return not_implemented(p->backward ? "binary_cross_entropy_backward" : "binary_cross_entropy", dt, err);
+    if (p->weight) {
+        const od_tensor *w = p->weight;
+        if ((st = broadcast_to(p->self->sizes, p->self->ndim, w->sizes, w->ndim, err)))
+            return st;
+        od_result_arg ra[2] = {{p->self, 0}, {w, 0}};
+        od_dtype r = od_result_type(ra, 2);
+        if (!od_dtype_can_cast(r, dt))
+            return od_error_set(err, OD_EINVAL, "result type %s can't be cast to the desired output type %s",
+                                od_dtype_scalar_name(r), od_dtype_scalar_name(dt));
+    }
+    p->n = od_tensor_numel(p->self);
+    return OD_OK;
+}
+
+static od_status halving(const od_tensor *x, int64_t dim, od_act_loss_plan *p, od_error *err)
+{
+    if (x->ndim == 0)
+        return od_error_set(err, OD_EINVAL, "glu does not support 0-dimensional tensors");
+    od_status st = od_wrap_dim(dim, x->ndim, &p->dim, err);
+    if (st)
+        return st;
+    int64_t n = x->sizes[p->dim];
+    if (n % 2 != 0)
+        return od_error_set(err, OD_EINVAL, "Halving dimension must be even, but dimension %d is size %" PRId64,
+                            p->dim, n);
+    p->half = n / 2;
+    p->outer = p->inner = 1;
+    for (int k = 0; k < p->dim; k++)
+        p->outer *= x->sizes[k];
+    for (int k = p->dim + 1; k < x->ndim; k++)
+        p->inner *= x->sizes[k];
+    return OD_OK;
+}
+
+static od_status plan_glu(od_act_loss_plan *p, const od_stack *s, const char *name, od_error *err)
+{
+    int k = p->backward ? 1 : 0;
+    int64_t dim = 0;
+    od_status st;
+    if ((p->backward && (st = arg_t(s, 0, name, "grad_output", &p->grad, false, err))) ||
+        (st = arg_t(s, k, name, "self", &p->self, false, err)) || (st = arg_i(s, k + 1, name, "dim", &dim, err)) ||
+        (st = halving(p->self, dim, p, err)))
+        return st;
+    od_dtype dt = p->self->dtype;
+    if (!p->backward) {
+        if (dt != OD_FLOAT32 && dt != OD_FLOAT64 && dt != OD_BFLOAT16)
+            return not_implemented("glu_cpu", dt, err);
+    } else {
+        /* sigmoid_out into the first half of grad_input comes first */
+        if (!od_dtype_is_floating(dt))
+            return od_error_set(err, OD_EINVAL, "result type Float can't be cast to the desired output type %s",
+                                od_dtype_scalar_name(dt));
+        if (dt == OD_FLOAT16)
+            return not_implemented("sigmoid_cpu", dt, err);
+        int64_t hs[OD_MAX_DIMS];
+        memcpy(hs, p->self->sizes, (size_t)p->self->ndim * sizeof *hs);
+        hs[p->dim] = p->half;
+        if ((st = broadcast_to(hs, p->self->ndim, p->grad->sizes, p->grad->ndim, err)) ||
+            (st = same_dtype(p->grad, dt, err)))
+            return st;
+    }
+    p->n = od_tensor_numel(p->self);
+    return OD_OK;
+}
+
+static od_status plan_prelu(od_act_loss_plan *p, const od_stack *s, const char *name, od_error *err)
+{
+    int k = p->backward ? 1 : 0;
+    od_status st;
+    if ((p->backward && (st = arg_t(s, 0, name, "grad_output", &p->grad, false, err))) ||
+        (st = arg_t(s, k, name, "self", &p->self, false, err)) ||
+        (st = arg_t(s, k + 1, name, "weight", &p->weight, false, err)))
+        return st;
+    const od_tensor *x = p->self, *w = p->weight;
+    int64_t wn = od_tensor_numel(w);
+    p->channels = 1;
+    p->inner = 1;
+    if (wn != 1) {
+        if (x->ndim == 0)
+            return od_error_set(err, OD_EINVAL, "Not allow zero-dim input tensor.");
+        int64_t c = x->ndim > 1 ? x->sizes[1] : 1;
+        if (c != wn)
+            return od_error_set(err, OD_EMISMATCH,
+                                "Mismatch of parameter numbers and input channel size. Found parameter numbers = %" PRId64
+                                " and channel size = %" PRId64 ".",
+                                wn, c);
+        p->channels = c;
+        for (int d = 2; d < x->ndim; d++)
+            p->inner *= x->sizes[d];
+    }
+    if (w->ndim > 1)
+        return od_error_set(err, OD_EINVAL, "prelu: Expected `weight` to be a scalar or 1D tensor, but got ndim = %d",
+                            w->ndim);
+    p->ndim = x->ndim;
+    memcpy(p->sizes, x->sizes, (size_t)x->ndim * sizeof *p->sizes);
+    if (p->grad) {
+        /* ATen's iterator resizes its fresh outputs to the broadcast; with a weight per channel, only
+         * a broadcast that keeps self's rank (and so its channel dim) is followed here */
+        if ((st = od_broadcast_shapes(x->sizes, x->ndim, p->grad->sizes, p->grad->ndim, p->sizes, &p->ndim, err)))
+            return st;
+        if (wn != 1 && p->ndim != x->ndim &&
+            (st = broadcast_to(x->sizes, x->ndim, p->grad->sizes, p->grad->ndim, err)))
+            return st;
+        if (wn != 1) {
+            p->inner = 1;
+            for (int d = 2; d < p->ndim; d++)
+                p->inner *= p->sizes[d];
+        }
+    }
+    od_dtype dt = x->dtype;
+    /* ATen 1.13 copies the weight to bfloat16 for a bfloat16 self */
+    if ((st = same_dtype(p->grad, dt, err)) || (dt != OD_BFLOAT16 && (st = same_dtype(w, dt, err))))
+        return st;
+    if (dt != OD_FLOAT32 && dt != OD_FLOAT64 && dt != OD_BFLOAT16)
+        return not_implemented(p->backward ? "prelu_backward_cpu" : "prelu_cpu", dt, err);
+    p->n = 1;
+    for (int d = 0; d < p->ndim; d++)
+        p->n *= p->sizes[d];
+    return OD_OK;
+}
+
+od_status od_act_loss_plan_of(od_opid id, const od_stack *s, od_act_loss_plan *p, od_error *err)
+{
+    memset(p, 0, sizeof *p);
+    const char *name = od_op_schema(od_builtin(id))->name;
+    switch (id) {
+    case OD_OPID_binary_cross_entropy_backward: p->backward = true; /* fall through */
+    case OD_OPID_binary_cross_entropy: p->kind = OD_AL_BCE; return plan_bce(p, s, name, err);
+    case OD_OPID_glu_backward: p->backward = true; /* fall through */
+    case OD_OPID_glu: p->kind = OD_AL_GLU; return plan_glu(p, s, name, err);
+    case OD_OPID_prelu_backward: p->backward = true; /* fall through */
+    case OD_OPID_prelu: p->kind = OD_AL_PRELU; return plan_prelu(p, s, name, err);
+    default: return od_error_set(err, OD_EINTERNAL, "od_act_loss_plan_of: not one of its operators");
+    }
+}
+
+static void spec_of(od_out_spec *o, const od_tensor *like, const int64_t *sizes, int ndim)
+{
+    memset(o, 0, sizeof *o);
+    o->dtype = like->dtype;
+    o->device = like->device;
+    o->ndim = ndim;
+    if (ndim > 0)
+        memcpy(o->sizes, sizes, (size_t)ndim * sizeof(int64_t));
+    o->alias_of = -1;
+}
+
+od_status od_shape_act_loss(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
+{
+    od_act_loss_plan p;
+    od_status st = od_act_loss_plan_of(id, s, &p, err);
+    if (st)
+        return st;
+    const od_tensor *x = p.self;
+    *nouts = 1;
+    if (p.kind == OD_AL_BCE && !p.backward && (p.reduction == 1 || p.reduction == 2)) {
+        spec_of(&outs[0], x, NULL, 0);
+    } else if (p.kind == OD_AL_GLU && !p.backward) {
+        int64_t sizes[OD_MAX_DIMS];
+        memcpy(sizes, x->sizes, (size_t)x->ndim * sizeof *sizes);
+        sizes[p.dim] = p.half;
+        spec_of(&outs[0], x, sizes, x->ndim);
+    } else {
+        spec_of(&outs[0], x, x->sizes, x->ndim);
+    }
+    if (p.kind == OD_AL_PRELU && p.backward) {
+        spec_of(&outs[0], x, p.sizes, p.ndim);
+        spec_of(&outs[1], x, p.weight->sizes, p.weight->ndim);
+        /* bfloat16's shared-weight path answers in the weight's dtype */
+        if (x->dtype == OD_BFLOAT16 && od_tensor_numel(p.weight) == 1)
+            outs[1].dtype = p.weight->dtype;
+        *nouts = 2;
+    }
+    return OD_OK;
+}

@@ -1,0 +1,220 @@
+"""binary_cross_entropy (+_backward), binary_cross_entropy_with_logits,
+kl_div, soft_margin_loss (+_backward), glu (+_backward) and prelu
+(+_backward) (kernels/shape_act_loss.c, cpu/act_loss.c, composite/loss_more.c)
+against PyTorch 1.13 (tools/torch_ref.py) on fresh random inputs: every
+reduction (and an out-of-range one, which ATen treats as none), weights and
+pos_weight (full and broadcast), batch 1 and 0, 0-dim and 1-D inputs,
+bce's -100 clamp at inputs 0 and 1, glu along every dim, prelu with one
+shared weight, a 0-dim weight and one per channel, every dtype torch's CPU
+kernels take (and their refusals of the others), transposed inputs
+(through /v1/run), and torch's refusals with its messages. The gradients
+are test_autograd.py's cases."""
+
+import numpy as np
+
+from conftest import torch_ref
+from test_losses import T, X, check, compare
+
+FLOATS = ("float32", "float64", "bfloat16")
+
+
+def P(rng, dt, *shape, edges=False):
+    """Probabilities in (0, 1); with edges, some exact 0s and 1s."""
+    a = rng.random(shape)
+    if edges and a.size:
+        a.reshape(-1)[:2] = [0.0, 1.0][: min(2, a.size)]
+    return T(a, dt)
+
+
+SHAPES = ((7, 5), (1, 3), (0, 4), (2, 3, 4), (5,), ())
+
+
+def test_binary_cross_entropy(server, rng):
+    cases = []
+    for dt in ("float32", "float64"):
+        for shape in SHAPES:
+            x, t = P(rng, dt, *shape, edges=True), P(rng, dt, *shape)
+            c = shape[-1] if shape else 1
+            for red in (0, 1, 2, 5):
+                cases.append(("binary_cross_entropy", [x, t, None, red], {}))
+                cases.append(("binary_cross_entropy", [x, t, T(rng.random(shape) + 0.5, dt), red], {}))
+                cases.append(("binary_cross_entropy", [x, t, T(rng.random(c) + 0.5, dt), red], {}))
+                g = X(rng, dt, *shape) if red in (0, 5) else X(rng, dt)
+                cases.append(("binary_cross_entropy_backward", [g, x, t, None, red], {}))
+                cases.append(("binary_cross_entropy_backward", [g, x, t, T(rng.random(c) + 0.5, dt), red], {}))
+        # squeezed broadcasting: a [1, C] target over [N, C], a [N, C, 1] self over an [N, C] target
+        cases += [("binary_cross_entropy", [P(rng, dt, 4, 3), P(rng, dt, 1, 3), None, 0], {}),
+                  ("binary_cross_entropy", [P(rng, dt, 4, 3, 1), P(rng, dt, 4, 3), None, 1], {}),
+                  ("binary_cross_entropy_backward", [X(rng, dt, 3), P(rng, dt, 4, 3), P(rng, dt, 4, 3), None, 0], {}),
+                  # a float64 weight on float32 losses (mul_ casts back)
+                  ("binary_cross_entropy", [P(rng, dt, 4, 3), P(rng, dt, 4, 3), T(rng.random(3), "float64"), 2], {})]
+    # large enough for the reductions' partial sums
+    cases.append(("binary_cross_entropy", [P(rng, "float32", 3000, 7), P(rng, "float32", 3000, 7), None, 1], {}))
+    check(server, cases)
+
+
+def test_binary_cross_entropy_with_logits(server, rng):
+    cases = []
+    for dt in FLOATS:
+        for shape in SHAPES:
+            x, t = X(rng, dt, *shape), P(rng, dt, *shape)
+            c = shape[-1] if shape else 1
+            for red in (0, 1, 2):
+                cases += [("binary_cross_entropy_with_logits", [x, t, None, None, red], {}),
+                          ("binary_cross_entropy_with_logits", [x, t, T(rng.random(shape) + 0.5, dt), None, red], {}),
+                          ("binary_cross_entropy_with_logits", [x, t, None, T(rng.random(c) * 3, dt), red], {}),
+                          ("binary_cross_entropy_with_logits", [x, t, T(rng.random(c) + 0.5, dt),
+                                                                T(rng.random(c) * 3, dt), red], {})]
+    # large logits: the max_val trick keeps them finite
+    cases.append(("binary_cross_entropy_with_logits", [T(np.array([-200.0, -30, 0, 30, 200]), "float32"),
+                                                       P(rng, "float32", 5), None, None, 0], {}))
+    check(server, cases)
+
+
+def test_kl_div(server, rng):
+    cases = []
+    for dt in FLOATS + ("float16",):
+        for shape in SHAPES:
+            x = T(np.log(rng.random(shape) + 0.01), dt)
+            t, lt = P(rng, dt, *shape), T(np.log(rng.random(shape) + 0.01), dt)
+            for red in (0, 1, 2):
+                cases += [("kl_div", [x, t, red], {"log_target": False}), ("kl_div", [x, lt, red], {"log_target": True})]
+    # a target of exact zeros: xlogy's 0 * log 0 = 0
+    cases.append(("kl_div", [X(rng, "float32", 4), T(np.array([0.0, 0.5, 0, 1]), "float32"), 0], {}))
+    check(server, cases)
+
+
+def test_soft_margin_loss(server, rng):
+    cases = []
+    for dt in FLOATS:
+        for shape in SHAPES:
+            x, t = X(rng, dt, *shape), T(rng.choice([-1.0, 1.0], shape), dt)
+            for red in (0, 1, 2):
+                cases.append(("soft_margin_loss", [x, t, red], {}))
+                g = X(rng, dt, *shape) if red == 0 else X(rng, dt)
+                cases.append(("soft_margin_loss_backward", [g, x, t, red], {}))
+        # an out-of-range reduction leaves the first element (ATen resizes its output to [])
+        cases.append(("soft_margin_loss", [X(rng, dt, 3, 4), T(rng.choice([-1.0, 1.0], (3, 4)), dt), 7], {}))
+    check(server, cases)
+
+
+def test_glu(server, rng):
+    cases = []
+    for dt in FLOATS:
+        for shape, dims in (((4, 6), (-1, 0)), ((2, 3, 8), (0, 2, -1)), ((6,), (0,)), ((0, 4), (1,)), ((4, 0), (0,)),
+                            ((1, 2), (1,))):
+            x = X(rng, dt, *shape)
+            for d in dims:
+                cases.append(("glu", [x, d], {}))
+                half = list(shape)
+                half[d] //= 2
+                cases.append(("glu_backward", [X(rng, dt, *half), x, d], {}))
+        # a grad_output that broadcasts over the halved shape
+        cases.append(("glu_backward", [X(rng, dt, 3), X(rng, dt, 4, 6), 1], {}))
+    check(server, cases)
+
+
+def test_prelu(server, rng):
+    cases = []
+    for dt in FLOATS:
+        for shape in ((4, 6), (2, 3, 5, 4), (1, 3), (0, 3, 2), (5,), ()):
+            x = X(rng, dt, *shape)
+            ws = [T(rng.random(1) - 0.3, dt), T(np.float64(rng.random() - 0.3), dt)]
+            if len(shape) > 1:
+                ws.append(T(rng.random(shape[1]) - 0.3, dt))
+            for w in ws:
+                cases.append(("prelu", [x, w], {}))
+                cases.append(("prelu_backward", [X(rng, dt, *shape), x, w], {}))
+    check(server, cases)
+    check(server, [c for c in cases if c[0] == "prelu_backward"][-12:], outs=2)
+    cases = [("prelu_backward", [X(rng, dt, 2, 3, 5, 4), X(rng, dt, 2, 3, 5, 4), T(rng.random(3) - 0.3, dt)], {})
+             for dt in ("float32", "float64")]
+    # bfloat16's per-channel weight gradient sums 40 rounded products that largely cancel: ATen's order of
+    # partial sums is not replayed, so it is held to bfloat16's rounding of that many terms, not 1e-2
+    x, gr, w = X(rng, "bfloat16", 2, 3, 5, 4), X(rng, "bfloat16", 2, 3, 5, 4), T(rng.random(3) - 0.3, "bfloat16")
+    want = torch_ref([{"op": "prelu_backward", "args": [gr, x, w], "out": 1}])[0]
+    r = server.post("/v1/ops/prelu_backward", {"args": [gr, x, w]})
+    assert r.status_code == 200, r.text
+    got = np.array(r.json()["outputs"][1]["data"], np.float64)
+    bound = 2.0 ** -8 * 40 * np.abs(np.array(x["data"], np.float64) * np.array(gr["data"], np.float64)).max()
+    assert np.allclose(got, np.array(want["value"], np.float64), atol=bound, rtol=0), (got, want)
+    # a bfloat16 self takes a weight of any dtype (one shared weight's gradient comes back in its dtype);
+    # a grad_output larger than self with one shared weight (ATen resizes its fresh outputs)
+    check(server, [("prelu", [X(rng, "bfloat16", 4, 6), T(rng.random(6), "float64")], {}),
+                   ("prelu", [X(rng, "bfloat16"), T(np.array([1]), "int8")], {})])
+    cases += [("prelu_backward", [X(rng, "bfloat16", 4, 6), X(rng, "bfloat16", 4, 6), T(rng.random(1), "float64")], {}),
+              ("prelu_backward", [X(rng, "bfloat16", 4, 6), X(rng, "bfloat16", 4, 6), T(rng.random(6), "float64")], {}),
+              ("prelu_backward", [X(rng, "float32", 3, 1), X(rng, "float32", 1), T(np.float64(0.3), "float32")], {})]
+    check(server, cases, outs=2)
+
+
+def test_refusals(server, rng):
+    x, t = P(rng, "float32", 3, 4), P(rng, "float32", 3, 4)
+    cases = [("binary_cross_entropy", [T(np.array([[0.5, 1.5]]), "float32"), P(rng, "float32", 1, 2), None, 1], {}),
+             ("binary_cross_entropy", [T(np.array([np.nan, 0.5]), "float32"), P(rng, "float32", 2), None, 0], {}),
+             ("binary_cross_entropy", [x, P(rng, "float32", 2, 4), None, 1], {}),
+             ("binary_cross_entropy", [x, P(rng, "float32", 12), None, 1], {}),
+             ("binary_cross_entropy", [x, P(rng, "float64", 3, 4), None, 1], {}),
+             ("binary_cross_entropy", [x, t, T(rng.random(5), "float32"), 1], {}),
+             ("binary_cross_entropy_backward", [X(rng, "float32", 3, 5), x, t, None, 0], {}),
+             ("binary_cross_entropy_backward", [X(rng, "float64", 3, 4), x, t, None, 0], {})]
+    for dt in ("bfloat16", "float16", "int64"):
+        R = (lambda *sh: T(rng.integers(-3, 3, sh), dt)) if dt == "int64" else (lambda *sh: X(rng, dt, *sh))
+        cases += [("binary_cross_entropy", [R(3), R(3), None, 1], {}),
+                  ("binary_cross_entropy_backward", [R(), R(3), R(3), None, 1], {}),
+                  ("glu", [R(2, 4), -1], {}), ("glu_backward", [R(2, 2), R(2, 4), -1], {}),
+                  ("prelu", [R(2, 4), R(1)], {}), ("prelu_backward", [R(2, 4), R(2, 4), R(1)], {}),
+                  ("soft_margin_loss", [R(2, 4), R(2, 4), 1], {}), ("soft_margin_loss_backward", [R(), R(3), R(3), 1], {}),
+                  ("binary_cross_entropy_with_logits", [R(2, 4), R(2, 4), None, None, 1], {})]
+    cases += [("glu", [X(rng, "float32"), 0], {}), ("glu", [X(rng, "float32", 3, 5), 1], {}),
+              ("glu", [X(rng, "float32", 3, 4), 2], {}), ("glu", [X(rng, "float32", 3, 4), -3], {}),
+              ("glu_backward", [X(rng, "float32", 3, 3), X(rng, "float32", 3, 4), 1], {}),
+              ("glu_backward", [X(rng, "float64", 3, 2), X(rng, "float32", 3, 4), 1], {}),
+              ("glu_backward", [X(rng, "float32", 3, 2), X(rng, "float32", 3, 5), 1], {}),
+              ("prelu", [X(rng, "float32", 4, 6), X(rng, "float32", 4)], {}),
+              ("prelu", [X(rng, "float32", 4, 6), X(rng, "float32", 2, 2)], {}),
+              ("prelu", [X(rng, "float32", 4, 6), X(rng, "float32", 1, 1)], {}),
+              ("prelu", [X(rng, "float32"), X(rng, "float32", 2)], {}),
+              ("prelu", [X(rng, "float32", 5), X(rng, "float32", 5)], {}),
+              ("prelu", [X(rng, "float32", 4, 6), X(rng, "float64", 1)], {}),
+              ("prelu_backward", [X(rng, "float32", 4, 5), X(rng, "float32", 4, 6), X(rng, "float32", 6)], {}),
+              ("prelu_backward", [X(rng, "float64", 4, 6), X(rng, "float32", 4, 6), X(rng, "float32", 6)], {}),
+              ("kl_div", [T(np.arange(3)), X(rng, "float32", 3), 1], {}),
+              ("kl_div", [X(rng, "float32", 3, 4), X(rng, "float32", 2, 4), 1], {}),
+              ("soft_margin_loss", [X(rng, "float32", 3, 4), X(rng, "float32", 2, 4), 1], {}),
+              ("soft_margin_loss", [T(np.arange(3)), T(np.arange(3)), 1], {}),
+              ("binary_cross_entropy_with_logits", [X(rng, "float32", 3, 4), P(rng, "float32", 1, 4), None, None, 1], {}),
+              ("binary_cross_entropy_with_logits", [X(rng, "float32", 3, 4), P(rng, "float32", 3, 4), None,
+                                                    X(rng, "float32", 5), 1], {}),
+              ("binary_cross_entropy_with_logits", [T(np.arange(3)), T(np.arange(3)), None, None, 1], {})]
+    check(server, cases)
+
+
+def test_transposed_inputs(server, rng):
+    """Non-contiguous inputs through /v1/run (transpose.int of values sent
+    with it), against torch on the same values made contiguous."""
+    a, b = rng.random((5, 6)), rng.random((5, 6))
+    runs = []
+    for dt in FLOATS:
+        if dt != "bfloat16":
+            runs += [("binary_cross_entropy", ["A", "B", None, 1], dt, 0),
+                     ("binary_cross_entropy_backward", ["B", "A", "B", None, 0], dt, 0)]
+        runs += [("binary_cross_entropy_with_logits", ["A", "B", None, T(rng.random(5), dt), 0], dt, 0),
+                 ("kl_div", ["A", "B", 2], dt, 0), ("soft_margin_loss", ["A", "B", 1], dt, 0),
+                 ("glu", ["A", 0], dt, 0),
+                 ("prelu", ["A", T(rng.random(5) - 0.5, dt)], dt, 0),
+                 ("prelu_backward", ["B", "A", T(rng.random(5) - 0.5, dt)], dt, 1)]
+    shift = lambda op: 0.5 if op.startswith(("glu", "prelu")) else 0.0  # signed inputs where they matter
+    ref = lambda op, v, dt: T(a.T.copy() - shift(op), dt) if v == "A" else T(b.T.copy(), dt) if v == "B" else v
+    wants = torch_ref([{"op": op, "args": [ref(op, v, dt) for v in args], "out": k} for op, args, dt, k in runs])
+    bad = []
+    for (op, args, dt, k), want in zip(runs, wants):
+        steps = [{"op": "transpose.int", "args": [T(a - shift(op), dt), 0, 1]},
+                 {"op": "transpose.int", "args": [T(b, dt), 0, 1]}]
+        call = [{"ref": "$0"} if v == "A" else {"ref": "$1"} if v == "B" else v for v in args]
+        r = server.post("/v1/run", {"steps": steps + [{"op": op, "args": call}], "device": "cpu"})
+        if r.status_code != 200 or "error" in want:
+            bad.append(f"{op} {dt}: {r.status_code} {r.text[:300]} / torch {want}")
+            continue
+        compare(f"{op} {dt} transposed", r.json()["outputs"][k], want, bad, op)
+    assert not bad, "\n".join(bad)
