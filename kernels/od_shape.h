@@ -59,7 +59,8 @@ od_shape_fn od_builtin_shape_fn(od_opid id);
     X(od_shape_pointwise) X(od_shape_isin) X(od_shape_equal) X(od_shape_linalg) X(od_shape_search) \
     X(od_shape_pad) X(od_shape_data_sized) \
     X(od_shape_norm) X(od_shape_sdpa) X(od_shape_nll_loss) X(od_shape_pool) X(od_shape_resample) \
-    X(od_shape_conv)
+    X(od_shape_conv) \
+    X(od_shape_fold)
 
 #define OD_X_(fn) od_status fn(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, \
                                 od_error *err);
@@ -483,5 +484,24 @@ typedef struct od_resample_plan {
     int64_t n, c, planes;
 } od_resample_plan;
 od_status od_resample_plan_of(od_opid id, const od_stack *s, od_resample_plan *p, od_error *err);
+
+/* ---- im2col, col2im, max_unpool2d/3d (kernels/shape_fold.c) ---- */
+enum { OD_FOLD_IM2COL = 0, OD_FOLD_COL2IM = 1, OD_FOLD_UNPOOL = 2 };
+/* The checked call (self, indices borrowed from the stack). im2col/col2im:
+ * n samples (1 unbatched) of c image channels; the image img and the grid
+ * of sliding blocks grid, with kernel k, stride s, padding p, dilation d,
+ * each 3 dims with a leading 1 (od_conv_plan's layout); kvol = k[1] * k[2];
+ * planes = n * c. max_unpool: planes = the lead dims' product, in_plane /
+ * out_plane elements per plane of self / of the result, unpool_out the
+ * output_size padded to 3 dims with leading 1s. */
+typedef struct od_fold_plan {
+    int kind; /* OD_FOLD_* */
+    const od_tensor *self, *indices;
+    bool batched;
+    int unpool_nd;
+    int64_t n, c, kvol, planes, in_plane, out_plane;
+    int64_t img[3], grid[3], k[3], s[3], p[3], d[3], unpool_out[3];
+} od_fold_plan;
+od_status od_fold_plan_of(od_opid id, const od_stack *s, od_fold_plan *p, od_error *err);
 
 #endif

@@ -2328,6 +2328,43 @@ OD_BW(ConvolutionBackward0)
     od_stack_release_rets(&r);
 }
 
+/* ---- im2col / col2im / max_unpool (shape_fold.c): each fold's gradient is the other
+ * fold; max_unpool's is max_pool_double_backward: grad gathered at the indices ---- */
+OD_BW(Im2ColBackward0)
+{
+    if (!g[0])
+        return;
+    const ag_tmeta *in = &n->in_meta[0];
+    int64_t os[2] = {in->sizes[in->ndim - 2], in->sizes[in->ndim - 1]};
+    SET(0, ag_call(sc, OD_OPID_col2im, 6, T(g[0]), od_list_v(OD_T_INT_LIST, os, 2), *ag_arg(n, 1), *ag_arg(n, 2),
+                   *ag_arg(n, 3), *ag_arg(n, 4)));
+}
+OD_BW(Col2ImBackward0)
+{
+    if (!g[0])
+        return;
+    SET(0, ag_call(sc, OD_OPID_im2col, 5, T(g[0]), *ag_arg(n, 2), *ag_arg(n, 3), *ag_arg(n, 4), *ag_arg(n, 5)));
+}
+static void max_unpool_backward(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc,
+                                int nd)
+{
+    if (!g[0] || !need[0])
+        return;
+    od_tensor *ix = ag_saved(sc, n, 1);
+    if (!ix)
+        return;
+    int64_t sz[OD_MAX_DIMS];
+    int lead = ix->ndim - nd;
+    for (int d = 0; d < lead; d++)
+        sz[d] = ix->sizes[d];
+    sz[lead] = -1;
+    od_tensor *gv = ag_reshape(sc, g[0], sz, lead + 1), *iv = ag_reshape(sc, ix, sz, lead + 1);
+    od_tensor *r = gv && iv ? ag_call(sc, OD_OPID_gather, 4, T(gv), od_int(-1), T(iv), od_bool(false)) : NULL;
+    SET(0, r ? ag_reshape(sc, r, ix->sizes, ix->ndim) : NULL);
+}
+OD_BW(MaxUnpool2DBackward0) { max_unpool_backward(n, g, gin, need, sc, 2); }
+OD_BW(MaxUnpool3DBackward0) { max_unpool_backward(n, g, gin, need, sc, 3); }
+
 /* ---- the table ---------------------------------------------------------------------- */
 
 #define od_bw_0 NULL

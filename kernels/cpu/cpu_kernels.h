@@ -11,6 +11,7 @@
 #ifndef OD_CPU_KERNELS_H
 #define OD_CPU_KERNELS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "od_dispatch.h"
@@ -62,6 +63,7 @@ OD_CPU_KERNEL_(od_cpu_nll_loss)     /* loss.c: nll_loss_forward, nll_loss2d_forw
 OD_CPU_KERNEL_(od_cpu_pool)        /* pool.c: max/avg/adaptive pools 2d/3d and their _backward */
 OD_CPU_KERNEL_(od_cpu_resample)    /* resample.c: upsample_nearest1d..3d, linear1d, bilinear2d, trilinear3d, backward */
 OD_CPU_KERNEL_(od_cpu_conv)        /* conv.c: convolution, convolution_backward */
+OD_CPU_KERNEL_(od_cpu_fold)        /* fold.c: im2col, col2im, max_unpool2d/3d */
 
 #undef OD_CPU_KERNEL_
 
@@ -118,5 +120,16 @@ double od_cpu_sqdev_f64(const double *x, int64_t n, double mean);
 #else
 #define OD_CPU_CLONES
 #endif
+
+/* conv.c's column loops of one sample, for im2col / col2im (fold.c): c image
+ * channels, 3 spatial dims (leading 1s for 2d), as od_fold_plan's geometry.
+ * im2col writes col [c * kvol, L] from im [c, img] (both borrowed,
+ * contiguous); col2im adds col's entries into im (zeroed by the caller),
+ * each pixel's in ATen's order (kernel taps, then blocks). */
+typedef struct od_cpu_cols {
+    int64_t c, img[3], grid[3], k[3], s[3], p[3], d[3];
+} od_cpu_cols;
+void od_cpu_im2col(const od_cpu_cols *cols, bool f64, const void *im, void *col);
+void od_cpu_col2im(const od_cpu_cols *cols, bool f64, const void *col, void *im);
 
 #endif

@@ -73,6 +73,7 @@ OD_CUDA_KERNEL_(od_cuda_resample)    /* resample.c: upsample_nearest1d..3d, line
 OD_CUDA_KERNEL_(od_cuda_conv)        /* conv.c: convolution, convolution_backward (im2col + cuBLAS) */
 
 OD_CUDA_KERNEL_(od_cuda_sdpa)        /* attention.c: _scaled_dot_product_attention_forward */
+OD_CUDA_KERNEL_(od_cuda_fold)        /* fold.c: im2col, col2im, max_unpool2d/3d */
 #undef OD_CUDA_KERNEL_
 
 /* ---- runtime.c ------------------------------------------------------------------- */

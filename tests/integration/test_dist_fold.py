@@ -1,0 +1,140 @@
+"""Distances, folds and max_unpool (kernels/shape_fold.c + cpu/fold.c,
+kernels/shape_dist.c + cpu/dist.c, composite/dist.c): im2col / col2im (what
+F.unfold / F.fold call), max_unpool2d/3d, _cdist_forward / _cdist_backward,
+_euclidean_dist and the composite cdist, _pdist_forward / _pdist_backward and
+pdist, against PyTorch 1.13 on fresh random inputs: odd sizes, dilation,
+padding and stride, batch 1 and 0, unbatched inputs, broadcast batch dims,
+every dtype torch's CPU takes (and refuses), strided inputs (through
+/v1/run), and refusals that must carry torch's message."""
+
+import numpy as np
+
+from conftest import from_json, torch_ref
+from test_scatter_pad_search import R, T, check, rand
+
+FLOATS = ("float32", "float64", "float16", "bfloat16")
+
+
+def test_im2col(server, rng):
+    cases = []
+    for dt in FLOATS + ("int64",):
+        cases.append(("im2col", [R(rng, dt, (2, 3, 7, 6)), [3, 2], [1, 1], [1, 0], [2, 1]], {}))
+    for shape in [(1, 2, 9, 11), (0, 3, 5, 5), (3, 8, 7), (2, 1, 5, 13)]:
+        x = R(rng, "float64", shape)
+        for k, d, p, s in [([3, 3], [1, 1], [0, 0], [1, 1]), ([2, 3], [2, 1], [1, 2], [2, 3]),
+                           ([1, 1], [1, 1], [0, 0], [1, 1]), ([3, 1], [1, 3], [2, 0], [1, 2]), (3, 1, 1, 2)]:
+            cases.append(("im2col", [x, k, d, p, s], {}))
+    x = R(rng, "float32", (2, 3, 5, 5))
+    cases += [("im2col", [x, [0, 3], [1, 1], [0, 0], [1, 1]], {}), ("im2col", [x, [3, 3], [0, 1], [0, 0], [1, 1]], {}),
+              ("im2col", [x, [3, 3], [1, 1], [-1, 0], [1, 1]], {}), ("im2col", [x, [3, 3], [1, 1], [0, 0], [1, 0]], {}),
+              ("im2col", [x, [3, 3], [1, 1], [0, -1], [1, 0]], {}),
+              ("im2col", [x, [3], [1, 1], [0, 0], [1, 1]], {}), ("im2col", [x, [3, 3], [1, 1, 1], [0, 0], [1, 1]], {}),
+              ("im2col", [x, [3, 3], [1, 1], [0], [1, 1]], {}), ("im2col", [x, [3, 3], [1, 1], [0, 0], [1, 1, 1]], {}),
+              ("im2col", [x, [7, 3], [1, 1], [0, 0], [1, 1]], {}), ("im2col", [x, [3, 3], [3, 1], [0, 0], [1, 1]], {}),
+              ("im2col", [R(rng, "float32", (5, 5)), [3, 3], [1, 1], [0, 0], [1, 1]], {}),
+              ("im2col", [R(rng, "float32", (5,)), [3, 3], [1, 1], [0, 0], [1, 1]], {}),
+              ("im2col", [R(rng, "float32", (1, 2, 5, 5, 5)), [3, 3], [1, 1], [0, 0], [1, 1]], {}),
+              ("im2col", [R(rng, "float32", (2, 0, 5, 5)), [3, 3], [1, 1], [0, 0], [1, 1]], {}),
+              ("im2col", [R(rng, "float32", (0, 5, 5)), [3, 3], [1, 1], [0, 0], [1, 1]], {}),
+              ("im2col", [R(rng, "float32", (2, 2, 5, 0)), [3, 3], [1, 1], [0, 0], [1, 1]], {})]
+    check(server, cases[:5], rtol=1e-2)
+    check(server, cases[5:])
+
+
+def test_col2im(server, rng):
+    cases = []
+    for dt in FLOATS + ("int64",):
+        cases.append(("col2im", [R(rng, dt, (2, 12, 12)), [5, 7], [2, 2], [1, 1], [0, 0], [2, 2]], {}))
+    for os, k, d, p, s in [([5, 5], [3, 3], [1, 1], [0, 0], [1, 1]), ([7, 6], [2, 3], [2, 1], [1, 2], [2, 3]),
+                           ([9, 4], [3, 1], [1, 3], [2, 0], [1, 2]), ([4, 4], [1, 1], [1, 1], [0, 0], [1, 1])]:
+        nb = [(os[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(2)]
+        for lead in [(2,), (1,), (0,), ()]:
+            shape = lead + (3 * k[0] * k[1], nb[0] * nb[1])
+            cases.append(("col2im", [R(rng, "float64", shape), os, k, d, p, s], {}))
+    c = R(rng, "float32", (2, 27, 9))
+    cases += [("col2im", [c, [5, 5], [0, 3], [1, 1], [0, 0], [1, 1]], {}),
+              ("col2im", [c, [5, 5], [3, 3], [0, 1], [0, 0], [0, 1]], {}),
+              ("col2im", [c, [5, 5], [3, 3], [1, 1], [0, -1], [1, 1]], {}),
+              ("col2im", [c, [5], [3, 3], [1, 1], [0, 0], [1, 1]], {}),
+              ("col2im", [c, [5, 5], [3, 3, 3], [1, 1], [0, 0], [1, 1]], {}),
+              ("col2im", [R(rng, "float32", (27,)), [5, 5], [3, 3], [1, 1], [0, 0], [1, 1]], {}),
+              ("col2im", [R(rng, "float32", (1, 27, 9, 1)), [5, 5], [3, 3], [1, 1], [0, 0], [1, 1]], {}),
+              ("col2im", [R(rng, "float32", (2, 0, 9)), [5, 5], [3, 3], [1, 1], [0, 0], [1, 1]], {}),
+              ("col2im", [R(rng, "float32", (2, 26, 9)), [5, 5], [3, 3], [1, 1], [0, 0], [1, 1]], {}),
+              ("col2im", [R(rng, "float32", (2, 27, 8)), [5, 5], [3, 3], [1, 1], [0, 0], [1, 1]], {}),
+              ("col2im", [R(rng, "float32", (2, 27, 1)), [1, 1], [3, 3], [1, 1], [0, 0], [1, 1]], {}),
+              ("col2im", [R(rng, "float32", (2, 9, 9)), [0, 5], [3, 3], [1, 1], [2, 0], [1, 1]], {})]
+    check(server, cases[:5], rtol=1e-2)
+    check(server, cases[5:])
+
+
+def unpool_args(rng, dt, shape, nd, out):
+    """A max-pool-like (values, indices) pair: distinct flat indices per plane into out."""
+    lead, inner = shape[:-nd], int(np.prod(shape[-nd:]))
+    total = int(np.prod(out))
+    planes = int(np.prod(lead)) if lead else 1
+    ix = np.array([rng.permutation(total)[:inner] for _ in range(planes)], np.int64).reshape(shape)
+    return R(rng, dt, shape), T(ix)
+
+
+def test_max_unpool(server, rng):
+    cases = []
+    for dt in FLOATS + ("int64",):
+        x, i = unpool_args(rng, dt, (2, 3, 3, 3), 2, (6, 7))
+        cases.append(("max_unpool2d", [x, i, [6, 7]], {}))
+        x, i = unpool_args(rng, dt, (2, 2, 2, 3, 3), 3, (3, 5, 4))
+        cases.append(("max_unpool3d", [x, i, [3, 5, 4], [2, 2, 2], [0, 0, 0]], {}))
+    for shape, out in [((1, 2, 4, 5), (8, 11)), ((0, 3, 2, 2), (4, 4)), ((3, 5, 4), (9, 5)), ((2, 1, 1, 1), (1, 1))]:
+        x, i = unpool_args(rng, "float64", shape, 2, out)
+        cases.append(("max_unpool2d", [x, i, list(out)], {}))
+    for shape, out in [((1, 2, 2, 3, 2), (4, 5, 3)), ((0, 2, 2, 2, 2), (3, 3, 3)), ((3, 2, 2, 3), (2, 5, 6))]:
+        x, i = unpool_args(rng, "float32", shape, 3, out)
+        cases.append(("max_unpool3d", [x, i, list(out), [1, 2, 3], [1, 0, 1]], {}))
+    x, i = unpool_args(rng, "float32", (2, 3, 3, 3), 2, (6, 6))
+    bad = np.array(i["data"]).reshape(2, 3, 3, 3)
+    bad[1, 2, 0, 1] = 36
+    neg = bad.copy()
+    neg[1, 2, 0, 1] = -3
+    x3, i3 = unpool_args(rng, "float32", (2, 2, 2, 3, 3), 3, (4, 6, 6))
+    bad3 = np.array(i3["data"]).reshape(2, 2, 2, 3, 3)
+    bad3[0, 1, 1, 2, 2] = 400
+    cases += [("max_unpool2d", [x, T(bad), [6, 6]], {}), ("max_unpool2d", [x, T(neg), [6, 6]], {}),
+              ("max_unpool2d", [x, T(np.zeros((2, 3, 3, 3), np.int32)), [6, 6]], {}),
+              ("max_unpool2d", [x, i, [6, 6, 6]], {}), ("max_unpool2d", [x, i, [0, 6]], {}),
+              ("max_unpool2d", [x, i, [-1, 6]], {}),
+              ("max_unpool2d", [R(rng, "float32", (3, 3)), T(np.zeros((3, 3), np.int64)), [6, 6]], {}),
+              ("max_unpool2d", [x, T(np.zeros((1, 3, 3, 3), np.int64)), [6, 6]], {}),
+              ("max_unpool2d", [R(rng, "float32", (2, 0, 3, 3)), T(np.zeros((2, 0, 3, 3), np.int64)), [6, 6]], {}),
+              ("max_unpool3d", [x3, T(bad3), [4, 6, 6], [2, 2, 2], [0, 0, 0]], {}),
+              ("max_unpool3d", [x3, i3, [1, 1, 1], [2, 2, 2], [0, 0, 0]], {}),
+              ("max_unpool3d", [x3, T(np.zeros((2, 2, 2, 3, 3), np.int32)), [4, 6, 6], [2, 2, 2], [0, 0, 0]], {}),
+              ("max_unpool3d", [x, i, [4, 6, 6], [2, 2, 2], [0, 0, 0]], {}),
+              ("max_unpool3d", [x3, i3, [4, 6], [2, 2, 2], [0, 0, 0]], {}),
+              ("max_unpool3d", [x3, i3, [4, 6, 6], [2, 2], [0, 0, 0]], {}),
+              ("max_unpool3d", [x3, i3, [4, 6, 6], [2, 2, 2], [0, 0]], {}),
+              ("max_unpool3d", [x3, i3, [4, 6, 6], [2, 0, 2], [0, 0, 0]], {})]
+    check(server, cases)
+
+
+def test_fold_strided(server, rng):
+    """Transposed (non-contiguous) inputs through /v1/run."""
+    runs, refs = [], []
+    for op, shape, rest in [("im2col", (2, 5, 7, 3), [[2, 3], [1, 2], [1, 0], [2, 1]])]:
+        a = rand(rng, "float32", shape)
+        body = {"steps": [{"op": "transpose.int", "args": [T(a), 1, -1]},
+                          {"op": op, "args": [{"ref": "$0"}] + rest}],
+                "outputs": ["$1"]}
+        r = server.post("/v1/run", body)
+        assert r.status_code == 200, r.text
+        runs += [from_json(o) for o in r.json()["outputs"]]
+        refs.append({"op": op, "args": [T(np.ascontiguousarray(np.swapaxes(a, 1, -1)))] + rest, "out": 0})
+    a = rand(rng, "float64", (2, 12, 12))  # col2im of a transposed [2, 12, 12]: 12 = 3 * 2 * 2, 12 = 3 * 4 blocks
+    rest = [[5, 7], [2, 2], [1, 1], [0, 0], [2, 2]]
+    body = {"steps": [{"op": "transpose.int", "args": [T(a), 1, 2]}, {"op": "col2im", "args": [{"ref": "$0"}] + rest}],
+            "outputs": ["$1"]}
+    r = server.post("/v1/run", body)
+    assert r.status_code == 200, r.text
+    runs += [from_json(o) for o in r.json()["outputs"]]
+    refs.append({"op": "col2im", "args": [T(np.ascontiguousarray(np.swapaxes(a, 1, 2)))] + rest, "out": 0})
+    for g, w in zip(runs, torch_ref(refs)):
+        np.testing.assert_allclose(g, np.array(w["value"]).reshape(w["shape"]), rtol=1e-6, atol=1e-6)
