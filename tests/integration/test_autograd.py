@@ -383,6 +383,14 @@ def make_cases(rng):
     add("conv3d", RG(g(rng, 1, 1, 3, 3, 2)), RG(g(rng, 2, 1, 2, 2, 1)), None, [1], [1, 0, 0], [1], 1)
     add("conv1d.padding", RG(g(rng, 1, 2, 5)), RG(g(rng, 3, 2, 4)), RG(g(rng, 3)), [1], "same", [1], 1)
     add("conv_transpose2d.input", RG(g(rng, 1, 2, 2, 3)), RG(g(rng, 2, 2, 2, 2)), None, [2, 1], [0], [1, 0], 1, [1])
+    # folds (each one's gradient is the other) and max_unpool (a gather at the indices)
+    add("im2col", RG(g(rng, 1, 2, 4, 5)), [2, 3], [1, 2], [1, 0], [2, 1])
+    add("col2im", RG(g(rng, 2, 12, 6)), [5, 7], [2, 2], [1, 1], [0, 0], [2, 2])
+    add("col2im", RG(g(rng, 4, 4)), [3, 3], [2, 2], [1, 1], [0, 0], [1, 1])
+    ix2 = np.stack([rng.permutation(20)[:6] for _ in range(4)]).reshape(2, 2, 2, 3).astype(np.int64)
+    add("max_unpool2d", RG(g(rng, 2, 2, 2, 3)), ix2, [4, 5])
+    ix3 = np.stack([rng.permutation(24)[:4] for _ in range(2)]).reshape(2, 1, 2, 2).astype(np.int64)
+    add("max_unpool3d", RG(g(rng, 2, 1, 2, 2)), ix3, [2, 3, 4], [2, 2, 2], [0, 0, 0])
     return C
 
 

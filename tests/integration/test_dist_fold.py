@@ -128,7 +128,7 @@ def test_fold_strided(server, rng):
         assert r.status_code == 200, r.text
         runs += [from_json(o) for o in r.json()["outputs"]]
         refs.append({"op": op, "args": [T(np.ascontiguousarray(np.swapaxes(a, 1, -1)))] + rest, "out": 0})
-    a = rand(rng, "float64", (2, 12, 12))  # col2im of a transposed [2, 12, 12]: 12 = 3 * 2 * 2, 12 = 3 * 4 blocks
+    a = rand(rng, "float64", (2, 6, 12))  # transposed: [2, 12, 6], 12 = 3 * 2 * 2 rows, 6 = 2 * 3 blocks
     rest = [[5, 7], [2, 2], [1, 1], [0, 0], [2, 2]]
     body = {"steps": [{"op": "transpose.int", "args": [T(a), 1, 2]}, {"op": "col2im", "args": [{"ref": "$0"}] + rest}],
             "outputs": ["$1"]}
