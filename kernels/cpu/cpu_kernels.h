@@ -64,6 +64,7 @@ OD_CPU_KERNEL_(od_cpu_pool)        /* pool.c: max/avg/adaptive pools 2d/3d and t
 OD_CPU_KERNEL_(od_cpu_resample)    /* resample.c: upsample_nearest1d..3d, linear1d, bilinear2d, trilinear3d, backward */
 OD_CPU_KERNEL_(od_cpu_conv)        /* conv.c: convolution, convolution_backward */
 OD_CPU_KERNEL_(od_cpu_fold)        /* fold.c: im2col, col2im, max_unpool2d/3d */
+OD_CPU_KERNEL_(od_cpu_dist)        /* dist.c: _cdist_forward, _cdist_backward, _pdist_forward, _pdist_backward */
 
 #undef OD_CPU_KERNEL_
 

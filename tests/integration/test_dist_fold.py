@@ -15,6 +15,24 @@ from test_scatter_pad_search import R, T, check, rand
 FLOATS = ("float32", "float64", "float16", "bfloat16")
 
 
+class Wire:
+    """The server as check() sees it, sending p=inf as JSON's "Infinity" (torch_ref's JSON keeps a float)."""
+
+    def __init__(self, server):
+        self.server = server
+
+    def post(self, url, body):
+        def fix(v):
+            if isinstance(v, float) and np.isinf(v):
+                return "Infinity" if v > 0 else "-Infinity"
+            if isinstance(v, list):
+                return [fix(x) for x in v]
+            if isinstance(v, dict) and "dtype" not in v:
+                return {k: fix(x) for k, x in v.items()}
+            return v
+        return self.server.post(url, fix(body))
+
+
 def test_im2col(server, rng):
     cases = []
     for dt in FLOATS + ("int64",):
@@ -138,3 +156,88 @@ def test_fold_strided(server, rng):
     refs.append({"op": "col2im", "args": [T(np.ascontiguousarray(np.swapaxes(a, 1, 2)))] + rest, "out": 0})
     for g, w in zip(runs, torch_ref(refs)):
         np.testing.assert_allclose(g, np.array(w["value"]).reshape(w["shape"]), rtol=1e-6, atol=1e-6)
+
+
+def test_cdist(server, rng):
+    cases, loose = [], []
+    for p in (0.0, 1.0, 2.0, float("inf"), 0.5, 1.5, 3.0):
+        for s1, s2 in [((5, 3), (4, 3)), ((1, 7), (6, 7)), ((2, 1, 4, 5), (3, 6, 5)), ((3, 0, 4), (3, 2, 4))]:
+            cases.append(("cdist", [R(rng, "float64", s1), R(rng, "float64", s2), p], {}))
+            cases.append(("_cdist_forward", [R(rng, "float32", s1), R(rng, "float32", s2), p, None], {}))
+    # the matrix-product path: more than 25 rows, or compute_mode 1; 2 forbids it
+    for s1, s2, mode in [((30, 5), (7, 5), None), ((4, 5), (27, 5), None), ((3, 4), (2, 4), 1),
+                         ((2, 30, 3), (1, 9, 3), None), ((40, 6), (26, 6), 2)]:
+        loose.append(("cdist", [R(rng, "float64", s1), R(rng, "float64", s2), 2.0, mode], {}))
+        loose.append(("_cdist_forward", [R(rng, "float32", s1), R(rng, "float32", s2), 2.0, mode], {}))
+    loose.append(("_euclidean_dist", [R(rng, "float64", (2, 6, 4)), R(rng, "float64", (1, 5, 4))], {}))
+    x, y = R(rng, "float32", (4, 3)), R(rng, "float32", (5, 3))
+    cases += [("cdist", [R(rng, dt, (4, 3)), R(rng, dt, (5, 3)), 1.0], {}) for dt in ("bfloat16", "float16", "int64")]
+    cases += [("cdist", [x, R(rng, "float64", (5, 3))], {}), ("cdist", [R(rng, "float32", (3,)), y], {}),
+              ("cdist", [x, R(rng, "float32", (3,))], {}), ("cdist", [x, R(rng, "float32", (5, 4))], {}),
+              ("cdist", [x, R(rng, "int32", (5, 3))], {}), ("cdist", [x, y, -1.0], {}),
+              ("_cdist_forward", [x, y, 2.0, 3], {}), ("cdist", [x, y, 1.0, 3], {}), ("cdist", [x, y, 2.0, -1], {}),
+              ("cdist", [R(rng, "float32", (2, 4, 3)), R(rng, "float32", (3, 5, 3))], {}),
+              ("cdist", [R(rng, "float32", (0, 3)), y], {}), ("cdist", [R(rng, "float32", (4, 0)), R(rng, "float32", (5, 0))], {}),
+              ("cdist", [R(rng, "bfloat16", (4, 0)), R(rng, "bfloat16", (5, 0)), 1.0], {}),
+              ("cdist", [R(rng, "float32", (30, 3)), R(rng, "float64", (5, 3))], {}),
+              ("_euclidean_dist", [R(rng, "float32", (3,)), R(rng, "float32", (3,))], {})]
+    check(Wire(server), cases, rtol=1e-5)
+    check(server, loose, rtol=1e-3)
+    # bfloat16 goes through the matrix product (torch's CPU has no direct bfloat16 kernel)
+    check(server, [("cdist", [R(rng, "bfloat16", (30, 4)), R(rng, "bfloat16", (6, 4))], {})], rtol=5e-2)
+
+
+def test_cdist_backward(server, rng):
+    cases = []
+    for p in (0.0, 1.0, 2.0, float("inf"), 0.5, 1.5, 3.0):
+        for s1, s2 in [((5, 3), (4, 3)), ((2, 1, 4, 5), (3, 6, 5))]:
+            a, b = rand(rng, "float64", s1), rand(rng, "float64", s2)
+            out = np.broadcast_shapes(s1[:-2], s2[:-2]) + (s1[-2], s2[-2])
+            d = np.abs(rng.standard_normal(out)) + 0.5
+            cases.append(("_cdist_backward", [T(rng.standard_normal(out)), T(a), T(b), p, T(d)], {}))
+    check(Wire(server), cases, rtol=1e-6)
+    cases = []
+    a, b = R(rng, "float32", (4, 3)), R(rng, "float32", (5, 3))
+    cases += [("_cdist_backward", [R(rng, "float32", (4, 5)), R(rng, "float32", (4, 0)), R(rng, "float32", (5, 0)), 1.0,
+                                   R(rng, "float32", (4, 5))], {}),
+              ("_cdist_backward", [R(rng, "bfloat16", (4, 5)), R(rng, "bfloat16", (4, 3)), R(rng, "bfloat16", (5, 3)), 1.0,
+                                   R(rng, "bfloat16", (4, 5))], {})]
+    check(server, cases, rtol=1e-6)
+
+
+def test_pdist(server, rng):
+    cases = []
+    for p in (0.0, 1.0, 2.0, float("inf"), 0.5, 1.5, 3.0):
+        for shape in [(5, 3), (1, 4), (2, 7), (9, 1), (4, 0), (0, 3)]:
+            cases.append(("pdist", [R(rng, "float64", shape), p], {}))
+        cases.append(("_pdist_forward", [R(rng, "float32", (6, 5)), p], {}))
+        a = rand(rng, "float64", (5, 3))
+        cases.append(("_pdist_backward", [T(rng.standard_normal(10)), T(a), p, T(np.abs(rng.standard_normal(10)) + .5)],
+                      {}))
+    x = R(rng, "float32", (4, 3))
+    cases += [("pdist", [R(rng, dt, (4, 3))], {}) for dt in ("bfloat16", "float16", "int64")]
+    cases += [("pdist", [R(rng, "float32", (3,))], {}), ("pdist", [R(rng, "float32", (2, 3, 4))], {}),
+              ("pdist", [x, -1.0], {}), ("_pdist_forward", [R(rng, "float32", (3,)), 2.0], {}),
+              ("_pdist_forward", [R(rng, "int64", (3, 2)), 2.0], {}), ("_pdist_forward", [x, -1.0], {}),
+              ("_pdist_forward", [R(rng, "int64", (1, 2)), 2.0], {}),
+              ("_pdist_backward", [R(rng, "bfloat16", (6,)), R(rng, "bfloat16", (4, 3)), 2.0, R(rng, "bfloat16", (6,))], {})]
+    check(Wire(server), cases, rtol=1e-5)
+
+
+def test_dist_strided(server, rng):
+    """Transposed inputs through /v1/run (cdist reads any layout; pdist's composite makes it contiguous)."""
+    a, b = rand(rng, "float64", (3, 7)), rand(rng, "float64", (5, 3))
+    runs, refs = [], []
+    for op, args, ref in [("cdist", [{"ref": "$0"}, T(b), 1.5], [T(np.ascontiguousarray(a.T)), T(b), 1.5]),
+                          ("pdist", [{"ref": "$0"}, 2.0], [T(np.ascontiguousarray(a.T)), 2.0])]:
+        body = {"steps": [{"op": "transpose.int", "args": [T(a), 0, 1]}, {"op": op, "args": args}], "outputs": ["$1"]}
+        r = server.post("/v1/run", body)
+        assert r.status_code == 200, r.text
+        runs += [from_json(o) for o in r.json()["outputs"]]
+        refs.append({"op": op, "args": ref, "out": 0})
+    body = {"steps": [{"op": "transpose.int", "args": [T(a), 0, 1]}, {"op": "_pdist_forward", "args": [{"ref": "$0"}, 2.0]}],
+            "outputs": ["$1"]}
+    r = server.post("/v1/run", body)
+    assert r.status_code == 400 and "_pdist_forward requires contiguous input" in r.text
+    for g, w in zip(runs, torch_ref(refs)):
+        np.testing.assert_allclose(g, np.array(w["value"]).reshape(w["shape"]), rtol=1e-10, atol=1e-12)
