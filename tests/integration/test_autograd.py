@@ -391,6 +391,15 @@ def make_cases(rng):
     add("max_unpool2d", RG(g(rng, 2, 2, 2, 3)), ix2, [4, 5])
     ix3 = np.stack([rng.permutation(24)[:4] for _ in range(2)]).reshape(2, 1, 2, 2).astype(np.int64)
     add("max_unpool3d", RG(g(rng, 2, 1, 2, 2)), ix3, [2, 3, 4], [2, 2, 2], [0, 0, 0])
+    # distances: the native p-norm paths (CdistBackward0 / PdistBackward0), batch broadcast, and the
+    # matrix-product path (cdist over 25 rows: _euclidean_dist's EuclideanDistBackward0, then a view)
+    for p in (1.0, 2.0, 0.5, 3.0):
+        add("cdist", RG(g(rng, 4, 3)), RG(g(rng, 5, 3)), p)
+    add("cdist", RG(g(rng, 2, 1, 3, 4)), RG(g(rng, 2, 5, 4)), 1.5)
+    add("cdist", RG(g(rng, 27, 3)), RG(g(rng, 4, 3)))
+    add("_euclidean_dist", RG(g(rng, 3, 4)), RG(g(rng, 5, 4)))
+    for p in (1.0, 2.0, 0.7, 2.5):
+        add("pdist", RG(g(rng, 5, 3)), p)
     return C
 
 
