@@ -192,17 +192,21 @@ static od_status pdist_plan(od_opid id, const od_stack *s, od_dist_plan *p, od_e
         return od_error_set(err, OD_EINVAL, "_pdist_backward requires self to be contiguous");
     if (!od_tensor_is_contiguous(p->dist))
         return od_error_set(err, OD_EINVAL, "_pdist_backward requires pdist to be contiguous");
-    p->zeros = p->p == 0 || od_tensor_numel(p->grad) == 0 || od_tensor_numel(x) == 0;
-    if (p->zeros)
-        return OD_OK;
+    /* ATen dispatches on the dtype first, then zero-fills, then (p != 0) reads the sizes */
     if (!(x->dtype == OD_FLOAT32 || x->dtype == OD_FLOAT64))
         return od_error_set(err, OD_EUNSUPPORTED, "\"pdist_backward\" not implemented for '%s'",
                             od_dtype_scalar_name(x->dtype));
+    p->zeros = p->p == 0;
+    if (p->zeros)
+        return OD_OK;
     if ((st = size_at(x, 0, &p->r1, err)) || (st = size_at(x, 1, &p->m, err)))
         return st;
+    p->combs = p->r1 * (p->r1 - 1) / 2;
+    p->zeros = p->combs == 0 || p->m == 0;
+    if (p->zeros)
+        return OD_OK;
     if ((st = dtype_match(x->dtype, p->grad->dtype, err)) || (st = dtype_match(x->dtype, p->dist->dtype, err)))
         return st;
-    p->combs = p->r1 * (p->r1 - 1) / 2;
     if (od_tensor_numel(p->grad) != p->combs || od_tensor_numel(p->dist) != p->combs || p->r1 * p->m > od_tensor_numel(x))
         return od_error_set(err, OD_EINVAL, "_pdist_backward: expected grad and pdist of %" PRId64 " elements",
                             p->combs);
