@@ -13,6 +13,8 @@
  * (cdist) or by column strips (pdist) so no two threads write one element.
  * _cdist_forward's matrix-product path is _euclidean_dist's (od_dist_mm).
  */
+#pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math")
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,7 +34,8 @@ typedef struct dist_job {
 
 #define DIST_TYPED(T, SFX, ABS)                                                                                 \
     /* acc[0..nj) over columns k of row a against bt[k * ld + j0 ...] */                                      \
-    static void strip_##SFX(int kind, T p, const T *a, const T *bt, int64_t ld, int64_t m, int64_t nj, T *acc)   \
+    OD_CPU_CLONES static void strip_##SFX(int kind, T p, const T *restrict a, const T *restrict bt, int64_t ld,    \
+                                          int64_t m, int64_t nj, T *restrict acc)                                 \
     {                                                                                                         \
         for (int64_t j = 0; j < nj; j++)                                                                      \
             acc[j] = 0;                                                                                       \
@@ -88,11 +91,11 @@ typedef struct dist_job {
         int64_t n = p->r1;                                                                                    \
         T acc[STRIP];                                                                                         \
         const T *a = (const T *)j->a + i * p->m, *bt = j->bt;                                                 \
-        T *out = (T *)j->out + i * (n - 1) - i * (i - 1) / 2 - (i + 1);                                       \
+        T *out = (T *)j->out + i * (n - 1) - i * (i - 1) / 2; /* the pair (i, i + 1) */                      \
         for (int64_t j0 = i + 1; j0 < n; j0 += STRIP) {                                                       \
             int64_t nj = n - j0 < STRIP ? n - j0 : STRIP;                                                     \
             strip_##SFX(j->kind, (T)p->p, a, bt + j0, n, p->m, nj, acc);                                      \
-            memcpy(out + j0, acc, sizeof(T) * (size_t)nj);                                                    \
+            memcpy(out + (j0 - i - 1), acc, sizeof(T) * (size_t)nj);                                          \
         }                                                                                                     \
     }                                                                                                         \
     /* tasks [b, e): task q does rows q and n - 1 - q, so tasks weigh alike */                                \
@@ -107,7 +110,7 @@ typedef struct dist_job {
         }                                                                                                     \
     }                                                                                                         \
     /* cdist backward rows [b, e) of the flattened [B * r1]: out[r, k] = sum over x2's rows */                \
-    static void cdist_bw_rows_##SFX(void *ctx, int64_t b, int64_t e)                                          \
+    OD_CPU_CLONES static void cdist_bw_rows_##SFX(void *ctx, int64_t b, int64_t e)                            \
     {                                                                                                         \
         const dist_job *j = ctx;                                                                              \
         const od_dist_plan *p = j->pl;                                                                        \
@@ -126,7 +129,7 @@ typedef struct dist_job {
         }                                                                                                     \
     }                                                                                                         \
     /* pdist backward column strips [b, e) of 16 columns each */                                              \
-    static void pdist_bw_cols_##SFX(void *ctx, int64_t b, int64_t e)                                          \
+    OD_CPU_CLONES static void pdist_bw_cols_##SFX(void *ctx, int64_t b, int64_t e)                            \
     {                                                                                                         \
         const dist_job *j = ctx;                                                                              \
         const od_dist_plan *p = j->pl;                                                                        \
