@@ -398,6 +398,7 @@ def make_cases(rng):
     add("cdist", RG(g(rng, 2, 1, 3, 4)), RG(g(rng, 2, 5, 4)), 1.5)
     add("cdist", RG(g(rng, 27, 3)), RG(g(rng, 4, 3)))
     add("_euclidean_dist", RG(g(rng, 3, 4)), RG(g(rng, 5, 4)))
+    add("_cdist_forward", RG(g(rng, 27, 3)), RG(g(rng, 2, 4, 3)), 2.0, None)  # its own mm path, CdistBackward0
     for p in (1.0, 2.0, 0.7, 2.5):
         add("pdist", RG(g(rng, 5, 3)), p)
     return C
