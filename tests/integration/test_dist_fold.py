@@ -241,3 +241,32 @@ def test_dist_strided(server, rng):
     assert r.status_code == 400 and "_pdist_forward requires contiguous input" in r.text
     for g, w in zip(runs, torch_ref(refs)):
         np.testing.assert_allclose(g, np.array(w["value"]).reshape(w["shape"]), rtol=1e-10, atol=1e-12)
+
+
+def test_cdist_pdist_against_float64(server, rng):
+    """float32 results against a float64 numpy reference: the direct kernels within float32 rounding, the
+    matrix-product path (more than 25 rows) within its cancellation error, no worse than torch's own."""
+    runs = []
+    for s1, s2 in [((40, 16), (33, 16)), ((3, 30, 5), (1, 7, 5)), ((6, 9), (5, 9))]:
+        a, b = rand(rng, "float32", s1), rand(rng, "float32", s2)
+        diff = a.astype(np.float64)[..., :, None, :] - b.astype(np.float64)[..., None, :, :]
+        for p in (1.0, 2.0, 3.0):
+            ref = (np.abs(diff) ** p).sum(-1) ** (1 / p)
+            r = server.post("/v1/ops/cdist", {"args": [T(a), T(b), p]})
+            assert r.status_code == 200, r.text
+            mm = p == 2.0 and max(s1[-2], s2[-2]) > 25
+            runs.append((s1, s2, p, mm, ref, from_json(r.json()["outputs"][0]), [T(a), T(b), p]))
+    wants = torch_ref([{"op": "cdist", "args": args} for *_, args in runs])
+    for (s1, s2, p, mm, ref, got, _), want in zip(runs, wants):
+        theirs = np.array(want["value"]).reshape(want["shape"])
+        err, terr = np.abs(got - ref).max(), np.abs(theirs - ref).max()
+        assert err <= (2e-3 if mm else 2e-5) * max(1.0, np.abs(ref).max()), (s1, s2, p, err)
+        assert err <= 4 * terr + 1e-5 * np.abs(ref).max(), (s1, s2, p, err, terr)
+    x = rand(rng, "float32", (37, 11))
+    d = x.astype(np.float64)[:, None, :] - x.astype(np.float64)[None, :, :]
+    iu = np.triu_indices(37, 1)
+    for p in (1.0, 2.0, 0.5):
+        ref = ((np.abs(d) ** p).sum(-1) ** (1 / p))[iu]
+        r = server.post("/v1/ops/pdist", {"args": [T(x), p]})
+        assert r.status_code == 200, r.text
+        np.testing.assert_allclose(from_json(r.json()["outputs"][0]), ref, rtol=2e-5, atol=1e-6)
