@@ -118,7 +118,7 @@ static od_status cdist_plan(od_opid id, const od_stack *s, od_dist_plan *p, od_e
     for (int d = 0; d < p->nbatch; d++)
         p->B *= p->batch[d];
     if (bw) {
-        if (bw && x2->sizes[x2->ndim - 1] != p->m)
+        if (x2->sizes[x2->ndim - 1] != p->m)
             return od_error_set(err, OD_EINVAL,
                                 "X1 and X2 must have the same number of columns. X1: %" PRId64 " X2: %" PRId64, p->m,
                                 x2->sizes[x2->ndim - 1]);
@@ -199,14 +199,17 @@ static od_status pdist_plan(od_opid id, const od_stack *s, od_dist_plan *p, od_e
     p->zeros = p->p == 0;
     if (p->zeros)
         return OD_OK;
-    if ((st = size_at(x, 0, &p->r1, err)) || (st = size_at(x, 1, &p->m, err)))
+    /* then self's sizes, grad.stride(0), and grad's and pdist's data as self's dtype */
+    int64_t gs;
+    if ((st = size_at(x, 0, &p->r1, err)) || (st = size_at(x, 1, &p->m, err)) ||
+        (st = size_at(p->grad, 0, &gs, err)))
+        return st;
+    if ((st = dtype_match(x->dtype, p->grad->dtype, err)) || (st = dtype_match(x->dtype, p->dist->dtype, err)))
         return st;
     p->combs = p->r1 * (p->r1 - 1) / 2;
     p->zeros = p->combs == 0 || p->m == 0;
     if (p->zeros)
         return OD_OK;
-    if ((st = dtype_match(x->dtype, p->grad->dtype, err)) || (st = dtype_match(x->dtype, p->dist->dtype, err)))
-        return st;
     if (od_tensor_numel(p->grad) != p->combs || od_tensor_numel(p->dist) != p->combs || p->r1 * p->m > od_tensor_numel(x))
         return od_error_set(err, OD_EINVAL, "_pdist_backward: expected grad and pdist of %" PRId64 " elements",
                             p->combs);

@@ -114,6 +114,9 @@ OD_CX_KERNEL(od_cea_euclidean_dist)
     if (x2->ndim < 2)
         return od_error_set(err, OD_EINVAL,
                             "tensor.mT is only supported on matrices or batches of matrices. Got %d-D tensor.", x2->ndim);
+    /* the matmul decides: addmm has no Half kernel on the CPU (torch 1.13) */
+    if (x1->device.type == OD_DEV_CPU && x1->dtype == OD_FLOAT16 && x2->dtype == OD_FLOAT16)
+        return od_error_set(err, OD_EUNSUPPORTED, "\"addmm_impl_cpu_\" not implemented for 'Half'");
     od_cx_scope sc = od_cx_scope_begin(err);
     od_tensor *n1 = sq_norm(&sc, x1), *p1 = ones_like(&sc, n1);
     od_tensor *n2 = sq_norm(&sc, x2), *p2 = ones_like(&sc, n2);

@@ -146,9 +146,10 @@ def conv_defect(c, t, tens):
 
 def dist_defect(c, args, tens):
     """The native distance kernels read their grad / cdist / pdist as the sizes
-    the inputs imply without checking them, and _pdist_forward's vectorised
-    tail takes pow(0, p) of its padding lanes when p < 0 (pdist refuses
-    negative p); the server refuses such sizes and computes the plain sum."""
+    the inputs imply without checking them, _pdist_forward's vectorised tail
+    takes pow(0, p) of its padding lanes when p < 0, and its pair walk runs
+    to self's numel (pdist refuses both: negative p, more than 2 dims); the
+    server refuses such sizes and computes the n x m pairs' plain sums."""
     op = c.op.split(".")[0]
     shp = [list(t.logical().shape) for t in tens]
     if op == "_cdist_backward" and len(shp) == 4 and len(shp[1]) >= 2 and len(shp[2]) >= 2:
@@ -164,6 +165,8 @@ def dist_defect(c, args, tens):
         combs = n * (n - 1) // 2
         if combs > 0 and (int(np.prod(shp[0])) != combs or int(np.prod(shp[2])) != combs):
             return "_pdist_backward with grad or pdist not of n(n-1)/2 elements (torch reads past them)"
+    if op == "_pdist_forward" and shp and len(shp[0]) > 2 and int(np.prod(shp[0][2:])) != 1:
+        return "_pdist_forward of more than 2 dims (torch walks its pairs up to self's numel, past n x m)"
     if op == "_pdist_forward" and len(args) >= 2 and isinstance(args[1], (int, float)) and args[1] < 0:
         return "_pdist_forward with a negative p (its vectorised tail raises the zero padding to it)"
     return None
