@@ -127,9 +127,10 @@ OD_CX_KERNEL(od_cea_euclidean_dist)
     r = r ? od_cx_call(&sc, OD_OPID_clamp_min, 2, TV(r), od_int(0)) : NULL;
     /* ATen takes the root in place (sqrt_), which an integer result cannot hold */
     if (r && !(r->dtype == OD_FLOAT32 || r->dtype == OD_FLOAT64 || r->dtype == OD_FLOAT16 || r->dtype == OD_BFLOAT16)) {
+        od_dtype dt = r->dtype; /* r belongs to the scope */
         od_cx_scope_end(&sc);
         return od_error_set(err, OD_EINVAL, "result type Float can't be cast to the desired output type %s",
-                            od_dtype_scalar_name(r->dtype));
+                            od_dtype_scalar_name(dt));
     }
     r = r ? od_cx_call(&sc, OD_OPID_sqrt, 1, TV(r)) : NULL;
     return od_cx_scope_return1(&sc, s, r);

@@ -180,7 +180,9 @@ def test_cdist(server, rng):
               ("cdist", [R(rng, "float32", (0, 3)), y], {}), ("cdist", [R(rng, "float32", (4, 0)), R(rng, "float32", (5, 0))], {}),
               ("cdist", [R(rng, "bfloat16", (4, 0)), R(rng, "bfloat16", (5, 0)), 1.0], {}),
               ("cdist", [R(rng, "float32", (30, 3)), R(rng, "float64", (5, 3))], {}),
-              ("_euclidean_dist", [R(rng, "float32", (3,)), R(rng, "float32", (3,))], {})]
+              ("_euclidean_dist", [R(rng, "float32", (3,)), R(rng, "float32", (3,))], {}),
+              ("_euclidean_dist", [R(rng, "int64", (3,)), R(rng, "int64", (1, 3))], {}),
+              ("_euclidean_dist", [R(rng, "float16", (2, 3)), R(rng, "float16", (4, 3))], {})]
     check(Wire(server), cases, rtol=1e-5)
     check(server, loose, rtol=1e-3)
     # bfloat16 goes through the matrix product (torch's CPU has no direct bfloat16 kernel)
