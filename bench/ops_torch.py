@@ -20,7 +20,7 @@ are tables of explicit cases, named by what they time; torch builds its
 inputs from the same tensor specs the server's /v1/bench takes.
 
 Usage: ops_torch.py --opdispatchd PATH [--n 1000000] [--iterations 20] [--threads 2] [--device cpu|cuda]
-                    [--family scan|ew|norm|attention|loss|pool|conv|embedding] [--ops SUBSTRING]
+                    [--family scan|ew|norm|attention|loss|pool|conv|embedding|dist] [--ops SUBSTRING]
 """
 import argparse
 import json
@@ -227,10 +227,20 @@ def embedding_cases():
             for k, m in enumerate(("sum", "mean"))}
 
 
+def dist_cases():
+    """cdist of 4096x64 by 4096x64 at p=2 (torch's matrix-product path) and p=1, pdist of 2048x64, im2col
+    (F.unfold) of 8x64x56x56 with a 3x3 kernel, padding 1 (target <= 1.0)"""
+    a, b = rand(4096, 64), rand(4096, 64)
+    return {"cdist p=2 4096x4096x64": ("cdist", [a, b, 2.0]),
+            "cdist p=1 4096x4096x64": ("cdist", [a, b, 1.0]),
+            "pdist p=2 2048x64": ("pdist", [rand(2048, 64), 2.0]),
+            "im2col 3x3 p1 8x64x56x56": ("im2col", [rand(8, 64, 56, 56), [3, 3], [1, 1], [1, 1], [1, 1]])}
+
+
 # --family NAME: explicit cases, NAME -> (operator, arguments), tensors as
 # /v1/bench's generate specs (torch builds the same from them)
 FAMILIES = {"norm": norm_cases, "attention": attention_cases, "loss": loss_cases, "pool": pool_cases,
-            "conv": conv_cases, "embedding": embedding_cases}
+            "conv": conv_cases, "embedding": embedding_cases, "dist": dist_cases}
 TARGETS = {"scan": 1.5, "conv": 1.25}  # server / torch; 1.0 elsewhere
 
 

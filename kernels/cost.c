@@ -4,7 +4,7 @@
 #include "od_cost.h"
 #include "od_shape.h"
 
-enum { K_NONE, K_EW, K_RED, K_MM, K_NORM, K_ATTN, K_LOSS, K_POOL, K_CONV, K_BAG };
+enum { K_NONE, K_EW, K_RED, K_MM, K_NORM, K_ATTN, K_LOSS, K_POOL, K_CONV, K_BAG, K_DIST };
 
 static const struct {
     int kind;
@@ -148,6 +148,16 @@ void od_op_cost(const od_op *op, const od_stack *s, od_cost *out)
         out->flops = g_cost[id].factor * (psw ? 2.0 : 1.0) * (double)od_tensor_numel(ix) * (double)w->sizes[1];
         if (r0 && s->args[4].tag == OD_T_INT && s->args[4].u.i == 1)
             out->flops += (double)od_tensor_numel(r0);
+        break;
+    }
+    case K_DIST: {
+        /* factor x row pairs x columns: cdist's B x r1 x r2 (its result's
+         * elements), pdist's n(n-1)/2 pairs; backward: the same pairs */
+        const od_tensor *x = id == OD_OPID__cdist_backward || id == OD_OPID__pdist_backward ? arg_t(s, 1) : a0;
+        const od_tensor *pairs = id == OD_OPID__cdist_backward || id == OD_OPID__pdist_backward ? arg_t(s, 0) : r0;
+        if (!x || !pairs || x->ndim < 1)
+            return;
+        out->flops = g_cost[id].factor * (double)od_tensor_numel(pairs) * (double)x->sizes[x->ndim - 1];
         break;
     }
     default:

@@ -14,6 +14,10 @@
  *   POOL  output elements x window elements (factor: the spatial dims)
  *   CONV  factor x 2 x N x C_out x out-spatial x C_in/groups x k-spatial
  *         (per gradient asked for, for convolution_backward)
+ *   DIST  factor x row pairs x columns (cdist: result elements x m; pdist:
+ *         n(n-1)/2 x m; the _backward ops: grad's elements x m)
+ *   BAG   factor x indices x features (x2 with per_sample_weights; mean adds
+ *         one divide per output element)
  * An operator without a line (or a plugin's) has bytes and no flops.
  */
 #ifndef OD_COST_H

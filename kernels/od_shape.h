@@ -61,7 +61,8 @@ od_shape_fn od_builtin_shape_fn(od_opid id);
     X(od_shape_norm) X(od_shape_sdpa) X(od_shape_nll_loss) X(od_shape_pool) X(od_shape_resample) \
     X(od_shape_conv) \
     X(od_shape_embedding_bag) \
-    X(od_shape_act_loss)
+    X(od_shape_act_loss) \
+    X(od_shape_fold) X(od_shape_dist)
 
 #define OD_X_(fn) od_status fn(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, \
                                 od_error *err);
@@ -537,5 +538,47 @@ typedef struct od_act_loss_plan {
     int ndim;
 } od_act_loss_plan;
 od_status od_act_loss_plan_of(od_opid id, const od_stack *s, od_act_loss_plan *p, od_error *err);
+/* ---- im2col, col2im, max_unpool2d/3d (kernels/shape_fold.c) ---- */
+enum { OD_FOLD_IM2COL = 0, OD_FOLD_COL2IM = 1, OD_FOLD_UNPOOL = 2 };
+/* The checked call (self, indices borrowed from the stack). im2col/col2im:
+ * n samples (1 unbatched) of c image channels; the image img and the grid
+ * of sliding blocks grid, with kernel k, stride s, padding p, dilation d,
+ * each 3 dims with a leading 1 (od_conv_plan's layout); kvol = k[1] * k[2];
+ * planes = n * c. max_unpool: planes = the lead dims' product, in_plane /
+ * out_plane elements per plane of self / of the result, unpool_out the
+ * output_size padded to 3 dims with leading 1s. */
+typedef struct od_fold_plan {
+    int kind; /* OD_FOLD_* */
+    const od_tensor *self, *indices;
+    bool batched;
+    int unpool_nd;
+    int64_t n, c, kvol, planes, in_plane, out_plane;
+    int64_t img[3], grid[3], k[3], s[3], p[3], d[3], unpool_out[3];
+} od_fold_plan;
+od_status od_fold_plan_of(od_opid id, const od_stack *s, od_fold_plan *p, od_error *err);
+
+/* ---- _cdist_forward, _cdist_backward, _pdist_forward, _pdist_backward (kernels/shape_dist.c) ---- */
+#include "od_dist.h"
+/* The checked call (tensors borrowed from the stack): x1 / x2 the cdist
+ * operands or pdist's self (x2 NULL), grad and dist the backward's; batch
+ * the broadcast batch dims (nbatch of them, product B); r1, r2 rows of x1
+ * and x2 (pdist: r1 = n), m columns, combs = n(n-1)/2 for pdist. empty: a
+ * result with no element (cdist backward: zeros_like(x1)); zeros: a result
+ * of zeros (no columns, or a zero-p backward); mm: _cdist_forward takes the
+ * matrix-product path (od_dist_mm). */
+typedef struct od_dist_plan {
+    int op; /* OD_DISTOP_* */
+    const od_tensor *x1, *x2, *grad, *dist;
+    double p;
+    bool empty, zeros, mm;
+    int nbatch;
+    int64_t batch[OD_MAX_DIMS];
+    int64_t B, r1, r2, m, combs;
+} od_dist_plan;
+od_status od_dist_plan_of(od_opid id, const od_stack *s, od_dist_plan *p, od_error *err);
+/* _cdist_forward's matrix-product path through the dispatcher: the inputs
+ * (expanded to the batch and viewed [B, r, m] when B != 1) to
+ * _euclidean_dist, viewed as batch + [r1, r2]; *out new. */
+od_status od_dist_mm(const od_dist_plan *p, od_tensor **out, od_error *err);
 
 #endif

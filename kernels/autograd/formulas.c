@@ -2417,6 +2417,90 @@ OD_BW(EmbeddingBagBackward0)
     if (kp >= 0 && need[kp])
         SET(kp, ag_call(sc, OD_OPID__embedding_bag_per_sample_weights_backward, 7, T(g[0]), T(w), T(ix), T(off),
                         T(o2b), *ag_arg(n, 4), *ag_arg(n, 8)));
+/* ---- im2col / col2im / max_unpool (shape_fold.c): each fold's gradient is the other
+ * fold; max_unpool's is max_pool_double_backward: grad gathered at the indices ---- */
+OD_BW(Im2ColBackward0)
+{
+    if (!g[0])
+        return;
+    const ag_tmeta *in = &n->in_meta[0];
+    int64_t os[2] = {in->sizes[in->ndim - 2], in->sizes[in->ndim - 1]};
+    SET(0, ag_call(sc, OD_OPID_col2im, 6, T(g[0]), od_list_v(OD_T_INT_LIST, os, 2), *ag_arg(n, 1), *ag_arg(n, 2),
+                   *ag_arg(n, 3), *ag_arg(n, 4)));
+}
+OD_BW(Col2ImBackward0)
+{
+    if (!g[0])
+        return;
+    SET(0, ag_call(sc, OD_OPID_im2col, 5, T(g[0]), *ag_arg(n, 2), *ag_arg(n, 3), *ag_arg(n, 4), *ag_arg(n, 5)));
+}
+static void max_unpool_backward(od_node *n, od_tensor *const *g, od_tensor **gin, const bool *need, ag_scope *sc,
+                                int nd)
+{
+    if (!g[0] || !need[0])
+        return;
+    od_tensor *ix = ag_saved(sc, n, 1);
+    if (!ix)
+        return;
+    int64_t sz[OD_MAX_DIMS];
+    int lead = ix->ndim - nd;
+    for (int d = 0; d < lead; d++)
+        sz[d] = ix->sizes[d];
+    sz[lead] = -1;
+    od_tensor *gv = ag_reshape(sc, g[0], sz, lead + 1), *iv = ag_reshape(sc, ix, sz, lead + 1);
+    od_tensor *r = gv && iv ? ag_call(sc, OD_OPID_gather, 4, T(gv), od_int(-1), T(iv), od_bool(false)) : NULL;
+    SET(0, r ? ag_reshape(sc, r, ix->sizes, ix->ndim) : NULL);
+}
+OD_BW(MaxUnpool2DBackward0) { max_unpool_backward(n, g, gin, need, sc, 2); }
+OD_BW(MaxUnpool3DBackward0) { max_unpool_backward(n, g, gin, need, sc, 3); }
+
+/* ---- distances (shape_dist.c, composite/dist.c): derivatives.yaml's _cdist_backward for each
+ * side, _pdist_backward, and _euclidean_dist_backward written with operator calls ---- */
+OD_BW(CdistBackward0)
+{
+    if (!g[0])
+        return;
+    od_tensor *x1 = need[0] || need[1] ? ag_saved(sc, n, 0) : NULL, *x2 = x1 ? ag_saved(sc, n, 1) : NULL;
+    od_tensor *res = x2 ? ag_saved_out(sc, n, 0) : NULL;
+    if (!res)
+        return;
+    SET(0, ag_call(sc, OD_OPID__cdist_backward, 5, T(g[0]), T(x1), T(x2), *ag_arg(n, 2), T(res)));
+    if (need[1]) {
+        od_tensor *gt = ag_transpose(sc, g[0], -2, -1), *rt = ag_transpose(sc, res, -2, -1);
+        SET(1, gt && rt ? ag_call(sc, OD_OPID__cdist_backward, 5, T(gt), T(x2), T(x1), *ag_arg(n, 2), T(rt)) : NULL);
+    }
+}
+OD_BW(PdistBackward0)
+{
+    if (!g[0] || !need[0])
+        return;
+    od_tensor *x = ag_saved(sc, n, 0), *res = x ? ag_saved_out(sc, n, 0) : NULL;
+    SET(0, res ? ag_call(sc, OD_OPID__pdist_backward, 4, T(g[0]), T(x), *ag_arg(n, 1), T(res)) : NULL);
+}
+OD_BW(EuclideanDistBackward0)
+{
+    if (!g[0])
+        return;
+    od_tensor *x1 = ag_saved(sc, n, 0), *x2 = ag_saved(sc, n, 1), *res = ag_saved_out(sc, n, 0);
+    if (!x1 || !x2 || !res)
+        return;
+    /* ratio = grad / res, 0 where res is 0 (the subgradient there) */
+    od_tensor *ratio = ag_where0(sc, ag_cmps(sc, OD_OPID_eq_Scalar, res, 0.0), ag_div(sc, g[0], res), false);
+    if (!ratio)
+        return;
+    int64_t last = -1, row = -2;
+    if (need[0]) {
+        od_tensor *s1 = ag_sum_dims(sc, ratio, &last, 1, true);
+        od_tensor *mm = ag_call(sc, OD_OPID_matmul, 2, T(ratio), T(x2));
+        SET(0, s1 && mm ? ag_sub(sc, ag_mul(sc, x1, s1), mm) : NULL);
+    }
+    if (need[1]) {
+        od_tensor *s2 = ag_sum_dims(sc, ratio, &row, 1, false);
+        od_tensor *s2u = s2 ? ag_call(sc, OD_OPID_unsqueeze, 2, T(s2), od_int(-1)) : NULL;
+        od_tensor *rt = ag_transpose(sc, ratio, -2, -1);
+        od_tensor *mm = rt ? ag_call(sc, OD_OPID_matmul, 2, T(rt), T(x1)) : NULL;
+        SET(1, s2u && mm ? ag_sub(sc, ag_mul(sc, x2, s2u), mm) : NULL);
+    }
 }
 
 /* ---- the table ---------------------------------------------------------------------- */

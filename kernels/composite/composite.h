@@ -93,6 +93,9 @@ OD_CX_KERNEL(od_cia_pool); /* pool.c: max_pool1d/2d/3d, max_pool1d_with_indices,
 OD_CX_KERNEL(od_cea_pixel_shuffle); /* resample.c: pixel_shuffle, pixel_unshuffle */
 OD_CX_KERNEL(od_cia_conv); /* conv.c: conv1d..3d (+ .padding), conv_transpose1d..3d */
 OD_CX_KERNEL(od_cia_embedding_bag); /* embedding_bag.c: embedding_bag (+ .padding_idx), _embedding_bag_backward */
+OD_CX_KERNEL(od_cia_cdist); /* dist.c: cdist, pdist (over _cdist_forward / _euclidean_dist, _pdist_forward) */
+OD_CX_KERNEL(od_cia_pdist);
+OD_CX_KERNEL(od_cea_euclidean_dist);
 
 /* Caches the positions of the factories' keyword arguments (start-up only). */
 void od_cx_factories_init(void);

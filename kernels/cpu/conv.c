@@ -520,3 +520,40 @@ done:
     }
     return st;
 }
+
+/* ---- the column loops for im2col / col2im (fold.c): one sample, float or double ---- */
+
+static void geo_of_cols(const od_cpu_cols *in, geo *g)
+{
+    memset(g, 0, sizeof *g);
+    g->c = in->c;
+    g->kvol = g->limg = g->lgrid = 1;
+    for (int k = 0; k < 3; k++) {
+        g->img[k] = in->img[k];
+        g->grid[k] = in->grid[k];
+        g->k[k] = in->k[k];
+        g->s[k] = in->s[k];
+        g->p[k] = in->p[k];
+        g->d[k] = in->d[k];
+        g->kvol *= in->k[k];
+        g->limg *= in->img[k];
+        g->lgrid *= in->grid[k];
+    }
+    g->kc = g->c * g->kvol;
+}
+
+void od_cpu_im2col(const od_cpu_cols *cols, bool f64, const void *im, void *col)
+{
+    geo g;
+    geo_of_cols(cols, &g);
+    col_job j = {.g = &g, .im = im, .out = col};
+    od_parallel_for(g.kc, 1 + 4096 / (g.lgrid + 1), g_im2col[f64 ? K_F64 : K_F32], &j);
+}
+
+void od_cpu_col2im(const od_cpu_cols *cols, bool f64, const void *col, void *im)
+{
+    geo g;
+    geo_of_cols(cols, &g);
+    col_job j = {.g = &g, .im = col, .out = im};
+    od_parallel_for(g.c, 1 + 4096 / (g.kvol * g.lgrid + 1), g_col2im[f64 ? K_F64 : K_F32], &j);
+}

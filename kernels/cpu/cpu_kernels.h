@@ -11,6 +11,7 @@
 #ifndef OD_CPU_KERNELS_H
 #define OD_CPU_KERNELS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "od_dispatch.h"
@@ -64,6 +65,8 @@ OD_CPU_KERNEL_(od_cpu_resample)    /* resample.c: upsample_nearest1d..3d, linear
 OD_CPU_KERNEL_(od_cpu_conv)        /* conv.c: convolution, convolution_backward */
 OD_CPU_KERNEL_(od_cpu_embedding_bag) /* embedding_bag.c: _embedding_bag(_forward_only), _dense_backward, _per_sample_weights_backward */
 OD_CPU_KERNEL_(od_cpu_act_loss)    /* act_loss.c: binary_cross_entropy, glu, prelu and their _backward */
+OD_CPU_KERNEL_(od_cpu_fold)        /* fold.c: im2col, col2im, max_unpool2d/3d */
+OD_CPU_KERNEL_(od_cpu_dist)        /* dist.c: _cdist_forward, _cdist_backward, _pdist_forward, _pdist_backward */
 
 #undef OD_CPU_KERNEL_
 
@@ -120,5 +123,16 @@ double od_cpu_sqdev_f64(const double *x, int64_t n, double mean);
 #else
 #define OD_CPU_CLONES
 #endif
+
+/* conv.c's column loops of one sample, for im2col / col2im (fold.c): c image
+ * channels, 3 spatial dims (leading 1s for 2d), as od_fold_plan's geometry.
+ * im2col writes col [c * kvol, L] from im [c, img] (both borrowed,
+ * contiguous); col2im adds col's entries into im (zeroed by the caller),
+ * each pixel's in ATen's order (kernel taps, then blocks). */
+typedef struct od_cpu_cols {
+    int64_t c, img[3], grid[3], k[3], s[3], p[3], d[3];
+} od_cpu_cols;
+void od_cpu_im2col(const od_cpu_cols *cols, bool f64, const void *im, void *col);
+void od_cpu_col2im(const od_cpu_cols *cols, bool f64, const void *col, void *im);
 
 #endif

@@ -75,6 +75,8 @@ OD_CUDA_KERNEL_(od_cuda_conv)        /* conv.c: convolution, convolution_backwar
 OD_CUDA_KERNEL_(od_cuda_sdpa)        /* attention.c: _scaled_dot_product_attention_forward */
 OD_CUDA_KERNEL_(od_cuda_embedding_bag) /* embedding_bag.c: _embedding_bag(_forward_only); its backward ops staged on the host */
 OD_CUDA_KERNEL_(od_cuda_act_loss)    /* act_loss.c: binary_cross_entropy, glu, prelu and their _backward */
+OD_CUDA_KERNEL_(od_cuda_fold)        /* fold.c: im2col, col2im, max_unpool2d/3d */
+OD_CUDA_KERNEL_(od_cuda_dist)        /* dist.c: _cdist_forward, _cdist_backward, _pdist_forward, _pdist_backward */
 #undef OD_CUDA_KERNEL_
 
 /* ---- runtime.c ------------------------------------------------------------------- */

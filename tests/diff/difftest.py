@@ -186,6 +186,34 @@ def conv_defect(c, t, tens):
     return None
 
 
+def dist_defect(c, args, tens):
+    """The native distance kernels read their grad / cdist / pdist as the sizes
+    the inputs imply without checking them, _pdist_forward's vectorised tail
+    takes pow(0, p) of its padding lanes when p < 0, and its pair walk runs
+    to self's numel (pdist refuses both: negative p, more than 2 dims); the
+    server refuses such sizes and computes the n x m pairs' plain sums."""
+    op = c.op.split(".")[0]
+    shp = [list(t.logical().shape) for t in tens]
+    if op == "_cdist_backward" and len(shp) == 4 and len(shp[1]) >= 2 and len(shp[2]) >= 2:
+        try:
+            batch = list(np.broadcast_shapes(tuple(shp[1][:-2]), tuple(shp[2][:-2])))
+        except ValueError:
+            return None
+        want = batch + [shp[1][-2], shp[2][-2]]
+        if shp[0] != want or shp[3] != want:
+            return "_cdist_backward with grad or cdist not of the result's size (torch reads past them)"
+    if op == "_pdist_backward" and len(shp) == 3 and len(shp[1]) >= 2:
+        n = shp[1][0]
+        combs = n * (n - 1) // 2
+        if combs > 0 and (int(np.prod(shp[0])) != combs or int(np.prod(shp[2])) != combs):
+            return "_pdist_backward with grad or pdist not of n(n-1)/2 elements (torch reads past them)"
+    if op == "_pdist_forward" and shp and len(shp[0]) > 2 and int(np.prod(shp[0][2:])) != 1:
+        return "_pdist_forward of more than 2 dims (torch walks its pairs up to self's numel, past n x m)"
+    if op == "_pdist_forward" and len(args) >= 2 and isinstance(args[1], (int, float)) and args[1] < 0:
+        return "_pdist_forward with a negative p (its vectorised tail raises the zero padding to it)"
+    return None
+
+
 def torch_bug(c, t):
     """Why torch 1.13's answer to case c is no reference, or None. Each is a
     torch defect later versions fixed; the server answers 4xx there."""
@@ -247,6 +275,9 @@ def torch_bug(c, t):
         g, x = tens[0].logical().shape, tens[1].logical().shape
         if len(g) != len(x) or list(g[:-2 if "2d" in c.op else -3]) != list(x[:-2 if "2d" in c.op else -3]):
             return "_adaptive_avg_pool*_backward with grad_output's planes unlike self's (torch reads past grad_output)"
+    dist = dist_defect(c, args, tens)
+    if dist:
+        return dist
     if c.op.startswith("_reshape_alias") and tens and len(args) >= 3 and \
             isinstance(args[1], list) and isinstance(args[2], list) and len(args[1]) == len(args[2]):
         # an internal op that checks nothing: torch reads whatever memory the

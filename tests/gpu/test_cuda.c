@@ -1951,6 +1951,14 @@ Test(conv, convolution)
  * those and float16) against the CPU: up and down, align_corners, given
  * scales, strided inputs. */
 Test(index, upsample_bicubic2d_matches_the_cpu)
+/* ---- im2col, col2im, max_unpool2d/3d (kernels/cuda/fold.c + fold.cu) and the distances
+ * (kernels/cuda/dist.c + dist.cu) against the CPU: batched and unbatched folds with
+ * stride / padding / dilation, unpooling at a max pool's indices and an index out of
+ * range (the same refusal), every p kind of cdist / pdist with broadcast batches, the
+ * matrix-product path, and their _backward; strided inputs ------------------------------- */
+TestSuite(distfold, .init = setup, .timeout = 600);
+
+Test(distfold, folds_and_max_unpool_match_the_cpu)
 {
     for (int fi = 0; fi < NFLT; fi++) {
         od_dtype dt = FLT_DT[fi];
@@ -2093,4 +2101,86 @@ Test(red, bce_glu_prelu_and_their_composites_match_the_cpu)
     check_op("binary_cross_entropy out of range", OD_OPID_binary_cross_entropy, a, 4, -1, false);
     od_tensor_release(bad);
     od_tensor_release(t);
+            od_tensor *x = arg_t(S(2, 3, 7, 9), 4, dt, -3, 3, view), *xu = arg_t(S(3, 6, 5), 3, dt, -3, 3, view);
+            od_value ic[5] = {od_tensor_v(x), IL_(3, 2), IL_(1, 2), IL_(1, 0), IL_(2, 1)};
+            check_op("im2col", OD_OPID_im2col, ic, 5, -1, false);
+            od_value icu[5] = {od_tensor_v(xu), IL_(2, 2), IL_(1, 1), IL_(0, 1), IL_(1, 2)};
+            check_op("im2col unbatched", OD_OPID_im2col, icu, 5, -1, false);
+            /* col2im of 3 channels, kernel 2x2, output 5x7, stride 2, padding 1: 3 x 4 blocks */
+            od_tensor *c = arg_t(S(2, 12, 12), 3, dt, -3, 3, view), *cu = arg_t(S(12, 12), 2, dt, -3, 3, view);
+            od_value cc[6] = {od_tensor_v(c), IL_(5, 7), IL_(2, 2), IL_(1, 1), IL_(1, 1), IL_(2, 2)};
+            check_op("col2im", OD_OPID_col2im, cc, 6, -1, false);
+            cc[0] = od_tensor_v(cu);
+            check_op("col2im unbatched", OD_OPID_col2im, cc, 6, -1, false);
+            od_tensor_release(x);
+            od_tensor_release(xu);
+            od_tensor_release(c);
+            od_tensor_release(cu);
+        }
+    }
+    static const od_dtype fd[2] = {OD_FLOAT32, OD_FLOAT64};
+    for (int di = 0; di < 2; di++) {
+        od_tensor *x = arg_t(S(2, 3, 8, 10), 4, fd[di], -3, 3, 0), *x3 = arg_t(S(2, 2, 4, 6, 6), 5, fd[di], -3, 3, 0);
+        od_value mp[6] = {od_tensor_v(x), IL_(2, 2), IL_(2, 2), IL_(0, 0), IL_(1, 1), od_bool(false)};
+        od_value mp3[6] = {od_tensor_v(x3), IL_(2), IL_(2), IL_(0), IL_(1), od_bool(false)};
+        od_stack f, f3;
+        od_error fe;
+        od_error_clear(&fe);
+        OKCALL(od_call_builtin(OD_OPID_max_pool2d_with_indices, mp, 6, &f, &fe));
+        OKCALL(od_call_builtin(OD_OPID_max_pool3d_with_indices, mp3, 6, &f3, &fe));
+        od_value u2[3] = {f.rets[0], f.rets[1], IL_(8, 10)};
+        check_op("max_unpool2d", OD_OPID_max_unpool2d, u2, 3, -1, false);
+        od_value u3[5] = {f3.rets[0], f3.rets[1], IL_(4, 6, 6), IL_(2, 2, 2), IL_(0, 0, 0)};
+        check_op("max_unpool3d", OD_OPID_max_unpool3d, u3, 5, -1, false);
+        /* an index past the output: both refuse with the same message */
+        u2[2] = IL_(4, 10);
+        check_op("max_unpool2d out of range", OD_OPID_max_unpool2d, u2, 3, -1, false);
+        od_stack_release_rets(&f);
+        od_stack_release_rets(&f3);
+        od_tensor_release(x);
+        od_tensor_release(x3);
+    }
+}
+
+Test(distfold, distances_match_the_cpu)
+{
+    static const od_dtype fd[2] = {OD_FLOAT32, OD_FLOAT64};
+    static const double ps[7] = {0.0, 1.0, 2.0, INFINITY, 0.5, 1.5, 3.0};
+    for (int di = 0; di < 2; di++)
+        for (int view = 0; view < 2; view++)
+            for (int pi = 0; pi < 7; pi++) {
+                od_dtype dt = fd[di];
+                double tol = dt == OD_FLOAT64 ? 1e-10 : 1e-4;
+                od_tensor *a = arg_t(S(2, 1, 5, 7), 4, dt, -2, 2, view), *b = arg_t(S(3, 6, 7), 3, dt, -2, 2, view);
+                od_value cd[4] = {od_tensor_v(a), od_tensor_v(b), od_double(ps[pi]), od_int(2)};
+                char wh[96];
+                snprintf(wh, sizeof wh, "_cdist_forward p=%g %s view=%d", ps[pi], od_dtype_name(dt), view);
+                check_op(wh, OD_OPID__cdist_forward, cd, 4, tol, false);
+                od_tensor *r = cpu1(OD_OPID__cdist_forward, cd, 4);
+                od_tensor *g = arg_t(r->sizes, r->ndim, dt, -1, 1, view);
+                od_value cb[5] = {od_tensor_v(g), od_tensor_v(a), od_tensor_v(b), od_double(ps[pi]), od_tensor_v(r)};
+                snprintf(wh, sizeof wh, "_cdist_backward p=%g %s view=%d", ps[pi], od_dtype_name(dt), view);
+                check_op(wh, OD_OPID__cdist_backward, cb, 5, tol, false);
+                od_tensor_release(g);
+                od_tensor_release(r);
+                od_tensor *x = arg_t(S(9, 6), 2, dt, -2, 2, 0);
+                od_value pd[2] = {od_tensor_v(x), od_double(ps[pi])};
+                snprintf(wh, sizeof wh, "_pdist_forward p=%g %s", ps[pi], od_dtype_name(dt));
+                check_op(wh, OD_OPID__pdist_forward, pd, 2, tol, false);
+                r = cpu1(OD_OPID__pdist_forward, pd, 2);
+                g = arg_t(r->sizes, r->ndim, dt, -1, 1, 0);
+                od_value pb[4] = {od_tensor_v(g), od_tensor_v(x), od_double(ps[pi]), od_tensor_v(r)};
+                snprintf(wh, sizeof wh, "_pdist_backward p=%g %s", ps[pi], od_dtype_name(dt));
+                check_op(wh, OD_OPID__pdist_backward, pb, 4, tol, false);
+                od_tensor_release(g);
+                od_tensor_release(r);
+                od_tensor_release(x);
+                /* cdist's matrix-product path (more than 25 rows) */
+                od_tensor *big = arg_t(S(30, 7), 2, dt, -2, 2, view);
+                od_value cm[4] = {od_tensor_v(big), od_tensor_v(b), od_double(2.0), od_none()};
+                check_op("cdist mm path", OD_OPID_cdist, cm, 4, dt == OD_FLOAT64 ? 1e-8 : 1e-3, false);
+                od_tensor_release(big);
+                od_tensor_release(a);
+                od_tensor_release(b);
+            }
 }

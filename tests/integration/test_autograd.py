@@ -407,6 +407,24 @@ def make_cases(rng):
     add("glu", RG(g(rng, 4, 2, 3)), 0)
     add("prelu", RG(g(rng, 2, 3, 4, away=0.1)), RG(rng.random(3) - 0.5))
     add("prelu", RG(g(rng, 5, away=0.1)), RG(rng.random(1) - 0.5))
+    # folds (each one's gradient is the other) and max_unpool (a gather at the indices)
+    add("im2col", RG(g(rng, 1, 2, 4, 5)), [2, 3], [1, 2], [1, 0], [2, 1])
+    add("col2im", RG(g(rng, 2, 12, 6)), [5, 7], [2, 2], [1, 1], [0, 0], [2, 2])
+    add("col2im", RG(g(rng, 4, 4)), [3, 3], [2, 2], [1, 1], [0, 0], [1, 1])
+    ix2 = np.stack([rng.permutation(20)[:6] for _ in range(4)]).reshape(2, 2, 2, 3).astype(np.int64)
+    add("max_unpool2d", RG(g(rng, 2, 2, 2, 3)), ix2, [4, 5])
+    ix3 = np.stack([rng.permutation(24)[:4] for _ in range(2)]).reshape(2, 1, 2, 2).astype(np.int64)
+    add("max_unpool3d", RG(g(rng, 2, 1, 2, 2)), ix3, [2, 3, 4], [2, 2, 2], [0, 0, 0])
+    # distances: the native p-norm paths (CdistBackward0 / PdistBackward0), batch broadcast, and the
+    # matrix-product path (cdist over 25 rows: _euclidean_dist's EuclideanDistBackward0, then a view)
+    for p in (1.0, 2.0, 0.5, 3.0):
+        add("cdist", RG(g(rng, 4, 3)), RG(g(rng, 5, 3)), p)
+    add("cdist", RG(g(rng, 2, 1, 3, 4)), RG(g(rng, 2, 5, 4)), 1.5)
+    add("cdist", RG(g(rng, 27, 3)), RG(g(rng, 4, 3)))
+    add("_euclidean_dist", RG(g(rng, 3, 4)), RG(g(rng, 5, 4)))
+    add("_cdist_forward", RG(g(rng, 27, 3)), RG(g(rng, 2, 4, 3)), 2.0, None)  # its own mm path, CdistBackward0
+    for p in (1.0, 2.0, 0.7, 2.5):
+        add("pdist", RG(g(rng, 5, 3)), p)
     return C
 
 

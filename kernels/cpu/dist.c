@@ -1,0 +1,270 @@
+/* dist.c — _cdist_forward, _cdist_backward, _pdist_forward and
+ * _pdist_backward on the CPU.
+ *
+ * Invariants: od_dist_plan_of (shape_dist.c) checked the call; the math is
+ * od_dist.h's, shared with CUDA. Operands are contiguous copies (cdist's
+ * expanded to the broadcast batch). Each distance accumulates over the
+ * columns in order in the storage type, as ATen's scalar loop: the second
+ * operand is transposed ([m, rows]) so one row of the first operand updates
+ * a strip of distances per column, which vectorises across distances while
+ * keeping every distance's own order. The backward ops keep ATen's order
+ * per gradient element (cdist: over x2's rows; pdist: the pairs (i, j > i)
+ * in order, adding into row i and subtracting from row j), split by rows
+ * (cdist) or by column strips (pdist) so no two threads write one element.
+ * _cdist_forward's matrix-product path is _euclidean_dist's (od_dist_mm).
+ */
+#pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math")
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "od_parallel.h"
+#include "od_shape.h"
+
+enum { STRIP = 256 }; /* distances per accumulator strip */
+
+typedef struct dist_job {
+    const od_dist_plan *pl;
+    int kind;
+    const void *a, *bt; /* a [B, r1, m]; bt [B, m, r2] (pdist: [m, n]) */
+    const void *grad, *dist, *b;
+    void *out;
+} dist_job;
+
+#define DIST_TYPED(T, SFX, ABS)                                                                                 \
+    /* acc[0..nj) over columns k of row a against bt[k * ld + j0 ...] */                                      \
+    OD_CPU_CLONES static void strip_##SFX(int kind, T p, const T *restrict a, const T *restrict bt, int64_t ld,    \
+                                          int64_t m, int64_t nj, T *restrict acc)                                 \
+    {                                                                                                         \
+        for (int64_t j = 0; j < nj; j++)                                                                      \
+            acc[j] = 0;                                                                                       \
+        for (int64_t k = 0; k < m; k++) {                                                                     \
+            const T av = a[k], *row = bt + k * ld;                                                            \
+            switch (kind) {                                                                                   \
+            case OD_DIST_P1:                                                                                  \
+                for (int64_t j = 0; j < nj; j++)                                                              \
+                    acc[j] += ABS(av - row[j]);                                                               \
+                break;                                                                                        \
+            case OD_DIST_P2:                                                                                  \
+                for (int64_t j = 0; j < nj; j++) {                                                            \
+                    T d = av - row[j];                                                                        \
+                    acc[j] += d * d;                                                                          \
+                }                                                                                             \
+                break;                                                                                        \
+            case OD_DIST_PINF:                                                                                \
+                for (int64_t j = 0; j < nj; j++) {                                                            \
+                    T d = ABS(av - row[j]);                                                                   \
+                    acc[j] = acc[j] < d ? d : acc[j];                                                         \
+                }                                                                                             \
+                break;                                                                                        \
+            default:                                                                                          \
+                for (int64_t j = 0; j < nj; j++)                                                              \
+                    acc[j] = od_dist_red_##SFX(kind, acc[j], od_dist_map_##SFX(kind, av - row[j], p));          \
+                break;                                                                                        \
+            }                                                                                                 \
+        }                                                                                                     \
+        for (int64_t j = 0; j < nj; j++)                                                                      \
+            acc[j] = od_dist_finish_##SFX(kind, acc[j], p);                                                   \
+    }                                                                                                         \
+    /* cdist rows [b, e) of the flattened [B * r1] */                                                         \
+    static void cdist_rows_##SFX(void *ctx, int64_t b, int64_t e)                                             \
+    {                                                                                                         \
+        const dist_job *j = ctx;                                                                              \
+        const od_dist_plan *p = j->pl;                                                                        \
+        T acc[STRIP];                                                                                         \
+        for (int64_t r = b; r < e; r++) {                                                                     \
+            int64_t bi = r / p->r1;                                                                           \
+            const T *a = (const T *)j->a + r * p->m, *bt = (const T *)j->bt + bi * p->m * p->r2;              \
+            T *out = (T *)j->out + r * p->r2;                                                                 \
+            for (int64_t j0 = 0; j0 < p->r2; j0 += STRIP) {                                                   \
+                int64_t nj = p->r2 - j0 < STRIP ? p->r2 - j0 : STRIP;                                         \
+                strip_##SFX(j->kind, (T)p->p, a, bt + j0, p->r2, p->m, nj, acc);                              \
+                memcpy(out + j0, acc, sizeof(T) * (size_t)nj);                                                \
+            }                                                                                                 \
+        }                                                                                                     \
+    }                                                                                                         \
+    /* pdist row i: the pairs (i, j > i) */                                                                   \
+    static void pdist_row_##SFX(const dist_job *j, int64_t i)                                                 \
+    {                                                                                                         \
+        const od_dist_plan *p = j->pl;                                                                        \
+        int64_t n = p->r1;                                                                                    \
+        T acc[STRIP];                                                                                         \
+        const T *a = (const T *)j->a + i * p->m, *bt = j->bt;                                                 \
+        T *out = (T *)j->out + i * (n - 1) - i * (i - 1) / 2; /* the pair (i, i + 1) */                      \
+        for (int64_t j0 = i + 1; j0 < n; j0 += STRIP) {                                                       \
+            int64_t nj = n - j0 < STRIP ? n - j0 : STRIP;                                                     \
+            strip_##SFX(j->kind, (T)p->p, a, bt + j0, n, p->m, nj, acc);                                      \
+            memcpy(out + (j0 - i - 1), acc, sizeof(T) * (size_t)nj);                                          \
+        }                                                                                                     \
+    }                                                                                                         \
+    /* tasks [b, e): task q does rows q and n - 1 - q, so tasks weigh alike */                                \
+    static void pdist_tasks_##SFX(void *ctx, int64_t b, int64_t e)                                            \
+    {                                                                                                         \
+        const dist_job *j = ctx;                                                                              \
+        int64_t n = j->pl->r1;                                                                                \
+        for (int64_t q = b; q < e; q++) {                                                                     \
+            pdist_row_##SFX(j, q);                                                                            \
+            if (n - 1 - q != q)                                                                               \
+                pdist_row_##SFX(j, n - 1 - q);                                                                \
+        }                                                                                                     \
+    }                                                                                                         \
+    /* cdist backward rows [b, e) of the flattened [B * r1]: out[r, k] = sum over x2's rows */                \
+    OD_CPU_CLONES static void cdist_bw_rows_##SFX(void *ctx, int64_t b, int64_t e)                            \
+    {                                                                                                         \
+        const dist_job *j = ctx;                                                                              \
+        const od_dist_plan *p = j->pl;                                                                        \
+        T pp = (T)p->p;                                                                                       \
+        for (int64_t r = b; r < e; r++) {                                                                     \
+            int64_t bi = r / p->r1;                                                                           \
+            const T *a = (const T *)j->a + r * p->m, *x2 = (const T *)j->b + bi * p->r2 * p->m;               \
+            const T *g = (const T *)j->grad + r * p->r2, *d = (const T *)j->dist + r * p->r2;                 \
+            T *out = (T *)j->out + r * p->m;                                                                  \
+            for (int64_t q = 0; q < p->r2; q++) {                                                             \
+                const T *row = x2 + q * p->m;                                                                 \
+                T gq = g[q], dq = d[q];                                                                       \
+                for (int64_t k = 0; k < p->m; k++)                                                            \
+                    out[k] += od_dist_bw_##SFX(j->kind, a[k] - row[k], gq, dq, pp);                           \
+            }                                                                                                 \
+        }                                                                                                     \
+    }                                                                                                         \
+    /* pdist backward column strips [b, e) of 16 columns each */                                              \
+    OD_CPU_CLONES static void pdist_bw_cols_##SFX(void *ctx, int64_t b, int64_t e)                            \
+    {                                                                                                         \
+        const dist_job *j = ctx;                                                                              \
+        const od_dist_plan *p = j->pl;                                                                        \
+        int64_t n = p->r1, m = p->m, k0 = b * 16, k1 = e * 16 < m ? e * 16 : m;                               \
+        T pp = (T)p->p;                                                                                       \
+        const T *x = j->a, *g = j->grad, *d = j->dist;                                                        \
+        T *out = j->out;                                                                                      \
+        int64_t idx = 0;                                                                                      \
+        for (int64_t i = 0; i < n; i++)                                                                       \
+            for (int64_t q = i + 1; q < n; q++, idx++) {                                                      \
+                T gq = g[idx], dq = d[idx];                                                                   \
+                const T *xi = x + i * m, *xq = x + q * m;                                                     \
+                T *oi = out + i * m, *oq = out + q * m;                                                       \
+                for (int64_t k = k0; k < k1; k++) {                                                           \
+                    T v = od_dist_bw_##SFX(j->kind, xi[k] - xq[k], gq, dq, pp);                               \
+                    oi[k] += v;                                                                               \
+                    oq[k] -= v;                                                                               \
+                }                                                                                             \
+            }                                                                                                 \
+    }
+
+DIST_TYPED(float, f32, fabsf)
+DIST_TYPED(double, f64, fabs)
+
+/* x (borrowed) expanded to batch + its last two sizes, contiguous in its dtype: *out new */
+static od_status batch_operand(const od_dist_plan *p, const od_tensor *x, od_tensor **out, od_error *err)
+{
+    int64_t sz[OD_MAX_DIMS];
+    memcpy(sz, p->batch, sizeof(int64_t) * (size_t)p->nbatch);
+    sz[p->nbatch] = x->sizes[x->ndim - 2];
+    sz[p->nbatch + 1] = x->sizes[x->ndim - 1];
+    od_tensor *e = NULL;
+    od_status st = od_tensor_expand((od_tensor *)x, sz, p->nbatch + 2, &e, err);
+    if (st)
+        return st;
+    st = od_cpu_to_dtype(e, x->dtype, out, err);
+    od_tensor_release(e);
+    return st;
+}
+
+/* [B, r, m] (contiguous, borrowed) transposed into a new [B, m, r] */
+static od_status transposed(const od_tensor *x, int64_t B, int64_t r, int64_t m, od_tensor **out, od_error *err)
+{
+    int64_t sz[3] = {B, m, r};
+    od_status st = od_tensor_empty_uninit(sz, 3, x->dtype, x->device, out, err);
+    if (st)
+        return st;
+    size_t es = od_dtype_size(x->dtype);
+    const char *src = od_tensor_data(x);
+    char *dst = od_tensor_data(*out);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < r; i++)
+            for (int64_t k = 0; k < m; k++)
+                memcpy(dst + (size_t)((b * m + k) * r + i) * es, src + (size_t)((b * r + i) * m + k) * es, es);
+    return OD_OK;
+}
+
+static od_status run(const od_dist_plan *p, od_tensor *out, od_error *err)
+{
+    bool f64 = p->x1->dtype == OD_FLOAT64;
+    dist_job j = {.pl = p, .kind = od_dist_kind(p->p), .out = od_tensor_data(out)};
+    od_tensor *a = NULL, *b = NULL, *bt = NULL, *g = NULL, *d = NULL;
+    od_status st = OD_OK;
+    switch (p->op) {
+    case OD_DISTOP_CDIST:
+        if ((st = batch_operand(p, p->x1, &a, err)) || (st = batch_operand(p, p->x2, &b, err)) ||
+            (st = transposed(b, p->B, p->r2, p->m, &bt, err)))
+            break;
+        j.a = od_tensor_data(a);
+        j.bt = od_tensor_data(bt);
+        st = od_parallel_for(p->B * p->r1, 1 + 65536 / (p->r2 * p->m + 1), f64 ? cdist_rows_f64 : cdist_rows_f32, &j);
+        break;
+    case OD_DISTOP_PDIST:
+        if ((st = transposed(p->x1, 1, p->r1, p->m, &bt, err)))
+            break;
+        j.a = od_tensor_data(p->x1);
+        j.bt = od_tensor_data(bt);
+        st = od_parallel_for((p->r1 + 1) / 2, 1 + 65536 / (p->r1 * p->m + 1), f64 ? pdist_tasks_f64 : pdist_tasks_f32,
+                             &j);
+        break;
+    case OD_DISTOP_CDIST_BW:
+        if ((st = batch_operand(p, p->x1, &a, err)) || (st = batch_operand(p, p->x2, &b, err)) ||
+            (st = od_cpu_to_dtype((od_tensor *)p->grad, p->x1->dtype, &g, err)) ||
+            (st = od_cpu_to_dtype((od_tensor *)p->dist, p->x1->dtype, &d, err)))
+            break;
+        j.a = od_tensor_data(a);
+        j.b = od_tensor_data(b);
+        j.grad = od_tensor_data(g);
+        j.dist = od_tensor_data(d);
+        if (j.kind != OD_DIST_P0)
+            st = od_parallel_for(p->B * p->r1, 1 + 65536 / (p->r2 * p->m + 1), f64 ? cdist_bw_rows_f64 : cdist_bw_rows_f32,
+                                 &j);
+        break;
+    default:
+        if ((st = od_cpu_to_dtype((od_tensor *)p->grad, p->x1->dtype, &g, err)))
+            break;
+        j.a = od_tensor_data(p->x1);
+        j.grad = od_tensor_data(g);
+        j.dist = od_tensor_data(p->dist);
+        st = od_parallel_for((p->m + 15) / 16, 1 + 65536 / (p->combs * 16 + 1), f64 ? pdist_bw_cols_f64 : pdist_bw_cols_f32,
+                             &j);
+        break;
+    }
+    od_tensor_release(a);
+    od_tensor_release(b);
+    od_tensor_release(bt);
+    od_tensor_release(g);
+    od_tensor_release(d);
+    return st;
+}
+
+od_status od_cpu_dist(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)ks;
+    (void)op;
+    od_opid id = OD_OPID_OF_CTX(ctx);
+    od_dist_plan p;
+    od_out_spec spec;
+    int nouts = 0;
+    od_status st;
+    if ((st = od_dist_plan_of(id, s, &p, err)))
+        return st;
+    od_tensor *out = NULL;
+    if (p.mm && !p.empty && !p.zeros) {
+        if ((st = od_dist_mm(&p, &out, err)))
+            return st;
+    } else {
+        if ((st = od_shape_dist(id, s, &spec, &nouts, err)) || (st = od_alloc_outputs(s, &spec, 1, &out, err)))
+            return st;
+        if (!p.empty && !p.zeros && od_tensor_numel(out) > 0 && (st = run(&p, out, err))) {
+            od_tensor_release(out);
+            return st;
+        }
+    }
+    s->rets[0] = od_tensor_v(out);
+    s->nrets = 1;
+    return OD_OK;
+}
