@@ -2417,6 +2417,8 @@ OD_BW(EmbeddingBagBackward0)
     if (kp >= 0 && need[kp])
         SET(kp, ag_call(sc, OD_OPID__embedding_bag_per_sample_weights_backward, 7, T(g[0]), T(w), T(ix), T(off),
                         T(o2b), *ag_arg(n, 4), *ag_arg(n, 8)));
+}
+
 /* ---- im2col / col2im / max_unpool (shape_fold.c): each fold's gradient is the other
  * fold; max_unpool's is max_pool_double_backward: grad gathered at the indices ---- */
 OD_BW(Im2ColBackward0)

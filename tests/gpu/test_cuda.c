@@ -1951,14 +1951,6 @@ Test(conv, convolution)
  * those and float16) against the CPU: up and down, align_corners, given
  * scales, strided inputs. */
 Test(index, upsample_bicubic2d_matches_the_cpu)
-/* ---- im2col, col2im, max_unpool2d/3d (kernels/cuda/fold.c + fold.cu) and the distances
- * (kernels/cuda/dist.c + dist.cu) against the CPU: batched and unbatched folds with
- * stride / padding / dilation, unpooling at a max pool's indices and an index out of
- * range (the same refusal), every p kind of cdist / pdist with broadcast batches, the
- * matrix-product path, and their _backward; strided inputs ------------------------------- */
-TestSuite(distfold, .init = setup, .timeout = 600);
-
-Test(distfold, folds_and_max_unpool_match_the_cpu)
 {
     for (int fi = 0; fi < NFLT; fi++) {
         od_dtype dt = FLT_DT[fi];
@@ -2048,6 +2040,8 @@ Test(index, embedding_bag_matches_the_cpu)
             od_tensor_release(off);
             od_tensor_release(off2);
         }
+}
+
 /* binary_cross_entropy, glu, prelu and their _backward (kernels/cuda/act_loss.c), and the composites over
  * them (binary_cross_entropy_with_logits, kl_div, soft_margin_loss and its _backward) against the CPU:
  * every reduction, weights, strided inputs, the dtypes the CPU kernels take, and bce's range refusal. */
@@ -2101,6 +2095,20 @@ Test(red, bce_glu_prelu_and_their_composites_match_the_cpu)
     check_op("binary_cross_entropy out of range", OD_OPID_binary_cross_entropy, a, 4, -1, false);
     od_tensor_release(bad);
     od_tensor_release(t);
+}
+
+/* ---- im2col, col2im, max_unpool2d/3d (kernels/cuda/fold.c + fold.cu) and the distances
+ * (kernels/cuda/dist.c + dist.cu) against the CPU: batched and unbatched folds with
+ * stride / padding / dilation, unpooling at a max pool's indices and an index out of
+ * range (the same refusal), every p kind of cdist / pdist with broadcast batches, the
+ * matrix-product path, and their _backward; strided inputs ------------------------------- */
+TestSuite(distfold, .init = setup, .timeout = 600);
+
+Test(distfold, folds_and_max_unpool_match_the_cpu)
+{
+    for (int fi = 0; fi < NFLT; fi++) {
+        od_dtype dt = FLT_DT[fi];
+        for (int view = 0; view < 2; view++) {
             od_tensor *x = arg_t(S(2, 3, 7, 9), 4, dt, -3, 3, view), *xu = arg_t(S(3, 6, 5), 3, dt, -3, 3, view);
             od_value ic[5] = {od_tensor_v(x), IL_(3, 2), IL_(1, 2), IL_(1, 0), IL_(2, 1)};
             check_op("im2col", OD_OPID_im2col, ic, 5, -1, false);
