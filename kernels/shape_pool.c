@@ -300,13 +300,24 @@ od_status od_pool_plan_of(od_opid id, const od_stack *s, od_pool_plan *p, od_err
         if (!(ndim == nd + 1 || ndim == nd + 2))
             return od_error_set(err, OD_EINVAL, "%s(): Expected %dD or %dD tensor, but got%s %s", fn, nd + 1, nd + 2,
                                 o.kind == OD_POOL_AMAX ? ":" : "", shp);
-        int from = o.kind == OD_POOL_AAVG && nd == 2 ? ndim - 2 : 1;
-        for (int d = from; d < ndim; d++)
-            if (x->sizes[d] <= 0)
-                return od_error_set(err, OD_EINVAL,
-                                    "%s(): Expected input to have non-zero size for non-batch dimensions, but input has "
-                                    "sizes %s with dimension %d being empty",
-                                    fn, shp, d);
+        /* torch 1.13 checks the forward's input, and the 2-d backward's
+         * grad_output (under the backward's name); its 3-d backward checks
+         * nothing, and answers an empty grad_input for an empty self */
+        int from = o.kind == OD_POOL_AAVG && nd == 2 && !o.backward ? ndim - 2 : 1;
+        const od_tensor *ck = o.backward ? gr : x;
+        if (!(o.backward && nd == 3))
+            for (int d = from; d < ck->ndim; d++)
+                if (ck->sizes[d] <= 0) {
+                    char cs[256];
+                    od_shape_print(ck->sizes, ck->ndim, cs, sizeof cs);
+                    const char *what = o.backward ? "grad_output" : "input";
+                    return od_error_set(
+                        err, OD_EINVAL,
+                        "%s%s(): Expected %s to have non-zero size for non-batch dimensions, but %s has sizes %s with "
+                        "dimension %d being empty",
+                        o.backward ? (o.kind == OD_POOL_AAVG ? "adaptive_avg_pool2d" : "adaptive_max_pooling2d") : fn,
+                        o.backward ? "_backward" : "", what, what, cs, d);
+                }
         if (!o.backward && o.kind == OD_POOL_AMAX && od_shape_int_list(&s->args[1], &os, &os1) != nd)
             return od_error_set(err, OD_EINVAL, "%s(): internal error: output_size.size() must be %d", fn, nd);
         if (o.backward) {

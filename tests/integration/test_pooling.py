@@ -160,6 +160,13 @@ def test_backward_ops(server, rng):
     x3 = rand(rng, "float32", (2, 5, 6, 7))
     cases.append(("avg_pool3d_backward", [R(rng, "float32", (2, 3, 3, 4)), T(x3), [2], [2], [1], True, True, None], {}))
     cases.append(("_adaptive_avg_pool3d_backward", [R(rng, "float32", (2, 2, 4, 3)), T(x3)], {}))
+    # empty sizes: torch 1.13's 3-d backward ops answer an empty grad_input; its 2-d ones refuse an
+    # empty grad_output (and take an empty self)
+    e3, e2 = R(rng, "float32", (3, 5, 1, 0)), R(rng, "float32", (2, 3, 1, 0))
+    i3, i2 = ({"dtype": "int64", "shape": list(sh), "data": []} for sh in ((3, 5, 1, 0), (2, 3, 1, 0)))
+    cases += [("_adaptive_avg_pool3d_backward", [e3, e3], {}), ("adaptive_max_pool3d_backward", [e3, e3, i3], {}),
+              ("_adaptive_avg_pool2d_backward", [e2, e2], {}), ("adaptive_max_pool2d_backward", [e2, e2, i2], {}),
+              ("_adaptive_avg_pool2d_backward", [R(rng, "float32", (2, 3, 1, 1)), e2], {})]
     check(server, cases)
 
 
