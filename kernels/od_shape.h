@@ -40,6 +40,13 @@ od_status od_alloc_outputs_overwrite(const od_stack *s, const od_out_spec *specs
 /* An int list argument's items (borrowed from v, or *one for a bare int,
  * which reads as a list of one) and its length; -1 when v is neither. */
 int od_shape_int_list(const od_value *v, const int64_t **items, int64_t *one);
+/* Argument i of s as a Tensor (*out borrowed from the stack), or torch's
+ * "<op>(): argument '<name>' must be a Tensor"; optional (Tensor?): None
+ * gives NULL. */
+od_status od_shape_arg_tensor(const od_stack *s, int i, const char *op, const char *name, const od_tensor **out,
+                              bool optional, od_error *err);
+/* Argument i of s as an int, or torch's "... must be an int". */
+od_status od_shape_arg_int(const od_stack *s, int i, const char *op, const char *name, int64_t *out, od_error *err);
 
 /* Lays o (sizes and ndim set) out as mf asks, empty_like's rule: strides of
  * channels_last(_3d), or like's layout kept under preserve_format when like

@@ -19,27 +19,6 @@
 
 #include "od_shape.h"
 
-static od_status arg_t(const od_stack *s, int i, const char *op, const char *name, const od_tensor **out,
-                       bool optional, od_error *err)
-{
-    if (optional && (i >= s->nargs || s->args[i].tag == OD_T_NONE)) {
-        *out = NULL;
-        return OD_OK;
-    }
-    if (i >= s->nargs || s->args[i].tag != OD_T_TENSOR || !s->args[i].u.t)
-        return od_error_set(err, OD_EINVAL, "%s(): argument '%s' must be a Tensor", op, name);
-    *out = s->args[i].u.t;
-    return OD_OK;
-}
-
-static od_status arg_i(const od_stack *s, int i, const char *op, const char *name, int64_t *out, od_error *err)
-{
-    if (i >= s->nargs || s->args[i].tag != OD_T_INT)
-        return od_error_set(err, OD_EINVAL, "%s(): argument '%s' must be an int", op, name);
-    *out = s->args[i].u.i;
-    return OD_OK;
-}
-
 static bool same_shape(const int64_t *a, int na, const int64_t *b, int nb)
 {
     return na == nb && (na == 0 || !memcmp(a, b, (size_t)na * sizeof *a));
@@ -88,11 +67,11 @@ static od_status plan_bce(od_act_loss_plan *p, const od_stack *s, const char *na
 {
     int k = p->backward ? 1 : 0;
     od_status st;
-    if ((p->backward && (st = arg_t(s, 0, name, "grad_output", &p->grad, false, err))) ||
-        (st = arg_t(s, k, name, "self", &p->self, false, err)) ||
-        (st = arg_t(s, k + 1, name, "target", &p->target, false, err)) ||
-        (st = arg_t(s, k + 2, name, "weight", &p->weight, true, err)) ||
-        (st = arg_i(s, k + 3, name, "reduction", &p->reduction, err)))
+    if ((p->backward && (st = od_shape_arg_tensor(s, 0, name, "grad_output", &p->grad, false, err))) ||
+        (st = od_shape_arg_tensor(s, k, name, "self", &p->self, false, err)) ||
+        (st = od_shape_arg_tensor(s, k + 1, name, "target", &p->target, false, err)) ||
+        (st = od_shape_arg_tensor(s, k + 2, name, "weight", &p->weight, true, err)) ||
+        (st = od_shape_arg_int(s, k + 3, name, "reduction", &p->reduction, err)))
         return st;
     /* the iterator's shape: its inputs' (grad_output, self, target) broadcast in order, which must be
      * its output's (self's, squeezed); its dtype: the first input's */
@@ -158,8 +137,8 @@ static od_status plan_glu(od_act_loss_plan *p, const od_stack *s, const char *na
     int k = p->backward ? 1 : 0;
     int64_t dim = 0;
     od_status st;
-    if ((p->backward && (st = arg_t(s, 0, name, "grad_output", &p->grad, false, err))) ||
-        (st = arg_t(s, k, name, "self", &p->self, false, err)) || (st = arg_i(s, k + 1, name, "dim", &dim, err)) ||
+    if ((p->backward && (st = od_shape_arg_tensor(s, 0, name, "grad_output", &p->grad, false, err))) ||
+        (st = od_shape_arg_tensor(s, k, name, "self", &p->self, false, err)) || (st = od_shape_arg_int(s, k + 1, name, "dim", &dim, err)) ||
         (st = halving(p->self, dim, p, err)))
         return st;
     od_dtype dt = p->self->dtype;
@@ -188,9 +167,9 @@ static od_status plan_prelu(od_act_loss_plan *p, const od_stack *s, const char *
 {
     int k = p->backward ? 1 : 0;
     od_status st;
-    if ((p->backward && (st = arg_t(s, 0, name, "grad_output", &p->grad, false, err))) ||
-        (st = arg_t(s, k, name, "self", &p->self, false, err)) ||
-        (st = arg_t(s, k + 1, name, "weight", &p->weight, false, err)))
+    if ((p->backward && (st = od_shape_arg_tensor(s, 0, name, "grad_output", &p->grad, false, err))) ||
+        (st = od_shape_arg_tensor(s, k, name, "self", &p->self, false, err)) ||
+        (st = od_shape_arg_tensor(s, k + 1, name, "weight", &p->weight, false, err)))
         return st;
     const od_tensor *x = p->self, *w = p->weight;
     int64_t wn = od_tensor_numel(w);

@@ -113,3 +113,24 @@ int od_shape_int_list(const od_value *v, const int64_t **items, int64_t *one)
     *items = v->u.list.items;
     return (int)v->u.list.n;
 }
+
+od_status od_shape_arg_tensor(const od_stack *s, int i, const char *op, const char *name, const od_tensor **out,
+                              bool optional, od_error *err)
+{
+    if (optional && (i >= s->nargs || s->args[i].tag == OD_T_NONE)) {
+        *out = NULL;
+        return OD_OK;
+    }
+    if (i >= s->nargs || s->args[i].tag != OD_T_TENSOR || !s->args[i].u.t)
+        return od_error_set(err, OD_EINVAL, "%s(): argument '%s' must be a Tensor", op, name);
+    *out = s->args[i].u.t;
+    return OD_OK;
+}
+
+od_status od_shape_arg_int(const od_stack *s, int i, const char *op, const char *name, int64_t *out, od_error *err)
+{
+    if (i >= s->nargs || s->args[i].tag != OD_T_INT)
+        return od_error_set(err, OD_EINVAL, "%s(): argument '%s' must be an int", op, name);
+    *out = s->args[i].u.i;
+    return OD_OK;
+}

@@ -24,15 +24,6 @@ static od_status arg_tensor(const od_stack *s, int i, const char *op, const char
     return OD_OK;
 }
 
-static od_status arg_int(const od_stack *s, int i, const char *op, const char *name, int64_t *out,
-                         od_error *err)
-{
-    if (i >= s->nargs || s->args[i].tag != OD_T_INT)
-        return od_error_set(err, OD_EINVAL, "%s(): argument '%s' must be an int", op, name);
-    *out = s->args[i].u.i;
-    return OD_OK;
-}
-
 static od_status same_device(const char *op, const od_tensor *a, const od_tensor *b, od_error *err)
 {
     if (!b || od_device_eq(a->device, b->device))
@@ -111,7 +102,7 @@ od_status od_scatter_parse(od_opid id, const od_stack *s, od_scatter_info *info,
     int64_t dim = 0;
     od_status st;
     if ((st = arg_tensor(s, 0, name, "self", &info->self, err)) ||
-        (st = arg_int(s, 1, name, "dim", &dim, err)) ||
+        (st = od_shape_arg_int(s, 1, name, "dim", &dim, err)) ||
         (st = arg_tensor(s, 2, name, "index", &info->index, err)))
         return st;
     if (has_src && (st = arg_tensor(s, 3, name, "src", &info->src, err)))

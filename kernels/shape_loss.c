@@ -17,27 +17,6 @@
 
 #include "od_shape.h"
 
-static od_status arg_tensor(const od_stack *s, int i, const char *op, const char *name, const od_tensor **out,
-                            bool optional, od_error *err)
-{
-    if (optional && i < s->nargs && s->args[i].tag == OD_T_NONE) {
-        *out = NULL;
-        return OD_OK;
-    }
-    if (i >= s->nargs || s->args[i].tag != OD_T_TENSOR || !s->args[i].u.t)
-        return od_error_set(err, OD_EINVAL, "%s(): argument '%s' must be a Tensor", op, name);
-    *out = s->args[i].u.t;
-    return OD_OK;
-}
-
-static od_status arg_int(const od_stack *s, int i, const char *op, const char *name, int64_t *out, od_error *err)
-{
-    if (i >= s->nargs || s->args[i].tag != OD_T_INT)
-        return od_error_set(err, OD_EINVAL, "%s(): argument '%s' must be an int", op, name);
-    *out = s->args[i].u.i;
-    return OD_OK;
-}
-
 /* data_ptr<scalar_t>()'s refusal of t (borrowed, may be NULL) */
 static od_status check_scalar(const od_tensor *t, od_dtype want, od_error *err)
 {
@@ -166,13 +145,13 @@ od_status od_nll_plan_of(od_opid id, const od_stack *s, od_nll_plan *p, od_error
     const char *name = od_op_schema(od_builtin(id))->name;
     int k = p->backward ? 1 : 0; /* self's position */
     od_status st;
-    if ((p->backward && (st = arg_tensor(s, 0, name, "grad_output", &p->grad_output, false, err))) ||
-        (st = arg_tensor(s, k, name, "self", &p->self, false, err)) ||
-        (st = arg_tensor(s, k + 1, name, "target", &p->target, false, err)) ||
-        (st = arg_tensor(s, k + 2, name, "weight", &p->weight, true, err)) ||
-        (st = arg_int(s, k + 3, name, "reduction", &p->reduction, err)) ||
-        (st = arg_int(s, k + 4, name, "ignore_index", &p->ignore_index, err)) ||
-        (p->backward && (st = arg_tensor(s, 6, name, "total_weight", &p->total_weight, false, err))))
+    if ((p->backward && (st = od_shape_arg_tensor(s, 0, name, "grad_output", &p->grad_output, false, err))) ||
+        (st = od_shape_arg_tensor(s, k, name, "self", &p->self, false, err)) ||
+        (st = od_shape_arg_tensor(s, k + 1, name, "target", &p->target, false, err)) ||
+        (st = od_shape_arg_tensor(s, k + 2, name, "weight", &p->weight, true, err)) ||
+        (st = od_shape_arg_int(s, k + 3, name, "reduction", &p->reduction, err)) ||
+        (st = od_shape_arg_int(s, k + 4, name, "ignore_index", &p->ignore_index, err)) ||
+        (p->backward && (st = od_shape_arg_tensor(s, 6, name, "total_weight", &p->total_weight, false, err))))
         return st;
     const od_tensor *all[4] = {p->target, p->weight, p->grad_output, p->total_weight};
     for (int i = 0; i < 4; i++)

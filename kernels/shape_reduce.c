@@ -35,15 +35,6 @@ static od_status arg_opt_tensor(const od_stack *s, int i, const char *op, const 
     return arg_tensor(s, i, op, name, out, err);
 }
 
-static od_status arg_int(const od_stack *s, int i, const char *op, const char *name, int64_t *out,
-                         od_error *err)
-{
-    if (i >= s->nargs || s->args[i].tag != OD_T_INT)
-        return od_error_set(err, OD_EINVAL, "%s(): argument '%s' must be an int", op, name);
-    *out = s->args[i].u.i;
-    return OD_OK;
-}
-
 static od_status arg_bool(const od_stack *s, int i, const char *op, const char *name, bool *out,
                           od_error *err)
 {
@@ -303,7 +294,7 @@ od_status od_reduce_parse(od_opid id, const od_stack *s, od_reduce_info *info, o
             info->correction = unbiased ? 1 : 0;
         } else if (l.correction >= 0 && l.correction < s->nargs &&
                    s->args[l.correction].tag != OD_T_NONE) {
-            if ((st = arg_int(s, l.correction, l.name, "correction", &info->correction, err)))
+            if ((st = od_shape_arg_int(s, l.correction, l.name, "correction", &info->correction, err)))
                 return st;
         }
         break;
@@ -345,7 +336,7 @@ od_status od_shape_softmax(od_opid id, const od_stack *s, od_out_spec *outs, int
     bool h2f = false;
     od_status st;
     if ((st = arg_tensor(s, 0, name, "self", &self, err)) ||
-        (st = arg_int(s, 1, name, "dim", &dim, err)) ||
+        (st = od_shape_arg_int(s, 1, name, "dim", &dim, err)) ||
         (st = arg_bool(s, 2, name, "half_to_float", &h2f, err)))
         return st;
     int d;
@@ -741,7 +732,7 @@ od_status od_shape_cat(od_opid id, const od_stack *s, od_out_spec *outs, int *no
     if (s->nargs < 2 || s->args[0].tag != OD_T_TENSOR_LIST)
         return od_error_set(err, OD_EINVAL, "cat(): argument 'tensors' must be a list of Tensors");
     int64_t dim = 0;
-    od_status st = arg_int(s, 1, "cat", "dim", &dim, err);
+    od_status st = od_shape_arg_int(s, 1, "cat", "dim", &dim, err);
     if (st)
         return st;
     od_tensor **ts = s->args[0].u.list.items;
@@ -821,7 +812,7 @@ od_status od_shape_index_select(od_opid id, const od_stack *s, od_out_spec *outs
     int64_t dim = 0;
     od_status st;
     if ((st = arg_tensor(s, 0, "index_select", "self", &self, err)) ||
-        (st = arg_int(s, 1, "index_select", "dim", &dim, err)) ||
+        (st = od_shape_arg_int(s, 1, "index_select", "dim", &dim, err)) ||
         (st = arg_tensor(s, 2, "index_select", "index", &index, err)))
         return st;
     int d;
@@ -1017,10 +1008,10 @@ static od_status group_norm_plan(od_opid id, const od_stack *s, od_norm_plan *p,
         (bw && (st = arg_tensor(s, 3, name, "rstd", &rstd, err))) ||
         (st = arg_opt_tensor(s, bw ? 4 : 1, name, "weight", &w, err)) ||
         (!bw && (st = arg_opt_tensor(s, 2, name, "bias", &b, err))) ||
-        (st = arg_int(s, o + (bw ? 1 : 0), name, "N", &p->N, err)) ||
-        (st = arg_int(s, o + (bw ? 2 : 1), name, "C", &p->C, err)) ||
-        (st = arg_int(s, o + (bw ? 3 : 2), name, "HxW", &p->S, err)) ||
-        (st = arg_int(s, o + (bw ? 4 : 3), name, "group", &p->G, err)) ||
+        (st = od_shape_arg_int(s, o + (bw ? 1 : 0), name, "N", &p->N, err)) ||
+        (st = od_shape_arg_int(s, o + (bw ? 2 : 1), name, "C", &p->C, err)) ||
+        (st = od_shape_arg_int(s, o + (bw ? 3 : 2), name, "HxW", &p->S, err)) ||
+        (st = od_shape_arg_int(s, o + (bw ? 4 : 3), name, "group", &p->G, err)) ||
         (!bw && (st = norm_double_arg(s, 7, name, "eps", &p->eps, err))) ||
         (bw && (st = norm_mask_arg(s, 9, name, p->mask, err))))
         return st;

@@ -35,15 +35,6 @@ static const char *short_name(od_opid id)
     }
 }
 
-static od_status get_int(const od_stack *s, int i, const char *op, const char *name, int64_t *out,
-                         od_error *err)
-{
-    if (i >= s->nargs || s->args[i].tag != OD_T_INT)
-        return od_error_set(err, OD_EINVAL, "%s(): argument '%s' must be an int", op, name);
-    *out = s->args[i].u.i;
-    return OD_OK;
-}
-
 static od_status get_bool(const od_stack *s, int i, const char *op, const char *name, bool *out,
                           od_error *err)
 {
@@ -69,7 +60,7 @@ od_status od_scan_parse(od_opid id, const od_stack *s, od_scan_info *info, od_er
     case OD_OPID_logcumsumexp:
     case OD_OPID_cummax:
     case OD_OPID_cummin:
-        if ((st = get_int(s, 1, op, "dim", &dim, err)))
+        if ((st = od_shape_arg_int(s, 1, op, "dim", &dim, err)))
             return st;
         info->out_dtype = self->dtype;
         if (id == OD_OPID_cumsum || id == OD_OPID_cumprod) {
@@ -83,7 +74,7 @@ od_status od_scan_parse(od_opid id, const od_stack *s, od_scan_info *info, od_er
         }
         break;
     case OD_OPID_sort:
-        if ((st = get_int(s, 1, op, "dim", &dim, err)) ||
+        if ((st = od_shape_arg_int(s, 1, op, "dim", &dim, err)) ||
             (st = get_bool(s, 2, op, "descending", &info->descending, err)))
             return st;
         break;
@@ -94,25 +85,25 @@ od_status od_scan_parse(od_opid id, const od_stack *s, od_scan_info *info, od_er
                                 "\"./aten/src/ATen/native/Sorting.cpp\":42, please report a bug to "
                                 "PyTorch. sort(): c10::optional<bool> for stable has to have value.");
         if ((st = get_bool(s, 1, op, "stable", &info->stable, err)) ||
-            (st = get_int(s, 2, op, "dim", &dim, err)) ||
+            (st = od_shape_arg_int(s, 2, op, "dim", &dim, err)) ||
             (st = get_bool(s, 3, op, "descending", &info->descending, err)))
             return st;
         break;
     case OD_OPID_topk:
-        if ((st = get_int(s, 1, op, "k", &info->k, err)) || (st = get_int(s, 2, op, "dim", &dim, err)) ||
+        if ((st = od_shape_arg_int(s, 1, op, "k", &info->k, err)) || (st = od_shape_arg_int(s, 2, op, "dim", &dim, err)) ||
             (st = get_bool(s, 3, op, "largest", &info->descending, err)) ||
             (st = get_bool(s, 4, op, "sorted", &info->sorted, err)))
             return st;
         break;
     case OD_OPID_kthvalue:
-        if ((st = get_int(s, 1, op, "k", &info->k, err)) || (st = get_int(s, 2, op, "dim", &dim, err)) ||
+        if ((st = od_shape_arg_int(s, 1, op, "k", &info->k, err)) || (st = od_shape_arg_int(s, 2, op, "dim", &dim, err)) ||
             (st = get_bool(s, 3, op, "keepdim", &info->keepdim, err)))
             return st;
         break;
     case OD_OPID_median_dim:
     case OD_OPID_nanmedian_dim:
     case OD_OPID_mode:
-        if ((st = get_int(s, 1, op, "dim", &dim, err)) ||
+        if ((st = od_shape_arg_int(s, 1, op, "dim", &dim, err)) ||
             (st = get_bool(s, 2, op, "keepdim", &info->keepdim, err)))
             return st;
         break;

@@ -38,33 +38,6 @@
 /* ATen's EPSILON, a float constant even for double */
 #define AL_EPSILON ((double)1e-12f)
 
-static double rnd(od_dtype dt, double v)
-{
-    if (dt == OD_FLOAT32)
-        return (double)(float)v;
-    if (dt == OD_BFLOAT16)
-        return (double)od_bf16_to_float(od_float_to_bf16((float)v));
-    return v;
-}
-
-static double ld(const void *p, od_dtype dt, int64_t i)
-{
-    switch (dt) {
-    case OD_FLOAT32: return ((const float *)p)[i];
-    case OD_BFLOAT16: return od_bf16_to_float(((const uint16_t *)p)[i]);
-    default: return ((const double *)p)[i];
-    }
-}
-
-static void st(void *p, od_dtype dt, int64_t i, double v)
-{
-    switch (dt) {
-    case OD_FLOAT32: ((float *)p)[i] = (float)v; break;
-    case OD_BFLOAT16: ((uint16_t *)p)[i] = od_float_to_bf16((float)v); break;
-    default: ((double *)p)[i] = v; break;
-    }
-}
-
 typedef struct job {
     const od_act_loss_plan *p;
     od_dtype dt;
@@ -118,10 +91,11 @@ static void bce_bw(job *j, int64_t b, int64_t e)
 {
     od_dtype dt = j->dt;
     for (int64_t i = b; i < e; i++) {
-        double xv = ld(j->x, dt, i), tv = ld(j->t, dt, i), gv = ld(j->g, dt, i);
-        double den = rnd(dt, rnd(dt, 1.0 - xv) * xv);
-        double eps = rnd(dt, AL_EPSILON);
-        st(j->out, dt, i, rnd(dt, rnd(dt, gv * rnd(dt, xv - tv)) / (den > eps ? den : eps)));
+        double xv = od_cpu_flt_at(j->x, dt, i), tv = od_cpu_flt_at(j->t, dt, i), gv = od_cpu_flt_at(j->g, dt, i);
+        double den = od_cpu_flt_round(dt, od_cpu_flt_round(dt, 1.0 - xv) * xv);
+        double eps = od_cpu_flt_round(dt, AL_EPSILON);
+        double num = od_cpu_flt_round(dt, gv * od_cpu_flt_round(dt, xv - tv));
+        od_cpu_flt_set(j->out, dt, i, od_cpu_flt_round(dt, num / (den > eps ? den : eps)));
     }
 }
 
@@ -163,21 +137,22 @@ static void glu_chunk(void *ctx, int64_t b, int64_t e)
         }
         for (int64_t k = 0; k < len; k++) {
             int64_t ia = ia0 + k, ib = ib0 + k, io = i + k;
-            double a = ld(j->x, dt, ia), bv = ld(j->x, dt, ib);
+            double a = od_cpu_flt_at(j->x, dt, ia), bv = od_cpu_flt_at(j->x, dt, ib);
             if (!p->backward) {
                 if (dt == OD_FLOAT64)
-                    st(j->out, dt, io, a * (1.0 / (1.0 + exp(-bv))));
+                    od_cpu_flt_set(j->out, dt, io, a * (1.0 / (1.0 + exp(-bv))));
                 else /* bfloat16, computed in float */
-                    st(j->out, dt, io, (float)a * (1.f / (1.f + expf(-(float)bv))));
+                    od_cpu_flt_set(j->out, dt, io, (float)a * (1.f / (1.f + expf(-(float)bv))));
                 continue;
             }
-            double g = ld(j->g, dt, io), sig;
+            double g = od_cpu_flt_at(j->g, dt, io), sig;
             if (dt == OD_FLOAT64)
                 sig = 1.0 / (1.0 + exp(-bv));
             else
-                sig = rnd(dt, 1.f / (1.f + expf(-(float)bv)));
-            st(j->out, dt, ia, rnd(dt, sig * g));
-            st(j->out, dt, ib, rnd(dt, rnd(dt, rnd(dt, rnd(dt, 1.0 - sig) * sig) * a) * g));
+                sig = od_cpu_flt_round(dt, 1.f / (1.f + expf(-(float)bv)));
+            od_cpu_flt_set(j->out, dt, ia, od_cpu_flt_round(dt, sig * g));
+            double dsig = od_cpu_flt_round(dt, od_cpu_flt_round(dt, 1.0 - sig) * sig);
+            od_cpu_flt_set(j->out, dt, ib, od_cpu_flt_round(dt, od_cpu_flt_round(dt, dsig * a) * g));
         }
         i += len;
     }
@@ -191,14 +166,15 @@ static void prelu_chunk(void *ctx, int64_t b, int64_t e)
     const od_act_loss_plan *p = j->p;
     od_dtype dt = j->dt;
     for (int64_t i = b; i < e; i++) {
-        double xv = ld(j->x, dt, i), w = ld(j->w, dt, p->channels == 1 ? 0 : (i / p->inner) % p->channels);
+        double xv = od_cpu_flt_at(j->x, dt, i);
+        double w = od_cpu_flt_at(j->w, dt, p->channels == 1 ? 0 : (i / p->inner) % p->channels);
         if (!p->backward) {
-            st(j->out, dt, i, xv > 0 ? xv : rnd(dt, w * xv));
+            od_cpu_flt_set(j->out, dt, i, xv > 0 ? xv : od_cpu_flt_round(dt, w * xv));
             continue;
         }
-        double g = ld(j->g, dt, i);
-        st(j->out, dt, i, xv > 0 ? g : rnd(dt, w * g));
-        st(j->out2, dt, i, xv > 0 ? 0.0 : rnd(dt, xv * g));
+        double g = od_cpu_flt_at(j->g, dt, i);
+        od_cpu_flt_set(j->out, dt, i, xv > 0 ? g : od_cpu_flt_round(dt, w * g));
+        od_cpu_flt_set(j->out2, dt, i, xv > 0 ? 0.0 : od_cpu_flt_round(dt, xv * g));
     }
 }
 
@@ -238,7 +214,7 @@ static double sum_of(const void *p, od_dtype dt, int64_t n)
         return od_cpu_sum_f64(p, n);
     double s = 0;
     for (int64_t i = 0; i < n; i++)
-        s += ld(p, dt, i);
+        s += od_cpu_flt_at(p, dt, i);
     return s;
 }
 
@@ -275,17 +251,17 @@ static od_status bce(job *j, od_tensor *t_in, od_tensor *g_in, od_tensor *out, o
             goto done;
         const double *wd = od_tensor_data(w);
         for (int64_t i = 0; i < n; i++)
-            st(buf, dt, i, rnd(dt, ld(buf, dt, i) * wd[i]));
+            od_cpu_flt_set(buf, dt, i, od_cpu_flt_round(dt, od_cpu_flt_at(buf, dt, i) * wd[i]));
         od_tensor_release(w);
     }
     if (p->backward && p->reduction == 1) {
-        double d = rnd(dt, (double)n);
+        double d = od_cpu_flt_round(dt, (double)n);
         for (int64_t i = 0; i < n; i++)
-            st(buf, dt, i, rnd(dt, ld(buf, dt, i) / d));
+            od_cpu_flt_set(buf, dt, i, od_cpu_flt_round(dt, od_cpu_flt_at(buf, dt, i) / d));
     }
     if (reduced) {
-        double sum = rnd(dt, sum_of(buf, dt, n));
-        st(od_tensor_data(out), dt, 0, p->reduction == 1 ? rnd(dt, sum / (double)n) : sum);
+        double sum = od_cpu_flt_round(dt, sum_of(buf, dt, n));
+        od_cpu_flt_set(od_tensor_data(out), dt, 0, p->reduction == 1 ? od_cpu_flt_round(dt, sum / (double)n) : sum);
     }
 done:
     if (reduced)
@@ -363,10 +339,10 @@ od_status od_cpu_act_loss(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
                 for (int64_t i = c * per; i < p.n; i += nc * per) {
                     double slab = 0;
                     for (int64_t k = 0; k < per && i + k < p.n; k++)
-                        slab += ld(j.out2, dt, i + k);
-                    acc = rnd(dt, acc + slab);
+                        slab += od_cpu_flt_at(j.out2, dt, i + k);
+                    acc = od_cpu_flt_round(dt, acc + slab);
                 }
-                od_value v = od_double(rnd(dt, acc));
+                od_value v = od_double(od_cpu_flt_round(dt, acc));
                 uint64_t buf;
                 od_cpu_scalar_to_dtype(&v, outs[1]->dtype, &buf);
                 memcpy((char *)wg + c * (int64_t)od_dtype_size(outs[1]->dtype), &buf, od_dtype_size(outs[1]->dtype));

@@ -103,6 +103,40 @@ static inline double od_cpu_load_flt_(const void *p, od_dtype dt)
     }
 }
 
+/* Element i of the floating buffer p (borrowed; float64 for any other
+ * dtype) as a double; v stored there rounded to dt; v as dt would hold it.
+ * For kernels that compute each element in double and keep torch's rounding
+ * of the storage type between steps. */
+static inline double od_cpu_flt_at(const void *p, od_dtype dt, int64_t i)
+{
+    switch (dt) {
+    case OD_FLOAT16: return od_half_to_float(((const uint16_t *)p)[i]);
+    case OD_BFLOAT16: return od_bf16_to_float(((const uint16_t *)p)[i]);
+    case OD_FLOAT32: return ((const float *)p)[i];
+    default: return ((const double *)p)[i];
+    }
+}
+
+static inline void od_cpu_flt_set(void *p, od_dtype dt, int64_t i, double v)
+{
+    switch (dt) {
+    case OD_FLOAT16: ((uint16_t *)p)[i] = od_float_to_half((float)v); break;
+    case OD_BFLOAT16: ((uint16_t *)p)[i] = od_float_to_bf16((float)v); break;
+    case OD_FLOAT32: ((float *)p)[i] = (float)v; break;
+    default: ((double *)p)[i] = v; break;
+    }
+}
+
+static inline double od_cpu_flt_round(od_dtype dt, double v)
+{
+    switch (dt) {
+    case OD_FLOAT16: return od_half_to_float(od_float_to_half((float)v));
+    case OD_BFLOAT16: return od_bf16_to_float(od_float_to_bf16((float)v));
+    case OD_FLOAT32: return (double)(float)v;
+    default: return v;
+    }
+}
+
 /* od_dtype_is_floating, inlined for the per-element loops that load */
 static inline bool od_cpu_is_flt_(od_dtype dt)
 {

@@ -18,37 +18,11 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "iter.h"
 #include "od_half.h"
 #include "od_shape.h"
 
 #define NLL_LEVELS 8
-
-static double rnd(od_dtype dt, double v)
-{
-    if (dt == OD_FLOAT32)
-        return (double)(float)v;
-    if (dt == OD_BFLOAT16)
-        return (double)od_bf16_to_float(od_float_to_bf16((float)v));
-    return v;
-}
-
-static double load(const void *p, od_dtype dt, int64_t i)
-{
-    switch (dt) {
-    case OD_FLOAT32: return ((const float *)p)[i];
-    case OD_BFLOAT16: return od_bf16_to_float(((const uint16_t *)p)[i]);
-    default: return ((const double *)p)[i];
-    }
-}
-
-static void store(void *p, od_dtype dt, int64_t i, double v)
-{
-    switch (dt) {
-    case OD_FLOAT32: ((float *)p)[i] = (float)v; break;
-    case OD_BFLOAT16: ((uint16_t *)p)[i] = od_float_to_bf16((float)v); break;
-    default: ((double *)p)[i] = v; break;
-    }
-}
 
 static int64_t target_at(const od_tensor *t, int64_t i)
 {
@@ -92,11 +66,11 @@ static od_status forward(const od_nll_plan *p, const od_tensor *x, const od_tens
             if ((st = class_of(p, t, i, &c, err)))
                 return st;
             int64_t b = i / p->map, m = i % p->map;
-            double v = c < 0 ? 0.0
-                             : rnd(dt, -load(xd, dt, b * sample + c * p->map + m) * (wd ? load(wd, dt, c) : 1.0));
-            store(od_tensor_data(out), dt, i, v);
+            double x = c < 0 ? 0.0 : od_cpu_flt_at(xd, dt, b * sample + c * p->map + m);
+            double v = c < 0 ? 0.0 : od_cpu_flt_round(dt, -x * (wd ? od_cpu_flt_at(wd, dt, c) : 1.0));
+            od_cpu_flt_set(od_tensor_data(out), dt, i, v);
         }
-        store(od_tensor_data(tw_out), dt, 0, 0.0);
+        od_cpu_flt_set(od_tensor_data(tw_out), dt, 0, 0.0);
         return OD_OK;
     }
     double wsum[NLL_LEVELS] = {0}, lsum[NLL_LEVELS] = {0};
@@ -111,35 +85,35 @@ static od_status forward(const od_nll_plan *p, const od_tensor *x, const od_tens
             continue;
         }
         int64_t b = i / p->map, m = i % p->map;
-        double v = load(xd, dt, b * sample + c * p->map + m);
+        double v = od_cpu_flt_at(xd, dt, b * sample + c * p->map + m);
         if (wd) {
-            double wv = load(wd, dt, c);
-            lsum[0] = rnd(dt, lsum[0] - rnd(dt, v * wv));
-            wsum[0] = rnd(dt, wsum[0] + wv);
+            double wv = od_cpu_flt_at(wd, dt, c);
+            lsum[0] = od_cpu_flt_round(dt, lsum[0] - od_cpu_flt_round(dt, v * wv));
+            wsum[0] = od_cpu_flt_round(dt, wsum[0] + wv);
         } else {
-            lsum[0] = rnd(dt, lsum[0] - v);
+            lsum[0] = od_cpu_flt_round(dt, lsum[0] - v);
         }
         for (int j = 0; j + 1 < NLL_LEVELS; j++) {
             if ((i & (mask << (j * power))) != 0)
                 break;
-            wsum[j + 1] = rnd(dt, wsum[j + 1] + wsum[j]);
-            lsum[j + 1] = rnd(dt, lsum[j + 1] + lsum[j]);
+            wsum[j + 1] = od_cpu_flt_round(dt, wsum[j + 1] + wsum[j]);
+            lsum[j + 1] = od_cpu_flt_round(dt, lsum[j + 1] + lsum[j]);
             wsum[j] = lsum[j] = 0;
         }
     }
     double total = 0, loss = 0;
     if (wd) {
         for (int j = 0; j < NLL_LEVELS; j++)
-            total = rnd(dt, total + wsum[j]);
+            total = od_cpu_flt_round(dt, total + wsum[j]);
     } else {
-        total = rnd(dt, (double)(n - ignored));
+        total = od_cpu_flt_round(dt, (double)(n - ignored));
     }
     for (int j = 0; j < NLL_LEVELS; j++)
-        loss = rnd(dt, loss + lsum[j]);
+        loss = od_cpu_flt_round(dt, loss + lsum[j]);
     if (p->reduction == 1)
-        loss = rnd(dt, loss / total);
-    store(od_tensor_data(out), dt, 0, loss);
-    store(od_tensor_data(tw_out), dt, 0, total);
+        loss = od_cpu_flt_round(dt, loss / total);
+    od_cpu_flt_set(od_tensor_data(out), dt, 0, loss);
+    od_cpu_flt_set(od_tensor_data(tw_out), dt, 0, total);
     return OD_OK;
 }
 
@@ -153,8 +127,8 @@ static od_status backward(const od_nll_plan *p, const od_tensor *t, const od_ten
     int64_t n = p->batch * p->map, sample = p->classes * p->map;
     double grad = 0;
     if (!p->per_element) {
-        double gv = load(gd, dt, 0);
-        grad = -(p->reduction == 1 ? rnd(dt, gv / load(od_tensor_data(tw), dt, 0)) : gv);
+        double gv = od_cpu_flt_at(gd, dt, 0);
+        grad = -(p->reduction == 1 ? od_cpu_flt_round(dt, gv / od_cpu_flt_at(od_tensor_data(tw), dt, 0)) : gv);
     }
     for (int64_t i = 0; i < n; i++) {
         int64_t c;
@@ -164,9 +138,11 @@ static od_status backward(const od_nll_plan *p, const od_tensor *t, const od_ten
         if (c < 0)
             continue;
         int64_t b = i / p->map, m = i % p->map;
-        double wv = wd ? load(wd, dt, c) : 1.0;
-        double v = p->per_element ? rnd(dt, -wv * load(gd, dt, i)) : wd ? rnd(dt, wv * grad) : grad;
-        store(gid, dt, b * sample + c * p->map + m, v);
+        double wv = wd ? od_cpu_flt_at(wd, dt, c) : 1.0;
+        double v = p->per_element ? od_cpu_flt_round(dt, -wv * od_cpu_flt_at(gd, dt, i))
+                   : wd           ? od_cpu_flt_round(dt, wv * grad)
+                                  : grad;
+        od_cpu_flt_set(gid, dt, b * sample + c * p->map + m, v);
     }
     return OD_OK;
 }

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "iter.h"
 #include "od_half.h"
 #include "od_parallel.h"
 #include "od_shape.h"
@@ -30,16 +31,6 @@
 #define SCAN_GRAIN 16384 /* elements of work per parallel task, at least */
 
 /* ---- element access by dtype ---- */
-
-static double ld_f(const void *p, od_dtype dt, int64_t i)
-{
-    switch (dt) {
-    case OD_FLOAT16: return od_half_to_float(((const uint16_t *)p)[i]);
-    case OD_BFLOAT16: return od_bf16_to_float(((const uint16_t *)p)[i]);
-    case OD_FLOAT32: return ((const float *)p)[i];
-    default: return ((const double *)p)[i];
-    }
-}
 
 static int64_t ld_i(const void *p, od_dtype dt, int64_t i)
 {
@@ -131,14 +122,14 @@ static void cum_line(od_opid id, od_dtype dt, const void *x, void *y, int64_t ba
     } else if (dt == OD_FLOAT16 || dt == OD_BFLOAT16) {
         float acc = id == OD_OPID_cumprod ? 1.0f : id == OD_OPID_cumsum ? 0.0f : -INFINITY;
         for (int64_t k = 0; k < n; k++) {
-            float v = (float)ld_f(x, dt, base + k * st);
+            float v = (float)od_cpu_flt_at(x, dt, base + k * st);
             acc = id == OD_OPID_cumprod ? acc * v : id == OD_OPID_cumsum ? acc + v : log_add_exp_f(v, acc);
             st_f(y, dt, base + k * st, acc);
         }
     } else {
         double acc = id == OD_OPID_cumprod ? 1.0 : id == OD_OPID_cumsum ? 0.0 : -INFINITY;
         for (int64_t k = 0; k < n; k++) {
-            double v = ld_f(x, dt, base + k * st);
+            double v = od_cpu_flt_at(x, dt, base + k * st);
             acc = id == OD_OPID_cumprod ? acc * v : id == OD_OPID_cumsum ? acc + v : log_add_exp(v, acc);
             st_f(y, dt, base + k * st, acc);
         }
@@ -164,9 +155,9 @@ static void cummaxmin_line(bool max, od_dtype dt, const char *x, char *y, int64_
             memcpy(y + (size_t)(base + k * st) * es, x + (size_t)(base + idx * st) * es, es);
         }
     } else {
-        double out = ld_f(x, dt, base);
+        double out = od_cpu_flt_at(x, dt, base);
         for (int64_t k = 0; k < n; k++) {
-            double c = ld_f(x, dt, base + k * st);
+            double c = od_cpu_flt_at(x, dt, base + k * st);
             if (isnan(c) || (!isnan(out) && (max ? c >= out : c <= out))) {
                 out = c;
                 idx = k;
