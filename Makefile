@@ -199,10 +199,12 @@ test-unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; OD_CPU_POISON=1 OPENBLAS_NUM_THREADS=1 $$t --jobs 2; done
 
 # The integration suite: first on both cores (pytest-xdist; a module's tests stay
-# on one worker, as they share its server), then the files that time the server
-# (conftest.py's SERIAL_FILES) alone. $(1): more pytest arguments.
+# on one worker, as they share its server; files go out in collection order,
+# conftest.py's LONG_FILES first, not xdist's most-tests-first), then the files
+# that time the server (conftest.py's SERIAL_FILES) alone. $(1): more pytest
+# arguments.
 define pytest-integration
-.venv/bin/python -m pytest -q --durations=12 -n 2 --dist loadfile -m "not serial" tests/integration $(1) && \
+.venv/bin/python -m pytest -q --durations=12 -n 2 --dist loadfile --no-loadscope-reorder -m "not serial" tests/integration $(1) && \
 	  .venv/bin/python -m pytest -q --durations=6 -m serial tests/integration $(1)
 endef
 
