@@ -45,6 +45,9 @@ int od_shape_int_list(const od_value *v, const int64_t **items, int64_t *one);
  * gives NULL. */
 od_status od_shape_arg_tensor(const od_stack *s, int i, const char *op, const char *name, const od_tensor **out,
                               bool optional, od_error *err);
+/* *o as a fresh output (no alias, default layout) of dtype dt on dev, with
+ * sizes[0..ndim) copied (borrowed). */
+void od_out_spec_init(od_out_spec *o, od_dtype dt, od_device dev, const int64_t *sizes, int ndim);
 /* Argument i of s as an int, or torch's "... must be an int". */
 od_status od_shape_arg_int(const od_stack *s, int i, const char *op, const char *name, int64_t *out, od_error *err);
 
@@ -563,6 +566,9 @@ typedef struct od_fold_plan {
     int64_t img[3], grid[3], k[3], s[3], p[3], d[3], unpool_out[3];
 } od_fold_plan;
 od_status od_fold_plan_of(od_opid id, const od_stack *s, od_fold_plan *p, od_error *err);
+/* torch's error for max_unpool index `bad` outside the output plane (the
+ * CPU and CUDA kernels, which find it). */
+od_status od_fold_unpool_bad_index(const od_fold_plan *p, int64_t bad, od_error *err);
 
 /* ---- _cdist_forward, _cdist_backward, _pdist_forward, _pdist_backward (kernels/shape_dist.c) ---- */
 #include "od_dist.h"

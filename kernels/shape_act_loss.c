@@ -234,17 +234,6 @@ od_status od_act_loss_plan_of(od_opid id, const od_stack *s, od_act_loss_plan *p
     }
 }
 
-static void spec_of(od_out_spec *o, const od_tensor *like, const int64_t *sizes, int ndim)
-{
-    memset(o, 0, sizeof *o);
-    o->dtype = like->dtype;
-    o->device = like->device;
-    o->ndim = ndim;
-    if (ndim > 0)
-        memcpy(o->sizes, sizes, (size_t)ndim * sizeof(int64_t));
-    o->alias_of = -1;
-}
-
 od_status od_shape_act_loss(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
 {
     od_act_loss_plan p;
@@ -254,18 +243,18 @@ od_status od_shape_act_loss(od_opid id, const od_stack *s, od_out_spec *outs, in
     const od_tensor *x = p.self;
     *nouts = 1;
     if (p.kind == OD_AL_BCE && !p.backward && (p.reduction == 1 || p.reduction == 2)) {
-        spec_of(&outs[0], x, NULL, 0);
+        od_out_spec_init(&outs[0], x->dtype, x->device, NULL, 0);
     } else if (p.kind == OD_AL_GLU && !p.backward) {
         int64_t sizes[OD_MAX_DIMS];
         memcpy(sizes, x->sizes, (size_t)x->ndim * sizeof *sizes);
         sizes[p.dim] = p.half;
-        spec_of(&outs[0], x, sizes, x->ndim);
+        od_out_spec_init(&outs[0], x->dtype, x->device, sizes, x->ndim);
     } else {
-        spec_of(&outs[0], x, x->sizes, x->ndim);
+        od_out_spec_init(&outs[0], x->dtype, x->device, x->sizes, x->ndim);
     }
     if (p.kind == OD_AL_PRELU && p.backward) {
-        spec_of(&outs[0], x, p.sizes, p.ndim);
-        spec_of(&outs[1], x, p.weight->sizes, p.weight->ndim);
+        od_out_spec_init(&outs[0], x->dtype, x->device, p.sizes, p.ndim);
+        od_out_spec_init(&outs[1], x->dtype, x->device, p.weight->sizes, p.weight->ndim);
         /* bfloat16's shared-weight path answers in the weight's dtype */
         if (x->dtype == OD_BFLOAT16 && od_tensor_numel(p.weight) == 1)
             outs[1].dtype = p.weight->dtype;

@@ -134,3 +134,14 @@ od_status od_shape_arg_int(const od_stack *s, int i, const char *op, const char 
     *out = s->args[i].u.i;
     return OD_OK;
 }
+
+void od_out_spec_init(od_out_spec *o, od_dtype dt, od_device dev, const int64_t *sizes, int ndim)
+{
+    memset(o, 0, sizeof *o);
+    o->dtype = dt;
+    o->device = dev;
+    o->ndim = ndim;
+    if (ndim > 0)
+        memcpy(o->sizes, sizes, (size_t)ndim * sizeof(int64_t));
+    o->alias_of = -1;
+}

@@ -184,17 +184,6 @@ static bool value_is_bool(const od_value *v)
     return v->tag == OD_T_BOOL || (v->tag == OD_T_TENSOR && v->u.t && v->u.t->dtype == OD_BOOL);
 }
 
-static void spec_set(od_out_spec *o, od_dtype dt, od_device dev, const int64_t *sizes, int ndim)
-{
-    memset(o, 0, sizeof *o);
-    o->dtype = dt;
-    o->device = dev;
-    o->ndim = ndim;
-    if (ndim > 0)
-        memcpy(o->sizes, sizes, sizeof(int64_t) * (size_t)ndim);
-    o->alias_of = -1;
-}
-
 /* ---- scalar range checks (c10's checked_convert) ------------------------------------ */
 
 static const char *c_type_name(od_dtype dt)
@@ -392,7 +381,7 @@ od_status od_shape_binary(od_opid id, const od_stack *s, od_out_spec *outs, int 
             (st = od_scalar_check_fits(b, dt, err)))
             return st;
     }
-    spec_set(&outs[0], dt, dev, sizes, ndim);
+    od_out_spec_init(&outs[0], dt, dev, sizes, ndim);
     *nouts = 1;
     return OD_OK;
 }
@@ -413,7 +402,7 @@ od_status od_shape_compare(od_opid id, const od_stack *s, od_out_spec *outs, int
     int ndim;
     if ((st = common_device(s, &dev, err)) || (st = broadcast_args(s, ab, 2, sizes, &ndim, err)))
         return st;
-    spec_set(&outs[0], OD_BOOL, dev, sizes, ndim);
+    od_out_spec_init(&outs[0], OD_BOOL, dev, sizes, ndim);
     *nouts = 1;
     return OD_OK;
 }
@@ -445,7 +434,7 @@ od_status od_shape_where(od_opid id, const od_stack *s, od_out_spec *outs, int *
     for (int i = 1; i <= 2; i++)
         if (s->args[i].tag != OD_T_TENSOR && (st = od_scalar_check_fits(&s->args[i], dt, err)))
             return st;
-    spec_set(&outs[0], dt, dev, sizes, ndim);
+    od_out_spec_init(&outs[0], dt, dev, sizes, ndim);
     *nouts = 1;
     return OD_OK;
 }
@@ -504,7 +493,7 @@ od_status od_shape_unary(od_opid id, const od_stack *s, od_out_spec *outs, int *
             dt = OD_DEFAULT_FLOAT;
         break;
     }
-    spec_set(&outs[0], dt, self->device, self->sizes, self->ndim);
+    od_out_spec_init(&outs[0], dt, self->device, self->sizes, self->ndim);
     *nouts = 1;
     return OD_OK;
 }
@@ -810,7 +799,7 @@ od_status od_shape_ew(od_opid id, const od_stack *s, od_out_spec *outs, int *nou
     od_status st = ew_dtypes(id, s, &compute, &out_dt, &dev, sizes, &ndim, err);
     if (st)
         return st;
-    spec_set(&outs[0], out_dt, dev, sizes, ndim);
+    od_out_spec_init(&outs[0], out_dt, dev, sizes, ndim);
     *nouts = 1;
     return OD_OK;
 }
@@ -863,7 +852,7 @@ od_status od_shape_clamp(od_opid id, const od_stack *s, od_out_spec *outs, int *
     for (int i = 1; !tensors && !fills_nan && i < 3; i++)
         if (s->args[i].tag != OD_T_NONE && (st = od_scalar_check_fits(&s->args[i], dt, err)))
             return st;
-    spec_set(&outs[0], dt, dev, sizes, ndim);
+    od_out_spec_init(&outs[0], dt, dev, sizes, ndim);
     *nouts = 1;
     return OD_OK;
 }
@@ -931,7 +920,7 @@ od_status od_shape_pointwise(od_opid id, const od_stack *s, od_out_spec *outs, i
     if (id == OD_OPID_lerp_Scalar && numel > 0 &&
         (st = od_scalar_check_fits(&s->args[2], dt == OD_FLOAT64 ? OD_FLOAT64 : OD_FLOAT32, err)))
         return st;
-    spec_set(&outs[0], dt, dev, sizes, ndim);
+    od_out_spec_init(&outs[0], dt, dev, sizes, ndim);
     *nouts = 1;
     return OD_OK;
 }
@@ -979,7 +968,7 @@ od_status od_shape_isin(od_opid id, const od_stack *s, od_out_spec *outs, int *n
     if ((st = common_device(s, &dev, err)))
         return st;
     const od_tensor *e = et ? s->args[0].u.t : NULL;
-    spec_set(&outs[0], OD_BOOL, dev, e ? e->sizes : NULL, e ? e->ndim : 0);
+    od_out_spec_init(&outs[0], OD_BOOL, dev, e ? e->sizes : NULL, e ? e->ndim : 0);
     *nouts = 1;
     return OD_OK;
 }
@@ -1086,7 +1075,7 @@ od_status od_shape_same(od_opid id, const od_stack *s, od_out_spec *outs, int *n
     if ((st = need_nargs(id, s, 2, err)) || (st = arg_tensor(id, s, 0, &self, err)) ||
         (st = arg_memory_format(id, s, 1, &mf, err)))
         return st;
-    spec_set(&outs[0], self->dtype, self->device, self->sizes, self->ndim);
+    od_out_spec_init(&outs[0], self->dtype, self->device, self->sizes, self->ndim);
     if ((st = od_out_spec_layout(&outs[0], self, mf, err)))
         return st;
     *nouts = 1;
@@ -1136,7 +1125,7 @@ od_status od_shape_inplace(od_opid id, const od_stack *s, od_out_spec *outs, int
         return od_error_set(err, OD_EINTERNAL, "od_shape_inplace: unexpected operator %s",
                             op_name(id));
     }
-    spec_set(&outs[0], self->dtype, self->device, self->sizes, self->ndim);
+    od_out_spec_init(&outs[0], self->dtype, self->device, self->sizes, self->ndim);
     outs[0].alias_of = 0;
     *nouts = 1;
     return OD_OK;
@@ -1260,7 +1249,7 @@ od_status od_shape_factory(od_opid id, const od_stack *s, od_out_spec *outs, int
         return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'",
                             id == OD_OPID_rand ? "check_uniform_bounds" : "normal_kernel_cpu",
                             od_dtype_scalar_name(dt));
-    spec_set(&outs[0], dt, dev, sz, (int)n);
+    od_out_spec_init(&outs[0], dt, dev, sz, (int)n);
     if ((st = od_out_spec_layout(&outs[0], NULL, mf, err)))
         return st;
     *nouts = 1;
@@ -1352,7 +1341,7 @@ od_status od_shape_arange(od_opid id, const od_stack *s, od_out_spec *outs, int 
     od_status st = od_arange_params_of(id, s, &p, err);
     if (st)
         return st;
-    spec_set(&outs[0], p.dtype, p.device, &p.size, 1);
+    od_out_spec_init(&outs[0], p.dtype, p.device, &p.size, 1);
     *nouts = 1;
     return OD_OK;
 }

@@ -21,17 +21,6 @@ static const char *name_of(od_opid id)
     return op ? od_op_schema(op)->name : "op";
 }
 
-static void spec1(od_out_spec *o, od_dtype dt, od_device dev, const int64_t *sizes, int ndim)
-{
-    memset(o, 0, sizeof *o);
-    o->dtype = dt;
-    o->device = dev;
-    o->ndim = ndim;
-    if (ndim > 0)
-        memcpy(o->sizes, sizes, sizeof(int64_t) * (size_t)ndim);
-    o->alias_of = -1;
-}
-
 static od_status nargs_is(od_opid id, const od_stack *s, int n, od_error *err)
 {
     if (s->nargs != n)
@@ -73,7 +62,7 @@ od_status od_shape_eye(od_opid id, const od_stack *s, od_out_spec *outs, int *no
     if (dt == OD_BFLOAT16 && dev.type == OD_DEV_CPU) /* eye_out_cpu's dispatch, even for n = 0 */
         return od_error_set(err, OD_EUNSUPPORTED, "\"eye\" not implemented for 'BFloat16'");
     int64_t sz[2] = {n, m};
-    spec1(&outs[0], dt, dev, sz, 2);
+    od_out_spec_init(&outs[0], dt, dev, sz, 2);
     *nouts = 1;
     return OD_OK;
 }
@@ -137,7 +126,7 @@ od_status od_shape_linspace(od_opid id, const od_stack *s, od_out_spec *outs, in
     od_status st = od_linspace_params_of(id, s, &p, err);
     if (st)
         return st;
-    spec1(&outs[0], p.dtype, p.device, &p.steps, 1);
+    od_out_spec_init(&outs[0], p.dtype, p.device, &p.steps, 1);
     *nouts = 1;
     return OD_OK;
 }
@@ -243,7 +232,7 @@ od_status od_shape_tri_indices(od_opid id, const od_stack *s, od_out_spec *outs,
     if (st)
         return st;
     int64_t sz[2] = {2, p.count};
-    spec1(&outs[0], p.dtype, p.device, sz, 2);
+    od_out_spec_init(&outs[0], p.dtype, p.device, sz, 2);
     *nouts = 1;
     return OD_OK;
 }

@@ -376,3 +376,16 @@ od_status od_shape_fold(od_opid id, const od_stack *s, od_out_spec *outs, int *n
     *nouts = 1;
     return OD_OK;
 }
+
+od_status od_fold_unpool_bad_index(const od_fold_plan *p, int64_t bad, od_error *err)
+{
+    const int64_t *o = p->unpool_out;
+    if (p->unpool_nd == 3)
+        return od_error_set(err, OD_EINVAL,
+                            "Found an invalid max index: %" PRId64 " (output volumes are of size %" PRId64 "x%" PRId64
+                            "x%" PRId64,
+                            bad, o[0], o[1], o[2]);
+    return od_error_set(err, OD_EINVAL,
+                        "Found an invalid max index: %" PRId64 " (output volumes are of size %" PRId64 "x%" PRId64, bad,
+                        o[1], o[2]);
+}

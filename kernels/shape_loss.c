@@ -177,17 +177,6 @@ od_status od_nll_plan_of(od_opid id, const od_stack *s, od_nll_plan *p, od_error
     return OD_OK;
 }
 
-static void spec_init(od_out_spec *o, od_dtype dt, od_device dev, const int64_t *sizes, int ndim)
-{
-    memset(o, 0, sizeof *o);
-    o->dtype = dt;
-    o->device = dev;
-    o->ndim = ndim;
-    if (ndim > 0)
-        memcpy(o->sizes, sizes, (size_t)ndim * sizeof(int64_t));
-    o->alias_of = -1;
-}
-
 od_status od_shape_nll_loss(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
 {
     od_nll_plan p;
@@ -196,7 +185,7 @@ od_status od_shape_nll_loss(od_opid id, const od_stack *s, od_out_spec *outs, in
         return st;
     const od_tensor *x = p.self;
     if (p.backward) {
-        spec_init(&outs[0], x->dtype, x->device, x->sizes, x->ndim);
+        od_out_spec_init(&outs[0], x->dtype, x->device, x->sizes, x->ndim);
         *nouts = 1;
         return OD_OK;
     }
@@ -209,8 +198,8 @@ od_status od_shape_nll_loss(od_opid id, const od_stack *s, od_out_spec *outs, in
             sizes[2] = x->sizes[3];
         }
     }
-    spec_init(&outs[0], x->dtype, x->device, sizes, nd);
-    spec_init(&outs[1], x->dtype, x->device, NULL, 0);
+    od_out_spec_init(&outs[0], x->dtype, x->device, sizes, nd);
+    od_out_spec_init(&outs[1], x->dtype, x->device, NULL, 0);
     *nouts = 2;
     return OD_OK;
 }

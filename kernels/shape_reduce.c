@@ -86,17 +86,6 @@ static od_status check_same_device(const char *op, const od_tensor *a, const od_
                         op, da, db);
 }
 
-static void spec_init(od_out_spec *o, od_dtype dt, od_device dev, const int64_t *sizes, int ndim)
-{
-    memset(o, 0, sizeof *o);
-    o->dtype = dt;
-    o->device = dev;
-    o->ndim = ndim;
-    if (ndim > 0)
-        memcpy(o->sizes, sizes, (size_t)ndim * sizeof(int64_t));
-    o->alias_of = -1;
-}
-
 static const char *op_short_name(od_opid id)
 {
     const od_op *op = od_builtin(id);
@@ -320,7 +309,7 @@ od_status od_shape_reduce(od_opid id, const od_stack *s, od_out_spec *outs, int 
             sizes[nd++] = self->sizes[d];
         }
     }
-    spec_init(&outs[0], info.out_dtype, self->device, sizes, nd);
+    od_out_spec_init(&outs[0], info.out_dtype, self->device, sizes, nd);
     *nouts = 1;
     return OD_OK;
 }
@@ -351,7 +340,7 @@ od_status od_shape_softmax(od_opid id, const od_stack *s, od_out_spec *outs, int
                             "%s(): conversion is supported for Half type only (half_to_float=True "
                             "with a %s input)",
                             name, od_dtype_name(self->dtype));
-    spec_init(&outs[0], h2f ? OD_FLOAT32 : self->dtype, self->device, self->sizes, self->ndim);
+    od_out_spec_init(&outs[0], h2f ? OD_FLOAT32 : self->dtype, self->device, self->sizes, self->ndim);
     *nouts = 1;
     return OD_OK;
 }
@@ -437,12 +426,12 @@ od_status od_shape_layer_norm(od_opid id, const od_stack *s, od_out_spec *outs, 
         if ((st = check_same_device(name, input, t, err)))
             return st;
     }
-    spec_init(&outs[0], input->dtype, input->device, input->sizes, input->ndim);
+    od_out_spec_init(&outs[0], input->dtype, input->device, input->sizes, input->ndim);
     int64_t stat_sizes[OD_MAX_DIMS];
     for (int d = 0; d < input->ndim; d++)
         stat_sizes[d] = d < axis ? input->sizes[d] : 1;
-    spec_init(&outs[1], input->dtype, input->device, stat_sizes, input->ndim);
-    spec_init(&outs[2], input->dtype, input->device, stat_sizes, input->ndim);
+    od_out_spec_init(&outs[1], input->dtype, input->device, stat_sizes, input->ndim);
+    od_out_spec_init(&outs[2], input->dtype, input->device, stat_sizes, input->ndim);
     *nouts = 3;
     return OD_OK;
 }
@@ -553,7 +542,7 @@ static od_status shape_addmv_bmm(od_opid id, const od_stack *s, od_out_spec *out
         if ((st = check_same_device(op, a, b, err)) || (st = check_same_device(op, a, self, err)) ||
             (st = check_beta_alpha(op, s, a->dtype, a->sizes[0] && a->sizes[1], err)))
             return st;
-        spec_init(&outs[0], a->dtype, a->device, a->sizes, 1); /* mat's options */
+        od_out_spec_init(&outs[0], a->dtype, a->device, a->sizes, 1); /* mat's options */
         return OD_OK;
     }
     int64_t sz[3];
@@ -594,7 +583,7 @@ static od_status shape_addmv_bmm(od_opid id, const od_stack *s, od_out_spec *out
     bool nonempty = sz[0] && sz[1] && (!bmm3 || sz[2]) && (bmm3 || a->sizes[0]);
     if ((st = check_beta_alpha(op, s, b->dtype, nonempty, err)))
         return st;
-    spec_init(&outs[0], b->dtype, a->device, sz, bmm3 ? 3 : 2); /* batch2's options */
+    od_out_spec_init(&outs[0], b->dtype, a->device, sz, bmm3 ? 3 : 2); /* batch2's options */
     return OD_OK;
 }
 
@@ -620,7 +609,7 @@ od_status od_shape_matmul(od_opid id, const od_stack *s, od_out_spec *outs, int 
         if ((st = shape_mm("mm", a, b, "self", "mat2", err)))
             return st;
         int64_t sz[2] = {a->sizes[0], b->sizes[1]};
-        spec_init(&outs[0], a->dtype, a->device, sz, 2);
+        od_out_spec_init(&outs[0], a->dtype, a->device, sz, 2);
         return OD_OK;
     }
     case OD_OPID_addmm: {
@@ -670,7 +659,7 @@ od_status od_shape_matmul(od_opid id, const od_stack *s, od_out_spec *outs, int 
                                     sz[td], self->sizes[d], td, ts, ss);
             }
         }
-        spec_init(&outs[0], a->dtype, a->device, sz, 2);
+        od_out_spec_init(&outs[0], a->dtype, a->device, sz, 2);
         return OD_OK;
     }
     case OD_OPID_bmm: {
@@ -693,7 +682,7 @@ od_status od_shape_matmul(od_opid id, const od_stack *s, od_out_spec *outs, int 
         if ((st = check_same_device("bmm", a, b, err)))
             return st;
         int64_t sz[3] = {a->sizes[0], a->sizes[1], b->sizes[2]};
-        spec_init(&outs[0], b->dtype, a->device, sz, 3); /* ATen's bmm takes batch2's options */
+        od_out_spec_init(&outs[0], b->dtype, a->device, sz, 3); /* ATen's bmm takes batch2's options */
         return OD_OK;
     }
     case OD_OPID_dot: {
@@ -715,7 +704,7 @@ od_status od_shape_matmul(od_opid id, const od_stack *s, od_out_spec *outs, int 
                                 a->sizes[0], b->sizes[0], a->sizes[0], b->sizes[0]);
         if ((st = check_same_device("dot", a, b, err)))
             return st;
-        spec_init(&outs[0], a->dtype, a->device, NULL, 0);
+        od_out_spec_init(&outs[0], a->dtype, a->device, NULL, 0);
         return OD_OK;
     }
     default:
@@ -768,7 +757,7 @@ od_status od_shape_cat(od_opid id, const od_stack *s, od_out_spec *outs, int *no
         }
     if (first == n) { /* everything skipped: torch returns shape [0] */
         int64_t z = 0;
-        spec_init(&outs[0], out_dt, ts[0]->device, &z, 1);
+        od_out_spec_init(&outs[0], out_dt, ts[0]->device, &z, 1);
         *nouts = 1;
         return OD_OK;
     }
@@ -799,7 +788,7 @@ od_status od_shape_cat(od_opid id, const od_stack *s, od_out_spec *outs, int *no
             return od_error_set(err, OD_ETOOLARGE, "cat(): the result's size in dimension %d overflows", d);
         sizes[d] += t->sizes[d];
     }
-    spec_init(&outs[0], out_dt, ref->device, sizes, ref->ndim);
+    od_out_spec_init(&outs[0], out_dt, ref->device, sizes, ref->ndim);
     *nouts = 1;
     return OD_OK;
 }
@@ -834,7 +823,7 @@ od_status od_shape_index_select(od_opid id, const od_stack *s, od_out_spec *outs
     memcpy(sizes, self->sizes, sizeof sizes);
     if (self->ndim > 0)
         sizes[d] = numel;
-    spec_init(&outs[0], self->dtype, self->device, sizes, self->ndim);
+    od_out_spec_init(&outs[0], self->dtype, self->device, sizes, self->ndim);
     *nouts = 1;
     return OD_OK;
 }
@@ -1092,19 +1081,19 @@ od_status od_shape_norm(od_opid id, const od_stack *s, od_out_spec *outs, int *n
     if (st)
         return st;
     const od_tensor *x = p.input;
-    spec_init(&outs[0], x->dtype, x->device, x->sizes, x->ndim);
+    od_out_spec_init(&outs[0], x->dtype, x->device, x->sizes, x->ndim);
     int64_t c = p.C, ng[2] = {p.N, p.G}, zero = 0;
     if (p.backward) {
         if (!p.mask[0])
-            spec_init(&outs[0], x->dtype, x->device, &zero, 1);
+            od_out_spec_init(&outs[0], x->dtype, x->device, &zero, 1);
         for (int i = 1; i < 3; i++)
-            spec_init(&outs[i], p.stat_dtype, x->device, p.mask[i] ? &c : &zero, 1);
+            od_out_spec_init(&outs[i], p.stat_dtype, x->device, p.mask[i] ? &c : &zero, 1);
     } else if (p.group) {
-        spec_init(&outs[1], p.stat_dtype, x->device, ng, 2);
-        spec_init(&outs[2], p.stat_dtype, x->device, ng, 2);
+        od_out_spec_init(&outs[1], p.stat_dtype, x->device, ng, 2);
+        od_out_spec_init(&outs[2], p.stat_dtype, x->device, ng, 2);
     } else {
-        spec_init(&outs[1], p.stat_dtype, x->device, p.train ? &c : &zero, 1);
-        spec_init(&outs[2], p.stat_dtype, x->device, p.train ? &c : &zero, 1);
+        od_out_spec_init(&outs[1], p.stat_dtype, x->device, p.train ? &c : &zero, 1);
+        od_out_spec_init(&outs[2], p.stat_dtype, x->device, p.train ? &c : &zero, 1);
     }
     *nouts = 3;
     return OD_OK;

@@ -113,15 +113,7 @@ static od_status run_unpool(const od_fold_plan *p, od_tensor *out, od_error *err
             any = true;
         }
     if (any) {
-        const int64_t *o = p->unpool_out;
-        if (p->unpool_nd == 3)
-            st = od_error_set(err, OD_EINVAL,
-                              "Found an invalid max index: %" PRId64 " (output volumes are of size %" PRId64 "x%" PRId64
-                              "x%" PRId64, bad, o[0], o[1], o[2]);
-        else
-            st = od_error_set(err, OD_EINVAL,
-                              "Found an invalid max index: %" PRId64 " (output volumes are of size %" PRId64 "x%" PRId64,
-                              bad, o[1], o[2]);
+        st = od_fold_unpool_bad_index(p, bad, err);
         goto done;
     }
     unpool_job j = {p, od_tensor_data(x), iv, od_tensor_data(out), p->self->dtype == OD_FLOAT64};

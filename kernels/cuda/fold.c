@@ -101,15 +101,7 @@ static od_status run_unpool(const od_cu_env *env, const od_fold_plan *p, od_tens
         if ((st = od_cu_status(cudaMemcpy(&bad, at, sizeof bad, cudaMemcpyDeviceToHost), "cudaMemcpy in max_unpool",
                                err)))
             goto done;
-        const int64_t *o = p->unpool_out;
-        if (p->unpool_nd == 3)
-            st = od_error_set(err, OD_EINVAL,
-                              "Found an invalid max index: %" PRId64 " (output volumes are of size %" PRId64 "x%" PRId64
-                              "x%" PRId64, bad, o[0], o[1], o[2]);
-        else
-            st = od_error_set(err, OD_EINVAL,
-                              "Found an invalid max index: %" PRId64 " (output volumes are of size %" PRId64 "x%" PRId64,
-                              bad, o[1], o[2]);
+        st = od_fold_unpool_bad_index(p, bad, err);
     }
 done:
     od_tensor_release(x);
