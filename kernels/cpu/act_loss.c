@@ -330,8 +330,11 @@ od_status od_cpu_act_loss(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
         }
         run(&j, p.n, prelu_chunk);
         if (p.grad) {
-            /* the collector summed over every dim but the channel's: one weight, one sum; per channel,
-             * ATen's reduction sums each sample's slab and accumulates the slabs in the output's dtype */
+            /* the collector summed over every dim but the channel's, in ATen 1.13's order (its sum kernel
+             * on this layout): one weight, or slabs of one element, is one float sum rounded once; longer
+             * slabs are each summed in float, rounded to the dtype, and added to the output in the dtype
+             * (a half type's `scalar_t += float` converts the sum before adding: two roundings) */
+            bool half = od_dtype_size(dt) == 2;
             int64_t nc = p.channels, per = nc == 1 ? p.n : p.inner;
             void *wg = od_tensor_data(outs[1]);
             for (int64_t c = 0; c < nc; c++) {
@@ -340,7 +343,7 @@ od_status od_cpu_act_loss(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
                     double slab = 0;
                     for (int64_t k = 0; k < per && i + k < p.n; k++)
                         slab += od_cpu_flt_at(j.out2, dt, i + k);
-                    acc = od_cpu_flt_round(dt, acc + slab);
+                    acc = per == 1 ? acc + slab : od_cpu_flt_round(dt, acc + (half ? od_cpu_flt_round(dt, slab) : slab));
                 }
                 od_value v = od_double(od_cpu_flt_round(dt, acc));
                 uint64_t buf;
