@@ -224,7 +224,7 @@ def main():
     os.environ["OD_SERVER"] = args.server
     sys.path.insert(0, str(ROOT / "tests" / "integration"))
     import difftest as dt
-    from conftest import Server
+    from conftest import Server, torch_env
 
     np.seterr(all="ignore")
     print(f"opinfo: {args.samples} samples per operator and dtype, seed {args.seed}", flush=True)
@@ -238,7 +238,7 @@ def main():
                           if ov["name"].startswith("aten::") and not dt.NONDETERMINISTIC.search(ov["model"]))
         rec_proc = subprocess.Popen([RECORDER_PYTHON, __file__, "--record-worker", "--samples", str(args.samples),
                                      "--seed", str(args.seed)] + (["--ops", args.ops] if args.ops else []),
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=torch_env())
         rec_proc.stdin.write(json.dumps(declared) + "\n")
         rec_proc.stdin.close()
         rng = random.Random(args.seed)
