@@ -75,7 +75,7 @@ OD_RESAMPLE_NEAREST_FN(od_resample_nearest_fwd_f64, double)
         if (g->align_corners) {                                                                             \
             real = scale * (A)o;                                                                            \
         } else {                                                                                            \
-            real = (A)((double)scale * ((double)o + 0.5) - 0.5);                                            \
+            real = scale * ((A)o + (A)0.5) - (A)0.5;                                                         \
             if (real < 0)                                                                                   \
                 real = 0;                                                                                   \
         }                                                                                                   \
@@ -97,9 +97,12 @@ OD_RESAMPLE_LINEAR_FN(od_resample_linear_f64, double)
  * ix[0..3] (i - 1 .. i + 2 clamped into [0, in - 1], ATen's
  * upsample_get_value_bounded) with Keys' cubic convolution, A = -0.75
  * (get_cubic_upsample_coefficients). The source index is not clamped at 0
- * (area_pixel_compute_source_index with cubic = true); guard is the
- * backward's guard_index_and_lambda (i <= in - 1, t in [0, 1]), which the
- * forward's compute_indices_weights_cubic does not apply. */
+ * (area_pixel_compute_source_index with cubic = true) and is computed in
+ * A step by step, as that template does (scale * (o + 0.5) - 0.5, each
+ * operand cast to A). guard is a later ATen's guard_index_and_lambda
+ * (i <= in - 1, t in [0, 1]); 1.13's CPU kernels apply it in neither
+ * direction (an explicit scale that reads past the input then matches
+ * torch's backward exactly), the CUDA backward still passes it. */
 #define OD_RESAMPLE_CUBIC_FN(NAME, A)                                                                      \
     static inline OD_HD void NAME(const od_resample_geom *g, int d, int64_t o, int guard, int64_t *ix, A *w) \
     {                                                                                                       \
@@ -112,7 +115,7 @@ OD_RESAMPLE_LINEAR_FN(od_resample_linear_f64, double)
         if (g->align_corners)                                                                               \
             real = scale * (A)o;                                                                            \
         else                                                                                                \
-            real = (A)((double)scale * ((double)o + 0.5) - 0.5);                                            \
+            real = scale * ((A)o + (A)0.5) - (A)0.5;                                                         \
         int64_t i = (int64_t)floorf((float)real);                                                           \
         A t;                                                                                                \
         if (guard) {                                                                                        \

@@ -12,12 +12,15 @@
  * in the opmath type (float for float32 / bfloat16, double for float64).
  * Bicubic tables 4 taps per output index of H and W and sums rows of W
  * taps weighted by the H taps (ATen's Interpolate<2>); its backward
- * accumulates a plane in the opmath type and rounds once.
+ * accumulates a plane in the opmath type and rounds once, except for the
+ * 16-bit types, which ATen's backward computes in the type itself.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "iter.h"
 #include "od_half.h"
 #include "od_parallel.h"
 #include "od_shape.h"
@@ -134,8 +137,6 @@ typedef struct cb_ctx {
     bool f64;
 } cb_ctx;
 
-#define H_LD(v) od_half_to_float(v)
-#define H_ST(v) od_float_to_half(v)
 
 /* forward, separably: each input row blended along W once per plane (hr,
  * IH x OW), then each output element from its 4 rows along H. The sums are
@@ -215,9 +216,8 @@ CB_FWD(cfwd_f32, float, float, F32_LD, F32_LD)
 CB_FWD(cfwd_f64, double, double, F32_LD, F32_LD)
 CB_FWD(cfwd_bf16, uint16_t, float, BF_LD, BF_ST)
 
-/* backward: each plane of grad_input accumulated in A (c->acc: the result
- * itself for float32 / float64, float scratch for the 16-bit types, which
- * is rounded once at the end of the plane) */
+/* backward, float32 / float64: each plane of grad_input accumulated in
+ * place (c->acc is the result) */
 #define CB_BWD(NAME, T, A, LOAD, STORE)                                                                        \
     static void NAME(void *vc, int64_t p0, int64_t p1)                                                         \
     {                                                                                                          \
@@ -234,8 +234,8 @@ CB_FWD(cfwd_bf16, uint16_t, float, BF_LD, BF_ST)
                     const int64_t *iw = c->iw + 4 * ow;                                                        \
                     const double *ww = c->ww + 4 * ow;                                                         \
                     A v = LOAD(go[oh * c->xs[2] + ow * c->xs[3]]);                                             \
-                    for (int j = 0; j < 4; j++)                                                                \
-                        for (int k = 0; k < 4; k++)                                                            \
+                    for (int k = 0; k < 4; k++) /* ATen's order: W taps outer */                              \
+                        for (int j = 0; j < 4; j++)                                                            \
                             acc[ih[j] * IW + iw[k]] += v * (A)wh[j] * (A)ww[k];                                \
                 }                                                                                              \
             }                                                                                                  \
@@ -246,8 +246,71 @@ CB_FWD(cfwd_bf16, uint16_t, float, BF_LD, BF_ST)
     }
 CB_BWD(cbwd_f32, float, float, F32_LD, F32_LD)
 CB_BWD(cbwd_f64, double, double, F32_LD, F32_LD)
-CB_BWD(cbwd_bf16, uint16_t, float, BF_LD, BF_ST)
-CB_BWD(cbwd_f16, uint16_t, float, H_LD, H_ST)
+
+/* float16 / bfloat16 backward: ATen 1.13's CPU kernel computes it in the
+ * type itself (scalar_t, no opmath): the scale, the source index, the taps'
+ * coefficients (cubic_taps_narrow) and every product and += are rounded to
+ * it, so the grad_input accumulates in the type in its (oh, ow, W tap,
+ * H tap) order. Computed in float, rounded after each operation. */
+#define NR(v) ((float)od_cpu_flt_round(dt, (v)))
+static void cbwd_narrow(void *vc, int64_t p0, int64_t p1)
+{
+    const cb_ctx *c = vc;
+    const od_resample_geom *g = &c->pl->g;
+    od_dtype dt = c->pl->x->dtype;
+    int64_t OH = g->out[1], OW = g->out[2], IH = g->in[1], IW = g->in[2], C = c->pl->c;
+    for (int64_t p = p0; p < p1; p++) {
+        const uint16_t *go = (const uint16_t *)c->x + (p / C) * c->xs[0] + (p % C) * c->xs[1];
+        float *acc = (float *)c->acc + p * IH * IW;
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                const int64_t *ih = c->ih + 4 * oh, *iw = c->iw + 4 * ow;
+                const double *wh = c->wh + 4 * oh, *ww = c->ww + 4 * ow;
+                float v = (float)od_cpu_flt_at(go, dt, oh * c->xs[2] + ow * c->xs[3]);
+                for (int k = 0; k < 4; k++)
+                    for (int j = 0; j < 4; j++) {
+                        float *a = &acc[ih[j] * IW + iw[k]];
+                        *a = NR(*a + NR(NR(v * (float)wh[j]) * (float)ww[k]));
+                    }
+            }
+        for (int64_t i = 0; i < IH * IW; i++)
+            od_cpu_flt_set(c->y, dt, p * IH * IW + i, acc[i]);
+    }
+}
+
+/* the backward's taps of output index o along dim d in the 16-bit type dt
+ * (od_resample_cubic_f32's formula, each C++ operation on c10::Half /
+ * BFloat16 rounded as it is: an operand that is an integer becomes the
+ * type first; one that is a double computes in double, rounded once) */
+static void cubic_taps_narrow(const od_resample_geom *g, int d, int64_t o, od_dtype dt, int64_t *ix, double *w)
+{
+    int64_t in = g->in[d], out = g->out[d];
+    float scale, real;
+    if (g->align_corners)
+        scale = out > 1 ? NR(NR((float)(in - 1)) / NR((float)(out - 1))) : 0.0f;
+    else
+        scale = g->has_scale[d] && g->scale[d] > 0 ? NR(1.0 / g->scale[d]) : NR(NR((float)in) / NR((float)out));
+    real = g->align_corners ? NR(scale * NR((float)o)) : NR(NR(scale * NR((float)o + 0.5f)) - 0.5f);
+    int64_t i = (int64_t)floorf(real);
+    float t = NR(real - NR((float)i)), a = -0.75f;
+    float x[4] = {NR((double)t + 1.0), t, NR(1.0 - (double)t), 0};
+    x[3] = NR((double)x[2] + 1.0);
+    for (int k = 0; k < 4; k++) {
+        float v = x[k];
+        float r;
+        if (k == 1 || k == 2) { /* ((a + 2) * x - (a + 3)) * x * x + 1 */
+            r = NR(NR(NR(a + 2) * v) - NR(a + 3));
+            r = NR(NR(NR(r * v) * v) + 1);
+        } else { /* ((a * x - 5 * a) * x + 8 * a) * x - 4 * a */
+            r = NR(NR(NR(a * v) - NR(5 * a)) * v);
+            r = NR(NR(NR(r + NR(8 * a)) * v) - NR(4 * a));
+        }
+        w[k] = r;
+        int64_t kk = i - 1 + k;
+        ix[k] = kk < 0 ? 0 : kk > in - 1 ? in - 1 : kk;
+    }
+}
+#undef NR
 
 /* bicubic's half of od_cpu_resample: tables, then planes in parallel */
 static od_status cubic_run(const od_resample_plan *pl, od_tensor *out, od_error *err)
@@ -283,11 +346,13 @@ static od_status cubic_run(const od_resample_plan *pl, od_tensor *out, od_error 
                     ix[4 * o + k] = o;
                     w[4 * o + k] = k == 1;
                 }
+            } else if (narrow) {
+                cubic_taps_narrow(g, d, o, pl->x->dtype, ix + 4 * o, w + 4 * o);
             } else if (c.f64) {
-                od_resample_cubic_f64(g, d, o, pl->backward, ix + 4 * o, w + 4 * o);
+                od_resample_cubic_f64(g, d, o, 0, ix + 4 * o, w + 4 * o);
             } else {
                 float wf[4];
-                od_resample_cubic_f32(g, d, o, pl->backward, ix + 4 * o, wf);
+                od_resample_cubic_f32(g, d, o, 0, ix + 4 * o, wf);
                 for (int k = 0; k < 4; k++)
                     w[4 * o + k] = wf[k];
             }
@@ -301,8 +366,7 @@ static od_status cubic_run(const od_resample_plan *pl, od_tensor *out, od_error 
     switch (pl->x->dtype) {
     case OD_FLOAT32: fn = pl->backward ? cbwd_f32 : cfwd_f32; break;
     case OD_FLOAT64: fn = pl->backward ? cbwd_f64 : cfwd_f64; break;
-    case OD_BFLOAT16: fn = pl->backward ? cbwd_bf16 : cfwd_bf16; break;
-    default: fn = cbwd_f16; break; /* float16: backward only (shape_resample.c) */
+    default: fn = pl->backward ? cbwd_narrow : cfwd_bf16; break; /* float16: backward only (shape_resample.c) */
     }
     int64_t per = OH * OW * 20 + 1;
     od_status st = OD_OK;
