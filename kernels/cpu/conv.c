@@ -452,9 +452,14 @@ od_status od_cpu_conv(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
             col_job j = {.g = &dg, .in = xd, .w = wd, .bias = bd, .out = yd};
             od_parallel_for(p.N * p.C_img, 1, g_depthwise[c.kind], &j);
         } else if (!p.transposed) {
-            fill_bias(&c, yd, p.N, p.C_grid, g->lgrid, bd);
-            for (int64_t n = 0; n < p.N; n++)
-                down(&c, xd + n * img_n, wd, yd + n * grid_n);
+            if (c.kind == K_F32 &&
+                od_cpu_conv_direct_f32(&p, (const float *)xd, (const float *)wd, (const float *)bd, (float *)yd))
+                ; /* conv_direct.c: no columns (a 1x1 kernel is one GEMM already) */
+            else {
+                fill_bias(&c, yd, p.N, p.C_grid, g->lgrid, bd);
+                for (int64_t n = 0; n < p.N; n++)
+                    down(&c, xd + n * img_n, wd, yd + n * grid_n);
+            }
         } else {
             /* the bias is added last, as torch does (0 + -0.0 is 0 where no
              * window reaches an element) */
