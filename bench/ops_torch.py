@@ -333,10 +333,15 @@ def main():
             cases = {k: v for k, v in FAMILIES[a.family]().items() if a.ops in k}
             ew = {"spec": [[k, op, args] for k, (op, args) in cases.items()]}
         target = TARGETS.get(a.family, 1.0)
-        torch_us = json.loads(subprocess.run([TORCH_PYTHON, "-c", TORCH_TIMER, str(a.n), str(a.iterations),
+        def torch_time(spec):
+            return json.loads(subprocess.run([TORCH_PYTHON, "-c", TORCH_TIMER, str(a.n), str(a.iterations),
                                               str(a.threads), str(a.seed), a.device, a.family],
-                                             input=json.dumps(ew),
+                                             input=json.dumps(spec),
                                              capture_output=True, text=True, check=True, timeout=1800).stdout)
+
+        # a family's cases are timed in turns, torch's right before the server's: these machines' speed
+        # drifts by 2x over tens of seconds, so each ratio compares two measurements taken together
+        torch_us = {} if a.family in FAMILIES else torch_time(ew)
         size = "the sizes named" if a.family in FAMILIES else f"{a.n} float32 elements"
         print(f"{size} on {a.device}, {a.threads} threads, median of {a.iterations} calls each; "
               f"torch {TORCH_PYTHON}")
@@ -348,6 +353,8 @@ def main():
             req = {"op": op, "args": args, "device": a.device, "iterations": a.iterations, "warmup": 1}
             if a.family == "attention":
                 req["max_seconds"] = 1800  # /v1/bench's default budget is 10 s
+            if a.family in FAMILIES:
+                torch_us.update(torch_time({"spec": [[name, op, args]]}))
             r = requests.post(url + "/v1/bench", json=req, timeout=1800)
             r.raise_for_status()
             us = r.json()["kernel_us"]["median"]

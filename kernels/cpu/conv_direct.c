@@ -45,27 +45,37 @@ typedef struct direct_job {
     float *y;          /* [N][C_grid][OD][OH][OW] */
     int64_t Dp, Hp, Wp, cin, cg, nblk, kvol, lanes;
     int64_t rows;      /* OD * OH */
+    int64_t icb, rpt;  /* input channels per chunk, output rows per task */
 } direct_job;
+
+/* Partial sums of a task live in a stack buffer of PART floats between
+ * input-channel chunks: [row of the block][position of the segment][2
+ * blocks][LANES], so a tile reloads its accumulators with vector loads. */
+#define PART 16384
+#define ROWS_PER_TASK 4
+#define CHUNK_BYTES 32768 /* one chunk's weights for two blocks: an L1's worth */
 
 /* The body of one instruction set: a tile is NB (1 or 2) channel blocks of
  * LANES times TW positions, NB * TW accumulators of VEC; two blocks share
  * each broadcast input value, halving the loads per multiply-add. TW1 and
- * TW2 are the widest tiles for one and two blocks (the register file). */
+ * TW2 are the widest tiles for one and two blocks (the register file).
+ * A tile adds input channels [ic0, ic1) to its partial sums (part: block
+ * 0's first position; block 1's lanes follow each position's). */
 #define DIRECT_ISA(SFX, ATTR, VEC, LANES, TW1, TW2, LOADW, SET1, FMA, STORE, ZERO)                               \
     static inline __attribute__((always_inline)) ATTR void tile_##SFX(const direct_job *j, const float *in0,     \
-                                                                       const float *wblk, const VEC *init,      \
-                                                                       float *tmp, const int NB, const int TW,  \
-                                                                       const int S2)                            \
+                                                                       const float *wblk, float *part,          \
+                                                                       int64_t ic0, int64_t ic1, const int NB,  \
+                                                                       const int TW, const int S2)              \
     {                                                                                                            \
         const od_conv_plan *p = j->p;                                                                            \
         const int64_t s2 = S2 ? S2 : p->stride[2], d0 = p->dil[0], d1 = p->dil[1], d2 = p->dil[2];               \
         const int64_t K0 = p->k[0], K1 = p->k[1], K2 = p->k[2], plane = j->Dp * j->Hp * j->Wp;                   \
         const int64_t bstride = j->cin * j->kvol * LANES; /* the next block's packed weights */                 \
         VEC a0[TW1], a1[TW2]; /* two arrays, each small enough for gcc to keep in registers */                  \
-        _Pragma("GCC unroll 32") for (int t = 0; t < TW; t++) a0[t] = init[0];                                  \
+        _Pragma("GCC unroll 32") for (int t = 0; t < TW; t++) a0[t] = LOADW(part + 2 * t * LANES);              \
         if (NB == 2)                                                                                             \
-            _Pragma("GCC unroll 32") for (int t = 0; t < TW; t++) a1[t] = init[1];                              \
-        for (int64_t ic = 0; ic < j->cin; ic++) {                                                                \
+            _Pragma("GCC unroll 32") for (int t = 0; t < TW; t++) a1[t] = LOADW(part + (2 * t + 1) * LANES);    \
+        for (int64_t ic = ic0; ic < ic1; ic++) {                                                                 \
             for (int64_t kd = 0; kd < K0; kd++)                                                                  \
                 for (int64_t kh = 0; kh < K1; kh++) {                                                            \
                     const float *row = in0 + ic * plane + (kd * d0 * j->Hp + kh * d1) * j->Wp;                   \
@@ -87,89 +97,109 @@ typedef struct direct_job {
                     }                                                                                            \
                 }                                                                                                \
         }                                                                                                        \
-        _Pragma("GCC unroll 32") for (int t = 0; t < TW; t++) STORE(tmp + t * LANES, a0[t]);                    \
+        _Pragma("GCC unroll 32") for (int t = 0; t < TW; t++) STORE(part + 2 * t * LANES, a0[t]);               \
         if (NB == 2)                                                                                             \
-            _Pragma("GCC unroll 32") for (int t = 0; t < TW; t++) STORE(tmp + (TW1 + t) * LANES, a1[t]);        \
+            _Pragma("GCC unroll 32") for (int t = 0; t < TW; t++) STORE(part + (2 * t + 1) * LANES, a1[t]);     \
     }                                                                                                            \
-    /* one output row of NB channel blocks, in tiles: the widest first, the tail in halving widths, each an     \
-     * unrolled body (S2: the stride along the row as a constant, 0 for any); nv[b]: block b's live lanes */    \
+    /* positions [w0, w1) of one output row for channels [ic0, ic1), in tiles: the widest first, the tail in    \
+     * halving widths, each an unrolled body (S2: the stride along the row as a constant, 0 for any) */          \
     static inline __attribute__((always_inline)) ATTR void row_##SFX(const direct_job *j, const float *in,       \
-                                                                      const float *wblk, const VEC *init,       \
-                                                                      float *yrow, const int64_t *nv,           \
-                                                                      const int NB, const int S2)               \
+                                                                      const float *wblk, float *part,           \
+                                                                      int64_t w0, int64_t w1, int64_t ic0,      \
+                                                                      int64_t ic1, const int NB, const int S2)  \
     {                                                                                                            \
-        const int64_t OW = j->p->grid[2], st = j->p->stride[2], TWX = NB == 1 ? TW1 : TW2;                       \
-        float tmp[2 * TW1 * LANES];                                                                              \
-        for (int64_t ow = 0, tw; ow < OW; ow += tw) {                                                            \
+        const int64_t st = j->p->stride[2], TWX = NB == 1 ? TW1 : TW2;                                           \
+        for (int64_t ow = w0, tw; ow < w1; ow += tw) {                                                           \
             const float *in0 = in + ow * st;                                                                     \
-            int64_t left = OW - ow;                                                                              \
+            float *pt = part + 2 * (ow - w0) * LANES;                                                            \
+            int64_t left = w1 - ow;                                                                              \
             if (left >= TWX) {                                                                                   \
                 tw = TWX;                                                                                        \
                 if (NB == 1)                                                                                     \
-                    tile_##SFX(j, in0, wblk, init, tmp, 1, TW1, S2);                                             \
+                    tile_##SFX(j, in0, wblk, pt, ic0, ic1, 1, TW1, S2);                                          \
                 else                                                                                             \
-                    tile_##SFX(j, in0, wblk, init, tmp, 2, TW2, S2);                                             \
+                    tile_##SFX(j, in0, wblk, pt, ic0, ic1, 2, TW2, S2);                                          \
             } else if (left >= 8) {                                                                              \
                 tw = 8;                                                                                          \
-                tile_##SFX(j, in0, wblk, init, tmp, NB, 8, S2);                                                  \
+                tile_##SFX(j, in0, wblk, pt, ic0, ic1, NB, 8, S2);                                               \
             } else if (left >= 4) {                                                                              \
                 tw = 4;                                                                                          \
-                tile_##SFX(j, in0, wblk, init, tmp, NB, 4, S2);                                                  \
+                tile_##SFX(j, in0, wblk, pt, ic0, ic1, NB, 4, S2);                                               \
             } else if (left >= 2) {                                                                              \
                 tw = 2;                                                                                          \
-                tile_##SFX(j, in0, wblk, init, tmp, NB, 2, S2);                                                  \
+                tile_##SFX(j, in0, wblk, pt, ic0, ic1, NB, 2, S2);                                               \
             } else {                                                                                             \
                 tw = 1;                                                                                          \
-                tile_##SFX(j, in0, wblk, init, tmp, NB, 1, S2);                                                  \
+                tile_##SFX(j, in0, wblk, pt, ic0, ic1, NB, 1, S2);                                               \
             }                                                                                                    \
-            for (int b = 0; b < NB; b++)                                                                         \
-                for (int64_t l = 0; l < nv[b]; l++) { /* lanes are channels: transpose into the rows */         \
-                    float *dst = yrow + (b * LANES + l) * j->rows * OW + ow;                                     \
-                    const float *src = tmp + b * TW1 * LANES + l;                                                \
-                    for (int64_t t = 0; t < tw; t++)                                                             \
-                        dst[t] = src[t * LANES];                                                                 \
-                }                                                                                                \
         }                                                                                                        \
     }                                                                                                            \
-    /* tasks [b, e): task = ((n * G + g) * npair + pair) * rows + row; a pair is blocks 2 pair and 2 pair + 1 */ \
+    /* one task: rows [r0, r1) of a (sample, group, block pair), a segment of positions at a time; for each     \
+     * chunk of input channels, every row and tile of the segment (the chunk's weights stay in L1) */           \
+    static inline __attribute__((always_inline)) ATTR void task_##SFX(const direct_job *j, int64_t n, int64_t g, \
+                                                                       int64_t blk, int64_t r0, int64_t r1,     \
+                                                                       const int NB, const int S2)              \
+    {                                                                                                            \
+        const od_conv_plan *p = j->p;                                                                            \
+        const int64_t OH = p->grid[1], OW = p->grid[2], nr = r1 - r0;                                            \
+        const int64_t segw = PART / (2 * LANES * nr) < OW ? PART / (2 * LANES * nr) : OW;                        \
+        float part[PART] __attribute__((aligned(64)));                                                           \
+        float init[2 * LANES] = {0};                                                                             \
+        int64_t oc0 = g * j->cg + blk * LANES, nv[2] = {0, 0};                                                   \
+        for (int k = 0; k < NB; k++) {                                                                           \
+            int64_t left = j->cg - (blk + k) * LANES;                                                            \
+            nv[k] = left < LANES ? left : LANES;                                                                 \
+            for (int64_t l = 0; j->bias && l < nv[k]; l++)                                                       \
+                init[k * LANES + l] = j->bias[oc0 + k * LANES + l];                                              \
+        }                                                                                                        \
+        const float *wblk = j->wp + (g * j->nblk + blk) * j->cin * j->kvol * LANES;                              \
+        for (int64_t s0 = 0; s0 < OW; s0 += segw) {                                                              \
+            int64_t s1 = s0 + segw < OW ? s0 + segw : OW;                                                        \
+            for (int64_t i = 0; i < nr * (s1 - s0); i++) /* the bias, or 0, first */                             \
+                memcpy(part + 2 * i * LANES, init, sizeof init);                                                 \
+            for (int64_t ic0 = 0; ic0 < j->cin; ic0 += j->icb) {                                                 \
+                int64_t ic1 = ic0 + j->icb < j->cin ? ic0 + j->icb : j->cin;                                     \
+                for (int64_t r = r0; r < r1; r++) {                                                              \
+                    int64_t od = r / OH, oh = r % OH;                                                            \
+                    const float *in = j->xp + (n * p->C_img + g * j->cin) * j->Dp * j->Hp * j->Wp +              \
+                                      (od * p->stride[0] * j->Hp + oh * p->stride[1]) * j->Wp;                   \
+                    row_##SFX(j, in, wblk, part + 2 * (r - r0) * (s1 - s0) * LANES, s0, s1, ic0, ic1, NB, S2);   \
+                }                                                                                                \
+            }                                                                                                    \
+            for (int64_t r = r0; r < r1; r++) /* lanes are channels: transpose into the rows */                 \
+                for (int k = 0; k < NB; k++)                                                                     \
+                    for (int64_t l = 0; l < nv[k]; l++) {                                                        \
+                        float *dst = j->y + ((n * p->C_grid + oc0 + k * LANES + l) * j->rows + r) * OW + s0;     \
+                        const float *src = part + (2 * (r - r0) * (s1 - s0) + k) * LANES + l;                    \
+                        for (int64_t t = 0; t < s1 - s0; t++)                                                    \
+                            dst[t] = src[2 * t * LANES];                                                         \
+                    }                                                                                            \
+        }                                                                                                        \
+    }                                                                                                            \
+    /* tasks [b, e): task = ((n * G + g) * npair + pair) * nrb + row block; a pair is blocks 2 pair and         \
+     * 2 pair + 1, a row block ROWS_PER_TASK output rows */                                                      \
     ATTR static void tasks_##SFX(void *ctx, int64_t b, int64_t e)                                                \
     {                                                                                                            \
         const direct_job *j = ctx;                                                                               \
         const od_conv_plan *p = j->p;                                                                            \
-        const int64_t OH = p->grid[1], OW = p->grid[2], G = p->groups, npair = (j->nblk + 1) / 2;                \
+        const int64_t G = p->groups, npair = (j->nblk + 1) / 2, nrb = (j->rows + j->rpt - 1) / j->rpt;           \
         for (int64_t task = b; task < e; task++) {                                                               \
-            int64_t row = task % j->rows, rest = task / j->rows;                                                 \
+            int64_t rb = task % nrb, rest = task / nrb;                                                          \
             int64_t pair = rest % npair, ng = rest / npair, g = ng % G, n = ng / G;                              \
-            int64_t od = row / OH, oh = row % OH, blk = 2 * pair;                                                \
-            int NB = blk + 1 < j->nblk ? 2 : 1;                                                                  \
-            int64_t oc0 = g * j->cg + blk * LANES, nv[2] = {0, 0};                                               \
-            VEC init[2] = {ZERO, ZERO};                                                                          \
-            for (int k = 0; k < NB; k++) {                                                                       \
-                int64_t left = j->cg - (blk + k) * LANES;                                                        \
-                nv[k] = left < LANES ? left : LANES;                                                             \
-                if (j->bias) {                                                                                   \
-                    float bv[LANES] = {0};                                                                       \
-                    for (int64_t l = 0; l < nv[k]; l++)                                                          \
-                        bv[l] = j->bias[oc0 + k * LANES + l];                                                    \
-                    init[k] = LOADW(bv);                                                                         \
-                }                                                                                                \
-            }                                                                                                    \
-            const float *wblk = j->wp + (g * j->nblk + blk) * j->cin * j->kvol * LANES;                          \
-            const float *in = j->xp + (n * p->C_img + g * j->cin) * j->Dp * j->Hp * j->Wp +                      \
-                              (od * p->stride[0] * j->Hp + oh * p->stride[1]) * j->Wp;                           \
-            float *yrow = j->y + ((n * p->C_grid + oc0) * j->rows + row) * OW;                                  \
-            if (NB == 2 && p->stride[2] == 1)                                                                    \
-                row_##SFX(j, in, wblk, init, yrow, nv, 2, 1);                                                    \
-            else if (NB == 2 && p->stride[2] == 2)                                                               \
-                row_##SFX(j, in, wblk, init, yrow, nv, 2, 2);                                                    \
-            else if (NB == 2)                                                                                    \
-                row_##SFX(j, in, wblk, init, yrow, nv, 2, 0);                                                    \
+            int64_t r0 = rb * j->rpt, r1 = r0 + j->rpt < j->rows ? r0 + j->rpt : j->rows, blk = 2 * pair;        \
+            bool two = blk + 1 < j->nblk;                                                                        \
+            if (two && p->stride[2] == 1)                                                                        \
+                task_##SFX(j, n, g, blk, r0, r1, 2, 1);                                                          \
+            else if (two && p->stride[2] == 2)                                                                   \
+                task_##SFX(j, n, g, blk, r0, r1, 2, 2);                                                          \
+            else if (two)                                                                                        \
+                task_##SFX(j, n, g, blk, r0, r1, 2, 0);                                                          \
             else if (p->stride[2] == 1)                                                                          \
-                row_##SFX(j, in, wblk, init, yrow, nv, 1, 1);                                                    \
+                task_##SFX(j, n, g, blk, r0, r1, 1, 1);                                                          \
             else if (p->stride[2] == 2)                                                                          \
-                row_##SFX(j, in, wblk, init, yrow, nv, 1, 2);                                                    \
+                task_##SFX(j, n, g, blk, r0, r1, 1, 2);                                                          \
             else                                                                                                 \
-                row_##SFX(j, in, wblk, init, yrow, nv, 1, 0);                                                    \
+                task_##SFX(j, n, g, blk, r0, r1, 1, 0);                                                          \
         }                                                                                                        \
     }
 
@@ -287,7 +317,14 @@ bool od_cpu_conv_direct_f32(const od_conv_plan *p, const float *x, const float *
     j.xp = copy ? xp : x;
     j.wp = wp;
     void (*fn)(void *, int64_t, int64_t) = v == ISA_AVX512 ? tasks_avx512 : tasks_avx2;
-    int64_t ntasks = p->N * G * ((j.nblk + 1) / 2) * j.rows;
+    /* enough tasks for the pool even for a small batch, each as many rows as that allows */
+    j.rpt = ROWS_PER_TASK;
+    while (j.rpt > 1 && p->N * G * ((j.nblk + 1) / 2) * ((j.rows + j.rpt - 1) / j.rpt) < 8 * od_get_num_threads())
+        j.rpt--;
+    j.icb = CHUNK_BYTES / (int64_t)sizeof(float) / (2 * lanes * j.kvol);
+    if (j.icb < 1)
+        j.icb = 1;
+    int64_t ntasks = p->N * G * ((j.nblk + 1) / 2) * ((j.rows + j.rpt - 1) / j.rpt);
     if (od_parallel_for(ntasks, 1, fn, &j) != OD_OK)
         fn(&j, 0, ntasks);
     free(xp);
