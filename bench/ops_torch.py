@@ -20,7 +20,7 @@ are tables of explicit cases, named by what they time; torch builds its
 inputs from the same tensor specs the server's /v1/bench takes.
 
 Usage: ops_torch.py --opdispatchd PATH [--n 1000000] [--iterations 20] [--threads 2] [--device cpu|cuda]
-                    [--family scan|ew|norm|attention|loss|pool|conv|embedding|dist] [--ops SUBSTRING]
+                    [--family scan|ew|norm|attention|loss|pool|conv|embedding|dist] [--ops SUBSTRING] [--http]
 """
 import argparse
 import json
@@ -244,6 +244,42 @@ FAMILIES = {"norm": norm_cases, "attention": attention_cases, "loss": loss_cases
 TARGETS = {"scan": 1.5, "conv": 1.25}  # server / torch; 1.0 elsewhere
 
 
+def http_client(url):
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "python"))
+    import opdispatch
+
+    return opdispatch.Client(url, transport="binary", timeout=1800)
+
+
+def as_array(spec, rng):
+    """a /v1/bench tensor spec as the numpy array a user would send"""
+    if not isinstance(spec, dict):
+        return spec
+    if "data" in spec:
+        return np.asarray(spec["data"], dtype=spec["dtype"]).reshape(spec["shape"])
+    shape, dt = spec["shape"], spec["dtype"]
+    kind = spec.get("generate", "rand")
+    a = (rng.random(shape) if kind == "rand" else rng.standard_normal(shape) if kind == "randn"
+         else np.zeros(shape) if kind == "zeros" else np.ones(shape))
+    return a.astype(dt)
+
+
+def time_http(client, op, args, iterations, device):
+    """median microseconds of one binary POST /v1/ops/<op> round trip (encoding and decoding included)"""
+    rng = np.random.default_rng(0)
+    vals = [[as_array(v, rng) for v in a] if isinstance(a, list) and a and isinstance(a[0], dict)
+            else as_array(a, rng) for a in args]
+    client.call(op, *vals, device=device)  # warm-up
+    times = []
+    for _ in range(iterations):
+        t0 = time.perf_counter()
+        client.call(op, *vals, device=device)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)) * 1e6
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--opdispatchd", required=True)
@@ -257,6 +293,10 @@ def main():
                         "operator of ops.def (its CPU kernel is od_cpu_ew; target <= 1.0); "
                         + "; ".join(f"{k}: {v.__doc__}" for k, v in FAMILIES.items()))
     p.add_argument("--ops", default="", help="ew: only operators whose name contains this")
+    p.add_argument("--http", action="store_true",
+                   help="also time each call end to end as a user makes it: POST /v1/ops/<op> from the "
+                        "Python client (clients/python) with binary tensors both ways, the median round "
+                        "trip, against torch's kernel time (the issue's 'in the server over binary')")
     a = p.parse_args()
 
     rng = np.random.default_rng(a.seed)
@@ -293,19 +333,28 @@ def main():
             cases = {k: v for k, v in FAMILIES[a.family]().items() if a.ops in k}
             ew = {"spec": [[k, op, args] for k, (op, args) in cases.items()]}
         target = TARGETS.get(a.family, 1.0)
-        torch_us = json.loads(subprocess.run([TORCH_PYTHON, "-c", TORCH_TIMER, str(a.n), str(a.iterations),
+        def torch_time(spec):
+            return json.loads(subprocess.run([TORCH_PYTHON, "-c", TORCH_TIMER, str(a.n), str(a.iterations),
                                               str(a.threads), str(a.seed), a.device, a.family],
-                                             input=json.dumps(ew),
+                                             input=json.dumps(spec),
                                              capture_output=True, text=True, check=True, timeout=1800).stdout)
+
+        # a family's cases are timed in turns, torch's right before the server's: these machines' speed
+        # drifts by 2x over tens of seconds, so each ratio compares two measurements taken together
+        torch_us = {} if a.family in FAMILIES else torch_time(ew)
         size = "the sizes named" if a.family in FAMILIES else f"{a.n} float32 elements"
         print(f"{size} on {a.device}, {a.threads} threads, median of {a.iterations} calls each; "
               f"torch {TORCH_PYTHON}")
-        print(f"{'operator':<34} {'server us':>10} {'torch us':>10} {'ratio':>7}  target <= {target}")
+        client = http_client(url) if a.http else None
+        print(f"{'operator':<34} {'server us':>10} {'torch us':>10} {'ratio':>7}  target <= {target}"
+              + (f"  {'HTTP us':>10} {'HTTP/torch':>10}" if client else ""))
         worst, missed = 0.0, 0
         for name, (op, args) in cases.items():
             req = {"op": op, "args": args, "device": a.device, "iterations": a.iterations, "warmup": 1}
             if a.family == "attention":
                 req["max_seconds"] = 1800  # /v1/bench's default budget is 10 s
+            if a.family in FAMILIES:
+                torch_us.update(torch_time({"spec": [[name, op, args]]}))
             r = requests.post(url + "/v1/bench", json=req, timeout=1800)
             r.raise_for_status()
             us = r.json()["kernel_us"]["median"]
@@ -313,7 +362,11 @@ def main():
             ratio = us / torch_us[tkey]
             worst = max(worst, ratio)
             missed += ratio > target
-            print(f"{name:<34} {us:>10.0f} {torch_us[tkey]:>10.0f} {ratio:>7.2f}  {'ok' if ratio <= target else 'MISSED'}")
+            line = f"{name:<34} {us:>10.0f} {torch_us[tkey]:>10.0f} {ratio:>7.2f}  {'ok' if ratio <= target else 'MISSED'}"
+            if client:
+                http_us = time_http(client, op, args, a.iterations, a.device)
+                line += f"  {http_us:>10.0f} {http_us / torch_us[tkey]:>10.2f}"
+            print(line)
         print(f"worst ratio {worst:.2f}; {missed} of {len(cases)} above {target}")
     finally:
         srv.send_signal(signal.SIGTERM)

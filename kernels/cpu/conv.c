@@ -28,6 +28,11 @@
  *    planes with od_parallel_for; the GEMMs run on OpenBLAS's own pool,
  *    never from inside a parallel region (blas.c's rule).
  */
+/* As elementwise.c: gcc's default -O2 cost model vectorises no loop that needs a run-time alias check,
+ * which every row loop here does (the depthwise kernel ran scalar). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math")
+#endif
 #include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -159,7 +164,8 @@ typedef struct col_job {
             }                                                                                                 \
         }                                                                                                     \
     }                                                                                                         \
-    /* depthwise planes [b, e): plane q = sample q / c, channel q % c */                                      \
+    /* depthwise planes [b, e): plane q = sample q / c, channel q % c. Row by row, every tap added to the     \
+     * output row while it sits in L1 (tap by tap over the whole plane streamed it once per tap) */          \
     static void depthwise_planes_##SFX(void *ctx, int64_t b, int64_t e)                                      \
     {                                                                                                         \
         const col_job *j = ctx;                                                                               \
@@ -170,24 +176,21 @@ typedef struct col_job {
             int64_t ch = q % g->c;                                                                            \
             const T *src = in + q * g->limg, *wk = w + ch * g->kvol;                                          \
             T *dst = out + q * g->lgrid;                                                                      \
-            for (int64_t i = 0; i < g->lgrid; i++) /* the bias last, as torch: 0 + -0.0 is 0 */              \
-                dst[i] = (T)0;                                                                                \
-            for (int64_t t = 0; t < g->kvol; t++) {                                                           \
-                int64_t kw = t % g->k[2], kh = (t / g->k[2]) % g->k[1], kd = t / (g->k[2] * g->k[1]);         \
-                T wv = wk[t];                                                                                 \
-                int64_t offd = kd * g->d[0] - g->p[0], offh = kh * g->d[1] - g->p[1], offw = kw * g->d[2] - g->p[2]; \
-                int64_t wlo, whi;                                                                             \
-                tap_range(g->grid[2], g->img[2], g->s[2], offw, &wlo, &whi);                         \
-                for (int64_t od = 0; od < g->grid[0]; od++) {                                                 \
-                    int64_t id = od * g->s[0] + offd;                                                         \
-                    if (id < 0 || id >= g->img[0])                                                            \
-                        continue;                                                                             \
-                    for (int64_t oh = 0; oh < g->grid[1]; oh++) {                                             \
-                        int64_t ih = oh * g->s[1] + offh;                                                     \
-                        if (ih < 0 || ih >= g->img[1])                                                        \
+            for (int64_t od = 0; od < g->grid[0]; od++)                                                       \
+                for (int64_t oh = 0; oh < g->grid[1]; oh++) {                                                 \
+                    T *restrict drow = dst + (od * g->grid[1] + oh) * g->grid[2];                             \
+                    for (int64_t i = 0; i < g->grid[2]; i++) /* the bias last, as torch: 0 + -0.0 is 0 */    \
+                        drow[i] = (T)0;                                                                       \
+                    for (int64_t t = 0; t < g->kvol; t++) {                                                   \
+                        int64_t kw = t % g->k[2], kh = (t / g->k[2]) % g->k[1], kd = t / (g->k[2] * g->k[1]); \
+                        int64_t id = od * g->s[0] + kd * g->d[0] - g->p[0];                                   \
+                        int64_t ih = oh * g->s[1] + kh * g->d[1] - g->p[1];                                   \
+                        if (id < 0 || id >= g->img[0] || ih < 0 || ih >= g->img[1])                           \
                             continue;                                                                         \
-                        T *drow = dst + (od * g->grid[1] + oh) * g->grid[2];                                  \
-                        const T *srow = src + (id * g->img[1] + ih) * g->img[2] + offw;                       \
+                        int64_t offw = kw * g->d[2] - g->p[2], wlo, whi;                                      \
+                        tap_range(g->grid[2], g->img[2], g->s[2], offw, &wlo, &whi);                          \
+                        T wv = wk[t];                                                                         \
+                        const T *restrict srow = src + (id * g->img[1] + ih) * g->img[2] + offw;              \
                         if (g->s[2] == 1)                                                                     \
                             for (int64_t ow = wlo; ow < whi; ow++)                                            \
                                 drow[ow] += wv * srow[ow];                                                    \
@@ -195,11 +198,10 @@ typedef struct col_job {
                             for (int64_t ow = wlo; ow < whi; ow++)                                            \
                                 drow[ow] += wv * srow[ow * g->s[2]];                                          \
                     }                                                                                         \
+                    if (bias)                                                                                 \
+                        for (int64_t i = 0; i < g->grid[2]; i++)                                              \
+                            drow[i] += bias[ch];                                                              \
                 }                                                                                             \
-            }                                                                                                 \
-            if (bias)                                                                                         \
-                for (int64_t i = 0; i < g->lgrid; i++)                                                        \
-                    dst[i] += bias[ch];                                                                       \
         }                                                                                                     \
     }
 
@@ -452,9 +454,14 @@ od_status od_cpu_conv(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
             col_job j = {.g = &dg, .in = xd, .w = wd, .bias = bd, .out = yd};
             od_parallel_for(p.N * p.C_img, 1, g_depthwise[c.kind], &j);
         } else if (!p.transposed) {
-            fill_bias(&c, yd, p.N, p.C_grid, g->lgrid, bd);
-            for (int64_t n = 0; n < p.N; n++)
-                down(&c, xd + n * img_n, wd, yd + n * grid_n);
+            if (c.kind == K_F32 && !g->pointwise &&
+                od_cpu_conv_direct_f32(&p, (const float *)xd, (const float *)wd, (const float *)bd, (float *)yd))
+                ; /* conv_direct.c: no columns (a 1x1 kernel is one GEMM already, which runs faster) */
+            else {
+                fill_bias(&c, yd, p.N, p.C_grid, g->lgrid, bd);
+                for (int64_t n = 0; n < p.N; n++)
+                    down(&c, xd + n * img_n, wd, yd + n * grid_n);
+            }
         } else {
             /* the bias is added last, as torch does (0 + -0.0 is 0 where no
              * window reaches an element) */

@@ -124,6 +124,20 @@ double od_cpu_sqdev_f64(const double *x, int64_t n, double mean);
 #define OD_CPU_CLONES
 #endif
 
+/* conv_direct.c: y [N, C_grid, grid] = bias + the convolution of x
+ * [N, C_img, img] with w [C_grid, C_img / groups, k], all contiguous
+ * float32 (borrowed; y is written whole), computed directly on AVX-512 or
+ * AVX2. False, with nothing written, where it does not apply (a transposed
+ * plan, no such CPU, few output channels per group, no memory): the caller
+ * then runs its im2col path. */
+struct od_conv_plan; /* od_shape.h */
+bool od_cpu_conv_direct_f32(const struct od_conv_plan *p, const float *x, const float *w, const float *bias, float *y);
+/* The instruction set od_cpu_conv_direct_f32 uses from now on: "avx512",
+ * "avx2", "off", or NULL for the best the CPU has (the default, unless the
+ * OD_CONV_DIRECT environment variable names one). name: borrowed. False,
+ * with nothing changed, when the CPU lacks the named set. */
+bool od_cpu_conv_direct_use(const char *name);
+
 /* conv.c's column loops of one sample, for im2col / col2im (fold.c): c image
  * channels, 3 spatial dims (leading 1s for 2d), as od_fold_plan's geometry.
  * im2col writes col [c * kvol, L] from im [c, img] (both borrowed,

@@ -15,6 +15,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
@@ -54,7 +55,15 @@ typedef struct pool_ctx {
     const od_pool_plan *pl;
     pview in, go, ix;   /* self, grad_output, indices */
     char *out, *out_ix; /* contiguous outputs */
+    const int64_t *win[3]; /* per dim, per output index: od_pool_window's lo, hi, step, span, tabled once */
 } pool_ctx;
+
+#define WIN(c, d, o, lo, hi, step, span)                                                                       \
+    do {                                                                                                        \
+        const int64_t *w_ = (c)->win[d] + 4 * (o);                                                              \
+        lo = w_[0], hi = w_[1], step = w_[2], span = w_[3];                                                     \
+        (void)step, (void)span; /* not every loop steps or divides */                                          \
+    } while (0)
 
 /* ---- forward, one instantiation per storage type T and accumulation type A ---- */
 #define POOL_FWD(NAME, T, A, LOAD, STORE, ISNAN, LOWEST, RND)                                                              \
@@ -70,25 +79,27 @@ typedef struct pool_ctx {
             int64_t i = 0;                                                                                      \
             for (int64_t ot = 0; ot < g->out[0]; ot++) {                                                        \
                 int64_t t0, t1, ts, tsp;                                                                        \
-                od_pool_window(g, 0, ot, &t0, &t1, &ts, &tsp);                                                  \
+                WIN(c, 0, ot, t0, t1, ts, tsp);                                                                 \
                 for (int64_t oh = 0; oh < g->out[1]; oh++) {                                                    \
                     int64_t h0, h1, hs, hsp;                                                                    \
-                    od_pool_window(g, 1, oh, &h0, &h1, &hs, &hsp);                                              \
+                    WIN(c, 1, oh, h0, h1, hs, hsp);                                                             \
                     for (int64_t ow = 0; ow < g->out[2]; ow++, i++) {                                           \
                         int64_t w0, w1, ws, wsp;                                                                \
-                        od_pool_window(g, 2, ow, &w0, &w1, &ws, &wsp);                                          \
+                        WIN(c, 2, ow, w0, w1, ws, wsp);                                                         \
                         if (g->kind == OD_POOL_MAX || g->kind == OD_POOL_AMAX) {                                \
-                            int64_t best = (t0 * g->in[1] + h0) * g->in[2] + w0;                                \
+                            int64_t best = (t0 * g->in[1] + h0) * g->in[2] + w0, sw = c->in.st[2];              \
                             A m = LOWEST;                                                                 \
                             for (int64_t t = t0; t < t1; t += ts)                                               \
-                                for (int64_t h = h0; h < h1; h += hs)                                           \
+                                for (int64_t h = h0; h < h1; h += hs) {                                         \
+                                    const T *xr = x + t * c->in.st[0] + h * c->in.st[1];                        \
                                     for (int64_t w = w0; w < w1; w += ws) {                                     \
-                                        A v = LOAD(x[t * c->in.st[0] + h * c->in.st[1] + w * c->in.st[2]]);     \
+                                        A v = LOAD(xr[w * sw]);                                                 \
                                         if (v > m || ISNAN(v)) {                                                \
                                             m = v;                                                              \
                                             best = (t * g->in[1] + h) * g->in[2] + w;                           \
                                         }                                                                       \
                                     }                                                                           \
+                                }                                                                               \
                             y[i] = STORE(m);                                                                    \
                             yi[i] = best;                                                                       \
                             continue;                                                                           \
@@ -144,10 +155,10 @@ POOL_FWD(fwd_i64, int64_t, int64_t, ID_, ID_, NO_NAN, INT64_MIN, ID_)
             T *gi = (T *)c->out + p * inn;                                                                      \
             for (int64_t ot = 0; ot < g->out[0]; ot++) {                                                        \
                 int64_t t0, t1, ts, tsp;                                                                        \
-                od_pool_window(g, 0, ot, &t0, &t1, &ts, &tsp);                                                  \
+                WIN(c, 0, ot, t0, t1, ts, tsp);                                                                 \
                 for (int64_t oh = 0; oh < g->out[1]; oh++) {                                                    \
                     int64_t h0, h1, hs, hsp;                                                                    \
-                    od_pool_window(g, 1, oh, &h0, &h1, &hs, &hsp);                                              \
+                    WIN(c, 1, oh, h0, h1, hs, hsp);                                                             \
                     for (int64_t ow = 0; ow < g->out[2]; ow++) {                                                \
                         int64_t o = ot * c->go.st[0] + oh * c->go.st[1] + ow * c->go.st[2];                     \
                         A gv = LOAD(go[o]);                                                                     \
@@ -158,7 +169,7 @@ POOL_FWD(fwd_i64, int64_t, int64_t, ID_, ID_, NO_NAN, INT64_MIN, ID_)
                             continue;                                                                           \
                         }                                                                                       \
                         int64_t w0, w1, ws, wsp;                                                                \
-                        od_pool_window(g, 2, ow, &w0, &w1, &ws, &wsp);                                          \
+                        WIN(c, 2, ow, w0, w1, ws, wsp);                                                         \
                         if (t0 >= t1 || h0 >= h1 || w0 >= w1)                                                   \
                             continue;                                                                           \
                         A d;                                                                                    \
@@ -189,7 +200,6 @@ POOL_BWD(bwd_i64, int64_t, int64_t, ID_, ID_)
 od_status od_cpu_pool(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
     (void)ks;
-    (void)op;
     od_opid id = OD_OPID_OF_CTX(ctx);
     od_pool_plan pl;
     od_out_spec spec[2];
@@ -221,9 +231,21 @@ od_status od_cpu_pool(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
     case OD_FLOAT16: fn = pl.backward ? bwd_f16 : fwd_f16; break;
     default: fn = pl.backward ? bwd_i64 : fwd_i64; break;
     }
+    int64_t nwin = pl.g.out[0] + pl.g.out[1] + pl.g.out[2];
+    int64_t *win = malloc(sizeof(int64_t) * 4 * (size_t)(nwin > 0 ? nwin : 1));
+    if (!win)
+        st = od_error_set(err, OD_ENOMEM, "%s: no memory for the window tables", od_op_schema(op)->name);
+    for (int d = 0, at = 0; win && d < 3; at += (int)pl.g.out[d], d++) {
+        c.win[d] = win + 4 * at;
+        for (int64_t o = 0; o < pl.g.out[d]; o++) {
+            int64_t *w = win + 4 * (at + o);
+            od_pool_window(&pl.g, d, o, &w[0], &w[1], &w[2], &w[3]);
+        }
+    }
     int64_t per = pl.g.out[0] * pl.g.out[1] * pl.g.out[2] * 9 + 1;
-    if (od_tensor_numel(outs[0]) > 0 && pl.planes > 0)
+    if (!st && od_tensor_numel(outs[0]) > 0 && pl.planes > 0)
         st = od_parallel_for(pl.planes, 32768 / per + 1, fn, &c);
+    free(win);
     if (st) {
         for (int i = 0; i < nouts; i++)
             od_tensor_release(outs[i]);

@@ -312,3 +312,45 @@ def test_non_contiguous_inputs(server, rng):
         check(server, cases, headers=h)
     finally:
         server.session.delete(server.url + f"/v1/sessions/{s}")
+
+
+def cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return set(next(line for line in f if line.startswith("flags")).split()[2:])
+    except (OSError, StopIteration):
+        return set()
+
+
+def direct_cases(rng, n_cases):
+    """float32 / bfloat16 forward convolutions with enough output channels per group for the direct
+    kernel (kernels/cpu/conv_direct.c): 4..40 per group (blocks and tails of 8 and 16 lanes), rows up
+    to 45 wide (every tile width), strides, dilation, padding beyond the kernel, 1-3 spatial dims."""
+    cases = []
+    for i in range(n_cases):
+        nd, g = 1 + i % 3, int(rng.integers(1, 3))
+        cin, cg = g * int(rng.integers(1, 6)), int(rng.integers(4, 41))
+        k = [int(rng.integers(1, 4)) for _ in range(nd)]
+        stride = [int(rng.integers(1, 4)) for _ in range(nd)]
+        dil = [int(rng.integers(1, 3)) for _ in range(nd)]
+        pad = [int(rng.integers(0, 3)) for _ in range(nd)]
+        size = [max(d * (kk - 1) + 1 - 2 * p, 1) + int(rng.integers(0, 40 if j == nd - 1 else 6))
+                for j, (d, kk, p) in enumerate(zip(dil, k, pad))]
+        dt = "bfloat16" if i % 4 == 3 else "float32"
+        x = R(rng, dt, [int(rng.integers(1, 3)), cin] + size)
+        w = R(rng, dt, [g * cg, cin // g] + k)
+        b = R(rng, dt, [g * cg]) if i % 2 else None
+        cases.append(("convolution", [x, w, b, stride, pad, dil, False, [0] * nd, g], None, None))
+    return cases
+
+
+def test_direct_kernel_on_each_instruction_set(server, make_server, rng):
+    """The direct kernel against torch on the default server (the best instruction set the CPU has)
+    and on one held to AVX2 (OD_CONV_DIRECT=avx2) and one to the im2col path (off). Its own
+    double-precision checks on every tile width are tests/unit/test_cpu_conv_direct.c."""
+    check(server, direct_cases(rng, 12))
+    check(make_server(env={"OD_CONV_DIRECT": "off"}), direct_cases(rng, 6))
+    if not {"avx2", "fma"} <= cpu_flags():
+        import pytest
+        pytest.skip("this CPU has no AVX2 and FMA: the direct kernel does not run here")
+    check(make_server(env={"OD_CONV_DIRECT": "avx2"}), direct_cases(rng, 12))

@@ -1,0 +1,333 @@
+/* conv_direct.c — the forward convolution of float32 data as a direct,
+ * register-tiled loop (no column matrix, no GEMM), on AVX-512 or AVX2.
+ *
+ * Invariants:
+ *  - Vector lanes are output channels: a block of LANES output channels
+ *    times a run of TW output positions along the last spatial dim is one
+ *    register tile (TW accumulators), and every (input channel, kernel
+ *    tap) adds one broadcast input value times one vector of LANES
+ *    weights to each accumulator, as oneDNN's direct kernels do. Any
+ *    stride and dilation is only a different step between the broadcast
+ *    loads; there is no per-element bounds check because the input is
+ *    first copied into a zero-padded buffer covering every tap.
+ *  - The weights are repacked once per call to [group][channel block]
+ *    [input channel][tap][LANES], zero beyond the group's last output
+ *    channel, so a block's tail lanes compute zeros that are never stored.
+ *  - Each output element is the bias (or 0) plus its products summed in
+ *    (input channel, tap) order in float32, with fused multiply-adds: the
+ *    same sum as the im2col path's up to rounding, which torch's oneDNN
+ *    kernel also orders its own way.
+ *  - Work splits over (sample, group, channel block, output row) tasks on
+ *    od_parallel_for; a task writes only its own output rows.
+ *  - Which instruction set runs is chosen on first use (OD_CONV_DIRECT=avx512,
+ *    avx2 or off, else the best the CPU has) or by od_cpu_conv_direct_use
+ *    (tests, benchmarks). Without AVX2 and FMA, or when
+ *    the plan does not suit (transposed, fewer than LANES / 2 output
+ *    channels per group, a padded copy past its memory bound), the caller
+ *    runs conv.c's im2col path.
+ */
+#include <immintrin.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "od_parallel.h"
+#include "od_shape.h"
+
+enum { ISA_UNSET = -1, ISA_OFF = 0, ISA_AVX2 = 1, ISA_AVX512 = 2 };
+
+typedef struct direct_job {
+    const od_conv_plan *p;
+    const float *xp;   /* padded input [N * C_img][Dp][Hp][Wp] */
+    const float *wp;   /* packed weights */
+    const float *bias; /* C_grid or NULL */
+    float *y;          /* [N][C_grid][OD][OH][OW] */
+    int64_t Dp, Hp, Wp, cin, cg, nblk, kvol, lanes;
+    int64_t rows;      /* OD * OH */
+    int64_t icb, rpt;  /* input channels per chunk, output rows per task */
+} direct_job;
+
+/* Partial sums of a task live in a stack buffer of PART floats between
+ * input-channel chunks: [row of the block][position of the segment][2
+ * blocks][LANES], so a tile reloads its accumulators with vector loads. */
+#define PART 16384
+#define ROWS_PER_TASK 4
+#define CHUNK_BYTES 32768 /* one chunk's weights for two blocks: an L1's worth */
+
+/* The body of one instruction set: a tile is NB (1 or 2) channel blocks of
+ * LANES times TW positions, NB * TW accumulators of VEC; two blocks share
+ * each broadcast input value, halving the loads per multiply-add. TW1 and
+ * TW2 are the widest tiles for one and two blocks (the register file).
+ * A tile adds input channels [ic0, ic1) to its partial sums (part: block
+ * 0's first position; block 1's lanes follow each position's). */
+#define DIRECT_ISA(SFX, ATTR, VEC, LANES, TW1, TW2, LOADW, SET1, FMA, STORE, ZERO)                               \
+    static inline __attribute__((always_inline)) ATTR void tile_##SFX(const direct_job *j, const float *in0,     \
+                                                                       const float *wblk, float *part,          \
+                                                                       int64_t ic0, int64_t ic1, const int NB,  \
+                                                                       const int TW, const int S2)              \
+    {                                                                                                            \
+        const od_conv_plan *p = j->p;                                                                            \
+        const int64_t s2 = S2 ? S2 : p->stride[2], d0 = p->dil[0], d1 = p->dil[1], d2 = p->dil[2];               \
+        const int64_t K0 = p->k[0], K1 = p->k[1], K2 = p->k[2], plane = j->Dp * j->Hp * j->Wp;                   \
+        const int64_t bstride = j->cin * j->kvol * LANES; /* the next block's packed weights */                 \
+        VEC a0[TW1], a1[TW2]; /* two arrays, each small enough for gcc to keep in registers */                  \
+        _Pragma("GCC unroll 32") for (int t = 0; t < TW; t++) a0[t] = LOADW(part + 2 * t * LANES);              \
+        if (NB == 2)                                                                                             \
+            _Pragma("GCC unroll 32") for (int t = 0; t < TW; t++) a1[t] = LOADW(part + (2 * t + 1) * LANES);    \
+        for (int64_t ic = ic0; ic < ic1; ic++) {                                                                 \
+            for (int64_t kd = 0; kd < K0; kd++)                                                                  \
+                for (int64_t kh = 0; kh < K1; kh++) {                                                            \
+                    const float *row = in0 + ic * plane + (kd * d0 * j->Hp + kh * d1) * j->Wp;                   \
+                    const float *wk = wblk + ((ic * K0 + kd) * K1 + kh) * K2 * LANES;                            \
+                    for (int64_t kw = 0; kw < K2; kw++) {                                                        \
+                        const float *q = row + kw * d2;                                                          \
+                        if (NB == 1) {                                                                           \
+                            VEC wv = LOADW(wk + kw * LANES);                                                     \
+                            _Pragma("GCC unroll 32") for (int t = 0; t < TW; t++)                               \
+                                a0[t] = FMA(SET1(q[t * s2]), wv, a0[t]);                                         \
+                        } else {                                                                                 \
+                            VEC w0 = LOADW(wk + kw * LANES), w1 = LOADW(wk + bstride + kw * LANES);              \
+                            _Pragma("GCC unroll 32") for (int t = 0; t < TW; t++) {                             \
+                                VEC xv = SET1(q[t * s2]);                                                        \
+                                a0[t] = FMA(xv, w0, a0[t]);                                                      \
+                                a1[t] = FMA(xv, w1, a1[t]);                                                      \
+                            }                                                                                    \
+                        }                                                                                        \
+                    }                                                                                            \
+                }                                                                                                \
+        }                                                                                                        \
+        _Pragma("GCC unroll 32") for (int t = 0; t < TW; t++) STORE(part + 2 * t * LANES, a0[t]);               \
+        if (NB == 2)                                                                                             \
+            _Pragma("GCC unroll 32") for (int t = 0; t < TW; t++) STORE(part + (2 * t + 1) * LANES, a1[t]);     \
+    }                                                                                                            \
+    /* positions [w0, w1) of one output row for channels [ic0, ic1), in tiles: the widest first, the tail in    \
+     * halving widths, each an unrolled body (S2: the stride along the row as a constant, 0 for any) */          \
+    static inline __attribute__((always_inline)) ATTR void row_##SFX(const direct_job *j, const float *in,       \
+                                                                      const float *wblk, float *part,           \
+                                                                      int64_t w0, int64_t w1, int64_t ic0,      \
+                                                                      int64_t ic1, const int NB, const int S2)  \
+    {                                                                                                            \
+        const int64_t st = j->p->stride[2], TWX = NB == 1 ? TW1 : TW2;                                           \
+        for (int64_t ow = w0, tw; ow < w1; ow += tw) {                                                           \
+            const float *in0 = in + ow * st;                                                                     \
+            float *pt = part + 2 * (ow - w0) * LANES;                                                            \
+            int64_t left = w1 - ow;                                                                              \
+            if (left >= TWX) {                                                                                   \
+                tw = TWX;                                                                                        \
+                if (NB == 1)                                                                                     \
+                    tile_##SFX(j, in0, wblk, pt, ic0, ic1, 1, TW1, S2);                                          \
+                else                                                                                             \
+                    tile_##SFX(j, in0, wblk, pt, ic0, ic1, 2, TW2, S2);                                          \
+            } else if (left >= 8) {                                                                              \
+                tw = 8;                                                                                          \
+                tile_##SFX(j, in0, wblk, pt, ic0, ic1, NB, 8, S2);                                               \
+            } else if (left >= 4) {                                                                              \
+                tw = 4;                                                                                          \
+                tile_##SFX(j, in0, wblk, pt, ic0, ic1, NB, 4, S2);                                               \
+            } else if (left >= 2) {                                                                              \
+                tw = 2;                                                                                          \
+                tile_##SFX(j, in0, wblk, pt, ic0, ic1, NB, 2, S2);                                               \
+            } else {                                                                                             \
+                tw = 1;                                                                                          \
+                tile_##SFX(j, in0, wblk, pt, ic0, ic1, NB, 1, S2);                                               \
+            }                                                                                                    \
+        }                                                                                                        \
+    }                                                                                                            \
+    /* one task: rows [r0, r1) of a (sample, group, block pair), a segment of positions at a time; for each     \
+     * chunk of input channels, every row and tile of the segment (the chunk's weights stay in L1) */           \
+    static inline __attribute__((always_inline)) ATTR void task_##SFX(const direct_job *j, int64_t n, int64_t g, \
+                                                                       int64_t blk, int64_t r0, int64_t r1,     \
+                                                                       const int NB, const int S2)              \
+    {                                                                                                            \
+        const od_conv_plan *p = j->p;                                                                            \
+        const int64_t OH = p->grid[1], OW = p->grid[2], nr = r1 - r0;                                            \
+        const int64_t segw = PART / (2 * LANES * nr) < OW ? PART / (2 * LANES * nr) : OW;                        \
+        float part[PART] __attribute__((aligned(64)));                                                           \
+        float init[2 * LANES] = {0};                                                                             \
+        int64_t oc0 = g * j->cg + blk * LANES, nv[2] = {0, 0};                                                   \
+        for (int k = 0; k < NB; k++) {                                                                           \
+            int64_t left = j->cg - (blk + k) * LANES;                                                            \
+            nv[k] = left < LANES ? left : LANES;                                                                 \
+            for (int64_t l = 0; j->bias && l < nv[k]; l++)                                                       \
+                init[k * LANES + l] = j->bias[oc0 + k * LANES + l];                                              \
+        }                                                                                                        \
+        const float *wblk = j->wp + (g * j->nblk + blk) * j->cin * j->kvol * LANES;                              \
+        for (int64_t s0 = 0; s0 < OW; s0 += segw) {                                                              \
+            int64_t s1 = s0 + segw < OW ? s0 + segw : OW;                                                        \
+            for (int64_t i = 0; i < nr * (s1 - s0); i++) /* the bias, or 0, first */                             \
+                memcpy(part + 2 * i * LANES, init, sizeof init);                                                 \
+            for (int64_t ic0 = 0; ic0 < j->cin; ic0 += j->icb) {                                                 \
+                int64_t ic1 = ic0 + j->icb < j->cin ? ic0 + j->icb : j->cin;                                     \
+                for (int64_t r = r0; r < r1; r++) {                                                              \
+                    int64_t od = r / OH, oh = r % OH;                                                            \
+                    const float *in = j->xp + (n * p->C_img + g * j->cin) * j->Dp * j->Hp * j->Wp +              \
+                                      (od * p->stride[0] * j->Hp + oh * p->stride[1]) * j->Wp;                   \
+                    row_##SFX(j, in, wblk, part + 2 * (r - r0) * (s1 - s0) * LANES, s0, s1, ic0, ic1, NB, S2);   \
+                }                                                                                                \
+            }                                                                                                    \
+            for (int64_t r = r0; r < r1; r++) /* lanes are channels: transpose into the rows */                 \
+                for (int k = 0; k < NB; k++)                                                                     \
+                    for (int64_t l = 0; l < nv[k]; l++) {                                                        \
+                        float *dst = j->y + ((n * p->C_grid + oc0 + k * LANES + l) * j->rows + r) * OW + s0;     \
+                        const float *src = part + (2 * (r - r0) * (s1 - s0) + k) * LANES + l;                    \
+                        for (int64_t t = 0; t < s1 - s0; t++)                                                    \
+                            dst[t] = src[2 * t * LANES];                                                         \
+                    }                                                                                            \
+        }                                                                                                        \
+    }                                                                                                            \
+    /* tasks [b, e): task = ((n * G + g) * npair + pair) * nrb + row block; a pair is blocks 2 pair and         \
+     * 2 pair + 1, a row block ROWS_PER_TASK output rows */                                                      \
+    ATTR static void tasks_##SFX(void *ctx, int64_t b, int64_t e)                                                \
+    {                                                                                                            \
+        const direct_job *j = ctx;                                                                               \
+        const od_conv_plan *p = j->p;                                                                            \
+        const int64_t G = p->groups, npair = (j->nblk + 1) / 2, nrb = (j->rows + j->rpt - 1) / j->rpt;           \
+        for (int64_t task = b; task < e; task++) {                                                               \
+            int64_t rb = task % nrb, rest = task / nrb;                                                          \
+            int64_t pair = rest % npair, ng = rest / npair, g = ng % G, n = ng / G;                              \
+            int64_t r0 = rb * j->rpt, r1 = r0 + j->rpt < j->rows ? r0 + j->rpt : j->rows, blk = 2 * pair;        \
+            bool two = blk + 1 < j->nblk;                                                                        \
+            if (two && p->stride[2] == 1)                                                                        \
+                task_##SFX(j, n, g, blk, r0, r1, 2, 1);                                                          \
+            else if (two && p->stride[2] == 2)                                                                   \
+                task_##SFX(j, n, g, blk, r0, r1, 2, 2);                                                          \
+            else if (two)                                                                                        \
+                task_##SFX(j, n, g, blk, r0, r1, 2, 0);                                                          \
+            else if (p->stride[2] == 1)                                                                          \
+                task_##SFX(j, n, g, blk, r0, r1, 1, 1);                                                          \
+            else if (p->stride[2] == 2)                                                                          \
+                task_##SFX(j, n, g, blk, r0, r1, 1, 2);                                                          \
+            else                                                                                                 \
+                task_##SFX(j, n, g, blk, r0, r1, 1, 0);                                                          \
+        }                                                                                                        \
+    }
+
+DIRECT_ISA(avx512, __attribute__((target("avx512f"))), __m512, 16, 28, 14, _mm512_loadu_ps, _mm512_set1_ps,
+           _mm512_fmadd_ps, _mm512_storeu_ps, _mm512_setzero_ps())
+DIRECT_ISA(avx2, __attribute__((target("avx2,fma"))), __m256, 8, 12, 6, _mm256_loadu_ps, _mm256_set1_ps,
+           _mm256_fmadd_ps, _mm256_storeu_ps, _mm256_setzero_ps())
+
+static atomic_int g_isa = ISA_UNSET;
+
+bool od_cpu_conv_direct_use(const char *name)
+{
+    __builtin_cpu_init();
+    bool has512 = __builtin_cpu_supports("avx512f"),
+         has2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    int v;
+    if (!name)
+        v = has512 ? ISA_AVX512 : has2 ? ISA_AVX2 : ISA_OFF;
+    else if (strcmp(name, "off") == 0)
+        v = ISA_OFF;
+    else if (strcmp(name, "avx2") == 0 && has2)
+        v = ISA_AVX2;
+    else if (strcmp(name, "avx512") == 0 && has512)
+        v = ISA_AVX512;
+    else
+        return false;
+    atomic_store(&g_isa, v);
+    return true;
+}
+
+static int isa(void)
+{
+    int v = atomic_load_explicit(&g_isa, memory_order_relaxed);
+    if (v == ISA_UNSET) {
+        const char *e = getenv("OD_CONV_DIRECT");
+        if (!od_cpu_conv_direct_use(e && *e ? e : NULL))
+            od_cpu_conv_direct_use(NULL); /* a set the CPU lacks: the best it has */
+        v = atomic_load(&g_isa);
+    }
+    return v;
+}
+
+/* planes [b, e) of the padded input: plane q of N * C_img */
+typedef struct pad_job {
+    const od_conv_plan *p;
+    const float *x;
+    float *xp;
+    int64_t Dp, Hp, Wp;
+} pad_job;
+
+static void pad_planes(void *ctx, int64_t b, int64_t e)
+{
+    const pad_job *j = ctx;
+    const od_conv_plan *p = j->p;
+    const int64_t D = p->img[0], H = p->img[1], W = p->img[2];
+    for (int64_t q = b; q < e; q++) {
+        float *dst = j->xp + q * j->Dp * j->Hp * j->Wp;
+        const float *src = j->x + q * D * H * W;
+        memset(dst, 0, sizeof(float) * (size_t)(j->Dp * j->Hp * j->Wp));
+        for (int64_t d = 0; d < D && d + p->pad[0] < j->Dp; d++)
+            for (int64_t h = 0; h < H && h + p->pad[1] < j->Hp; h++) {
+                int64_t w = W + p->pad[2] <= j->Wp ? W : j->Wp - p->pad[2];
+                if (w > 0)
+                    memcpy(dst + ((d + p->pad[0]) * j->Hp + h + p->pad[1]) * j->Wp + p->pad[2],
+                           src + (d * H + h) * W, sizeof(float) * (size_t)w);
+            }
+    }
+}
+
+bool od_cpu_conv_direct_f32(const od_conv_plan *p, const float *x, const float *w, const float *bias, float *y)
+{
+    int v = p->transposed ? ISA_OFF : isa();
+    int64_t lanes = v == ISA_AVX512 ? 16 : 8, G = p->groups, cg = p->C_grid / G;
+    if (v == ISA_OFF || cg < lanes / 2)
+        return false;
+    direct_job j = {.p = p, .bias = bias, .y = y, .cin = p->C_img / G, .cg = cg, .lanes = lanes,
+                    .nblk = (cg + lanes - 1) / lanes, .kvol = p->k[0] * p->k[1] * p->k[2],
+                    .rows = p->grid[0] * p->grid[1]};
+    /* the extent every tap reaches, from the padded origin */
+    j.Dp = (p->grid[0] - 1) * p->stride[0] + (p->k[0] - 1) * p->dil[0] + 1;
+    j.Hp = (p->grid[1] - 1) * p->stride[1] + (p->k[1] - 1) * p->dil[1] + 1;
+    j.Wp = (p->grid[2] - 1) * p->stride[2] + (p->k[2] - 1) * p->dil[2] + 1;
+    int64_t planes = p->N * p->C_img, padded = planes * j.Dp * j.Hp * j.Wp,
+            input = planes * p->img[0] * p->img[1] * p->img[2];
+    if (p->N * p->C_grid * j.rows * p->grid[2] == 0)
+        return true; /* nothing to write */
+    /* a copy far larger than the input (huge padding or dilation) is left to im2col */
+    if (padded > 4 * input + (16 << 20) / (int64_t)sizeof(float))
+        return false;
+    /* unpadded, every tap lies inside the input itself: read it in place */
+    bool copy = p->pad[0] || p->pad[1] || p->pad[2];
+    if (!copy) {
+        j.Dp = p->img[0];
+        j.Hp = p->img[1];
+        j.Wp = p->img[2];
+    }
+    size_t wsz = (size_t)(G * j.nblk * j.cin * j.kvol * lanes);
+    float *xp = copy ? malloc(sizeof(float) * (size_t)padded) : NULL, *wp = calloc(wsz, sizeof(float));
+    if ((copy && !xp) || !wp) {
+        free(xp);
+        free(wp);
+        return false;
+    }
+    /* weights [C_grid][cin][kvol] -> [g][blk][cin][kvol][lanes] */
+    for (int64_t oc = 0; oc < p->C_grid; oc++) {
+        int64_t g = oc / cg, blk = (oc % cg) / lanes, l = (oc % cg) % lanes;
+        float *dst = wp + (g * j.nblk + blk) * j.cin * j.kvol * lanes + l;
+        const float *src = w + oc * j.cin * j.kvol;
+        for (int64_t i = 0; i < j.cin * j.kvol; i++)
+            dst[i * lanes] = src[i];
+    }
+    pad_job pj = {.p = p, .x = x, .xp = xp, .Dp = j.Dp, .Hp = j.Hp, .Wp = j.Wp};
+    if (copy && od_parallel_for(planes, 1, pad_planes, &pj) != OD_OK)
+        pad_planes(&pj, 0, planes);
+    j.xp = copy ? xp : x;
+    j.wp = wp;
+    void (*fn)(void *, int64_t, int64_t) = v == ISA_AVX512 ? tasks_avx512 : tasks_avx2;
+    /* enough tasks for the pool even for a small batch, each as many rows as that allows */
+    j.rpt = ROWS_PER_TASK;
+    while (j.rpt > 1 && p->N * G * ((j.nblk + 1) / 2) * ((j.rows + j.rpt - 1) / j.rpt) < 8 * od_get_num_threads())
+        j.rpt--;
+    j.icb = CHUNK_BYTES / (int64_t)sizeof(float) / (2 * lanes * j.kvol);
+    if (j.icb < 1)
+        j.icb = 1;
+    int64_t ntasks = p->N * G * ((j.nblk + 1) / 2) * ((j.rows + j.rpt - 1) / j.rpt);
+    if (od_parallel_for(ntasks, 1, fn, &j) != OD_OK)
+        fn(&j, 0, ntasks);
+    free(xp);
+    free(wp);
+    return true;
+}
