@@ -454,9 +454,9 @@ od_status od_cpu_conv(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
             col_job j = {.g = &dg, .in = xd, .w = wd, .bias = bd, .out = yd};
             od_parallel_for(p.N * p.C_img, 1, g_depthwise[c.kind], &j);
         } else if (!p.transposed) {
-            if (c.kind == K_F32 && !g->pointwise &&
+            if (c.kind == K_F32 &&
                 od_cpu_conv_direct_f32(&p, (const float *)xd, (const float *)wd, (const float *)bd, (float *)yd))
-                ; /* conv_direct.c: no columns (a 1x1 kernel is one GEMM already, which runs faster) */
+                ; /* conv_direct.c: no columns (a 1x1 kernel too: faster here than its GEMM) */
             else {
                 fill_bias(&c, yd, p.N, p.C_grid, g->lgrid, bd);
                 for (int64_t n = 0; n < p.N; n++)

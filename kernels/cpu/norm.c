@@ -21,6 +21,11 @@
  *  - Channels and rows are split over the thread pool; every task writes
  *    disjoint outputs.
  */
+/* As elementwise.c: gcc's default -O2 cost model leaves loops that need a peel or a run-time check scalar
+ * (batch norm's x * alpha + beta ran one element at a time). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math")
+#endif
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,23 +59,37 @@ static inline float bf16_round(float v) { return od_bf16_to_float(od_float_to_bf
         int64_t N = p->N, C = p->C, S = p->S;                                                        \
         double n = (double)(N * S);                                                                  \
         for (int64_t c = c0; c < c1; c++) {                                                          \
-            double sum = 0;                                                                          \
+            /* eight double accumulators: one would chain every add on the last (ATen's sums are in    \
+             * double too, in its own order) */                                                       \
+            double a[8] = {0};                                                                       \
             for (int64_t i = 0; i < N; i++) {                                                        \
-                const T *r = x + (i * C + c) * S;                                                    \
-                for (int64_t s = 0; s < S; s++)                                                      \
-                    sum += r[s];                                                                     \
+                const T *restrict r = x + (i * C + c) * S;                                           \
+                int64_t s = 0;                                                                       \
+                for (; s + 8 <= S; s += 8)                                                           \
+                    for (int u = 0; u < 8; u++)                                                      \
+                        a[u] += r[s + u];                                                            \
+                for (; s < S; s++)                                                                   \
+                    a[0] += r[s];                                                                    \
             }                                                                                        \
+            double sum = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));          \
             T mean = (T)(sum / n);                                                                   \
             if (k->bf16)                                                                             \
                 mean = (T)bf16_round((float)mean);                                                   \
-            double vs = 0;                                                                           \
+            double v[8] = {0};                                                                       \
             for (int64_t i = 0; i < N; i++) {                                                        \
-                const T *r = x + (i * C + c) * S;                                                    \
-                for (int64_t s = 0; s < S; s++) {                                                    \
+                const T *restrict r = x + (i * C + c) * S;                                           \
+                int64_t s = 0;                                                                       \
+                for (; s + 8 <= S; s += 8)                                                           \
+                    for (int u = 0; u < 8; u++) {                                                    \
+                        T d = r[s + u] - mean; /* ATen's (x - mean)^2 in the input's type */         \
+                        v[u] += d * d;                                                               \
+                    }                                                                                \
+                for (; s < S; s++) {                                                                 \
                     T d = r[s] - mean;                                                               \
-                    vs += d * d;                                                                     \
+                    v[0] += d * d;                                                                   \
                 }                                                                                    \
             }                                                                                        \
+            double vs = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));           \
             T var_sum = (T)vs; /* ATen keeps var_sum in the input's type */                          \
             ((T *)k->smean)[c] = mean;                                                               \
             ((T *)k->sinvstd)[c] = (T)(1.0 / sqrt((double)var_sum / n + p->eps));                    \
