@@ -38,6 +38,14 @@ def g(rng, *shape, pos=False, away=0.0):
     return a
 
 
+def spread(rng, *shape, offset=0.0):
+    """Values whose every coordinate differs from every other's by at least 0.15 (a shuffled grid of step
+    0.5, jittered by < 0.1, shifted by offset): a fractional-p distance's gradient |d|^(p-1) is steep
+    near d = 0, where central differences of step 1e-6 lose the 1e-4 agreement asked of them."""
+    n = int(np.prod(shape))
+    return (rng.permutation(n) * 0.5 + offset + rng.random(n) * 0.1 - 2.0).reshape(shape)
+
+
 def make_cases(rng):
     """(op, args, kwargs, out index); RG marks inputs that require grad."""
     a23 = lambda: RG(g(rng, 2, 3))
@@ -418,13 +426,13 @@ def make_cases(rng):
     # distances: the native p-norm paths (CdistBackward0 / PdistBackward0), batch broadcast, and the
     # matrix-product path (cdist over 25 rows: _euclidean_dist's EuclideanDistBackward0, then a view)
     for p in (1.0, 2.0, 0.5, 3.0):
-        add("cdist", RG(g(rng, 4, 3)), RG(g(rng, 5, 3)), p)
+        add("cdist", RG(spread(rng, 4, 3)), RG(spread(rng, 5, 3, offset=0.25)), p)
     add("cdist", RG(g(rng, 2, 1, 3, 4)), RG(g(rng, 2, 5, 4)), 1.5)
     add("cdist", RG(g(rng, 27, 3)), RG(g(rng, 4, 3)))
     add("_euclidean_dist", RG(g(rng, 3, 4)), RG(g(rng, 5, 4)))
     add("_cdist_forward", RG(g(rng, 27, 3)), RG(g(rng, 2, 4, 3)), 2.0, None)  # its own mm path, CdistBackward0
     for p in (1.0, 2.0, 0.7, 2.5):
-        add("pdist", RG(g(rng, 5, 3)), p)
+        add("pdist", RG(spread(rng, 5, 3)), p)
     return C
 
 
