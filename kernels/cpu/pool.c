@@ -65,83 +65,62 @@ typedef struct pool_ctx {
         (void)step, (void)span; /* not every loop steps or divides */                                          \
     } while (0)
 
-/* ---- forward, one instantiation per storage type T and accumulation type A ----
- * One output's max or sum is a chain of dependent steps in ATen's order (kept
- * bit for bit), which alone runs at the latency of one step. So outputs go
- * four at a time when their windows have one shape (the interior of a row, or
- * four planes of a global pool): four chains side by side, each in its own
- * order, the same bits as one at a time. */
-#define POOL_FWD(NAME, T, A, LOAD, STORE, ISNAN, LOWEST, RND)                                                  \
+/* ---- forward, one instantiation per storage type T and accumulation type A ---- */
+#define POOL_FWD(NAME, T, A, LOAD, STORE, ISNAN, LOWEST, RND)                                                              \
     static void NAME(void *vc, int64_t p0, int64_t p1)                                                          \
     {                                                                                                           \
         const pool_ctx *c = vc;                                                                                 \
         const od_pool_geom *g = &c->pl->g;                                                                      \
-        const int64_t O0 = g->out[0], O1 = g->out[1], O2 = g->out[2], on = O0 * O1 * O2;                        \
-        const int64_t *st = c->in.st;                                                                           \
-        const bool max = g->kind == OD_POOL_MAX || g->kind == OD_POOL_AMAX;                                     \
-        for (int64_t f = p0 * on; f < p1 * on;) {                                                               \
-            /* the next (up to) four outputs: planes, windows, first elements */                                \
-            int nl = 0;                                                                                         \
-            const T *xb[4];                                                                                     \
-            int64_t lo[4][3] = {{0}}, hi[4][3] = {{0}}, sp[4][3] = {{0}}, step[3] = {1, 1, 1}, ix0[4] = {0};      \
-            for (; nl < 4 && f + nl < p1 * on; nl++) {                                                          \
-                int64_t q = f + nl, p = q / on, r = q % on, o[3] = {r / (O1 * O2), (r / O2) % O1, r % O2};      \
-                for (int d = 0; d < 3; d++)                                                                     \
-                    WIN(c, d, o[d], lo[nl][d], hi[nl][d], step[d], sp[nl][d]);                                  \
-                if (nl > 0 && (hi[nl][0] - lo[nl][0] != hi[0][0] - lo[0][0] ||                                  \
-                               hi[nl][1] - lo[nl][1] != hi[0][1] - lo[0][1] ||                                  \
-                               hi[nl][2] - lo[nl][2] != hi[0][2] - lo[0][2]))                                   \
-                    break; /* a different shape: it starts the next group */                                    \
-                xb[nl] = (const T *)c->in.base + plane_off(&c->in, p) + lo[nl][0] * st[0] + lo[nl][1] * st[1] + \
-                         lo[nl][2] * st[2];                                                                     \
-                ix0[nl] = (lo[nl][0] * g->in[1] + lo[nl][1]) * g->in[2] + lo[nl][2];                            \
-            }                                                                                                   \
-            const int64_t L0 = hi[0][0] - lo[0][0], L1 = hi[0][1] - lo[0][1], L2 = hi[0][2] - lo[0][2];         \
-            T *y = (T *)c->out + f;                                                                             \
-            if (max) {                                                                                          \
-                int64_t *yi = (int64_t *)c->out_ix + f;                                                         \
-                A m[4] = {LOWEST, LOWEST, LOWEST, LOWEST};                                                      \
-                int64_t best[4] = {ix0[0], ix0[1], ix0[2], ix0[3]};                                             \
-                for (int64_t t = 0; t < L0; t += step[0])                                                       \
-                    for (int64_t h = 0; h < L1; h += step[1])                                                   \
-                        for (int64_t w = 0; w < L2; w += step[2]) {                                             \
-                            int64_t off = t * st[0] + h * st[1] + w * st[2];                                    \
-                            int64_t at = (t * g->in[1] + h) * g->in[2] + w;                                     \
-                            for (int j = 0; j < nl; j++) {                                                      \
-                                A v = LOAD(xb[j][off]);                                                         \
-                                if (v > m[j] || ISNAN(v)) {                                                     \
-                                    m[j] = v;                                                                   \
-                                    best[j] = ix0[j] + at;                                                      \
+        int64_t on = g->out[0] * g->out[1] * g->out[2];                                                         \
+        for (int64_t p = p0; p < p1; p++) {                                                                     \
+            const T *x = (const T *)c->in.base + plane_off(&c->in, p);                                          \
+            T *y = (T *)c->out + p * on;                                                                        \
+            int64_t *yi = c->out_ix ? (int64_t *)c->out_ix + p * on : NULL;                                     \
+            int64_t i = 0;                                                                                      \
+            for (int64_t ot = 0; ot < g->out[0]; ot++) {                                                        \
+                int64_t t0, t1, ts, tsp;                                                                        \
+                WIN(c, 0, ot, t0, t1, ts, tsp);                                                                 \
+                for (int64_t oh = 0; oh < g->out[1]; oh++) {                                                    \
+                    int64_t h0, h1, hs, hsp;                                                                    \
+                    WIN(c, 1, oh, h0, h1, hs, hsp);                                                             \
+                    for (int64_t ow = 0; ow < g->out[2]; ow++, i++) {                                           \
+                        int64_t w0, w1, ws, wsp;                                                                \
+                        WIN(c, 2, ow, w0, w1, ws, wsp);                                                         \
+                        if (g->kind == OD_POOL_MAX || g->kind == OD_POOL_AMAX) {                                \
+                            int64_t best = (t0 * g->in[1] + h0) * g->in[2] + w0, sw = c->in.st[2];              \
+                            A m = LOWEST;                                                                 \
+                            for (int64_t t = t0; t < t1; t += ts)                                               \
+                                for (int64_t h = h0; h < h1; h += hs) {                                         \
+                                    const T *xr = x + t * c->in.st[0] + h * c->in.st[1];                        \
+                                    for (int64_t w = w0; w < w1; w += ws) {                                     \
+                                        A v = LOAD(xr[w * sw]);                                                 \
+                                        if (v > m || ISNAN(v)) {                                                \
+                                            m = v;                                                              \
+                                            best = (t * g->in[1] + h) * g->in[2] + w;                           \
+                                        }                                                                       \
+                                    }                                                                           \
                                 }                                                                               \
-                            }                                                                                   \
+                            y[i] = STORE(m);                                                                    \
+                            yi[i] = best;                                                                       \
+                            continue;                                                                           \
                         }                                                                                       \
-                for (int j = 0; j < nl; j++) {                                                                  \
-                    y[j] = STORE(m[j]);                                                                         \
-                    yi[j] = best[j];                                                                            \
-                }                                                                                               \
-                f += nl;                                                                                        \
-                continue;                                                                                       \
-            }                                                                                                   \
-            A sum[4] = {0, 0, 0, 0};                                                                            \
-            for (int64_t t = 0; t < L0; t++)                                                                    \
-                for (int64_t h = 0; h < L1; h++)                                                                \
-                    for (int64_t w = 0; w < L2; w++) {                                                          \
-                        int64_t off = t * st[0] + h * st[1] + w * st[2];                                        \
-                        for (int j = 0; j < nl; j++)                                                            \
-                            sum[j] = RND(sum[j] + LOAD(xb[j][off]));                                            \
+                        A sum = 0;                                                                              \
+                        for (int64_t t = t0; t < t1; t++)                                                       \
+                            for (int64_t h = h0; h < h1; h++)                                                   \
+                                for (int64_t w = w0; w < w1; w++)                                               \
+                                    sum = RND(sum + LOAD(x[t * c->in.st[0] + h * c->in.st[1] + w * c->in.st[2]])); \
+                        if (t0 >= t1 || h0 >= h1 || w0 >= w1) {                                                 \
+                            y[i] = STORE((A)0);                                                                 \
+                        } else if (g->kind == OD_POOL_AVG) {                                                    \
+                            int64_t sp[3] = {tsp, hsp, wsp}, ln[3] = {t1 - t0, h1 - h0, w1 - w0};               \
+                            y[i] = STORE(sum / (A)od_pool_avg_divisor(g, sp, ln));                              \
+                        } else {                                                                                \
+                            /* ATen: sum / kT / kH / kW, each step in the sum's type */                          \
+                            y[i] = STORE(RND(RND(RND(sum / (A)(t1 - t0)) / (A)(h1 - h0)) / (A)(w1 - w0)));       \
+                        }                                                                                       \
                     }                                                                                           \
-            for (int j = 0; j < nl; j++) {                                                                      \
-                if (L0 <= 0 || L1 <= 0 || L2 <= 0) {                                                            \
-                    y[j] = STORE((A)0);                                                                         \
-                } else if (g->kind == OD_POOL_AVG) {                                                            \
-                    int64_t ln[3] = {L0, L1, L2};                                                               \
-                    y[j] = STORE(sum[j] / (A)od_pool_avg_divisor(g, sp[j], ln));                                \
-                } else {                                                                                        \
-                    /* ATen: sum / kT / kH / kW, each step in the sum's type */                                  \
-                    y[j] = STORE(RND(RND(RND(sum[j] / (A)L0) / (A)L1) / (A)L2));                                \
                 }                                                                                               \
             }                                                                                                   \
-            f += nl;                                                                                            \
         }                                                                                                       \
     }
 
