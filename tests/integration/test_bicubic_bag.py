@@ -175,7 +175,10 @@ def check_bags(server, cases, rtol=1e-6):
             continue
         got = np.array([float(x) if isinstance(x, str) else x for x in o["data"]], np.float64)
         exp = np.array([float(x) if isinstance(x, str) else x for x in w["value"]], np.float64)
-        if not np.allclose(got, exp, rtol=rtol, atol=1e-6 if rtol < 1e-3 else rtol, equal_nan=True):
+        # a float32 bag sum that cancels keeps the rounding of its largest terms, not of its result (the
+        # ASan build's order differs from the release build's): atol scales with the outputs' magnitude
+        scale = max(1.0, float(np.abs(exp[np.isfinite(exp)]).max(initial=0))) if o["dtype"] == "float32" else 1.0
+        if not np.allclose(got, exp, rtol=rtol, atol=(1e-6 if rtol < 1e-3 else rtol) * scale, equal_nan=True):
             bad.append(f"{what}: {got[:8]} vs torch {exp[:8]}")
     assert not bad, f"{len(bad)} of {len(reqs)} disagree:\n" + "\n".join(bad[:25])
 
