@@ -43,7 +43,7 @@ typedef struct direct_job {
     const float *wp;   /* packed weights */
     const float *bias; /* C_grid or NULL */
     float *y;          /* [N][C_grid][OD][OH][OW] */
-    int64_t Dp, Hp, Wp, cin, cg, nblk, kvol, lanes;
+    int64_t Dp, Hp, Wp, cin, cg, nblk, kvol;
     int64_t rows;      /* OD * OH */
     int64_t icb, rpt;  /* input channels per chunk, output rows per task */
 } direct_job;
@@ -275,7 +275,7 @@ bool od_cpu_conv_direct_f32(const od_conv_plan *p, const float *x, const float *
     int64_t lanes = v == ISA_AVX512 ? 16 : 8, G = p->groups, cg = p->C_grid / G;
     if (v == ISA_OFF || cg < lanes / 2)
         return false;
-    direct_job j = {.p = p, .bias = bias, .y = y, .cin = p->C_img / G, .cg = cg, .lanes = lanes,
+    direct_job j = {.p = p, .bias = bias, .y = y, .cin = p->C_img / G, .cg = cg,
                     .nblk = (cg + lanes - 1) / lanes, .kvol = p->k[0] * p->k[1] * p->k[2],
                     .rows = p->grid[0] * p->grid[1]};
     /* the extent every tap reaches, from the padded origin */
