@@ -11,6 +11,16 @@ def T(a):
     return {"dtype": str(a.dtype), "shape": list(a.shape), "data": a.reshape(-1).tolist()}
 
 
+MATMULS = ("mm", "addmm", "bmm", "matmul", "linear")
+
+
+def bf16(a):
+    """a rounded to bfloat16 (to nearest even), as float64."""
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
 def test_autocast_matches_torch_on_cpu(server, rng):
     x, w = rng.standard_normal((4, 8)).astype(np.float32), rng.standard_normal((8, 3)).astype(np.float32)
     xb = rng.standard_normal((2, 4, 8)).astype(np.float32)
@@ -32,10 +42,19 @@ def test_autocast_matches_torch_on_cpu(server, rng):
         body = r.json()
         got = body["outputs"][0]
         assert got["dtype"] == ref["dtype"], (op, got["dtype"], ref["dtype"])
-        np.testing.assert_allclose(np.array(got["data"], dtype=np.float64).reshape(-1), ref["value"], rtol=2e-2,
-                                   atol=2e-2, err_msg=op)
+        value = np.array(got["data"], dtype=np.float64).reshape(-1)
+        atol = 2e-2
+        if ref["dtype"] == "bfloat16" and op in MATMULS:
+            # torch 1.13's CPU bfloat16 matmul at these sizes rounds every product and partial sum to bfloat16
+            # (bit for bit on 200 random 2x4x8 @ 2x8x3 batches); the server sums in float32 and rounds once. Both
+            # are within the standard bound of a length-K dot product, K * u * (|A| @ |B|), u = 2^-8 for bfloat16.
+            a, b = (args[1], args[2]) if op == "addmm" else (args[0], args[1].T if op == "linear" else args[1])
+            a, b = bf16(a), bf16(b)
+            atol = 2e-2 + a.shape[-1] * 2.0 ** -8 * (np.abs(a) @ np.abs(b)).reshape(-1)
+        assert np.all(np.abs(value - np.asarray(ref["value"])) <= atol + 2e-2 * np.abs(ref["value"])), \
+            (op, value, ref["value"])
         assert body["dispatch"]["autocast"] == "bfloat16"
-        if ref["dtype"] == "bfloat16" and op in ("mm", "addmm", "bmm", "matmul", "linear"):
+        if ref["dtype"] == "bfloat16" and op in MATMULS:
             assert "AutocastCPU [kernel]" in body["dispatch"]["path"], body["dispatch"]["path"]
 
 
