@@ -30,7 +30,7 @@ od_status od_cx_diagonal_view(od_tensor *self, int64_t offset, int64_t dim1, int
     if (offset >= 0)
         len = offset >= s2 ? 0 : (s1 < s2 - offset ? s1 : s2 - offset);
     else
-        len = -offset >= s1 ? 0 : (s1 + offset < s2 ? s1 + offset : s2);
+        len = offset <= -s1 ? 0 : (s1 + offset < s2 ? s1 + offset : s2); /* never -offset: INT64_MIN */
     if (len < 0)
         len = 0;
     int64_t off = self->offset;
