@@ -52,6 +52,22 @@ static const od_tensor *tensor_arg(const od_stack *s, int i)
     return i < s->nargs && s->args[i].tag == OD_T_TENSOR ? s->args[i].u.t : NULL;
 }
 
+/* a * b + c into *r, false on int64 overflow: a padding, stride or dilation
+ * near 2^63 must answer an error, not wrap (ATen wraps, and its message shows
+ * the wrapped size). */
+static bool mul_add(int64_t a, int64_t b, int64_t c, int64_t *r)
+{
+    int64_t m;
+    return !__builtin_mul_overflow(a, b, &m) && !__builtin_add_overflow(m, c, r);
+}
+
+static od_status too_large(od_error *err)
+{
+    return od_error_set(err, OD_EINVAL,
+                        "convolution(): padding, stride, dilation or output_padding too large: the sizes they give "
+                        "overflow int64");
+}
+
 /* The dtype the CPU kernel named in torch's "not implemented" message */
 static const char *cpu_kernel_name(const od_conv_plan *p)
 {
@@ -207,7 +223,10 @@ static od_status plan_of(const od_stack *s, int in_at, bool bias_is_sizes, od_co
         char in_s[128] = "", k_s[128] = "";
         bool ok = true;
         for (int k = 0; k < nd; k++) {
-            int64_t ip = x->sizes[2 + k] + 2 * p->pad[3 - nd + k], kk = p->dil[3 - nd + k] * (p->k[3 - nd + k] - 1) + 1;
+            int64_t ip, kk;
+            if (!mul_add(2, p->pad[3 - nd + k], x->sizes[2 + k], &ip) ||
+                !mul_add(p->dil[3 - nd + k], p->k[3 - nd + k] - 1, 1, &kk))
+                return too_large(err);
             ok &= ip >= kk;
             size_t li = strlen(in_s), lk = strlen(k_s);
             snprintf(in_s + li, sizeof in_s - li, "%s%" PRId64, k ? " x " : "", ip);
@@ -258,7 +277,11 @@ static od_status plan_of(const od_stack *s, int in_at, bool bias_is_sizes, od_co
         char in_s[128] = "", o_s[128] = "";
         for (int k = 0; k < 3; k++) {
             p->grid[k] = k < 3 - nd ? 1 : x->sizes[2 + k - (3 - nd)];
-            p->img[k] = (p->grid[k] - 1) * p->stride[k] - 2 * p->pad[k] + p->dil[k] * (p->k[k] - 1) + p->opad[k] + 1;
+            int64_t a, b;
+            if (!mul_add(p->grid[k] - 1, p->stride[k], p->opad[k] + 1, &a) ||
+                !mul_add(p->dil[k], p->k[k] - 1, 0, &b) || __builtin_add_overflow(a, b, &a) ||
+                !mul_add(-2, p->pad[k], a, &p->img[k]))
+                return too_large(err);
             if (k >= 3 - nd || nd == 1) {
                 small |= p->img[k] < 1;
                 size_t li = strlen(in_s), lo = strlen(o_s);
