@@ -56,6 +56,14 @@ static od_status narrow_checked(od_tensor **t, int d, int64_t start, int64_t len
     return narrow(t, d, start, length, err);
 }
 
+static od_status pad_size_error(int64_t size, int64_t before, int64_t after, int d, od_error *err)
+{
+    return od_error_set(err, OD_EINVAL,
+                        "The input size %lld, plus negative padding %lld and %lld resulted in a negative output "
+                        "size, which is invalid. Check dimension %d of your input.",
+                        (long long)size, (long long)before, (long long)after, d);
+}
+
 /* aten::constant_pad_nd, in torch's order: pad[2i], pad[2i+1] pad the i-th
  * dim from the last, before and after; negative pads crop (narrow) first;
  * without a positive pad the result is the cropped self cloned. */
@@ -77,6 +85,13 @@ OD_CX_KERNEL(od_cea_constant_pad_nd)
                             "Length of pad should be no more than twice the number of dimensions of the "
                             "input. Pad length is %dwhile the input has %ddimensions.",
                             np, nd);
+    for (int i = 0; i < lpad; i++) { /* pads near 2^63: torch's sum wraps negative, ours must not wrap at all */
+        int k = np - 2 * (i + 1), d = ldiff + i;
+        int64_t sum;
+        if (pad[k] == INT64_MIN || pad[k + 1] == INT64_MIN || __builtin_add_overflow(self->sizes[d], pad[k], &sum) ||
+            __builtin_add_overflow(sum, pad[k + 1], &sum))
+            return pad_size_error(self->sizes[d], pad[k], pad[k + 1], d, err);
+    }
     od_tensor *in = self;
     od_tensor_retain(in);
     bool non_positive = true;
@@ -101,10 +116,7 @@ OD_CX_KERNEL(od_cea_constant_pad_nd)
             int k = np - 2 * (i + 1), d = ldiff + i;
             sizes[d] = self->sizes[d] + pad[k] + pad[k + 1];
             if (sizes[d] <= 0)
-                st = od_error_set(err, OD_EINVAL,
-                                  "The input size %lld, plus negative padding %lld and %lld resulted in a "
-                                  "negative output size, which is invalid. Check dimension %d of your input.",
-                                  (long long)self->sizes[d], (long long)pad[k], (long long)pad[k + 1], d);
+                st = pad_size_error(self->sizes[d], pad[k], pad[k + 1], d, err);
         }
         od_value a[6] = {od_list_v(OD_T_INT_LIST, sizes, (size_t)nd), s->args[2], od_dtype_v(self->dtype),
                          od_none(), od_device_v(self->device), od_none()};
