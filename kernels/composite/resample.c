@@ -30,7 +30,14 @@ OD_CX_KERNEL(od_cea_pixel_shuffle)
         return od_error_set(err, OD_EINVAL, "%s expects a positive %s, but got %" PRId64, fn,
                             shuffle ? "upscale_factor" : "downscale_factor", r);
     int nb = x->ndim - 3;
-    int64_t c = x->sizes[nb], h = x->sizes[nb + 1], w = x->sizes[nb + 2];
+    int64_t c = x->sizes[nb], h = x->sizes[nb + 1], w = x->sizes[nb + 2], rr, big;
+    /* every size below is r * r, c * r * r, h * r or w * r at most: ATen
+     * lets them wrap (a shape near 2^63), here they are refused */
+    if (__builtin_mul_overflow(r, r, &rr) || __builtin_mul_overflow(c, rr, &big) ||
+        __builtin_mul_overflow(h, r, &big) || __builtin_mul_overflow(w, r, &big))
+        return od_error_set(err, OD_EINVAL, "%s: %s %" PRId64 " is too large for an input of shape [%" PRId64
+                            ", %" PRId64 ", %" PRId64 "]: its output sizes overflow int64", fn,
+                            shuffle ? "upscale_factor" : "downscale_factor", r, c, h, w);
     if (shuffle && c % (r * r) != 0)
         return od_error_set(err, OD_EINVAL,
                             "pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
@@ -46,6 +53,11 @@ OD_CX_KERNEL(od_cea_pixel_shuffle)
                             "pixel_unshuffle expects width to be divisible by downscale_factor, but input.size(-1)=%" PRId64
                             " is not divisible by %" PRId64,
                             w, r);
+    if (!shuffle && od_tensor_numel(x) == 0) { /* ATen 1.13's pixel_unshuffle returns an empty input's clone */
+        od_tensor *out;
+        od_status st = od_cx_clone(x, OD_MF_PRESERVE, &out, err);
+        return st ? st : od_cx_return1(s, out);
+    }
     int64_t v[OD_MAX_DIMS + 3], perm[OD_MAX_DIMS + 3], o[OD_MAX_DIMS];
     for (int i = 0; i < nb; i++) {
         v[i] = o[i] = x->sizes[i];
