@@ -412,7 +412,7 @@ OD_CX_KERNEL(od_cea_smooth_l1_huber)
     bool cuda = self->device.type == OD_DEV_CUDA;
     if (!bw && huber && !(p > 0))
         return od_error_set(err, OD_EINVAL, "huber_loss does not support non-positive values for delta.");
-    if (!bw && !huber && p < 0)
+    if (!bw && !huber && !(p >= 0)) /* ATen checks beta >= 0: NaN fails it */
         return od_error_set(err, OD_EINVAL, "smooth_l1_loss does not support negative values for beta.");
     od_cx_scope sc = od_cx_scope_begin(err);
     if (!bw) {

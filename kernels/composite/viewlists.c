@@ -410,11 +410,16 @@ OD_CX_KERNEL(od_cea_view_scatter)
         int64_t size = self->sizes[d];
         if (length < 0)
             return od_error_set(err, OD_EINVAL, "narrow(): length must be non-negative.");
-        if (start < 0)
-            start += size;
-        /* ATen checks start + length <= size only; a start still negative
-         * with a length to copy reads before the data there, refused here */
-        if ((start < 0 && length > 0) || start > size - length)
+        if (start < 0) { /* ATen wraps start as a dim (maybe_wrap_dim): an empty dim takes -1 and 0 */
+            int64_t n = size > 0 ? size : 1;
+            if (start < -n)
+                return od_error_set(err, OD_EINVAL,
+                                    "Dimension out of range (expected to be in range of [%" PRId64 ", %" PRId64
+                                    "], but got %" PRId64 ")",
+                                    -n, n - 1, start);
+            start += n;
+        }
+        if (start > size - length)
             return od_error_set(err, OD_EINVAL, "start (%" PRId64 ") + length (%" PRId64
                                 ") exceeds dimension size (%" PRId64 ").", start, length, size);
         if (length == 0)
