@@ -1,0 +1,284 @@
+"""Kernels on hostile values (issue "A hostile world", item 3): integer division
+and remainder by zero, INT64_MIN / -1, shifts past the bit width, pow with
+negative integer exponents, index operators with out-of-range and negative
+indices, views with negative or overflowing sizes, strides and offsets, and
+reductions over empty dimensions.
+
+Where PyTorch 1.13 defines a result the server gives the same one; where it
+raises, the server answers a clean 4xx with the error shape; where torch's
+own arithmetic is undefined (it dies of SIGFPE on INT64_MIN // -1, its sizes
+wrap near 2^63) the server gives the defined answer written here. The
+integration suite also runs against the ASan+UBSan server, which aborts on
+any undefined behaviour, so each case doubles as a UBSan probe.
+"""
+
+import numpy as np
+import pytest
+
+from conftest import error_message, torch_ref
+
+I64MIN, I64MAX = -(1 << 63), (1 << 63) - 1
+
+
+def T(dtype, shape, data):
+    return {"dtype": dtype, "shape": list(shape), "data": list(data)}
+
+
+def v(dtype, *data):
+    return T(dtype, [len(data)], data)
+
+
+def f32(*d):
+    return v("float32", *d)
+
+
+M22 = T("float32", [2, 2], [1, 2, 3, 4])
+IMG = T("float32", [1, 1, 2, 2], [1, 2, 3, 4])
+K11 = T("float32", [1, 1, 1, 1], [1])
+E03 = T("float32", [0, 3], [])
+
+# (op, args, kwargs): compared with torch 1.13, its value or its refusal.
+WITH_TORCH = [
+    # division by zero raises ZeroDivisionError for every integer kernel
+    ("floor_divide", [v("int64", 5, -5, 0), v("int64", 0, 0, 0)], {}),
+    ("remainder.Tensor", [v("int64", 5, -5, 0), v("int64", 0, 0, 0)], {}),
+    ("fmod.Tensor", [v("int32", 5, -5), v("int32", 1, 0)], {}),
+    ("div.Tensor_mode", [v("int64", 5), v("int64", 0)], {"rounding_mode": "trunc"}),
+    ("div.Tensor_mode", [v("int16", 5), v("int16", 0)], {"rounding_mode": "floor"}),
+    ("remainder.Scalar", [v("int64", 5), 0], {}),
+    ("fmod.Scalar", [v("int8", 5), 0], {}),
+    ("floor_divide.Scalar", [v("int64", 5), 0], {}),
+    ("div.Tensor", [v("int64", 5, 0, -5), v("int64", 0, 0, 0)], {}),  # true division: inf, nan, -inf
+    # int8's -128 / -1 is promoted to int and truncated back: no trap in torch either
+    ("floor_divide", [v("int8", -128), v("int8", -1)], {}),
+    # pow with negative integer exponents
+    ("pow.Tensor_Tensor", [v("int64", 2, 1, -1, 0), v("int64", -1, -2, -3, -1)], {}),
+    ("pow.Tensor_Scalar", [v("int64", 2, 1, -1, 0), -2], {}),
+    ("pow.Scalar", [2, v("int64", -1, 3)], {}),
+    ("pow.Tensor_Tensor", [v("int64", 3, 2), v("int64", 63, 64)], {}),  # wraps modulo 2^64
+    ("pow.Tensor_Tensor", [v("int8", 3, -2), v("int8", 5, 7)], {}),
+    # the int64 edges of the integer kernels
+    ("gcd", [v("int64", I64MIN, 0, I64MIN), v("int64", 0, 0, I64MIN)], {}),
+    ("abs", [v("int64", I64MIN)], {}),
+    ("neg", [v("int64", I64MIN)], {}),
+    ("sign", [v("int64", I64MIN)], {}),
+    ("add.Tensor", [v("int64", I64MAX), v("int64", 1)], {}),
+    ("sub.Tensor", [v("int64", I64MIN), v("int64", 1)], {}),
+    ("mul.Tensor", [v("int64", 1 << 62), v("int64", 4)], {}),
+    ("cumsum", [v("int64", 1 << 62, 1 << 62, 1 << 62)], {"dim": 0}),
+    ("sum", [v("int64", 1 << 62, 1 << 62, 1 << 62)], {}),
+    ("prod", [v("int64", 1 << 62, 4)], {}),
+    ("bitwise_right_shift.Tensor", [v("int8", -8, 8), v("int8", 9, 100)], {}),
+    ("bitwise_left_shift.Tensor", [v("uint8", 1, 255), v("uint8", 8, 200)], {}),
+    # index operators: out of range, negative, INT64_MIN
+    ("index_select", [f32(1, 2, 3), 0, v("int64", 3)], {}),
+    ("index_select", [f32(1, 2, 3), 0, v("int64", -1)], {}),
+    ("gather", [f32(1, 2, 3), 0, v("int64", 5)], {}),
+    ("gather", [f32(1, 2, 3), 0, v("int64", -1)], {}),
+    ("take", [f32(1, 2, 3), v("int64", -4)], {}),
+    ("take", [f32(1, 2, 3), v("int64", -3)], {}),
+    ("index.Tensor", [f32(1, 2, 3), [v("int64", I64MIN)]], {}),
+    ("index.Tensor", [f32(1, 2, 3), [v("int64", -3)]], {}),
+    ("scatter.value", [f32(1, 2, 3), 0, v("int64", 7), 1.0], {}),
+    ("scatter_add", [f32(1, 2, 3), 0, v("int64", -1), f32(1)], {}),
+    ("index_put", [f32(1, 2, 3), [v("int64", 3)], f32(9)], {}),
+    ("index_add", [f32(1, 2, 3), 0, v("int64", -4), f32(1)], {}),
+    ("index_fill.int_Scalar", [f32(1, 2, 3), 0, v("int64", 3), 1.0], {}),
+    ("index_copy", [f32(1, 2, 3), 0, v("int64", 3), f32(1)], {}),
+    ("put", [f32(1, 2, 3), v("int64", 3), f32(1)], {}),
+    ("embedding", [M22, v("int64", 2)], {}),
+    ("embedding", [M22, v("int64", -1)], {}),
+    ("nll_loss", [T("float32", [2, 3], [0] * 6), v("int64", 3, 0)], {}),
+    ("nll_loss", [T("float32", [2, 3], [0] * 6), v("int64", -5, 0)], {}),
+    # views: negative and overflowing sizes, strides and offsets
+    ("as_strided", [f32(1, 2, 3), [2], [-1]], {}),
+    ("as_strided", [f32(1, 2, 3), [-1], [1]], {}),
+    ("as_strided", [f32(1, 2, 3), [2], [1], 2], {}),
+    ("as_strided", [f32(1, 2, 3), [2], [1], -1], {}),
+    ("as_strided", [f32(1, 2, 3), [0, 5], [1 << 62, 1]], {}),
+    ("expand", [f32(1, 2, 3), [-1, -1]], {}),
+    ("expand", [f32(1, 2, 3), [-2]], {}),
+    ("select.int", [f32(1, 2, 3), 0, -4], {}),
+    ("select.int", [f32(1, 2, 3), 0, I64MIN], {}),
+    ("select.int", [f32(1, 2, 3), 0, I64MAX], {}),
+    ("select.int", [f32(1, 2, 3), -2, 0], {}),
+    ("slice.Tensor", [f32(1, 2, 3), 0, 0, 3, 0], {}),
+    ("narrow_copy", [f32(1, 2, 3), 0, -4, 1], {}),
+    ("narrow_copy", [f32(1, 2, 3), 0, 2, 2], {}),
+    ("narrow_copy", [f32(1, 2, 3), 0, -1, 1], {}),
+    ("view", [v("float32", 1, 2, 3, 4), [-1, -1]], {}),
+    ("unfold", [f32(1, 2, 3), 0, 2, 0], {}),
+    ("unfold", [f32(1, 2, 3), 0, 1 << 62, 1], {}),
+    ("diagonal", [M22, I64MIN, 0, 1], {}),
+    ("diagonal", [M22, I64MAX, 0, 1], {}),
+    ("flip", [f32(1, 2, 3), [I64MIN]], {}),
+    ("transpose.int", [f32(1, 2), I64MIN, 0], {}),
+    ("permute", [M22, [0, 0]], {}),
+    ("constant_pad_nd", [f32(1, 2, 3), [-5, 0]], {}),
+    ("constant_pad_nd", [f32(1, 2, 3), [1 << 62, 1 << 62]], {}),
+    # reductions over empty dimensions
+    ("sum.dim_IntList", [E03, [0]], {}),
+    ("prod.dim_int", [E03, 0], {}),
+    ("mean.dim", [E03, [0]], {}),
+    ("logsumexp", [E03, [0]], {}),
+    ("amax", [E03, [0]], {}),
+    ("amax", [T("float32", [3, 0], []), [0]], {}),
+    ("max.dim", [E03, 0], {}),
+    ("argmax", [E03, 1], {}),
+    ("argmax", [E03, 0], {}),
+    ("median.dim", [E03, 0], {}),
+    ("mode", [E03, 0], {}),
+    ("var.correction", [T("float32", [1, 3], [1, 2, 3])], {"dim": [0], "correction": 5}),
+    ("kthvalue", [f32(1, 2, 3), 4], {}),
+    ("kthvalue", [f32(1, 2, 3), 0], {}),
+    ("topk", [f32(1, 2, 3), 4], {}),
+    ("topk", [f32(1, 2, 3), -1], {}),
+    # factories and nn parameters out of range
+    ("arange.start_step", [0, 10, 0], {}),
+    ("arange", [-5], {}),
+    ("linspace", [0, 1, -1], {}),
+    ("zeros", [[-1]], {}),
+    ("eye", [-1], {}),
+    ("max_pool2d", [IMG, [2, 2], [0, 0]], {}),
+    ("max_pool2d", [IMG, [2, 2], [1, 1], [2, 2]], {}),
+    ("avg_pool2d", [IMG, [2, 2], [1, 1], [0, 0], False, True, 0], {}),
+    ("conv2d", [IMG, K11], {"stride": [0, 1]}),
+    ("conv2d", [IMG, K11], {"dilation": [0, 1]}),
+    ("conv2d", [IMG, K11], {"groups": 0}),
+    ("pixel_shuffle", [T("float32", [1, 4, 1, 1], [1, 2, 3, 4]), 0], {}),
+    ("split.Tensor", [f32(1, 2, 3), 0], {}),
+    ("chunk", [f32(1, 2, 3), 0], {}),
+    ("polygamma", [-1, f32(1.5)], {}),
+    ("round.decimals", [f32(1.5)], {"decimals": -400}),
+]
+
+# (op, args, kwargs, expected): where torch 1.13's answer is no reference.
+# An expected list is the server's value; a string, the start of its 4xx message.
+DEFINED_HERE = [
+    # torch dies of SIGFPE (x86's idiv traps); the result wraps as two's complement does
+    ("floor_divide", [v("int64", I64MIN), v("int64", -1)], {}, [I64MIN]),
+    ("div.Tensor_mode", [v("int64", I64MIN), v("int64", -1)], {"rounding_mode": "trunc"}, [I64MIN]),
+    ("div.Tensor_mode", [v("int64", I64MIN), v("int64", -1)], {"rounding_mode": "floor"}, [I64MIN]),
+    ("remainder.Tensor", [v("int64", I64MIN), v("int64", -1)], {}, [0]),
+    ("fmod.Tensor", [v("int64", I64MIN), v("int64", -1)], {}, [0]),
+    ("floor_divide", [v("int32", -(1 << 31)), v("int32", -1)], {}, [-(1 << 31)]),
+    ("remainder.Tensor", [v("int32", -(1 << 31)), v("int32", -1)], {}, [0]),
+    # torch 1.13 shifts by the count modulo the bit width (x86's shl); a shift
+    # past the width is 0 (or -1 for a negative number shifted right), as in later torch
+    ("bitwise_left_shift.Tensor", [v("int64", 1, 1, 1, -1), v("int64", -1, 64, 100, 63)], {}, [0, 0, 0, I64MIN]),
+    ("bitwise_right_shift.Tensor", [v("int64", 1, -8, 5, -1), v("int64", -1, 64, 100, 70)], {}, [0, -1, 0, -1]),
+    ("bitwise_left_shift.Tensor", [v("int32", 1, 1, 1), v("int32", -1, 32, 40)], {}, [0, 0, 0]),
+    # torch's roll computes size - shift, which wraps; INT64_MIN = 1 (mod 3)
+    ("roll", [f32(1, 2, 3), [I64MIN], [0]], {}, [3.0, 1.0, 2.0]),
+    # sizes that overflow int64 in torch's arithmetic are refused, not wrapped
+    ("conv2d", [IMG, K11], {"padding": [1 << 62, 0]}, "convolution(): padding, stride, dilation or output_padding too large"),
+    ("conv_transpose2d.input", [IMG, K11], {"stride": [I64MAX, 1]}, "convolution(): padding, stride, dilation or output_padding too large"),
+    ("pixel_shuffle", [T("float32", [1, 4, 1, 1], [1, 2, 3, 4]), I64MAX], {}, "pixel_shuffle: upscale_factor"),
+    ("pixel_unshuffle", [T("float32", [1, 0, 4, 4], []), 1 << 62], {}, "pixel_unshuffle: downscale_factor"),
+    ("constant_pad_nd", [f32(1, 2, 3), [I64MAX, I64MAX]], {}, "The input size 3, plus negative padding"),
+    ("constant_pad_nd", [f32(1, 2, 3), [I64MIN, 0]], {}, "The input size 3, plus negative padding"),
+    ("as_strided", [f32(1, 2, 3), [2], [1], 1 << 62], {}, "setStorage"),
+    ("as_strided", [f32(1, 2, 3), [1 << 62], [1 << 62]], {}, "setStorage"),
+    ("expand", [f32(1, 2, 3), [1 << 62, 3]], {}, "shape [4611686018427387904, 3] has too many elements"),
+    ("repeat", [v("float32", 1, 2), [1 << 40, 1 << 40]], {}, "shape"),
+    ("full", [[1 << 40, 1 << 40], 1.0], {}, "full(): the number of elements overflows int64"),
+    ("upsample_nearest2d", [IMG, [1 << 31, 1 << 31]], {}, "tensor of shape [1, 1, 2147483648, 2147483648]"),
+    ("diag_embed", [v("float32", 1, 2), 1 << 62], {}, "zeros(): the number of elements overflows int64"),
+    ("tril", [M22, I64MIN], {}, "tril: diagonal -9223372036854775808 is out of the range"),
+    ("searchsorted.Tensor", [f32(1, 2, 3), f32(2)], {"sorter": v("int64", 5, 0, 1)}, "torch.searchsorted(): sorter index out of range"),
+]
+
+
+def same_values(got, want):
+    g, w = np.asarray(got, dtype=object), np.asarray(want, dtype=object)
+    if g.shape != w.shape:
+        return False
+    for a, b in zip(g.reshape(-1), w.reshape(-1)):
+        a = float(a) if isinstance(a, str) else a  # "NaN", "Infinity" on the wire
+        if isinstance(a, float) or isinstance(b, float):
+            if not (a == b or (np.isnan(float(a)) and np.isnan(float(b)))):
+                return False
+        elif a != b:
+            return False
+    return True
+
+
+def call(server, op, args, kwargs):
+    return server.post(f"/v1/ops/{op}", {"args": args, "kwargs": kwargs})
+
+
+def test_hostile_values_agree_with_torch(server):
+    refs = torch_ref([{"op": op, "args": args, "kwargs": kw} for op, args, kw in WITH_TORCH])
+    bad = []
+    for (op, args, kw), ref in zip(WITH_TORCH, refs):
+        r = call(server, op, args, kw)
+        if "error" in ref:
+            if not 400 <= r.status_code < 500:
+                bad.append((op, args, kw, "torch raised", ref["error"][:120], r.status_code, r.text[:200]))
+            else:
+                assert error_message(r), (op, r.text)
+            continue
+        if r.status_code != 200:
+            bad.append((op, args, kw, "torch gave", ref["value"][:8], r.status_code, r.text[:200]))
+            continue
+        out = r.json()["outputs"][0]
+        if out["dtype"] != ref["dtype"] or out["shape"] != ref["shape"] or not same_values(out["data"], ref["value"]):
+            bad.append((op, args, kw, "torch gave", ref["dtype"], ref["shape"], ref["value"][:8], "server", out))
+    assert not bad, "\n".join(map(repr, bad))
+    assert server.get("/v2/health/ready").status_code == 200
+
+
+@pytest.mark.parametrize("op,args,kw,expect", DEFINED_HERE, ids=[c[0] for c in DEFINED_HERE])
+def test_defined_where_torch_is_undefined(server, op, args, kw, expect):
+    r = call(server, op, args, kw)
+    if isinstance(expect, str):
+        assert 400 <= r.status_code < 500, (r.status_code, r.text)
+        assert error_message(r).startswith(expect), error_message(r)
+    else:
+        assert r.status_code == 200, r.text
+        assert r.json()["outputs"][0]["data"] == expect
+    assert server.get("/v2/health/ready").status_code == 200
+
+
+INT_RANGE = {"int64": 64, "int32": 32, "int16": 16, "int8": 8}
+
+
+def wrap(x, bits):
+    x &= (1 << bits) - 1
+    return x - (1 << bits) if x >> (bits - 1) else x
+
+
+def ref_division(op, a, b, bits):
+    """Exact integer reference: Python's floor // and %, C's truncating / and fmod, wrapped to the width."""
+    q_trunc = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+    return wrap({"floor_divide": a // b, "remainder.Tensor": a % b, "fmod.Tensor": a - b * q_trunc,
+                 "trunc": q_trunc, "floor": a // b}[op], bits)
+
+
+@pytest.mark.parametrize("dtype", list(INT_RANGE))
+def test_integer_division_at_the_edges_on_fresh_random_inputs(server, rng, dtype):
+    """Random operands crowded at the type's edges (MIN, MIN+1, -1, 1, MAX), no zero divisor:
+    every integer division kernel against the exact reference, contiguous and broadcast."""
+    bits = INT_RANGE[dtype]
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    edges = np.array([lo, lo + 1, -1, 1, hi, -2, 2], dtype=object)
+    n = 64
+    a = [int(x) for x in np.where(rng.random(n) < 0.5, rng.choice(edges, n), rng.integers(lo, hi, n, endpoint=True))]
+    b = [int(x) for x in np.where(rng.random(n) < 0.6, rng.choice(edges, n), rng.integers(lo, hi, n, endpoint=True))]
+    b = [x if x != 0 else -1 for x in b]
+    for op, kw in [("floor_divide", {}), ("remainder.Tensor", {}), ("fmod.Tensor", {}),
+                   ("div.Tensor_mode", {"rounding_mode": "trunc"}), ("div.Tensor_mode", {"rounding_mode": "floor"})]:
+        key = kw.get("rounding_mode", op)
+        r = call(server, op, [v(dtype, *a), v(dtype, *b)], kw)
+        assert r.status_code == 200, (op, kw, r.text)
+        assert r.json()["outputs"][0]["data"] == [ref_division(key, x, y, bits) for x, y in zip(a, b)], (op, kw)
+        # broadcast: one divisor row against an [8, 8] dividend
+        r = call(server, op, [T(dtype, [8, 8], a), v(dtype, *b[:8])], kw)
+        assert r.status_code == 200, (op, kw, r.text)
+        assert r.json()["outputs"][0]["data"] == [ref_division(key, x, b[i % 8], bits) for i, x in enumerate(a)]
+    # one zero anywhere in the divisor refuses the whole call, as torch does
+    bz = list(b)
+    bz[int(rng.integers(n))] = 0
+    for op in ("floor_divide", "remainder.Tensor", "fmod.Tensor"):
+        r = call(server, op, [v(dtype, *a), v(dtype, *bz)], {})
+        assert r.status_code == 400 and error_message(r) == "ZeroDivisionError", r.text
