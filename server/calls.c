@@ -430,8 +430,71 @@ static void put_step_label(od_buf *b, const od_srv_call *c, const od_trace_step 
     od_buf_putc(b, ']');
 }
 
-void od_srv_call_dispatch_json(od_buf *b, const od_srv_call *c)
+od_status od_detail_parse(const json_t *v, const char *field, od_detail *out, od_error *err)
 {
+    static const char *const names[] = {[OD_DETAIL_FULL] = "full", [OD_DETAIL_SUMMARY] = "summary",
+                                        [OD_DETAIL_NONE] = "none"};
+    *out = OD_DETAIL_DEFAULT;
+    if (!v)
+        return OD_OK;
+    for (int d = OD_DETAIL_FULL; json_is_string(v) && d <= OD_DETAIL_NONE; d++)
+        if (!strcmp(json_string_value(v), names[d])) {
+            *out = (od_detail)d;
+            return OD_OK;
+        }
+    return od_error_set(err, OD_EINVAL, "%s must be \"full\", \"summary\" or \"none\"", field);
+}
+
+static void put_path(od_buf *b, const od_srv_call *c)
+{
+    /* the readable chain: "AutogradCPU [autograd kernel] → CPU [kernel]" */
+    od_buf_puts(b, ",\"path\":\"");
+    for (int i = 0; i < c->trace.nsteps; i++) {
+        if (i)
+            od_buf_puts(b, " \xe2\x86\x92 ");
+        put_step_label(b, c, &c->trace.steps[i]);
+    }
+    od_buf_putc(b, '"');
+}
+
+static void put_timing(od_buf *b, const od_srv_call *c)
+{
+    uint64_t tb = c->t_body ? c->t_body : c->t_start;
+    uint64_t td = c->t_decoded ? c->t_decoded : tb;
+    uint64_t tc = c->t_called ? c->t_called : td;
+    uint64_t te = c->t_encoded ? c->t_encoded : tc;
+    od_buf_puts(b, ",\"timing_us\":{\"receive\":");
+    put_us(b, tb - c->t_start);
+    od_buf_puts(b, ",\"decode\":");
+    put_us(b, td - tb);
+    od_buf_puts(b, ",\"dispatch\":");
+    put_us(b, tc - td);
+    od_buf_puts(b, ",\"encode\":");
+    put_us(b, te - tc);
+    od_buf_putc(b, '}');
+}
+
+static void put_kernel(od_buf *b, const od_trace_step *s0)
+{
+    od_buf_puts(b, ",\"kernel\":");
+    if (s0 && s0->kernel)
+        od_buf_json_str(b, s0->kernel->name);
+    else
+        od_buf_puts(b, "null");
+}
+
+void od_srv_call_dispatch_json(od_buf *b, const od_srv_call *c, od_detail d)
+{
+    const od_trace_step *s0 = c->trace.nsteps ? &c->trace.steps[0] : NULL;
+    if (d == OD_DETAIL_SUMMARY) { /* what a dashboard row or a load test reads, nothing it must skip */
+        od_buf_puts(b, "{\"key\":");
+        od_buf_json_str(b, od_key_name(c->key));
+        put_kernel(b, s0);
+        put_path(b, c);
+        put_timing(b, c);
+        od_buf_putc(b, '}');
+        return;
+    }
     char dev[32], ksbuf[256];
     od_device_print(c->device, dev, sizeof dev);
     /* the same few key sets come back call after call: remember the last
@@ -451,25 +514,14 @@ void od_srv_call_dispatch_json(od_buf *b, const od_srv_call *c)
     od_buf_json_str(b, ksbuf);
     od_buf_puts(b, ",\"key\":");
     od_buf_json_str(b, od_key_name(c->key));
-    const od_trace_step *s0 = c->trace.nsteps ? &c->trace.steps[0] : NULL;
-    od_buf_puts(b, ",\"kernel\":");
-    if (s0 && s0->kernel)
-        od_buf_json_str(b, s0->kernel->name);
-    else
-        od_buf_puts(b, "null");
+    put_kernel(b, s0);
     od_buf_puts(b, ",\"provenance\":");
     if (s0)
         od_buf_json_str(b, od_provenance_name(s0->prov));
     else
         od_buf_puts(b, "null");
-    /* the readable chain: "AutogradCPU [autograd kernel] → CPU [kernel]" */
-    od_buf_puts(b, ",\"path\":\"");
-    for (int i = 0; i < c->trace.nsteps; i++) {
-        if (i)
-            od_buf_puts(b, " \xe2\x86\x92 ");
-        put_step_label(b, c, &c->trace.steps[i]);
-    }
-    od_buf_puts(b, "\",\"steps\":[");
+    put_path(b, c);
+    od_buf_puts(b, ",\"steps\":[");
     for (int i = 0; i < c->trace.nsteps; i++) {
         const od_trace_step *s = &c->trace.steps[i];
         if (i)
@@ -502,19 +554,8 @@ void od_srv_call_dispatch_json(od_buf *b, const od_srv_call *c)
     od_buf_puts(b, ",\"device\":");
     od_buf_json_str(b, dev);
     od_exec_json(b, &c->exec);
-    uint64_t tb = c->t_body ? c->t_body : c->t_start;
-    uint64_t td = c->t_decoded ? c->t_decoded : tb;
-    uint64_t tc = c->t_called ? c->t_called : td;
-    uint64_t te = c->t_encoded ? c->t_encoded : tc;
-    od_buf_puts(b, ",\"timing_us\":{\"receive\":");
-    put_us(b, tb - c->t_start);
-    od_buf_puts(b, ",\"decode\":");
-    put_us(b, td - tb);
-    od_buf_puts(b, ",\"dispatch\":");
-    put_us(b, tc - td);
-    od_buf_puts(b, ",\"encode\":");
-    put_us(b, te - tc);
-    od_buf_puts(b, "}}");
+    put_timing(b, c);
+    od_buf_putc(b, '}');
 }
 
 /* ---- outputs ------------------------------------------------------------------ */

@@ -26,6 +26,7 @@ typedef struct call_req {
     json_t *args, *kwargs, *params, *outputs;
     const char *device;
     bool keep; /* outputs stay on the server (the session's store) */
+    od_detail detail; /* how much dispatch record the answer carries */
     od_exec exec;
 } call_req;
 
@@ -36,7 +37,7 @@ static od_status parse_call_body(od_req *r, call_req *q, od_error *err)
     size_t jlen;
     const char *json = od_req_json(r, &jlen);
     static const char *const fields[] = {"args", "kwargs", "device", "parameters", "outputs", "keep", "id",
-                                         "grad_mode", "autocast", "modes", "vmap", NULL};
+                                         "dispatch", "grad_mode", "autocast", "modes", "vmap", NULL};
     od_exec_init(&q->exec);
     od_proto_limits lim = od_limits();
     lim.top_keys = fields; /* refused before an unknown field's value is built */
@@ -72,6 +73,9 @@ static od_status parse_call_body(od_req *r, call_req *q, od_error *err)
                 return od_error_set(err, OD_EINVAL, "\"keep\" must be true or false, got %s",
                                     od_json_kind(v));
             q->keep = json_is_true(v);
+        } else if (!strcmp(k, "dispatch")) {
+            if ((st = od_detail_parse(v, "\"dispatch\"", &q->detail, err)))
+                return st;
         } else if (strcmp(k, "id") != 0) {
             int x = od_exec_field(&q->exec, k, v, err);
             if (x < 0)
@@ -79,7 +83,7 @@ static od_status parse_call_body(od_req *r, call_req *q, od_error *err)
             if (x == 0)
                 return od_error_set(err, OD_EINVAL,
                                     "unknown field '%.64s' (expected args, kwargs, device, parameters, "
-                                    "outputs, keep, grad_mode, autocast, modes, vmap)",
+                                    "outputs, keep, dispatch, grad_mode, autocast, modes, vmap)",
                                     k);
         }
     }
@@ -132,9 +136,11 @@ static void v1_head(od_buf *b, const od_srv_call *c, void *qv)
 
 static void v1_tail(od_buf *b, const od_srv_call *c, void *qv)
 {
-    (void)qv;
-    od_buf_puts(b, ",\"dispatch\":");
-    od_srv_call_dispatch_json(b, c);
+    od_detail d = ((call_req *)qv)->detail;
+    if (d != OD_DETAIL_NONE) {
+        od_buf_puts(b, ",\"dispatch\":");
+        od_srv_call_dispatch_json(b, c, d);
+    }
     od_exec_modes_json(b, c->exec.stack);
     od_buf_putc(b, '}');
 }

@@ -251,6 +251,7 @@ static bool inputs_fit(const od_op *op, void *ctx, od_error *why)
 
 typedef struct infer_req {
     json_t *inputs, *outputs, *params, *id;
+    od_detail detail; /* parameters.dispatch */
 } infer_req;
 
 static od_status v2_parse(od_req *r, void *qv, od_json_doc **doc, const char **device, od_error *err)
@@ -279,6 +280,8 @@ static od_status v2_parse(od_req *r, void *qv, od_json_doc **doc, const char **d
         return od_error_set(err, OD_EINVAL, "\"parameters\" must be an object");
     if (q->id && !json_is_string(q->id))
         return od_error_set(err, OD_EINVAL, "\"id\" must be a string");
+    if ((st = od_detail_parse(json_object_get(q->params, "dispatch"), "parameters.dispatch", &q->detail, err)))
+        return st;
     json_t *dv = json_object_get(q->params, "device");
     if (dv && !json_is_string(dv))
         return od_error_set(err, OD_EINVAL, "parameters.device must be a string");
@@ -320,12 +323,19 @@ static void v2_head(od_buf *b, const od_srv_call *c, void *qv)
 
 static void v2_tail(od_buf *b, const od_srv_call *c, void *qv)
 {
-    (void)qv;
-    od_buf_puts(b, ",\"parameters\":{\"dispatch_key\":");
-    od_buf_json_str(b, od_key_name(c->key));
-    od_buf_puts(b, ",\"kernel\":");
-    od_buf_json_str(b, c->trace.nsteps && c->trace.steps[0].kernel ? c->trace.steps[0].kernel->name : "");
-    od_buf_puts(b, "}}");
+    od_detail d = ((infer_req *)qv)->detail;
+    if (d != OD_DETAIL_NONE) {
+        od_buf_puts(b, ",\"parameters\":{\"dispatch_key\":");
+        od_buf_json_str(b, od_key_name(c->key));
+        od_buf_puts(b, ",\"kernel\":");
+        od_buf_json_str(b, c->trace.nsteps && c->trace.steps[0].kernel ? c->trace.steps[0].kernel->name : "");
+        if (d == OD_DETAIL_FULL) {
+            od_buf_puts(b, ",\"dispatch\":");
+            od_srv_call_dispatch_json(b, c, d);
+        }
+        od_buf_putc(b, '}');
+    }
+    od_buf_putc(b, '}');
 }
 
 /* parameters.keep: outputs stay on the server (their ids come back). */

@@ -357,8 +357,17 @@ void od_serve_call(od_req *r, const od_call_proto *p, void *q);
  * else an Accept of application/octet-stream (without application/json). */
 bool od_want_binary(od_req *r, json_t *params);
 
-/* Appends the dispatch record object to b. */
-void od_srv_call_dispatch_json(od_buf *b, const od_srv_call *c);
+/* How much of the dispatch record a call's answer carries, the client's
+ * choice: "dispatch": "full" | "summary" | "none" on /v1, parameters.dispatch
+ * on /v2. DEFAULT is each protocol's own (full on /v1, summary on /v2). */
+typedef enum { OD_DETAIL_DEFAULT, OD_DETAIL_FULL, OD_DETAIL_SUMMARY, OD_DETAIL_NONE } od_detail;
+
+/* Reads v (borrowed; NULL leaves *out DEFAULT); 400 naming field otherwise. */
+od_status od_detail_parse(const json_t *v, const char *field, od_detail *out, od_error *err);
+
+/* Appends the dispatch record object to b: FULL (or DEFAULT) the whole
+ * record, SUMMARY {key, kernel, path, timing_us}. Not called for NONE. */
+void od_srv_call_dispatch_json(od_buf *b, const od_srv_call *c, od_detail d);
 
 /* ---- tensors kept on the server, by session (store.c) ------------------------ */
 

@@ -553,7 +553,7 @@ void od_h_run(od_req *r)
             od_buf_puts(&b, "{\"op\":");
             od_buf_json_str(&b, od_op_name(p.calls[k].op));
             od_buf_puts(&b, ",\"record\":");
-            od_srv_call_dispatch_json(&b, &p.calls[k]);
+            od_srv_call_dispatch_json(&b, &p.calls[k], OD_DETAIL_FULL);
             od_buf_putc(&b, '}');
         }
         od_buf_puts(&b, "]");
