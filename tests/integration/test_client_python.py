@@ -498,3 +498,16 @@ def test_introspection(server, rng, client):
     assert "cpu" in client.devices() and client.keys()["runtime_keys"]
     ex = client.explain("matmul", f32(rng, 64, 128), f32(rng, 128, 32))
     assert ex["outputs"][0]["shape"] == [64, 32] and ex["within_limits"] is True
+
+
+@pytest.mark.parametrize("detail", ["summary", "none"])
+def test_dispatch_detail(server, rng, detail):
+    a = rng.standard_normal(4).astype(np.float32)
+    with Client(server.url, dispatch=detail) as c:
+        np.testing.assert_array_equal(c.call("neg", a), -a)
+        if detail == "none":
+            assert c.last_dispatch is None
+        else:
+            assert set(c.last_dispatch) == {"key", "kernel", "path", "timing_us"}
+    with pytest.raises(ValueError, match="dispatch must be"):
+        Client(server.url, dispatch="verbose")

@@ -44,6 +44,9 @@ class Client:
             the outputs are); ``"json"`` uses JSON both ways; ``"binary"``
             binary both ways.
         binary_threshold: the largest array (bytes) that ``"auto"`` sends as JSON.
+        dispatch: how much dispatch record each call's answer carries:
+            ``"full"`` (the server's default), ``"summary"`` (key, kernel,
+            path, timings) or ``"none"`` (for load tests of tiny calls).
 
     Not thread-safe: use one Client per thread. After each call,
     ``last_response`` is the response's JSON (the header of a binary one),
@@ -53,9 +56,13 @@ class Client:
     """
 
     def __init__(self, url: str = "http://127.0.0.1:8000", session: str | None = None,
-                 timeout: float | None = 300.0, transport: str = "auto", binary_threshold: int = 4096):
+                 timeout: float | None = 300.0, transport: str = "auto", binary_threshold: int = 4096,
+                 dispatch: str = "full"):
         if transport not in _TRANSPORTS:
             raise ValueError(f"transport must be one of {_TRANSPORTS}, not {transport!r}")
+        if dispatch not in ("full", "summary", "none"):
+            raise ValueError(f"dispatch must be 'full', 'summary' or 'none', not {dispatch!r}")
+        self.dispatch = dispatch
         self.url = url.rstrip("/")
         self.transport = transport
         self.binary_threshold = binary_threshold
@@ -148,6 +155,8 @@ class Client:
             body.update(self._settings)
         if extra:
             body.update(extra)
+        if self.dispatch != "full":
+            body["dispatch"] = self.dispatch
         head, blobs = self._send_body(path, body, enc, enc.wants_binary(self.transport, self.binary_threshold))
         self._record(head)
         outs = head["outputs"]
