@@ -8,6 +8,11 @@
 #   make bench-ops-torch  sort, topk, cumsum, gather, scatter_add at 1e6 in the
 #                     server (/v1/bench) against torch 1.13 on the same machine
 #                     (bench/ops_torch.py)
+#   make bench-curves time per call and GB/s (GFLOP/s) against size, 1 to 1e8
+#                     elements (mm to 4096), for add, relu, softmax, sum, mm over
+#                     the C API, HTTP binary and HTTP JSON, with memcpy, sgemm and
+#                     the fixed-reply server as ceilings (bench/curves.py ->
+#                     bench/curves/*.png)
 #   make bench-store  stored tensors against shipping them: a 10-call chain on
 #                     1024x1024 and the cost of naming a 64 MiB stored tensor
 #                     (bench/http/store.py)
@@ -16,7 +21,7 @@ BENCH_DURATION ?= 5
 FIXED_SERVER := $(B)/bench/fixed_server
 BENCH_VENV_STAMP := .venv/.bench-$(shell md5sum tools/bench-requirements.txt 2>/dev/null | cut -c1-8)
 
-.PHONY: bench-http bench-store bench-load bench-clients bench-ops-torch
+.PHONY: bench-http bench-store bench-load bench-clients bench-ops-torch bench-curves
 $(FIXED_SERVER): bench/http/fixed_server.c | $(SETUP_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $< -o $@ -lmicrohttpd
@@ -42,4 +47,7 @@ bench-clients: $(SERVER) $(VENV_STAMP)
 bench-ops-torch: $(SERVER) $(VENV_STAMP)
 	.venv/bin/python bench/ops_torch.py --opdispatchd $(B)/opdispatchd
 
-bench: bench-http bench-store bench-load bench-clients bench-ops-torch
+bench-curves: $(SERVER) $(CLIENT_C) $(FIXED_SERVER) $(VENV_STAMP)
+	.venv/bin/python bench/curves.py --opdispatchd $(B)/opdispatchd --cli $(CLIENT_C) --fixed $(FIXED_SERVER)
+
+bench: bench-http bench-store bench-load bench-clients bench-ops-torch bench-curves
