@@ -1,7 +1,8 @@
 # opdispatch — build, test, bench, run.
 #
 #   make run     set up, build, start opdispatchd on 127.0.0.1:8000
-#   make test    set up, build, run every test (normal build, then ASan+UBSan)
+#   make test    set up, build, run every test (normal build, then ASan+UBSan,
+#                then allocation-failure injection)
 #   make bench   run the benchmarks (never part of `make test`)
 #
 # Build trees: build/ (release, -O2) and build/asan/ (AddressSanitizer +
@@ -246,13 +247,15 @@ opinfo: all $(TORCH_QUIET)
 	  $(if $(OPINFO_OPS),--ops '$(OPINFO_OPS)')
 
 # The whole suite twice: a release build, then ASan+UBSan (unit tests and the
-# integration suite against the sanitized server, which fails on any report).
+# integration suite against the sanitized server, which fails on any report);
+# then allocation-failure injection (mk/faults.mk).
 test: setup
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-integration
 	@$(MAKE) --no-print-directory test-asan
 	@$(MAKE) --no-print-directory test-integration-asan
+	@$(MAKE) --no-print-directory faults
 	@bash tools/gpu-tests.sh skip-report
 	@echo "make test: all suites passed"
 

@@ -1,0 +1,289 @@
+/* faults.c — allocation-failure injection, SQLite style: every call below
+ * runs through the real HTTP layer (tests/fuzz/fuzz.c: a libmicrohttpd
+ * daemon fed through a socketpair, in this process) with the n-th
+ * allocation the library makes failing, for n = 1, 2, 3, ... until the call
+ * makes fewer than n allocations and succeeds. Each failed attempt must
+ * answer a clean 507 (out_of_memory, in the error shape of its protocol)
+ * or recover and succeed; never another status, a closed connection or a
+ * crash; and after each call's loop LeakSanitizer must find nothing lost.
+ *
+ * Invariants:
+ *  - The library's objects are linked with -Wl,--wrap for malloc, calloc,
+ *    realloc, posix_memalign, aligned_alloc, strdup and strndup (mk/faults.mk),
+ *    and jansson allocates through json_set_alloc_funcs, so every
+ *    allocation the library and its JSON values make passes through
+ *    maybe_fail(). libmicrohttpd's own allocations are not counted: they
+ *    are the HTTP library's, not ours.
+ *  - Counting is armed only while a request is in flight (start-up, the
+ *    checks and the leak scans allocate freely).
+ *  - Mode "once" fails only the n-th allocation; "persistent" fails the
+ *    n-th and every later one (the error paths must not need memory).
+ *
+ * Usage: faults [once|persistent|both] [name-substring]
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <sanitizer/lsan_interface.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fuzz.h"
+
+/* ---- the allocator hooks ------------------------------------------------------ */
+
+static atomic_bool g_armed;
+static atomic_long g_count;   /* allocations while armed */
+static long g_fail_at;        /* 1-based; 0: count only */
+static bool g_persistent;
+static atomic_long g_injected; /* failures injected while armed */
+
+static bool maybe_fail(void)
+{
+    if (!atomic_load_explicit(&g_armed, memory_order_relaxed))
+        return false;
+    long n = atomic_fetch_add(&g_count, 1) + 1;
+    if (g_fail_at && (n == g_fail_at || (g_persistent && n > g_fail_at))) {
+        atomic_fetch_add(&g_injected, 1);
+        return true;
+    }
+    return false;
+}
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t k, size_t n);
+void *__real_realloc(void *p, size_t n);
+int __real_posix_memalign(void **p, size_t a, size_t n);
+void *__real_aligned_alloc(size_t a, size_t n);
+char *__real_strdup(const char *s);
+char *__real_strndup(const char *s, size_t n);
+
+void *__wrap_malloc(size_t n) { return maybe_fail() ? NULL : __real_malloc(n); }
+void *__wrap_calloc(size_t k, size_t n) { return maybe_fail() ? NULL : __real_calloc(k, n); }
+void *__wrap_realloc(void *p, size_t n) { return maybe_fail() ? NULL : __real_realloc(p, n); }
+int __wrap_posix_memalign(void **p, size_t a, size_t n)
+{
+    return maybe_fail() ? ENOMEM : __real_posix_memalign(p, a, n);
+}
+void *__wrap_aligned_alloc(size_t a, size_t n) { return maybe_fail() ? NULL : __real_aligned_alloc(a, n); }
+char *__wrap_strdup(const char *s) { return maybe_fail() ? NULL : __real_strdup(s); }
+char *__wrap_strndup(const char *s, size_t n) { return maybe_fail() ? NULL : __real_strndup(s, n); }
+
+static void *json_malloc(size_t n) { return maybe_fail() ? NULL : __real_malloc(n); }
+
+/* ---- requests ------------------------------------------------------------------- */
+
+typedef struct call {
+    const char *name;   /* what it covers */
+    char *req;          /* the request's bytes (owned) */
+    size_t len;
+} call;
+
+#define T23 "{\"dtype\":\"float32\",\"shape\":[2,3],\"data\":[1,-2,3,-4,5,-6]}"
+#define T32 "{\"dtype\":\"float32\",\"shape\":[3,2],\"data\":[1,2,3,4,5,6]}"
+#define T3 "{\"dtype\":\"float32\",\"shape\":[3],\"data\":[0.5,1,2]}"
+#define IMG "{\"dtype\":\"float32\",\"shape\":[1,1,4,4],\"data\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]}"
+#define K33 "{\"dtype\":\"float32\",\"shape\":[1,1,3,3],\"data\":[1,0,-1,2,0,-2,1,0,-1]}"
+#define IDX "{\"dtype\":\"int64\",\"shape\":[2],\"data\":[1,0]}"
+
+static call make(const char *name, const char *method, const char *path, const char *headers,
+                 const void *body, size_t blen)
+{
+    char head[1024];
+    int hn = snprintf(head, sizeof head,
+                      "%s %s HTTP/1.1\r\nHost: faults\r\nConnection: close\r\n%sContent-Length: %zu\r\n\r\n",
+                      method, path, headers, blen);
+    call c = {name, malloc((size_t)hn + blen), (size_t)hn + blen};
+    memcpy(c.req, head, (size_t)hn);
+    memcpy(c.req + hn, body, blen);
+    return c;
+}
+
+static call json_call(const char *name, const char *path, const char *body)
+{
+    return make(name, "POST", path, "Content-Type: application/json\r\n", body, strlen(body));
+}
+
+/* A binary-data body: JSON header then the raw little-endian bytes. */
+static call binary_call(const char *name, const char *path, const char *json, const void *bin, size_t blen)
+{
+    size_t hl = strlen(json);
+    char *body = malloc(hl + blen), headers[256];
+    memcpy(body, json, hl);
+    memcpy(body + hl, bin, blen);
+    snprintf(headers, sizeof headers,
+             "Content-Type: application/octet-stream\r\nInference-Header-Content-Length: %zu\r\n", hl);
+    call c = make(name, "POST", path, headers, body, hl + blen);
+    free(body);
+    return c;
+}
+
+static int make_calls(call *cs)
+{
+    static const float f4[4] = {1, -2, 3, -4};
+    int n = 0;
+    cs[n++] = json_call("unary neg", "/v1/ops/neg", "{\"args\":[" T23 "]}");
+    cs[n++] = json_call("binary add (broadcast, alpha)", "/v1/ops/add",
+                        "{\"args\":[" T23 "," T3 "],\"kwargs\":{\"alpha\":2}}");
+    cs[n++] = json_call("reduction sum.dim_IntList", "/v1/ops/sum", "{\"args\":[" T23 ",[1]]}");
+    cs[n++] = json_call("softmax", "/v1/ops/softmax", "{\"args\":[" T23 ",1]}");
+    cs[n++] = json_call("mm", "/v1/ops/mm", "{\"args\":[" T23 "," T32 "]}");
+    cs[n++] = json_call("cat (Tensor[])", "/v1/ops/cat", "{\"args\":[[" T23 "," T23 "],0]}");
+    cs[n++] = json_call("index.Tensor (Tensor?[])", "/v1/ops/index", "{\"args\":[" T23 ",[" IDX "]]}");
+    cs[n++] = json_call("index_select", "/v1/ops/index_select", "{\"args\":[" T23 ",1," IDX "]}");
+    cs[n++] = json_call("conv2d", "/v1/ops/conv2d", "{\"args\":[" IMG "," K33 "]}");
+    cs[n++] = json_call("max_pool2d", "/v1/ops/max_pool2d", "{\"args\":[" IMG ",[2,2]]}");
+    cs[n++] = json_call("layer_norm", "/v1/ops/layer_norm", "{\"args\":[" T23 ",[3]]}");
+    cs[n++] = json_call("loss nll_loss", "/v1/ops/nll_loss",
+                        "{\"args\":[" T23 ",{\"dtype\":\"int64\",\"shape\":[2],\"data\":[2,0]}]}");
+    cs[n++] = json_call("loss mse_loss", "/v1/ops/mse_loss", "{\"args\":[" T23 "," T23 "]}");
+    cs[n++] = json_call("autograd program (/v1/run with backward)", "/v1/run",
+                        "{\"steps\":[{\"op\":\"mm\",\"args\":[{\"dtype\":\"float32\",\"shape\":[2,3],"
+                        "\"data\":[1,-2,3,-4,5,-6],\"requires_grad\":true}," T32 "]},"
+                        "{\"op\":\"relu\",\"args\":[{\"ref\":\"$0\"}]},"
+                        "{\"op\":\"sum\",\"args\":[{\"ref\":\"$1\"}]},{\"backward\":\"$2\"}],"
+                        "\"outputs\":[\"$1\",\"$2\"]}");
+    cs[n++] = binary_call("binary body relu (/v1, binary out)", "/v1/ops/relu",
+                          "{\"args\":[{\"dtype\":\"float32\",\"shape\":[4],\"parameters\":"
+                          "{\"binary_data_size\":16}}],\"parameters\":{\"binary_data_output\":true}}",
+                          f4, sizeof f4);
+    cs[n++] = json_call("/v2 infer add.Tensor (JSON)", "/v2/models/add.Tensor/infer",
+                        "{\"id\":\"r1\",\"inputs\":[{\"name\":\"self\",\"shape\":[2,2],\"datatype\":\"FP32\","
+                        "\"data\":[1,2,3,4]},{\"name\":\"other\",\"shape\":[2,2],\"datatype\":\"FP32\","
+                        "\"data\":[10,20,30,40]}],\"outputs\":[{\"name\":\"out\"}]}");
+    cs[n++] = binary_call("/v2 infer relu (binary in and out)", "/v2/models/relu/infer",
+                          "{\"inputs\":[{\"name\":\"self\",\"shape\":[4],\"datatype\":\"FP32\","
+                          "\"parameters\":{\"binary_data_size\":16}}],\"outputs\":[{\"name\":\"out\","
+                          "\"parameters\":{\"binary_data\":true}}]}",
+                          f4, sizeof f4);
+    cs[n++] = make("stored tensor (POST /v1/tensors)", "POST", "/v1/tensors",
+                   "Content-Type: application/json\r\nX-OD-Session: faults\r\n",
+                   "{\"tensor\":" T23 "}", strlen("{\"tensor\":" T23 "}"));
+    cs[n++] = json_call("program keeping its results in a session (/v1/run keep)", "/v1/run",
+                        "{\"steps\":[{\"op\":\"mul\",\"args\":[" T23 "," T23 "]},"
+                        "{\"op\":\"split\",\"args\":[{\"ref\":\"$0\"},1,1]}],\"keep\":[\"$0\",\"$1.0.1\"]}");
+    return n;
+}
+
+/* ---- one attempt ------------------------------------------------------------------- */
+
+static char g_resp[1 << 20];
+
+/* The HTTP status of the first answer (0: none) and its body. */
+static int parse_answer(size_t n, const char **body, size_t *blen)
+{
+    if (n < 12 || memcmp(g_resp, "HTTP/1.1 ", 9) != 0)
+        return 0;
+    int code = atoi(g_resp + 9);
+    const char *e = memmem(g_resp, n, "\r\n\r\n", 4);
+    *body = e ? e + 4 : g_resp + n;
+    *blen = (size_t)(g_resp + n - *body);
+    return code;
+}
+
+/* A 507's body in the protocol's shape: /v1 {"error": {"code":
+ * "out_of_memory", "message": ...}}, /v2 {"error": "<message>"}. */
+static bool clean_507(bool oip, const char *body, size_t blen)
+{
+    json_t *j = json_loadb(body, blen, 0, NULL);
+    json_t *e = json_object_get(j, "error");
+    bool ok = oip ? json_is_string(e)
+                  : json_is_object(e) && json_is_string(json_object_get(e, "message")) &&
+                        json_is_string(json_object_get(e, "code")) &&
+                        !strcmp(json_string_value(json_object_get(e, "code")), "out_of_memory");
+    json_decref(j);
+    return ok;
+}
+
+static void run(const call *c, long fail_at, bool persistent, long *allocs, size_t *n)
+{
+    g_fail_at = fail_at;
+    g_persistent = persistent;
+    atomic_store(&g_count, 0);
+    atomic_store(&g_injected, 0);
+    atomic_store(&g_armed, true);
+    *n = fz_http_exchange((const uint8_t *)c->req, c->len, g_resp, sizeof g_resp);
+    atomic_store(&g_armed, false);
+    *allocs = atomic_load(&g_count);
+    if (*n > sizeof g_resp)
+        *n = sizeof g_resp;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "both";
+    const char *only = argc > 2 ? argv[2] : NULL;
+    json_set_alloc_funcs(json_malloc, free);
+    fz_init_server();
+    static call cs[64];
+    int ncalls = make_calls(cs);
+    int bad = 0;
+    long attempts = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int pass = 0; pass < 2; pass++) {
+        bool persistent = pass == 1;
+        if ((persistent && !strcmp(mode, "once")) || (!persistent && !strcmp(mode, "persistent")))
+            continue;
+        for (int i = 0; i < ncalls; i++) {
+            const call *c = &cs[i];
+            if (only && !strstr(c->name, only))
+                continue;
+            bool oip = memmem(c->req, c->len, " /v2/", 5) != NULL;
+            long allocs;
+            size_t n;
+            const char *body;
+            size_t blen;
+            run(c, 0, false, &allocs, &n);
+            int base = parse_answer(n, &body, &blen);
+            if (base != 200 && base != 201) {
+                fprintf(stderr, "FAIL %s: answers %d without faults:\n%.*s\n", c->name, base, (int)n, g_resp);
+                bad++;
+                continue;
+            }
+            int n507 = 0, nok = 0, nbad = 0;
+            long k;
+            for (k = 1;; k++) {
+                run(c, k, persistent, &allocs, &n);
+                attempts++;
+                int st = parse_answer(n, &body, &blen);
+                if (allocs < k) { /* the k-th allocation never came: a clean run */
+                    if (st != base) {
+                        fprintf(stderr, "FAIL %s: %d instead of %d once faults stop\n", c->name, st, base);
+                        nbad++;
+                    }
+                    break;
+                }
+                if (st == 507 && clean_507(oip, body, blen))
+                    n507++;
+                else if (st == base && !persistent)
+                    nok++; /* the failed allocation had a fallback */
+                else {
+                    if (nbad++ < 8)
+                        fprintf(stderr, "FAIL %s: allocation %ld of %ld failing (%s): %s%.*s\n", c->name, k,
+                                allocs, persistent ? "persistent" : "once",
+                                st ? "answered " : "no answer (connection closed)",
+                                st ? (int)(n < 600 ? n : 600) : 0, g_resp);
+                }
+                if (k > 200000)
+                    break;
+            }
+            fz_http_forget();
+            bool leaked = __lsan_do_recoverable_leak_check() != 0;
+            if (leaked)
+                fprintf(stderr, "FAIL %s: LeakSanitizer found memory lost (above)\n", c->name);
+            bad += nbad + leaked;
+            printf("%-10s %-58s n=1..%-5ld 507: %-5d recovered: %-4d bad: %d%s\n",
+                   persistent ? "persistent" : "once", c->name, k, n507, nok, nbad, leaked ? " LEAK" : "");
+            fflush(stdout);
+        }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("faults: %ld attempts, %d problem(s), %.1f s\n", attempts, bad,
+           (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+    for (int i = 0; i < ncalls; i++)
+        free(cs[i].req);
+    return bad ? 1 : 0;
+}
