@@ -23,6 +23,8 @@ faults:
 	  build/asan/faults $(FAULTS_MODE) $(FAULTS_ONLY)
 
 ifeq ($(SAN),1)
+# shared with the other harness; not an intermediate make may delete
+.SECONDARY: $(B)/obj/tests/fuzz/fuzz.o
 $(B)/faults: tests/faults/faults.c $(B)/obj/tests/fuzz/fuzz.o $(LIB_A) $(PROTO_OBJ) $(SERVER_OBJ) | $(SETUP_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests/fuzz $< $(B)/obj/tests/fuzz/fuzz.o -o $@ $(FAULTS_WRAP) \

@@ -1,5 +1,6 @@
-/* fuzz.h — what the libFuzzer harnesses share: the library's start-up, the
- * limits they run under, and the in-process HTTP exchange.
+/* fuzz.h — what the libFuzzer harnesses (and tests/faults/faults.c) share:
+ * the library's start-up, the limits they run under, and the in-process
+ * HTTP exchange.
  *
  * Invariants:
  *  - Start-up (od_init, registry frozen, statistics, routes) happens once, in
