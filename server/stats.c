@@ -445,6 +445,8 @@ void od_stats_json(od_buf *b)
             if (r->e2e) {
                 if (!e2e_all && (e2e_all = calloc(1, sizeof *e2e_all)))
                     e2e_all->min = UINT64_MAX;
+                else if (!e2e_all)
+                    b->oom = true; /* a histogram left out would read as "no calls": 507 instead */
                 if (e2e_all) {
                     e2e_all->count += r->e2e->count;
                     e2e_all->sum += r->e2e->sum;
