@@ -120,6 +120,39 @@ static call binary_call(const char *name, const char *path, const char *json, co
     return c;
 }
 
+/* A float32 tensor of the given shape with small varied values (malloc'd). */
+static char *tensor_json(int ndim, const int *shape)
+{
+    long n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= shape[i];
+    size_t cap = 64 + (size_t)n * 8;
+    char *s = malloc(cap);
+    size_t k = (size_t)snprintf(s, cap, "{\"dtype\":\"float32\",\"shape\":[");
+    for (int i = 0; i < ndim; i++)
+        k += (size_t)snprintf(s + k, cap - k, "%s%d", i ? "," : "", shape[i]);
+    k += (size_t)snprintf(s + k, cap - k, "],\"data\":[");
+    for (long i = 0; i < n; i++)
+        k += (size_t)snprintf(s + k, cap - k, "%s%ld", i ? "," : "", i % 7 - 3);
+    snprintf(s + k, cap - k, "]}");
+    return s;
+}
+
+/* A call with two generated tensors: {"args": [a, b, extra...]}. */
+static call call2(const char *name, const char *path, int na, const int *sa, int nb, const int *sb,
+                  const char *extra)
+{
+    char *a = tensor_json(na, sa), *b = tensor_json(nb, sb);
+    size_t cap = strlen(a) + strlen(b) + strlen(extra) + 32;
+    char *body = malloc(cap);
+    snprintf(body, cap, "{\"args\":[%s,%s%s]}", a, b, extra);
+    call c = json_call(name, path, body);
+    free(a);
+    free(b);
+    free(body);
+    return c;
+}
+
 static int make_calls(call *cs)
 {
     static const float f4[4] = {1, -2, 3, -4};
@@ -164,6 +197,18 @@ static int make_calls(call *cs)
     cs[n++] = json_call("program keeping its results in a session (/v1/run keep)", "/v1/run",
                         "{\"steps\":[{\"op\":\"mul\",\"args\":[" T23 "," T23 "]},"
                         "{\"op\":\"split\",\"args\":[{\"ref\":\"$0\"},1,1]}],\"keep\":[\"$0\",\"$1.0.1\"]}");
+    /* sizes that take the kernels' larger paths (BLAS, im2col, cached blocks) */
+    static const int m64[2] = {64, 64}, img[4] = {2, 3, 16, 16}, w8[4] = {8, 3, 3, 3};
+    cs[n++] = call2("mm 64x64 (BLAS)", "/v1/ops/mm", 2, m64, 2, m64, "");
+    cs[n++] = call2("conv2d 2x3x16x16, 8 filters", "/v1/ops/conv2d", 4, img, 4, w8, ",null,[1,1],[1,1]");
+    cs[n++] = json_call("explain (Meta tensors)", "/v1/ops/mm/explain",
+                        "{\"args\":[{\"dtype\":\"float32\",\"shape\":[2,3]},"
+                        "{\"dtype\":\"float32\",\"shape\":[3,4]}]}");
+    cs[n++] = make("introspection GET /v1/ops/add", "GET", "/v1/ops/add", "", "", 0);
+    cs[n++] = make("/v2 model metadata", "GET", "/v2/models/add.Tensor", "", "", 0);
+    cs[n++] = make("stored tensors listed (GET /v1/tensors)", "GET", "/v1/tensors", "X-OD-Session: faults\r\n",
+                   "", 0);
+    cs[n++] = make("statistics GET /v1/stats", "GET", "/v1/stats", "", "", 0);
     return n;
 }
 
