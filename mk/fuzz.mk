@@ -23,23 +23,19 @@ FUZZ_LIST   := $(subst $(comma), ,$(FUZZ))
 FUZZ_S      ?= 60
 FUZZ_TEST_S ?= 15
 FUZZ_BINS   := $(FUZZ_ALL:%=$(FUZZ_B)/fuzz_%)
-# Longest input per fuzzer: the HTTP ones take a request with a body.
-FUZZ_LEN_number := 256
-FUZZ_LEN_schema := 4096
-FUZZ_LEN_json   := 16384
-FUZZ_LEN_bind   := 8192
-FUZZ_LEN_binary := 65536
-FUZZ_LEN_http   := 65536
-FUZZ_LEN_infer  := 65536
+# Longest input per fuzzer (name=bytes): the HTTP ones take a request with a body.
+FUZZ_LENS := number=256 schema=4096 json=16384 bind=8192 binary=65536 http=65536 infer=65536
 FUZZ_ENV := ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:allocator_may_return_null=1 \
             UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 OD_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-# $(1): name, $(2): seconds
+# $(1): the shell expression of the name, $(2): seconds. The dictionary and
+# the length are looked up by the shell, as the name is the loop's variable.
 define fuzz-run
-mkdir -p $(FUZZ_B)/corpus/$(1) $(FUZZ_B)/artifacts/$(1) && \
-$(FUZZ_ENV) $(FUZZ_B)/fuzz_$(1) -max_total_time=$(2) -timeout=10 -rss_limit_mb=4096 \
-  -max_len=$(FUZZ_LEN_$(1)) -print_final_stats=1 -artifact_prefix=$(FUZZ_B)/artifacts/$(1)/ \
-  $(if $(wildcard tests/fuzz/dict/$(1).dict),-dict=tests/fuzz/dict/$(1).dict) \
-  $(FUZZ_B)/corpus/$(1) tests/fuzz/corpus/$(1) 2>&1 | tee $(FUZZ_B)/$(1).log | \
+n=$(1); len=4096; for kv in $(FUZZ_LENS); do [ "$${kv%%=*}" = "$$n" ] && len=$${kv#*=}; done; \
+dict=tests/fuzz/dict/$$n.dict; [ -f $$dict ] && dict=-dict=$$dict || dict=; \
+mkdir -p $(FUZZ_B)/corpus/$$n $(FUZZ_B)/artifacts/$$n && \
+$(FUZZ_ENV) $(FUZZ_B)/fuzz_$$n -max_total_time=$(2) -timeout=10 -rss_limit_mb=4096 \
+  -max_len=$$len -print_final_stats=1 -artifact_prefix=$(FUZZ_B)/artifacts/$$n/ $$dict \
+  $(FUZZ_B)/corpus/$$n tests/fuzz/corpus/$$n 2>&1 | tee $(FUZZ_B)/$$n.log | \
   grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|ERROR|SUMMARY|Test unit written|deadly signal|^==' ; \
   test $${PIPESTATUS[0]} -eq 0
 endef
