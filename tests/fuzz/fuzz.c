@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -120,4 +121,34 @@ size_t fz_http_exchange(const uint8_t *req, size_t n, char *resp, size_t cap)
         abort();
     }
     return got;
+}
+
+static bool error_shape(const char *body, size_t len)
+{
+    json_t *j = json_loadb(body, len, 0, NULL);
+    json_t *e = json_object_get(j, "error");
+    bool ok = json_is_string(e) || (json_is_object(e) && json_is_string(json_object_get(e, "code")) &&
+                                    json_is_string(json_object_get(e, "message")));
+    json_decref(j);
+    return ok;
+}
+
+void fz_check_answer(const char *resp, size_t n)
+{
+    if (n < 12 || memcmp(resp, "HTTP/1.1 ", 9) != 0)
+        return;
+    int code = atoi(resp + 9);
+    const char *he = memmem(resp, n, "\r\n\r\n", 4);
+    bool bad = code == 500;
+    if (!bad && code >= 400 && he && memmem(resp, (size_t)(he - resp), "Content-Type: application/json", 30)) {
+        const char *cl = memmem(resp, (size_t)(he - resp), "Content-Length: ", 16);
+        size_t len = cl ? strtoul(cl + 16, NULL, 10) : 0;
+        const char *body = he + 4;
+        if (cl && len <= n - (size_t)(body - resp))
+            bad = !error_shape(body, len);
+    }
+    if (bad) {
+        fprintf(stderr, "fuzz: a bad answer:\n%.*s\n", (int)(n < 2000 ? n : 2000), resp);
+        abort();
+    }
 }

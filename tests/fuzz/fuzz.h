@@ -38,6 +38,12 @@ od_proto_limits fz_limits(void);
  * Returns the bytes answered, copied into resp (cap bytes, may be NULL). */
 size_t fz_http_exchange(const uint8_t *req, size_t n, char *resp, size_t cap);
 
+/* Checks the first answer in resp[0..n): not a 500, and when it is an
+ * error in JSON, the protocol's error shape ({"error": {"code", "message"}}
+ * on /v1, {"error": "<message>"} on /v2). Aborts, printing the answer, when
+ * not. libmicrohttpd's own answers to broken HTTP are HTML and not checked. */
+void fz_check_answer(const char *resp, size_t n);
+
 /* Frees what requests stored on the server (sessions, stored tensors), so
  * one input's state neither leaks into the next nor grows without bound. */
 void fz_http_forget(void);
