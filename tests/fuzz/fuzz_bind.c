@@ -68,13 +68,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             od_bound b;
             od_bound_init(&b);
             od_error_clear(&err);
+            /* The shallow kind check picks overloads; it refuses more than
+             * binding does on purpose (a number for a Tensor binds as a
+             * wrapped number only when no overload's kinds fit), so its
+             * answer is not compared with binding's. */
             od_error why;
-            bool fits = od_proto_args_match(op, args, kwargs, &why);
+            (void)od_proto_args_match(op, args, kwargs, &why);
             od_status st = od_proto_bind(op, doc, args, kwargs, &bo, &b, &err);
             check(st, &err, &b, op, "od_proto_bind");
-            if (st == OD_OK && !fits && (json_is_array(args) || !args) && (json_is_object(kwargs) || !kwargs))
-                FAIL("%s: od_proto_bind accepted what od_proto_args_match refused: %s\n", od_op_name(op),
-                     why.message);
             od_bound_release(&b);
             if (inputs) {
                 od_bound_init(&b);
