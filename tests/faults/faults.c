@@ -214,6 +214,28 @@ static int make_calls(call *cs)
     cs[n++] = make("stored tensors listed (GET /v1/tensors)", "GET", "/v1/tensors", "X-OD-Session: faults\r\n",
                    "", 0);
     cs[n++] = make("statistics GET /v1/stats", "GET", "/v1/stats", "", "", 0);
+    /* more families: search, scan, embedding, scatter, pad, resample, attention,
+     * LAPACK, batch norm; and the functionality keys: modes, vmap, autocast */
+    cs[n++] = json_call("sort", "/v1/ops/sort", "{\"args\":[" T23 ",1]}");
+    cs[n++] = json_call("topk", "/v1/ops/topk", "{\"args\":[" T23 ",2]}");
+    cs[n++] = json_call("cumsum", "/v1/ops/cumsum", "{\"args\":[" T23 ",1]}");
+    cs[n++] = json_call("embedding", "/v1/ops/embedding", "{\"args\":[" T32 "," IDX "]}");
+    cs[n++] = json_call("scatter_add", "/v1/ops/scatter_add",
+                        "{\"args\":[" T23 ",1,{\"dtype\":\"int64\",\"shape\":[2,3],\"data\":[0,1,2,2,1,0]}," T23 "]}");
+    cs[n++] = json_call("constant_pad_nd", "/v1/ops/constant_pad_nd", "{\"args\":[" T23 ",[1,1]]}");
+    cs[n++] = json_call("upsample_bilinear2d", "/v1/ops/upsample_bilinear2d", "{\"args\":[" IMG ",[8,8],false]}");
+    cs[n++] = json_call("_scaled_dot_product_attention", "/v1/ops/_scaled_dot_product_attention",
+                        "{\"args\":[" T23 "," T23 "," T23 "]}");
+    cs[n++] = json_call("linalg_inv (LAPACK)", "/v1/ops/linalg_inv",
+                        "{\"args\":[{\"dtype\":\"float64\",\"shape\":[2,2],\"data\":[4,7,2,6]}]}");
+    cs[n++] = json_call("batch_norm (training)", "/v1/ops/batch_norm",
+                        "{\"args\":[" IMG ",null,null,null,null,true,0.1,1e-5,false]}");
+    cs[n++] = json_call("modes: trace", "/v1/ops/matmul", "{\"args\":[" T23 "," T32 "],\"modes\":[\"trace\"]}");
+    cs[n++] = json_call("vmap (batching rule)", "/v1/ops/softmax",
+                        "{\"args\":[" T23 ",0],\"vmap\":{\"in_dims\":[0,null],\"out_dims\":0}}");
+    cs[n++] = json_call("vmap (per-sample fallback)", "/v1/ops/sort",
+                        "{\"args\":[" T23 ",0],\"vmap\":{\"in_dims\":[0,null],\"out_dims\":0}}");
+    cs[n++] = json_call("autocast bfloat16", "/v1/ops/mm", "{\"args\":[" T23 "," T32 "],\"autocast\":\"bfloat16\"}");
     return n;
 }
 
