@@ -84,6 +84,11 @@ typedef struct call {
     const char *name;   /* what it covers */
     char *req;          /* the request's bytes (owned) */
     size_t len;
+    /* Calls on a stored tensor: setup (owned, may be NULL) is sent first,
+     * without faults, before every attempt, and the "id" it answers
+     * replaces @ID@ in req. */
+    char *setup;
+    size_t setup_len;
 } call;
 
 #define T23 "{\"dtype\":\"float32\",\"shape\":[2,3],\"data\":[1,-2,3,-4,5,-6]}"
@@ -100,7 +105,7 @@ static call make(const char *name, const char *method, const char *path, const c
     int hn = snprintf(head, sizeof head,
                       "%s %s HTTP/1.1\r\nHost: faults\r\nConnection: close\r\n%sContent-Length: %zu\r\n\r\n",
                       method, path, headers, blen);
-    call c = {name, malloc((size_t)hn + blen), (size_t)hn + blen};
+    call c = {.name = name, .req = malloc((size_t)hn + blen), .len = (size_t)hn + blen};
     memcpy(c.req, head, (size_t)hn);
     memcpy(c.req + hn, body, blen);
     return c;
@@ -235,6 +240,31 @@ static int make_calls(call *cs)
                         "{\"args\":[" T23 ",0],\"vmap\":{\"in_dims\":[0,null],\"out_dims\":0}}");
     cs[n++] = json_call("vmap (per-sample fallback)", "/v1/ops/sort",
                         "{\"args\":[" T23 ",0],\"vmap\":{\"in_dims\":[0,null],\"out_dims\":0}}");
+    /* on a stored tensor (the setup stores X, requiring grad, in session "faults") */
+    call store = make("", "POST", "/v1/tensors", "Content-Type: application/json\r\nX-OD-Session: faults\r\n",
+                      "{\"tensor\":{\"dtype\":\"float32\",\"shape\":[2,3],\"data\":[1,-2,3,-4,5,-6],"
+                      "\"requires_grad\":true}}", strlen("{\"tensor\":{\"dtype\":\"float32\",\"shape\":[2,3],"
+                      "\"data\":[1,-2,3,-4,5,-6],\"requires_grad\":true}}"));
+    static const char *const sess = "Content-Type: application/json\r\nX-OD-Session: faults\r\n";
+    static const char prog[] = "{\"steps\":[{\"op\":\"mul\",\"args\":[{\"ref\":\"@ID@\"}," T23 "]},"
+                               "{\"op\":\"sum\",\"args\":[{\"ref\":\"$0\"}]},{\"backward\":\"$1\"}],"
+                               "\"outputs\":[\"$1\"]}";
+    call stored[] = {
+        make("stored tensor read (GET /v1/tensors/{id})", "GET", "/v1/tensors/@ID@", sess, "", 0),
+        make("stored tensor read, binary", "GET", "/v1/tensors/@ID@?binary=1", sess, "", 0),
+        make("stored tensor metadata", "GET", "/v1/tensors/@ID@?meta=1", sess, "", 0),
+        make("stored tensor as an argument", "POST", "/v1/ops/relu", sess,
+             "{\"args\":[{\"ref\":\"@ID@\"}]}", strlen("{\"args\":[{\"ref\":\"@ID@\"}]}")),
+        make("backward into a stored leaf's .grad (/v1/run)", "POST", "/v1/run", sess, prog, strlen(prog)),
+        make("stored tensor deleted", "DELETE", "/v1/tensors/@ID@", sess, "", 0),
+    };
+    for (size_t i = 0; i < sizeof stored / sizeof stored[0]; i++) {
+        cs[n] = stored[i];
+        cs[n].setup = malloc(store.len);
+        memcpy(cs[n].setup, store.req, store.len);
+        cs[n++].setup_len = store.len;
+    }
+    free(store.req);
     cs[n++] = json_call("autocast bfloat16", "/v1/ops/mm", "{\"args\":[" T23 "," T32 "],\"autocast\":\"bfloat16\"}");
     return n;
 }
@@ -282,15 +312,57 @@ static bool same_outputs(const char *base, size_t blen, const char *body, size_t
     return same;
 }
 
+/* c's request with every @ID@ replaced by the id its setup request answers
+ * and Content-Length made right again (new, *len bytes). NULL when the
+ * setup failed. */
+static char *with_id(const call *c, size_t *len)
+{
+    size_t n = fz_http_exchange((const uint8_t *)c->setup, c->setup_len, g_resp, sizeof g_resp - 1);
+    g_resp[n < sizeof g_resp - 1 ? n : sizeof g_resp - 1] = '\0';
+    const char *p = strstr(g_resp, "\"id\":\"");
+    if (!p)
+        return NULL;
+    p += 6;
+    char id[128];
+    snprintf(id, sizeof id, "%.*s", (int)strcspn(p, "\""), p);
+    /* the request as text without its Content-Length line, then rebuilt */
+    char *text = malloc(c->len * 2 + 256), *o = text;
+    for (size_t k = 0; k < c->len;) {
+        if (k + 4 <= c->len && !memcmp(c->req + k, "@ID@", 4)) {
+            o += sprintf(o, "%s", id);
+            k += 4;
+        } else {
+            *o++ = c->req[k++];
+        }
+    }
+    size_t tn = (size_t)(o - text);
+    const char *he = memmem(text, tn, "\r\n\r\n", 4), *cl = memmem(text, tn, "Content-Length: ", 16);
+    size_t body = tn - (size_t)(he + 4 - text), cle = (size_t)((const char *)memchr(cl, '\r', tn) - text);
+    char *out = malloc(tn + 32);
+    int k = sprintf(out, "%.*sContent-Length: %zu", (int)(cl - text), text, body);
+    memcpy(out + k, text + cle, tn - cle);
+    *len = (size_t)k + tn - cle;
+    free(text);
+    return out;
+}
+
 static void run(const call *c, long fail_at, bool persistent, long *allocs, size_t *n)
 {
+    size_t len = c->len;
+    char *req = c->setup ? with_id(c, &len) : c->req;
+    if (!req) {
+        fprintf(stderr, "faults: the setup of %s failed:\n%s\n", c->name, g_resp);
+        exit(2);
+    }
     g_fail_at = fail_at;
     g_persistent = persistent;
     atomic_store(&g_count, 0);
     atomic_store(&g_injected, 0);
     atomic_store(&g_armed, true);
-    *n = fz_http_exchange((const uint8_t *)c->req, c->len, g_resp, sizeof g_resp);
+    *n = fz_http_exchange((const uint8_t *)req, len, g_resp, sizeof g_resp);
     atomic_store(&g_armed, false);
+    if (req != c->req)
+        free(req);
     *allocs = atomic_load(&g_count);
     if (*n > sizeof g_resp)
         *n = sizeof g_resp;
@@ -374,7 +446,9 @@ int main(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("faults: %ld attempts, %d problem(s), %.1f s\n", attempts, bad,
            (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
-    for (int i = 0; i < ncalls; i++)
+    for (int i = 0; i < ncalls; i++) {
         free(cs[i].req);
+        free(cs[i].setup);
+    }
     return bad ? 1 : 0;
 }
