@@ -133,14 +133,15 @@ static bool error_shape(const char *body, size_t len)
     return ok;
 }
 
-void fz_check_answer(const char *resp, size_t n)
+void fz_check_answer(const uint8_t *req, size_t req_len, const char *resp, size_t n)
 {
     if (n < 12 || memcmp(resp, "HTTP/1.1 ", 9) != 0)
         return;
     int code = atoi(resp + 9);
     const char *he = memmem(resp, n, "\r\n\r\n", 4);
     bool bad = code == 500;
-    if (!bad && code >= 400 && he && memmem(resp, (size_t)(he - resp), "Content-Type: application/json", 30)) {
+    bool head = req_len >= 5 && !memcmp(req, "HEAD ", 5);
+    if (!bad && code >= 400 && !head && he && memmem(resp, (size_t)(he - resp), "Content-Type: application/json", 30)) {
         const char *cl = memmem(resp, (size_t)(he - resp), "Content-Length: ", 16);
         size_t len = cl ? strtoul(cl + 16, NULL, 10) : 0;
         const char *body = he + 4;

@@ -38,11 +38,13 @@ od_proto_limits fz_limits(void);
  * Returns the bytes answered, copied into resp (cap bytes, may be NULL). */
 size_t fz_http_exchange(const uint8_t *req, size_t n, char *resp, size_t cap);
 
-/* Checks the first answer in resp[0..n): not a 500, and when it is an
- * error in JSON, the protocol's error shape ({"error": {"code", "message"}}
- * on /v1, {"error": "<message>"} on /v2). Aborts, printing the answer, when
- * not. libmicrohttpd's own answers to broken HTTP are HTML and not checked. */
-void fz_check_answer(const char *resp, size_t n);
+/* Checks the first answer in resp[0..n) to the request that req (the bytes
+ * sent, borrowed) starts with: not a 500, and when it is an error in JSON,
+ * the protocol's error shape ({"error": {"code", "message"}} on /v1,
+ * {"error": "<message>"} on /v2). Aborts, printing the answer, when not.
+ * libmicrohttpd's own answers to broken HTTP are HTML and not checked, nor
+ * is the body of an answer to HEAD (there is none to read). */
+void fz_check_answer(const uint8_t *req, size_t req_len, const char *resp, size_t n);
 
 /* Frees what requests stored on the server (sessions, stored tensors), so
  * one input's state neither leaks into the next nor grows without bound. */

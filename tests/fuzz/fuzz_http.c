@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (names_a_listing(data, size))
         return 0;
     size_t n = fz_http_exchange(data, size, resp, sizeof resp);
-    fz_check_answer(resp, n < sizeof resp ? n : sizeof resp);
+    fz_check_answer(data, size, resp, n < sizeof resp ? n : sizeof resp);
     fz_http_forget();
     return 0;
 }

@@ -60,7 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(req + hn, body, blen);
     static char resp[1 << 16];
     size_t n = fz_http_exchange(req, (size_t)hn + blen, resp, sizeof resp);
-    fz_check_answer(resp, n < sizeof resp ? n : sizeof resp);
+    fz_check_answer(req, (size_t)hn + blen, resp, n < sizeof resp ? n : sizeof resp);
     free(req);
     fz_http_forget();
     return 0;
