@@ -1,7 +1,9 @@
 # opdispatch — build, test, bench, run.
 #
 #   make run     set up, build, start opdispatchd on 127.0.0.1:8000
-#   make test    set up, build, run every test (normal build, then ASan+UBSan)
+#   make test    set up, build, run every test (normal build, then ASan+UBSan,
+#                allocation-failure injection, a short pass of each fuzzer)
+#   make fuzz    run every fuzzer for FUZZ_S seconds (mk/fuzz.mk)
 #   make bench   run the benchmarks (never part of `make test`)
 #
 # Build trees: build/ (release, -O2) and build/asan/ (AddressSanitizer +
@@ -33,6 +35,15 @@ BASE_CFLAGS := $(CSTD) $(WARN) $(INCLUDES) -fPIC -pthread -MMD -MP -fno-trapping
 ifeq ($(SAN),1)
 OPT_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all
 SAN_LDFLAGS := -fsanitize=address,undefined,float-cast-overflow
+else ifeq ($(SAN),fuzz)
+# The fuzzers' tree (mk/fuzz.mk, CC=clang-14): ASan+UBSan plus libFuzzer's
+# coverage counters; the harnesses link -fsanitize=fuzzer themselves. clang
+# ignores gcc's vectoriser pragmas and simd attributes (scalar code, same
+# results), and would flag od_math.h's branch-free `mask & mask ? a : b`.
+OPT_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
+              -fno-sanitize-recover=all -Wno-unknown-pragmas -Wno-unknown-attributes \
+              -Wno-bitwise-conditional-parentheses
+SAN_LDFLAGS := -fsanitize=address,undefined
 else
 OPT_CFLAGS := -O2 -g -march=x86-64-v2 -mtune=native
 SAN_LDFLAGS :=
@@ -133,7 +144,7 @@ lib: $(LIB_A) $(LIB_SO)
 # Debian packages this project needs; installed by `make setup` when missing.
 DEB_PKGS := build-essential pkg-config libopenblas-dev libsleef-dev libmicrohttpd-dev libjansson-dev \
             libcriterion-dev libcurl4-openssl-dev python3 python3-venv curl wrk python3-torch nodejs gnuplot-nox libjs-chart.js chromium chromium-driver \
-            nginx
+            nginx clang-14 libclang-rt-14-dev llvm-14
 SETUP_STAMP := .setup/debs-$(shell echo $(DEB_PKGS) | md5sum | cut -c1-8)
 
 setup: $(SETUP_STAMP)
@@ -246,13 +257,17 @@ opinfo: all $(TORCH_QUIET)
 	  $(if $(OPINFO_OPS),--ops '$(OPINFO_OPS)')
 
 # The whole suite twice: a release build, then ASan+UBSan (unit tests and the
-# integration suite against the sanitized server, which fails on any report).
+# integration suite against the sanitized server, which fails on any report);
+# then allocation-failure injection (mk/faults.mk) and a short pass of every
+# fuzzer with its saved regressions (mk/fuzz.mk).
 test: setup
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-integration
 	@$(MAKE) --no-print-directory test-asan
 	@$(MAKE) --no-print-directory test-integration-asan
+	@$(MAKE) --no-print-directory faults
+	@$(MAKE) --no-print-directory test-fuzz
 	@bash tools/gpu-tests.sh skip-report
 	@echo "make test: all suites passed"
 

@@ -32,7 +32,8 @@ typedef struct od_mode_class {
     /* Sees op before the kernels, with this mode popped; continues with
      * od_mode_continue or answers itself (s->rets, as a kernel). */
     od_status (*handle)(void *state, const od_op *op, od_keyset ks, od_stack *s, od_error *err);
-    /* What the mode saw, as a malloc'd JSON value (new), or NULL. May be NULL. */
+    /* What the mode saw, as a malloc'd JSON value (new); NULL only when it
+     * cannot be allocated (the call then answers 507). May be NULL: no report. */
     char *(*report)(void *state);
     void (*destroy)(void *state); /* may be NULL */
 } od_mode_class;

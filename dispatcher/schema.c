@@ -807,6 +807,13 @@ static bool parse_single(parser *p, od_type_kind kind, od_value *v)
         return true;
     }
     if (p->tok.kind == TK_IDENT) {
+        /* A name (Mean, long, ...) stands for an integer, which a float
+         * argument would print as "1" and read back as 1.0: refused, as
+         * PyTorch refuses it. */
+        if (kind == OD_TY_FLOAT) {
+            fail_expected(p, "a number for a float default");
+            return false;
+        }
         size_t n = p->tok.end - p->tok.start;
         const char *s = p->src + p->tok.start;
         for (size_t i = 0; i < sizeof enum_defaults / sizeof enum_defaults[0]; i++)

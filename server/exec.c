@@ -326,6 +326,8 @@ void od_exec_modes_json(od_buf *b, od_mode_stack *st)
     bool first = true;
     for (int i = 0; i < st->n; i++) {
         char *rep = st->cls[i]->report ? st->cls[i]->report(st->state[i]) : NULL;
+        if (st->cls[i]->report && !rep)
+            b->oom = true; /* a report lost to memory is not "null": 507 */
         if (!first)
             od_buf_putc(b, ',');
         first = false;

@@ -353,7 +353,7 @@ static void put_schema_text(od_buf *b, const od_schema *s)
     int n = od_schema_print(s, NULL, 0);
     char *txt = n >= 0 ? malloc((size_t)n + 1) : NULL;
     if (!txt) {
-        od_buf_puts(b, "null");
+        b->oom = true; /* a schema printed as null would be a wrong answer: 507 instead */
         return;
     }
     od_schema_print(s, txt, (size_t)n + 1);

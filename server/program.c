@@ -84,6 +84,8 @@ static bool parse_step_ref(const char *s, int *j, int *i)
 static od_status step_tensor(const od_stack *s, const char *id, int j, const od_op *op, int i, int e,
                              od_tensor **t, od_error *err)
 {
+    if (!op) /* a backward step: no operator, and nothing to name in a message */
+        return od_error_set(err, OD_EINVAL, "\"%s\": step %d is a backward step, which has no results", id, j);
     const od_value *v = i < s->nrets ? &s->rets[i] : NULL;
     if (v && v->tag == OD_T_TENSOR_LIST) {
         if (e < 0)

@@ -415,6 +415,27 @@ static void run_on_worker(void *arg)
     MHD_resume_connection(conn); /* r belongs to the I/O thread from here on */
 }
 
+/* No od_req could be allocated: a 507 from static memory, queued on the
+ * first call (MHD then closes the connection instead of reading a body), so
+ * a client under memory pressure gets an answer, not a dropped connection.
+ * The completion callback sees no od_req and has nothing to free. */
+static enum MHD_Result answer_no_memory(struct MHD_Connection *conn, const char *url)
+{
+    static const char v1[] = "{\"error\":{\"code\":\"out_of_memory\",\"message\":\"out of memory\"}}";
+    static const char v2[] = "{\"error\":\"out of memory\"}";
+    bool oip = !strncmp(url, "/v2", 3) && (url[3] == '\0' || url[3] == '/');
+    struct MHD_Response *resp = MHD_create_response_from_buffer(oip ? sizeof v2 - 1 : sizeof v1 - 1,
+                                                                (void *)(oip ? v2 : v1),
+                                                                MHD_RESPMEM_PERSISTENT);
+    if (!resp)
+        return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result ok = MHD_queue_response(conn, (unsigned)od_status_http(OD_ENOMEM), resp);
+    MHD_destroy_response(resp);
+    return ok;
+}
+
 enum MHD_Result od_on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size, void **con_cls)
@@ -425,7 +446,7 @@ enum MHD_Result od_on_request(void *cls, struct MHD_Connection *conn, const char
     if (!r) {
         r = calloc(1, sizeof *r);
         if (!r)
-            return MHD_NO;
+            return answer_no_memory(conn, url);
         atomic_fetch_add(&g_inflight, 1);
         r->conn = conn;
         r->t0 = od_now_ns();

@@ -289,14 +289,16 @@ typedef struct merged {
     uint64_t *route_ns;
 } merged;
 
-static void mhist_add(mhist **dst, hist *h)
+/* Adds h (may be NULL) into *dst, allocating it on first use; false when
+ * that allocation fails (the merge is then incomplete and must not be shown). */
+static bool mhist_add(mhist **dst, hist *h)
 {
     if (!h)
-        return;
+        return true;
     if (!*dst) {
         *dst = calloc(1, sizeof **dst);
         if (!*dst)
-            return;
+            return false;
         (*dst)->min = UINT64_MAX;
     }
     mhist *m = *dst;
@@ -309,6 +311,7 @@ static void mhist_add(mhist **dst, hist *h)
         m->max = mx;
     for (int i = 0; i < NB; i++)
         m->b[i] += ld(&h->b[i]);
+    return true;
 }
 
 static bool merge(merged *m)
@@ -320,6 +323,7 @@ static bool merge(merged *m)
     if (!m->rows || !m->routes || !m->route_ns)
         return false;
     unsigned gen = atomic_load_explicit(&g_gen, memory_order_acquire);
+    bool ok = true;
     pthread_mutex_lock(&g_lock);
     for (shard *s = g_shards; s; s = s->next) {
         if (atomic_load_explicit(&s->gen, memory_order_acquire) != gen)
@@ -341,8 +345,8 @@ static bool merge(merged *m)
                 o->last_ms = lm;
             o->kcalls += ld(&r->kcalls);
             o->kerrs += ld(&r->kerrs);
-            mhist_add(&o->e2e, atomic_load_explicit(&r->e2e, memory_order_acquire));
-            mhist_add(&o->kern, atomic_load_explicit(&r->kern, memory_order_acquire));
+            ok &= mhist_add(&o->e2e, atomic_load_explicit(&r->e2e, memory_order_acquire));
+            ok &= mhist_add(&o->kern, atomic_load_explicit(&r->kern, memory_order_acquire));
         }
         for (int i = 0; i <= g_nroutes; i++) {
             for (int k = 0; k < NSTATUS; k++)
@@ -351,7 +355,7 @@ static bool merge(merged *m)
         }
     }
     pthread_mutex_unlock(&g_lock);
-    return true;
+    return ok;
 }
 
 static void merged_free(merged *m)
@@ -445,6 +449,8 @@ void od_stats_json(od_buf *b)
             if (r->e2e) {
                 if (!e2e_all && (e2e_all = calloc(1, sizeof *e2e_all)))
                     e2e_all->min = UINT64_MAX;
+                else if (!e2e_all)
+                    b->oom = true; /* a histogram left out would read as "no calls": 507 instead */
                 if (e2e_all) {
                     e2e_all->count += r->e2e->count;
                     e2e_all->sum += r->e2e->sum;

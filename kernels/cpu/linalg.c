@@ -687,9 +687,6 @@ static od_status run_lstsq(const od_stack *s, const od_linalg_info *li, od_tenso
     int drv = li->driver;
     bool svd = drv == OD_LSTSQ_GELSD || drv == OD_LSTSQ_GELSS;
     int64_t kk = svd && k == 0 ? 1 : k; /* right-hand sides handed to LAPACK */
-    int64_t na = 1;
-    for (int i = 0; i < A->ndim - 2; i++)
-        na *= A->sizes[i];
     od_out_spec spec[4];
     od_linalg_lstsq_specs(s, li, false, spec);
     od_status stt = od_alloc_outputs(s, spec, 4, outs, err);
