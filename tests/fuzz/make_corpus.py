@@ -116,7 +116,7 @@ def http(method, path, headers=(), body=b""):
 KEYS = ("args kwargs device parameters outputs binary_data_output binary_data binary_data_size dtype "
         "datatype shape data name inputs id requires_grad ref keep steps op backward grad_mode modes "
         "autocast vmap in_dims out_dims randomness tensor gradient retain_graph return index override "
-        "trace validate max_events alpha dim keepdim").split()
+        "trace validate max_events alpha dim keepdim dispatch full summary none").split()
 DTYPES = ("float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 bool complex64 float double half "
           "long int FP32 FP64 FP16 BF16 INT8 INT16 INT32 INT64 UINT8 BOOL BYTES").split()
 JSON_TOKENS = ['"', "{", "}", "[", "]", ":", ",", "true", "false", "null", "-", "0", "1e", "E-", ".5",
