@@ -3,6 +3,8 @@
 #   make run     set up, build, start opdispatchd on 127.0.0.1:8000
 #   make test    set up, build, run every test (normal build, then ASan+UBSan)
 #   make bench   run the benchmarks (never part of `make test`)
+#   make soak    mixed load for SOAK_S seconds (600), checked for leaks and
+#                drift; report in build/soak/ (make test runs 40 s of it)
 #
 # Build trees: build/ (release, -O2) and build/asan/ (AddressSanitizer +
 # UndefinedBehaviorSanitizer, -fno-sanitize-recover=all). Sources are found by
@@ -246,11 +248,13 @@ opinfo: all $(TORCH_QUIET)
 	  $(if $(OPINFO_OPS),--ops '$(OPINFO_OPS)')
 
 # The whole suite twice: a release build, then ASan+UBSan (unit tests and the
-# integration suite against the sanitized server, which fails on any report).
+# integration suite against the sanitized server, which fails on any report);
+# between them a 40-second soak of the release server (mk/soak.mk).
 test: setup
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-integration
+	@$(MAKE) --no-print-directory test-soak
 	@$(MAKE) --no-print-directory test-asan
 	@$(MAKE) --no-print-directory test-integration-asan
 	@bash tools/gpu-tests.sh skip-report
