@@ -148,3 +148,29 @@ def test_bad_tls_files_are_refused(certs, tmp_path):
     assert p.returncode == 1 and "not a PEM file" in p.stderr
     p = run("--tls-cert", certs["cert"], "--tls-key", certs["other_key"])  # a key that is not the cert's
     assert p.returncode == 1 and "cannot listen" in p.stderr, p.stderr
+
+
+def test_python_client_with_token_over_tls(make_server, certs, tmp_path, monkeypatch):
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "clients" / "python"))
+    from opdispatch import Client, OpdispatchError
+
+    f = tmp_path / "tokens"
+    f.write_text(f"{TOKEN} read,call py\n")
+    f.chmod(0o600)
+    s = make_server("--tls-cert", certs["cert"], "--tls-key", certs["key"], "--token-file", str(f))
+    a = np.linspace(-2, 2, 300_000, dtype=np.float32)  # above the JSON threshold: binary both ways
+    with Client(s.url, token=TOKEN, cafile=certs["cert"]) as c:
+        assert np.array_equal(c.ops.relu(a), np.maximum(a, 0))
+        assert np.array_equal(c.ops.relu(a[:4]), np.maximum(a[:4], 0))
+    monkeypatch.setenv("OD_TOKEN", TOKEN)
+    with Client(s.url, cafile=certs["cert"]) as c:  # the token from the environment
+        assert c.ops.relu(a[:3]).shape == (3,)
+    monkeypatch.delenv("OD_TOKEN")
+    with Client(s.url, cafile=certs["cert"]) as c:
+        with pytest.raises(OpdispatchError) as e:
+            c.ops.relu(a[:3])
+        assert e.value.status == 401
