@@ -2,6 +2,7 @@
 scopes), the refusal to listen beyond loopback without it, 401/403 in each
 protocol's error shape, and tokens kept out of the log."""
 
+import json
 import os
 import pathlib
 import re
@@ -306,3 +307,28 @@ def test_protocol_md_scope_table_agrees_with_the_route_table(server):
                 assert got == scope or (got.startswith("call (own") and scope in ("call", "admin")), (m, path, got)
                 named += 1
     assert named >= 25, named
+
+
+def test_cli_and_its_load_generator_send_od_token(srv):
+    """The opdispatch command takes its token from OD_TOKEN (never argv)."""
+    from conftest import ROOT
+
+    cli = os.environ.get("OD_CLI", str(ROOT / "build" / "opdispatch"))
+
+    def run(*args, token=None):
+        env = {k: v for k, v in os.environ.items() if k != "OD_TOKEN"}
+        if token:
+            env["OD_TOKEN"] = token
+        return subprocess.run([cli, "--url", srv.url, *args], capture_output=True, text=True, timeout=120, env=env)
+
+    assert run("keys").returncode == 1  # 401: a 4xx
+    assert run("keys", token=READ).returncode == 0
+    p = run("call", "relu", "--arg", "rand:4:float32", token=CALL)
+    assert p.returncode == 0, p.stderr
+    p = run("load", "relu", "--arg", "rand:64:float32", "--count", "200", "--format", "json", token=CALL)
+    assert p.returncode == 0, p.stderr
+    pt = json.loads(p.stdout)[0]
+    assert pt["ok"] == 200 and pt["statuses"] == {"200": 200}, pt
+    p = run("load", "relu", "--arg", "rand:64:float32", "--count", "50", "--format", "json", token=READ)
+    pt = json.loads(p.stdout)[0]  # refused before the body is read: MHD closes, the engine reconnects
+    assert pt["ok"] == 0 and set(pt["statuses"]) == {"403"}, pt
