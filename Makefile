@@ -5,6 +5,8 @@
 #                allocation-failure injection, a short pass of each fuzzer)
 #   make fuzz    run every fuzzer for FUZZ_S seconds (mk/fuzz.mk)
 #   make bench   run the benchmarks (never part of `make test`)
+#   make soak    mixed load for SOAK_S seconds (600), checked for leaks and
+#                drift; report in build/soak/ (make test runs 30 s of it)
 #
 # Build trees: build/ (release, -O2) and build/asan/ (AddressSanitizer +
 # UndefinedBehaviorSanitizer, -fno-sanitize-recover=all). Sources are found by
@@ -257,13 +259,15 @@ opinfo: all $(TORCH_QUIET)
 	  $(if $(OPINFO_OPS),--ops '$(OPINFO_OPS)')
 
 # The whole suite twice: a release build, then ASan+UBSan (unit tests and the
-# integration suite against the sanitized server, which fails on any report);
-# then allocation-failure injection (mk/faults.mk) and a short pass of every
+# integration suite against the sanitized server, which fails on any report),
+# with a short soak of the release server between them (mk/soak.mk); then
+# allocation-failure injection (mk/faults.mk) and a short pass of every
 # fuzzer with its saved regressions (mk/fuzz.mk).
 test: setup
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-integration
+	@$(MAKE) --no-print-directory test-soak
 	@$(MAKE) --no-print-directory test-asan
 	@$(MAKE) --no-print-directory test-integration-asan
 	@$(MAKE) --no-print-directory faults

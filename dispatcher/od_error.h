@@ -18,7 +18,8 @@
     X(OD_OK, "ok", 200, "success")                                                                \
     X(OD_EINVAL, "invalid_argument", 400,                                                         \
       "malformed input: JSON, UTF-8, binary framing, a bad value or an unknown field")           \
-    X(OD_EFORBIDDEN, "forbidden", 403, "an endpoint the server was not started to allow")       \
+    X(OD_EUNAUTHORIZED, "unauthorized", 401, "no valid bearer token (see WWW-Authenticate)")    \
+    X(OD_EFORBIDDEN, "forbidden", 403, "a token without the route's scope, or a route not enabled") \
     X(OD_ENOTFOUND, "not_found", 404, "unknown route, operator, model, version or key")          \
     X(OD_EMETHOD, "method_not_allowed", 405, "wrong method for the route (see Allow)")          \
     X(OD_EREQTIMEOUT, "request_timeout", 408, "the request did not arrive in time")             \

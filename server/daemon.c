@@ -13,10 +13,16 @@
  *    the reaper never writes to a descriptor that was reused. At SIGTERM the
  *    same list closes every connection not working on a request at once, so
  *    the drain waits only for handlers that run.
+ *    The 408 is in the shape of the request's protocol (/v2: the Open
+ *    Inference Protocol's). Over TLS (--tls-cert) the reaper cannot write
+ *    into MHD's TLS session, so a late request is closed without an answer.
  *  - Stopping cancels running calls and joins the call workers before the
  *    daemon stops (MHD must not stop with suspended connections).
+ *  - The TLS certificate and key are read once at start and kept (the key
+ *    wiped before it is freed) until the daemon has stopped.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -39,6 +45,7 @@ typedef struct conn_track {
     int phase;
     uint64_t since; /* when the phase began */
     bool killed;
+    bool oip;       /* the request line names a /v2 path: errors in the protocol's shape */
 } conn_track;
 
 static struct {
@@ -107,20 +114,28 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
     (void)cls;
-    (void)uri;
+    conn_track *t = track_of(c);
+    if (t) {
+        pthread_mutex_lock(&T.m);
+        t->oip = !strncmp(uri, "/v2", 3) && (uri[3] == '\0' || uri[3] == '/' || uri[3] == '?');
+        pthread_mutex_unlock(&T.m);
+    }
     od_conn_phase(c, OD_PH_RECV);
     return NULL;
 }
 
 /* An error answer written straight to a connection MHD is reading from
  * (msg: plain text, no quotes), then the connection is shut down; MHD sees
- * the end of the stream and closes it. Caller holds T.m. */
+ * the end of the stream and closes it. Caller holds T.m. Over TLS nothing
+ * can be written beside MHD's own TLS session (plain bytes would corrupt
+ * its record stream): the connection is only shut down. */
 static void answer_and_shut(conn_track *t, od_status st, const char *msg)
 {
-    if (t->phase == OD_PH_RECV) {
+    if (t->phase == OD_PH_RECV && !*od_cfg.tls_cert) {
         char body[256], out[512];
-        int bl = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}",
-                          od_status_code(st), msg);
+        int bl = t->oip ? snprintf(body, sizeof body, "{\"error\":\"%s\"}", msg)
+                        : snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}",
+                                   od_status_code(st), msg);
         int n = snprintf(out, sizeof out,
                          "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: application/json\r\n"
                          "Content-Length: %d\r\n\r\n%s",
@@ -182,6 +197,47 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
 /* ---- start, drain, stop ---------------------------------------------------------- */
 
 static struct MHD_Daemon *g_daemon;
+static char *g_tls_cert, *g_tls_key; /* PEM text MHD was given; freed after it stops */
+
+/* A PEM file into a new NUL-terminated string (at most 1 MiB), or NULL
+ * after logging why (what: "--tls-cert"). */
+static char *read_pem(const char *path, const char *what)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        od_log(OD_LOG_ERROR, "%s %s: %s", what, path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = (size_t)1 << 20, n = 0;
+    char *text = malloc(cap + 1);
+    if (text)
+        n = fread(text, 1, cap + 1, f);
+    bool bad = !text || ferror(f) || n > cap || n == 0;
+    fclose(f);
+    if (bad) {
+        od_log(OD_LOG_ERROR, "%s %s: %s", what, path,
+               !text ? "out of memory" : n > cap ? "larger than 1 MiB" : n == 0 ? "empty" : "read error");
+        free(text);
+        return NULL;
+    }
+    text[n] = '\0';
+    if (!strstr(text, "-----BEGIN ")) {
+        od_log(OD_LOG_ERROR, "%s %s: not a PEM file (no -----BEGIN line)", what, path);
+        explicit_bzero(text, n);
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+static void free_pem(char **p)
+{
+    if (*p) {
+        explicit_bzero(*p, strlen(*p)); /* the key should not linger in freed memory */
+        free(*p);
+    }
+    *p = NULL;
+}
 
 int od_server_start(int *bound_port)
 {
@@ -200,6 +256,25 @@ int od_server_start(int *bound_port)
     if (od_cfg.call_workers > 0 && od_workers_start(od_cfg.call_workers, od_cfg.max_connections + 16u) != 0) {
         od_log(OD_LOG_ERROR, "cannot start %d call worker threads", od_cfg.call_workers);
         return -1;
+    }
+    /* HTTPS: MHD's GnuTLS support, from PEM text read here; MHD refuses a
+     * certificate and key that do not parse or do not match */
+    struct MHD_OptionItem tls[3] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL},
+                                    {MHD_OPTION_END, 0, NULL}};
+    if (*od_cfg.tls_cert) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            od_log(OD_LOG_ERROR, "--tls-cert: this libmicrohttpd was built without TLS support");
+            return -1;
+        }
+        g_tls_cert = read_pem(od_cfg.tls_cert, "--tls-cert");
+        g_tls_key = g_tls_cert ? read_pem(od_cfg.tls_key, "--tls-key") : NULL;
+        if (!g_tls_key) {
+            free_pem(&g_tls_cert);
+            return -1;
+        }
+        tls[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, g_tls_cert};
+        tls[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, g_tls_key};
+        flags |= MHD_USE_TLS;
     }
     struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
@@ -233,10 +308,13 @@ int od_server_start(int *bound_port)
         MHD_OPTION_NOTIFY_COMPLETED, od_on_completed, NULL,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
+        MHD_OPTION_ARRAY, tls,
         MHD_OPTION_END);
     if (!g_daemon) {
-        od_log(OD_LOG_ERROR, "cannot listen on %s:%d (address in use, or not allowed)", od_cfg.host,
-               od_cfg.port);
+        od_log(OD_LOG_ERROR, "cannot listen on %s:%d (address in use, or not allowed%s)", od_cfg.host,
+               od_cfg.port, *od_cfg.tls_cert ? "; or the TLS certificate and key do not load" : "");
+        free_pem(&g_tls_cert);
+        free_pem(&g_tls_key);
         return -1;
     }
     if (pthread_create(&T.thread, NULL, reaper_main, NULL) == 0)
@@ -287,5 +365,7 @@ void od_server_stop(void)
     if (g_daemon)
         MHD_stop_daemon(g_daemon);
     g_daemon = NULL;
+    free_pem(&g_tls_cert);
+    free_pem(&g_tls_key);
     od_stats_shutdown();
 }

@@ -816,6 +816,18 @@ void od_h_metrics(od_req *r)
                   "# HELP od_calls_running Operator calls running on call workers.\n"
                   "# TYPE od_calls_running gauge\nod_calls_running %ld\n",
                   od_server_inflight(), od_server_body_bytes(), queued, running);
+    /* what the CPU allocator holds: its cache keeps freed large blocks (up
+     * to its limit), so RSS follows peak concurrency, not a leak */
+    od_cpu_alloc_info ai;
+    od_cpu_alloc_stats(&ai);
+    od_buf_printf(&b,
+                  "# HELP od_cpu_alloc_in_use_bytes Bytes of live CPU tensor and body allocations.\n"
+                  "# TYPE od_cpu_alloc_in_use_bytes gauge\nod_cpu_alloc_in_use_bytes %zu\n"
+                  "# HELP od_cpu_alloc_cached_bytes Freed large blocks the CPU allocator keeps for reuse.\n"
+                  "# TYPE od_cpu_alloc_cached_bytes gauge\nod_cpu_alloc_cached_bytes %zu\n"
+                  "# HELP od_cpu_alloc_cache_limit_bytes Cap on od_cpu_alloc_cached_bytes.\n"
+                  "# TYPE od_cpu_alloc_cache_limit_bytes gauge\nod_cpu_alloc_cache_limit_bytes %zu\n",
+                  ai.in_use_bytes, ai.cached_bytes, ai.cache_limit);
     od_store_totals st;
     od_store_stats(&st);
     od_buf_printf(&b,

@@ -27,7 +27,8 @@
 enum {
     O_HOST = 1, O_PORT, O_THREADS, O_MAX_BODY, O_MAX_RANK, O_MAX_ELEMS, O_MAX_OUT, O_MAX_DEPTH,
     O_MAX_VALUES, O_MAX_INFLIGHT, O_CALL_WORKERS, O_MAX_CALL_S, O_MAX_CONN, O_MAX_CONN_IP, O_IDLE,
-    O_REQ_TIMEOUT, O_DRAIN, O_DEVICE, O_SESSION_BYTES, O_SESSION_IDLE, O_HIGH_WATER, O_PLUGIN, O_LOG, O_NO_ACCESS, O_BENCH, O_HELP, O_VERSION
+    O_REQ_TIMEOUT, O_DRAIN, O_DEVICE, O_SESSION_BYTES, O_SESSION_IDLE, O_HIGH_WATER, O_PLUGIN, O_TOKEN_FILE, O_ALLOW_ANON, O_TLS_CERT, O_TLS_KEY, O_LOG,
+    O_NO_ACCESS, O_BENCH, O_HELP, O_VERSION
 };
 
 typedef struct opt_def {
@@ -80,6 +81,16 @@ static const opt_def OPTS[] = {
     {O_PLUGIN, "plugin", "PATH", "OD_PLUGINS", NULL,
      "load a plugin (a shared library whose od_plugin_init registers operators and kernels) before "
      "the registry freezes; repeatable; the variable takes a ':'-separated list"},
+    {O_TOKEN_FILE, "token-file", "FILE", "OD_TOKEN_FILE", NULL,
+     "bearer tokens and their scopes, one `TOKEN SCOPES [NAME]` a line (scopes: a comma list of "
+     "read, call, admin); every route but health and the dashboard's files then needs a token "
+     "with its scope (401, 403); the file must not be readable by other users"},
+    {O_ALLOW_ANON, "allow-anonymous", NULL, "OD_ALLOW_ANONYMOUS=1", NULL,
+     "listen on a non-loopback --host without --token-file (else refused); with a token file, "
+     "requests without a token may read and call (admin still needs a token)"},
+    {O_TLS_CERT, "tls-cert", "FILE", "OD_TLS_CERT", NULL,
+     "serve HTTPS with this PEM certificate (chain); needs --tls-key"},
+    {O_TLS_KEY, "tls-key", "FILE", "OD_TLS_KEY", NULL, "the PEM private key of --tls-cert"},
     {O_LOG, "log-level", "L", "OD_LOG_LEVEL", "info", "error, warn, info (access log) or debug"},
     {O_NO_ACCESS, "no-access-log", NULL, "OD_ACCESS_LOG=0", NULL, "no per-request line"},
     {O_BENCH, "enable-bench", NULL, "OD_ENABLE_BENCH=1", NULL,
@@ -176,7 +187,8 @@ static bool parse_num(const char *s, unsigned long long *out)
 static bool apply(int id, const char *val, const char *src)
 {
     unsigned long long v = 0;
-    bool numeric = id != O_HOST && id != O_DEVICE && id != O_LOG && id != O_PLUGIN;
+    bool numeric = id != O_HOST && id != O_DEVICE && id != O_LOG && id != O_PLUGIN && id != O_TOKEN_FILE &&
+                   id != O_TLS_CERT && id != O_TLS_KEY;
     if (numeric && !parse_num(val, &v)) {
         fprintf(stderr, "opdispatchd: %s: '%s' is not a non-negative number\n", src, val);
         return false;
@@ -203,6 +215,17 @@ static bool apply(int id, const char *val, const char *src)
         }
         od_cfg.threads = (int)v;
         break;
+    case O_TOKEN_FILE:
+    case O_TLS_CERT:
+    case O_TLS_KEY: {
+        char *dst = id == O_TOKEN_FILE ? od_cfg.token_file : id == O_TLS_CERT ? od_cfg.tls_cert : od_cfg.tls_key;
+        if (!*val || strlen(val) >= sizeof od_cfg.token_file) {
+            fprintf(stderr, "opdispatchd: %s: %s path\n", src, *val ? "too long a" : "an empty");
+            return false;
+        }
+        snprintf(dst, sizeof od_cfg.token_file, "%s", val);
+        break;
+    }
     case O_MAX_BODY: od_cfg.max_body_bytes = (size_t)v; break;
     case O_MAX_RANK:
         if (v > OD_MAX_DIMS) {
@@ -344,6 +367,8 @@ int main(int argc, char **argv)
     }
     const char *eb = getenv("OD_ENABLE_BENCH");
     od_cfg.enable_bench = eb && !strcmp(eb, "1");
+    const char *aa = getenv("OD_ALLOW_ANONYMOUS");
+    od_cfg.allow_anonymous = aa && !strcmp(aa, "1");
     const char *al = getenv("OD_ACCESS_LOG");
     if (al && (!strcmp(al, "0") || !strcmp(al, "off") || !strcmp(al, "false")))
         od_cfg.access_log = false;
@@ -371,6 +396,10 @@ int main(int argc, char **argv)
             od_cfg.enable_bench = true;
             continue;
         }
+        if (c == O_ALLOW_ANON) {
+            od_cfg.allow_anonymous = true;
+            continue;
+        }
         if (c == '?') {
             usage(stderr);
             return 2;
@@ -386,6 +415,29 @@ int main(int argc, char **argv)
         fprintf(stderr, "opdispatchd: unexpected argument '%s'\n", argv[optind]);
         usage(stderr);
         return 2;
+    }
+
+    if (!*od_cfg.token_file && !od_cfg.allow_anonymous && !od_host_is_loopback(od_cfg.host)) {
+        /* anyone who can reach the port could run kernels, reset statistics
+         * and start server-side load: say so rather than serve it */
+        fprintf(stderr,
+                "opdispatchd: refusing to listen on %s without authentication: every client that can "
+                "reach it could call operators and use the admin endpoints. Give --token-file FILE "
+                "(bearer tokens with scopes), or --allow-anonymous to serve it open (e.g. behind a "
+                "proxy that authenticates), or listen on 127.0.0.1.\n",
+                od_cfg.host);
+        return 2;
+    }
+    if (!*od_cfg.tls_cert != !*od_cfg.tls_key) {
+        fprintf(stderr, "opdispatchd: --tls-cert and --tls-key go together\n");
+        return 2;
+    }
+    if (*od_cfg.token_file) {
+        char why[512];
+        if (od_auth_load(od_cfg.token_file, why, sizeof why) != 0) {
+            fprintf(stderr, "opdispatchd: %s\n", why);
+            return 2;
+        }
     }
 
     /* Block the shutdown signals before any thread starts, so every thread
@@ -416,11 +468,17 @@ int main(int argc, char **argv)
         od_log(OD_LOG_INFO, "CPU only: %s", why);
     else
         od_log(OD_LOG_INFO, "CUDA available; default device %s", od_cfg.default_device);
+    if (od_auth_enabled())
+        od_log(OD_LOG_INFO, "tokens from %s; requests without one may %s", od_cfg.token_file,
+               od_auth_anonymous() ? "read and call" : "only reach health and the dashboard's files");
+    else if (!od_host_is_loopback(od_cfg.host))
+        od_log(OD_LOG_WARN, "--allow-anonymous: every client that reaches %s may use every endpoint",
+               od_cfg.host);
     od_log(OD_LOG_INFO, "%d operators, %d HTTP threads, %d call workers, body cap %zu bytes",
            od_op_count(), od_cfg.threads, od_cfg.call_workers, od_cfg.max_body_bytes);
     bool v6 = strchr(od_cfg.host, ':') != NULL;
-    printf("opdispatchd %s listening on http://%s%s%s:%d/\n", OD_VERSION, v6 ? "[" : "", od_cfg.host,
-           v6 ? "]" : "", port);
+    printf("opdispatchd %s listening on %s://%s%s%s:%d/\n", OD_VERSION, *od_cfg.tls_cert ? "https" : "http",
+           v6 ? "[" : "", od_cfg.host, v6 ? "]" : "", port);
     fflush(stdout);
 
     int sig;
@@ -452,6 +510,7 @@ int main(int argc, char **argv)
     }
     od_server_stop();
     od_store_clear();
+    od_auth_free();
     od_log(OD_LOG_INFO, "stopped");
     return 0;
 }

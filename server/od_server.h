@@ -61,6 +61,11 @@ typedef struct od_config {
     size_t store_high_water_bytes;  /* stored bytes per device type before LRU eviction (0: never) */
     const char *plugins[OD_MAX_PLUGINS]; /* --plugin paths, loaded in order (owned) */
     int nplugins;
+    char token_file[4096];          /* --token-file ("": none; every route open) */
+    bool allow_anonymous;           /* listen beyond loopback without tokens; with tokens:
+                                     * requests without one get read and call */
+    char tls_cert[4096];            /* --tls-cert, --tls-key: PEM files ("": plain HTTP) */
+    char tls_key[4096];
 } od_config;
 
 extern od_config od_cfg;
@@ -86,6 +91,31 @@ size_t od_server_body_bytes(void);
 /* Cancels running calls, joins the call workers, closes every connection
  * and joins the I/O threads. */
 void od_server_stop(void);
+
+/* ---- who may do what (auth.c) ---------------------------------------------- */
+
+/* Scopes: what a route needs (one of them, or none) and a token holds (bits). */
+enum { OD_SCOPE_READ = 1, OD_SCOPE_CALL = 2, OD_SCOPE_ADMIN = 4 };
+#define OD_NUM_SCOPES 3
+
+/* Reads the token file (path: borrowed) before the server starts. 0, or -1
+ * with the reason in why (cap bytes; it names the line, never a token). */
+int od_auth_load(const char *path, char *why, size_t cap);
+/* Whether a token file was loaded. */
+bool od_auth_enabled(void);
+/* The scopes of a request by its Authorization header (borrowed; NULL when
+ * absent): a token's scopes, the anonymous scopes without a header, -1 for
+ * a header that is not `Bearer <a token of the file>`. *name: the token's
+ * name for the log, "-" for none (borrowed, static). */
+int od_auth_scopes(const char *authorization, const char **name);
+/* What a request without a token may do (every scope without a token file). */
+unsigned od_auth_anonymous(void);
+/* "read", "call", "admin" for one scope bit; "none" for 0 (static). */
+const char *od_scope_name(unsigned scope);
+/* 127.0.0.0/8, ::1, localhost (host: borrowed). */
+bool od_host_is_loopback(const char *host);
+/* Frees the table (at shutdown). */
+void od_auth_free(void);
 
 /* ---- call workers (workers.c) --------------------------------------------- */
 
@@ -133,6 +163,8 @@ typedef struct od_req {
     size_t resp_bytes;
     /* what the access log and statistics need */
     const od_op *op;
+    const char *user;                  /* the token's name (static); NULL: no token file */
+    const char *www_auth;              /* WWW-Authenticate of a 401/403 (static), or NULL */
 } od_req;
 
 typedef void (*od_handler)(od_req *r);

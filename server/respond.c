@@ -161,6 +161,8 @@ static void respond_error_msg(od_req *r, od_status st, const char *msg)
         od_route_allow(r->path, allow, sizeof allow);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
     }
+    if (r->www_auth && (st == OD_EUNAUTHORIZED || st == OD_EFORBIDDEN))
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, r->www_auth);
     if (st == OD_EBUSY && r->busy)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (st == OD_ETOOLARGE || st == OD_EREQTIMEOUT || (r->body_cap && r->too_large))

@@ -41,96 +41,108 @@ static atomic_size_t g_body_bytes; /* reserved for bodies of requests in flight 
 #define BODY_SMALL ((size_t)65536)
 #define BODY_CALL SIZE_MAX         /* the configured max_body_bytes; runs calls on the workers */
 
+/* The scope a route needs when a token file is loaded (without one every
+ * route is open). OPEN: health probes and the dashboard's own files, which
+ * load balancers, kubelets and browsers fetch without credentials.
+ * OWN_SESSION: call for the session the request itself names (X-OD-Session
+ * equal to {id}), admin for any other. */
+#define OPEN 0u
+#define READ ((unsigned)OD_SCOPE_READ)
+#define CALL ((unsigned)OD_SCOPE_CALL)
+#define ADMIN ((unsigned)OD_SCOPE_ADMIN)
+#define OWN_SESSION 0x100u
+
 typedef struct route {
     const char *method;
     const char *pattern; /* segments; "{x}" captures one segment */
     od_handler handler;
     size_t body_cap;
+    unsigned scope;      /* OPEN, READ, CALL, ADMIN or OWN_SESSION */
     const char *name;    /* for statistics: "POST /v1/ops/{op}" */
     const char *help;    /* one line for GET / */
 } route;
 
 static const route routes[] = {
-    {"GET", "/", od_h_index, BODY_NONE, "GET /",
+    {"GET", "/", od_h_index, BODY_NONE, OPEN, "GET /",
      "this list (a browser gets the dashboard)"},
-    {"GET", "/web/{file}", od_h_web_file, BODY_NONE, "GET /web/{file}",
+    {"GET", "/web/{file}", od_h_web_file, BODY_NONE, OPEN, "GET /web/{file}",
      "the dashboard's files"},
-    {"GET", "/web/vendor/{file}", od_h_web_vendor, BODY_NONE, "GET /web/vendor/{file}",
+    {"GET", "/web/vendor/{file}", od_h_web_vendor, BODY_NONE, OPEN, "GET /web/vendor/{file}",
      "Chart.js, from Debian's libjs-chart.js"},
-    {"GET", "/v1/ops", od_h_ops_list, BODY_NONE, "GET /v1/ops",
+    {"GET", "/v1/ops", od_h_ops_list, BODY_NONE, READ, "GET /v1/ops",
      "every operator: schema, overloads, keys with kernels"},
-    {"GET", "/v1/ops/{op}", od_h_op_detail, BODY_NONE, "GET /v1/ops/{op}",
+    {"GET", "/v1/ops/{op}", od_h_op_detail, BODY_NONE, READ, "GET /v1/ops/{op}",
      "schema, dispatch table, registrations (?format=text: dumps)"},
-    {"POST", "/v1/ops/{op}", od_h_op_call, BODY_CALL, "POST /v1/ops/{op}",
+    {"POST", "/v1/ops/{op}", od_h_op_call, BODY_CALL, CALL, "POST /v1/ops/{op}",
      "call an operator: {\"args\", \"kwargs\", \"device\"}"},
-    {"POST", "/v1/ops/{op}/explain", od_h_op_explain, BODY_CALL, "POST /v1/ops/{op}/explain",
+    {"POST", "/v1/ops/{op}/explain", od_h_op_explain, BODY_CALL, CALL, "POST /v1/ops/{op}/explain",
      "which key and kernel a call reaches, output shapes"},
-    {"GET", "/v1/keys", od_h_keys, BODY_NONE, "GET /v1/keys",
+    {"GET", "/v1/keys", od_h_keys, BODY_NONE, READ, "GET /v1/keys",
      "dispatch keys, priorities, alias keys"},
-    {"GET", "/v1/devices", od_h_devices, BODY_NONE, "GET /v1/devices",
+    {"GET", "/v1/devices", od_h_devices, BODY_NONE, READ, "GET /v1/devices",
      "CPU, BLAS and CUDA devices"},
-    {"POST", "/v1/bench", od_h_bench, BODY_CALL, "POST /v1/bench",
+    {"POST", "/v1/bench", od_h_bench, BODY_CALL, ADMIN, "POST /v1/bench",
      "run an operator N times on server-side inputs: kernel time, GFLOP/s, GB/s against the "
      "device's measured ceilings (--enable-bench)"},
-    {"POST", "/v1/load", od_h_load_start, BODY_CALL, "POST /v1/load",
+    {"POST", "/v1/load", od_h_load_start, BODY_CALL, ADMIN, "POST /v1/load",
      "start a bounded load run by the server (--enable-bench; one at a time)"},
-    {"GET", "/v1/load", od_h_load_get, BODY_NONE, "GET /v1/load",
+    {"GET", "/v1/load", od_h_load_get, BODY_NONE, READ, "GET /v1/load",
      "the load's state, throughput, latency percentiles and per-second series"},
-    {"DELETE", "/v1/load", od_h_load_stop, BODY_NONE, "DELETE /v1/load",
+    {"DELETE", "/v1/load", od_h_load_stop, BODY_NONE, ADMIN, "DELETE /v1/load",
      "stop the load"},
-    {"POST", "/v1/run", od_h_run, BODY_CALL, "POST /v1/run",
+    {"POST", "/v1/run", od_h_run, BODY_CALL, CALL, "POST /v1/run",
      "a program: {\"steps\": [{\"op\", \"args\"}...], \"outputs\": [\"$k\"]} in one round trip"},
-    {"POST", "/v1/tensors", od_h_tensor_put, BODY_CALL, "POST /v1/tensors",
+    {"POST", "/v1/tensors", od_h_tensor_put, BODY_CALL, CALL, "POST /v1/tensors",
      "store a tensor in the session: {\"tensor\", \"device\"} -> its id"},
-    {"GET", "/v1/tensors", od_h_tensor_list, BODY_NONE, "GET /v1/tensors",
+    {"GET", "/v1/tensors", od_h_tensor_list, BODY_NONE, CALL, "GET /v1/tensors",
      "the session's stored tensors"},
-    {"GET", "/v1/tensors/{id}", od_h_tensor_get, BODY_NONE, "GET /v1/tensors/{id}",
+    {"GET", "/v1/tensors/{id}", od_h_tensor_get, BODY_NONE, CALL, "GET /v1/tensors/{id}",
      "a stored tensor (?meta=1: metadata; binary by Accept or ?binary=1)"},
-    {"POST", "/v1/tensors/{id}/backward", od_h_tensor_backward, BODY_CALL, "POST /v1/tensors/{id}/backward",
+    {"POST", "/v1/tensors/{id}/backward", od_h_tensor_backward, BODY_CALL, CALL, "POST /v1/tensors/{id}/backward",
      "run a stored tensor's graph backward: {\"gradient\", \"retain_graph\"} -> the leaves' .grad ids"},
-    {"DELETE", "/v1/tensors/{id}", od_h_tensor_delete, BODY_NONE, "DELETE /v1/tensors/{id}",
+    {"DELETE", "/v1/tensors/{id}", od_h_tensor_delete, BODY_NONE, CALL, "DELETE /v1/tensors/{id}",
      "free a stored tensor"},
-    {"POST", "/v1/sessions", od_h_session_new, BODY_SMALL, "POST /v1/sessions",
+    {"POST", "/v1/sessions", od_h_session_new, BODY_SMALL, CALL, "POST /v1/sessions",
      "a new session with a random id (send it as X-OD-Session)"},
-    {"GET", "/v1/sessions/{id}", od_h_session_get, BODY_NONE, "GET /v1/sessions/{id}",
+    {"GET", "/v1/sessions/{id}", od_h_session_get, BODY_NONE, OWN_SESSION, "GET /v1/sessions/{id}",
      "a session's tensors, bytes per device and budget"},
-    {"DELETE", "/v1/sessions/{id}", od_h_session_delete, BODY_NONE, "DELETE /v1/sessions/{id}",
+    {"DELETE", "/v1/sessions/{id}", od_h_session_delete, BODY_NONE, OWN_SESSION, "DELETE /v1/sessions/{id}",
      "free a session and everything in it"},
-    {"GET", "/v1/stats", od_h_stats, BODY_NONE, "GET /v1/stats",
+    {"GET", "/v1/stats", od_h_stats, BODY_NONE, READ, "GET /v1/stats",
      "per-operator and per-key statistics"},
-    {"POST", "/v1/stats/reset", od_h_stats_reset, BODY_SMALL, "POST /v1/stats/reset",
+    {"POST", "/v1/stats/reset", od_h_stats_reset, BODY_SMALL, ADMIN, "POST /v1/stats/reset",
      "reset the statistics"},
-    {"GET", "/metrics", od_h_metrics, BODY_NONE, "GET /metrics",
+    {"GET", "/metrics", od_h_metrics, BODY_NONE, READ, "GET /metrics",
      "Prometheus metrics"},
-    {"GET", "/v2", od_h_v2_server, BODY_NONE, "GET /v2",
+    {"GET", "/v2", od_h_v2_server, BODY_NONE, READ, "GET /v2",
      "Open Inference Protocol server metadata"},
-    {"GET", "/v2/health/live", od_h_v2_live, BODY_NONE, "GET /v2/health/live",
+    {"GET", "/v2/health/live", od_h_v2_live, BODY_NONE, OPEN, "GET /v2/health/live",
      "liveness"},
-    {"GET", "/v2/health/ready", od_h_v2_ready, BODY_NONE, "GET /v2/health/ready",
+    {"GET", "/v2/health/ready", od_h_v2_ready, BODY_NONE, OPEN, "GET /v2/health/ready",
      "readiness"},
-    {"GET", "/v2/models/stats", od_h_v2_models_stats, BODY_NONE, "GET /v2/models/stats",
+    {"GET", "/v2/models/stats", od_h_v2_models_stats, BODY_NONE, READ, "GET /v2/models/stats",
      "statistics of every model (Triton)"},
-    {"POST", "/v2/repository/index", od_h_v2_repo_index, BODY_SMALL, "POST /v2/repository/index",
+    {"POST", "/v2/repository/index", od_h_v2_repo_index, BODY_SMALL, READ, "POST /v2/repository/index",
      "the model repository index"},
-    {"GET", "/v2/models/{op}", od_h_v2_model, BODY_NONE, "GET /v2/models/{op}",
+    {"GET", "/v2/models/{op}", od_h_v2_model, BODY_NONE, READ, "GET /v2/models/{op}",
      "model metadata (each operator overload is a model)"},
-    {"GET", "/v2/models/{op}/versions/{v}", od_h_v2_model, BODY_NONE, "GET /v2/models/{op}",
+    {"GET", "/v2/models/{op}/versions/{v}", od_h_v2_model, BODY_NONE, READ, "GET /v2/models/{op}",
      "model metadata of a version (only 1)"},
-    {"GET", "/v2/models/{op}/config", od_h_v2_model_config, BODY_NONE, "GET /v2/models/{op}/config",
+    {"GET", "/v2/models/{op}/config", od_h_v2_model_config, BODY_NONE, READ, "GET /v2/models/{op}/config",
      "model configuration (Triton)"},
-    {"GET", "/v2/models/{op}/versions/{v}/config", od_h_v2_model_config, BODY_NONE, "GET /v2/models/{op}/config",
+    {"GET", "/v2/models/{op}/versions/{v}/config", od_h_v2_model_config, BODY_NONE, READ, "GET /v2/models/{op}/config",
      "model configuration of a version"},
-    {"GET", "/v2/models/{op}/ready", od_h_v2_model_ready, BODY_NONE, "GET /v2/models/{op}/ready",
+    {"GET", "/v2/models/{op}/ready", od_h_v2_model_ready, BODY_NONE, READ, "GET /v2/models/{op}/ready",
      "model readiness"},
-    {"GET", "/v2/models/{op}/versions/{v}/ready", od_h_v2_model_ready, BODY_NONE, "GET /v2/models/{op}/ready",
+    {"GET", "/v2/models/{op}/versions/{v}/ready", od_h_v2_model_ready, BODY_NONE, READ, "GET /v2/models/{op}/ready",
      "model readiness of a version"},
-    {"GET", "/v2/models/{op}/stats", od_h_v2_model_stats, BODY_NONE, "GET /v2/models/{op}/stats",
+    {"GET", "/v2/models/{op}/stats", od_h_v2_model_stats, BODY_NONE, READ, "GET /v2/models/{op}/stats",
      "model statistics (Triton)"},
-    {"GET", "/v2/models/{op}/versions/{v}/stats", od_h_v2_model_stats, BODY_NONE, "GET /v2/models/{op}/stats",
+    {"GET", "/v2/models/{op}/versions/{v}/stats", od_h_v2_model_stats, BODY_NONE, READ, "GET /v2/models/{op}/stats",
      "model statistics of a version"},
-    {"POST", "/v2/models/{op}/infer", od_h_v2_infer, BODY_CALL, "POST /v2/models/{op}/infer",
+    {"POST", "/v2/models/{op}/infer", od_h_v2_infer, BODY_CALL, CALL, "POST /v2/models/{op}/infer",
      "inference, JSON or binary tensor data"},
-    {"POST", "/v2/models/{op}/versions/{v}/infer", od_h_v2_infer, BODY_CALL, "POST /v2/models/{op}/infer",
+    {"POST", "/v2/models/{op}/versions/{v}/infer", od_h_v2_infer, BODY_CALL, CALL, "POST /v2/models/{op}/infer",
      "inference on a version"},
 };
 #define NROUTES ((int)(sizeof routes / sizeof routes[0]))
@@ -154,6 +166,9 @@ void od_server_endpoints_json(od_buf *b)
         od_buf_json_str(b, routes[i].method);
         od_buf_puts(b, ",\"path\":");
         od_buf_json_str(b, routes[i].pattern);
+        od_buf_puts(b, ",\"scope\":");
+        od_buf_json_str(b, routes[i].scope == OWN_SESSION ? "call (own session) or admin"
+                           : od_scope_name(routes[i].scope));
         od_buf_puts(b, ",\"description\":");
         od_buf_json_str(b, routes[i].help);
         od_buf_putc(b, '}');
@@ -286,6 +301,44 @@ static bool body_reserve(od_req *r, size_t total)
     return true;
 }
 
+/* Whether the request may use rt; false after answering 401 or 403. Runs
+ * before anything of the body is read or reserved. */
+static bool authorized(od_req *r, const route *rt)
+{
+    if (!od_auth_enabled())
+        return true;
+    const char *name, *hdr = od_req_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
+    int have = od_auth_scopes(hdr, &name);
+    r->user = name;
+    if (rt->scope == OPEN)
+        return true;
+    if (have < 0) {
+        r->www_auth = "Bearer realm=\"opdispatch\", error=\"invalid_token\"";
+        od_respond_error(r, OD_EUNAUTHORIZED,
+                         "the Authorization header is not `Bearer <token>` with a token of --token-file");
+        return false;
+    }
+    unsigned need = rt->scope;
+    if (need == OWN_SESSION) {
+        const char *own = od_req_session_name(r);
+        need = own && !strcmp(own, r->params[0]) ? CALL : ADMIN;
+    }
+    if ((unsigned)have & need)
+        return true;
+    if (!hdr) { /* no credentials at all: 401 asks for them (RFC 7235), 403 is for a token */
+        r->www_auth = "Bearer realm=\"opdispatch\"";
+        od_respond_error(r, OD_EUNAUTHORIZED, "%s needs a token: send Authorization: Bearer <token>",
+                         rt->name);
+        return false;
+    }
+    r->www_auth = need == ADMIN ? "Bearer realm=\"opdispatch\", error=\"insufficient_scope\", scope=\"admin\""
+                  : need == CALL ? "Bearer realm=\"opdispatch\", error=\"insufficient_scope\", scope=\"call\""
+                                 : "Bearer realm=\"opdispatch\", error=\"insufficient_scope\", scope=\"read\"";
+    od_respond_error(r, OD_EFORBIDDEN, "%s needs the %s scope, which %s does not have", rt->name,
+                     od_scope_name(need), name);
+    return false;
+}
+
 /* First call: route, method, limits. Returns false when it answered. */
 static bool begin_request(od_req *r, const char *url, const char *method)
 {
@@ -329,6 +382,8 @@ static bool begin_request(od_req *r, const char *url, const char *method)
         return false;
     }
     const route *rt = &routes[r->route];
+    if (!authorized(r, rt))
+        return false;
     r->body_cap = rt->body_cap == BODY_CALL ? od_cfg.max_body_bytes : rt->body_cap;
     const char *cl = od_req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl) {
@@ -540,8 +595,10 @@ void od_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         static const char *why[] = {"ok", "error", "timeout", "shutdown", "read-error", "client-abort"};
         char line[1024], ts[64];
         od_log_timestamp(ts, sizeof ts);
-        int n = snprintf(line, sizeof line, "%s access ip=%s method=%s path=%s status=%d bytes=%zu us=%llu%s%s\n",
-                         ts, req_ip(r)[0] ? r->ip : "-", r->method, r->path, r->status, r->resp_bytes,
+        /* user= is the token's name from the file: a token itself is never logged */
+        int n = snprintf(line, sizeof line, "%s access ip=%s%s%s method=%s path=%s status=%d bytes=%zu us=%llu%s%s\n",
+                         ts, req_ip(r)[0] ? r->ip : "-", r->user ? " user=" : "", r->user ? r->user : "",
+                         r->method, r->path, r->status, r->resp_bytes,
                          (unsigned long long)us, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " end=",
                          toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? ""
                          : (unsigned)toe < sizeof why / sizeof why[0] ? why[toe] : "?");

@@ -16,6 +16,7 @@ struct od_client {
     CURL *curl;
     char *url;
     char *session_hdr;
+    char *auth_hdr;  /* "Authorization: Bearer ..." or NULL */
 };
 
 static void set_err(char *err, size_t cap, const char *fmt, const char *a)
@@ -52,6 +53,7 @@ void od_client_free(od_client *c)
     curl_easy_cleanup(c->curl);
     free(c->url);
     free(c->session_hdr);
+    free(c->auth_hdr);
     free(c);
 }
 
@@ -67,6 +69,19 @@ int od_client_set_session(od_client *c, const char *session)
     if (!(c->session_hdr = malloc(n)))
         return -1;
     snprintf(c->session_hdr, n, "X-OD-Session: %s", session);
+    return 0;
+}
+
+int od_client_set_token(od_client *c, const char *token)
+{
+    free(c->auth_hdr);
+    c->auth_hdr = NULL;
+    if (!token || !*token)
+        return 0;
+    size_t n = strlen(token) + 32;
+    if (!(c->auth_hdr = malloc(n)))
+        return -1;
+    snprintf(c->auth_hdr, n, "Authorization: Bearer %s", token);
     return 0;
 }
 
@@ -129,6 +144,8 @@ int od_client_request(od_client *c, const char *method, const char *path, const 
     hdrs = curl_slist_append(hdrs, "Expect:"); /* no 100-continue round trip */
     if (c->session_hdr)
         hdrs = curl_slist_append(hdrs, c->session_hdr);
+    if (c->auth_hdr)
+        hdrs = curl_slist_append(hdrs, c->auth_hdr);
     sink s = {0};
     size_t hlen = 0;
     CURL *h = c->curl;

@@ -30,6 +30,9 @@ od_client *od_client_new(const char *url, char *err, size_t errcap);
 void od_client_free(od_client *c);
 /* Sends X-OD-Session: session on every request (NULL: none). Copied. */
 int od_client_set_session(od_client *c, const char *session);
+/* Sends Authorization: Bearer token on every request (NULL or "": none).
+ * Copied. 0, or -1 out of memory. */
+int od_client_set_token(od_client *c, const char *token);
 const char *od_client_url(const od_client *c); /* borrowed */
 
 /* One request. body may be NULL (len 0); json_header_len > 0 marks a

@@ -22,7 +22,9 @@
  * Exit codes: 0 success; 1 the server answered 4xx; 2 usage; 3 no answer
  * (connection, timeout); 4 the server answered 5xx.
  * Invariants: every allocation is freed on every path of a command; the
- * URL comes from --url, else OD_URL, else http://127.0.0.1:8000.
+ * URL comes from --url, else OD_URL, else http://127.0.0.1:8000; a bearer
+ * token (a server's --token-file) from OD_TOKEN, never from the command
+ * line, where other users' ps would see it.
  */
 #include <jansson.h>
 #include <math.h>
@@ -40,6 +42,7 @@ enum { EXIT_OK = 0, EXIT_4XX = 1, EXIT_USAGE = 2, EXIT_TRANSPORT = 3, EXIT_5XX =
 
 typedef struct opts {
     const char *url, *session, *device, *modes, *grad_mode;
+    const char *token; /* OD_TOKEN, or NULL */
     bool json, text, json_body;
     const char *argv_args[MAX_ARGS];
     int nargs;
@@ -594,6 +597,8 @@ static char *build_request(od_client *c, const char *op, const argset *s, const 
         hl += snprintf(head + hl, sizeof head - (size_t)hl, "Inference-Header-Content-Length: %zu\r\n", jl);
     if (o->session)
         hl += snprintf(head + hl, sizeof head - (size_t)hl, "X-OD-Session: %s\r\n", o->session);
+    if (o->token && strlen(o->token) < 200)
+        hl += snprintf(head + hl, sizeof head - (size_t)hl, "Authorization: Bearer %s\r\n", o->token);
     hl += snprintf(head + hl, sizeof head - (size_t)hl, "\r\n");
     char *req = malloc((size_t)hl + blen);
     if (req) {
@@ -966,7 +971,7 @@ static int cmd_bench(od_client *c, const char *op, const opts *o)
 
 int main(int argc, char **argv)
 {
-    opts o = {.url = getenv("OD_URL"), .connections = 1, .format = "table"};
+    opts o = {.url = getenv("OD_URL"), .token = getenv("OD_TOKEN"), .connections = 1, .format = "table"};
     if (!o.url)
         o.url = "http://127.0.0.1:8000";
     const char *pos[4];
@@ -1044,6 +1049,11 @@ int main(int argc, char **argv)
     }
     if (o.session)
         od_client_set_session(c, o.session);
+    if (o.token && od_client_set_token(c, o.token) != 0) {
+        od_client_free(c);
+        fprintf(stderr, "opdispatch: out of memory\n");
+        return EXIT_TRANSPORT;
+    }
     const char *cmd = pos[0];
     int rc;
     char path[512];

@@ -90,7 +90,7 @@ class Server:
         deadline = time.time() + startup_timeout
         while time.time() < deadline:
             text = pathlib.Path(self.outf.name).read_text()
-            m = re.search(r"listening on (http://\S+?)/?\s", text)
+            m = re.search(r"listening on (https?://\S+?)/?\s", text)
             if m:
                 self.url = m.group(1)
                 break

@@ -399,6 +399,18 @@ def test_slow_body_gets_408(make_server):
     assert s.alive()
 
 
+def test_slow_v2_body_gets_408_in_the_protocols_shape(make_server):
+    s = make_server("--request-timeout", "2")
+    head = (b"POST /v2/models/relu/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000\r\n\r\n{")
+    took, out = trickle(s.port, head, b" ")
+    assert out.startswith(b"HTTP/1.1 408"), out[:200]
+    body = json.loads(out.split(b"\r\n\r\n", 1)[1])
+    assert isinstance(body["error"], str) and "request-timeout" in body["error"], body  # {"error": "<msg>"}
+    assert took < 5, took
+    assert s.alive()
+
+
 def test_many_slow_connections_do_not_hold_the_server(make_server):
     s = make_server("--request-timeout", "2", "--idle-timeout", "60")
     results = []

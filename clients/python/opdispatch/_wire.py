@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import ssl
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -187,13 +188,16 @@ class Connection:
     connection. Not thread-safe: use one Client per thread.
     """
 
-    def __init__(self, url: str, timeout: float | None):
+    def __init__(self, url: str, timeout: float | None, cafile: str | None = None):
         u = urlsplit(url)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ValueError(f"not an http:// or https:// URL: {url!r}")
-        cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
         self.prefix = u.path.rstrip("/")
-        self._conn = cls(u.hostname, u.port, timeout=timeout)
+        if u.scheme == "https":
+            ctx = ssl.create_default_context(cafile=cafile)
+            self._conn = http.client.HTTPSConnection(u.hostname, u.port, timeout=timeout, context=ctx)
+        else:
+            self._conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
         host = f"[{u.hostname}]" if ":" in u.hostname else u.hostname
         self._host = f"{host}:{u.port}" if u.port and u.port != self._conn.default_port else host
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 from typing import Any, Iterator, NamedTuple
 from urllib.parse import quote
@@ -47,6 +48,11 @@ class Client:
         dispatch: how much dispatch record each call's answer carries:
             ``"full"`` (the server's default), ``"summary"`` (key, kernel,
             path, timings) or ``"none"`` (for load tests of tiny calls).
+        token: a bearer token of the server's ``--token-file``, sent as
+            ``Authorization: Bearer``; None reads ``OD_TOKEN`` from the
+            environment (no header when that is unset too).
+        cafile: a PEM file of the certificates to trust for an ``https://``
+            URL (a server's self-signed one); None trusts the system's.
 
     Not thread-safe: use one Client per thread. After each call,
     ``last_response`` is the response's JSON (the header of a binary one),
@@ -57,7 +63,7 @@ class Client:
 
     def __init__(self, url: str = "http://127.0.0.1:8000", session: str | None = None,
                  timeout: float | None = 300.0, transport: str = "auto", binary_threshold: int = 4096,
-                 dispatch: str = "full"):
+                 dispatch: str = "full", token: str | None = None, cafile: str | None = None):
         if transport not in _TRANSPORTS:
             raise ValueError(f"transport must be one of {_TRANSPORTS}, not {transport!r}")
         if dispatch not in ("full", "summary", "none"):
@@ -66,7 +72,9 @@ class Client:
         self.url = url.rstrip("/")
         self.transport = transport
         self.binary_threshold = binary_threshold
-        self._conn = Connection(url, timeout)
+        self._conn = Connection(url, timeout, cafile)
+        token = token if token is not None else os.environ.get("OD_TOKEN") or None
+        self._auth: list[tuple[str, str]] = [("Authorization", f"Bearer {token}")] if token else []
         self._session: str | None = None
         self._session_headers: list[tuple[str, str]] = []
         self._use_session(session)
@@ -94,7 +102,7 @@ class Client:
     def _request(self, method: str, path: str, parts: list | tuple = (), headers: list | tuple = ()):
         if self._pending and not self._flushing:
             self.flush()
-        return self._conn.request(method, path, [*headers, *self._session_headers], parts)
+        return self._conn.request(method, path, [*headers, *self._session_headers, *self._auth], parts)
 
     def _get(self, path: str) -> Any:
         return self._request("GET", path)[0]
