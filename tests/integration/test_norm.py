@@ -80,7 +80,13 @@ def close(got, want, dt, what, bad):
     g = np.array([float(x) for x in got["data"]], np.float64)
     w = np.array(want["value"], np.float64)
     tol = TOL.get(dt, 2e-5)
-    if not np.allclose(g, w, rtol=tol, atol=tol, equal_nan=True):
+    atol = tol
+    if dt == "bfloat16" and np.isfinite(w).any():
+        # torch 1.13 keeps a bfloat16 batch's mean and invstd as bfloat16 (save_mean's dtype), the server in
+        # float: an output near zero can differ by the mean's rounding, 2^-8 of |mean| times invstd * |w|,
+        # which is within 2^-7 of the largest output
+        atol = max(tol, 2.0 ** -7 * float(np.nanmax(np.abs(w[np.isfinite(w)]))))
+    if not np.allclose(g, w, rtol=tol, atol=atol, equal_nan=True):
         i = int(np.argmax(np.abs(g - w)))
         bad.append(f"{what}: at {i} {g[i]} vs torch {w[i]} (of {len(g)})")
 

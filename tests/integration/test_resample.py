@@ -9,7 +9,7 @@ that must carry torch's message. Gradients are in test_autograd.py."""
 import numpy as np
 
 from conftest import from_json, torch_ref
-from test_scatter_pad_search import ALL, R, T, check, rand
+from test_scatter_pad_search import ALL, R, T, check, float32_atol, rand
 
 LINEAR = {1: "upsample_linear1d", 2: "upsample_bilinear2d", 3: "upsample_trilinear3d"}
 
@@ -108,5 +108,6 @@ def test_strided_inputs(server, rng):
         assert r.status_code == 200, r.text
         runs.append(from_json(r.json()["outputs"][0]))
         refs.append({"op": op, "args": [T(np.ascontiguousarray(np.swapaxes(a, -2, -1)))] + rest})
-    for got, w in zip(runs, torch_ref(refs)):
-        np.testing.assert_allclose(got, np.array(w["value"]).reshape(w["shape"]), rtol=1e-5, atol=1e-6)
+    for got, w, req in zip(runs, torch_ref(refs), refs):
+        np.testing.assert_allclose(got, np.array(w["value"]).reshape(w["shape"]), rtol=1e-5,
+                                   atol=float32_atol(req["args"][:1]))
