@@ -27,7 +27,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,9 @@ import http.client
 import urllib.request
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "http"))
+from run import free_port, start, stop  # noqa: E402  (bench/http/run.py's process helpers)
 
 EW = [1, 10, 100, 1000, 10**4, 10**5, 10**6, 10**7, 10**8]
 MM = [1, 4, 16, 64, 256, 1024, 4096]
@@ -50,25 +52,6 @@ OPS = {
     "sum": (["self=rand:{n}:float32"], EW, lambda n: 4 * n, "GB/s"),
     "mm": (["self=rand:{n}x{n}:float32", "mat2=rand:{n}x{n}:float32"], MM, lambda n: 2 * n**3, "GFLOP/s"),
 }
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, proc, timeout=30.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited early with {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on port {port}")
 
 
 def count_for(n):
@@ -203,14 +186,10 @@ def main():
     procs = []
     try:
         port, fport = free_port(), free_port()
-        p = subprocess.Popen([args.opdispatchd, "--host", "127.0.0.1", "--port", str(port), "--enable-bench",
-                              "--no-access-log", "--default-device", "cpu", "--max-body-bytes", "2G",
-                              "--max-output-bytes", "2G"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        procs.append(p)
-        wait_port(port, p)
-        f = subprocess.Popen([args.fixed, str(fport)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        procs.append(f)
-        wait_port(fport, f)
+        procs.append(start([args.opdispatchd, "--host", "127.0.0.1", "--port", str(port), "--enable-bench",
+                            "--no-access-log", "--default-device", "cpu", "--max-body-bytes", "2G",
+                            "--max-output-bytes", "2G"], port))
+        procs.append(start([args.fixed, str(fport)], fport))
         url, furl = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{fport}"
         floor_us = load_point(args.cli, furl, "relu", ["self=rand:1:float32"], 1, False)
         py_floor_us = json_point(furl, None, [], 1, None)
@@ -251,12 +230,7 @@ def main():
             print(f"{op:12s} {ceil or 0:10.1f} {unit:7s}   {e:44s}   {b} {unit}")
     finally:
         for p in procs:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+            stop(p)
 
 
 if __name__ == "__main__":
