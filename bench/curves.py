@@ -54,9 +54,11 @@ OPS = {
 }
 
 
-def count_for(n):
-    """Calls per point: enough for a stable median, about a second at most."""
-    return max(3, min(2000, int(2e7 / max(n, 1))))
+def count_for(n, op=None):
+    """Calls per point: enough for a stable median, about a second at most
+    (an n x n mm costs n^3 multiply-adds, not n elements)."""
+    cost = n ** 3 / 50 if op == "mm" else n
+    return max(3, min(2000, int(2e7 / max(cost, 1))))
 
 
 def spec(template, n):
@@ -72,7 +74,7 @@ def bench_point(url, op, args, n):
         _, shape, dtype = v.split(":")
         return name, {"generate": "rand", "shape": [int(x) for x in shape.split("x")], "dtype": dtype}
     kwargs = dict(value(spec(a, n)) for a in args)
-    body = {"op": op, "kwargs": kwargs, "iterations": count_for(n) if n < 10**7 else 5, "warmup": 2}
+    body = {"op": op, "kwargs": kwargs, "iterations": min(count_for(n, op), 200), "warmup": 2}
     req = urllib.request.Request(url + "/v1/bench", json.dumps(body).encode(), {"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=600) as r:
         res = json.load(r)
@@ -81,7 +83,7 @@ def bench_point(url, op, args, n):
 
 def load_point(cli, url, op, args, n, json_out):
     """p50 round trip (us) of `opdispatch load` on one connection."""
-    cmd = [cli, "--url", url, "load", op, "--connections", "1", "--count", str(count_for(n)),
+    cmd = [cli, "--url", url, "load", op, "--connections", "1", "--count", str(count_for(n, op)),
            "--warmup", "0", "--format", "csv"]
     for a in args:
         cmd += ["--arg", spec(a, n)]
@@ -119,7 +121,7 @@ def json_point(url, op, args, n, rng):
     conn = http.client.HTTPConnection(host, int(port), timeout=600)
     times = []
     try:
-        for i in range(count_for(n) + 1):
+        for i in range(count_for(n, op) + 1):
             t0 = time.perf_counter()
             conn.request("POST", path, body, {"Content-Type": "application/json"})
             r = conn.getresponse()
