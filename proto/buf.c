@@ -210,7 +210,7 @@ static bool nonfinite(od_buf *b, double d)
 
 void od_buf_f32(od_buf *b, float f)
 {
-    if (nonfinite(b, f) || !od_buf_reserve(b, 32))
+    if (nonfinite(b, f) || !od_buf_reserve(b, OD_FMT_F32_ROOM))
         return;
     b->len += (size_t)od_fmt_f32(f, b->data + b->len);
 }

@@ -491,8 +491,10 @@ static void put_head(od_buf *b, const od_tensor *t, const char *name, bool oip)
         od_buf_puts(b, ",\"requires_grad\":true");
 }
 
-/* Room for one more number (the longest is a float64 string or int64). */
-static inline bool room(od_buf *b) { return b->cap - b->len > 48 || od_buf_reserve(b, 48); }
+/* Room for one more number and a ',' (the longest is a float64 string or
+ * int64; od_fmt_f32 needs OD_FMT_F32_ROOM of room). */
+_Static_assert(OD_FMT_F32_ROOM + 1 <= 64, "room() below");
+static inline bool room(od_buf *b) { return b->cap - b->len > 64 || od_buf_reserve(b, 64); }
 
 /* n comma-separated JSON numbers (no brackets). */
 static void put_items(od_buf *b, const void *data, int64_t n, od_dtype dt)
@@ -504,7 +506,28 @@ static void put_items(od_buf *b, const void *data, int64_t n, od_dtype dt)
     if (b->limit && (size_t)guess + 64 > b->limit - (b->len < b->limit ? b->len : b->limit))
         guess = 0; /* near the cap: grow as needed, so the cap trips on real bytes */
     od_buf_reserve(b, (size_t)guess + 64);
-    for (int64_t i = 0; i < n; i++) {
+    int64_t i = 0;
+    if (dt == OD_FLOAT32) { /* the common output: whole runs in one call */
+        const float *f = data;
+        while (i < n) {
+            size_t chunk = n - i < 1024 ? (size_t)(n - i) : 1024, done;
+            size_t need = chunk * (OD_FMT_F32_MAX + 1) + OD_FMT_F32_ROOM;
+            if (b->limit && b->len + need > b->limit)
+                break; /* near the cap: one at a time below, so it trips on real bytes */
+            if (!od_buf_reserve(b, need))
+                return;
+            b->len += od_fmt_f32_items(f + i, chunk, i > 0, b->data + b->len, &done);
+            i += (int64_t)done;
+            if (done < chunk) { /* a NaN or infinity: quoted, below */
+                if (!room(b))
+                    return;
+                if (i)
+                    b->data[b->len++] = ',';
+                od_buf_f32(b, f[i++]);
+            }
+        }
+    }
+    for (; i < n; i++) {
         if (!room(b))
             return;
         if (i)

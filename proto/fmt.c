@@ -2,9 +2,9 @@
  *
  * Invariants:
  *  - od_fmt_f32 prints the shortest decimal that reads back as the same
- *    float (Ulf Adams' Ryu method, "Ryu: fast float-to-string conversion",
- *    PLDI 2018). Its two power-of-5 tables are computed once, exactly, with
- *    128-bit integers instead of being pasted in.
+ *    float, and of those the closest (Giulietti's Schubfach, which gives
+ *    Ryu's digits: checked on all 2^32 bit patterns against the Ryu
+ *    printer it replaced, commit 8c53417).
  *  - od_scan_number / od_scan_f64 / od_scan_f32 accept exactly RFC 8259's
  *    number grammar, and their results are always correctly rounded (equal
  *    to strtod's / strtof's): Clinger's exact fast path (mantissa <= 2^53
@@ -17,169 +17,99 @@
  *    float conversions work from the decimal itself.
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "od_proto.h"
 
-/* ---- Ryu tables -------------------------------------------------------- */
+#ifdef __SSE4_1__
+#include <smmintrin.h>
+#endif
 
-#define POW5_INV_BITS 59
-#define POW5_BITS 61
-#define POW5_INV_N 31
-#define POW5_N 47
+/* ---- Schubfach ----------------------------------------------------------
+ * Raffaello Giulietti, "The Schubfach way to render doubles" (2020), in the
+ * form of Alexander Bolz's Drachennest (schubfach_32): the same shortest,
+ * closest digits as Ryu, from three products and two comparisons instead of
+ * a loop removing one digit at a time. g(e) is the top 64 bits of 10^e,
+ * rounded down, plus one: the high word of pow10_128 below. */
 
-static uint64_t pow5_inv[POW5_INV_N];
-static uint64_t pow5_tab[POW5_N];
-static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+#define POW10_MIN (-348)
+#define POW10_MAX 347
+static const uint64_t pow10_128[POW10_MAX - POW10_MIN + 1][2] = {
+#include "pow10_128.inc"
+};
 
-/* Bits of 5^e: ceil(e * log2(5)), and 1 for e == 0. */
-static inline int32_t pow5bits(int32_t e)
+static inline int32_t floor_log2_pow10(int32_t e) { return (e * 1741647) >> 19; }
+static inline int32_t floor_log10_pow2(int32_t e) { return (e * 1262611) >> 22; }
+static inline int32_t floor_log10_three_quarters_pow2(int32_t e)
 {
-    return e == 0 ? 1 : (int32_t)(((uint64_t)e * 23219280u + 10000000u - 1) / 10000000u);
+    return (e * 1262611 - 524031) >> 22;
 }
 
-static void init_tables(void)
+/* Bits 64..95 of g * cp, made odd when anything below bit 64 (beyond one
+ * ulp of bit 32's word) was cut. */
+static inline uint32_t round_to_odd(uint64_t g, uint32_t cp)
 {
-    unsigned __int128 p = 1; /* 5^i; 5^46 < 2^107 */
-    for (int i = 0; i < POW5_N; i++) {
-        int bits = pow5bits(i);
-        pow5_tab[i] = bits >= POW5_BITS ? (uint64_t)(p >> (bits - POW5_BITS))
-                                        : (uint64_t)(p << (POW5_BITS - bits));
-        if (i < POW5_INV_N) {
-            int sh = bits - 1 + POW5_INV_BITS; /* at most 128 */
-            unsigned __int128 q;
-            if (sh < 128) {
-                q = ((unsigned __int128)1 << sh) / p;
-            } else {
-                unsigned __int128 top = (unsigned __int128)1 << 127;
-                q = (top / p) * 2 + ((top % p) * 2) / p;
-            }
-            pow5_inv[i] = (uint64_t)q + 1;
-        }
-        p *= 5;
-    }
-}
-
-static inline uint32_t mul_shift(uint32_t m, uint64_t factor, int32_t shift)
-{
-    return (uint32_t)(((unsigned __int128)m * factor) >> shift);
-}
-
-static inline int pow5_factor(uint32_t v)
-{
-    int n = 0;
-    while (v > 0 && v % 5 == 0) {
-        v /= 5;
-        n++;
-    }
-    return n;
+    unsigned __int128 p = (unsigned __int128)g * cp;
+    uint32_t y1 = (uint32_t)(p >> 64), y0 = (uint32_t)((uint64_t)p >> 32);
+    return y1 | (y0 > 1);
 }
 
 /* Shortest digits and decimal exponent of a finite non-zero float's
- * magnitude: value = digits * 10^exp10. */
-static void f32_shortest(uint32_t ieee_m, uint32_t ieee_e, uint32_t *digits, int32_t *exp10)
+ * magnitude: value = digits * 10^exp10, digits with no trailing zero. */
+static inline void f32_shortest(uint32_t ieee_m, uint32_t ieee_e, uint32_t *digits, int32_t *exp10)
 {
-    int32_t e2;
-    uint32_t m2;
-    if (ieee_e == 0) {
-        e2 = 1 - 127 - 23 - 2;
-        m2 = ieee_m;
-    } else {
-        e2 = (int32_t)ieee_e - 127 - 23 - 2;
-        m2 = (1u << 23) | ieee_m;
-    }
-    bool accept_bounds = (m2 & 1) == 0;
-    uint32_t mv = 4 * m2, mp = 4 * m2 + 2;
-    uint32_t mm = 4 * m2 - ((ieee_m != 0 || ieee_e <= 1) ? 2 : 1);
-
-    uint32_t vr, vp, vm;
-    int32_t e10;
-    bool vm_tz = false, vr_tz = false;
-    uint32_t last = 0;
-    if (e2 >= 0) {
-        int32_t q = (int32_t)(((uint64_t)e2 * 3010299u) / 10000000u); /* log10(2^e2) */
-        e10 = q;
-        int32_t k = POW5_INV_BITS + pow5bits(q) - 1;
-        int32_t i = -e2 + q + k;
-        vr = mul_shift(mv, pow5_inv[q], i);
-        vp = mul_shift(mp, pow5_inv[q], i);
-        vm = mul_shift(mm, pow5_inv[q], i);
-        if (q != 0 && (vp - 1) / 10 <= vm / 10) {
-            int32_t l = POW5_INV_BITS + pow5bits(q - 1) - 1;
-            last = mul_shift(mv, pow5_inv[q - 1], -e2 + q - 1 + l) % 10;
-        }
-        if (q <= 9) {
-            if (mv % 5 == 0)
-                vr_tz = pow5_factor(mv) >= q;
-            else if (accept_bounds)
-                vm_tz = pow5_factor(mm) >= q;
-            else
-                vp -= pow5_factor(mp) >= q;
+    uint32_t c, s;
+    int32_t q, k;
+    if (ieee_e != 0) {
+        c = (1u << 23) | ieee_m;
+        q = (int32_t)ieee_e - 150;
+        /* a small integer? (& rather than &&: one branch, seldom taken) */
+        uint32_t nq = (uint32_t)-q;
+        if ((nq < 24u) & ((c & ((1u << (nq & 31)) - 1)) == 0)) {
+            s = c >> nq;
+            k = 0;
+            goto strip;
         }
     } else {
-        int32_t q = (int32_t)(((uint64_t)(-e2) * 6989700u) / 10000000u); /* log10(5^-e2) */
-        e10 = q + e2;
-        int32_t i = -e2 - q;
-        int32_t k = pow5bits(i) - POW5_BITS;
-        int32_t j = q - k;
-        vr = mul_shift(mv, pow5_tab[i], j);
-        vp = mul_shift(mp, pow5_tab[i], j);
-        vm = mul_shift(mm, pow5_tab[i], j);
-        if (q != 0 && (vp - 1) / 10 <= vm / 10) {
-            j = q - 1 - (pow5bits(i + 1) - POW5_BITS);
-            last = mul_shift(mv, pow5_tab[i + 1], j) % 10;
-        }
-        if (q <= 1) {
-            vr_tz = (~mv & 1) >= (uint32_t)q;
-            if (accept_bounds)
-                vm_tz = (~mm & 1) >= (uint32_t)q;
-            else
-                vp -= 1;
-        } else if (q < 31) {
-            vr_tz = (mv & ((1u << (q - 1)) - 1)) == 0;
-        }
+        c = ieee_m;
+        q = 1 - 150;
     }
-
-    int32_t removed = 0;
-    uint32_t out;
-    if (vm_tz || vr_tz) {
-        while (vp / 10 > vm / 10) {
-            vm_tz &= vm % 10 == 0;
-            vr_tz &= last == 0;
-            last = vr % 10;
-            vr /= 10;
-            vp /= 10;
-            vm /= 10;
-            removed++;
-        }
-        if (vm_tz) {
-            while (vm % 10 == 0) {
-                vr_tz &= last == 0;
-                last = vr % 10;
-                vr /= 10;
-                vp /= 10;
-                vm /= 10;
-                removed++;
-            }
-        }
-        if (vr_tz && last == 5 && vr % 2 == 0)
-            last = 4; /* exactly half-way: round to even */
-        out = vr + ((vr == vm && (!accept_bounds || !vm_tz)) || last >= 5);
-    } else {
-        while (vp / 10 > vm / 10) {
-            last = vr % 10;
-            vr /= 10;
-            vp /= 10;
-            vm /= 10;
-            removed++;
-        }
-        out = vr + (vr == vm || last >= 5);
+    {
+        bool even = (c & 1) == 0;
+        bool lower_closer = ieee_m == 0 && ieee_e > 1;
+        uint32_t cbl = 4 * c - 2 + lower_closer, cb = 4 * c, cbr = 4 * c + 2;
+        int32_t kk = lower_closer ? floor_log10_three_quarters_pow2(q) : floor_log10_pow2(q);
+        int32_t h = q + floor_log2_pow10(-kk) + 1;
+        uint64_t g = pow10_128[-kk - POW10_MIN][1] + 1;
+        uint32_t vbl = round_to_odd(g, cbl << h), vb = round_to_odd(g, cb << h),
+                 vbr = round_to_odd(g, cbr << h);
+        uint32_t lower = vbl + !even, upper = vbr - !even;
+        uint32_t sl = vb / 4, sp = sl / 10;
+        /* Both outcomes, then a select: which one applies changes from one
+         * tensor element to the next, and a branch on it guesses wrong
+         * about a third of the time. One digit fewer wins when exactly one
+         * of its two candidates fits; else the closer of sl and sl + 1
+         * (half-way to even). */
+        bool up_in = lower <= 40 * sp, wp_in = 40 * sp + 40 <= upper;
+        uint32_t take_short = (uint32_t)((sl >= 10) & (up_in != wp_in));
+        bool u_in = lower <= 4 * sl, w_in = 4 * sl + 4 <= upper;
+        uint32_t mid = 4 * sl + 2;
+        uint32_t round_up = (uint32_t)((vb > mid) | ((vb == mid) & (sl & 1)));
+        uint32_t one_in = 0u - (uint32_t)(u_in != w_in);
+        uint32_t inc = ((uint32_t)w_in & one_in) | (round_up & ~one_in);
+        uint32_t mask = 0u - take_short;
+        s = ((sp + wp_in) & mask) | ((sl + inc) & ~mask);
+        k = kk + (int32_t)take_short;
     }
-    *digits = out;
-    *exp10 = e10 + removed;
+strip:
+    while (s % 10 == 0) { /* rare in data: a branch that is seldom taken */
+        s /= 10;
+        k++;
+    }
+    *digits = s;
+    *exp10 = k;
 }
 
 /* Lays out digits * 10^exp10 the way Python's repr does: fixed notation for
@@ -232,9 +162,23 @@ static int layout(bool neg, const char *dig, int nd, int exp10, char *out)
     return (int)(o - out);
 }
 
-int od_fmt_f32(float f, char *out)
+/* The 8 ASCII digits of r < 10^8, first in the lowest byte (little-endian
+ * order, so a memcpy puts them in reading order): split in halves of 4,
+ * quarters of 2, then single digits, each lane at once in one register,
+ * by multiplying with reciprocals exact over each lane's range (10486/2^20
+ * for x / 100 with x < 10^4; 103/2^10 for x / 10 with x < 100). */
+static inline uint64_t eight_ascii(uint32_t r)
 {
-    pthread_once(&tables_once, init_tables);
+    uint64_t v = (uint64_t)(r / 10000u) | (uint64_t)(r % 10000u) << 32;
+    uint64_t t = ((v * 10486u) >> 20) & 0x0000007F0000007Full;
+    v = t | (v - 100u * t) << 16;
+    t = ((v * 103u) >> 10) & 0x000F000F000F000Full;
+    v = t | (v - 10u * t) << 8;
+    return v + 0x3030303030303030ull;
+}
+
+static inline __attribute__((always_inline)) int fmt_f32(float f, char *out)
+{
     uint32_t bits;
     memcpy(&bits, &f, sizeof bits);
     bool neg = bits >> 31;
@@ -250,26 +194,58 @@ int od_fmt_f32(float f, char *out)
     uint32_t digits;
     int32_t e10;
     f32_shortest(ieee_m, ieee_e, &digits, &e10);
-    char dig[16];
-    int nd = digits >= 100000 ? (digits >= 10000000 ? (digits >= 100000000 ? 9 : 8)
-                                                     : (digits >= 1000000 ? 7 : 6))
-                              : (digits >= 1000 ? (digits >= 10000 ? 5 : 4)
-                                                : (digits >= 100 ? 3 : digits >= 10 ? 2 : 1));
-    /* two digits per step: the encoder prints every element this way */
-    static const char pairs[201] = "00010203040506070809101112131415161718192021222324252627282930313233"
-                                   "34353637383940414243444546474849505152535455565758596061626364656667"
-                                   "6869707172737475767778798081828384858687888990919293949596979899";
-    int i = nd;
-    while (i >= 2) {
-        uint32_t r = digits % 100;
-        digits /= 100;
-        i -= 2;
-        dig[i] = pairs[2 * r];
-        dig[i + 1] = pairs[2 * r + 1];
+    /* At most 9 digits. Every step below has a fixed count, so nothing
+     * branches on how many digits there are or where the point goes (a
+     * tensor's values change both from one element to the next). T holds
+     * the 9 digits zero-padded, then '0's; D = the nd significant digits,
+     * then '0's. */
+    static const uint32_t pow10_u32[10] = {1,      10,      100,      1000,      10000,
+                                           100000, 1000000, 10000000, 100000000, 1000000000};
+    int nd = ((32 - __builtin_clz(digits)) * 1233) >> 12; /* floor(log10) or one less */
+    nd += digits >= pow10_u32[nd];
+    char T[48];
+    memset(T, '0', sizeof T);
+    T[0] = (char)('0' + digits / 100000000u);
+    uint64_t eight = eight_ascii(digits % 100000000u);
+    memcpy(T + 1, &eight, 8);
+    const char *D = T + 9 - nd;
+    int x = e10 + nd - 1; /* scientific exponent */
+    if (x < -4 || x >= 16) { /* rare in tensor data: the general layout */
+        char dig[16];
+        memcpy(dig, D, (size_t)nd);
+        return layout(neg, dig, nd, e10, out);
     }
-    if (i)
-        dig[0] = (char)('0' + digits);
-    return layout(neg, dig, nd, e10, out);
+    /* Fixed notation, as Python's repr: B = the digits after z = max(0, -x)
+     * leading zeros, then '0's; the point goes after k = max(x, 0) + 1 of
+     * them, and the text is max(z + nd, k + 1) + 1 bytes. */
+    char B[48];
+    memset(B, '0', sizeof B);
+    int sx = x >> 31; /* -1 when x < 0 */
+    int z = -x & sx, k = (x & ~sx) + 1;
+    memcpy(B + z, D, 16);
+    out[0] = '-';
+    char *o = out + neg;
+    memcpy(o, B, 16);
+    memcpy(o + k + 1, B + k, 16);
+    o[k] = '.';
+    int len = z + nd > k + 1 ? z + nd : k + 1;
+    o[len + 1] = '\0';
+    return neg + len + 1;
+}
+
+int od_fmt_f32(float f, char *out) { return fmt_f32(f, out); }
+
+size_t od_fmt_f32_items(const float *v, size_t n, bool comma, char *out, size_t *done)
+{
+    char *o = out;
+    size_t i = 0;
+    for (; i < n && isfinite(v[i]); i++) {
+        *o = ','; /* overwritten when not wanted */
+        o += comma | (i > 0);
+        o += fmt_f32(v[i], o);
+    }
+    *done = i;
+    return (size_t)(o - out);
 }
 
 int od_fmt_f64(double d, char *out)
@@ -473,6 +449,94 @@ static inline __attribute__((always_inline)) const char *scan_dec(const char *p,
     return p;
 }
 
+#ifdef __SSE4_1__
+/* The shape almost all tensor data has, [-]digits[.digits] with at most 19
+ * digits and no exponent, decoded from one 32-byte window: the token's
+ * extent comes from a digit mask, and its digits from one shuffle (which
+ * drops the '.' and right-aligns the last 16) and a multiply-add tree, so
+ * there is no branch per digit and none on the digit count. Returns false,
+ * having written nothing, for anything else (an exponent, a longer token,
+ * a bad one, fewer than 32 bytes left): scan_dec decides those, and equals
+ * this on every token this accepts. */
+static inline __attribute__((always_inline)) bool scan_dec_simd(const char *p, const char *end,
+                                                                dec *d, const char **after)
+{
+    if (end - p < 32)
+        return false;
+    const __m128i c0 = _mm_set1_epi8('0'), c9 = _mm_set1_epi8(9);
+    __m128i t0 = _mm_sub_epi8(_mm_loadu_si128((const __m128i *)p), c0);
+    __m128i t1 = _mm_sub_epi8(_mm_loadu_si128((const __m128i *)(p + 16)), c0);
+    uint32_t dm = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(t0, c9), t0)) |
+                  (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(t1, c9), t1)) << 16;
+    uint64_t nondigit = ~(uint64_t)dm; /* bits 32.. set: every scan below stops */
+    int s = p[0] == '-';
+    int ni = __builtin_ctzll(nondigit >> s); /* integer digits */
+    if (ni == 0 || (ni > 1 && p[s] == '0'))
+        return false;
+    int dot = s + ni, pos = dot, nf = 0;
+    if (dot >= 31)
+        return false;
+    if (p[dot] == '.') {
+        nf = __builtin_ctzll(nondigit >> (dot + 1));
+        if (nf == 0)
+            return false;
+        pos = dot + 1 + nf;
+    }
+    int nd = ni + nf;
+    if (pos >= 32 || (p[pos] | 0x20) == 'e' || nd > 19)
+        return false;
+    /* Lane i of lo takes the digit 15 - i places before the last, of hi
+     * the one 31 - i places before it (hi holds the first one to three of
+     * 17..19 digits); each one byte further back once it passes the '.'.
+     * pshufb yields 0 for an index with its top bit set, so lanes outside
+     * each 16-byte half (and negative ones) read nothing. */
+    const __m128i iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m128i top = _mm_set1_epi8((char)0x80), c16 = _mm_set1_epi8(16);
+    __m128i nd_v = _mm_set1_epi8((char)nd), dot1 = _mm_set1_epi8((char)(nf ? dot + 1 : -128));
+    __m128i lo = _mm_add_epi8(_mm_set1_epi8((char)(pos - 16)), iota);
+    __m128i hi = _mm_sub_epi8(lo, c16);
+    lo = _mm_add_epi8(lo, _mm_cmpgt_epi8(dot1, lo));
+    hi = _mm_add_epi8(hi, _mm_cmpgt_epi8(dot1, hi));
+#define GATHER(src)                                                                         \
+    _mm_or_si128(_mm_shuffle_epi8(t0, _mm_or_si128(src, _mm_andnot_si128(                   \
+                                                            _mm_cmpgt_epi8(c16, src), top))), \
+                 _mm_shuffle_epi8(t1, _mm_sub_epi8(src, c16)))
+    __m128i glo = _mm_and_si128(GATHER(lo), _mm_cmpgt_epi8(_mm_add_epi8(iota, nd_v), _mm_set1_epi8(15)));
+    __m128i ghi = _mm_and_si128(GATHER(hi), _mm_cmpgt_epi8(_mm_add_epi8(iota, nd_v), _mm_set1_epi8(31)));
+#undef GATHER
+    /* 2 digits, 4, then 8 per lane; lo and hi side by side */
+    glo = _mm_madd_epi16(_mm_maddubs_epi16(glo, _mm_set1_epi16(0x010A)), _mm_set1_epi32(0x00010064));
+    ghi = _mm_madd_epi16(_mm_maddubs_epi16(ghi, _mm_set1_epi16(0x010A)), _mm_set1_epi32(0x00010064));
+    __m128i g = _mm_madd_epi16(_mm_packus_epi32(glo, ghi), _mm_set1_epi32(0x00012710));
+    uint64_t m = (uint64_t)(uint32_t)_mm_cvtsi128_si32(g) * 100000000u +
+                 (uint32_t)_mm_extract_epi32(g, 1) +
+                 (uint64_t)(uint32_t)_mm_extract_epi32(g, 3) * 10000000000000000ull;
+    d->mant = m;
+    d->exp10 = -nf;
+    d->neg = s;
+    d->truncated = false;
+    d->slow = false;
+    d->frac = nf != 0;
+    d->expo = false;
+    *after = p + pos;
+    return true;
+}
+#else
+static inline bool scan_dec_simd(const char *p, const char *end, dec *d, const char **after)
+{
+    (void)p, (void)end, (void)d, (void)after;
+    return false;
+}
+#endif
+
+/* scan_dec with the window fast path in front. */
+static inline __attribute__((always_inline)) const char *scan_dec_fast(const char *p,
+                                                                        const char *end, dec *d)
+{
+    const char *q;
+    return scan_dec_simd(p, end, d, &q) ? q : scan_dec(p, end, d);
+}
+
 /* strtod/strtof on a token that is not NUL-terminated (the rare slow path:
  * kept out of line so the fast paths stay small). */
 static __attribute__((noinline)) double token_strtod(const char *s, const char *e, bool single, float *fout)
@@ -507,11 +571,6 @@ static __attribute__((noinline)) double token_strtod(const char *s, const char *
  * pow10_128.inc is generated by proto/gen_pow10.py (exact big-integer
  * arithmetic): {low, high} of the top 128 bits of 10^e, rounded down. */
 
-#define POW10_MIN (-348)
-#define POW10_MAX 347
-static const uint64_t pow10_128[POW10_MAX - POW10_MIN + 1][2] = {
-#include "pow10_128.inc"
-};
 
 static inline void mul64(uint64_t a, uint64_t b, uint64_t *hi, uint64_t *lo)
 {
@@ -614,35 +673,34 @@ static const float pow10_exact_f[11] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f,
                                         1e6f, 1e7f, 1e8f, 1e9f, 1e10f};
 
 /* The correctly rounded double of the decimal d (token s..e for strtod).
- * *exact: the value came from exact operands (Clinger's fast path). */
+ * *exact: the operands are exact (Clinger's condition: mantissa <= 2^53 and
+ * |exp10| <= 22), a property of the decimal whichever method rounds it.
+ * Eisel-Lemire goes first although Clinger's one operation is cheaper:
+ * tensor data mixes both kinds from one number to the next, and a branch
+ * that guesses wrong half the time costs more than the difference. */
 static inline __attribute__((always_inline)) double dec_to_f64(const dec *d, const char *s,
                                                                 const char *e, bool *exact)
 {
-    *exact = false;
-    if (d->mant == 0) {
-        *exact = true;
+    bool clinger = !d->slow && !d->truncated && d->mant <= (uint64_t)1 << 53 &&
+                   d->exp10 >= -22 && d->exp10 <= 22;
+    *exact = clinger || d->mant == 0;
+    if (d->mant == 0)
         return d->neg ? -0.0 : 0.0;
+    double v;
+    if (!d->slow && !d->truncated && eisel_lemire64(d->mant, d->exp10, d->neg, &v))
+        return v;
+    if (clinger) { /* both operands exact: one IEEE operation rounds once */
+        v = (double)d->mant;
+        v = d->exp10 >= 0 ? v * pow10_exact[d->exp10] : v / pow10_exact[-d->exp10];
+        return d->neg ? -v : v;
     }
-    if (!d->slow) {
-        if (!d->truncated) {
-            /* Clinger: both operands exact, one IEEE operation rounds once */
-            if (d->mant <= (uint64_t)1 << 53 && d->exp10 >= -22 && d->exp10 <= 22) {
-                double v = (double)d->mant;
-                v = d->exp10 >= 0 ? v * pow10_exact[d->exp10] : v / pow10_exact[-d->exp10];
-                *exact = true;
-                return d->neg ? -v : v;
-            }
-            double v;
-            if (eisel_lemire64(d->mant, d->exp10, d->neg, &v))
-                return v;
-        } else {
-            /* the value lies strictly between mant and mant + 1 (times
-             * 10^exp10): when both round to the same double, so does it */
-            double a, b;
-            if (eisel_lemire64(d->mant, d->exp10, d->neg, &a) &&
-                eisel_lemire64(d->mant + 1, d->exp10, d->neg, &b) && a == b)
-                return a;
-        }
+    if (!d->slow && d->truncated) {
+        /* the value lies strictly between mant and mant + 1 (times
+         * 10^exp10): when both round to the same double, so does it */
+        double a, b;
+        if (eisel_lemire64(d->mant, d->exp10, d->neg, &a) &&
+            eisel_lemire64(d->mant + 1, d->exp10, d->neg, &b) && a == b)
+            return a;
     }
     return token_strtod(s, e, false, NULL);
 }
@@ -652,22 +710,20 @@ static inline __attribute__((always_inline)) float dec_to_f32(const dec *d, cons
 {
     if (d->mant == 0)
         return d->neg ? -0.0f : 0.0f;
-    if (!d->slow) {
-        if (!d->truncated) {
-            if (d->mant <= (uint64_t)1 << 24 && d->exp10 >= -10 && d->exp10 <= 10) {
-                float v = (float)d->mant;
-                v = d->exp10 >= 0 ? v * pow10_exact_f[d->exp10] : v / pow10_exact_f[-d->exp10];
-                return d->neg ? -v : v;
-            }
-            float v;
-            if (eisel_lemire32(d->mant, d->exp10, d->neg, &v))
-                return v;
-        } else {
-            float a, b;
-            if (eisel_lemire32(d->mant, d->exp10, d->neg, &a) &&
-                eisel_lemire32(d->mant + 1, d->exp10, d->neg, &b) && a == b)
-                return a;
-        }
+    float v;
+    if (!d->slow && !d->truncated && eisel_lemire32(d->mant, d->exp10, d->neg, &v))
+        return v;
+    if (!d->slow && !d->truncated && d->mant <= (uint64_t)1 << 24 && d->exp10 >= -10 &&
+        d->exp10 <= 10) {
+        v = (float)d->mant;
+        v = d->exp10 >= 0 ? v * pow10_exact_f[d->exp10] : v / pow10_exact_f[-d->exp10];
+        return d->neg ? -v : v;
+    }
+    if (!d->slow && d->truncated) {
+        float a, b;
+        if (eisel_lemire32(d->mant, d->exp10, d->neg, &a) &&
+            eisel_lemire32(d->mant + 1, d->exp10, d->neg, &b) && a == b)
+            return a;
     }
     float f;
     token_strtod(s, e, true, &f);
@@ -677,7 +733,7 @@ static inline __attribute__((always_inline)) float dec_to_f32(const dec *d, cons
 const char *od_scan_f64(const char *p, const char *end, double *out)
 {
     dec d;
-    const char *q = scan_dec(p, end, &d);
+    const char *q = scan_dec_fast(p, end, &d);
     if (q) {
         bool exact;
         *out = dec_to_f64(&d, p, q, &exact);
@@ -688,16 +744,53 @@ const char *od_scan_f64(const char *p, const char *end, double *out)
 const char *od_scan_f32(const char *p, const char *end, float *out)
 {
     dec d;
-    const char *q = scan_dec(p, end, &d);
+    const char *q = scan_dec_fast(p, end, &d);
     if (q)
         *out = dec_to_f32(&d, p, q);
     return q;
 }
 
+static inline bool is_blank(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+/* One loop for both widths, so the per-element work stays in registers and
+ * no call separates one number from the next. (Finding every ',' first, so
+ * that the numbers decode independently, measured slower: the scan of one
+ * 20-byte token is not what holds the loop up.) */
+#define SCAN_RUN(CONVERT)                                                           \
+    const char *p = *pp;                                                            \
+    int64_t n = 0;                                                                  \
+    while (n < max) {                                                               \
+        dec d;                                                                      \
+        const char *q = scan_dec_fast(p, end, &d);                                  \
+        if (!q)                                                                     \
+            break;                                                                  \
+        out[n++] = CONVERT;                                                         \
+        *pp = q;                                                                    \
+        while (q < end && is_blank(*q))                                             \
+            q++;                                                                    \
+        if (q >= end || *q != ',')                                                  \
+            break;                                                                  \
+        p = q + 1;                                                                  \
+        while (p < end && is_blank(*p))                                             \
+            p++;                                                                    \
+    }                                                                               \
+    return n
+
+int64_t od_scan_f32_run(const char **pp, const char *end, float *out, int64_t max)
+{
+    SCAN_RUN(dec_to_f32(&d, p, q));
+}
+
+int64_t od_scan_f64_run(const char **pp, const char *end, double *out, int64_t max)
+{
+    bool exact;
+    SCAN_RUN(dec_to_f64(&d, p, q, &exact));
+}
+
 const char *od_scan_number(const char *p, const char *end, od_num *out)
 {
     dec d;
-    const char *q = scan_dec(p, end, &d);
+    const char *q = scan_dec_fast(p, end, &d);
     if (!q)
         return NULL;
     out->start = p;

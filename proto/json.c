@@ -484,28 +484,12 @@ static int scan_data(parser *P, od_dtype hint, int64_t prealloc, json_t **ph)
              * double for a float). Anything else (NaN, true, a nested
              * list, a bad token) leaves the run for the general path below,
              * which then sees exactly what it would have seen. */
-            const char *p = P->p, *e = P->end;
-            const char *q = fast == 4 ? od_scan_f32(p, e, (float *)A.data + n)
-                                      : od_scan_f64(p, e, (double *)A.data + n);
-            if (q) {
-                for (;;) {
-                    n++;
-                    cnt[d - 1]++;
-                    p = q;
-                    if (p >= e || *p != ',' || n >= cap || n >= lim->max_elements)
-                        break;
-                    p++;
-                    while (p < e && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
-                        p++;
-                    q = p >= e ? NULL
-                        : fast == 4 ? od_scan_f32(p, e, (float *)A.data + n)
-                                    : od_scan_f64(p, e, (double *)A.data + n);
-                    if (!q) {
-                        P->p = p; /* just after the ',' and blanks */
-                        goto next;
-                    }
-                }
-                P->p = p;
+            int64_t max = (cap < lim->max_elements ? cap : lim->max_elements) - n;
+            int64_t got = fast == 4 ? od_scan_f32_run(&P->p, P->end, (float *)A.data + n, max)
+                                    : od_scan_f64_run(&P->p, P->end, (double *)A.data + n, max);
+            if (got > 0) {
+                n += got;
+                cnt[d - 1] += got;
                 goto after;
             }
         }
@@ -545,8 +529,6 @@ static int scan_data(parser *P, od_dtype hint, int64_t prealloc, json_t **ph)
         if (*P->p != ']')
             goto syntax;
         goto close;
-    next:
-        continue;
     close:
         P->p++;
         if (shape[d - 1] < 0)

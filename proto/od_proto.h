@@ -66,9 +66,18 @@ char *od_buf_steal(od_buf *b, size_t *len);
 
 /* ==== numbers =============================================================== */
 
-/* Shortest decimal that reads back as exactly f (Ryu's method). Writes at most
- * 24 bytes plus a NUL into out; returns the length. Finite values only. The
- * text is JSON: "1.5", "100.0", "1e-07", "3.4028235e+38". */
+/* Shortest decimal that reads back as exactly f (Ryu's method). out needs
+ * OD_FMT_F32_ROOM bytes of room: the text is at most 24 bytes plus a NUL,
+ * but it is assembled from whole 16-byte stores. Returns the length. The
+ * text is JSON: "1.5", "100.0", "1e-07", "3.4028235e+38"; non-finite values
+ * print as "NaN" / "Infinity" / "-Infinity" (callers quote them). */
+#define OD_FMT_F32_ROOM 48
+#define OD_FMT_F32_MAX 24 /* longest text, "-1234567800000000.0" and the like */
+/* The finite values of v[0..n) in a row, as od_fmt_f32 prints them, each
+ * after a ',' (the first only when comma). Stops before the first NaN or
+ * infinity; *done = how many were printed. out needs n * (OD_FMT_F32_MAX + 1)
+ * + OD_FMT_F32_ROOM bytes of room. Returns the bytes written (no NUL). */
+size_t od_fmt_f32_items(const float *v, size_t n, bool comma, char *out, size_t *done);
 int od_fmt_f32(float f, char *out);
 /* Round-trip decimal for a double (shortest of %.15g/%.16g/%.17g that reads
  * back exactly); at most 32 bytes plus a NUL. Finite values only. */
@@ -102,6 +111,15 @@ float od_num_to_f32(const od_num *n);
  * fast path for tensor data: no od_num, no double for a float. */
 const char *od_scan_f32(const char *p, const char *end, float *out);
 const char *od_scan_f64(const char *p, const char *end, double *out);
+/* A run of tensor data, "x, y, z": scans numbers separated by ',' (blanks
+ * allowed on either side) into out[0..max) (not NUL-terminated text; never reads at or past end) and
+ * returns how many. *pp (borrowed, updated) ends just after the last number
+ * read; it stays put when the first is not a number. The run stops at max, at
+ * anything but a ',' after a number, or at a ',' not followed by a number:
+ * the caller's general path then sees exactly that text. Correctly rounded,
+ * as od_scan_f32 / od_scan_f64. */
+int64_t od_scan_f32_run(const char **pp, const char *end, float *out, int64_t max);
+int64_t od_scan_f64_run(const char **pp, const char *end, double *out, int64_t max);
 
 /* ==== limits ================================================================ */
 

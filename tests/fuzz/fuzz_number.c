@@ -1,8 +1,10 @@
 /* fuzz_number.c — the JSON number scanner (proto/json.c) against the C
  * library: every token od_scan_number accepts must be a JSON number, and
  * its double, float, and the fast od_scan_f32/od_scan_f64 paths must be
- * what strtod/strtof give for the same characters (bit for bit); the
- * shortest formatter (proto/fmt.c) must read back exactly. */
+ * what strtod/strtof give for the same characters (bit for bit), also
+ * with the token followed by more text (the 32-byte window path) and as
+ * a run of tokens (od_scan_f32_run); the shortest formatter
+ * (proto/fmt.c) must read back exactly. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +85,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FAIL("'%s': od_scan_f64 differs from strtod\n", tok);
         if (od_scan_f32(p, end, &f2) != after || !same_bits_f(f2, f))
             FAIL("'%s': od_scan_f32 differs from strtof\n", tok);
+        /* the token with text after it: the one-window path decodes it */
+        char *pad = malloc(tn + 48);
+        memcpy(pad, p, tn);
+        pad[tn] = ',';
+        memcpy(pad + tn + 1, p, tn < 47 ? tn : 47); /* the same bytes again, or part */
+        memset(pad + tn + 1 + (tn < 47 ? tn : 47), ']', 47 - (tn < 47 ? tn : 47));
+        if (od_scan_f64(pad, pad + tn + 48, &d2) != pad + tn || !same_bits_d(d2, d))
+            FAIL("'%s' (padded): od_scan_f64 differs from strtod\n", tok);
+        if (od_scan_f32(pad, pad + tn + 48, &f2) != pad + tn || !same_bits_f(f2, f))
+            FAIL("'%s' (padded): od_scan_f32 differs from strtof\n", tok);
+        free(pad);
         free(tok);
         char out[64];
         if (isfinite(d)) {
@@ -100,6 +113,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         float f;
         if (od_scan_f64(p, end, &d) || od_scan_f32(p, end, &f))
             FAIL("od_scan_f64/f32 accept what od_scan_number refuses\n");
+    }
+    /* The input as a run of tensor data: every number the run reads is
+     * strtof's for its token, and the tokens are where a token-by-token
+     * scan finds them. */
+    {
+        float run[64];
+        const char *q = p;
+        int64_t k = od_scan_f32_run(&q, end, run, 64);
+        const char *t = p;
+        for (int64_t i = 0; i < k; i++) {
+            while (i && t < end && (*t == ' ' || *t == '\n' || *t == '\r' || *t == '\t' || *t == ','))
+                t++;
+            od_num nn;
+            const char *te = od_scan_number(t, end, &nn);
+            if (!te || !json_number_syntax(t, (size_t)(te - t)))
+                FAIL("od_scan_f32_run read a number where there is none\n");
+            char *tk = strndup(t, (size_t)(te - t));
+            if (!same_bits_f(strtof(tk, NULL), run[i]))
+                FAIL("'%s': od_scan_f32_run differs from strtof\n", tk);
+            free(tk);
+            t = te;
+        }
+        if (k > 0 && q != t)
+            FAIL("od_scan_f32_run ended away from its last number\n");
     }
     /* the bytes as raw binary floats: the formatters on every bit pattern */
     if (size >= 8) {

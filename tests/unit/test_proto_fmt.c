@@ -307,6 +307,25 @@ static void check_token(const char *buf)
     float f2 = od_num_to_f32(&num);
     CHECK(u_of(f2) == u_of(fref), "od_num_to_f32('%.200s') = %a, strtof says %a", buf, (double)f2,
           (double)fref);
+    /* The same token with text after it, as tensor data has it: with 32
+     * bytes from the token on, the one-window path decodes it. The byte
+     * after the token varies; digits after that must not join it. */
+    static const char stops[] = ",] \n}\t";
+    char pad[4096 + 64];
+    memcpy(pad, buf, len);
+    pad[len] = stops[len % (sizeof stops - 1)];
+    memset(pad + len + 1, '9', 40);
+    const char *pend = pad + len + 41;
+    e1 = od_scan_f64(pad, pend, &d);
+    e2 = od_scan_f32(pad, pend, &f);
+    e3 = od_scan_number(pad, pend, &num);
+    CHECK(e1 == pad + len && e2 == pad + len && e3 == pad + len, "'%.200s' (padded) not scanned fully",
+          buf);
+    CHECK(bits64(d) == bits64(ref), "od_scan_f64('%.200s', padded) = %a, strtod says %a", buf, d, ref);
+    CHECK(bits64(num.d) == bits64(ref), "od_scan_number('%.200s', padded).d = %a, strtod says %a",
+          buf, num.d, ref);
+    CHECK(u_of(f) == u_of(fref), "od_scan_f32('%.200s', padded) = %a, strtof says %a", buf,
+          (double)f, (double)fref);
 }
 
 static double random_finite_double(void)
@@ -506,5 +525,145 @@ Test(parse, scan_f_rejects_invalid_and_writes_nothing)
         ref[cut] = '\0';
         CHECK(od_scan_f64(s, s + cut, &d) == s + cut && d == strtod(ref, NULL),
               "'%s' cut at %zu", s, cut);
+    }
+}
+
+/* A token of the shape the one-window path takes: [-]digits[.digits],
+ * 1 to 21 digits in all (up to 19 decode in the window), leading zeros of
+ * the fraction included, as numpy's tolist() and our own printer write. */
+static void window_number(char *buf)
+{
+    size_t n = 0;
+    if (rnd() & 1)
+        buf[n++] = '-';
+    int intd = (int)(rnd() % 4);
+    if (intd == 0) {
+        buf[n++] = '0';
+    } else {
+        buf[n++] = (char)('1' + rnd() % 9);
+        for (int i = 1; i < intd; i++)
+            buf[n++] = (char)('0' + rnd() % 10);
+    }
+    if (rnd() % 8) {
+        buf[n++] = '.';
+        int fd = 1 + (int)(rnd() % 20);
+        for (int i = 0; i < fd; i++)
+            buf[n++] = (char)('0' + (rnd() % 3 ? rnd() % 10 : 0));
+    }
+    buf[n] = '\0';
+}
+
+Test(scan, window_shapes_match_strtod_and_strtof)
+{
+    seed_once();
+    char buf[128];
+    for (int i = 0; i < 300000; i++) {
+        window_number(buf);
+        check_token(buf);
+    }
+}
+
+/* The codec's call for tensor data: a run of numbers with ',' and blanks. */
+Test(scan, runs_match_strtof_and_stop_where_the_general_path_takes_over)
+{
+    seed_once();
+    enum { N = 3000 };
+    static char text[N * 80];
+    static const char *offs[N], *ends[N];
+    static float got[N], ref[N];
+    static double got64[N];
+    for (int round = 0; round < 40; round++) {
+        size_t len = 0;
+        int n = 1 + (int)(rnd() % N);
+        for (int i = 0; i < n; i++) {
+            if (i) {
+                static const char *const seps[] = {",", ", ", ",\n  ", " ,", ",\t"};
+                const char *sep = seps[rnd() % 5];
+                memcpy(text + len, sep, strlen(sep));
+                len += strlen(sep);
+            }
+            char tok[128];
+            switch (rnd() % 3) {
+            case 0: window_number(tok); break;
+            case 1: random_number(tok, sizeof tok); break;
+            default: od_fmt_f32(f_of((uint32_t)rnd() & 0xBFFFFFFFu), tok); break; /* finite */
+            }
+            offs[i] = text + len;
+            memcpy(text + len, tok, strlen(tok));
+            len += strlen(tok);
+            ends[i] = text + len;
+        }
+        /* what follows the run: its end, text the general path must see */
+        static const char *const tails[] = {"]", "]]", "", ", NaN]", ", true]", ",]", " x", ", [1]"};
+        const char *tail = tails[rnd() % 8];
+        memcpy(text + len, tail, strlen(tail));
+        len += strlen(tail);
+        const char *end = text + len;
+        int64_t max = rnd() % 4 ? n + 5 : 1 + (int64_t)(rnd() % (uint64_t)n);
+        int want = max < n ? (int)max : n;
+        const char *p = text;
+        int64_t k = od_scan_f32_run(&p, end, got, max);
+        CHECK(k == want, "round %d: the run read %lld of %d numbers (max %lld)", round, (long long)k,
+              want, (long long)max);
+        CHECK(p == ends[want - 1], "round %d: the run stopped at offset %td, not %td", round,
+              p - text, ends[want - 1] - text);
+        const char *p64 = text;
+        CHECK(od_scan_f64_run(&p64, end, got64, max) == want && p64 == p,
+              "round %d: od_scan_f64_run disagrees on the run's extent", round);
+        for (int i = 0; i < want; i++) {
+            char tok[128];
+            size_t tl = (size_t)(ends[i] - offs[i]);
+            memcpy(tok, offs[i], tl);
+            tok[tl] = '\0';
+            ref[i] = strtof(tok, NULL);
+            CHECK(u_of(got[i]) == u_of(ref[i]), "round %d, number %d '%s': %a, strtof says %a", round,
+                  i, tok, (double)got[i], (double)ref[i]);
+            double r64 = strtod(tok, NULL);
+            CHECK(bits64(got64[i]) == bits64(r64), "round %d, number %d '%s': %a, strtod says %a",
+                  round, i, tok, got64[i], r64);
+        }
+    }
+    /* the first token is not a number: nothing read, nothing moved */
+    const char *bad = "NaN, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]";
+    const char *p = bad;
+    CHECK(od_scan_f32_run(&p, bad + strlen(bad), got, 100) == 0 && p == bad,
+          "a run must not start on a non-number");
+}
+
+Test(fmt, items_equal_one_at_a_time_and_stop_at_non_finite)
+{
+    seed_once();
+    enum { N = 2000 };
+    static float v[N];
+    static char out[N * (OD_FMT_F32_MAX + 1) + OD_FMT_F32_ROOM], ref[N * 32];
+    for (int round = 0; round < 50; round++) {
+        size_t n = 1 + rnd() % N, stop = n;
+        for (size_t i = 0; i < n; i++)
+            v[i] = rnd() % 2 ? (float)((double)(int64_t)rnd() / 9.2e18 * 3.0) : f_of((uint32_t)rnd());
+        for (size_t i = 0; i < n; i++)
+            if (!isfinite(v[i])) {
+                stop = i;
+                break;
+            }
+        if (round % 5 == 0 && n > 1) { /* a NaN or infinity mid-run */
+            stop = rnd() % n;
+            v[stop] = rnd() % 2 ? NAN : -INFINITY;
+            for (size_t i = 0; i < stop; i++)
+                if (!isfinite(v[i]))
+                    v[i] = 1.5f;
+        }
+        bool comma = rnd() % 2;
+        size_t r = 0;
+        for (size_t i = 0; i < stop; i++) {
+            if (comma || i)
+                ref[r++] = ',';
+            r += (size_t)od_fmt_f32(v[i], ref + r);
+        }
+        size_t done;
+        size_t w = od_fmt_f32_items(v, n, comma, out, &done);
+        CHECK(done == stop, "round %d: printed %zu values, the first non-finite is at %zu", round,
+              done, stop);
+        CHECK(w == r && memcmp(out, ref, r) == 0, "round %d: the run's text differs from one at a time",
+              round);
     }
 }
