@@ -20,7 +20,7 @@ are tables of explicit cases, named by what they time; torch builds its
 inputs from the same tensor specs the server's /v1/bench takes.
 
 Usage: ops_torch.py --opdispatchd PATH [--n 1000000] [--iterations 20] [--threads 2] [--device cpu|cuda]
-                    [--family scan|ew|norm|attention|loss|pool|conv|embedding|dist] [--ops SUBSTRING] [--http]
+                    [--family scan|ew|core|norm|attention|loss|pool|conv|embedding|dist] [--ops SUBSTRING] [--http]
 """
 import argparse
 import json
@@ -68,7 +68,8 @@ def tensor(t):
         return torch.randn(t["shape"], generator=g).to(dt).to(dev)
     return torch.rand(t["shape"], generator=g).to(dt).to(dev)
 def spec_case(op, args):
-    a = [tensor(x) if isinstance(x, dict) else x for x in args]
+    a = [tensor(x) if isinstance(x, dict) else [tensor(y) for y in x]
+         if isinstance(x, list) and x and isinstance(x[0], dict) else x for x in args]
     return lambda f=aten(op): f(*a)
 if isinstance(ew, dict):  # a family of explicit cases (FAMILIES in the driver)
     cases = {name: spec_case(op, args) for name, op, args in ew["spec"]}
@@ -237,9 +238,42 @@ def dist_cases():
             "im2col 3x3 p1 8x64x56x56": ("im2col", [rand(8, 64, 56, 56), [3, 3], [1, 1], [1, 1], [1, 1]])}
 
 
+def core_cases():
+    """issue 14's kernel families at 1e3, 1e6 and 1.6e7 float32 elements: unary (relu, exp, sigmoid, tanh,
+    gelu), binary (add, mul), comparison (eq), reductions (sum of all, sum and amax over rows of 1000),
+    softmax and log_softmax and layer_norm over rows of 1000, clone, cat of two halves, index_select (row 0
+    every time: /v1/bench makes no random indices), and mm / bmm / addmm of square matrices with
+    that many elements (target <= 1.0)"""
+    cases = {}
+    for n, tag in ((1000, "1e3"), (1_000_000, "1e6"), (16_000_000, "1.6e7")):
+        x, y, rows = rand(n), rand(n), rand(n // 1000, 1000)
+        for op in ("relu", "exp", "sigmoid", "tanh", "gelu"):
+            cases[f"{op} {tag}"] = (op, [x])
+        cases[f"add {tag}"] = ("add.Tensor", [x, y])
+        cases[f"mul {tag}"] = ("mul.Tensor", [x, y])
+        cases[f"eq {tag}"] = ("eq.Tensor", [x, y])
+        cases[f"sum {tag}"] = ("sum", [x])
+        cases[f"sum rows {tag}"] = ("sum.dim_IntList", [rows, [-1]])
+        cases[f"amax rows {tag}"] = ("amax", [rows, [-1]])
+        cases[f"softmax rows {tag}"] = ("_softmax", [rows, -1, False])
+        cases[f"log_softmax rows {tag}"] = ("_log_softmax", [rows, -1, False])
+        cases[f"layer_norm rows {tag}"] = ("native_layer_norm", [rows, [1000], rand(1000), rand(1000), 1e-5])
+        cases[f"clone {tag}"] = ("clone", [x])
+        cases[f"cat {tag}"] = ("cat", [[rand(n // 2000, 1000), rand(n // 2000, 1000)], 0])
+        cases[f"index_select {tag}"] = ("index_select", [rows, 0, {"generate": "zeros", "shape": [n // 1000],
+                                                                   "dtype": "int64"}])
+        side = int(round(n ** 0.5))
+        sq = rand(side, side)
+        cases[f"mm {side}x{side}"] = ("mm", [sq, sq])
+        cases[f"addmm {side}x{side}"] = ("addmm", [rand(side), sq, sq])
+        b = int(round((n / 16) ** 0.5))
+        cases[f"bmm 16x{b}x{b}"] = ("bmm", [rand(16, b, b), rand(16, b, b)])
+    return cases
+
+
 # --family NAME: explicit cases, NAME -> (operator, arguments), tensors as
 # /v1/bench's generate specs (torch builds the same from them)
-FAMILIES = {"norm": norm_cases, "attention": attention_cases, "loss": loss_cases, "pool": pool_cases,
+FAMILIES = {"core": core_cases, "norm": norm_cases, "attention": attention_cases, "loss": loss_cases, "pool": pool_cases,
             "conv": conv_cases, "embedding": embedding_cases, "dist": dist_cases}
 TARGETS = {"scan": 1.5, "conv": 1.25}  # server / torch; 1.0 elsewhere
 

@@ -5,9 +5,11 @@
 #                     127.0.0.1 (bench/http/run.py); BENCH_DURATION=S per point
 #   make bench-load   opdispatch load against wrk on the same server, operator
 #                     and request bytes (bench/http/load.py)
-#   make bench-ops-torch  sort, topk, cumsum, gather, scatter_add at 1e6 in the
-#                     server (/v1/bench) against torch 1.13 on the same machine
-#                     (bench/ops_torch.py)
+#   make bench-ops-torch  every kernel family in the server (/v1/bench) against
+#                     torch 1.13 on the same machine, in turns (bench/ops_torch.py):
+#                     scans, issue 14's core families at 1e3/1e6/1.6e7, norm,
+#                     losses, pooling, convolution, embedding, distances, every
+#                     per-element operator at 1.6e7, attention at L = 512
 #   make bench-curves time per call and GB/s (GFLOP/s) against size, 1 to 1e8
 #                     elements (mm to 4096), for add, relu, softmax, sum, mm over
 #                     the C API, HTTP binary and HTTP JSON, with memcpy, sgemm and
@@ -44,8 +46,16 @@ bench-load: $(SERVER) $(CLIENT_C) $(VENV_STAMP)
 bench-clients: $(SERVER) $(VENV_STAMP)
 	.venv/bin/python bench/http/client_py.py --opdispatchd $(B)/opdispatchd
 
+# every family of kernels against torch, each ratio measured in turns with
+# torch's (bench/ops_torch.py --help lists the families and their targets)
 bench-ops-torch: $(SERVER) $(VENV_STAMP)
-	.venv/bin/python bench/ops_torch.py --opdispatchd $(B)/opdispatchd
+	@set -e; for f in scan core norm loss pool conv embedding dist; do \
+	  echo "== ops_torch --family $$f"; \
+	  .venv/bin/python bench/ops_torch.py --opdispatchd $(B)/opdispatchd --family $$f; done
+	@echo "== ops_torch --family ew (every per-element operator, 1.6e7 float32)"
+	.venv/bin/python bench/ops_torch.py --opdispatchd $(B)/opdispatchd --family ew --n 16000000 --iterations 5
+	@echo "== ops_torch --family attention (L = 512)"
+	.venv/bin/python bench/ops_torch.py --opdispatchd $(B)/opdispatchd --family attention --ops L=512 --iterations 5
 
 bench-curves: $(SERVER) $(CLIENT_C) $(FIXED_SERVER) $(VENV_STAMP)
 	.venv/bin/python bench/curves.py --opdispatchd $(B)/opdispatchd --cli $(CLIENT_C) --fixed $(FIXED_SERVER)
