@@ -38,6 +38,7 @@ void od_config_defaults(od_config *c)
     c->max_json_depth = 64;
     c->max_json_values = 65536;
     c->max_inflight_body_bytes = (size_t)2 << 30;
+    c->cpu_cache_bytes = OD_CPU_CACHE_DEFAULT_LIMIT;
     c->max_session_bytes = (size_t)4 << 30;
     c->session_idle_s = 3600;
     c->store_high_water_bytes = (size_t)16 << 30;

@@ -45,6 +45,7 @@ typedef struct od_config {
     int max_json_depth;
     int64_t max_json_values;        /* JSON values outside tensor data, per request */
     size_t max_inflight_body_bytes; /* bodies held at once, all requests (0: no cap) */
+    size_t cpu_cache_bytes;         /* od_cpu_cache_set_limit at start-up */
     int call_workers;               /* threads that run operator calls */
     unsigned max_call_seconds;      /* a call's time budget (0: none) */
     unsigned max_connections;
