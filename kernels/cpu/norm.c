@@ -9,7 +9,9 @@
  *    for batch norm's running statistics, into the caller's tensors) last.
  *  - Batch norm follows ATen 1.13's batch_norm_cpu: two passes per channel
  *    with the sums in double, mean rounded to the compute type, invstd =
- *    1 / sqrt(var_sum / n + eps) in double, y = x * alpha + beta with
+ *    1 / sqrt(var_sum / n + eps) in double (for bfloat16: mean, var_sum and
+ *    invstd rounded to bfloat16, invstd computed in float, as ATen keeps
+ *    save_mean and save_invstd in the input's type), y = x * alpha + beta with
  *    alpha = invstd * w, beta = b - mean * alpha; the running statistics take
  *    momentum and the unbiased variance (var_sum / (n - 1): NaN for n == 1,
  *    as in torch). They are written in place into the tensors the caller
@@ -44,6 +46,7 @@ typedef struct norm_ctx {
     void *y, *smean, *sinvstd, *nrm, *nrv;               /* results in the compute type */
     void *gw, *gb;                                        /* backward: parameter gradients */
     double *ds, *db;                                      /* group norm backward: per (n, c) sums */
+    bool stats_bf16; /* batch norm: save_mean and save_invstd are bfloat16 (not the mixed type) */
 } norm_ctx;
 
 static inline float bf16_round(float v) { return od_bf16_to_float(od_float_to_bf16(v)); }
@@ -73,7 +76,7 @@ static inline float bf16_round(float v) { return od_bf16_to_float(od_float_to_bf
             }                                                                                        \
             double sum = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));          \
             T mean = (T)(sum / n);                                                                   \
-            if (k->bf16)                                                                             \
+            if (k->stats_bf16)                                                                       \
                 mean = (T)bf16_round((float)mean);                                                   \
             double v[8] = {0};                                                                       \
             for (int64_t i = 0; i < N; i++) {                                                        \
@@ -91,8 +94,13 @@ static inline float bf16_round(float v) { return od_bf16_to_float(od_float_to_bf
             }                                                                                        \
             double vs = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));           \
             T var_sum = (T)vs; /* ATen keeps var_sum in the input's type */                          \
+            T invstd = (T)(1.0 / sqrt((double)var_sum / n + p->eps));                                \
+            if (k->stats_bf16) { /* bfloat16 var_sum and save_invstd, the transform in float (ATen) */ \
+                var_sum = (T)bf16_round((float)var_sum);                                             \
+                invstd = (T)bf16_round(1.0f / sqrtf((float)var_sum / (float)n + (float)p->eps));     \
+            }                                                                                        \
             ((T *)k->smean)[c] = mean;                                                               \
-            ((T *)k->sinvstd)[c] = (T)(1.0 / sqrt((double)var_sum / n + p->eps));                    \
+            ((T *)k->sinvstd)[c] = invstd;                                                           \
             if (k->rm)                                                                               \
                 ((T *)k->nrm)[c] = (T)(p->momentum * mean + (1 - p->momentum) * ((const T *)k->rm)[c]); \
             if (k->rv)                                                                               \
@@ -344,7 +352,8 @@ od_status od_cpu_norm(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
     norm_ctx k = {&p, cdt == OD_FLOAT64, p.input->dtype == OD_BFLOAT16,
                   data_or_null(in[0]), data_or_null(in[1]), data_or_null(in[2]), data_or_null(in[3]),
                   data_or_null(in[4]), data_or_null(in[5]), data_or_null(in[6]), data_or_null(in[7]),
-                  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+                  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                  p.input->dtype == OD_BFLOAT16 && !p.group && !p.backward && spec[1].dtype == OD_BFLOAT16};
     /* res: 0 y / grad_input, 1 save_mean / grad_weight, 2 save_invstd / grad_bias,
      * 3 new running_mean, 4 new running_var */
     bool want[5] = {p.backward ? p.mask[0] : true, p.backward ? p.mask[1] : p.train || p.group,
