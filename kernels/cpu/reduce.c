@@ -34,6 +34,7 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math")
 #endif
+#include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -509,6 +510,48 @@ static void reduce_one(const red_plan *P, const char *base, part *a)
     reduce_range(P, base, 0, P->N, 1, mean, a);
 }
 
+/* float32 sum / mean of many short contiguous rows (a global average pool's
+ * mean over H x W): per row, the call chain above costs more than the sum.
+ * Four rows at a time, each row's eight accumulators of lanes_sum_f32 held
+ * as one vector's lanes and added up in its order ((a0 + a1) + (a2 + a3)) +
+ * ((a4 + a5) + (a6 + a7)), then its tail: the same bits as run_update's
+ * path, with four rows' chains overlapping. */
+#define ROWS 4
+__attribute__((target("avx512f"))) static void rows_sum_f32_512(const float *const *x, int64_t n, double *out)
+{
+    /* four named accumulators: an array indexed in the loop stays in memory */
+    __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+    const float *x0 = x[0], *x1 = x[1], *x2 = x[2], *x3 = x[3];
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm256_loadu_ps(x0 + i)));
+        a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_loadu_ps(x1 + i)));
+        a2 = _mm512_add_pd(a2, _mm512_cvtps_pd(_mm256_loadu_ps(x2 + i)));
+        a3 = _mm512_add_pd(a3, _mm512_cvtps_pd(_mm256_loadu_ps(x3 + i)));
+    }
+    __m512d a[ROWS] = {a0, a1, a2, a3};
+    for (int r = 0; r < ROWS; r++) {
+        __m512d t = _mm512_add_pd(a[r], _mm512_permute_pd(a[r], 0x55));   /* a0 + a1, a2 + a3, ... */
+        __m512d u = _mm512_add_pd(t, _mm512_permutex_pd(t, 0x4e));         /* (a0 + a1) + (a2 + a3), ... */
+        __m512d v = _mm512_add_pd(u, _mm512_shuffle_f64x2(u, u, 0x4e));    /* the two halves */
+        double sum = _mm512_cvtsd_f64(v);
+        for (int64_t j = i; j < n; j++)
+            sum += (double)x[r][j];
+        out[r] = sum;
+    }
+}
+
+static bool rows_f32(const red_plan *P)
+{
+    static int has512 = -1;
+    if (has512 < 0) {
+        __builtin_cpu_init();
+        has512 = __builtin_cpu_supports("avx512f");
+    }
+    return has512 && P->acc_float && P->w == OD_FLOAT32 && (P->kind == OD_RED_SUM || P->kind == OD_RED_MEAN) &&
+           P->nr == 1 && P->rstride[0] == 1 && P->N > 0;
+}
+
 static void row_task(void *ctx, int64_t begin, int64_t end)
 {
     const red_plan *P = ctx;
@@ -518,10 +561,37 @@ static void row_task(void *ctx, int64_t begin, int64_t end)
         q /= P->ksize[d];
         off += ix[d] * P->kstride[d];
     }
+    bool fast = rows_f32(P);
+    const float *rows[ROWS];
+    int nrows = 0;
     for (int64_t o = begin; o < end; o++) {
-        part a;
-        reduce_one(P, P->base + (size_t)off * P->esz, &a);
-        finish(P, o, &a);
+        if (fast) {
+            rows[nrows++] = (const float *)(const void *)(P->base + (size_t)off * P->esz);
+            if (nrows == ROWS || o == end - 1) {
+                double sums[ROWS];
+                for (int r = nrows; r < ROWS; r++)
+                    rows[r] = rows[0];
+                rows_sum_f32_512(rows, P->N, sums);
+                for (int r = 0; r < nrows; r++) {
+                    if (P->out_dtype == OD_FLOAT32) {
+                        /* finish's value of one kadd from zero: + 0.0 turns -0 into +0 as kadd does */
+                        double v = sums[r] + 0.0;
+                        ((float *)(void *)P->out)[o - nrows + 1 + r] =
+                            (float)(P->kind == OD_RED_MEAN ? v / (double)P->N : v);
+                        continue;
+                    }
+                    part a;
+                    part_init(P, &a);
+                    kadd(&a.s, &a.c, sums[r]);
+                    finish(P, o - nrows + 1 + r, &a);
+                }
+                nrows = 0;
+            }
+        } else {
+            part a;
+            reduce_one(P, P->base + (size_t)off * P->esz, &a);
+            finish(P, o, &a);
+        }
         for (int d = P->nk - 1; d >= 0; d--) {
             off += P->kstride[d];
             if (++ix[d] < P->ksize[d])
