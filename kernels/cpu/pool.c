@@ -205,7 +205,7 @@ __attribute__((target("avx512f"))) static void maxrow_f32_512(const pool_ctx *c,
     for (int64_t j = 0; j < n; j += 16) {
         int64_t nl = n - j < 16 ? n - j : 16;
         __mmask16 m = (__mmask16)((1u << nl) - 1);
-        int64_t span = (nl - 1) * sw + 1; /* elements a tap's 16 lanes cover */
+        int64_t span = sw == 2 ? 2 * nl - 1 : 1; /* stride 2: the elements a tap's lanes cover (at most 31) */
         __mmask16 mlo = (__mmask16)(span >= 16 ? 0xffff : (1u << span) - 1),
                   mhi = (__mmask16)(span > 16 ? (1u << (span - 16)) - 1 : 0);
         int64_t w0 = lo + j * sw;
