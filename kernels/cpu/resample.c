@@ -186,6 +186,51 @@ static int lin2_slot(lin2_tab *t, int64_t r, int keep, bool *fresh)
         free(t.mem);                                                                                           \
     }
 
+/* ---- nearest 1d / 2d forward: a copy, row by row. An output row whose
+ * source row is the previous output row's (every other row at 2x) is that
+ * row copied whole; a new one reads through a table of W source offsets. */
+#define NEAR2_ROW(T)                                                                                           \
+    do {                                                                                                       \
+        const T *xr_ = (const T *)xr;                                                                          \
+        T *yr_ = (T *)yr;                                                                                      \
+        for (int64_t ow = 0; ow < OW; ow++)                                                                    \
+            yr_[ow] = xr_[off[ow]];                                                                            \
+    } while (0)
+
+static void near2_fwd(void *vc, int64_t p0, int64_t p1)
+{
+    const rs_ctx *c = vc;
+    const od_resample_geom *g = &c->pl->g;
+    int64_t OH = g->out[1], OW = g->out[2], C = c->pl->c;
+    size_t esz = od_dtype_size(c->pl->x->dtype);
+    int64_t *off = malloc(sizeof(int64_t) * (size_t)(OW > 0 ? OW : 1));
+    if (!off) {
+        (esz == 8 ? fwd_f64 : esz == 4 ? fwd_f32 : esz == 2 ? fwd_bf16 : fwd_u8)(vc, p0, p1);
+        return;
+    }
+    for (int64_t ow = 0; ow < OW; ow++)
+        off[ow] = c->i0[2][ow] * c->xs[4];
+    for (int64_t p = p0; p < p1; p++) {
+        const char *x = c->x + ((p / C) * c->xs[0] + (p % C) * c->xs[1]) * (int64_t)esz;
+        char *y = c->y + p * OH * OW * (int64_t)esz;
+        for (int64_t oh = 0; oh < OH; oh++) {
+            char *yr = y + oh * OW * (int64_t)esz;
+            if (oh > 0 && c->i0[1][oh] == c->i0[1][oh - 1]) {
+                memcpy(yr, yr - OW * (int64_t)esz, (size_t)OW * esz);
+                continue;
+            }
+            const char *xr = x + c->i0[1][oh] * c->xs[3] * (int64_t)esz;
+            switch (esz) {
+            case 8: NEAR2_ROW(uint64_t); break;
+            case 4: NEAR2_ROW(uint32_t); break;
+            case 2: NEAR2_ROW(uint16_t); break;
+            default: NEAR2_ROW(uint8_t); break;
+            }
+        }
+    }
+    free(off);
+}
+
 /* float32 rows 16 at a time; false where the CPU lacks AVX-512 or the
  * offsets did not fit (the plain loops run) */
 static bool g_avx512;
@@ -612,6 +657,8 @@ od_status od_cpu_resample(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
         g_avx512 = __builtin_cpu_supports("avx512f");
         fn = pl.x->dtype == OD_FLOAT32 ? lin2_f32 : pl.x->dtype == OD_FLOAT64 ? lin2_f64 : lin2_bf16;
     }
+    if (!pl.backward && g->kind == OD_RESAMPLE_NEAREST && g->in[0] == 1 && g->out[0] == 1)
+        fn = near2_fwd;
     int64_t per = g->out[0] * g->out[1] * g->out[2] * 4 + 1;
     st = OD_OK;
     if (pl.planes > 0 && g->out[0] * g->out[1] * g->out[2] > 0)
