@@ -529,16 +529,27 @@ __attribute__((target("avx512f"))) static void rows_sum_f32_512(const float *con
         a2 = _mm512_add_pd(a2, _mm512_cvtps_pd(_mm256_loadu_ps(x2 + i)));
         a3 = _mm512_add_pd(a3, _mm512_cvtps_pd(_mm256_loadu_ps(x3 + i)));
     }
-    __m512d a[ROWS] = {a0, a1, a2, a3};
-    for (int r = 0; r < ROWS; r++) {
-        __m512d t = _mm512_add_pd(a[r], _mm512_permute_pd(a[r], 0x55));   /* a0 + a1, a2 + a3, ... */
-        __m512d u = _mm512_add_pd(t, _mm512_permutex_pd(t, 0x4e));         /* (a0 + a1) + (a2 + a3), ... */
-        __m512d v = _mm512_add_pd(u, _mm512_shuffle_f64x2(u, u, 0x4e));    /* the two halves */
-        double sum = _mm512_cvtsd_f64(v);
-        for (int64_t j = i; j < n; j++)
-            sum += (double)x[r][j];
-        out[r] = sum;
-    }
+    /* the four rows reduced together, pairs first: s01 holds rows 0 and 1's
+     * (a0 + a1), (a2 + a3), ... interleaved, 128-bit lane k = pair k */
+    __m512d s01 = _mm512_add_pd(_mm512_unpacklo_pd(a0, a1), _mm512_unpackhi_pd(a0, a1));
+    __m512d s23 = _mm512_add_pd(_mm512_unpacklo_pd(a2, a3), _mm512_unpackhi_pd(a2, a3));
+    /* (a0 + a1) + (a2 + a3) and (a4 + a5) + (a6 + a7): lanes 0, 2 of each + lanes 1, 3 */
+    __m512d u = _mm512_add_pd(_mm512_shuffle_f64x2(s01, s23, 0x88), _mm512_shuffle_f64x2(s01, s23, 0xdd));
+    /* the two halves: lane 0 = rows 0, 1, lane 2 = rows 2, 3 */
+    __m512d w = _mm512_add_pd(u, _mm512_shuffle_f64x2(u, u, 0xb1));
+    __m256d sum = _mm512_castpd512_pd256(_mm512_permutexvar_pd(_mm512_set_epi64(0, 0, 0, 0, 5, 4, 1, 0), w));
+    for (; i < n; i++) /* the tail, in order, each row's own */
+        sum = _mm256_add_pd(sum, _mm256_set_pd(x3[i], x2[i], x1[i], x0[i]));
+    _mm256_storeu_pd(out, sum);
+}
+
+/* four float32 results from their sums, as the scalar path below computes
+ * each (+ 0.0, / div, rounded to float; division is exact-rounded in both),
+ * one vector division where the scalar loop waited on four */
+__attribute__((target("avx512f"))) static void rows_store_f32_512(const double *sums, double div, float *y)
+{
+    __m256d v = _mm256_add_pd(_mm256_loadu_pd(sums), _mm256_setzero_pd());
+    _mm_storeu_ps(y, _mm256_cvtpd_ps(_mm256_div_pd(v, _mm256_set1_pd(div))));
 }
 
 static bool rows_f32(const red_plan *P)
@@ -572,6 +583,11 @@ static void row_task(void *ctx, int64_t begin, int64_t end)
                 for (int r = nrows; r < ROWS; r++)
                     rows[r] = rows[0];
                 rows_sum_f32_512(rows, P->N, sums);
+                if (nrows == ROWS && P->out_dtype == OD_FLOAT32) {
+                    rows_store_f32_512(sums, P->kind == OD_RED_MEAN ? (double)P->N : 1.0,
+                                       (float *)(void *)P->out + o - ROWS + 1);
+                    nrows = 0;
+                }
                 for (int r = 0; r < nrows; r++) {
                     if (P->out_dtype == OD_FLOAT32) {
                         /* finish's value of one kadd from zero: + 0.0 turns -0 into +0 as kadd does */
