@@ -554,12 +554,8 @@ __attribute__((target("avx512f"))) static void rows_store_f32_512(const double *
 
 static bool rows_f32(const red_plan *P)
 {
-    static int has512 = -1;
-    if (has512 < 0) {
-        __builtin_cpu_init();
-        has512 = __builtin_cpu_supports("avx512f");
-    }
-    return has512 && P->acc_float && P->w == OD_FLOAT32 && (P->kind == OD_RED_SUM || P->kind == OD_RED_MEAN) &&
+    __builtin_cpu_init(); /* returns at once after the first call; no shared state of ours */
+    return __builtin_cpu_supports("avx512f") && P->acc_float && P->w == OD_FLOAT32 && (P->kind == OD_RED_SUM || P->kind == OD_RED_MEAN) &&
            P->nr == 1 && P->rstride[0] == 1 && P->N > 0;
 }
 

@@ -29,6 +29,7 @@
 
 typedef struct rs_ctx {
     const od_resample_plan *pl;
+    bool avx512;         /* linear 2d forward: AVX-512 rows */
     const char *x;
     int64_t xs[5];       /* x's strides, N C D H W (D's 0 for 1d/2d, H's too for 1d) */
     char *y;             /* contiguous result */
@@ -99,6 +100,7 @@ typedef struct lin2_tab {
     int32_t *o0, *o1;    /* W source offsets (index x stride) when they fit in int32, else NULL */
     void *row[2];        /* the cached blended rows and their source rows */
     int64_t have[2];
+    bool avx512;         /* the CPU has AVX-512 (od_cpu_resample asked once per call) */
     void *mem;
 } lin2_tab;
 
@@ -123,6 +125,7 @@ static bool lin2_tab_init(lin2_tab *t, const rs_ctx *c, size_t asz)
         t->o1[ow] = (int32_t)(c->i1[2][ow] * xs);
     }
     t->have[0] = t->have[1] = -1;
+    t->avx512 = c->avx512;
     return true;
 }
 
@@ -178,7 +181,7 @@ static int lin2_slot(lin2_tab *t, int64_t r, int keep, bool *fresh)
                 const A *h0 = t.row[s[0]], *h1 = t.row[s[1]];                                                  \
                 A w0 = (A)c->l0[1][oh], w1 = (A)c->l1[1][oh];                                                  \
                 T *yr = y + oh * OW;                                                                           \
-                if (!VROW(h0, h1, w0, w1, yr, OW))                                                             \
+                if (!VROW(&t, h0, h1, w0, w1, yr, OW))                                                             \
                     for (int64_t ow = 0; ow < OW; ow++)                                                        \
                         yr[ow] = STORE(h0[ow] * w0 + h1[ow] * w1);                                             \
             }                                                                                                  \
@@ -233,7 +236,6 @@ static void near2_fwd(void *vc, int64_t p0, int64_t p1)
 
 /* float32 rows 16 at a time; false where the CPU lacks AVX-512 or the
  * offsets did not fit (the plain loops run) */
-static bool g_avx512;
 
 __attribute__((target("avx512f"))) static void hrow_f32_512(const lin2_tab *t, const float *row, float *h)
 {
@@ -263,22 +265,23 @@ __attribute__((target("avx512f"))) static void vrow_f32_512(const float *h0, con
 
 static inline bool hrow_f32(const lin2_tab *t, const float *row, float *h)
 {
-    if (!g_avx512 || !t->o0)
+    if (!t->avx512 || !t->o0)
         return false;
     hrow_f32_512(t, row, h);
     return true;
 }
 
-static inline bool vrow_f32(const float *h0, const float *h1, float w0, float w1, float *y, int64_t n)
+static inline bool vrow_f32(const lin2_tab *t, const float *h0, const float *h1, float w0, float w1, float *y,
+                            int64_t n)
 {
-    if (!g_avx512)
+    if (!t->avx512)
         return false;
     vrow_f32_512(h0, h1, w0, w1, y, n);
     return true;
 }
 
 #define NO_HROW(t, row, h) ((void)(t), (void)(row), (void)(h), false)
-#define NO_VROW(h0, h1, w0, w1, y, n) ((void)(h0), (void)(h1), (void)(w0), (void)(w1), (void)(y), (void)(n), false)
+#define NO_VROW(t, h0, h1, w0, w1, y, n) ((void)(t), (void)(h0), (void)(h1), (void)(w0), (void)(w1), (void)(y), (void)(n), false)
 LIN2_FWD(lin2_f32, fwd_f32, float, float, F32_LD, F32_LD, hrow_f32, vrow_f32)
 LIN2_FWD(lin2_f64, fwd_f64, double, double, F32_LD, F32_LD, NO_HROW, NO_VROW)
 LIN2_FWD(lin2_bf16, fwd_bf16, uint16_t, float, BF_LD, BF_ST, NO_HROW, NO_VROW)
@@ -654,7 +657,7 @@ od_status od_cpu_resample(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
     }
     if (!pl.backward && g->kind == OD_RESAMPLE_LINEAR && g->in[0] == 1 && g->out[0] == 1) {
         __builtin_cpu_init();
-        g_avx512 = __builtin_cpu_supports("avx512f");
+        c.avx512 = __builtin_cpu_supports("avx512f");
         fn = pl.x->dtype == OD_FLOAT32 ? lin2_f32 : pl.x->dtype == OD_FLOAT64 ? lin2_f64 : lin2_bf16;
     }
     if (!pl.backward && g->kind == OD_RESAMPLE_NEAREST && g->in[0] == 1 && g->out[0] == 1)
