@@ -13,6 +13,7 @@
  * first element. Averages sum in the accumulation type (float for
  * bfloat16, int64 for int64, whose mean divides as integers do in ATen).
  */
+#include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -56,6 +57,8 @@ typedef struct pool_ctx {
     pview in, go, ix;   /* self, grad_output, indices */
     char *out, *out_ix; /* contiguous outputs */
     const int64_t *win[3]; /* per dim, per output index: od_pool_window's lo, hi, step, span, tabled once */
+    int64_t wa, wb;        /* max pools: the W outputs [wa, wb) whose windows are unclipped (fast rows) */
+    bool fast;             /* float32 max rows run maxrow_f32_512 over [wa, wb) */
 } pool_ctx;
 
 #define WIN(c, d, o, lo, hi, step, span)                                                                       \
@@ -65,14 +68,66 @@ typedef struct pool_ctx {
         (void)step, (void)span; /* not every loop steps or divides */                                          \
     } while (0)
 
+/* an average's output from its window's sum (in scope: g, t0 .. wsp) */
+#define AVG_OUT(sum, A, STORE, RND)                                                                                         \
+    (t0 >= t1 || h0 >= h1 || w0 >= w1 ? STORE((A)0)                                                             \
+     : g->kind == OD_POOL_AVG                                                                                   \
+         ? STORE((sum) / (A)od_pool_avg_divisor(g, (int64_t[3]){tsp, hsp, wsp},                                 \
+                                                (int64_t[3]){t1 - t0, h1 - h0, w1 - w0}))                       \
+         /* ATen: sum / kT / kH / kW, each step in the sum's type */                                            \
+         : STORE(RND(RND(RND((sum) / (A)(t1 - t0)) / (A)(h1 - h0)) / (A)(w1 - w0))))
+
+/* Averages of GROUP planes side by side: every output's window is the same
+ * in each plane, so their GROUP sums are independent chains that overlap,
+ * where one plane's single chain waits on each add's latency. Each sum
+ * keeps its own sequential order (ATen's), so the bits do not change. */
+#define GROUP 8
+
 /* ---- forward, one instantiation per storage type T and accumulation type A ---- */
-#define POOL_FWD(NAME, T, A, LOAD, STORE, ISNAN, LOWEST, RND)                                                              \
+#define POOL_FWD(NAME, T, A, LOAD, STORE, ISNAN, LOWEST, RND, FASTROW)                                          \
+    static void NAME##_group(const pool_ctx *c, int64_t p)                                                      \
+    {                                                                                                           \
+        const od_pool_geom *g = &c->pl->g;                                                                      \
+        int64_t on = g->out[0] * g->out[1] * g->out[2], i = 0;                                                  \
+        const T *x[GROUP];                                                                                      \
+        for (int q = 0; q < GROUP; q++)                                                                         \
+            x[q] = (const T *)c->in.base + plane_off(&c->in, p + q);                                            \
+        T *y = (T *)c->out + p * on;                                                                            \
+        for (int64_t ot = 0; ot < g->out[0]; ot++) {                                                            \
+            int64_t t0, t1, ts, tsp;                                                                            \
+            WIN(c, 0, ot, t0, t1, ts, tsp);                                                                     \
+            for (int64_t oh = 0; oh < g->out[1]; oh++) {                                                        \
+                int64_t h0, h1, hs, hsp;                                                                        \
+                WIN(c, 1, oh, h0, h1, hs, hsp);                                                                 \
+                for (int64_t ow = 0; ow < g->out[2]; ow++, i++) {                                               \
+                    int64_t w0, w1, ws, wsp;                                                                    \
+                    WIN(c, 2, ow, w0, w1, ws, wsp);                                                             \
+                    A sum[GROUP] = {0};                                                                         \
+                    for (int64_t t = t0; t < t1; t++)                                                           \
+                        for (int64_t h = h0; h < h1; h++)                                                       \
+                            for (int64_t w = w0; w < w1; w++) {                                                 \
+                                int64_t o = t * c->in.st[0] + h * c->in.st[1] + w * c->in.st[2];               \
+                                _Pragma("GCC unroll 8") for (int q = 0; q < GROUP; q++)                         \
+                                    sum[q] = RND(sum[q] + LOAD(x[q][o]));                                       \
+                            }                                                                                   \
+                    _Pragma("GCC unroll 8") for (int q = 0; q < GROUP; q++)                                     \
+                        y[q * on + i] = AVG_OUT(sum[q], A, STORE, RND);                                                        \
+                }                                                                                               \
+            }                                                                                                   \
+        }                                                                                                       \
+    }                                                                                                           \
     static void NAME(void *vc, int64_t p0, int64_t p1)                                                          \
     {                                                                                                           \
         const pool_ctx *c = vc;                                                                                 \
         const od_pool_geom *g = &c->pl->g;                                                                      \
         int64_t on = g->out[0] * g->out[1] * g->out[2];                                                         \
+        bool mx = g->kind == OD_POOL_MAX || g->kind == OD_POOL_AMAX;                                            \
         for (int64_t p = p0; p < p1; p++) {                                                                     \
+            if (!mx && p1 - p >= GROUP) {                                                                       \
+                NAME##_group(c, p);                                                                             \
+                p += GROUP - 1;                                                                                 \
+                continue;                                                                                       \
+            }                                                                                                   \
             const T *x = (const T *)c->in.base + plane_off(&c->in, p);                                          \
             T *y = (T *)c->out + p * on;                                                                        \
             int64_t *yi = c->out_ix ? (int64_t *)c->out_ix + p * on : NULL;                                     \
@@ -84,9 +139,14 @@ typedef struct pool_ctx {
                     int64_t h0, h1, hs, hsp;                                                                    \
                     WIN(c, 1, oh, h0, h1, hs, hsp);                                                             \
                     for (int64_t ow = 0; ow < g->out[2]; ow++, i++) {                                           \
+                        if (ow == c->wa && c->fast && FASTROW(c, x, y + i, yi + i, t0, t1, ts, h0, h1, hs)) {   \
+                            i += c->wb - 1 - ow; /* the loop's increments step past wb - 1 */                   \
+                            ow = c->wb - 1;                                                                     \
+                            continue;                                                                           \
+                        }                                                                                       \
                         int64_t w0, w1, ws, wsp;                                                                \
                         WIN(c, 2, ow, w0, w1, ws, wsp);                                                         \
-                        if (g->kind == OD_POOL_MAX || g->kind == OD_POOL_AMAX) {                                \
+                        if (mx) {                                                                               \
                             int64_t best = (t0 * g->in[1] + h0) * g->in[2] + w0, sw = c->in.st[2];              \
                             A m = LOWEST;                                                                 \
                             for (int64_t t = t0; t < t1; t += ts)                                               \
@@ -109,15 +169,7 @@ typedef struct pool_ctx {
                             for (int64_t h = h0; h < h1; h++)                                                   \
                                 for (int64_t w = w0; w < w1; w++)                                               \
                                     sum = RND(sum + LOAD(x[t * c->in.st[0] + h * c->in.st[1] + w * c->in.st[2]])); \
-                        if (t0 >= t1 || h0 >= h1 || w0 >= w1) {                                                 \
-                            y[i] = STORE((A)0);                                                                 \
-                        } else if (g->kind == OD_POOL_AVG) {                                                    \
-                            int64_t sp[3] = {tsp, hsp, wsp}, ln[3] = {t1 - t0, h1 - h0, w1 - w0};               \
-                            y[i] = STORE(sum / (A)od_pool_avg_divisor(g, sp, ln));                              \
-                        } else {                                                                                \
-                            /* ATen: sum / kT / kH / kW, each step in the sum's type */                          \
-                            y[i] = STORE(RND(RND(RND(sum / (A)(t1 - t0)) / (A)(h1 - h0)) / (A)(w1 - w0)));       \
-                        }                                                                                       \
+                        y[i] = AVG_OUT(sum, A, STORE, RND);                                                         \
                     }                                                                                           \
                 }                                                                                               \
             }                                                                                                   \
@@ -135,11 +187,66 @@ typedef struct pool_ctx {
 /* float16 (adaptive avg 3d only): ATen sums and divides in Half, rounding each step */
 #define H_RND(v) od_half_to_float(od_float_to_half(v))
 
-POOL_FWD(fwd_f32, float, float, ID_, ID_, isnan, -INFINITY, ID_)
-POOL_FWD(fwd_f64, double, double, ID_, ID_, isnan, -INFINITY, ID_)
-POOL_FWD(fwd_bf16, uint16_t, float, BF_LD, BF_ST, isnan, -INFINITY, ID_)
-POOL_FWD(fwd_f16, uint16_t, float, H_LD, H_ST, isnan, -INFINITY, H_RND)
-POOL_FWD(fwd_i64, int64_t, int64_t, ID_, ID_, NO_NAN, INT64_MIN, ID_)
+/* ---- float32 max pools: a row's unclipped outputs [wa, wb) 16 at a time.
+ * Each lane runs the scalar loop's comparisons in its order (greater or
+ * NaN wins, the index starts at the window's first element), so values and
+ * indices are the same bits. Indices are int32 in the vector (the driver
+ * checks a plane has fewer than 2^31 elements). ---- */
+__attribute__((target("avx512f"))) static void maxrow_f32_512(const pool_ctx *c, const float *x, float *y,
+                                                               int64_t *yi, int64_t t0, int64_t t1, int64_t ts,
+                                                               int64_t h0, int64_t h1, int64_t hs)
+{
+    const od_pool_geom *g = &c->pl->g;
+    int64_t sw = g->st[2], dw = g->dil[2], kw = g->k[2], n = c->wb - c->wa, H = g->in[1], W = g->in[2];
+    int64_t lo = c->wa * sw - g->pad[2]; /* the first fast output's window start */
+    const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i lane = _mm512_mullo_epi32(iota, _mm512_set1_epi32((int32_t)sw));
+    for (int64_t j = 0; j < n; j += 16) {
+        int64_t nl = n - j < 16 ? n - j : 16;
+        __mmask16 m = (__mmask16)((1u << nl) - 1);
+        int64_t span = sw == 2 ? 2 * nl - 1 : 1; /* stride 2: the elements a tap's lanes cover (at most 31) */
+        __mmask16 mlo = (__mmask16)(span >= 16 ? 0xffff : (1u << span) - 1),
+                  mhi = (__mmask16)(span > 16 ? (1u << (span - 16)) - 1 : 0);
+        int64_t w0 = lo + j * sw;
+        __m512 best = _mm512_set1_ps(-INFINITY);
+        __m512i bi = _mm512_add_epi32(lane, _mm512_set1_epi32((int32_t)((t0 * H + h0) * W + w0)));
+        for (int64_t t = t0; t < t1; t += ts)
+            for (int64_t h = h0; h < h1; h += hs) {
+                const float *xr = x + t * c->in.st[0] + h * c->in.st[1] + w0;
+                int32_t flat = (int32_t)((t * H + h) * W + w0);
+                for (int64_t k = 0; k < kw; k++) {
+                    const float *xp = xr + k * dw;
+                    __m512 v;
+                    if (sw == 1)
+                        v = _mm512_maskz_loadu_ps(m, xp);
+                    else if (sw == 2)
+                        v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(mlo, xp), even,
+                                                   _mm512_maskz_loadu_ps(mhi, xp + 16));
+                    else
+                        v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, lane, xp, 4);
+                    __mmask16 u = _mm512_mask_cmp_ps_mask(m, v, best, _CMP_GT_OQ) | _mm512_mask_cmp_ps_mask(m, v, v, _CMP_UNORD_Q);
+                    best = _mm512_mask_mov_ps(best, u, v);
+                    bi = _mm512_mask_mov_epi32(bi, u, _mm512_add_epi32(lane, _mm512_set1_epi32(flat + (int32_t)(k * dw))));
+                }
+            }
+        _mm512_mask_storeu_ps(y + j, m, best);
+        if (yi) {
+            _mm512_mask_storeu_epi64(yi + j, (__mmask8)(m & 0xff), _mm512_cvtepi32_epi64(_mm512_castsi512_si256(bi)));
+            _mm512_mask_storeu_epi64(yi + j + 8, (__mmask8)(m >> 8),
+                                     _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(bi, 1)));
+        }
+    }
+}
+
+#define MAXROW_F32(c, x, y, yi, t0, t1, ts, h0, h1, hs) (maxrow_f32_512(c, x, y, yi, t0, t1, ts, h0, h1, hs), true)
+#define NO_ROW(c, x, y, yi, t0, t1, ts, h0, h1, hs) false
+
+POOL_FWD(fwd_f32, float, float, ID_, ID_, isnan, -INFINITY, ID_, MAXROW_F32)
+POOL_FWD(fwd_f64, double, double, ID_, ID_, isnan, -INFINITY, ID_, NO_ROW)
+POOL_FWD(fwd_bf16, uint16_t, float, BF_LD, BF_ST, isnan, -INFINITY, ID_, NO_ROW)
+POOL_FWD(fwd_f16, uint16_t, float, H_LD, H_ST, isnan, -INFINITY, H_RND, NO_ROW)
+POOL_FWD(fwd_i64, int64_t, int64_t, ID_, ID_, NO_NAN, INT64_MIN, ID_, NO_ROW)
 
 /* ---- backward: grad_input (contiguous, zeroed) += each grad_output element
  * at its index (max) or spread over its window (avg, adaptive avg) ---- */
@@ -241,6 +348,23 @@ od_status od_cpu_pool(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
             int64_t *w = win + 4 * (at + o);
             od_pool_window(&pl.g, d, o, &w[0], &w[1], &w[2], &w[3]);
         }
+    }
+    if (win && !pl.backward && pl.g.kind == OD_POOL_MAX && pl.self->dtype == OD_FLOAT32 && c.in.st[2] == 1 &&
+        pl.g.in[0] * pl.g.in[1] * pl.g.in[2] < INT32_MAX) {
+        /* unclipped windows: start at o * st - pad, all k taps inside; a contiguous run of o */
+        const od_pool_geom *g = &pl.g;
+        c.wa = g->out[2];
+        c.wb = 0;
+        for (int64_t o = 0; o < g->out[2]; o++) {
+            const int64_t *w = c.win[2] + 4 * o;
+            int64_t start = o * g->st[2] - g->pad[2];
+            if (w[0] == start && start + (g->k[2] - 1) * g->dil[2] < g->in[2]) {
+                c.wa = o < c.wa ? o : c.wa;
+                c.wb = o + 1;
+            }
+        }
+        __builtin_cpu_init();
+        c.fast = c.wb > c.wa && __builtin_cpu_supports("avx512f");
     }
     int64_t per = pl.g.out[0] * pl.g.out[1] * pl.g.out[2] * 9 + 1;
     if (!st && od_tensor_numel(outs[0]) > 0 && pl.planes > 0)

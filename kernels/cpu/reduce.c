@@ -34,6 +34,7 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math")
 #endif
+#include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -509,6 +510,55 @@ static void reduce_one(const red_plan *P, const char *base, part *a)
     reduce_range(P, base, 0, P->N, 1, mean, a);
 }
 
+/* float32 sum / mean of many short contiguous rows (a global average pool's
+ * mean over H x W): per row, the call chain above costs more than the sum.
+ * Four rows at a time, each row's eight accumulators of lanes_sum_f32 held
+ * as one vector's lanes and added up in its order ((a0 + a1) + (a2 + a3)) +
+ * ((a4 + a5) + (a6 + a7)), then its tail: the same bits as run_update's
+ * path, with four rows' chains overlapping. */
+#define ROWS 4
+__attribute__((target("avx512f"))) static void rows_sum_f32_512(const float *const *x, int64_t n, double *out)
+{
+    /* four named accumulators: an array indexed in the loop stays in memory */
+    __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+    const float *x0 = x[0], *x1 = x[1], *x2 = x[2], *x3 = x[3];
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm256_loadu_ps(x0 + i)));
+        a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_loadu_ps(x1 + i)));
+        a2 = _mm512_add_pd(a2, _mm512_cvtps_pd(_mm256_loadu_ps(x2 + i)));
+        a3 = _mm512_add_pd(a3, _mm512_cvtps_pd(_mm256_loadu_ps(x3 + i)));
+    }
+    /* the four rows reduced together, pairs first: s01 holds rows 0 and 1's
+     * (a0 + a1), (a2 + a3), ... interleaved, 128-bit lane k = pair k */
+    __m512d s01 = _mm512_add_pd(_mm512_unpacklo_pd(a0, a1), _mm512_unpackhi_pd(a0, a1));
+    __m512d s23 = _mm512_add_pd(_mm512_unpacklo_pd(a2, a3), _mm512_unpackhi_pd(a2, a3));
+    /* (a0 + a1) + (a2 + a3) and (a4 + a5) + (a6 + a7): lanes 0, 2 of each + lanes 1, 3 */
+    __m512d u = _mm512_add_pd(_mm512_shuffle_f64x2(s01, s23, 0x88), _mm512_shuffle_f64x2(s01, s23, 0xdd));
+    /* the two halves: lane 0 = rows 0, 1, lane 2 = rows 2, 3 */
+    __m512d w = _mm512_add_pd(u, _mm512_shuffle_f64x2(u, u, 0xb1));
+    __m256d sum = _mm512_castpd512_pd256(_mm512_permutexvar_pd(_mm512_set_epi64(0, 0, 0, 0, 5, 4, 1, 0), w));
+    for (; i < n; i++) /* the tail, in order, each row's own */
+        sum = _mm256_add_pd(sum, _mm256_set_pd(x3[i], x2[i], x1[i], x0[i]));
+    _mm256_storeu_pd(out, sum);
+}
+
+/* four float32 results from their sums, as the scalar path below computes
+ * each (+ 0.0, / div, rounded to float; division is exact-rounded in both),
+ * one vector division where the scalar loop waited on four */
+__attribute__((target("avx512f"))) static void rows_store_f32_512(const double *sums, double div, float *y)
+{
+    __m256d v = _mm256_add_pd(_mm256_loadu_pd(sums), _mm256_setzero_pd());
+    _mm_storeu_ps(y, _mm256_cvtpd_ps(_mm256_div_pd(v, _mm256_set1_pd(div))));
+}
+
+static bool rows_f32(const red_plan *P)
+{
+    __builtin_cpu_init(); /* returns at once after the first call; no shared state of ours */
+    return __builtin_cpu_supports("avx512f") && P->acc_float && P->w == OD_FLOAT32 && (P->kind == OD_RED_SUM || P->kind == OD_RED_MEAN) &&
+           P->nr == 1 && P->rstride[0] == 1 && P->N > 0;
+}
+
 static void row_task(void *ctx, int64_t begin, int64_t end)
 {
     const red_plan *P = ctx;
@@ -518,10 +568,42 @@ static void row_task(void *ctx, int64_t begin, int64_t end)
         q /= P->ksize[d];
         off += ix[d] * P->kstride[d];
     }
+    bool fast = rows_f32(P);
+    const float *rows[ROWS];
+    int nrows = 0;
     for (int64_t o = begin; o < end; o++) {
-        part a;
-        reduce_one(P, P->base + (size_t)off * P->esz, &a);
-        finish(P, o, &a);
+        if (fast) {
+            rows[nrows++] = (const float *)(const void *)(P->base + (size_t)off * P->esz);
+            if (nrows == ROWS || o == end - 1) {
+                double sums[ROWS];
+                for (int r = nrows; r < ROWS; r++)
+                    rows[r] = rows[0];
+                rows_sum_f32_512(rows, P->N, sums);
+                if (nrows == ROWS && P->out_dtype == OD_FLOAT32) {
+                    rows_store_f32_512(sums, P->kind == OD_RED_MEAN ? (double)P->N : 1.0,
+                                       (float *)(void *)P->out + o - ROWS + 1);
+                    nrows = 0;
+                }
+                for (int r = 0; r < nrows; r++) {
+                    if (P->out_dtype == OD_FLOAT32) {
+                        /* finish's value of one kadd from zero: + 0.0 turns -0 into +0 as kadd does */
+                        double v = sums[r] + 0.0;
+                        ((float *)(void *)P->out)[o - nrows + 1 + r] =
+                            (float)(P->kind == OD_RED_MEAN ? v / (double)P->N : v);
+                        continue;
+                    }
+                    part a;
+                    part_init(P, &a);
+                    kadd(&a.s, &a.c, sums[r]);
+                    finish(P, o - nrows + 1 + r, &a);
+                }
+                nrows = 0;
+            }
+        } else {
+            part a;
+            reduce_one(P, P->base + (size_t)off * P->esz, &a);
+            finish(P, o, &a);
+        }
         for (int d = P->nk - 1; d >= 0; d--) {
             off += P->kstride[d];
             if (++ix[d] < P->ksize[d])

@@ -15,7 +15,9 @@
  * accumulates a plane in the opmath type and rounds once, except for the
  * 16-bit types, which ATen's backward computes in the type itself.
  */
+#include <immintrin.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +29,7 @@
 
 typedef struct rs_ctx {
     const od_resample_plan *pl;
+    bool avx512;         /* linear 2d forward: AVX-512 rows */
     const char *x;
     int64_t xs[5];       /* x's strides, N C D H W (D's 0 for 1d/2d, H's too for 1d) */
     char *y;             /* contiguous result */
@@ -82,6 +85,206 @@ RS_FWD(fwd_f32, float, float, F32_LD, F32_LD)
 RS_FWD(fwd_f64, double, double, F32_LD, F32_LD)
 RS_FWD(fwd_bf16, uint16_t, float, BF_LD, BF_ST)
 RS_FWD(fwd_u8, uint8_t, float, F32_LD, U8_ST) /* nearest only: a copy */
+
+/* ---- linear 1d / 2d forward, separably: each source row the output needs
+ * is blended along W once (the direct formula's inner term, x[w0] * a0 +
+ * x[w1] * a1) into a two-row cache (source rows never decrease with oh),
+ * then each output row is its two cached rows times their H weights. The
+ * same operations in the same order as the direct loop, so the bits are
+ * the same; but a W blend runs once per source row, not once per output
+ * row, and the loops run over flat arrays, which AVX-512 takes 16 at a
+ * time for float32 (the W taps gathered through int32 offsets). ---- */
+typedef struct lin2_tab {
+    int64_t OW;
+    void *a0, *a1;       /* W weights in the opmath type */
+    int32_t *o0, *o1;    /* W source offsets (index x stride) when they fit in int32, else NULL */
+    void *row[2];        /* the cached blended rows and their source rows */
+    int64_t have[2];
+    bool avx512;         /* the CPU has AVX-512 (od_cpu_resample asked once per call) */
+    void *mem;
+} lin2_tab;
+
+/* the tables of one task; false without memory (the direct loop runs) */
+static bool lin2_tab_init(lin2_tab *t, const rs_ctx *c, size_t asz)
+{
+    int64_t OW = c->pl->g.out[2], xs = c->xs[4], IW = c->pl->g.in[2];
+    bool fit = IW * (xs < 0 ? -xs : xs) < INT32_MAX;
+    char *m = malloc((asz * 4 + (fit ? 2 * sizeof(int32_t) : 0)) * (size_t)OW + 1);
+    if (!m)
+        return false;
+    t->OW = OW;
+    t->mem = m;
+    t->a0 = m;
+    t->a1 = m + asz * (size_t)OW;
+    t->row[0] = m + 2 * asz * (size_t)OW;
+    t->row[1] = m + 3 * asz * (size_t)OW;
+    t->o0 = fit ? (int32_t *)(m + 4 * asz * (size_t)OW) : NULL;
+    t->o1 = fit ? t->o0 + OW : NULL;
+    for (int64_t ow = 0; fit && ow < OW; ow++) {
+        t->o0[ow] = (int32_t)(c->i0[2][ow] * xs);
+        t->o1[ow] = (int32_t)(c->i1[2][ow] * xs);
+    }
+    t->have[0] = t->have[1] = -1;
+    t->avx512 = c->avx512;
+    return true;
+}
+
+/* the cache slot for source row r, keeping slot `keep` (-1: none); *fresh
+ * says the caller must fill it */
+static int lin2_slot(lin2_tab *t, int64_t r, int keep, bool *fresh)
+{
+    *fresh = false;
+    if (t->have[0] == r)
+        return 0;
+    if (t->have[1] == r)
+        return 1;
+    int k = keep == 0 ? 1 : 0;
+    t->have[k] = r;
+    *fresh = true;
+    return k;
+}
+
+#define LIN2_FWD(NAME, DIRECT, T, A, LOAD, STORE, HROW, VROW)                                                      \
+    static void NAME(void *vc, int64_t p0, int64_t p1)                                                         \
+    {                                                                                                          \
+        const rs_ctx *c = vc;                                                                                  \
+        const od_resample_geom *g = &c->pl->g;                                                                 \
+        int64_t OH = g->out[1], OW = g->out[2], C = c->pl->c, xw = c->xs[4];                                   \
+        lin2_tab t;                                                                                            \
+        if (!lin2_tab_init(&t, c, sizeof(A))) {                                                                \
+            DIRECT(vc, p0, p1);                                                                                \
+            return;                                                                                            \
+        }                                                                                                      \
+        A *a0 = t.a0, *a1 = t.a1;                                                                              \
+        for (int64_t ow = 0; ow < OW; ow++) {                                                                  \
+            a0[ow] = (A)c->l0[2][ow];                                                                          \
+            a1[ow] = (A)c->l1[2][ow];                                                                          \
+        }                                                                                                      \
+        for (int64_t p = p0; p < p1; p++) {                                                                    \
+            const T *x = (const T *)c->x + (p / C) * c->xs[0] + (p % C) * c->xs[1];                            \
+            T *y = (T *)c->y + p * OH * OW;                                                                    \
+            t.have[0] = t.have[1] = -1;                                                                        \
+            for (int64_t oh = 0; oh < OH; oh++) {                                                              \
+                int s[2] = {-1, -1};                                                                           \
+                for (int k = 0; k < 2; k++) {                                                                  \
+                    int64_t r = (k ? c->i1[1] : c->i0[1])[oh];                                                 \
+                    bool fresh;                                                                                \
+                    s[k] = lin2_slot(&t, r, k ? s[0] : -1, &fresh);                                            \
+                    if (!fresh)                                                                                \
+                        continue;                                                                              \
+                    const T *row = x + r * c->xs[3];                                                           \
+                    A *h = t.row[s[k]];                                                                        \
+                    if (!HROW(&t, row, h))                                                                     \
+                        for (int64_t ow = 0; ow < OW; ow++)                                                    \
+                            h[ow] = LOAD(row[c->i0[2][ow] * xw]) * a0[ow] + LOAD(row[c->i1[2][ow] * xw]) * a1[ow]; \
+                }                                                                                              \
+                const A *h0 = t.row[s[0]], *h1 = t.row[s[1]];                                                  \
+                A w0 = (A)c->l0[1][oh], w1 = (A)c->l1[1][oh];                                                  \
+                T *yr = y + oh * OW;                                                                           \
+                if (!VROW(&t, h0, h1, w0, w1, yr, OW))                                                             \
+                    for (int64_t ow = 0; ow < OW; ow++)                                                        \
+                        yr[ow] = STORE(h0[ow] * w0 + h1[ow] * w1);                                             \
+            }                                                                                                  \
+        }                                                                                                      \
+        free(t.mem);                                                                                           \
+    }
+
+/* ---- nearest 1d / 2d forward: a copy, row by row. An output row whose
+ * source row is the previous output row's (every other row at 2x) is that
+ * row copied whole; a new one reads through a table of W source offsets. */
+#define NEAR2_ROW(T)                                                                                           \
+    do {                                                                                                       \
+        const T *xr_ = (const T *)xr;                                                                          \
+        T *yr_ = (T *)yr;                                                                                      \
+        for (int64_t ow = 0; ow < OW; ow++)                                                                    \
+            yr_[ow] = xr_[off[ow]];                                                                            \
+    } while (0)
+
+static void near2_fwd(void *vc, int64_t p0, int64_t p1)
+{
+    const rs_ctx *c = vc;
+    const od_resample_geom *g = &c->pl->g;
+    int64_t OH = g->out[1], OW = g->out[2], C = c->pl->c;
+    size_t esz = od_dtype_size(c->pl->x->dtype);
+    int64_t *off = malloc(sizeof(int64_t) * (size_t)(OW > 0 ? OW : 1));
+    if (!off) {
+        (esz == 8 ? fwd_f64 : esz == 4 ? fwd_f32 : esz == 2 ? fwd_bf16 : fwd_u8)(vc, p0, p1);
+        return;
+    }
+    for (int64_t ow = 0; ow < OW; ow++)
+        off[ow] = c->i0[2][ow] * c->xs[4];
+    for (int64_t p = p0; p < p1; p++) {
+        const char *x = c->x + ((p / C) * c->xs[0] + (p % C) * c->xs[1]) * (int64_t)esz;
+        char *y = c->y + p * OH * OW * (int64_t)esz;
+        for (int64_t oh = 0; oh < OH; oh++) {
+            char *yr = y + oh * OW * (int64_t)esz;
+            if (oh > 0 && c->i0[1][oh] == c->i0[1][oh - 1]) {
+                memcpy(yr, yr - OW * (int64_t)esz, (size_t)OW * esz);
+                continue;
+            }
+            const char *xr = x + c->i0[1][oh] * c->xs[3] * (int64_t)esz;
+            switch (esz) {
+            case 8: NEAR2_ROW(uint64_t); break;
+            case 4: NEAR2_ROW(uint32_t); break;
+            case 2: NEAR2_ROW(uint16_t); break;
+            default: NEAR2_ROW(uint8_t); break;
+            }
+        }
+    }
+    free(off);
+}
+
+/* float32 rows 16 at a time; false where the CPU lacks AVX-512 or the
+ * offsets did not fit (the plain loops run) */
+
+__attribute__((target("avx512f"))) static void hrow_f32_512(const lin2_tab *t, const float *row, float *h)
+{
+    const float *a0 = t->a0, *a1 = t->a1;
+    for (int64_t ow = 0; ow < t->OW; ow += 16) {
+        __mmask16 m = t->OW - ow >= 16 ? 0xffff : (__mmask16)((1u << (t->OW - ow)) - 1);
+        __m512i j0 = _mm512_maskz_loadu_epi32(m, t->o0 + ow), j1 = _mm512_maskz_loadu_epi32(m, t->o1 + ow);
+        __m512 v0 = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, j0, row, 4);
+        __m512 v1 = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, j1, row, 4);
+        __m512 r = _mm512_add_ps(_mm512_mul_ps(v0, _mm512_maskz_loadu_ps(m, a0 + ow)),
+                                 _mm512_mul_ps(v1, _mm512_maskz_loadu_ps(m, a1 + ow)));
+        _mm512_mask_storeu_ps(h + ow, m, r);
+    }
+}
+
+__attribute__((target("avx512f"))) static void vrow_f32_512(const float *h0, const float *h1, float w0, float w1,
+                                                             float *y, int64_t n)
+{
+    __m512 b0 = _mm512_set1_ps(w0), b1 = _mm512_set1_ps(w1);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 r = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, h0 + i), b0),
+                                 _mm512_mul_ps(_mm512_maskz_loadu_ps(m, h1 + i), b1));
+        _mm512_mask_storeu_ps(y + i, m, r);
+    }
+}
+
+static inline bool hrow_f32(const lin2_tab *t, const float *row, float *h)
+{
+    if (!t->avx512 || !t->o0)
+        return false;
+    hrow_f32_512(t, row, h);
+    return true;
+}
+
+static inline bool vrow_f32(const lin2_tab *t, const float *h0, const float *h1, float w0, float w1, float *y,
+                            int64_t n)
+{
+    if (!t->avx512)
+        return false;
+    vrow_f32_512(h0, h1, w0, w1, y, n);
+    return true;
+}
+
+#define NO_HROW(t, row, h) ((void)(t), (void)(row), (void)(h), false)
+#define NO_VROW(t, h0, h1, w0, w1, y, n) ((void)(t), (void)(h0), (void)(h1), (void)(w0), (void)(w1), (void)(y), (void)(n), false)
+LIN2_FWD(lin2_f32, fwd_f32, float, float, F32_LD, F32_LD, hrow_f32, vrow_f32)
+LIN2_FWD(lin2_f64, fwd_f64, double, double, F32_LD, F32_LD, NO_HROW, NO_VROW)
+LIN2_FWD(lin2_bf16, fwd_bf16, uint16_t, float, BF_LD, BF_ST, NO_HROW, NO_VROW)
 
 /* backward: grad_input (zeroed, contiguous) += each grad_output element at
  * its source (nearest) or at the 2^nd blended sources with their weights */
@@ -452,6 +655,13 @@ od_status od_cpu_resample(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
     case OD_BFLOAT16: fn = pl.backward ? bwd_bf16 : fwd_bf16; break;
     default: fn = fwd_u8; break;
     }
+    if (!pl.backward && g->kind == OD_RESAMPLE_LINEAR && g->in[0] == 1 && g->out[0] == 1) {
+        __builtin_cpu_init();
+        c.avx512 = __builtin_cpu_supports("avx512f");
+        fn = pl.x->dtype == OD_FLOAT32 ? lin2_f32 : pl.x->dtype == OD_FLOAT64 ? lin2_f64 : lin2_bf16;
+    }
+    if (!pl.backward && g->kind == OD_RESAMPLE_NEAREST && g->in[0] == 1 && g->out[0] == 1)
+        fn = near2_fwd;
     int64_t per = g->out[0] * g->out[1] * g->out[2] * 4 + 1;
     st = OD_OK;
     if (pl.planes > 0 && g->out[0] * g->out[1] * g->out[2] > 0)

@@ -56,6 +56,42 @@ def test_max_pool2d(server, rng):
     check(server, [("max_pool1d_with_indices", [R(rng, "float32", (2, 3, 11)), [3], [1], [1]], {})], outs=2)
 
 
+def test_max_pool2d_wide(server, rng):
+    """Rows of more than 16 unclipped windows (cpu/pool.c's AVX-512 float32 rows: strides 1, 2 and 3,
+    dilation, ceil_mode, a masked tail), ties among small integers (the first wins), NaN (the last wins
+    its index) and -inf, against torch's values and indices."""
+    cases = []
+    x = R(rng, "float32", (2, 3, 21, 53))
+    ties = rng.integers(-3, 3, (2, 3, 19, 70)).astype(np.float32)
+    ties[0, 0, 3, 5:40:3] = np.nan
+    ties[1, 2, :, 20:50] = -np.inf
+    ties[0, 1, 7, 33] = np.nan
+    for inp in (x, T(ties)):
+        for k, s, p, d, c in [([3, 3], [2, 2], [1, 1], [1, 1], False), ([3, 3], [1, 1], [1, 1], [1, 1], False),
+                              ([2, 3], [3, 3], [0, 1], [1, 2], True), ([3, 3], [2, 2], [1, 1], [2, 2], True),
+                              ([5, 5], [4, 4], [2, 2], [1, 1], False), ([1, 4], [1, 2], [0, 2], [1, 1], True)]:
+            cases.append(("max_pool2d_with_indices", [inp, k, s, p, d, c], {}))
+    cases.append(("max_pool3d_with_indices", [R(rng, "float32", (2, 2, 5, 9, 40)), [2, 3, 3], [1, 2, 2], [1, 1, 1]],
+                  {}))
+    check(server, cases, outs=2)
+
+
+def test_avg_pools_many_planes(server, rng):
+    """More planes than cpu/pool.c's group of 8 (and a remainder): every dtype, padding, ceil_mode,
+    count_include_pad, divisor_override, adaptive 2d and 3d."""
+    cases = []
+    for dt in ALL:
+        cases.append(("avg_pool2d", [R(rng, dt, (3, 5, 9, 11)), [3, 3], [2, 2], [1, 1]], {}))
+        cases.append(("_adaptive_avg_pool2d", [R(rng, dt, (4, 5, 7, 7)), [1, 1]], {}))
+    x = R(rng, "float32", (2, 13, 7, 7))
+    cases += [("avg_pool2d", [x, [7, 7]], {}), ("avg_pool2d", [x, [3, 2], [2, 2], [1, 1], True, False], {}),
+              ("avg_pool2d", [x, [3, 3], [2, 2], [1, 1], False, True, 5], {}),
+              ("_adaptive_avg_pool2d", [x, [3, 2]], {}), ("adaptive_avg_pool2d", [x, [1, 1]], {}),
+              ("avg_pool3d", [R(rng, "float64", (2, 9, 4, 5, 6)), [2, 3, 3], [1, 2, 2], [1, 1, 1]], {}),
+              ("_adaptive_avg_pool3d", [R(rng, "float32", (3, 4, 4, 5, 6)), [2, 3, 2]], {})]
+    check(server, cases)
+
+
 def test_avg_pool2d(server, rng):
     cases = []
     for dt in ALL:

@@ -61,6 +61,29 @@ def test_upsample_linear(server, rng):
     check(server, bf, rtol=5e-2)
 
 
+def test_upsample_wide(server, rng):
+    """Rows wider than one AVX-512 vector (16 floats), not a multiple of it, up and down, both corner
+    modes: cpu/resample.c's separable float32 path runs whole vectors and a masked tail; nearest 2d."""
+    cases = []
+    for dt in ("float32", "float64"):
+        # positive, so float32's cancellations near 0 (torch fuses multiply-adds) stay inside the atol
+        x = T(np.abs(rand(rng, dt, (2, 3, 13, 37))) + 0.5, dt)
+        for out in ([26, 74], [5, 17], [13, 50], [40, 16]):
+            for ac in (False, True):
+                cases.append(("upsample_bilinear2d", [x, out, ac], {}))
+        cases.append(("upsample_linear1d", [T(np.abs(rand(rng, dt, (2, 3, 41))) + 0.5, dt), [99], False], {}))
+        cases.append(("upsample_bilinear2d.vec", [x, None, False, [2.0, 2.0]], {}))
+    # nearest 2d copies a row whose source row repeats (cpu/resample.c's near2_fwd)
+    for dt in ("float32", "float64", "bfloat16", "uint8"):
+        x = R(rng, dt, (2, 3, 13, 37))
+        # bfloat16 at 13 -> 40 rows: torch 1.13 takes the scale in bfloat16 (0.32421875, not 0.325) and
+        # picks other source rows; main's kernel differs there too, a separate fix
+        outs = ([26, 74], [5, 17]) + (() if dt == "bfloat16" else ([40, 16],))
+        cases += [("upsample_nearest2d", [x, out], {}) for out in outs]
+        cases.append(("upsample_nearest2d.vec", [x, None, [2.0, 2.0]], {}))
+    check(server, cases, rtol=1e-5)
+
+
 def test_backward_ops(server, rng):
     cases = []
     for nd in (1, 2, 3):

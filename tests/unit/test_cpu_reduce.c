@@ -674,3 +674,27 @@ Test(cpu_reduce, argmax_of_an_empty_bool)
     od_tensor_release(e);
     od_tensor_release(b);
 }
+
+Test(cpu_reduce, short_float32_rows_four_at_a_time)
+{
+    /* reduce.c's AVX-512 rows: row counts around its groups of four, lengths
+     * around its 8-wide lanes, over the last dim and the last two (a global
+     * average pool's mean), with NaN, inf and -0 sums among the rows */
+    static const int64_t ms[] = {1, 3, 4, 5, 9, 13}, ns[] = {1, 7, 8, 9, 49, 130};
+    for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
+        for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++)
+            for (int v = 0; v < 4; v++) {
+                int64_t sz[3] = {2, ms[a], ns[b]};
+                od_tensor *x = t_rand_any(sz, 3, OD_FLOAT32);
+                if (v & 1)
+                    make_ties(x, true);
+                rcase c = {.k = v & 2 ? K_MEAN : K_SUM, .overload = 1, .ndims = 1, .dims = {-1}};
+                check_case(&c, x);
+                c.ndims = 2;
+                c.dims[0] = -2;
+                c.dims[1] = -1;
+                c.keepdim = true;
+                check_case(&c, x);
+                od_tensor_release(x);
+            }
+}
