@@ -23,7 +23,7 @@ BENCH_DURATION ?= 5
 FIXED_SERVER := $(B)/bench/fixed_server
 BENCH_VENV_STAMP := .venv/.bench-$(shell md5sum tools/bench-requirements.txt 2>/dev/null | cut -c1-8)
 
-.PHONY: bench-http bench-store bench-load bench-clients bench-ops-torch bench-curves
+.PHONY: bench-http bench-store bench-load bench-clients bench-ops-torch bench-curves bench-json-ab
 $(FIXED_SERVER): bench/http/fixed_server.c | $(SETUP_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $< -o $@ -lmicrohttpd
@@ -61,3 +61,16 @@ bench-curves: $(SERVER) $(CLIENT_C) $(FIXED_SERVER) $(VENV_STAMP)
 	.venv/bin/python bench/curves.py --opdispatchd $(B)/opdispatchd --cli $(CLIENT_C) --fixed $(FIXED_SERVER)
 
 bench: bench-http bench-store bench-load bench-clients bench-ops-torch bench-curves
+
+# The JSON number paths of BASE (a commit) against ours in one process:
+# BASE's proto/fmt.c, its names renamed, linked beside ours (bench/json_ab.c).
+JSON_AB_DIR = $(B)/bench/json-ab-$(BASE)
+bench-json-ab: $(LIB_A) $(PROTO_OBJ) | $(SETUP_STAMP)
+	@test -n "$(BASE)" || { echo "usage: make bench-json-ab BASE=<commit>"; exit 2; }
+	@mkdir -p $(JSON_AB_DIR)
+	git show $(BASE):proto/fmt.c > $(JSON_AB_DIR)/base_fmt.c
+	$(CC) $(CFLAGS) -Wno-unused-function -include bench/json_ab_rename.h -c $(JSON_AB_DIR)/base_fmt.c \
+	  -o $(JSON_AB_DIR)/base_fmt.o
+	$(CC) $(CFLAGS) bench/json_ab.c $(JSON_AB_DIR)/base_fmt.o -o $(JSON_AB_DIR)/json_ab \
+	  -Wl,--whole-archive $(LIB_A) -Wl,--no-whole-archive $(PROTO_OBJ) $(SERVER_LDLIBS) $(LDLIBS)
+	$(JSON_AB_DIR)/json_ab
