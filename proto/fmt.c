@@ -681,9 +681,10 @@ static const float pow10_exact_f[11] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f,
 static inline __attribute__((always_inline)) double dec_to_f64(const dec *d, const char *s,
                                                                 const char *e, bool *exact)
 {
-    bool clinger = !d->slow && !d->truncated && d->mant <= (uint64_t)1 << 53 &&
-                   d->exp10 >= -22 && d->exp10 <= 22;
-    *exact = clinger || d->mant == 0;
+    /* & rather than &&: the mantissa test splits tensor data about evenly */
+    bool clinger = !d->slow & !d->truncated & (d->mant <= (uint64_t)1 << 53) & (d->exp10 >= -22) &
+                   (d->exp10 <= 22);
+    *exact = clinger | (d->mant == 0);
     if (d->mant == 0)
         return d->neg ? -0.0 : 0.0;
     double v;
