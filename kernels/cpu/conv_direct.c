@@ -19,6 +19,9 @@
  *    kernel also orders its own way.
  *  - Work splits over (sample, group, channel block, output row) tasks on
  *    od_parallel_for; a task writes only its own output rows.
+ *  - A pointwise plan (1x1, stride 1, unpadded) on AVX-512 runs its own
+ *    tile instead, lanes along positions (below, pointwise_f32): the same
+ *    sums in the same order.
  *  - Which instruction set runs is chosen on first use (OD_CONV_DIRECT=avx512,
  *    avx2 or off, else the best the CPU has) or by od_cpu_conv_direct_use
  *    (tests, benchmarks). Without AVX2 and FMA, or when
@@ -269,12 +272,126 @@ static void pad_planes(void *ctx, int64_t b, int64_t e)
     }
 }
 
+/* ---- pointwise: a 1x1 kernel, stride 1, no padding, AVX-512 ------------------------------------------------
+ * Per sample and group y [cg, L] = bias + W [cg, cin] @ x [cin, L], a GEMM whose operands are already in
+ * place. Here lanes are positions (x's and y's rows run along them), so each x vector is read from its own
+ * row and each weight is broadcast: a tile is PW_NR output channels times PW_V vectors of positions (24
+ * accumulators; per input channel 3 vector loads and 8 broadcasts for 24 multiply-adds). The channel-lane
+ * tile above instead broadcast one scalar from each of cin planes per position, reading under a cache line
+ * per plane per tile, and reread the input once per pair of blocks. A task is one panel of PW_V * 16
+ * positions of one (sample, group): all its channel blocks run while the panel (cin rows of 192 bytes)
+ * stays in L2, so the input streams from memory once. */
+#define PW_NR 8
+#define PW_V 3
+
+typedef struct pw_job {
+    const float *x, *wp, *bias; /* wp: [g][cb][cin][PW_NR], zero past the group's channels */
+    float *y;
+    int64_t G, L, cin, cg, ncb, npanel, cimg, cgrid;
+} pw_job;
+
+/* one tile: channels [0, nch) of a block (nch <= PW_NR) at NV vectors of positions, the last one masked by
+ * mlast; every sum starts at the bias (or 0) and adds the input channels in order, fused */
+static inline __attribute__((always_inline, target("avx512f"))) void pw_tile(const pw_job *j, const float *x,
+                                                                             const float *wk, const float *bias,
+                                                                             float *y, int64_t nch,
+                                                                             __mmask16 mlast, const int NV,
+                                                                             const bool PF)
+{
+    __m512 acc[PW_NR][PW_V];
+    _Pragma("GCC unroll 8") for (int r = 0; r < PW_NR; r++)
+    {
+        __m512 b = bias && r < nch ? _mm512_set1_ps(bias[r]) : _mm512_setzero_ps();
+        _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++) acc[r][v] = b;
+    }
+    for (int64_t k = 0; k < j->cin; k++) {
+        const float *xr = x + k * j->L, *wr = wk + k * PW_NR;
+        if (PF)
+            _Pragma("GCC unroll 3") for (int v = 0; v < PW_V; v++) _mm_prefetch((const char *)(xr + 16 * (PW_V + v)), _MM_HINT_T1);
+        __m512 xv[PW_V];
+        _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++) xv[v] =
+            v == NV - 1 ? _mm512_maskz_loadu_ps(mlast, xr + 16 * v) : _mm512_loadu_ps(xr + 16 * v);
+        _Pragma("GCC unroll 8") for (int r = 0; r < PW_NR; r++)
+        {
+            __m512 wv = _mm512_set1_ps(wr[r]);
+            _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(xv[v], wv, acc[r][v]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < PW_NR; r++)
+    {
+        if (r >= nch)
+            break;
+        _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++)
+        {
+            if (v == NV - 1)
+                _mm512_mask_storeu_ps(y + r * j->L + 16 * v, mlast, acc[r][v]);
+            else
+                _mm512_storeu_ps(y + r * j->L + 16 * v, acc[r][v]);
+        }
+    }
+}
+
+/* tasks [b, e): task = (n * G + g) * npanel + panel */
+__attribute__((target("avx512f"))) static void pw_tasks(void *ctx, int64_t b, int64_t e)
+{
+    const pw_job *j = ctx;
+    for (int64_t task = b; task < e; task++) {
+        int64_t panel = task % j->npanel, ng = task / j->npanel, g = ng % j->G, n = ng / j->G;
+        int64_t p0 = panel * PW_V * 16, left = j->L - p0, nv = (left + 15) / 16 < PW_V ? (left + 15) / 16 : PW_V;
+        int64_t rem = left - 16 * (nv - 1);
+        __mmask16 mlast = rem >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << rem) - 1);
+        const float *x = j->x + (n * j->cimg + g * j->cin) * j->L + p0;
+        for (int64_t cb = 0; cb < j->ncb; cb++) {
+            int64_t oc = g * j->cg + cb * PW_NR, nch = j->cg - cb * PW_NR < PW_NR ? j->cg - cb * PW_NR : PW_NR;
+            const float *wk = j->wp + (g * j->ncb + cb) * j->cin * PW_NR, *bias = j->bias ? j->bias + oc : NULL;
+            float *y = j->y + (n * j->cgrid + oc) * j->L + p0;
+            if (nv == 3 && cb == 0 && panel + 1 < j->npanel)
+                pw_tile(j, x, wk, bias, y, nch, mlast, 3, true);
+            else if (nv == 3)
+                pw_tile(j, x, wk, bias, y, nch, mlast, 3, false);
+            else if (nv == 2)
+                pw_tile(j, x, wk, bias, y, nch, mlast, 2, false);
+            else
+                pw_tile(j, x, wk, bias, y, nch, mlast, 1, false);
+        }
+    }
+}
+
+/* the pointwise plan on AVX-512; false (nothing written) when out of memory */
+static bool pointwise_f32(const od_conv_plan *p, const float *x, const float *w, const float *bias, float *y)
+{
+    int64_t G = p->groups, cin = p->C_img / G, cg = p->C_grid / G, ncb = (cg + PW_NR - 1) / PW_NR;
+    pw_job j = {.x = x, .bias = bias, .y = y, .G = G, .L = p->grid[0] * p->grid[1] * p->grid[2], .cin = cin,
+                .cg = cg, .ncb = ncb, .cimg = p->C_img, .cgrid = p->C_grid};
+    j.npanel = (j.L + PW_V * 16 - 1) / (PW_V * 16);
+    float *wp = calloc((size_t)(G * ncb * cin * PW_NR), sizeof(float));
+    if (!wp)
+        return false;
+    /* weights [C_grid][cin] -> [g][cb][cin][PW_NR] */
+    for (int64_t oc = 0; oc < p->C_grid; oc++) {
+        int64_t g = oc / cg, cb = (oc % cg) / PW_NR, r = (oc % cg) % PW_NR;
+        for (int64_t k = 0; k < cin; k++)
+            wp[((g * ncb + cb) * cin + k) * PW_NR + r] = w[oc * cin + k];
+    }
+    j.wp = wp;
+    int64_t ntasks = p->N * G * j.npanel;
+    if (od_parallel_for(ntasks, 1, pw_tasks, &j) != OD_OK)
+        pw_tasks(&j, 0, ntasks);
+    free(wp);
+    return true;
+}
+
 bool od_cpu_conv_direct_f32(const od_conv_plan *p, const float *x, const float *w, const float *bias, float *y)
 {
     int v = p->transposed ? ISA_OFF : isa();
     int64_t lanes = v == ISA_AVX512 ? 16 : 8, G = p->groups, cg = p->C_grid / G;
     if (v == ISA_OFF || cg < lanes / 2)
         return false;
+    bool pointwise = v == ISA_AVX512;
+    for (int k = 0; k < 3; k++)
+        pointwise &= p->k[k] == 1 && p->stride[k] == 1 && p->pad[k] == 0 && p->img[k] == p->grid[k];
+    if (pointwise && p->N * p->C_grid * p->grid[0] * p->grid[1] * p->grid[2] > 0)
+        return pointwise_f32(p, x, w, bias, y);
     direct_job j = {.p = p, .bias = bias, .y = y, .cin = p->C_img / G, .cg = cg,
                     .nblk = (cg + lanes - 1) / lanes, .kvol = p->k[0] * p->k[1] * p->k[2],
                     .rows = p->grid[0] * p->grid[1]};

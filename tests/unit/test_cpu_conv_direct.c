@@ -120,6 +120,40 @@ static void check_case(const geo_case *c, const char *isa)
                     }
 }
 
+/* a pointwise plan (1x1, stride 1, unpadded: AVX-512's own tile), up to 200 positions along the last dim
+ * so every masked tail and tile count occurs */
+static void make_pointwise(geo_case *c, int nd, int64_t cg)
+{
+    make_case(c, nd, cg);
+    free_case(c);
+    od_conv_plan p = c->p;
+    p.C_img = p.groups * rng_int(1, 64); /* long sums too */
+    for (int d = 0; d < 3; d++) {
+        bool live = d >= 3 - nd;
+        p.k[d] = p.stride[d] = 1;
+        p.pad[d] = 0;
+        p.img[d] = p.grid[d] = live ? (d == 2 ? rng_int(1, 200) : rng_int(1, 3)) : 1;
+    }
+    int64_t l = p.img[0] * p.img[1] * p.img[2];
+    c->nx = p.N * p.C_img * l;
+    c->nw = p.C_grid * (p.C_img / p.groups);
+    c->ny = p.N * p.C_grid * l;
+    c->x = malloc(sizeof(float) * (size_t)(c->nx + 1));
+    c->w = malloc(sizeof(float) * (size_t)(c->nw + 1));
+    c->b = rng_int(0, 1) ? malloc(sizeof(float) * (size_t)p.C_grid) : NULL;
+    c->y = malloc(sizeof(float) * (size_t)(c->ny + 1));
+    TCHECK(c->x && c->w && c->y, "out of memory");
+    for (int64_t i = 0; i < c->nx; i++)
+        c->x[i] = frand();
+    for (int64_t i = 0; i < c->nw; i++)
+        c->w[i] = frand();
+    for (int64_t i = 0; c->b && i < p.C_grid; i++)
+        c->b[i] = frand();
+    for (int64_t i = 0; i < c->ny; i++)
+        c->y[i] = NAN;
+    c->p = p;
+}
+
 static void sweep(const char *isa, int64_t lanes)
 {
     TCHECK(od_cpu_conv_direct_use(isa), "%s: not available", isa);
@@ -138,6 +172,21 @@ Test(cpu_conv_direct, avx512_against_double_loop)
     if (!__builtin_cpu_supports("avx512f"))
         cr_skip_test("this CPU has no AVX-512F");
     sweep("avx512", 16);
+}
+
+Test(cpu_conv_direct, avx512_pointwise_against_double_loop)
+{
+    if (!__builtin_cpu_supports("avx512f"))
+        cr_skip_test("this CPU has no AVX-512F");
+    TCHECK(od_cpu_conv_direct_use("avx512"), "avx512: not available");
+    for (int it = 0; it < 60; it++) {
+        geo_case c;
+        make_pointwise(&c, 1 + it % 3, rng_int(8, 40));
+        TCHECK(od_cpu_conv_direct_f32(&c.p, c.x, c.w, c.b, c.y), "declined a pointwise plan");
+        check_case(&c, "avx512 pointwise");
+        free_case(&c);
+    }
+    od_cpu_conv_direct_use(NULL);
 }
 
 Test(cpu_conv_direct, avx2_against_double_loop)
