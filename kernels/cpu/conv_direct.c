@@ -381,6 +381,154 @@ static bool pointwise_f32(const od_conv_plan *p, const float *x, const float *w,
     return true;
 }
 
+/* ---- depthwise (groups == channels, one filter each), AVX-512 ------------------------------------------------
+ * Per plane, every input row is first copied zero-padded and split by the stride along the row into
+ * s2 phase rows (phase ph holds padded columns ph, ph + s2, ...: a stride-2 row's even and odd columns,
+ * de-interleaved with two permutes per 32 columns), so tap kw reads phase (kw * d2) % s2 from column
+ * ow + (kw * d2) / s2 with unit-stride vector loads; the scalar loop in conv.c gathered every strided
+ * input one at a time. Each output row is up to DW_NV vectors of accumulators, summed tap by tap (taps
+ * on padding rows skipped, padding columns adding zeros), the bias added last as conv.c's loop does. */
+#define DW_NV 8
+#define DW_SCRATCH 16384 /* floats of phase rows per plane (stack), larger planes go to conv.c's loop */
+#define DW_MAXK 32        /* taps along the row, as many again go to conv.c's loop */
+
+typedef struct dw_job {
+    const od_conv_plan *p;
+    const float *x, *w, *bias;
+    float *y;
+    int64_t nv, sw; /* vectors per output row; a phase row's width (a multiple of 16) */
+    int64_t tapoff[DW_MAXK]; /* tap kw's first column: phase (kw * d2) % s2, column (kw * d2) / s2 */
+} dw_job;
+
+/* the lanes l of a load at column a with 0 <= a + l < n (the rest read nothing: a masked load does not
+ * touch them) */
+static inline __mmask16 dw_mask(int64_t a, int64_t n)
+{
+    int64_t lo = a < 0 ? -a : 0, hi = n - a < 16 ? n - a : 16;
+    if (hi <= lo)
+        return 0;
+    return (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+/* vectors [v0, v0 + NV) of output row (od, oh) of one plane */
+static inline __attribute__((always_inline, target("avx512f"))) void dw_row(const dw_job *j, const float *split,
+                                                                            const float *wk, const float *bias,
+                                                                            float *drow, int64_t od, int64_t oh,
+                                                                            int64_t v0, const int NV)
+{
+    const od_conv_plan *p = j->p;
+    const int64_t s2 = p->stride[2], OW = p->grid[2];
+    __m512 acc[DW_NV];
+    _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++) acc[v] = _mm512_setzero_ps();
+    for (int64_t kd = 0; kd < p->k[0]; kd++) {
+        int64_t id = od * p->stride[0] - p->pad[0] + kd * p->dil[0];
+        if (id < 0 || id >= p->img[0])
+            continue;
+        for (int64_t kh = 0; kh < p->k[1]; kh++) {
+            int64_t ih = oh * p->stride[1] - p->pad[1] + kh * p->dil[1];
+            if (ih < 0 || ih >= p->img[1])
+                continue;
+            const float *rs = split + (id * p->img[1] + ih) * s2 * j->sw + v0 * 16;
+            const float *wt = wk + (kd * p->k[1] + kh) * p->k[2];
+            for (int64_t kw = 0; kw < p->k[2]; kw++) {
+                const float *src = rs + j->tapoff[kw];
+                __m512 wv = _mm512_set1_ps(wt[kw]);
+                _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++) acc[v] =
+                    _mm512_fmadd_ps(wv, _mm512_loadu_ps(src + 16 * v), acc[v]);
+            }
+        }
+    }
+    if (bias) {
+        __m512 b = _mm512_set1_ps(*bias);
+        _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++) acc[v] = _mm512_add_ps(acc[v], b);
+    }
+    _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++)
+    {
+        int64_t ow = (v0 + v) * 16;
+        if (ow + 16 <= OW)
+            _mm512_storeu_ps(drow + ow, acc[v]);
+        else
+            _mm512_mask_storeu_ps(drow + ow, (__mmask16)((1u << (OW - ow)) - 1), acc[v]);
+    }
+}
+
+/* planes [b, e): plane q = sample q / C, channel q % C */
+__attribute__((target("avx512f"))) static void dw_planes(void *ctx, int64_t b, int64_t e)
+{
+    const dw_job *j = ctx;
+    const od_conv_plan *p = j->p;
+    const int64_t C = p->C_img, IW = p->img[2], rows = p->img[0] * p->img[1], s2 = p->stride[2], sw = j->sw;
+    const int64_t pw = s2 * sw, lgrid = p->grid[0] * p->grid[1] * p->grid[2], kvol = p->k[0] * p->k[1] * p->k[2];
+    const int64_t ncopy = IW < pw - p->pad[2] ? IW : pw - p->pad[2]; /* columns of a row any tap reaches */
+    float split[DW_SCRATCH] __attribute__((aligned(64)));
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    float *prow = split + rows * pw; /* one padded row (strides past 2) */
+    for (int64_t q = b; q < e; q++) {
+        const float *src = j->x + q * rows * IW, *wk = j->w + (q % C) * kvol;
+        const float *bias = j->bias ? j->bias + q % C : NULL;
+        for (int64_t r = 0; r < rows; r++) {
+            const float *xr = src + r * IW;
+            float *ph = split + r * pw;
+            if (s2 <= 2) /* straight from x: masked loads of padded columns [a, a + 16) */
+                for (int64_t m = 0; m < sw; m += 16) {
+                    int64_t a = s2 * m - p->pad[2];
+                    __m512 lo = _mm512_maskz_loadu_ps(dw_mask(a, IW), xr + a);
+                    if (s2 == 1) {
+                        _mm512_store_ps(ph + m, lo);
+                        continue;
+                    }
+                    __m512 hi = _mm512_maskz_loadu_ps(dw_mask(a + 16, IW), xr + a + 16);
+                    _mm512_store_ps(ph + m, _mm512_permutex2var_ps(lo, even, hi));
+                    _mm512_store_ps(ph + sw + m, _mm512_permutex2var_ps(lo, odd, hi));
+                }
+            else {
+                memset(prow, 0, sizeof(float) * (size_t)pw);
+                if (ncopy > 0)
+                    memcpy(prow + p->pad[2], xr, sizeof(float) * (size_t)ncopy);
+                for (int64_t f = 0; f < s2; f++)
+                    for (int64_t m = 0; m < sw; m++)
+                        ph[f * sw + m] = prow[m * s2 + f];
+            }
+        }
+        float *dst = j->y + q * lgrid;
+        for (int64_t od = 0; od < p->grid[0]; od++)
+            for (int64_t oh = 0; oh < p->grid[1]; oh++) {
+                float *drow = dst + (od * p->grid[1] + oh) * p->grid[2];
+                for (int64_t v0 = 0; v0 < j->nv; v0 += DW_NV) {
+                    switch (j->nv - v0 < DW_NV ? j->nv - v0 : DW_NV) {
+                    case 1: dw_row(j, split, wk, bias, drow, od, oh, v0, 1); break;
+                    case 2: dw_row(j, split, wk, bias, drow, od, oh, v0, 2); break;
+                    case 3: dw_row(j, split, wk, bias, drow, od, oh, v0, 3); break;
+                    case 4: dw_row(j, split, wk, bias, drow, od, oh, v0, 4); break;
+                    case 5: dw_row(j, split, wk, bias, drow, od, oh, v0, 5); break;
+                    case 6: dw_row(j, split, wk, bias, drow, od, oh, v0, 6); break;
+                    case 7: dw_row(j, split, wk, bias, drow, od, oh, v0, 7); break;
+                    default: dw_row(j, split, wk, bias, drow, od, oh, v0, 8); break;
+                    }
+                }
+            }
+    }
+}
+
+bool od_cpu_conv_depthwise_f32(const od_conv_plan *p, const float *x, const float *w, const float *bias, float *y)
+{
+    if (p->transposed || p->groups != p->C_img || p->C_grid != p->C_img || isa() != ISA_AVX512)
+        return false;
+    int64_t rows = p->img[0] * p->img[1], nv = (p->grid[2] + 15) / 16;
+    int64_t sw = (nv * 16 + (p->k[2] - 1) * p->dil[2] / p->stride[2] + 16) / 16 * 16;
+    if (p->N * p->C_grid * p->grid[0] * p->grid[1] * p->grid[2] == 0)
+        return true; /* nothing to write */
+    if (rows * p->img[2] == 0 || (rows + 1) * p->stride[2] * sw > DW_SCRATCH || p->k[2] > DW_MAXK)
+        return false;
+    dw_job j = {.p = p, .x = x, .w = w, .bias = bias, .y = y, .nv = nv, .sw = sw};
+    for (int64_t kw = 0; kw < p->k[2]; kw++)
+        j.tapoff[kw] = kw * p->dil[2] % p->stride[2] * sw + kw * p->dil[2] / p->stride[2];
+    if (od_parallel_for(p->N * p->C_img, 1, dw_planes, &j) != OD_OK)
+        dw_planes(&j, 0, p->N * p->C_img);
+    return true;
+}
+
 bool od_cpu_conv_direct_f32(const od_conv_plan *p, const float *x, const float *w, const float *bias, float *y)
 {
     int v = p->transposed ? ISA_OFF : isa();
