@@ -515,11 +515,15 @@ bool od_cpu_conv_depthwise_f32(const od_conv_plan *p, const float *x, const floa
 {
     if (p->transposed || p->groups != p->C_img || p->C_grid != p->C_img || isa() != ISA_AVX512)
         return false;
-    int64_t rows = p->img[0] * p->img[1], nv = (p->grid[2] + 15) / 16;
-    int64_t sw = (nv * 16 + (p->k[2] - 1) * p->dil[2] / p->stride[2] + 16) / 16 * 16;
     if (p->N * p->C_grid * p->grid[0] * p->grid[1] * p->grid[2] == 0)
         return true; /* nothing to write */
-    if (rows * p->img[2] == 0 || (rows + 1) * p->stride[2] * sw > DW_SCRATCH || p->k[2] > DW_MAXK)
+    /* each factor bounded first, so the products below cannot overflow */
+    int64_t rows = p->img[0] * p->img[1], nv = (p->grid[2] + 15) / 16;
+    if (rows * p->img[2] == 0 || rows > DW_SCRATCH || nv > DW_SCRATCH || p->k[2] > DW_MAXK ||
+        p->dil[2] > DW_SCRATCH || p->stride[2] > DW_SCRATCH)
+        return false;
+    int64_t sw = (nv * 16 + (p->k[2] - 1) * p->dil[2] / p->stride[2] + 16) / 16 * 16;
+    if ((rows + 1) * p->stride[2] * sw > DW_SCRATCH)
         return false;
     dw_job j = {.p = p, .x = x, .w = w, .bias = bias, .y = y, .nv = nv, .sw = sw};
     for (int64_t kw = 0; kw < p->k[2]; kw++)
