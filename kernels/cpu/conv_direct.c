@@ -21,7 +21,8 @@
  *    od_parallel_for; a task writes only its own output rows.
  *  - A pointwise plan (1x1, stride 1, unpadded) on AVX-512 runs its own
  *    tile instead, lanes along positions (below, pointwise_f32): the same
- *    sums in the same order.
+ *    sums in the same order. conv.c's depthwise plans run
+ *    od_cpu_conv_depthwise_f32 (below, lanes along a row's positions too).
  *  - Which instruction set runs is chosen on first use (OD_CONV_DIRECT=avx512,
  *    avx2 or off, else the best the CPU has) or by od_cpu_conv_direct_use
  *    (tests, benchmarks). Without AVX2 and FMA, or when
