@@ -395,14 +395,17 @@ static bool pointwise_f32(const od_conv_plan *p, const float *x, const float *w,
  * input one at a time. Each output row is up to DW_NV vectors of accumulators, summed tap by tap (taps
  * on padding rows skipped, padding columns adding zeros), the bias added last as conv.c's loop does. */
 #define DW_NV 8
-#define DW_SCRATCH 16384 /* floats of phase rows per plane (stack), larger planes go to conv.c's loop */
-#define DW_MAXK 32        /* taps along the row, as many again go to conv.c's loop */
+#define DW_LIMIT (1 << 20)           /* a bound on each factor of the scratch size (no overflow) */
+#define DW_MAX_BYTES (256 << 20)     /* all slots' scratch; past it conv.c's loop runs */
+#define DW_MAXK 32 /* taps along the row; more go to conv.c's loop */
 
 typedef struct dw_job {
     const od_conv_plan *p;
     const float *x, *w, *bias;
     float *y;
     int64_t nv, sw; /* vectors per output row; a phase row's width (a multiple of 16) */
+    float *scratch;  /* nslot slots of slot floats: one plane's phase rows and a padded row */
+    int64_t slot, nslot, planes;
     int64_t tapoff[DW_MAXK]; /* tap kw's first column: phase (kw * d2) % s2, column (kw * d2) / s2 */
 } dw_job;
 
@@ -458,15 +461,13 @@ static inline __attribute__((always_inline, target("avx512f"))) void dw_row(cons
     }
 }
 
-/* planes [b, e): plane q = sample q / C, channel q % C */
-__attribute__((target("avx512f"))) static void dw_planes(void *ctx, int64_t b, int64_t e)
+/* planes [b, e) with scratch split: plane q = sample q / C, channel q % C */
+__attribute__((target("avx512f"))) static void dw_planes(const dw_job *j, float *split, int64_t b, int64_t e)
 {
-    const dw_job *j = ctx;
     const od_conv_plan *p = j->p;
     const int64_t C = p->C_img, IW = p->img[2], rows = p->img[0] * p->img[1], s2 = p->stride[2], sw = j->sw;
     const int64_t pw = s2 * sw, lgrid = p->grid[0] * p->grid[1] * p->grid[2], kvol = p->k[0] * p->k[1] * p->k[2];
     const int64_t ncopy = IW < pw - p->pad[2] ? IW : pw - p->pad[2]; /* columns of a row any tap reaches */
-    float split[DW_SCRATCH] __attribute__((aligned(64)));
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     float *prow = split + rows * pw; /* one padded row (strides past 2) */
@@ -517,6 +518,14 @@ __attribute__((target("avx512f"))) static void dw_planes(void *ctx, int64_t b, i
     }
 }
 
+/* tasks [b, e): task t runs its share of the planes in scratch slot t */
+static void dw_slots(void *ctx, int64_t b, int64_t e)
+{
+    const dw_job *j = ctx;
+    for (int64_t t = b; t < e; t++)
+        dw_planes(j, j->scratch + t * j->slot, t * j->planes / j->nslot, (t + 1) * j->planes / j->nslot);
+}
+
 bool od_cpu_conv_depthwise_f32(const od_conv_plan *p, const float *x, const float *w, const float *bias, float *y)
 {
     if (p->transposed || p->groups != p->C_img || p->C_grid != p->C_img || isa() != ISA_AVX512)
@@ -525,17 +534,24 @@ bool od_cpu_conv_depthwise_f32(const od_conv_plan *p, const float *x, const floa
         return true; /* nothing to write */
     /* each factor bounded first, so the products below cannot overflow */
     int64_t rows = p->img[0] * p->img[1], nv = (p->grid[2] + 15) / 16;
-    if (rows * p->img[2] == 0 || rows > DW_SCRATCH || nv > DW_SCRATCH || p->k[2] > DW_MAXK ||
-        p->dil[2] > DW_SCRATCH || p->stride[2] > DW_SCRATCH)
+    if (rows * p->img[2] == 0 || rows > DW_LIMIT || nv > DW_LIMIT || p->k[2] > DW_MAXK || p->dil[2] > DW_LIMIT ||
+        p->stride[2] > 16)
         return false;
     int64_t sw = (nv * 16 + (p->k[2] - 1) * p->dil[2] / p->stride[2] + 16) / 16 * 16;
-    if ((rows + 1) * p->stride[2] * sw > DW_SCRATCH)
+    dw_job j = {.p = p, .x = x, .w = w, .bias = bias, .y = y, .nv = nv, .sw = sw, .planes = p->N * p->C_img};
+    /* a slot per task, a few tasks per thread (balance on a shared machine) */
+    j.slot = (rows + 1) * p->stride[2] * sw;
+    j.nslot = 4 * (int64_t)od_get_num_threads() < j.planes ? 4 * (int64_t)od_get_num_threads() : j.planes;
+    if (j.slot * j.nslot > DW_MAX_BYTES / (int64_t)sizeof(float))
+        j.nslot = 1;
+    if (j.slot * j.nslot > DW_MAX_BYTES / (int64_t)sizeof(float) ||
+        !(j.scratch = aligned_alloc(64, sizeof(float) * (size_t)(j.slot * j.nslot))))
         return false;
-    dw_job j = {.p = p, .x = x, .w = w, .bias = bias, .y = y, .nv = nv, .sw = sw};
     for (int64_t kw = 0; kw < p->k[2]; kw++)
         j.tapoff[kw] = kw * p->dil[2] % p->stride[2] * sw + kw * p->dil[2] / p->stride[2];
-    if (od_parallel_for(p->N * p->C_img, 1, dw_planes, &j) != OD_OK)
-        dw_planes(&j, 0, p->N * p->C_img);
+    if (od_parallel_for(j.nslot, 1, dw_slots, &j) != OD_OK)
+        dw_slots(&j, 0, j.nslot);
+    free(j.scratch);
     return true;
 }
 

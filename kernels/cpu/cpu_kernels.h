@@ -135,7 +135,7 @@ bool od_cpu_conv_direct_f32(const struct od_conv_plan *p, const float *x, const 
 /* The same for a depthwise plan (groups == C_img == C_grid): y = bias +
  * each channel's own filter over its plane, on AVX-512. False, with nothing
  * written, where it does not apply (no AVX-512 or direct kernel off, not
- * depthwise, a plane's phase rows past its stack buffer). */
+ * depthwise, over 32 taps or a stride over 16 along the row, no memory). */
 bool od_cpu_conv_depthwise_f32(const struct od_conv_plan *p, const float *x, const float *w, const float *bias,
                                float *y);
 /* The instruction set od_cpu_conv_direct_f32 uses from now on: "avx512",
