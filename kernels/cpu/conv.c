@@ -448,7 +448,10 @@ od_status od_cpu_conv(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
     od_cpu_blas_threads_init();
     if (!bwd) {
         char *yd = od_tensor_data(res[0]);
-        if (is_depthwise(&p)) {
+        if (is_depthwise(&p) && c.kind == K_F32 &&
+            od_cpu_conv_depthwise_f32(&p, (const float *)xd, (const float *)wd, (const float *)bd, (float *)yd))
+            ; /* conv_direct.c: vectorised along the row, any stride */
+        else if (is_depthwise(&p)) {
             geo dg = *g;
             dg.c = p.C_img;
             col_job j = {.g = &dg, .in = xd, .w = wd, .bias = bd, .out = yd};

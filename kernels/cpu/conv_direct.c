@@ -19,6 +19,10 @@
  *    kernel also orders its own way.
  *  - Work splits over (sample, group, channel block, output row) tasks on
  *    od_parallel_for; a task writes only its own output rows.
+ *  - A pointwise plan (1x1, stride 1, unpadded) on AVX-512 runs its own
+ *    tile instead, lanes along positions (below, pointwise_f32): the same
+ *    sums in the same order. conv.c's depthwise plans run
+ *    od_cpu_conv_depthwise_f32 (below, lanes along a row's positions too).
  *  - Which instruction set runs is chosen on first use (OD_CONV_DIRECT=avx512,
  *    avx2 or off, else the best the CPU has) or by od_cpu_conv_direct_use
  *    (tests, benchmarks). Without AVX2 and FMA, or when
@@ -269,12 +273,299 @@ static void pad_planes(void *ctx, int64_t b, int64_t e)
     }
 }
 
+/* ---- pointwise: a 1x1 kernel, stride 1, no padding, AVX-512 ------------------------------------------------
+ * Per sample and group y [cg, L] = bias + W [cg, cin] @ x [cin, L], a GEMM whose operands are already in
+ * place. Here lanes are positions (x's and y's rows run along them), so each x vector is read from its own
+ * row and each weight is broadcast: a tile is PW_NR output channels times PW_V vectors of positions (24
+ * accumulators; per input channel 3 vector loads and 8 broadcasts for 24 multiply-adds). The channel-lane
+ * tile above instead broadcast one scalar from each of cin planes per position, reading under a cache line
+ * per plane per tile, and reread the input once per pair of blocks. A task is one panel of PW_V * 16
+ * positions of one (sample, group): all its channel blocks run while the panel (cin rows of 192 bytes)
+ * stays in L2, so the input streams from memory once. */
+#define PW_NR 8
+#define PW_V 3
+#define PW_PFD 4
+
+typedef struct pw_job {
+    const float *x, *wp, *bias; /* wp: [g][cb][cin][PW_NR], zero past the group's channels */
+    float *y;
+    int64_t G, L, cin, cg, ncb, npanel, cimg, cgrid;
+} pw_job;
+
+/* one tile: channels [0, nch) of a block (nch <= PW_NR) at NV vectors of positions, the last one masked by
+ * mlast; every sum starts at the bias (or 0) and adds the input channels in order, fused */
+static inline __attribute__((always_inline, target("avx512f"))) void pw_tile(const pw_job *j, const float *x,
+                                                                             const float *wk, const float *bias,
+                                                                             float *y, int64_t nch,
+                                                                             __mmask16 mlast, const int NV,
+                                                                             const bool PF)
+{
+    __m512 acc[PW_NR][PW_V];
+    _Pragma("GCC unroll 8") for (int r = 0; r < PW_NR; r++)
+    {
+        __m512 b = bias && r < nch ? _mm512_set1_ps(bias[r]) : _mm512_setzero_ps();
+        _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++) acc[r][v] = b;
+    }
+    for (int64_t k = 0; k < j->cin; k++) {
+        const float *xr = x + k * j->L, *wr = wk + k * PW_NR;
+        if (PF)
+            _Pragma("GCC unroll 3") for (int v = 0; v < PW_V; v++) _mm_prefetch((const char *)(xr + 16 * (PW_V + v)), _MM_HINT_T1);
+        /* the rows PW_PFD channels on into L1: 256 rows 12.5 KB apart defeat the hardware prefetcher, and
+         * the loads waited on L2 (7 % of the time; a prefetch past the last row is harmless) */
+        _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++) _mm_prefetch((const char *)(xr + PW_PFD * j->L + 16 * v),
+                                                                          _MM_HINT_T0);
+        __m512 xv[PW_V];
+        _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++) xv[v] =
+            v == NV - 1 ? _mm512_maskz_loadu_ps(mlast, xr + 16 * v) : _mm512_loadu_ps(xr + 16 * v);
+        _Pragma("GCC unroll 8") for (int r = 0; r < PW_NR; r++)
+        {
+            __m512 wv = _mm512_set1_ps(wr[r]);
+            _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(xv[v], wv, acc[r][v]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < PW_NR; r++)
+    {
+        if (r >= nch)
+            break;
+        _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++)
+        {
+            if (v == NV - 1)
+                _mm512_mask_storeu_ps(y + r * j->L + 16 * v, mlast, acc[r][v]);
+            else
+                _mm512_storeu_ps(y + r * j->L + 16 * v, acc[r][v]);
+        }
+    }
+}
+
+/* tasks [b, e): task = (n * G + g) * npanel + panel */
+__attribute__((target("avx512f"))) static void pw_tasks(void *ctx, int64_t b, int64_t e)
+{
+    const pw_job *j = ctx;
+    for (int64_t task = b; task < e; task++) {
+        int64_t panel = task % j->npanel, ng = task / j->npanel, g = ng % j->G, n = ng / j->G;
+        int64_t p0 = panel * PW_V * 16, left = j->L - p0, nv = (left + 15) / 16 < PW_V ? (left + 15) / 16 : PW_V;
+        int64_t rem = left - 16 * (nv - 1);
+        __mmask16 mlast = rem >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << rem) - 1);
+        const float *x = j->x + (n * j->cimg + g * j->cin) * j->L + p0;
+        for (int64_t cb = 0; cb < j->ncb; cb++) {
+            int64_t oc = g * j->cg + cb * PW_NR, nch = j->cg - cb * PW_NR < PW_NR ? j->cg - cb * PW_NR : PW_NR;
+            const float *wk = j->wp + (g * j->ncb + cb) * j->cin * PW_NR, *bias = j->bias ? j->bias + oc : NULL;
+            float *y = j->y + (n * j->cgrid + oc) * j->L + p0;
+            if (nv == 3 && cb == 0 && panel + 1 < j->npanel)
+                pw_tile(j, x, wk, bias, y, nch, mlast, 3, true);
+            else if (nv == 3)
+                pw_tile(j, x, wk, bias, y, nch, mlast, 3, false);
+            else if (nv == 2)
+                pw_tile(j, x, wk, bias, y, nch, mlast, 2, false);
+            else
+                pw_tile(j, x, wk, bias, y, nch, mlast, 1, false);
+        }
+    }
+}
+
+/* the pointwise plan on AVX-512; false (nothing written) when out of memory */
+static bool pointwise_f32(const od_conv_plan *p, const float *x, const float *w, const float *bias, float *y)
+{
+    int64_t G = p->groups, cin = p->C_img / G, cg = p->C_grid / G, ncb = (cg + PW_NR - 1) / PW_NR;
+    pw_job j = {.x = x, .bias = bias, .y = y, .G = G, .L = p->grid[0] * p->grid[1] * p->grid[2], .cin = cin,
+                .cg = cg, .ncb = ncb, .cimg = p->C_img, .cgrid = p->C_grid};
+    j.npanel = (j.L + PW_V * 16 - 1) / (PW_V * 16);
+    float *wp = calloc((size_t)(G * ncb * cin * PW_NR), sizeof(float));
+    if (!wp)
+        return false;
+    /* weights [C_grid][cin] -> [g][cb][cin][PW_NR] */
+    for (int64_t oc = 0; oc < p->C_grid; oc++) {
+        int64_t g = oc / cg, cb = (oc % cg) / PW_NR, r = (oc % cg) % PW_NR;
+        for (int64_t k = 0; k < cin; k++)
+            wp[((g * ncb + cb) * cin + k) * PW_NR + r] = w[oc * cin + k];
+    }
+    j.wp = wp;
+    int64_t ntasks = p->N * G * j.npanel;
+    if (od_parallel_for(ntasks, 1, pw_tasks, &j) != OD_OK)
+        pw_tasks(&j, 0, ntasks);
+    free(wp);
+    return true;
+}
+
+/* ---- depthwise (groups == channels, one filter each), AVX-512 ------------------------------------------------
+ * Per plane, every input row is first copied zero-padded and split by the stride along the row into
+ * s2 phase rows (phase ph holds padded columns ph, ph + s2, ...: a stride-2 row's even and odd columns,
+ * de-interleaved with two permutes per 32 columns), so tap kw reads phase (kw * d2) % s2 from column
+ * ow + (kw * d2) / s2 with unit-stride vector loads; the scalar loop in conv.c gathered every strided
+ * input one at a time. Each output row is up to DW_NV vectors of accumulators, summed tap by tap (taps
+ * on padding rows skipped, padding columns adding zeros), the bias added last as conv.c's loop does. */
+#define DW_NV 8
+#define DW_LIMIT (1 << 20)           /* a bound on each factor of the scratch size (no overflow) */
+#define DW_MAX_BYTES (256 << 20)     /* all slots' scratch; past it conv.c's loop runs */
+#define DW_MAXK 32 /* taps along the row; more go to conv.c's loop */
+
+typedef struct dw_job {
+    const od_conv_plan *p;
+    const float *x, *w, *bias;
+    float *y;
+    int64_t nv, sw; /* vectors per output row; a phase row's width (a multiple of 16) */
+    float *scratch;  /* nslot slots of slot floats: one plane's phase rows and a padded row */
+    int64_t slot, nslot, planes;
+    int64_t tapoff[DW_MAXK]; /* tap kw's first column: phase (kw * d2) % s2, column (kw * d2) / s2 */
+} dw_job;
+
+/* the lanes l of a load at column a with 0 <= a + l < n (the rest read nothing: a masked load does not
+ * touch them) */
+static inline __mmask16 dw_mask(int64_t a, int64_t n)
+{
+    int64_t lo = a < 0 ? -a : 0, hi = n - a < 16 ? n - a : 16;
+    if (hi <= lo)
+        return 0;
+    return (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+/* vectors [v0, v0 + NV) of output row (od, oh) of one plane */
+static inline __attribute__((always_inline, target("avx512f"))) void dw_row(const dw_job *j, const float *split,
+                                                                            const float *wk, const float *bias,
+                                                                            float *drow, int64_t od, int64_t oh,
+                                                                            int64_t v0, const int NV)
+{
+    const od_conv_plan *p = j->p;
+    const int64_t s2 = p->stride[2], OW = p->grid[2];
+    __m512 acc[DW_NV];
+    _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++) acc[v] = _mm512_setzero_ps();
+    for (int64_t kd = 0; kd < p->k[0]; kd++) {
+        int64_t id = od * p->stride[0] - p->pad[0] + kd * p->dil[0];
+        if (id < 0 || id >= p->img[0])
+            continue;
+        for (int64_t kh = 0; kh < p->k[1]; kh++) {
+            int64_t ih = oh * p->stride[1] - p->pad[1] + kh * p->dil[1];
+            if (ih < 0 || ih >= p->img[1])
+                continue;
+            const float *rs = split + (id * p->img[1] + ih) * s2 * j->sw + v0 * 16;
+            const float *wt = wk + (kd * p->k[1] + kh) * p->k[2];
+            for (int64_t kw = 0; kw < p->k[2]; kw++) {
+                const float *src = rs + j->tapoff[kw];
+                __m512 wv = _mm512_set1_ps(wt[kw]);
+                _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++) acc[v] =
+                    _mm512_fmadd_ps(wv, _mm512_loadu_ps(src + 16 * v), acc[v]);
+            }
+        }
+    }
+    if (bias) {
+        __m512 b = _mm512_set1_ps(*bias);
+        _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++) acc[v] = _mm512_add_ps(acc[v], b);
+    }
+    _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++)
+    {
+        int64_t ow = (v0 + v) * 16;
+        if (ow + 16 <= OW)
+            _mm512_storeu_ps(drow + ow, acc[v]);
+        else
+            _mm512_mask_storeu_ps(drow + ow, (__mmask16)((1u << (OW - ow)) - 1), acc[v]);
+    }
+}
+
+/* planes [b, e) with scratch split: plane q = sample q / C, channel q % C */
+__attribute__((target("avx512f"))) static void dw_planes(const dw_job *j, float *split, int64_t b, int64_t e)
+{
+    const od_conv_plan *p = j->p;
+    const int64_t C = p->C_img, IW = p->img[2], rows = p->img[0] * p->img[1], s2 = p->stride[2], sw = j->sw;
+    const int64_t pw = s2 * sw, lgrid = p->grid[0] * p->grid[1] * p->grid[2], kvol = p->k[0] * p->k[1] * p->k[2];
+    const int64_t ncopy = IW < pw - p->pad[2] ? IW : pw - p->pad[2]; /* columns of a row any tap reaches */
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    float *prow = split + rows * pw; /* one padded row (strides past 2) */
+    for (int64_t q = b; q < e; q++) {
+        const float *src = j->x + q * rows * IW, *wk = j->w + (q % C) * kvol;
+        const float *bias = j->bias ? j->bias + q % C : NULL;
+        for (int64_t r = 0; r < rows; r++) {
+            const float *xr = src + r * IW;
+            float *ph = split + r * pw;
+            if (s2 <= 2) /* straight from x: masked loads of padded columns [a, a + 16) */
+                for (int64_t m = 0; m < sw; m += 16) {
+                    int64_t a = s2 * m - p->pad[2];
+                    __m512 lo = _mm512_maskz_loadu_ps(dw_mask(a, IW), xr + a);
+                    if (s2 == 1) {
+                        _mm512_store_ps(ph + m, lo);
+                        continue;
+                    }
+                    __m512 hi = _mm512_maskz_loadu_ps(dw_mask(a + 16, IW), xr + a + 16);
+                    _mm512_store_ps(ph + m, _mm512_permutex2var_ps(lo, even, hi));
+                    _mm512_store_ps(ph + sw + m, _mm512_permutex2var_ps(lo, odd, hi));
+                }
+            else {
+                memset(prow, 0, sizeof(float) * (size_t)pw);
+                if (ncopy > 0)
+                    memcpy(prow + p->pad[2], xr, sizeof(float) * (size_t)ncopy);
+                for (int64_t f = 0; f < s2; f++)
+                    for (int64_t m = 0; m < sw; m++)
+                        ph[f * sw + m] = prow[m * s2 + f];
+            }
+        }
+        float *dst = j->y + q * lgrid;
+        for (int64_t od = 0; od < p->grid[0]; od++)
+            for (int64_t oh = 0; oh < p->grid[1]; oh++) {
+                float *drow = dst + (od * p->grid[1] + oh) * p->grid[2];
+                for (int64_t v0 = 0; v0 < j->nv; v0 += DW_NV) {
+                    switch (j->nv - v0 < DW_NV ? j->nv - v0 : DW_NV) {
+                    case 1: dw_row(j, split, wk, bias, drow, od, oh, v0, 1); break;
+                    case 2: dw_row(j, split, wk, bias, drow, od, oh, v0, 2); break;
+                    case 3: dw_row(j, split, wk, bias, drow, od, oh, v0, 3); break;
+                    case 4: dw_row(j, split, wk, bias, drow, od, oh, v0, 4); break;
+                    case 5: dw_row(j, split, wk, bias, drow, od, oh, v0, 5); break;
+                    case 6: dw_row(j, split, wk, bias, drow, od, oh, v0, 6); break;
+                    case 7: dw_row(j, split, wk, bias, drow, od, oh, v0, 7); break;
+                    default: dw_row(j, split, wk, bias, drow, od, oh, v0, 8); break;
+                    }
+                }
+            }
+    }
+}
+
+/* tasks [b, e): task t runs its share of the planes in scratch slot t */
+static void dw_slots(void *ctx, int64_t b, int64_t e)
+{
+    const dw_job *j = ctx;
+    for (int64_t t = b; t < e; t++)
+        dw_planes(j, j->scratch + t * j->slot, t * j->planes / j->nslot, (t + 1) * j->planes / j->nslot);
+}
+
+bool od_cpu_conv_depthwise_f32(const od_conv_plan *p, const float *x, const float *w, const float *bias, float *y)
+{
+    if (p->transposed || p->groups != p->C_img || p->C_grid != p->C_img || isa() != ISA_AVX512)
+        return false;
+    if (p->N * p->C_grid * p->grid[0] * p->grid[1] * p->grid[2] == 0)
+        return true; /* nothing to write */
+    /* each factor bounded first, so the products below cannot overflow */
+    int64_t rows = p->img[0] * p->img[1], nv = (p->grid[2] + 15) / 16;
+    if (rows * p->img[2] == 0 || rows > DW_LIMIT || nv > DW_LIMIT || p->k[2] > DW_MAXK || p->dil[2] > DW_LIMIT ||
+        p->stride[2] > 16)
+        return false;
+    int64_t sw = (nv * 16 + (p->k[2] - 1) * p->dil[2] / p->stride[2] + 16) / 16 * 16;
+    dw_job j = {.p = p, .x = x, .w = w, .bias = bias, .y = y, .nv = nv, .sw = sw, .planes = p->N * p->C_img};
+    /* a slot per task, a few tasks per thread (balance on a shared machine) */
+    j.slot = (rows + 1) * p->stride[2] * sw;
+    j.nslot = 4 * (int64_t)od_get_num_threads() < j.planes ? 4 * (int64_t)od_get_num_threads() : j.planes;
+    if (j.slot * j.nslot > DW_MAX_BYTES / (int64_t)sizeof(float))
+        j.nslot = 1;
+    if (j.slot * j.nslot > DW_MAX_BYTES / (int64_t)sizeof(float) ||
+        !(j.scratch = aligned_alloc(64, sizeof(float) * (size_t)(j.slot * j.nslot))))
+        return false;
+    for (int64_t kw = 0; kw < p->k[2]; kw++)
+        j.tapoff[kw] = kw * p->dil[2] % p->stride[2] * sw + kw * p->dil[2] / p->stride[2];
+    if (od_parallel_for(j.nslot, 1, dw_slots, &j) != OD_OK)
+        dw_slots(&j, 0, j.nslot);
+    free(j.scratch);
+    return true;
+}
+
 bool od_cpu_conv_direct_f32(const od_conv_plan *p, const float *x, const float *w, const float *bias, float *y)
 {
     int v = p->transposed ? ISA_OFF : isa();
     int64_t lanes = v == ISA_AVX512 ? 16 : 8, G = p->groups, cg = p->C_grid / G;
     if (v == ISA_OFF || cg < lanes / 2)
         return false;
+    bool pointwise = v == ISA_AVX512;
+    for (int k = 0; k < 3; k++)
+        pointwise &= p->k[k] == 1 && p->stride[k] == 1 && p->pad[k] == 0 && p->img[k] == p->grid[k];
+    if (pointwise && p->N * p->C_grid * p->grid[0] * p->grid[1] * p->grid[2] > 0)
+        return pointwise_f32(p, x, w, bias, y);
     direct_job j = {.p = p, .bias = bias, .y = y, .cin = p->C_img / G, .cg = cg,
                     .nblk = (cg + lanes - 1) / lanes, .kvol = p->k[0] * p->k[1] * p->k[2],
                     .rows = p->grid[0] * p->grid[1]};

@@ -132,6 +132,12 @@ double od_cpu_sqdev_f64(const double *x, int64_t n, double mean);
  * then runs its im2col path. */
 struct od_conv_plan; /* od_shape.h */
 bool od_cpu_conv_direct_f32(const struct od_conv_plan *p, const float *x, const float *w, const float *bias, float *y);
+/* The same for a depthwise plan (groups == C_img == C_grid): y = bias +
+ * each channel's own filter over its plane, on AVX-512. False, with nothing
+ * written, where it does not apply (no AVX-512 or direct kernel off, not
+ * depthwise, over 32 taps or a stride over 16 along the row, no memory). */
+bool od_cpu_conv_depthwise_f32(const struct od_conv_plan *p, const float *x, const float *w, const float *bias,
+                               float *y);
 /* The instruction set od_cpu_conv_direct_f32 uses from now on: "avx512",
  * "avx2", "off", or NULL for the best the CPU has (the default, unless the
  * OD_CONV_DIRECT environment variable names one). name: borrowed. False,

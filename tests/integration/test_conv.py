@@ -151,8 +151,9 @@ def test_convolution_random_shapes(server, rng):
 
 
 def test_convolution_special_paths(server, rng):
-    """depthwise (groups == channels), 1x1 stride 1 (no columns), batch 0,
-    channels of zero width, larger odd images."""
+    """depthwise (groups == channels), 1x1 stride 1 (no columns, and the
+    direct kernel's pointwise tile), batch 0, channels of zero width, larger
+    odd images."""
     cases = []
     for dt in ("float64", "float32"):
         for nd, size in ((1, [17]), (2, [13, 9]), (3, [5, 6, 7])):
@@ -172,6 +173,12 @@ def test_convolution_special_paths(server, rng):
                                           False, [0], 2], None, None))
         cases.append(("convolution", [R(rng, dt, [2, 16, 28, 31]), R(rng, dt, [24, 16, 3, 3]), R(rng, dt, [24]), [2, 1],
                                       [1, 2], [1, 1], False, [0], 1], None, None))
+    # 1x1 with 8+ output channels per group: conv_direct.c's pointwise GEMM tile on AVX-512 (positions
+    # past a 48-wide panel, a masked tail, groups, long sums)
+    for n, cin, cout, g, size in ((2, 70, 24, 1, [7, 9]), (1, 12, 34, 2, [50]), (3, 40, 16, 1, [3, 4, 5])):
+        cases.append(("convolution", [R(rng, "float32", [n, cin] + size), R(rng, "float32", [cout, cin // g] +
+                                      [1] * len(size)), R(rng, "float32", [cout]), [1], [0], [1], False, [0], g],
+                      None, None))
     check(server, cases)
 
 

@@ -120,6 +120,60 @@ static void check_case(const geo_case *c, const char *isa)
                     }
 }
 
+/* c's buffers for its plan c->p: random x, w and (or not) b, y all NaN */
+static void alloc_case(geo_case *c)
+{
+    const od_conv_plan *p = &c->p;
+    int64_t limg = p->img[0] * p->img[1] * p->img[2], lgrid = p->grid[0] * p->grid[1] * p->grid[2];
+    c->nx = p->N * p->C_img * limg;
+    c->nw = p->C_grid * (p->C_img / p->groups) * p->k[0] * p->k[1] * p->k[2];
+    c->ny = p->N * p->C_grid * lgrid;
+    c->x = malloc(sizeof(float) * (size_t)(c->nx + 1));
+    c->w = malloc(sizeof(float) * (size_t)(c->nw + 1));
+    c->b = rng_int(0, 1) ? malloc(sizeof(float) * (size_t)p->C_grid) : NULL;
+    c->y = malloc(sizeof(float) * (size_t)(c->ny + 1));
+    TCHECK(c->x && c->w && c->y, "out of memory");
+    for (int64_t i = 0; i < c->nx; i++)
+        c->x[i] = frand();
+    for (int64_t i = 0; i < c->nw; i++)
+        c->w[i] = frand();
+    for (int64_t i = 0; c->b && i < p->C_grid; i++)
+        c->b[i] = frand();
+    for (int64_t i = 0; i < c->ny; i++)
+        c->y[i] = NAN;
+}
+
+/* a pointwise plan (1x1, stride 1, unpadded: AVX-512's own tile), up to 200 positions along the last dim
+ * so every masked tail and tile count occurs */
+static void make_pointwise(geo_case *c, int nd, int64_t cg)
+{
+    make_case(c, nd, cg);
+    free_case(c);
+    od_conv_plan *p = &c->p;
+    p->C_img = p->groups * rng_int(1, 64); /* long sums too */
+    for (int d = 0; d < 3; d++) {
+        bool live = d >= 3 - nd;
+        p->k[d] = p->stride[d] = 1;
+        p->pad[d] = 0;
+        p->img[d] = p->grid[d] = live ? (d == 2 ? rng_int(1, 200) : rng_int(1, 3)) : 1;
+    }
+    alloc_case(c);
+}
+
+/* a depthwise plan (groups == C_img == C_grid, conv_direct.c's depthwise loop): make_case's geometry
+ * (every stride, dilation and padding beyond the kernel), rows up to 150 wide (1..8+ vectors) */
+static void make_depthwise(geo_case *c, int nd)
+{
+    make_case(c, nd, 1);
+    free_case(c);
+    od_conv_plan *p = &c->p;
+    p->groups = p->C_img = p->C_grid = rng_int(1, 6);
+    int64_t span = p->dil[2] * (p->k[2] - 1) + 1, lo = span - 2 * p->pad[2] > 1 ? span - 2 * p->pad[2] : 1;
+    p->img[2] = rng_int(lo, lo + 150);
+    p->grid[2] = (p->img[2] + 2 * p->pad[2] - span) / p->stride[2] + 1;
+    alloc_case(c);
+}
+
 static void sweep(const char *isa, int64_t lanes)
 {
     TCHECK(od_cpu_conv_direct_use(isa), "%s: not available", isa);
@@ -138,6 +192,44 @@ Test(cpu_conv_direct, avx512_against_double_loop)
     if (!__builtin_cpu_supports("avx512f"))
         cr_skip_test("this CPU has no AVX-512F");
     sweep("avx512", 16);
+}
+
+Test(cpu_conv_direct, avx512_pointwise_against_double_loop)
+{
+    if (!__builtin_cpu_supports("avx512f"))
+        cr_skip_test("this CPU has no AVX-512F");
+    TCHECK(od_cpu_conv_direct_use("avx512"), "avx512: not available");
+    for (int it = 0; it < 60; it++) {
+        geo_case c;
+        make_pointwise(&c, 1 + it % 3, rng_int(8, 40));
+        TCHECK(od_cpu_conv_direct_f32(&c.p, c.x, c.w, c.b, c.y), "declined a pointwise plan");
+        check_case(&c, "avx512 pointwise");
+        free_case(&c);
+    }
+    od_cpu_conv_direct_use(NULL);
+}
+
+Test(cpu_conv_direct, avx512_depthwise_against_double_loop)
+{
+    if (!__builtin_cpu_supports("avx512f"))
+        cr_skip_test("this CPU has no AVX-512F");
+    TCHECK(od_cpu_conv_direct_use("avx512"), "avx512: not available");
+    for (int it = 0; it < 90; it++) {
+        geo_case c;
+        make_depthwise(&c, 1 + it % 3);
+        TCHECK(od_cpu_conv_depthwise_f32(&c.p, c.x, c.w, c.b, c.y), "declined a depthwise plan");
+        check_case(&c, "avx512 depthwise");
+        free_case(&c);
+    }
+    if (od_cpu_conv_direct_use("avx2")) { /* AVX2 runs conv.c's loop */
+        geo_case c;
+        make_depthwise(&c, 2);
+        TCHECK(!od_cpu_conv_depthwise_f32(&c.p, c.x, c.w, c.b, c.y), "taken on AVX2");
+        for (int64_t i = 0; i < c.ny; i++)
+            TCHECK(isnan(c.y[i]), "a declined call wrote y[%" PRId64 "]", i);
+        free_case(&c);
+    }
+    od_cpu_conv_direct_use(NULL);
 }
 
 Test(cpu_conv_direct, avx2_against_double_loop)
