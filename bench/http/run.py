@@ -341,7 +341,8 @@ def main():
                 print(f"MLServer peer skipped: no {args.mlserver} (`make bench-http` creates "
                       ".venv-mlserver from tools/mlserver-requirements.txt)", flush=True)
             else:
-                proc, mls = start_mlserver(args.mlserver, tmpdir)
+                # absolute: it runs in tmpdir
+                proc, mls = start_mlserver(os.path.abspath(args.mlserver), tmpdir)
                 procs.append(proc)
                 # MLServer 1.7.1 has no binary tensor extension on REST: it
                 # parses the body as JSON and fails. Measure binary if a later
