@@ -416,7 +416,8 @@ def main():
         r = results.get((server, name, c))
         return r["rps"] if r else float("nan")
 
-    print("\nratios (same run; against MLServer: best of two interleaved runs each)")
+    print("\nratios (same run" +
+          ("; against MLServer: best of two interleaved runs each)" if mls else ")"))
     for c in CONNECTIONS:
         print(f"  c={c:<3d} tiny add JSON / fixed-body server: "
               f"{rps('opdispatchd', 'tiny add, JSON', c) / rps('fixed-body libmicrohttpd', 'tiny add, JSON', c):6.2f}"
