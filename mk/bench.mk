@@ -1,7 +1,8 @@
 # mk/bench.mk — HTTP benchmarks (part of `make bench`).
 #
 #   make bench-http   wrk against opdispatchd, a fixed-body libmicrohttpd
-#                     server and a FastAPI + numpy peer, all in one run on
+#                     server, a FastAPI + numpy peer and MLServer (numpy
+#                     runtime, in .venv-mlserver), all in one run on
 #                     127.0.0.1 (bench/http/run.py); BENCH_DURATION=S per point
 #   make bench-load   opdispatch load against wrk on the same server, operator
 #                     and request bytes (bench/http/load.py)
@@ -22,6 +23,8 @@
 BENCH_DURATION ?= 5
 FIXED_SERVER := $(B)/bench/fixed_server
 BENCH_VENV_STAMP := .venv/.bench-$(shell md5sum tools/bench-requirements.txt 2>/dev/null | cut -c1-8)
+# MLServer gets its own venv: its pins clash with the FastAPI peer's
+MLSERVER_VENV_STAMP := .venv-mlserver/.stamp-$(shell md5sum tools/mlserver-requirements.txt 2>/dev/null | cut -c1-8)
 
 .PHONY: bench-http bench-store bench-load bench-clients bench-ops-torch bench-curves bench-json-ab
 $(FIXED_SERVER): bench/http/fixed_server.c | $(SETUP_STAMP)
@@ -32,9 +35,14 @@ $(BENCH_VENV_STAMP): tools/bench-requirements.txt $(VENV_STAMP)
 	.venv/bin/pip install -q -r tools/bench-requirements.txt
 	touch $@
 
-bench-http: $(SERVER) $(FIXED_SERVER) $(BENCH_VENV_STAMP)
+$(MLSERVER_VENV_STAMP): tools/mlserver-requirements.txt | $(SETUP_STAMP)
+	/usr/bin/python3 -m venv .venv-mlserver
+	.venv-mlserver/bin/pip install -q -r tools/mlserver-requirements.txt
+	touch $@
+
+bench-http: $(SERVER) $(FIXED_SERVER) $(BENCH_VENV_STAMP) $(MLSERVER_VENV_STAMP)
 	.venv/bin/python bench/http/run.py --opdispatchd $(B)/opdispatchd --fixed $(FIXED_SERVER) \
-	  --duration $(BENCH_DURATION)
+	  --mlserver .venv-mlserver/bin/mlserver --duration $(BENCH_DURATION)
 
 bench-store: $(SERVER) $(VENV_STAMP)
 	.venv/bin/python bench/http/store.py --opdispatchd $(B)/opdispatchd

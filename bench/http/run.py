@@ -2,12 +2,16 @@
 
 Starts, on 127.0.0.1 only, (1) a minimal libmicrohttpd server answering a
 fixed body (the ceiling), (2) opdispatchd, (3) a FastAPI + numpy service with
-the same JSON API, checks every scenario's answer once against numpy, then
+the same JSON API, (4) MLServer (Seldon's Open Inference Protocol server) with
+a numpy runtime serving add and mm on the same /v2 requests (mlserver_peer/,
+one process, from .venv-mlserver), checks every scenario's answer once
+against numpy, then
 drives each with wrk at 1, 16 and 64 connections and prints requests/s,
 p50/p99 latency and payload MB/s beside the peers. Stops only the processes
 it started, by PID. Bounded: DURATION seconds per point.
 
-Usage: run.py --opdispatchd PATH --fixed PATH [--duration S] [--quick]
+Usage: run.py --opdispatchd PATH --fixed PATH [--duration S] [--no-fastapi]
+              [--mlserver PATH | --no-mlserver]
        run.py --opdispatchd PATH --baseline PATH [--duration S]
 
 With --baseline (an opdispatchd built from an earlier commit), it instead
@@ -33,6 +37,8 @@ import urllib.request
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+MLSERVER_MODELS = os.path.join(HERE, "mlserver_peer")
+DEFAULT_MLSERVER = os.path.join(HERE, "..", "..", ".venv-mlserver", "bin", "mlserver")
 LUA = os.path.join(HERE, "post.lua")
 CONNECTIONS = (1, 16, 64)
 
@@ -56,11 +62,39 @@ def wait_port(port, proc, timeout=30.0):
     raise RuntimeError(f"nothing listens on port {port} after {timeout}s")
 
 
-def start(cmd, port, env=None):
+def start(cmd, port, env=None, cwd=None, timeout=30.0):
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=env, start_new_session=True)
-    wait_port(port, proc)
+                            env=env, cwd=cwd, start_new_session=True)
+    try:
+        wait_port(port, proc, timeout)
+    except Exception:
+        stop(proc)
+        raise
     return proc
+
+
+def start_mlserver(exe, tmpdir):
+    """MLServer on a free HTTP port (gRPC on another; metrics off in
+    settings.json), its .envs/.metrics litter in tmpdir; returns (proc, base)
+    once both models answer ready."""
+    hport, gport = free_port(), free_port()
+    env = dict(os.environ, MLSERVER_HTTP_PORT=str(hport), MLSERVER_GRPC_PORT=str(gport))
+    proc = start([exe, "start", MLSERVER_MODELS], hport, env=env, cwd=tmpdir, timeout=90.0)
+    base = f"http://127.0.0.1:{hport}"
+    end = time.time() + 60
+    for model in ("add", "mm"):  # uvicorn may listen before the models load
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/v2/models/{model}/ready", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.time() > end or proc.poll() is not None:
+                stop(proc)
+                raise RuntimeError(f"MLServer: model {model} not ready")
+            time.sleep(0.1)
+    return proc, base
 
 
 def stop(proc):
@@ -88,6 +122,14 @@ def binary_call(names, tensors):
                "parameters": {"binary_data_size": t.nbytes}} for n, t in zip(names, tensors)]
     header = json.dumps({"inputs": inputs, "parameters": {"binary_data_output": True}}).encode()
     return header + b"".join(t.astype("<f4").tobytes() for t in tensors), len(header)
+
+
+def v2_json_call(names, tensors):
+    """An Open Inference Protocol JSON body, data as numpy's tolist() of the
+    float32 values (what a Python client sends)."""
+    return json.dumps({"inputs": [{"name": n, "shape": list(t.shape), "datatype": "FP32",
+                                   "data": t.ravel().tolist()}
+                                  for n, t in zip(names, tensors)]}).encode()
 
 
 def decode_binary_output(resp_body, header_len):
@@ -146,6 +188,7 @@ def make_scenarios(rng):
             raise RuntimeError(f"wrong answer: relative error {err}")
 
     mm_bin, mm_hl = binary_call(["self", "mat2"], [m1, m2])
+    add_bin, add_hl = binary_call(["self", "other"], [a1, b1])
     relu_bin, relu_hl = binary_call(["self"], [r])
 
     def check_binary(ref, tol):
@@ -164,6 +207,19 @@ def make_scenarios(rng):
         "mm_json": lambda: Scenario("64x64 mm, JSON", "/v1/ops/mm", json_call(m1, m2),
                                     "application/json",
                                     check=lambda h, b: close(json_out(b), ref_mm, 1e-5)),
+        # /v2 forms, the same bytes to opdispatchd and to MLServer; input names
+        # are opdispatchd's schema names (MLServer takes any)
+        "add_v2_json": lambda: Scenario("tiny add, /v2 JSON", "/v2/models/add/infer",
+                                        v2_json_call(["self", "other"], [a1, b1]),
+                                        "application/json",
+                                        check=lambda h, b: close(json_out(b), ref_add, 1e-6)),
+        "mm_v2_json": lambda: Scenario("64x64 mm, /v2 JSON", "/v2/models/mm/infer",
+                                       v2_json_call(["self", "mat2"], [m1, m2]),
+                                       "application/json",
+                                       check=lambda h, b: close(json_out(b), ref_mm, 1e-5)),
+        "add_bin": lambda: Scenario("tiny add, binary", "/v2/models/add/infer", add_bin,
+                                    "application/octet-stream", add_hl,
+                                    check_binary(ref_add, 1e-6)),
         "mm_bin": lambda: Scenario("64x64 mm, binary", "/v2/models/mm/infer", mm_bin,
                                    "application/octet-stream", mm_hl, check_binary(ref_mm, 1e-5)),
         "relu_bin": lambda: Scenario("4M-float relu, binary", "/v2/models/relu/infer", relu_bin,
@@ -240,6 +296,35 @@ def compare(args):
         print(f"  {sc:24s} c={c:<3d} {name:24s} {max(v):10.0f} req/s  {max(v) / base:6.3f}")
 
 
+def against_mlserver(scen, ours, mls, mls_binary, duration, tmpdir):
+    """The same /v2 requests to opdispatchd and MLServer, interleaved at each
+    connection count and run twice, best of two: on a shared 2-core machine
+    the load drifts within a run, and one pass each would measure the drift."""
+    plan = [("opdispatchd", ours, "add_v2_json"), ("MLServer + numpy", mls, "add_v2_json"),
+            ("opdispatchd", ours, "mm_v2_json"), ("MLServer + numpy", mls, "mm_v2_json"),
+            ("opdispatchd", ours, "add_bin"), ("opdispatchd", ours, "mm_bin")]
+    if mls_binary:
+        plan += [("MLServer + numpy", mls, "add_bin"), ("MLServer + numpy", mls, "mm_bin")]
+    runs = []
+    for server, base, key in plan:
+        sc = scen[key]()
+        sc.verify(base)  # correct answers before speed
+        runs.append((server, base, sc))
+    best = {}
+    for c in CONNECTIONS:
+        for _ in range(2):
+            for server, base, sc in runs:
+                res = run_wrk(base, sc, c, duration, tmpdir)
+                k = (server, sc.name, c)
+                if k not in best or res["rps"] > best[k]["rps"]:
+                    best[k] = res
+                print(f"{server:26s} {sc.name:24s} c={c:<3d} {res['rps']:10.0f} req/s  "
+                      f"p50 {res['p50']:8.2f} ms  p99 {res['p99']:8.2f} ms  "
+                      f"in {res['in_mbs']:8.1f} MB/s  out {res['out_mbs']:8.1f} MB/s "
+                      f"{res['errors']}", flush=True)
+    return best
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--opdispatchd", required=True)
@@ -247,6 +332,9 @@ def main():
     ap.add_argument("--baseline")
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--no-fastapi", action="store_true")
+    ap.add_argument("--mlserver", default=DEFAULT_MLSERVER,
+                    help="the mlserver executable (of .venv-mlserver, `make bench-http`)")
+    ap.add_argument("--no-mlserver", action="store_true")
     args = ap.parse_args()
     if args.baseline:
         return compare(args)
@@ -274,6 +362,27 @@ def main():
                                     "--no-access-log", "--http", "httptools", "--loop", "uvloop"],
                                    aport))
                 peer = f"http://127.0.0.1:{aport}"
+            mls = None
+            mls_binary = False
+            if args.no_mlserver:
+                pass
+            elif not os.access(args.mlserver, os.X_OK):
+                print(f"MLServer peer skipped: no {args.mlserver} (`make bench-http` creates "
+                      ".venv-mlserver from tools/mlserver-requirements.txt)", flush=True)
+            else:
+                # absolute: it runs in tmpdir
+                proc, mls = start_mlserver(os.path.abspath(args.mlserver), tmpdir)
+                procs.append(proc)
+                # MLServer 1.7.1 has no binary tensor extension on REST: it
+                # parses the body as JSON and fails. Measure binary if a later
+                # one answers it, otherwise compare our binary to its JSON.
+                try:
+                    scen["add_bin"]().verify(mls)
+                    scen["mm_bin"]().verify(mls)
+                    mls_binary = True
+                except Exception as e:  # noqa: BLE001 (HTTP 500, 422 or a bad answer)
+                    print(f"MLServer: no binary tensor extension ({e}); binary ratios below "
+                          "are against its /v2 JSON", flush=True)
 
             plan = [("fixed-body libmicrohttpd", fixed, scen["add_json"]()),
                     ("opdispatchd", ours, scen["add_json"]()),
@@ -297,6 +406,8 @@ def main():
                           f"p50 {res['p50']:8.2f} ms  p99 {res['p99']:8.2f} ms  "
                           f"in {res['in_mbs']:8.1f} MB/s  out {res['out_mbs']:8.1f} MB/s "
                           f"{res['errors']}", flush=True)
+            if mls:
+                mls_results = against_mlserver(scen, ours, mls, mls_binary, args.duration, tmpdir)
     finally:
         for p in procs:
             stop(p)
@@ -305,7 +416,8 @@ def main():
         r = results.get((server, name, c))
         return r["rps"] if r else float("nan")
 
-    print("\nratios (same run)")
+    print("\nratios (same run" +
+          ("; against MLServer: best of two interleaved runs each)" if mls else ")"))
     for c in CONNECTIONS:
         print(f"  c={c:<3d} tiny add JSON / fixed-body server: "
               f"{rps('opdispatchd', 'tiny add, JSON', c) / rps('fixed-body libmicrohttpd', 'tiny add, JSON', c):6.2f}"
@@ -323,6 +435,17 @@ def main():
         print(f"  c={c:<3d} mm binary / our mm JSON:            "
               f"{rps('opdispatchd', '64x64 mm, binary', c) / rps('opdispatchd', '64x64 mm, JSON', c):6.1f}"
               "   (target >= 3)")
+        if mls:
+            def vs_mls(ours_name, mls_name, label, target):
+                r = (mls_results[("opdispatchd", ours_name, c)]["rps"] /
+                     mls_results[("MLServer + numpy", mls_name, c)]["rps"])
+                print(f"  c={c:<3d} {label:40s}{r:6.1f}   (target >= {target} at c=16)")
+            vs_mls('tiny add, /v2 JSON', 'tiny add, /v2 JSON', "tiny add /v2 JSON / MLServer:", 30)
+            vs_mls('64x64 mm, /v2 JSON', '64x64 mm, /v2 JSON', "mm /v2 JSON / MLServer:", 6)
+            # without MLServer binary, against its JSON on the same tensors
+            mb = "binary" if mls_binary else "/v2 JSON"
+            vs_mls('tiny add, binary', f'tiny add, {mb}', f"tiny add binary / MLServer {mb}:", 20)
+            vs_mls('64x64 mm, binary', f'64x64 mm, {mb}', f"mm binary / MLServer {mb}:", 20)
         r = results.get(("opdispatchd", "4M-float relu, binary", c))
         if r:
             print(f"  c={c:<3d} 4M relu binary payload:             in {r['in_mbs'] / 1e3:5.2f} GB/s, "
