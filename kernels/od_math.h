@@ -385,6 +385,19 @@ OD_MATH_LOGADDEXP_VEC_(_vec_f64, double, fabs, od_sleef_exp, od_sleef_log1p, 1.0
 OD_MATH_LOGADDEXP_VEC_(2_vec_f32, float, fabsf, od_sleef_exp2f, od_sleef_log1pf, (float)(1.0 / 0.693147180559945309417))
 OD_MATH_LOGADDEXP_VEC_(2_vec_f64, double, fabs, od_sleef_exp2, od_sleef_log1p, 1.0 / 0.693147180559945309417)
 #undef OD_MATH_LOGADDEXP_VEC_
+/* logit's vectorized path as ATen 1.13's Vectorized kernel: min(max(x, lo),
+ * hi), then Sleef's log of x / (1 - x) (libm's logf kept the loop scalar) */
+#define OD_MATH_LOGIT_VEC_(SFX, T, LOG)                                                          \
+    OD_MATH_FN T od_math_logit_vec_##SFX(T x, const T *p)                                        \
+    {                                                                                            \
+        T z = p[0] > x ? p[0] : x;                                                               \
+        z = p[1] < z ? p[1] : z;                                                                 \
+        return LOG(z / ((T)1 - z));                                                              \
+    }
+OD_MATH_LOGIT_VEC_(f32, float, od_sleef_logf)
+OD_MATH_LOGIT_VEC_(f64, double, od_sleef_log)
+#undef OD_MATH_LOGIT_VEC_
+#define OD_MATH_VEC_logit ~, 1
 /* erfinv on float32's vectorized path. ATen 1.13's erfinv is scalar
  * (calc_erfinv: erf and exp twice per element) and the server's scalar
  * form takes up to four Halley steps; this one is branch-free, so gcc runs
@@ -558,12 +571,6 @@ OD_MATH_DIGAMMA_(f64, double, , 2.25175258906672110764)
         T z = x < p[0] ? p[0] : (x > p[1] ? p[1] : x);                                           \
         return z == (T)1 ? (T)INFINITY : log##F(z / ((T)1 - z));                                 \
     }                                                                                            \
-    OD_MATH_FN T od_math_logit_vec_##SFX(T x, const T *p)                                        \
-    {                                                                                            \
-        T z = p[0] > x ? p[0] : x;                                                               \
-        z = p[1] < z ? p[1] : z;                                                                 \
-        return log##F(z / ((T)1 - z));                                                           \
-    }                                                                                            \
     /* nan, posinf, neginf replacements */                                                      \
     OD_MATH_FN T od_math_nan_to_num_##SFX(T x, const T *p)                                       \
     {                                                                                            \
@@ -572,7 +579,6 @@ OD_MATH_DIGAMMA_(f64, double, , 2.25175258906672110764)
 OD_MATH_ACT_(f32, float, f)
 OD_MATH_ACT_(f64, double, )
 #undef OD_MATH_ACT_
-#define OD_MATH_VEC_logit ~, 1
 
 /* round.decimals, ATen's round_decimals_kernel: p[0] = 10^|decimals| in
  * the dtype, p[1] = 1 for negative decimals (divide first), p[2] = 1 for
