@@ -385,6 +385,75 @@ OD_MATH_LOGADDEXP_VEC_(_vec_f64, double, fabs, od_sleef_exp, od_sleef_log1p, 1.0
 OD_MATH_LOGADDEXP_VEC_(2_vec_f32, float, fabsf, od_sleef_exp2f, od_sleef_log1pf, (float)(1.0 / 0.693147180559945309417))
 OD_MATH_LOGADDEXP_VEC_(2_vec_f64, double, fabs, od_sleef_exp2, od_sleef_log1p, 1.0 / 0.693147180559945309417)
 #undef OD_MATH_LOGADDEXP_VEC_
+/* logit's vectorized path as ATen 1.13's Vectorized kernel: min(max(x, lo),
+ * hi), then Sleef's log of x / (1 - x) (libm's logf kept the loop scalar) */
+#define OD_MATH_LOGIT_VEC_(SFX, T, LOG)                                                          \
+    OD_MATH_FN T od_math_logit_vec_##SFX(T x, const T *p)                                        \
+    {                                                                                            \
+        T z = p[0] > x ? p[0] : x;                                                               \
+        z = p[1] < z ? p[1] : z;                                                                 \
+        return LOG(z / ((T)1 - z));                                                              \
+    }
+OD_MATH_LOGIT_VEC_(f32, float, od_sleef_logf)
+OD_MATH_LOGIT_VEC_(f64, double, od_sleef_log)
+#undef OD_MATH_LOGIT_VEC_
+#define OD_MATH_VEC_logit ~, 1
+/* erfinv on float32's vectorized path. ATen 1.13's erfinv is scalar
+ * (calc_erfinv: erf and exp twice per element) and the server's scalar
+ * form takes up to four Halley steps; this one is branch-free, so gcc runs
+ * it on Sleef's vectors: Giles' single-precision approximation ("Approximating
+ * the erfinv function", 2010; relative error ~1e-7) in double, then one
+ * Halley step on erf, which cubes that error. erf alone, without the erfc
+ * form near 1 (Sleef's erfc took 40 % of the time): there erf's 1e-16 over
+ * erf'(x) >= 4e-7 leaves x off by 3e-10 at most, still far below float32's
+ * rounding. Outside (-1, 1) the calls see
+ * 0 and bit masks put NaN or +-inf back after them (a select there would be
+ * sunk into a branch, and the loop left scalar). */
+double od_sleef_erf(double) __asm__("erf") OD_MATH_SLEEF_ATTR_;
+/* (sqrt as a simd call too: the builtin sets errno, a branch gcc cannot vectorise) */
+double od_sleef_sqrt(double) __asm__("sqrt") OD_MATH_SLEEF_ATTR_;
+#define OD_MATH_VEC_erfinv ~, 1
+/* c ? a : b by bit masks, which gcc keeps after the calls */
+OD_MATH_FN double od_math_blend_f64_(bool c, double a, double b)
+{
+    union { double f; uint64_t u; } x = {a}, y = {b};
+    uint64_t m = 0u - (uint64_t)c;
+    x.u = (x.u & m) | (y.u & ~m);
+    return x.f;
+}
+/* always inlined: too big for gcc's inliner in the AVX clones, and a call
+ * in the loop leaves it scalar */
+__attribute__((always_inline)) OD_MATH_FN float od_math_erfinv_vec_f32(float yf)
+{
+    const double y = yf, ay = fabs(y), a = ay < 1.0 ? ay : 0.0;
+    double w = -od_sleef_log((1.0 - a) * (1.0 + a));
+    double u = w - 2.5, p1 = 2.81022636e-08;
+    p1 = 3.43273939e-07 + p1 * u;
+    p1 = -3.5233877e-06 + p1 * u;
+    p1 = -4.39150654e-06 + p1 * u;
+    p1 = 0.00021858087 + p1 * u;
+    p1 = -0.00125372503 + p1 * u;
+    p1 = -0.00417768164 + p1 * u;
+    p1 = 0.246640727 + p1 * u;
+    p1 = 1.50140941 + p1 * u;
+    double v = od_sleef_sqrt(w) - 3.0, p2 = -0.000200214257;
+    p2 = 0.000100950558 + p2 * v;
+    p2 = 0.00134934322 + p2 * v;
+    p2 = -0.00367342844 + p2 * v;
+    p2 = 0.00573950773 + p2 * v;
+    p2 = -0.0076224613 + p2 * v;
+    p2 = 0.00943887047 + p2 * v;
+    p2 = 1.00167406 + p2 * v;
+    p2 = 2.83297682 + p2 * v;
+    double x = od_math_blend_f64_(w < 5.0, p1, p2) * a;
+    double f = od_sleef_erf(x) - a;
+    double d = od_sleef_exp(-x * x) * 1.12837916709551257390; /* erf'(x) */
+    x -= f / (d + x * f);
+    double r = od_math_blend_f64_(ay < 1.0, copysign(x, y), ay == 1.0 ? copysign(INFINITY, y) : NAN);
+    return (float)r;
+}
+OD_MATH_FN double od_math_erfinv_f64(double y);
+OD_MATH_FN double od_math_erfinv_vec_f64(double y) { return od_math_erfinv_f64(y); }
 #undef OD_MATH_SLEEF1_
 #undef OD_MATH_SLEEF2_
 #undef OD_MATH_SLEEF_ATTR_
@@ -504,12 +573,6 @@ OD_MATH_DIGAMMA_(f64, double, , 2.25175258906672110764)
         T z = x < p[0] ? p[0] : (x > p[1] ? p[1] : x);                                           \
         return z == (T)1 ? (T)INFINITY : log##F(z / ((T)1 - z));                                 \
     }                                                                                            \
-    OD_MATH_FN T od_math_logit_vec_##SFX(T x, const T *p)                                        \
-    {                                                                                            \
-        T z = p[0] > x ? p[0] : x;                                                               \
-        z = p[1] < z ? p[1] : z;                                                                 \
-        return log##F(z / ((T)1 - z));                                                           \
-    }                                                                                            \
     /* nan, posinf, neginf replacements */                                                      \
     OD_MATH_FN T od_math_nan_to_num_##SFX(T x, const T *p)                                       \
     {                                                                                            \
@@ -518,7 +581,6 @@ OD_MATH_DIGAMMA_(f64, double, , 2.25175258906672110764)
 OD_MATH_ACT_(f32, float, f)
 OD_MATH_ACT_(f64, double, )
 #undef OD_MATH_ACT_
-#define OD_MATH_VEC_logit ~, 1
 
 /* round.decimals, ATen's round_decimals_kernel: p[0] = 10^|decimals| in
  * the dtype, p[1] = 1 for negative decimals (divide first), p[2] = 1 for

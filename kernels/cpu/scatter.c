@@ -3,8 +3,9 @@
  *
  * Invariants: od_scatter_parse (kernels/shape_index.c) has checked ranks,
  * sizes, dtypes and the reduce name. Every index value is checked before
- * anything is written, so a bad index is an error, never an access outside
- * self. Index positions are visited in row-major order, so the contributions
+ * it is used, so a bad index is an error, never an access outside self
+ * (the fast scatters check as they write into the fresh result, which is
+ * released on the error; the others check the whole index first). Index positions are visited in row-major order, so the contributions
  * to one element of the result are combined in the order of their index
  * along dim, as ATen's CPU kernel does (which fixes float rounding). Values
  * are combined in the dtype's compute family (float for float16, bfloat16
@@ -229,13 +230,42 @@ static void gather_chunk(void *ctx, int64_t b, int64_t e)
 
 /* scatter's common cases without the per-element dtype switch: the plain
  * write (any dtype) and the sum of float32, float64 and int64 (wrapping).
- * Serial and in row-major order, as the general loop. False: not served. */
-static bool scatter_fast(walk w, const int64_t *iv, int64_t n, char *od, const char *sd, bool from_src,
-                         int64_t dstride, od_dtype dt, od_scatter_reduce r)
+ * Serial and in row-major order, as the general loop, one tight loop per
+ * line of the index's last dim. Each index is checked as it is read (size:
+ * self's along dim), so no separate pass over the index is needed: the
+ * result is a fresh tensor that the caller releases on an error, and the
+ * first bad position is the one first_bad would find. Returns -2 where it
+ * does not serve the case, -1 when done, else the bad position (its value
+ * in *badv). */
+static int64_t scatter_fast(walk w, const int64_t *iv, int64_t n, char *od, const char *sd, bool from_src,
+                            int64_t dstride, int64_t size, od_dtype dt, od_scatter_reduce r, int64_t *badv)
 {
     size_t es = od_dtype_size(dt);
-#define FAST_LOOP_(T, STMT)                                                                  for (int64_t k = 0; k < n; k++, walk_next(&w)) {                                             T *dst = (T *)od + w.oo + iv[w.io] * dstride;                                            const T v = from_src ? ((const T *)sd)[w.so] : *(const T *)sd;                           STMT;                                                                                }                                                                                        return true;
-    walk_seek(&w, 0);
+    const int last = w.nd - 1;
+    const int64_t inner = w.nd > 0 ? w.sizes[last] : 1;
+    const int64_t is = w.nd > 0 ? w.istr[last] : 0, ss = w.nd > 0 ? w.sstr[last] : 0;
+    const int64_t os = w.nd > 0 && last != w.dim ? w.ostr[last] : 0;
+    walk outer = w; /* the lines: every dim but the last */
+    outer.nd = w.nd > 0 ? w.nd - 1 : 0;
+    walk_seek(&outer, 0);
+#define FAST_LOOP_(T, STMT)                                                                      \
+    for (int64_t row = 0; row < n; row += inner, walk_next(&outer)) {                            \
+        const int64_t *ix = iv + outer.io;                                                       \
+        T *o = (T *)od + outer.oo;                                                               \
+        const T *sp = from_src ? (const T *)sd + outer.so : (const T *)sd;                       \
+        const int64_t sst = from_src ? ss : 0;                                                   \
+        for (int64_t j = 0; j < inner; j++) {                                                    \
+            const int64_t x = ix[j * is];                                                        \
+            if ((uint64_t)x >= (uint64_t)size) {                                                 \
+                *badv = x;                                                                       \
+                return row + j;                                                                  \
+            }                                                                                    \
+            T *dst = o + j * os + x * dstride;                                                   \
+            const T v = sp[j * sst];                                                             \
+            STMT;                                                                                \
+        }                                                                                        \
+    }                                                                                            \
+    return -1;
     if (r == OD_SCR_NONE) {
         switch (es) {
         case 1: FAST_LOOP_(uint8_t, *dst = v)
@@ -253,7 +283,7 @@ static bool scatter_fast(walk w, const int64_t *iv, int64_t n, char *od, const c
         }
     }
 #undef FAST_LOOP_
-    return false;
+    return -2;
 }
 
 od_status od_cpu_scatter(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
@@ -311,7 +341,23 @@ od_status od_cpu_scatter(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
     int64_t dstride = info.gather ? (self->ndim > 0 ? self->strides[info.dim] : 0)
                                   : (out->ndim > 0 ? ocontig[info.dim] : 0);
     const int64_t *iv = (const int64_t *)od_tensor_data(index);
-    int64_t badv = 0, bad = first_bad(&info, w, iv, n, &badv);
+    int64_t size = self->ndim > 0 ? self->sizes[info.dim] : 1, badv = 0;
+    if (!info.gather && src && info.include_self) {
+        /* the fast loops check the index as they go (a value scatter checks
+         * first: whether its value converts depends on the first bad position) */
+        int64_t fb = scatter_fast(w, iv, n, od_tensor_data(out), od_tensor_data(src), true,
+                                  out->ndim > 0 ? ocontig[info.dim] : 0, size, dt, info.reduce, &badv);
+        if (fb >= 0) {
+            st = od_scatter_check_index(&info, badv, err);
+            goto fail;
+        }
+        if (fb == -1) {
+            s->rets[0] = od_tensor_v(out);
+            s->nrets = 1;
+            return OD_OK;
+        }
+    }
+    int64_t bad = first_bad(&info, w, iv, n, &badv);
     char vbuf[8] = {0};
     if (!info.gather && !src) {
         /* ATen converts the value when it writes the first element */
@@ -338,7 +384,7 @@ od_status od_cpu_scatter(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
         s->nrets = 1;
         return OD_OK;
     }
-    if (info.include_self && scatter_fast(w, iv, n, od, sd, src != NULL, dstride, dt, info.reduce)) {
+    if (info.include_self && scatter_fast(w, iv, n, od, sd, src != NULL, dstride, size, dt, info.reduce, &badv) == -1) {
         s->rets[0] = od_tensor_v(out);
         s->nrets = 1;
         return OD_OK;

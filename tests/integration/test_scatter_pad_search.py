@@ -133,6 +133,28 @@ def test_masked_scatter(server, rng):
     check(server, cases)
 
 
+def test_scatter_and_scatter_add_along_every_dim(server, rng):
+    """scatter.src and scatter_add (their fast loops: one line of the index's
+    last dim at a time, the index checked as it is read) against torch: every
+    dim of a 3-d self, an index smaller than self and src, duplicates (the
+    order of the writes and sums is torch's), and an out-of-range index at a
+    random position, whose message must be torch's."""
+    cases = []
+    for dt in ("float32", "float64", "int64", "int32", "float16"):
+        for dim in (0, 1, 2, -1):
+            self_, src = R(rng, dt, (4, 5, 6)), R(rng, dt, (4, 5, 7))
+            ishape = (3, 4, 5)
+            idx = rng.integers(0, (4, 5, 6)[dim], ishape)
+            for op in ("scatter_add", "scatter.src"):
+                cases.append((op, [self_, dim, T(idx), src], {}))
+            bad = idx.copy()
+            bad.flat[rng.integers(0, bad.size)] = rng.choice([-1, (4, 5, 6)[dim]])
+            cases.append(("scatter_add", [self_, dim, T(bad), src], {}))
+        cases.append(("scatter_add", [R(rng, dt, (50,)), 0, T(rng.integers(0, 50, 200)), R(rng, dt, (300,))], {}))
+        cases.append(("scatter_add", [R(rng, dt, ()), 0, T(np.array(0)), R(rng, dt, ())], {}))
+    check(server, cases, rtol=1e-6)
+
+
 def test_put(server, rng):
     cases = []
     for dt in ALL:
