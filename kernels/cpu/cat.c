@@ -19,7 +19,8 @@ od_status od_cpu_cat(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_e
     if (st)
         return st;
     od_tensor *out = NULL;
-    if ((st = od_alloc_outputs(s, &spec, 1, &out, err)))
+    /* the inputs' slices tile the output: every element is written */
+    if ((st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err)))
         return st;
     od_tensor **ts = s->args[0].u.list.items;
     size_t n = s->args[0].u.list.n;

@@ -232,7 +232,9 @@ static od_status prepare(od_shape_fn shape, od_opid id, od_stack *s, od_out_spec
     if (spec->device.type != OD_DEV_CPU)
         return od_error_set(err, OD_EMISMATCH, "%s: the CPU kernel cannot make a tensor on another device",
                             od_op_name(od_builtin(id)));
-    return od_alloc_outputs(s, spec, 1, out, err);
+    /* clone writes every element of its new output: no clearing first */
+    return id == OD_OPID_clone ? od_alloc_outputs_overwrite(s, spec, 1, out, err)
+                               : od_alloc_outputs(s, spec, 1, out, err);
 }
 
 od_status od_cpu_copy(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)

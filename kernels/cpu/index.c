@@ -56,7 +56,8 @@ od_status od_cpu_index_select(void *ctx, const od_op *op, od_keyset ks, od_stack
             od_tensor_release(idx);
             return od_error_set(err, OD_EINVAL, "index out of range in self");
         }
-    if ((st = od_alloc_outputs(s, &spec, 1, &out, err))) {
+    /* every output row is copied from self below */
+    if ((st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err))) {
         od_tensor_release(idx);
         return st;
     }
