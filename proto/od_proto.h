@@ -66,7 +66,8 @@ char *od_buf_steal(od_buf *b, size_t *len);
 
 /* ==== numbers =============================================================== */
 
-/* Shortest decimal that reads back as exactly f (Ryu's method). out needs
+/* Shortest decimal that reads back as exactly f, and of those the closest
+ * (Schubfach; the same digits as Ryu). out needs
  * OD_FMT_F32_ROOM bytes of room: the text is at most 24 bytes plus a NUL,
  * but it is assembled from whole 16-byte stores. Returns the length. The
  * text is JSON: "1.5", "100.0", "1e-07", "3.4028235e+38"; non-finite values
@@ -112,8 +113,9 @@ float od_num_to_f32(const od_num *n);
 const char *od_scan_f32(const char *p, const char *end, float *out);
 const char *od_scan_f64(const char *p, const char *end, double *out);
 /* A run of tensor data, "x, y, z": scans numbers separated by ',' (blanks
- * allowed on either side) into out[0..max) (not NUL-terminated text; never reads at or past end) and
- * returns how many. *pp (borrowed, updated) ends just after the last number
+ * allowed on either side) into out[0..max) and returns how many. The text
+ * need not be NUL-terminated: nothing at or past end is read. *pp
+ * (borrowed, updated) ends just after the last number
  * read; it stays put when the first is not a number. The run stops at max, at
  * anything but a ',' after a number, or at a ',' not followed by a number:
  * the caller's general path then sees exactly that text. Correctly rounded,
