@@ -64,13 +64,6 @@ static volatile double sink_d;
 
 typedef enum { SCAN_F32, SCAN_F64, LIBC_F32, LIBC_F64 } scan_kind;
 
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* One pass over text: returns how many numbers it read. */
 static int scan_pass(const char *t, size_t len, scan_kind k, float *of, double *od)
 {
@@ -98,9 +91,9 @@ static double time_scan(const char *t, size_t len, scan_kind k, float *of, doubl
 {
     double s[16];
     for (int r = 0; r < reps; r++) {
-        double t0 = cpu_s();
+        double t0 = cpu_now_s();
         scan_pass(t, len, k, of, od);
-        s[r] = cpu_s() - t0;
+        s[r] = cpu_now_s() - t0;
     }
     return median(s, reps);
 }
@@ -109,7 +102,7 @@ static double time_print(const float *v, int n, char *buf, int libc, int reps)
 {
     double s[16];
     for (int r = 0; r < reps; r++) {
-        double t0 = cpu_s();
+        double t0 = cpu_now_s();
         char *o = buf;
         if (libc) {
             for (int i = 0; i < n; i++)
@@ -118,7 +111,7 @@ static double time_print(const float *v, int n, char *buf, int libc, int reps)
             size_t done;
             o += od_fmt_f32_items(v, (size_t)n, false, o, &done);
         }
-        s[r] = cpu_s() - t0;
+        s[r] = cpu_now_s() - t0;
         sink_f = (float)(o - buf);
     }
     return median(s, reps);

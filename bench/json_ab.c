@@ -16,20 +16,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench_util.h"
 #include "od_proto.h"
 
 const char *base_scan_f32(const char *p, const char *end, float *out);
 const char *base_scan_f64(const char *p, const char *end, double *out);
 int base_fmt_f32(float f, char *out);
-
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static double uniform(void)
@@ -38,12 +31,6 @@ static double uniform(void)
     rng ^= rng >> 7;
     rng ^= rng << 17;
     return ((double)(rng >> 11) + 0.5) / 9007199254740992.0;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 enum { N = 1 << 18, PASSES = 15 };
@@ -70,57 +57,57 @@ int main(void)
         const char *end = o;
         double t[4][PASSES];
         for (int r = 0; r < PASSES; r++) {
-            double t0 = cpu_s();
+            double t0 = cpu_now_s();
             int k = 0;
             for (const char *p = text; p < end; p += 2)
                 p = base_scan_f32(p, end, &fa[k++]);
-            double t1 = cpu_s();
+            double t1 = cpu_now_s();
             const char *p = text;
             int64_t got = od_scan_f32_run(&p, end, fb, N);
-            double t2 = cpu_s();
+            double t2 = cpu_now_s();
             k = 0;
             for (const char *q = text; q < end; q += 2)
                 q = base_scan_f64(q, end, &da[k++]);
-            double t3 = cpu_s();
+            double t3 = cpu_now_s();
             p = text;
             int64_t got64 = od_scan_f64_run(&p, end, db, N);
-            double t4 = cpu_s();
+            double t4 = cpu_now_s();
             if (got != N || got64 != N || memcmp(fa, fb, sizeof(float) * N) || memcmp(da, db, sizeof(double) * N)) {
                 fprintf(stderr, "json_ab: the two scanners disagree\n");
                 return 1;
             }
             t[0][r] = t1 - t0, t[1][r] = t2 - t1, t[2][r] = t3 - t2, t[3][r] = t4 - t3;
         }
+        double m[4];
         for (int j = 0; j < 4; j++)
-            qsort(t[j], PASSES, sizeof(double), cmp);
+            m[j] = median(t[j], PASSES);
         const char *what = form ? "numpy tolist() text" : "shortest float32 text";
-        printf("scan %-21s -> float32  %10.1f %10.1f %7.2fx\n", what, t[0][PASSES / 2] / N * 1e9,
-               t[1][PASSES / 2] / N * 1e9, t[0][PASSES / 2] / t[1][PASSES / 2]);
-        printf("scan %-21s -> float64  %10.1f %10.1f %7.2fx\n", what, t[2][PASSES / 2] / N * 1e9,
-               t[3][PASSES / 2] / N * 1e9, t[2][PASSES / 2] / t[3][PASSES / 2]);
+        printf("scan %-21s -> float32  %10.1f %10.1f %7.2fx\n", what, m[0] / N * 1e9, m[1] / N * 1e9,
+               m[0] / m[1]);
+        printf("scan %-21s -> float64  %10.1f %10.1f %7.2fx\n", what, m[2] / N * 1e9, m[3] / N * 1e9,
+               m[2] / m[3]);
     }
     double ta[PASSES], tb[PASSES];
     for (int r = 0; r < PASSES; r++) {
-        double t0 = cpu_s();
+        double t0 = cpu_now_s();
         char *o = oa;
         for (int i = 0; i < N; i++) {
             if (i)
                 *o++ = ',';
             o += base_fmt_f32(v[i], o);
         }
-        double t1 = cpu_s();
+        double t1 = cpu_now_s();
         size_t done, len = od_fmt_f32_items(v, N, false, ob, &done);
-        double t2 = cpu_s();
+        double t2 = cpu_now_s();
         if (done != N || len != (size_t)(o - oa) || memcmp(oa, ob, len)) {
             fprintf(stderr, "json_ab: the two printers disagree\n");
             return 1;
         }
         ta[r] = t1 - t0, tb[r] = t2 - t1;
     }
-    qsort(ta, PASSES, sizeof(double), cmp);
-    qsort(tb, PASSES, sizeof(double), cmp);
-    printf("%-38s %10.1f %10.1f %7.2fx\n", "print float32 (shortest), ','-joined", ta[PASSES / 2] / N * 1e9,
-           tb[PASSES / 2] / N * 1e9, ta[PASSES / 2] / tb[PASSES / 2]);
+    double ma = median(ta, PASSES), mb = median(tb, PASSES);
+    printf("%-38s %10.1f %10.1f %7.2fx\n", "print float32 (shortest), ','-joined", ma / N * 1e9, mb / N * 1e9,
+           ma / mb);
     free(v), free(fa), free(fb), free(da), free(db), free(text), free(oa), free(ob);
     return 0;
 }
