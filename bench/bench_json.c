@@ -30,18 +30,6 @@
 #include "od_proto.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static double uniform(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return ((double)(rng_state >> 11) + 0.5) / 9007199254740992.0;
-}
-
-static float randn(void)
-{
-    return (float)(sqrt(-2.0 * log(uniform())) * cos(6.283185307179586 * uniform()));
-}
 
 /* "x, y, z" with each number printed by fmt (f32 or f64 of the float). */
 static char *make_text(const float *v, int n, int as_double, size_t *len)
@@ -130,7 +118,7 @@ int main(int argc, char **argv)
     float *v = malloc(sizeof(float) * (size_t)n), *of = malloc(sizeof(float) * (size_t)n);
     double *od = malloc(sizeof(double) * (size_t)n);
     for (int i = 0; i < n; i++)
-        v[i] = randn();
+        v[i] = bench_randn(&rng_state);
     size_t len_d, len_f;
     char *text_d = make_text(v, n, 1, &len_d), *text_f = make_text(v, n, 0, &len_f);
 

@@ -3,6 +3,7 @@
 #ifndef BENCH_UTIL_H
 #define BENCH_UTIL_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,22 @@ static inline double cpu_now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A standard normal float from a xorshift64 state (Box-Muller): the same
+ * inputs on every run, no libc RNG state shared with the code measured. */
+static inline double bench_uniform(uint64_t *st)
+{
+    *st ^= *st << 13;
+    *st ^= *st >> 7;
+    *st ^= *st << 17;
+    return ((double)(*st >> 11) + 0.5) / 9007199254740992.0; /* (0, 1) */
+}
+
+static inline float bench_randn(uint64_t *st)
+{
+    double u = bench_uniform(st);
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * bench_uniform(st)));
 }
 
 static inline int cmp_double(const void *a, const void *b)

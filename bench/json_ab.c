@@ -24,25 +24,17 @@ const char *base_scan_f32(const char *p, const char *end, float *out);
 const char *base_scan_f64(const char *p, const char *end, double *out);
 int base_fmt_f32(float f, char *out);
 
-static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static double uniform(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return ((double)(rng >> 11) + 0.5) / 9007199254740992.0;
-}
-
 enum { N = 1 << 18, PASSES = 15 };
 
 int main(void)
 {
+    uint64_t rng = 0x2545F4914F6CDD1Dull;
     float *v = malloc(sizeof(float) * N), *fa = malloc(sizeof(float) * N), *fb = malloc(sizeof(float) * N);
     double *da = malloc(sizeof(double) * N), *db = malloc(sizeof(double) * N);
     char *text = malloc((size_t)N * 34), *oa = malloc((size_t)N * 34),
          *ob = malloc((size_t)N * (OD_FMT_F32_MAX + 1) + OD_FMT_F32_ROOM);
     for (int i = 0; i < N; i++)
-        v[i] = (float)(sqrt(-2 * log(uniform())) * cos(6.283185307179586 * uniform()));
+        v[i] = bench_randn(&rng);
     printf("%d random normal float32 values, %d passes, medians of this thread's CPU time\n", N, PASSES);
     printf("%-38s %10s %10s %8s\n", "", "BASE ns", "ours ns", "BASE/ours");
     for (int form = 0; form < 2; form++) {

@@ -25,8 +25,31 @@ typedef struct geo_case {
 
 static float frand(void) { return (float)rng_uniform(-1, 1); }
 
-/* a random forward plan of nd spatial dims with cg output channels per group */
-static void make_case(geo_case *c, int nd, int64_t cg)
+/* c's buffers for its plan c->p: random x, w and (or not) b, y all NaN */
+static void alloc_case(geo_case *c)
+{
+    const od_conv_plan *p = &c->p;
+    int64_t limg = p->img[0] * p->img[1] * p->img[2], lgrid = p->grid[0] * p->grid[1] * p->grid[2];
+    c->nx = p->N * p->C_img * limg;
+    c->nw = p->C_grid * (p->C_img / p->groups) * p->k[0] * p->k[1] * p->k[2];
+    c->ny = p->N * p->C_grid * lgrid;
+    c->x = malloc(sizeof(float) * (size_t)(c->nx + 1));
+    c->w = malloc(sizeof(float) * (size_t)(c->nw + 1));
+    c->b = rng_int(0, 1) ? malloc(sizeof(float) * (size_t)p->C_grid) : NULL;
+    c->y = malloc(sizeof(float) * (size_t)(c->ny + 1));
+    TCHECK(c->x && c->w && c->y, "out of memory");
+    for (int64_t i = 0; i < c->nx; i++)
+        c->x[i] = frand();
+    for (int64_t i = 0; i < c->nw; i++)
+        c->w[i] = frand();
+    for (int64_t i = 0; c->b && i < p->C_grid; i++)
+        c->b[i] = frand();
+    for (int64_t i = 0; i < c->ny; i++)
+        c->y[i] = NAN;
+}
+
+/* a random forward plan of nd spatial dims with cg output channels per group (no buffers) */
+static void make_plan(geo_case *c, int nd, int64_t cg)
 {
     od_conv_plan *p = &c->p;
     memset(c, 0, sizeof *c);
@@ -47,24 +70,13 @@ static void make_case(geo_case *c, int nd, int64_t cg)
         p->img[d] = live ? rng_int(lo, d == 2 ? lo + 69 : lo + (nd == 3 ? 4 : 8)) : 1;
         p->grid[d] = (p->img[d] + 2 * p->pad[d] - span) / p->stride[d] + 1;
     }
-    int64_t limg = p->img[0] * p->img[1] * p->img[2], lgrid = p->grid[0] * p->grid[1] * p->grid[2];
-    int64_t kvol = p->k[0] * p->k[1] * p->k[2];
-    c->nx = p->N * p->C_img * limg;
-    c->nw = p->C_grid * (p->C_img / p->groups) * kvol;
-    c->ny = p->N * p->C_grid * lgrid;
-    c->x = malloc(sizeof(float) * (size_t)(c->nx + 1));
-    c->w = malloc(sizeof(float) * (size_t)(c->nw + 1));
-    c->b = rng_int(0, 1) ? malloc(sizeof(float) * (size_t)p->C_grid) : NULL;
-    c->y = malloc(sizeof(float) * (size_t)(c->ny + 1));
-    TCHECK(c->x && c->w && c->y, "out of memory");
-    for (int64_t i = 0; i < c->nx; i++)
-        c->x[i] = frand();
-    for (int64_t i = 0; i < c->nw; i++)
-        c->w[i] = frand();
-    for (int64_t i = 0; c->b && i < p->C_grid; i++)
-        c->b[i] = frand();
-    for (int64_t i = 0; i < c->ny; i++)
-        c->y[i] = NAN;
+}
+
+/* make_plan's plan with its buffers */
+static void make_case(geo_case *c, int nd, int64_t cg)
+{
+    make_plan(c, nd, cg);
+    alloc_case(c);
 }
 
 static void free_case(geo_case *c)
@@ -120,35 +132,11 @@ static void check_case(const geo_case *c, const char *isa)
                     }
 }
 
-/* c's buffers for its plan c->p: random x, w and (or not) b, y all NaN */
-static void alloc_case(geo_case *c)
-{
-    const od_conv_plan *p = &c->p;
-    int64_t limg = p->img[0] * p->img[1] * p->img[2], lgrid = p->grid[0] * p->grid[1] * p->grid[2];
-    c->nx = p->N * p->C_img * limg;
-    c->nw = p->C_grid * (p->C_img / p->groups) * p->k[0] * p->k[1] * p->k[2];
-    c->ny = p->N * p->C_grid * lgrid;
-    c->x = malloc(sizeof(float) * (size_t)(c->nx + 1));
-    c->w = malloc(sizeof(float) * (size_t)(c->nw + 1));
-    c->b = rng_int(0, 1) ? malloc(sizeof(float) * (size_t)p->C_grid) : NULL;
-    c->y = malloc(sizeof(float) * (size_t)(c->ny + 1));
-    TCHECK(c->x && c->w && c->y, "out of memory");
-    for (int64_t i = 0; i < c->nx; i++)
-        c->x[i] = frand();
-    for (int64_t i = 0; i < c->nw; i++)
-        c->w[i] = frand();
-    for (int64_t i = 0; c->b && i < p->C_grid; i++)
-        c->b[i] = frand();
-    for (int64_t i = 0; i < c->ny; i++)
-        c->y[i] = NAN;
-}
-
 /* a pointwise plan (1x1, stride 1, unpadded: AVX-512's own tile), up to 200 positions along the last dim
  * so every masked tail and tile count occurs */
 static void make_pointwise(geo_case *c, int nd, int64_t cg)
 {
-    make_case(c, nd, cg);
-    free_case(c);
+    make_plan(c, nd, cg);
     od_conv_plan *p = &c->p;
     p->C_img = p->groups * rng_int(1, 64); /* long sums too */
     for (int d = 0; d < 3; d++) {
@@ -160,12 +148,11 @@ static void make_pointwise(geo_case *c, int nd, int64_t cg)
     alloc_case(c);
 }
 
-/* a depthwise plan (groups == C_img == C_grid, conv_direct.c's depthwise loop): make_case's geometry
+/* a depthwise plan (groups == C_img == C_grid, conv_direct.c's depthwise loop): make_plan's geometry
  * (every stride, dilation and padding beyond the kernel), rows up to 150 wide (1..8+ vectors) */
 static void make_depthwise(geo_case *c, int nd)
 {
-    make_case(c, nd, 1);
-    free_case(c);
+    make_plan(c, nd, 1);
     od_conv_plan *p = &c->p;
     p->groups = p->C_img = p->C_grid = rng_int(1, 6);
     int64_t span = p->dil[2] * (p->k[2] - 1) + 1, lo = span - 2 * p->pad[2] > 1 ? span - 2 * p->pad[2] : 1;
