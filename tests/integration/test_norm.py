@@ -80,9 +80,13 @@ def close(got, want, dt, what, bad):
     g = np.array([float(x) for x in got["data"]], np.float64)
     w = np.array(want["value"], np.float64)
     tol = TOL.get(dt, 2e-5)
-    # (a bfloat16 batch keeps its mean, var_sum and invstd in bfloat16 as torch 1.13 does, so an output
-    # near zero no longer differs by the mean's rounding: no extra atol)
-    if not np.allclose(g, w, rtol=tol, atol=tol, equal_nan=True):
+    atol = tol
+    if dt == "bfloat16" and np.isfinite(w).any():
+        # a bfloat16 batch keeps var_sum and invstd in bfloat16 as torch 1.13 does, but its float sum runs
+        # in another order, so invstd can land one bfloat16 step from torch's: an output near zero then
+        # differs by 2^-8 of |x - mean| * invstd * |w|, within 2^-7 of the largest output
+        atol = max(tol, 2.0 ** -7 * float(np.nanmax(np.abs(w[np.isfinite(w)]))))
+    if not np.allclose(g, w, rtol=tol, atol=atol, equal_nan=True):
         i = int(np.argmax(np.abs(g - w)))
         bad.append(f"{what}: at {i} {g[i]} vs torch {w[i]} (of {len(g)})")
 
