@@ -82,7 +82,15 @@ int od_device_print(od_device d, char *buf, size_t cap)
         return snprintf(buf, cap, "unknown");
     if (d.type == OD_DEV_CUDA)
         return snprintf(buf, cap, "cuda:%d", d.index);
-    return snprintf(buf, cap, "%s", device_type_names[d.type]);
+    /* a copy, not snprintf("%s"): every call's dispatch record prints one */
+    const char *name = device_type_names[d.type];
+    size_t len = strlen(name);
+    if (cap) {
+        size_t k = len < cap - 1 ? len : cap - 1;
+        memcpy(buf, name, k);
+        buf[k] = '\0';
+    }
+    return (int)len;
 }
 
 bool od_device_eq(od_device a, od_device b) { return a.type == b.type && a.index == b.index; }

@@ -548,7 +548,7 @@ static int scan_data(parser *P, od_dtype hint, int64_t prealloc, json_t **ph)
         A.kind = n == 0 ? OD_NA_FLOAT : OD_NA_INT; /* [] is float32, like torch.tensor([]) */
     od_json_doc *doc = P->doc;
     if (doc->narrs == doc->carrs) {
-        int nc = doc->carrs ? doc->carrs * 2 : 8;
+        int nc = doc->carrs ? doc->carrs * 2 : 2; /* 2: a binary op; 8 (1.4 KiB) would be a large-bin malloc */
         od_numarr *na = realloc(doc->arrs, sizeof *na * (size_t)nc);
         if (!na) {
             od_error_set(P->err, OD_ENOMEM, "out of memory");

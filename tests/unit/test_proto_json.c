@@ -733,3 +733,43 @@ Test(codec, float_fast_path_keeps_the_errors)
     }
     od_buf_free(&b);
 }
+
+/* od_buf_json_strn finds runs of plain bytes 8 at a time: every byte that
+ * needs escaping must still be escaped wherever it sits in a word. Strings
+ * of valid UTF-8 with quotes, backslashes and control bytes at random
+ * places read back through jansson as themselves; a stray byte from 0x80
+ * becomes U+FFFD. */
+Test(buf, json_string_escapes_every_byte_that_needs_it)
+{
+    seed_once();
+    static const char *const pieces[] = {"a", "b", "~", " ", "\"", "\\", "\n", "\t", "\r", "\x01",
+                                         "\x1f", "\x7f", "\xc3\xa9", "\xe2\x82\xac",
+                                         "\xf0\x9f\x98\x80"};
+    const int np = (int)(sizeof pieces / sizeof pieces[0]);
+    for (int t = 0; t < 4000; t++) {
+        char s[256];
+        size_t n = 0;
+        int len = (int)(rnd() % 40);
+        for (int k = 0; k < len; k++) {
+            /* mostly plain bytes, so long plain runs meet a special one anywhere */
+            const char *p = rnd() % 4 ? pieces[rnd() % 3] : pieces[rnd() % (uint64_t)np];
+            memcpy(s + n, p, strlen(p));
+            n += strlen(p);
+        }
+        od_buf b;
+        od_buf_init(&b);
+        od_buf_json_strn(&b, s, n);
+        json_error_t e;
+        json_t *j = json_loadb(b.data, b.len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
+        CHECK(j && json_is_string(j), "not a JSON string: %s (%s)", b.data, e.text);
+        CHECK(json_string_length(j) == n && !memcmp(json_string_value(j), s, n),
+              "round trip of %zu bytes changed: %s", n, b.data);
+        json_decref(j);
+        od_buf_free(&b);
+    }
+    od_buf b;
+    od_buf_init(&b);
+    od_buf_json_strn(&b, "abcdefg\xff" "abcdefgh", 16);
+    CHECK(!strcmp(b.data, "\"abcdefg\\ufffdabcdefgh\""), "stray byte: %s", b.data);
+    od_buf_free(&b);
+}
