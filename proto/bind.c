@@ -753,7 +753,8 @@ od_status od_proto_bind_oip(const od_op *op, od_json_doc *doc, json_t *inputs, j
     if (st != OD_OK)
         return st;
     char model[160];
-    snprintf(model, sizeof model, "model '%s'", od_op_name(op));
+    size_t ml = cat(model, sizeof model, 0, "model '");
+    cat(model, sizeof model, cat(model, sizeof model, ml, od_op_name(op)), "'");
     if (!json_is_array(inputs)) {
         st = od_error_set(err, OD_EINVAL, "\"inputs\" must be a list of tensors, got %s",
                           inputs ? od_json_kind(inputs) : "nothing");
@@ -904,12 +905,14 @@ json_t *od_value_to_jansson(const od_value *v)
 
 void od_proto_return_name(const od_schema *s, int i, char *buf, size_t cap)
 {
+    if (!cap)
+        return;
     if (i < s->nrets && s->rets[i].name)
-        snprintf(buf, cap, "%s", s->rets[i].name);
+        cat(buf, cap, 0, s->rets[i].name);
     else if (s->nrets == 1)
-        snprintf(buf, cap, "out");
+        cat(buf, cap, 0, "out");
     else
-        snprintf(buf, cap, "out%d", i);
+        cat_int(buf, cap, cat(buf, cap, 0, "out"), i);
 }
 
 bool od_proto_arg_oip(const od_type *t, const char **datatype, int *rank)
