@@ -36,38 +36,44 @@
 
 /* ---- softmax rows (contiguous) ---------------------------------------------------- */
 
-/* Fixed 8-wide inner loops: gcc -O2 vectorises only loops it can cover
- * without an epilogue; the tails run scalar. x and y never overlap. */
+/* Fixed SM_W-wide inner loops: gcc -O2 vectorises only loops it can cover
+ * without an epilogue; the tails run scalar. 16 lanes (not 8): one zmm or
+ * two ymm per step, so the max and sum chains are shorter and the exp runs
+ * on whole AVX-512 vectors. x and y never overlap. */
+#define SM_W 16
 OD_CPU_CLONES static void softmax_row_f32(const float *restrict x, float *restrict y, int64_t n, bool is_log)
 {
-    float a[8];
-    for (int j = 0; j < 8; j++)
+    float a[SM_W];
+    for (int j = 0; j < SM_W; j++)
         a[j] = -INFINITY;
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++)
+    for (; i + SM_W <= n; i += SM_W)
+        for (int j = 0; j < SM_W; j++)
             a[j] = x[i + j] > a[j] ? x[i + j] : a[j];
     float m = a[0];
-    for (int j = 1; j < 8; j++)
+    for (int j = 1; j < SM_W; j++)
         m = a[j] > m ? a[j] : m;
     for (; i < n; i++)
         m = x[i] > m ? x[i] : m;
 
-    double s8[8] = {0};
+    double s8[SM_W] = {0};
     i = 0;
     if (is_log) {
-        for (; i + 8 <= n; i += 8)
-            for (int j = 0; j < 8; j++)
+        for (; i + SM_W <= n; i += SM_W)
+            for (int j = 0; j < SM_W; j++)
                 s8[j] += (double)od_math_exp_f32(x[i + j] - m);
     } else {
-        for (; i + 8 <= n; i += 8)
-            for (int j = 0; j < 8; j++) {
+        for (; i + SM_W <= n; i += SM_W)
+            for (int j = 0; j < SM_W; j++) {
                 float e = od_math_exp_f32(x[i + j] - m);
                 y[i + j] = e;
                 s8[j] += (double)e;
             }
     }
-    double s = ((s8[0] + s8[1]) + (s8[2] + s8[3])) + ((s8[4] + s8[5]) + (s8[6] + s8[7]));
+    for (int w = SM_W / 2; w >= 1; w /= 2) /* pairwise, as the 8 lanes were */
+        for (int j = 0; j < w; j++)
+            s8[j] += s8[j + w];
+    double s = s8[0];
     for (; i < n; i++) {
         float e = od_math_exp_f32(x[i] - m);
         if (!is_log)
@@ -77,15 +83,15 @@ OD_CPU_CLONES static void softmax_row_f32(const float *restrict x, float *restri
     if (is_log) {
         /* (x - max) - log(sum), in torch's order. */
         float ls = (float)log(s);
-        for (i = 0; i + 8 <= n; i += 8)
-            for (int j = 0; j < 8; j++)
+        for (i = 0; i + SM_W <= n; i += SM_W)
+            for (int j = 0; j < SM_W; j++)
                 y[i + j] = (x[i + j] - m) - ls;
         for (; i < n; i++)
             y[i] = (x[i] - m) - ls;
     } else {
         float inv = (float)(1.0 / s);
-        for (i = 0; i + 8 <= n; i += 8)
-            for (int j = 0; j < 8; j++)
+        for (i = 0; i + SM_W <= n; i += SM_W)
+            for (int j = 0; j < SM_W; j++)
                 y[i + j] *= inv;
         for (; i < n; i++)
             y[i] *= inv;
