@@ -36,38 +36,44 @@
 
 /* ---- softmax rows (contiguous) ---------------------------------------------------- */
 
-/* Fixed 8-wide inner loops: gcc -O2 vectorises only loops it can cover
- * without an epilogue; the tails run scalar. x and y never overlap. */
+/* Fixed SM_W-wide inner loops: gcc -O2 vectorises only loops it can cover
+ * without an epilogue; the tails run scalar. 16 lanes (not 8): one zmm or
+ * two ymm per step, so the max and sum chains are shorter and the exp runs
+ * on whole AVX-512 vectors. x and y never overlap. */
+#define SM_W 16
 OD_CPU_CLONES static void softmax_row_f32(const float *restrict x, float *restrict y, int64_t n, bool is_log)
 {
-    float a[8];
-    for (int j = 0; j < 8; j++)
+    float a[SM_W];
+    for (int j = 0; j < SM_W; j++)
         a[j] = -INFINITY;
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++)
+    for (; i + SM_W <= n; i += SM_W)
+        for (int j = 0; j < SM_W; j++)
             a[j] = x[i + j] > a[j] ? x[i + j] : a[j];
     float m = a[0];
-    for (int j = 1; j < 8; j++)
+    for (int j = 1; j < SM_W; j++)
         m = a[j] > m ? a[j] : m;
     for (; i < n; i++)
         m = x[i] > m ? x[i] : m;
 
-    double s8[8] = {0};
+    double s8[SM_W] = {0};
     i = 0;
     if (is_log) {
-        for (; i + 8 <= n; i += 8)
-            for (int j = 0; j < 8; j++)
+        for (; i + SM_W <= n; i += SM_W)
+            for (int j = 0; j < SM_W; j++)
                 s8[j] += (double)od_math_exp_f32(x[i + j] - m);
     } else {
-        for (; i + 8 <= n; i += 8)
-            for (int j = 0; j < 8; j++) {
+        for (; i + SM_W <= n; i += SM_W)
+            for (int j = 0; j < SM_W; j++) {
                 float e = od_math_exp_f32(x[i + j] - m);
                 y[i + j] = e;
                 s8[j] += (double)e;
             }
     }
-    double s = ((s8[0] + s8[1]) + (s8[2] + s8[3])) + ((s8[4] + s8[5]) + (s8[6] + s8[7]));
+    for (int w = SM_W / 2; w >= 1; w /= 2) /* pairwise, as the 8 lanes were */
+        for (int j = 0; j < w; j++)
+            s8[j] += s8[j + w];
+    double s = s8[0];
     for (; i < n; i++) {
         float e = od_math_exp_f32(x[i] - m);
         if (!is_log)
@@ -77,15 +83,15 @@ OD_CPU_CLONES static void softmax_row_f32(const float *restrict x, float *restri
     if (is_log) {
         /* (x - max) - log(sum), in torch's order. */
         float ls = (float)log(s);
-        for (i = 0; i + 8 <= n; i += 8)
-            for (int j = 0; j < 8; j++)
+        for (i = 0; i + SM_W <= n; i += SM_W)
+            for (int j = 0; j < SM_W; j++)
                 y[i + j] = (x[i + j] - m) - ls;
         for (; i < n; i++)
             y[i] = (x[i] - m) - ls;
     } else {
         float inv = (float)(1.0 / s);
-        for (i = 0; i + 8 <= n; i += 8)
-            for (int j = 0; j < 8; j++)
+        for (i = 0; i + SM_W <= n; i += SM_W)
+            for (int j = 0; j < SM_W; j++)
                 y[i + j] *= inv;
         for (; i < n; i++)
             y[i] *= inv;
@@ -328,6 +334,7 @@ fail:
  *    in bfloat16's scalar loop (see ln_apply_bf16).
  *  - float16 has no CPU kernel in torch 1.13: it computes as float64. */
 #define LN_CHUNK 16
+#define LN_GROUP 4 /* chunks whose Welford chains run interleaved */
 
 #define LN_PLAIN_ADD(a, b) ((a) + (b))
 #define LN_PLAIN_SUB(a, b) ((a) - (b))
@@ -345,6 +352,25 @@ fail:
         (m0) = t_;                                                                                   \
     } while (0)
 
+/* Welford over chunks i .. i + G - 1 (m0 vectors each) into v1, v2 [G][H][L]. */
+#define LN_CHUNKS_(T, L, H, ADD, SUB, MUL, DIV, FMA, CVT, G, M0)                                     \
+    do {                                                                                             \
+    for (int64_t j = 0; j < (M0); j++) {                                                             \
+        T c = DIV((T)1, CVT(j + 1));                                                                 \
+        _Pragma("GCC unroll 4")                                                                      \
+        for (int q = 0; q < (G); q++) {                                                              \
+            const T *xp = x + ((i + q) * LN_CHUNK + j) * L * H;                                      \
+            for (int h = 0; h < H; h++)                                                              \
+                for (int l = 0; l < L; l++) {                                                        \
+                    T xv = xp[h * L + l];                                                            \
+                    T d = SUB(xv, v1[q][h][l]);                                                      \
+                    v1[q][h][l] = ADD(MUL(d, c), v1[q][h][l]); /* torch: no fma here */              \
+                    v2[q][h][l] = FMA(d, SUB(xv, v1[q][h][l]), v2[q][h][l]);                         \
+                }                                                                                    \
+        }                                                                                            \
+    }                                                                                                \
+    } while (0)
+
 #define LN_ATEN_MOMENTS(NAME, T, L, H, ADD, SUB, MUL, DIV, FMA, CVT)                                    \
     OD_CPU_CLONES static void NAME(const T *x, int64_t N, T *mean, T *var)                           \
     {                                                                                                \
@@ -357,42 +383,46 @@ fail:
         memset(s0, 0, sizeof s0[0] * (size_t)depth);                                                 \
         memset(s1, 0, sizeof s1[0] * (size_t)depth);                                                 \
         memset(s2, 0, sizeof s2[0] * (size_t)depth);                                                 \
-        for (int64_t i = 0; i < m; i++) {                                                            \
-            const T *xp = x + i * LN_CHUNK * L * H;                                                  \
+        for (int64_t i = 0; i < m;) {                                                                \
+            /* up to LN_GROUP full chunks at once: their Welford chains are                         \
+             * independent (fresh accumulators), so they overlap; the merges                        \
+             * below stay in ATen's order, so the result is unchanged */                              \
+            int g = 1;                                                                               \
+            while (g < LN_GROUP && (i + g + 1) * LN_CHUNK <= n && (i + 1) * LN_CHUNK <= n)            \
+                g++;                                                                                 \
             int64_t m0 = n - i * LN_CHUNK < LN_CHUNK ? n - i * LN_CHUNK : LN_CHUNK;                  \
-            int64_t k0 = s0[0];                                                                      \
-            for (int h = 0; h < H; h++) {                                                            \
-                T v1[L], v2[L];                                                                      \
-                for (int l = 0; l < L; l++)                                                          \
-                    v1[l] = v2[l] = 0;                                                               \
-                for (int64_t j = 0; j < m0; j++) {                                                   \
-                    T c = DIV((T)1, CVT(j + 1));                                                     \
+            T v1[LN_GROUP][H][L], v2[LN_GROUP][H][L];                                                \
+            for (int q = 0; q < g; q++)                                                              \
+                for (int h = 0; h < H; h++)                                                          \
+                    for (int l = 0; l < L; l++)                                                      \
+                        v1[q][h][l] = v2[q][h][l] = 0;                                               \
+            if (g == LN_GROUP) /* a constant count: gcc keeps the accumulators in registers */     \
+                LN_CHUNKS_(T, L, H, ADD, SUB, MUL, DIV, FMA, CVT, LN_GROUP, LN_CHUNK);               \
+            else                                                                                     \
+                LN_CHUNKS_(T, L, H, ADD, SUB, MUL, DIV, FMA, CVT, g, m0);                            \
+            for (int q = 0; q < g; q++, i++) {                                                       \
+                int64_t k0 = s0[0];                                                                  \
+                for (int h = 0; h < H; h++) {                                                        \
                     for (int l = 0; l < L; l++) {                                                    \
-                        T xv = xp[(j * H + h) * L + l];                                              \
-                        T d = SUB(xv, v1[l]);                                                        \
-                        v1[l] = ADD(MUL(d, c), v1[l]); /* torch: no fma here */             \
-                        v2[l] = FMA(d, SUB(xv, v1[l]), v2[l]);                                       \
+                        k0 = s0[0];                                                                  \
+                        LN_ADD_MOMENTS(T, ADD, SUB, MUL, DIV, FMA, CVT, m0, v1[q][h][l], v2[q][h][l], \
+                                       k0, s1[0][l], s2[0][l]);                                      \
                     }                                                                                \
+                    s0[0] = k0;                                                                      \
                 }                                                                                    \
-                for (int l = 0; l < L; l++) {                                                        \
-                    k0 = s0[0];                                                                      \
-                    LN_ADD_MOMENTS(T, ADD, SUB, MUL, DIV, FMA, CVT, m0, v1[l], v2[l], k0, s1[0][l],  \
-                                   s2[0][l]);                                                        \
+                int64_t mask = i + 1;                                                                \
+                for (int64_t j = 1; j < depth && (mask & 1) == 0; j++) {                             \
+                    int64_t kj = s0[j];                                                              \
+                    for (int l = 0; l < L; l++) {                                                    \
+                        kj = s0[j];                                                                  \
+                        LN_ADD_MOMENTS(T, ADD, SUB, MUL, DIV, FMA, CVT, s0[j - 1], s1[j - 1][l],     \
+                                       s2[j - 1][l], kj, s1[j][l], s2[j][l]);                        \
+                        s1[j - 1][l] = s2[j - 1][l] = 0;                                             \
+                    }                                                                                \
+                    s0[j] = kj;                                                                      \
+                    s0[j - 1] = 0;                                                                   \
+                    mask >>= 1;                                                                      \
                 }                                                                                    \
-                s0[0] = k0;                                                                          \
-            }                                                                                        \
-            int64_t mask = i + 1;                                                                    \
-            for (int64_t j = 1; j < depth && (mask & 1) == 0; j++) {                                 \
-                int64_t kj = s0[j];                                                                  \
-                for (int l = 0; l < L; l++) {                                                        \
-                    kj = s0[j];                                                                      \
-                    LN_ADD_MOMENTS(T, ADD, SUB, MUL, DIV, FMA, CVT, s0[j - 1], s1[j - 1][l],         \
-                                   s2[j - 1][l], kj, s1[j][l], s2[j][l]);                            \
-                    s1[j - 1][l] = s2[j - 1][l] = 0;                                                 \
-                }                                                                                    \
-                s0[j] = kj;                                                                          \
-                s0[j - 1] = 0;                                                                       \
-                mask >>= 1;                                                                          \
             }                                                                                        \
         }                                                                                            \
         for (int64_t i = 1; i < depth; i++) {                                                        \

@@ -293,6 +293,34 @@ def test_erfinv_float32_vectorized_path_against_double(server, rng):
     assert (np.abs(got[fin] - want[fin]) <= ulp).all(), np.max(np.abs(got[fin] - want[fin]) / ulp)
 
 
+def test_gelu_float32_vectorized_path_against_torch_and_double(server, rng):
+    """gelu(approximate='none') on a long contiguous float32 tensor (torch's
+    oneDNN path; the server's x * Phi(x) with an exp and a rational, its
+    last n % 16 elements scalar): within 6 ulp of x Phi(x) in double (erfc)
+    everywhere, the tail where 1 + erf rounds to 0 included, and within
+    float32's (2e-6, 1e-6) of torch's own float32 answer, which loses that
+    tail; NaN, +-inf and -0.0 as torch (gelu(-inf) NaN, gelu(-0.0) +0.0)."""
+    specials = [0.0, -0.0, NAN, INF, -INF, 14.4, -14.4, -14.3, -13.0, -5.5, 5.5, 1e-30, -1e-30, 1e-40, -1e-40,
+                3.4e38, -3.4e38]
+    y = np.concatenate([rng.standard_normal(4000) * 4, rng.uniform(-16, 16, 4000), specials])
+    y = y.astype(np.float32)[:8195]
+    r = call(server, "gelu", [W(y, "float32")])  # approximate="none", the default
+    assert r.status_code == 200, r.text
+    got = from_json(r.json()["outputs"][0]).astype(np.float64)
+    t32 = np.array(torch_ref([{"op": "gelu", "args": [W(y, "float32")]}])[0]["value"], dtype=np.float64)
+    # x Phi(x) through erfc: torch's float64 gelu (1 + erf) loses the tail too
+    want = np.array([0.5 * v * math.erfc(-v / math.sqrt(2)) if math.isfinite(v) else NAN for v in y.tolist()])
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(t32))
+    fin = np.isfinite(t32)
+    np.testing.assert_array_equal(got[~fin], t32[~fin])
+    zero = fin & (got == 0) & (t32 == 0)
+    np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(t32[zero]))
+    assert (np.abs(got[fin] - t32[fin]) <= 1e-6 + 2e-6 * np.abs(t32[fin])).all()
+    err = np.abs(got[fin] - want[fin])
+    bound = 6 * 2.0 ** -23 * np.abs(want[fin]) + 2.0 ** -149
+    assert (err <= bound).all(), (y[fin][err > bound][:5], got[fin][err > bound][:5], want[fin][err > bound][:5])
+
+
 # ---- gradients (the server's autograd against torch's) ----
 
 GRAD_CASES = [

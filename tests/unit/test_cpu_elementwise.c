@@ -15,6 +15,8 @@
 /* cpu_testutil.h's helpers are plain static functions; not all are used here. */
 #pragma GCC diagnostic ignored "-Wunused-function"
 
+#include <float.h>
+
 #include "cpu/cpu_kernels.h"
 #include "cpu_testutil.h"
 #include "od_shape.h"
@@ -877,6 +879,61 @@ Test(cpu_ew, exp_sigmoid_float32_extremes)
         }
         od_tensor_release(o);
     }
+    od_tensor_release(x);
+}
+
+/* float32 gelu on torch's oneDNN path (contiguous, more than one element):
+ * the vectorised x * Phi(x) against a double reference over [-16, 16],
+ * subnormal results and the tail where 1 + erf would be 0 included (within
+ * 6 ulp of the result, or one subnormal step), torch's specials, and the
+ * same value for an element whichever lane or scalar tail computes it. */
+Test(cpu_ew, gelu_float32_vectorized_accuracy)
+{
+    int64_t n = 400003;
+    od_tensor *x = t_empty(&n, 1, OD_FLOAT32, CPU);
+    float *p = od_tensor_data(x);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = (float)(-16.0 + 32.0 * (double)i / (double)(n - 1)) + (float)rng_uniform(-1e-4, 1e-4);
+    const float sp[] = {NAN, INFINITY, -INFINITY, -0.0f, 0.0f, 14.4f, -14.4f, -14.399999f, 1e-30f, -1e-30f,
+                        1e-40f, -1e-40f, FLT_MAX, -FLT_MAX};
+    const int nsp = (int)(sizeof sp / sizeof sp[0]);
+    memcpy(p, sp, sizeof sp);
+    od_value a[2] = {tv(x), od_str("none")};
+    od_tensor *o = call1_ok(OD_OPID_gelu, a, 2);
+    const float *q = od_tensor_data(o);
+    TCHECK(isnan(q[0]) && q[1] == INFINITY && isnan(q[2]), "gelu(NaN, inf, -inf) = %g, %g, %g", q[0], q[1], q[2]);
+    TCHECK(q[3] == 0 && !signbit(q[3]) && q[4] == 0 && !signbit(q[4]), "gelu(-0.0), gelu(0.0) are +0.0");
+    TCHECK(q[12] == FLT_MAX && q[13] == 0 && !signbit(q[13]), "gelu(+-FLT_MAX) = %g, %g", q[12], q[13]);
+    double worst = 0;
+    for (int64_t i = 4; i < n; i++) {
+        if (i == 12 || i == 13)
+            continue;
+        double r = 0.5 * (double)p[i] * erfc(-(double)p[i] / sqrt(2.0));
+        double err = fabs((double)q[i] - r);
+        TCHECK(err <= 6 * ldexp(1.0, -23) * fabs(r) + ldexp(1.0, -149), "gelu(%.9g) = %.9g, want %.17g", p[i],
+               q[i], r);
+        if (fabs(r) >= FLT_MIN)
+            worst = fmax(worst, err / fabs(r));
+    }
+    cr_log_info("gelu float32: worst relative error (normal results) %.3g (%.2f x 2^-23)", worst, worst / ldexp(1.0, -23));
+    /* each length 2..40 over the same values: vector body and scalar tail agree bit for bit */
+    for (int64_t len = 2; len <= 40; len++) {
+        od_tensor *xs = t_empty(&len, 1, OD_FLOAT32, CPU);
+        float *ps = od_tensor_data(xs);
+        for (int64_t i = 0; i < len; i++)
+            ps[i] = p[nsp + (len * 7919 + i * 104729) % (n - nsp)];
+        od_value as[2] = {tv(xs), od_str("none")};
+        od_tensor *os = call1_ok(OD_OPID_gelu, as, 2);
+        const float *qs = od_tensor_data(os);
+        for (int64_t i = 0; i < len; i++) {
+            const float *qi = q + nsp + (len * 7919 + i * 104729) % (n - nsp);
+            TCHECK(memcmp(&qs[i], qi, sizeof(float)) == 0, "length %" PRId64 ", element %" PRId64 ": %.9g vs %.9g",
+                   len, i, qs[i], *qi);
+        }
+        od_tensor_release(os);
+        od_tensor_release(xs);
+    }
+    od_tensor_release(o);
     od_tensor_release(x);
 }
 

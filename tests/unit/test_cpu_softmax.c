@@ -7,6 +7,7 @@
  * NaN and -inf rows, float16 with half_to_float, and layer norm's (out, mean,
  * rstd) with and without weight/bias. The seed is printed on failure.
  */
+#include "cpu/cpu_kernels.h"
 #include "cpu_testutil.h"
 
 TestSuite(cpu_softmax, .init = test_setup);
@@ -384,4 +385,101 @@ Test(cpu_softmax, layer_norm_rounds_as_aten)
     od_tensor_release(big);
     od_tensor_release(one);
     od_tensor_release(bias);
+}
+
+/* ATen 1.13's float RowwiseMoments one chunk at a time, as the kernel was
+ * written before it ran several chunks interleaved: the interleaving must
+ * not change a bit. L lanes, H vectors per load (bfloat16: 2). */
+static void ref_moments_f32(const float *x, int64_t N, int H, float *mean, float *var)
+{
+    enum { L = 8, CH = 16 };
+    int64_t n = N / (L * H), m = (n + CH - 1) / CH, depth = 1;
+    while (((int64_t)1 << depth) < m)
+        depth++;
+    int64_t s0[64] = {0};
+    float s1[64][L] = {{0}}, s2[64][L] = {{0}};
+#define REF_ADD(m0a, a1, a2, m0, b1, b2)                                \
+    do {                                                               \
+        int64_t t_ = (m0) + (m0a);                                     \
+        float c_ = t_ == 0 ? 0.0f : (float)(m0a) / (float)t_;          \
+        float d_ = (a1) - (b1);                                        \
+        (b1) = fmaf(c_, d_, b1);                                       \
+        (b2) = (b2) + fmaf(d_ * d_ * c_, (float)(m0), a2);             \
+        (m0) = t_;                                                     \
+    } while (0)
+    for (int64_t i = 0; i < m; i++) {
+        int64_t m0 = n - i * CH < CH ? n - i * CH : CH, k0 = s0[0];
+        for (int h = 0; h < H; h++) {
+            float v1[L] = {0}, v2[L] = {0};
+            for (int64_t j = 0; j < m0; j++) {
+                float c = 1.0f / (float)(j + 1);
+                for (int l = 0; l < L; l++) {
+                    float xv = x[(i * CH + j) * L * H + h * L + l], d = xv - v1[l];
+                    v1[l] = d * c + v1[l];
+                    v2[l] = fmaf(d, xv - v1[l], v2[l]);
+                }
+            }
+            for (int l = 0; l < L; l++) {
+                k0 = s0[0];
+                REF_ADD(m0, v1[l], v2[l], k0, s1[0][l], s2[0][l]);
+            }
+            s0[0] = k0;
+        }
+        int64_t mask = i + 1;
+        for (int64_t j = 1; j < depth && (mask & 1) == 0; j++, mask >>= 1) {
+            int64_t kj = s0[j];
+            for (int l = 0; l < L; l++) {
+                kj = s0[j];
+                REF_ADD(s0[j - 1], s1[j - 1][l], s2[j - 1][l], kj, s1[j][l], s2[j][l]);
+                s1[j - 1][l] = s2[j - 1][l] = 0;
+            }
+            s0[j] = kj;
+            s0[j - 1] = 0;
+        }
+    }
+    for (int64_t i = 1; i < depth; i++) {
+        int64_t k0 = s0[0];
+        for (int l = 0; l < L; l++) {
+            k0 = s0[0];
+            REF_ADD(s0[i], s1[i][l], s2[i][l], k0, s1[0][l], s2[0][l]);
+        }
+        s0[0] = k0;
+    }
+    int64_t k = 0;
+    float m1 = 0, m2 = 0;
+    for (int64_t i = n * L * H; i < N; i++) {
+        float d = x[i] - m1;
+        ++k;
+        m1 = m1 + d / (float)k;
+        m2 = fmaf(d, x[i] - m1, m2);
+    }
+    for (int l = 0; l < L; l++)
+        REF_ADD(n * H, s1[0][l], s2[0][l], k, m1, m2);
+#undef REF_ADD
+    *mean = m1;
+    *var = m2 / (float)N;
+}
+
+Test(cpu_softmax, layer_norm_moments_bit_exact_by_length)
+{
+    static const int64_t lens[] = {1, 7, 8, 9, 127, 128, 129, 255, 256, 257, 383, 384, 511, 512, 513, 640, 767,
+                                   1000, 1023, 1024, 1025, 1280, 2055, 4096, 5000, 9999, 16387, 70001};
+    float *x = malloc(sizeof(float) * 70001);
+    for (size_t t = 0; t < sizeof lens / sizeof lens[0]; t++) {
+        for (int rep = 0; rep < 3; rep++) {
+            int64_t n = lens[t];
+            double scale = rep == 0 ? 1.0 : rep == 1 ? 1e4 : 1e-3, shift = rep == 2 ? 100.0 : 0.0;
+            for (int64_t i = 0; i < n; i++)
+                x[i] = (float)(rng_uniform(-1, 1) * scale + shift);
+            for (int bf = 0; bf < 2; bf++) {
+                double mean, var;
+                float rm, rv;
+                od_cpu_row_moments(bf ? OD_ROW_MOMENTS_BF16 : OD_ROW_MOMENTS_F32, x, n, &mean, &var);
+                ref_moments_f32(x, n, bf ? 2 : 1, &rm, &rv);
+                TCHECK(mean == (double)rm && var == (double)rv, "%s row of %" PRId64 ": %a %a, want %a %a",
+                       bf ? "bfloat16" : "float", n, mean, var, (double)rm, (double)rv);
+            }
+        }
+    }
+    free(x);
 }
