@@ -207,20 +207,6 @@ OD_MATH_FN double od_math_silu_f64(double a) { return a / (1.0 + exp(-a)); }
 
 /* gelu(approximate='none'): x/2 * (1 + erf(x / sqrt 2)). */
 OD_MATH_FN float od_math_gelu_f32(float a) { return 0.5f * a * (1.0f + erff(a * 0.70710678118654752f)); }
-/* The same as torch 1.13 computes it for a contiguous float32/bfloat16 tensor
- * of more than one element, through oneDNN, whose gelu(-0.0) is +0.0 (the
- * + 0.0f: -0 + 0 is +0, and it keeps the loop free of a select). erf is
- * Sleef's (u10, like glibc's erff within 1 ulp) by the GNU vector ABI, so
- * the loop vectorises; oneDNN's own erf is neither, bit for bit. */
-#if !defined(__CUDACC__)
-float od_sleef_erff(float) __asm__("erff") __attribute__((simd("notinbranch"), const, nothrow, leaf));
-OD_MATH_FN float od_math_gelu_dnnl_f32(float a)
-{
-    return 0.5f * a * (1.0f + od_sleef_erff(a * 0.70710678118654752f)) + 0.0f;
-}
-#else
-OD_MATH_FN float od_math_gelu_dnnl_f32(float a) { return a == 0.0f ? 0.0f : od_math_gelu_f32(a); }
-#endif
 OD_MATH_FN double od_math_gelu_f64(double a) { return 0.5 * a * (1.0 + erf(a * 0.70710678118654752440)); }
 /* gelu(approximate='tanh'): x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))). */
 OD_MATH_FN float od_math_gelu_tanh_f32(float a)
