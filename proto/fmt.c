@@ -181,24 +181,20 @@ static inline uint64_t eight_ascii(uint32_t r)
     return v + 0x3030303030303030ull;
 }
 
-/* The text of (-1)^neg * digits * 10^e10, digits the shortest ones
- * (f32_shortest's), non-zero. */
-static inline __attribute__((always_inline)) int fmt_digits(bool neg, uint32_t digits, int32_t e10,
-                                                            char *out)
+/* fmt_digits' layout, from the digits' text: first (the 9th digit from the
+ * right, '0' when fewer), eight (the other 8, eight_ascii's form) and their
+ * count nd. */
+static inline __attribute__((always_inline)) int fmt_text(bool neg, char first, uint64_t eight, int nd,
+                                                          int32_t e10, char *out)
 {
     /* At most 9 digits. Every step below has a fixed count, so nothing
      * branches on how many digits there are or where the point goes (a
      * tensor's values change both from one element to the next). T holds
      * the 9 digits zero-padded, then '0's; D = the nd significant digits,
      * then '0's. */
-    static const uint32_t pow10_u32[10] = {1,      10,      100,      1000,      10000,
-                                           100000, 1000000, 10000000, 100000000, 1000000000};
-    int nd = ((32 - __builtin_clz(digits)) * 1233) >> 12; /* floor(log10) or one less */
-    nd += digits >= pow10_u32[nd];
     char T[48];
     memset(T, '0', sizeof T);
-    T[0] = (char)('0' + digits / 100000000u);
-    uint64_t eight = eight_ascii(digits % 100000000u);
+    T[0] = first;
     memcpy(T + 1, &eight, 8);
     const char *D = T + 9 - nd;
     int x = e10 + nd - 1; /* scientific exponent */
@@ -223,6 +219,20 @@ static inline __attribute__((always_inline)) int fmt_digits(bool neg, uint32_t d
     int len = z + nd > k + 1 ? z + nd : k + 1;
     o[len + 1] = '\0';
     return neg + len + 1;
+}
+
+/* The text of (-1)^neg * digits * 10^e10, digits the shortest ones
+ * (f32_shortest's), non-zero. */
+static inline __attribute__((always_inline)) int fmt_digits(bool neg, uint32_t digits, int32_t e10,
+                                                            char *out)
+{
+    static const uint32_t pow10_u32[10] = {1,      10,      100,      1000,      10000,
+                                           100000, 1000000, 10000000, 100000000, 1000000000};
+    /* at most 9 digits */
+    int nd = ((32 - __builtin_clz(digits)) * 1233) >> 12; /* floor(log10) or one less */
+    nd += digits >= pow10_u32[nd];
+    return fmt_text(neg, (char)('0' + digits / 100000000u), eight_ascii(digits % 100000000u), nd, e10,
+                    out);
 }
 
 static inline __attribute__((always_inline)) int fmt_f32(float f, char *out)
@@ -263,10 +273,11 @@ static inline FMT_AVX512 __m512i round_to_odd8(__m512i g_lo, __m512i g_hi, __m51
     return _mm512_mask_or_epi64(y1, sticky, y1, _mm512_set1_epi64(1));
 }
 
-/* f32_shortest on the 8 finite floats at v, one per 64-bit lane (the lane
- * width vpmuludq needs); every branch of the scalar form becomes a mask.
+/* f32_shortest and fmt_digits' digit text for the 8 finite floats at v,
+ * one per 64-bit lane (the lane width vpmuludq needs); every branch of the
+ * scalar form becomes a mask. Out: fmt_text's e10, eight, and first | nd << 8.
  * Zeros give some digits: the caller prints them apart. */
-static inline FMT_AVX512 void shortest8(const float *v, uint32_t *digits, int32_t *exp10)
+static inline FMT_AVX512 void text8(const float *v, int32_t *exp10, uint64_t *eight, uint16_t *first_nd)
 {
     const __m512i one = _mm512_set1_epi64(1), zero = _mm512_setzero_si512();
     __m512i bits = _mm512_cvtepu32_epi64(_mm256_loadu_si256((const __m256i *)v));
@@ -327,8 +338,28 @@ static inline FMT_AVX512 void shortest8(const float *v, uint32_t *digits, int32_
         s = _mm512_mask_mov_epi64(s, z, d);
         k = _mm512_mask_add_epi64(k, z, k, one);
     }
-    _mm256_storeu_si256((__m256i *)digits, _mm512_cvtepi64_epi32(s));
     _mm256_storeu_si256((__m256i *)exp10, _mm512_cvtepi64_epi32(k));
+    /* fmt_digits' text, lane-wise: the 9th digit, eight_ascii (its 32- and
+     * 16-bit steps never carry across those widths, so vpmulld / vpmullw
+     * do them), the digit count */
+    __m512i hi = _mm512_srli_epi64(_mm512_mul_epu32(s, _mm512_set1_epi64(1441151881)), 57); /* / 10^8 */
+    __m512i r = _mm512_sub_epi64(s, _mm512_mul_epu32(hi, _mm512_set1_epi64(100000000)));
+    __m512i r4 = _mm512_srli_epi64(_mm512_mul_epu32(r, _mm512_set1_epi64(3518437209u)), 45); /* / 10^4 */
+    __m512i w = _mm512_or_si512(r4, _mm512_slli_epi64(_mm512_sub_epi64(r, _mm512_mul_epu32(r4, _mm512_set1_epi64(10000))), 32));
+    __m512i t2 = _mm512_and_si512(_mm512_srli_epi32(_mm512_mullo_epi32(w, _mm512_set1_epi32(10486)), 20),
+                                  _mm512_set1_epi32(0x7f));
+    w = _mm512_or_si512(t2, _mm512_slli_epi32(_mm512_sub_epi32(w, _mm512_mullo_epi32(t2, _mm512_set1_epi32(100))), 16));
+    __m512i t1 = _mm512_and_si512(_mm512_srli_epi16(_mm512_mullo_epi16(w, _mm512_set1_epi16(103)), 10),
+                                  _mm512_set1_epi16(0xf));
+    w = _mm512_or_si512(t1, _mm512_slli_epi16(_mm512_sub_epi16(w, _mm512_mullo_epi16(t1, _mm512_set1_epi16(10))), 8));
+    _mm512_storeu_si512(eight, _mm512_add_epi64(w, _mm512_set1_epi8('0')));
+    __m512i nd = one;
+    static const uint32_t p10[8] = {10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+    for (int j = 0; j < 8; j++)
+        nd = _mm512_mask_add_epi64(nd, _mm512_cmpge_epu64_mask(s, _mm512_set1_epi64(p10[j])), nd, one);
+    /* first digit in byte 0, count in byte 1 of each 16-bit lane */
+    __m512i fn = _mm512_or_si512(_mm512_add_epi64(hi, _mm512_set1_epi64('0')), _mm512_slli_epi64(nd, 8));
+    _mm_storeu_si128((__m128i *)first_nd, _mm512_cvtepi64_epi16(fn));
 }
 
 /* od_fmt_f32_items' loop, 8 values at a time while all 8 are finite;
@@ -342,9 +373,10 @@ static FMT_AVX512 size_t items_avx512(const float *v, size_t n, bool comma, char
         const __m256i em = _mm256_set1_epi32(0x7f800000);
         if (_mm256_cmpeq_epi32_mask(_mm256_and_si256(b, em), em))
             break; /* a NaN or infinity: the scalar loop stops there */
-        uint32_t digits[8];
         int32_t e10[8];
-        shortest8(v + i, digits, e10);
+        uint64_t eight[8];
+        uint16_t first_nd[8];
+        text8(v + i, e10, eight, first_nd);
         for (int j = 0; j < 8; j++) {
             uint32_t bits;
             memcpy(&bits, v + i + j, sizeof bits);
@@ -356,7 +388,7 @@ static FMT_AVX512 size_t items_avx512(const float *v, size_t n, bool comma, char
                 o += 3 + neg;
                 continue;
             }
-            o += fmt_digits(neg, digits[j], e10[j], o);
+            o += fmt_text(neg, (char)first_nd[j], eight[j], first_nd[j] >> 8, e10[j], o);
         }
     }
     *po = o;
