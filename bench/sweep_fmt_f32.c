@@ -1,6 +1,7 @@
 /* sweep_fmt_f32.c — one-off exhaustive check (issue 14 item 3): every finite
  * float32 bit pattern printed by od_fmt_f32_items (the AVX-512 path where
- * the CPU has it, the scalar one for runs' tails) against REF's od_fmt_f32
+ * the CPU has it, the scalar one for runs' tails) and by od_fmt_f32 (the
+ * scalar path) against REF's od_fmt_f32
  * (a commit's proto/fmt.c, names renamed, as make bench-json-ab links it),
  * byte for byte. Minutes of CPU: not part of make test. Build and run:
  *   git show main:proto/fmt.c > /tmp/ref_fmt.c
@@ -28,7 +29,15 @@ static int check(const float *v, size_t n, bool comma, char *got, char *want)
     for (size_t i = 0; i < n; i++) {
         if (comma || i)
             *o++ = ',';
-        o += base_fmt_f32(v[i], o);
+        int k = base_fmt_f32(v[i], o);
+        char one[OD_FMT_F32_ROOM];
+        if (od_fmt_f32(v[i], one) != k || memcmp(one, o, (size_t)k + 1)) {
+            uint32_t bits;
+            memcpy(&bits, v + i, 4);
+            fprintf(stderr, "MISMATCH od_fmt_f32 0x%08x: got %s want %s\n", bits, one, o);
+            return 1;
+        }
+        o += k;
     }
     if (done != n || len != (size_t)(o - want) || memcmp(got, want, len)) {
         for (size_t i = 0; i < n; i++) { /* find the first culprit */
