@@ -4,7 +4,10 @@
  *  - od_fmt_f32 prints the shortest decimal that reads back as the same
  *    float, and of those the closest (Giulietti's Schubfach, which gives
  *    Ryu's digits: checked on all 2^32 bit patterns against the Ryu
- *    printer it replaced, commit 8c53417).
+ *    printer it replaced, commit 8c53417). od_fmt_f32_items prints runs
+ *    of 8 through an AVX-512 form of the same arithmetic where the CPU has
+ *    it (text8): the same text for every bit pattern (bench/sweep_fmt_f32.c,
+ *    all 2^32, against the scalar printer before it).
  *  - od_scan_number / od_scan_f64 / od_scan_f32 and the _run forms accept
  *    exactly RFC 8259's number grammar, and their results are always
  *    correctly rounded (equal to strtod's / strtof's): Eisel-Lemire on the
