@@ -4,7 +4,10 @@
  *  - od_fmt_f32 prints the shortest decimal that reads back as the same
  *    float, and of those the closest (Giulietti's Schubfach, which gives
  *    Ryu's digits: checked on all 2^32 bit patterns against the Ryu
- *    printer it replaced, commit 8c53417).
+ *    printer it replaced, commit 8c53417). od_fmt_f32_items prints runs
+ *    of 8 through an AVX-512 form of the same arithmetic where the CPU has
+ *    it (text8): the same text for every bit pattern (bench/sweep_fmt_f32.c,
+ *    all 2^32, against the scalar printer before it).
  *  - od_scan_number / od_scan_f64 / od_scan_f32 and the _run forms accept
  *    exactly RFC 8259's number grammar, and their results are always
  *    correctly rounded (equal to strtod's / strtof's): Eisel-Lemire on the
@@ -181,36 +184,20 @@ static inline uint64_t eight_ascii(uint32_t r)
     return v + 0x3030303030303030ull;
 }
 
-static inline __attribute__((always_inline)) int fmt_f32(float f, char *out)
+/* fmt_digits' layout, from the digits' text: first (the 9th digit from the
+ * right, '0' when fewer), eight (the other 8, eight_ascii's form) and their
+ * count nd. */
+static inline __attribute__((always_inline)) int fmt_text(bool neg, char first, uint64_t eight, int nd,
+                                                          int32_t e10, char *out)
 {
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    bool neg = bits >> 31;
-    uint32_t ieee_m = bits & 0x7fffffu, ieee_e = (bits >> 23) & 0xffu;
-    if (ieee_e == 0xff) { /* callers print these as strings; be total anyway */
-        strcpy(out, ieee_m ? "NaN" : neg ? "-Infinity" : "Infinity");
-        return (int)strlen(out);
-    }
-    if (ieee_e == 0 && ieee_m == 0) {
-        strcpy(out, neg ? "-0.0" : "0.0");
-        return neg ? 4 : 3;
-    }
-    uint32_t digits;
-    int32_t e10;
-    f32_shortest(ieee_m, ieee_e, &digits, &e10);
     /* At most 9 digits. Every step below has a fixed count, so nothing
      * branches on how many digits there are or where the point goes (a
      * tensor's values change both from one element to the next). T holds
      * the 9 digits zero-padded, then '0's; D = the nd significant digits,
      * then '0's. */
-    static const uint32_t pow10_u32[10] = {1,      10,      100,      1000,      10000,
-                                           100000, 1000000, 10000000, 100000000, 1000000000};
-    int nd = ((32 - __builtin_clz(digits)) * 1233) >> 12; /* floor(log10) or one less */
-    nd += digits >= pow10_u32[nd];
     char T[48];
     memset(T, '0', sizeof T);
-    T[0] = (char)('0' + digits / 100000000u);
-    uint64_t eight = eight_ascii(digits % 100000000u);
+    T[0] = first;
     memcpy(T + 1, &eight, 8);
     const char *D = T + 9 - nd;
     int x = e10 + nd - 1; /* scientific exponent */
@@ -237,12 +224,240 @@ static inline __attribute__((always_inline)) int fmt_f32(float f, char *out)
     return neg + len + 1;
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define FMT_X86 1
+/* fmt_text with T and B in a register: B's two 16-byte pieces are pshufbs
+ * of T, so no load waits on the bytes just stored (the stack arrays cost a
+ * failed store forwarding each: 3.0x instead of 2.3x in bench-json-ab).
+ * The scalar path uses it where the build has SSSE3 (-march=x86-64-v2, not
+ * the sanitizer builds); the AVX-512 one always. */
+static inline __attribute__((always_inline, target("ssse3"))) int fmt_text_reg(bool neg, char first,
+                                                                                uint64_t eight, int nd,
+                                                                                int32_t e10, char *out)
+{
+    __m128i t = _mm_set_epi64x((int64_t)((eight >> 56) | 0x3030303030303000ull),
+                               (int64_t)((uint8_t)first | eight << 8));
+    int x = e10 + nd - 1; /* scientific exponent */
+    if (x < -4 || x >= 16) { /* rare in tensor data: the general layout */
+        char T[16], dig[16];
+        _mm_storeu_si128((__m128i *)T, t);
+        memcpy(dig, T + 9 - nd, (size_t)nd);
+        return layout(neg, dig, nd, e10, out);
+    }
+    int sx = x >> 31; /* -1 when x < 0 */
+    int z = -x & sx, k = (x & ~sx) + 1;
+    /* B[j] = T[j + 9 - nd - z]; an index outside 0..15 (negative ones are
+     * large as unsigned bytes) takes T[15], a '0', as B's padding is */
+    const __m128i iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m128i last = _mm_set1_epi8(15);
+    __m128i i0 = _mm_add_epi8(iota, _mm_set1_epi8((char)(9 - nd - z)));
+    __m128i b0 = _mm_shuffle_epi8(t, _mm_min_epu8(i0, last));
+    __m128i bk = _mm_shuffle_epi8(t, _mm_min_epu8(_mm_add_epi8(i0, _mm_set1_epi8((char)k)), last));
+    out[0] = '-';
+    char *o = out + neg;
+    _mm_storeu_si128((__m128i *)o, b0);
+    _mm_storeu_si128((__m128i *)(o + k + 1), bk);
+    o[k] = '.';
+    int len = z + nd > k + 1 ? z + nd : k + 1;
+    o[len + 1] = '\0';
+    return neg + len + 1;
+}
+
+#endif
+
+/* The text of (-1)^neg * digits * 10^e10, digits the shortest ones
+ * (f32_shortest's), non-zero. */
+static inline __attribute__((always_inline)) int fmt_digits(bool neg, uint32_t digits, int32_t e10,
+                                                            char *out)
+{
+    static const uint32_t pow10_u32[10] = {1,      10,      100,      1000,      10000,
+                                           100000, 1000000, 10000000, 100000000, 1000000000};
+    /* at most 9 digits */
+    int nd = ((32 - __builtin_clz(digits)) * 1233) >> 12; /* floor(log10) or one less */
+    nd += digits >= pow10_u32[nd];
+    char first = (char)('0' + digits / 100000000u);
+#if defined(FMT_X86) && defined(__SSSE3__)
+    return fmt_text_reg(neg, first, eight_ascii(digits % 100000000u), nd, e10, out);
+#else
+    return fmt_text(neg, first, eight_ascii(digits % 100000000u), nd, e10, out);
+#endif
+}
+
+static inline __attribute__((always_inline)) int fmt_f32(float f, char *out)
+{
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    bool neg = bits >> 31;
+    uint32_t ieee_m = bits & 0x7fffffu, ieee_e = (bits >> 23) & 0xffu;
+    if (ieee_e == 0xff) { /* callers print these as strings; be total anyway */
+        strcpy(out, ieee_m ? "NaN" : neg ? "-Infinity" : "Infinity");
+        return (int)strlen(out);
+    }
+    if (ieee_e == 0 && ieee_m == 0) {
+        strcpy(out, neg ? "-0.0" : "0.0");
+        return neg ? 4 : 3;
+    }
+    uint32_t digits;
+    int32_t e10;
+    f32_shortest(ieee_m, ieee_e, &digits, &e10);
+    return fmt_digits(neg, digits, e10, out);
+}
+
 int od_fmt_f32(float f, char *out) { return fmt_f32(f, out); }
+
+#ifdef FMT_X86
+#define FMT_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+
+/* round_to_odd in each 64-bit lane (g whole, cp in the low 32 bits): two
+ * 32x32 products stand in for the 64x32 one. */
+static inline FMT_AVX512 __m512i round_to_odd8(__m512i g_lo, __m512i g_hi, __m512i cp)
+{
+    const __m512i lo32 = _mm512_set1_epi64(0xffffffff);
+    __m512i a = _mm512_mul_epu32(g_lo, cp), b = _mm512_mul_epu32(g_hi, cp);
+    __m512i s = _mm512_add_epi64(_mm512_and_si512(b, lo32), _mm512_srli_epi64(a, 32));
+    __m512i y1 = _mm512_add_epi64(_mm512_srli_epi64(b, 32), _mm512_srli_epi64(s, 32));
+    __mmask8 sticky = _mm512_cmpgt_epu64_mask(_mm512_and_si512(s, lo32), _mm512_set1_epi64(1));
+    return _mm512_mask_or_epi64(y1, sticky, y1, _mm512_set1_epi64(1));
+}
+
+/* f32_shortest and fmt_digits' digit text for the 8 finite floats at v,
+ * one per 64-bit lane (the lane width vpmuludq needs); every branch of the
+ * scalar form becomes a mask. Out: fmt_text's e10, eight, and first | nd << 8.
+ * Zeros give some digits: the caller prints them apart. */
+static inline FMT_AVX512 void text8(const float *v, int32_t *exp10, uint64_t *eight, uint16_t *first_nd)
+{
+    const __m512i one = _mm512_set1_epi64(1), zero = _mm512_setzero_si512();
+    __m512i bits = _mm512_cvtepu32_epi64(_mm256_loadu_si256((const __m256i *)v));
+    __m512i m = _mm512_and_si512(bits, _mm512_set1_epi64(0x7fffff));
+    __m512i e = _mm512_and_si512(_mm512_srli_epi64(bits, 23), _mm512_set1_epi64(0xff));
+    __mmask8 normal = _mm512_test_epi64_mask(e, e);
+    __m512i c = _mm512_mask_or_epi64(m, normal, m, _mm512_set1_epi64(1 << 23));
+    __m512i q = _mm512_mask_sub_epi64(_mm512_set1_epi64(1 - 150), normal, e, _mm512_set1_epi64(150));
+    /* a small integer: -q < 24 and no bits below the point */
+    __m512i nq = _mm512_sub_epi64(zero, q);
+    __mmask8 small = normal & _mm512_cmplt_epu64_mask(nq, _mm512_set1_epi64(24)) &
+                     _mm512_testn_epi64_mask(c, _mm512_sub_epi64(_mm512_sllv_epi64(one, nq), one));
+    __mmask8 lower_closer = _mm512_testn_epi64_mask(m, m) & _mm512_cmpgt_epu64_mask(e, one);
+    __m512i cb = _mm512_slli_epi64(c, 2);
+    __m512i cbl = _mm512_mask_add_epi64(_mm512_sub_epi64(cb, _mm512_set1_epi64(2)), lower_closer,
+                                        _mm512_sub_epi64(cb, _mm512_set1_epi64(2)), one);
+    __m512i cbr = _mm512_add_epi64(cb, _mm512_set1_epi64(2));
+    /* floor_log10_pow2 / floor_log10_three_quarters_pow2 / floor_log2_pow10:
+     * signed 32-bit products (vpmuldq), arithmetic shifts */
+    __m512i t = _mm512_mul_epi32(q, _mm512_set1_epi64(1262611));
+    t = _mm512_mask_sub_epi64(t, lower_closer, t, _mm512_set1_epi64(524031));
+    __m512i kk = _mm512_srai_epi64(t, 22);
+    __m512i nkk = _mm512_sub_epi64(zero, kk);
+    __m512i h = _mm512_add_epi64(
+        _mm512_add_epi64(q, _mm512_srai_epi64(_mm512_mul_epi32(nkk, _mm512_set1_epi64(1741647)), 19)), one);
+    __m512i idx = _mm512_add_epi64(_mm512_slli_epi64(_mm512_sub_epi64(nkk, _mm512_set1_epi64(POW10_MIN)), 1), one);
+    __m512i g = _mm512_add_epi64(_mm512_i64gather_epi64(idx, (const void *)pow10_128, 8), one);
+    __m512i g_hi = _mm512_srli_epi64(g, 32);
+    __m512i vbl = round_to_odd8(g, g_hi, _mm512_sllv_epi64(cbl, h));
+    __m512i vb = round_to_odd8(g, g_hi, _mm512_sllv_epi64(cb, h));
+    __m512i vbr = round_to_odd8(g, g_hi, _mm512_sllv_epi64(cbr, h));
+    __m512i odd = _mm512_and_si512(c, one);
+    __m512i lower = _mm512_add_epi64(vbl, odd), upper = _mm512_sub_epi64(vbr, odd);
+    __m512i sl = _mm512_srli_epi64(vb, 2);
+    __m512i sp = _mm512_srli_epi64(_mm512_mul_epu32(sl, _mm512_set1_epi64(0xCCCCCCCD)), 35);
+    __m512i sp40 = _mm512_mul_epu32(sp, _mm512_set1_epi64(40)), sl4 = _mm512_slli_epi64(sl, 2);
+    __mmask8 up_in = _mm512_cmple_epu64_mask(lower, sp40);
+    __mmask8 wp_in = _mm512_cmple_epu64_mask(_mm512_add_epi64(sp40, _mm512_set1_epi64(40)), upper);
+    __mmask8 take_short = _mm512_cmpge_epu64_mask(sl, _mm512_set1_epi64(10)) & (up_in ^ wp_in);
+    __mmask8 u_in = _mm512_cmple_epu64_mask(lower, sl4);
+    __mmask8 w_in = _mm512_cmple_epu64_mask(_mm512_add_epi64(sl4, _mm512_set1_epi64(4)), upper);
+    __m512i mid = _mm512_add_epi64(sl4, _mm512_set1_epi64(2));
+    __mmask8 round_up = _mm512_cmpgt_epu64_mask(vb, mid) |
+                        (_mm512_cmpeq_epu64_mask(vb, mid) & _mm512_test_epi64_mask(sl, one));
+    __mmask8 one_in = u_in ^ w_in;
+    __mmask8 inc = (w_in & one_in) | (round_up & ~one_in);
+    __m512i s = _mm512_mask_add_epi64(sl, inc, sl, one);
+    s = _mm512_mask_mov_epi64(s, take_short, _mm512_mask_add_epi64(sp, wp_in, sp, one));
+    __m512i k = _mm512_mask_add_epi64(kk, take_short, kk, one);
+    s = _mm512_mask_mov_epi64(s, small, _mm512_srlv_epi64(c, nq));
+    k = _mm512_mask_mov_epi64(k, small, zero);
+    s = _mm512_mask_mov_epi64(s, _mm512_testn_epi64_mask(c, c), one); /* zeros: end the strip */
+    for (;;) { /* strip trailing zeros, all lanes at once: rare in data */
+        __m512i d = _mm512_srli_epi64(_mm512_mul_epu32(s, _mm512_set1_epi64(0xCCCCCCCD)), 35);
+        __mmask8 z = _mm512_cmpeq_epu64_mask(s, _mm512_mul_epu32(d, _mm512_set1_epi64(10)));
+        if (!z)
+            break;
+        s = _mm512_mask_mov_epi64(s, z, d);
+        k = _mm512_mask_add_epi64(k, z, k, one);
+    }
+    _mm256_storeu_si256((__m256i *)exp10, _mm512_cvtepi64_epi32(k));
+    /* fmt_digits' text, lane-wise: the 9th digit, eight_ascii (its 32- and
+     * 16-bit steps never carry across those widths, so vpmulld / vpmullw
+     * do them), the digit count */
+    __m512i hi = _mm512_srli_epi64(_mm512_mul_epu32(s, _mm512_set1_epi64(1441151881)), 57); /* / 10^8 */
+    __m512i r = _mm512_sub_epi64(s, _mm512_mul_epu32(hi, _mm512_set1_epi64(100000000)));
+    __m512i r4 = _mm512_srli_epi64(_mm512_mul_epu32(r, _mm512_set1_epi64(3518437209u)), 45); /* / 10^4 */
+    __m512i w = _mm512_or_si512(r4, _mm512_slli_epi64(_mm512_sub_epi64(r, _mm512_mul_epu32(r4, _mm512_set1_epi64(10000))), 32));
+    __m512i t2 = _mm512_and_si512(_mm512_srli_epi32(_mm512_mullo_epi32(w, _mm512_set1_epi32(10486)), 20),
+                                  _mm512_set1_epi32(0x7f));
+    w = _mm512_or_si512(t2, _mm512_slli_epi32(_mm512_sub_epi32(w, _mm512_mullo_epi32(t2, _mm512_set1_epi32(100))), 16));
+    __m512i t1 = _mm512_and_si512(_mm512_srli_epi16(_mm512_mullo_epi16(w, _mm512_set1_epi16(103)), 10),
+                                  _mm512_set1_epi16(0xf));
+    w = _mm512_or_si512(t1, _mm512_slli_epi16(_mm512_sub_epi16(w, _mm512_mullo_epi16(t1, _mm512_set1_epi16(10))), 8));
+    _mm512_storeu_si512(eight, _mm512_add_epi64(w, _mm512_set1_epi8('0')));
+    __m512i nd = one;
+    static const uint32_t p10[8] = {10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+    for (int j = 0; j < 8; j++)
+        nd = _mm512_mask_add_epi64(nd, _mm512_cmpge_epu64_mask(s, _mm512_set1_epi64(p10[j])), nd, one);
+    /* first digit in byte 0, count in byte 1 of each 16-bit lane */
+    __m512i fn = _mm512_or_si512(_mm512_add_epi64(hi, _mm512_set1_epi64('0')), _mm512_slli_epi64(nd, 8));
+    _mm_storeu_si128((__m128i *)first_nd, _mm512_cvtepi64_epi16(fn));
+}
+
+/* od_fmt_f32_items' loop, 8 values at a time while all 8 are finite;
+ * returns how many it printed, *o advanced. */
+static FMT_AVX512 size_t items_avx512(const float *v, size_t n, bool comma, char **po)
+{
+    char *o = *po;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i b = _mm256_loadu_si256((const __m256i *)(v + i));
+        const __m256i em = _mm256_set1_epi32(0x7f800000);
+        if (_mm256_cmpeq_epi32_mask(_mm256_and_si256(b, em), em))
+            break; /* a NaN or infinity: the scalar loop stops there */
+        int32_t e10[8];
+        uint64_t eight[8];
+        uint16_t first_nd[8];
+        text8(v + i, e10, eight, first_nd);
+        for (int j = 0; j < 8; j++) {
+            uint32_t bits;
+            memcpy(&bits, v + i + j, sizeof bits);
+            *o = ',';
+            o += comma | (i + (size_t)j > 0);
+            bool neg = bits >> 31;
+            if ((bits << 1) == 0) {
+                memcpy(o, &"-0.0"[!neg], 4); /* and its NUL, as fmt_f32 */
+                o += 3 + neg;
+                continue;
+            }
+            o += fmt_text_reg(neg, (char)first_nd[j], eight[j], first_nd[j] >> 8, e10[j], o);
+        }
+    }
+    *po = o;
+    return i;
+}
+
+static bool have_avx512(void)
+{
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+}
+#endif
 
 size_t od_fmt_f32_items(const float *v, size_t n, bool comma, char *out, size_t *done)
 {
     char *o = out;
     size_t i = 0;
+#ifdef FMT_AVX512
+    if (have_avx512())
+        i = items_avx512(v, n, comma, &o);
+#endif
     for (; i < n && isfinite(v[i]); i++) {
         *o = ','; /* overwritten when not wanted */
         o += comma | (i > 0);

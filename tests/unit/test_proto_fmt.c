@@ -667,3 +667,78 @@ Test(fmt, items_equal_one_at_a_time_and_stop_at_non_finite)
               round);
     }
 }
+
+/* A float of one of the classes the 8-wide printer's masks tell apart. */
+static float f32_of_class(int cls)
+{
+    uint32_t sign = (uint32_t)(rnd() & 1) << 31;
+    static const float edges[] = {1e-5f, 1e-4f, 9.999999e-5f, 1e15f, 1e16f, 9.999999e15f, 1.0f, 0.1f};
+    switch (cls) {
+    case 0: { /* any finite bit pattern */
+        uint32_t u;
+        do
+            u = (uint32_t)rnd();
+        while (((u >> 23) & 0xff) == 0xff);
+        return f_of(u);
+    }
+    case 1: /* subnormal (or zero, rarely) */
+        return f_of(((uint32_t)rnd() & 0x007fffffu) | sign);
+    case 2: /* a power of two (lower_closer) or a float either side of it */
+        return f_of((((uint32_t)(1 + rnd() % 254) << 23) + (uint32_t)(rnd() % 3) - 1) | sign);
+    case 3: /* an integer: the small-integer path, and those past 2^24 */
+        return f_of(u_of((float)(rnd() % 2 ? rnd() % 100000 : rnd() >> (rnd() % 64))) | sign);
+    case 4: /* the fixed/scientific layout boundaries, give or take 2 ulps */
+        return f_of((u_of(edges[rnd() % (sizeof edges / sizeof edges[0])]) + (uint32_t)(rnd() % 5) - 2) |
+                    sign);
+    case 5:
+        return f_of(sign); /* +-0.0 */
+    default: /* tensor-like: |x| of order 1 */
+        return (float)((double)(int64_t)rnd() / 9.2e18 * 3.0);
+    }
+}
+
+Test(fmt, items_every_class_at_every_position_round_trip_and_shortest)
+{
+    seed_once();
+    enum { MAXN = 41 };
+    static float buf[MAXN + 8];
+    static char out[MAXN * (OD_FMT_F32_MAX + 1) + OD_FMT_F32_ROOM], ref[MAXN * 32];
+    for (int round = 0; round < 20000; round++) {
+        /* lengths of every remainder mod 8, starting at every alignment */
+        size_t n = 1 + rnd() % MAXN, off = rnd() % 8, stop = n;
+        float *v = buf + off;
+        int cls = (int)(rnd() % 7);
+        for (size_t i = 0; i < n; i++)
+            v[i] = f32_of_class(round % 2 ? cls : (int)(rnd() % 7));
+        if (round % 4 == 0) { /* a NaN or infinity somewhere: the run stops before it */
+            stop = rnd() % n;
+            v[stop] = rnd() % 2 ? NAN : (rnd() % 2 ? INFINITY : -INFINITY);
+        }
+        bool comma = rnd() % 2;
+        size_t r = 0;
+        for (size_t i = 0; i < stop; i++) {
+            if (comma || i)
+                ref[r++] = ',';
+            r += (size_t)od_fmt_f32(v[i], ref + r);
+        }
+        size_t done, w = od_fmt_f32_items(v, n, comma, out, &done);
+        CHECK(done == stop, "round %d: printed %zu values, the first non-finite is at %zu", round, done,
+              stop);
+        CHECK(w == r && memcmp(out, ref, r) == 0, "round %d: the run's text differs from one at a time",
+              round);
+        /* each printed token on its own: reads back exactly, and is shortest */
+        out[w] = '\0';
+        char *p = out + comma;
+        for (size_t i = 0; i < stop; i++) {
+            char *q = strchr(p, ',');
+            if (q)
+                *q = '\0';
+            CHECK(u_of(strtof(p, NULL)) == u_of(v[i]), "round %d: 0x%08x printed as '%s'", round,
+                  u_of(v[i]), p);
+            if (isfinite(v[i]) && v[i] != 0)
+                CHECK(sig_digits(p) <= min_digits_f32(v[i]), "round %d: '%s' is not shortest for 0x%08x",
+                      round, p, u_of(v[i]));
+            p = q ? q + 1 : p + strlen(p);
+        }
+    }
+}
