@@ -338,7 +338,11 @@ def make_cases(rng):
     qkv = lambda L, S: (RG(g(rng, 2, L, 3)), RG(g(rng, 2, S, 3)), RG(g(rng, 2, S, 4)))
     add("_scaled_dot_product_attention", *qkv(3, 5), need_attn_weights=True)
     add("_scaled_dot_product_attention", *qkv(3, 5), need_attn_weights=True, out=1)
-    add("_scaled_dot_product_attention", *qkv(4, 4), rng.random((4, 4)) < 0.7, is_causal=False)
+    # a random boolean mask with one kept key per query row at least: a row masked
+    # entirely is NaN in torch and here, and finite differences of NaN fail (~3 % of seeds)
+    keep = rng.random((4, 4)) < 0.7
+    keep[np.arange(4), rng.integers(0, 4, 4)] = True
+    add("_scaled_dot_product_attention", *qkv(4, 4), keep, is_causal=False)
     add("_scaled_dot_product_attention", *qkv(4, 3), is_causal=True)
     add("_scaled_dot_product_attention", RG(g(rng, 2, 3)), g(rng, 4, 3), RG(g(rng, 4, 2)), RG(g(rng, 2, 4)))
     # losses: the native forwards' formulas (nll_loss_backward, mse_loss_backward) and the composites'
