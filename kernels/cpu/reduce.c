@@ -300,10 +300,11 @@ static double sumdev_f64(const double *x, int64_t n, double shift)
  * instructions are not NaN-propagating, so NaN is only detected (an
  * unordered compare of two loads flags a NaN in either) and the caller redoes
  * such a run in the NaN-propagating scalar loop. max_ps(v, acc) keeps acc on
- * ties (MAXNAN_'s rule, so -0 and +0 resolve per lane as before). The last
+ * ties (MAXNAN_'s rule); between -0 and +0 the result depends on the order,
+ * as torch's does (its amax of [-0., 0.] is -0., of [0., -0.] +0.). The last
  * n % 16 elements come in through a masked load whose other lanes are the
  * accumulator itself. Returns false when x holds a NaN. */
-#define MM512_(name, OP)                                                                         \
+#define MM512_(name, OP, RED)                                                                       \
     __attribute__((target("avx512f"))) static bool name(const float *x, int64_t n, float *res)   \
     {                                                                                            \
         __m512 a0 = _mm512_set1_ps(*res), a1 = a0, a2 = a0, a3 = a0;                             \
@@ -326,22 +327,13 @@ static double sumdev_f64(const double *x, int64_t n, double shift)
             a0 = OP(v, a0);                                                                      \
             nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);                                       \
         }                                                                                        \
-        float l[16];                                                                             \
-        _mm512_storeu_ps(l, a0);                                                                 \
-        float r = l[0];                                                                          \
-        for (int j = 1; j < 16; j++)                                                             \
-            r = OP##1(l[j], r);                                                                  \
-        *res = r;                                                                                \
+        /* a shuffle tree (no NaN to order): 16 serial selects cost as much    \
+         * as a 1000-element row's loop */                                                       \
+        *res = RED(a0);                                                                          \
         return !nan;                                                                             \
     }
-#define MAX1_(v, a) ((v) > (a) ? (v) : (a))
-#define MIN1_(v, a) ((v) < (a) ? (v) : (a))
-#define MM512_MAX_ _mm512_max_ps
-#define MM512_MIN_ _mm512_min_ps
-#define MM512_MAX_1 MAX1_
-#define MM512_MIN_1 MIN1_
-MM512_(max_f32_512, MM512_MAX_)
-MM512_(min_f32_512, MM512_MIN_)
+MM512_(max_f32_512, _mm512_max_ps, _mm512_reduce_max_ps)
+MM512_(min_f32_512, _mm512_min_ps, _mm512_reduce_min_ps)
 #undef MM512_
 
 static double maxmin_f32(const float *x, int64_t n, bool is_max, double init)
