@@ -215,7 +215,7 @@ LANE_SUM_(lanes_sqdev_f64, double, T_SQDEV_)
  * vector types' float -> double conversion as two halves (extract, convert,
  * insert: five instructions per eight elements where vcvtps2pd takes one),
  * which made the loop issue-bound. */
-#define LANE_SUM_512_(name, TERM)                                                      \
+#define LANE_SUM_512_(name, TERM, TERM1)                                               \
     __attribute__((target("avx512f"))) static double name##_512(const float *x, int64_t n, double p) \
     {                                                                                  \
         __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, pv = _mm512_set1_pd(p); \
@@ -240,15 +240,9 @@ LANE_SUM_(lanes_sqdev_f64, double, T_SQDEV_)
 #define T512_PLAIN_(v) (v)
 #define T512_DEV_(v) _mm512_sub_pd((v), pv)
 #define T512_SQDEV_(v) _mm512_mul_pd(_mm512_sub_pd((v), pv), _mm512_sub_pd((v), pv))
-#define TERM1 T_PLAIN_
-LANE_SUM_512_(lanes_sum_f32, T512_PLAIN_)
-#undef TERM1
-#define TERM1 T_DEV_
-LANE_SUM_512_(lanes_dev_f32, T512_DEV_)
-#undef TERM1
-#define TERM1 T_SQDEV_
-LANE_SUM_512_(lanes_sqdev_f32, T512_SQDEV_)
-#undef TERM1
+LANE_SUM_512_(lanes_sum_f32, T512_PLAIN_, T_PLAIN_)
+LANE_SUM_512_(lanes_dev_f32, T512_DEV_, T_DEV_)
+LANE_SUM_512_(lanes_sqdev_f32, T512_SQDEV_, T_SQDEV_)
 #undef LANE_SUM_512_
 
 static bool have_avx512(void)
