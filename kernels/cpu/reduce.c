@@ -167,29 +167,42 @@ static void store_i64(char *out, od_dtype dt, int64_t i, int64_t v)
 }
 
 /* ---- contiguous kernels ------------------------------------------------------------
- * Eight independent accumulators held in scalars: gcc -O2 packs them into
- * vector registers (an accumulator array indexed in a loop would stay in
- * memory and serialise on store forwarding, 2x slower). TERM maps one
- * element (p: the shift or mean) to what is added. */
+ * Four independent accumulators of eight double lanes (GCC vector types, one
+ * zmm each under the AVX-512 clone, two ymm under AVX2): a single one was a
+ * chain of dependent adds, one add's latency per eight elements. Lane j of
+ * accumulator k sums elements 32 i + 8 k + j; then the four add up as
+ * (a0 + a1) + (a2 + a3), the remaining blocks of eight go into that, its
+ * lanes add up as ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)), and the
+ * last n % 8 elements follow in order. Vector arithmetic is lane-wise IEEE,
+ * so every clone gives the same bits, and rows_sum_f32_512 below replays this
+ * order for float32 sums. TERM maps a double (vector or scalar; p: the shift
+ * or mean) to what is added. */
+typedef double v8d_ __attribute__((vector_size(64)));
+typedef float v8f_u_ __attribute__((vector_size(32), aligned(4), may_alias));
+typedef double v8d_u_ __attribute__((vector_size(64), aligned(8), may_alias));
+#define LD_float_(q) __builtin_convertvector(*(const v8f_u_ *)(const void *)(q), v8d_)
+#define LD_double_(q) (*(const v8d_u_ *)(const void *)(q))
 #define LANE_SUM_(name, T, TERM)                                                       \
-    OD_CPU_CLONES static double name(const T *restrict x, int64_t n, double p)                      \
+    OD_CPU_CLONES static double name(const T *restrict x, int64_t n, double p)        \
     {                                                                                  \
         (void)p;                                                                       \
-        double a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;          \
+        v8d_ a0 = {0}, a1 = a0, a2 = a0, a3 = a0;                                      \
         int64_t i = 0;                                                                 \
-        for (; i + 8 <= n; i += 8) {                                                   \
-            a0 += TERM(x[i]), a1 += TERM(x[i + 1]), a2 += TERM(x[i + 2]);              \
-            a3 += TERM(x[i + 3]), a4 += TERM(x[i + 4]), a5 += TERM(x[i + 5]);          \
-            a6 += TERM(x[i + 6]), a7 += TERM(x[i + 7]);                                \
+        for (; i + 32 <= n; i += 32) {                                                 \
+            a0 += TERM(LD_##T##_(x + i)), a1 += TERM(LD_##T##_(x + i + 8));            \
+            a2 += TERM(LD_##T##_(x + i + 16)), a3 += TERM(LD_##T##_(x + i + 24));      \
         }                                                                              \
-        double s = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7));                  \
+        v8d_ a = (a0 + a1) + (a2 + a3);                                                \
+        for (; i + 8 <= n; i += 8)                                                     \
+            a += TERM(LD_##T##_(x + i));                                               \
+        double s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));  \
         for (; i < n; i++)                                                             \
-            s += TERM(x[i]);                                                           \
+            s += TERM((double)x[i]);                                                   \
         return s;                                                                      \
     }
-#define T_PLAIN_(v) ((double)(v))
-#define T_DEV_(v) ((double)(v) - p)
-#define T_SQDEV_(v) (((double)(v) - p) * ((double)(v) - p))
+#define T_PLAIN_(v) (v)
+#define T_DEV_(v) ((v) - p)
+#define T_SQDEV_(v) (((v) - p) * ((v) - p))
 LANE_SUM_(lanes_sum_f32, float, T_PLAIN_)
 LANE_SUM_(lanes_sum_f64, double, T_PLAIN_)
 LANE_SUM_(lanes_dev_f32, float, T_DEV_)
@@ -197,6 +210,46 @@ LANE_SUM_(lanes_dev_f64, double, T_DEV_)
 LANE_SUM_(lanes_sqdev_f32, float, T_SQDEV_)
 LANE_SUM_(lanes_sqdev_f64, double, T_SQDEV_)
 #undef LANE_SUM_
+
+/* The same order in AVX-512 intrinsics for float32 data: gcc lowers the
+ * vector types' float -> double conversion as two halves (extract, convert,
+ * insert: five instructions per eight elements where vcvtps2pd takes one),
+ * which made the loop issue-bound. */
+#define LANE_SUM_512_(name, TERM, TERM1)                                               \
+    __attribute__((target("avx512f"))) static double name##_512(const float *x, int64_t n, double p) \
+    {                                                                                  \
+        __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, pv = _mm512_set1_pd(p); \
+        (void)pv;                                                                      \
+        int64_t i = 0;                                                                 \
+        for (; i + 32 <= n; i += 32) {                                                 \
+            a0 = _mm512_add_pd(a0, TERM(_mm512_cvtps_pd(_mm256_loadu_ps(x + i))));     \
+            a1 = _mm512_add_pd(a1, TERM(_mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8)))); \
+            a2 = _mm512_add_pd(a2, TERM(_mm512_cvtps_pd(_mm256_loadu_ps(x + i + 16))));\
+            a3 = _mm512_add_pd(a3, TERM(_mm512_cvtps_pd(_mm256_loadu_ps(x + i + 24))));\
+        }                                                                              \
+        __m512d a = _mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3));       \
+        for (; i + 8 <= n; i += 8)                                                     \
+            a = _mm512_add_pd(a, TERM(_mm512_cvtps_pd(_mm256_loadu_ps(x + i))));       \
+        double l[8];                                                                   \
+        _mm512_storeu_pd(l, a);                                                        \
+        double s = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));  \
+        for (; i < n; i++)                                                             \
+            s += TERM1((double)x[i]);                                                  \
+        return s;                                                                      \
+    }
+#define T512_PLAIN_(v) (v)
+#define T512_DEV_(v) _mm512_sub_pd((v), pv)
+#define T512_SQDEV_(v) _mm512_mul_pd(_mm512_sub_pd((v), pv), _mm512_sub_pd((v), pv))
+LANE_SUM_512_(lanes_sum_f32, T512_PLAIN_, T_PLAIN_)
+LANE_SUM_512_(lanes_dev_f32, T512_DEV_, T_DEV_)
+LANE_SUM_512_(lanes_sqdev_f32, T512_SQDEV_, T_SQDEV_)
+#undef LANE_SUM_512_
+
+static bool have_avx512(void)
+{
+    __builtin_cpu_init(); /* returns at once after the first call; no shared state of ours */
+    return __builtin_cpu_supports("avx512f");
+}
 
 /* float64 sums are pairwise above 1024 elements, so their error grows with
  * log n, not n; float32 data summed in double needs no such care. */
@@ -209,15 +262,24 @@ static double pairwise_f64(double (*leaf)(const double *restrict, int64_t, doubl
     return pairwise_f64(leaf, x, h, p) + pairwise_f64(leaf, x + h, n - h, p);
 }
 
-double od_cpu_sum_f32(const float *x, int64_t n) { return lanes_sum_f32(x, n, 0.0); }
+double od_cpu_sum_f32(const float *x, int64_t n)
+{
+    return have_avx512() ? lanes_sum_f32_512(x, n, 0.0) : lanes_sum_f32(x, n, 0.0);
+}
 double od_cpu_sum_f64(const double *x, int64_t n) { return pairwise_f64(lanes_sum_f64, x, n, 0.0); }
-double od_cpu_sqdev_f32(const float *x, int64_t n, double mean) { return lanes_sqdev_f32(x, n, mean); }
+double od_cpu_sqdev_f32(const float *x, int64_t n, double mean)
+{
+    return have_avx512() ? lanes_sqdev_f32_512(x, n, mean) : lanes_sqdev_f32(x, n, mean);
+}
 double od_cpu_sqdev_f64(const double *x, int64_t n, double mean)
 {
     return pairwise_f64(lanes_sqdev_f64, x, n, mean);
 }
 /* sum(x - shift): var's first pass. */
-static double sumdev_f32(const float *x, int64_t n, double shift) { return lanes_dev_f32(x, n, shift); }
+static double sumdev_f32(const float *x, int64_t n, double shift)
+{
+    return have_avx512() ? lanes_dev_f32_512(x, n, shift) : lanes_dev_f32(x, n, shift);
+}
 static double sumdev_f64(const double *x, int64_t n, double shift)
 {
     return pairwise_f64(lanes_dev_f64, x, n, shift);
@@ -227,8 +289,57 @@ static double sumdev_f64(const double *x, int64_t n, double shift)
 #define MAXNAN_(acc, v) ((v) > (acc) || (v) != (v) ? (v) : (acc))
 #define MINNAN_(acc, v) ((v) < (acc) || (v) != (v) ? (v) : (acc))
 
+/* AVX-512 max / min of x[0, n): four accumulators of 16 lanes (one was a
+ * chain of dependent selects, one select's latency per 8 elements). The
+ * instructions are not NaN-propagating, so NaN is only detected (an
+ * unordered compare of two loads flags a NaN in either) and the caller redoes
+ * such a run in the NaN-propagating scalar loop. max_ps(v, acc) keeps acc on
+ * ties (MAXNAN_'s rule); between -0 and +0 the result depends on the order,
+ * as torch's does (its amax of [-0., 0.] is -0., of [0., -0.] +0.). The last
+ * n % 16 elements come in through a masked load whose other lanes are the
+ * accumulator itself. Returns false when x holds a NaN. */
+#define MM512_(name, OP, RED)                                                                       \
+    __attribute__((target("avx512f"))) static bool name(const float *x, int64_t n, float *res)   \
+    {                                                                                            \
+        __m512 a0 = _mm512_set1_ps(*res), a1 = a0, a2 = a0, a3 = a0;                             \
+        __mmask16 nan = 0;                                                                       \
+        int64_t i = 0;                                                                           \
+        for (; i + 64 <= n; i += 64) {                                                           \
+            __m512 v0 = _mm512_loadu_ps(x + i), v1 = _mm512_loadu_ps(x + i + 16);                \
+            __m512 v2 = _mm512_loadu_ps(x + i + 32), v3 = _mm512_loadu_ps(x + i + 48);           \
+            a0 = OP(v0, a0), a1 = OP(v1, a1), a2 = OP(v2, a2), a3 = OP(v3, a3);                  \
+            nan |= _mm512_cmp_ps_mask(v0, v1, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v2, v3, _CMP_UNORD_Q); \
+        }                                                                                        \
+        a0 = OP(OP(a1, a0), OP(a3, a2));                                                         \
+        for (; i + 16 <= n; i += 16) {                                                           \
+            __m512 v = _mm512_loadu_ps(x + i);                                                   \
+            a0 = OP(v, a0);                                                                      \
+            nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);                                       \
+        }                                                                                        \
+        if (i < n) {                                                                             \
+            __m512 v = _mm512_mask_loadu_ps(a0, (__mmask16)((1u << (n - i)) - 1), x + i);        \
+            a0 = OP(v, a0);                                                                      \
+            nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);                                       \
+        }                                                                                        \
+        /* a shuffle tree (no NaN to order): 16 serial selects cost as much    \
+         * as a 1000-element row's loop */                                                       \
+        *res = RED(a0);                                                                          \
+        return !nan;                                                                             \
+    }
+MM512_(max_f32_512, _mm512_max_ps, _mm512_reduce_max_ps)
+MM512_(min_f32_512, _mm512_min_ps, _mm512_reduce_min_ps)
+#undef MM512_
+
 static double maxmin_f32(const float *x, int64_t n, bool is_max, double init)
 {
+    if (n >= 16 && have_avx512()) {
+        /* init: the partial so far, a float32 value or +-inf (or NaN, which
+         * only the scalar loop keeps) */
+        float r = is_max ? -INFINITY : INFINITY;
+        if (init == init && (is_max ? max_f32_512(x, n, &r) : min_f32_512(x, n, &r)))
+            return is_max ? MAXNAN_(init, (double)r) : MINNAN_(init, (double)r);
+    }
+
     float a[8];
     for (int j = 0; j < 8; j++)
         a[j] = (float)init;
@@ -512,17 +623,39 @@ static void reduce_one(const red_plan *P, const char *base, part *a)
 
 /* float32 sum / mean of many short contiguous rows (a global average pool's
  * mean over H x W): per row, the call chain above costs more than the sum.
- * Four rows at a time, each row's eight accumulators of lanes_sum_f32 held
- * as one vector's lanes and added up in its order ((a0 + a1) + (a2 + a3)) +
- * ((a4 + a5) + (a6 + a7)), then its tail: the same bits as run_update's
- * path, with four rows' chains overlapping. */
+ * Four rows at a time, each row's accumulators of lanes_sum_f32 held as
+ * vectors and added up in its order (the four as (a0 + a1) + (a2 + a3), then
+ * the blocks of eight, then the lanes ((l0 + l1) + (l2 + l3)) + ((l4 + l5) +
+ * (l6 + l7)), then the tail): the same bits as run_update's path, with the
+ * rows' chains overlapping. */
 #define ROWS 4
 __attribute__((target("avx512f"))) static void rows_sum_f32_512(const float *const *x, int64_t n, double *out)
 {
-    /* four named accumulators: an array indexed in the loop stays in memory */
+    /* named accumulators: an array indexed in the loop stays in memory */
     __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
     const float *x0 = x[0], *x1 = x[1], *x2 = x[2], *x3 = x[3];
     int64_t i = 0;
+    if (n >= 32) {
+        /* row r's accumulator k in b<r><k> (16 of the 32 zmm registers) */
+        __m512d b01 = a0, b02 = a0, b03 = a0, b11 = a0, b12 = a0, b13 = a0;
+        __m512d b21 = a0, b22 = a0, b23 = a0, b31 = a0, b32 = a0, b33 = a0;
+#define LDX_(r, k) _mm512_cvtps_pd(_mm256_loadu_ps(x##r + i + 8 * (k)))
+        for (; i + 32 <= n; i += 32) {
+            a0 = _mm512_add_pd(a0, LDX_(0, 0)), b01 = _mm512_add_pd(b01, LDX_(0, 1));
+            b02 = _mm512_add_pd(b02, LDX_(0, 2)), b03 = _mm512_add_pd(b03, LDX_(0, 3));
+            a1 = _mm512_add_pd(a1, LDX_(1, 0)), b11 = _mm512_add_pd(b11, LDX_(1, 1));
+            b12 = _mm512_add_pd(b12, LDX_(1, 2)), b13 = _mm512_add_pd(b13, LDX_(1, 3));
+            a2 = _mm512_add_pd(a2, LDX_(2, 0)), b21 = _mm512_add_pd(b21, LDX_(2, 1));
+            b22 = _mm512_add_pd(b22, LDX_(2, 2)), b23 = _mm512_add_pd(b23, LDX_(2, 3));
+            a3 = _mm512_add_pd(a3, LDX_(3, 0)), b31 = _mm512_add_pd(b31, LDX_(3, 1));
+            b32 = _mm512_add_pd(b32, LDX_(3, 2)), b33 = _mm512_add_pd(b33, LDX_(3, 3));
+        }
+#undef LDX_
+        a0 = _mm512_add_pd(_mm512_add_pd(a0, b01), _mm512_add_pd(b02, b03));
+        a1 = _mm512_add_pd(_mm512_add_pd(a1, b11), _mm512_add_pd(b12, b13));
+        a2 = _mm512_add_pd(_mm512_add_pd(a2, b21), _mm512_add_pd(b22, b23));
+        a3 = _mm512_add_pd(_mm512_add_pd(a3, b31), _mm512_add_pd(b32, b33));
+    }
     for (; i + 8 <= n; i += 8) {
         a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm256_loadu_ps(x0 + i)));
         a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_loadu_ps(x1 + i)));
@@ -554,9 +687,30 @@ __attribute__((target("avx512f"))) static void rows_store_f32_512(const double *
 
 static bool rows_f32(const red_plan *P)
 {
-    __builtin_cpu_init(); /* returns at once after the first call; no shared state of ours */
-    return __builtin_cpu_supports("avx512f") && P->acc_float && P->w == OD_FLOAT32 && (P->kind == OD_RED_SUM || P->kind == OD_RED_MEAN) &&
+    return have_avx512() && P->acc_float && P->w == OD_FLOAT32 && (P->kind == OD_RED_SUM || P->kind == OD_RED_MEAN) &&
            P->nr == 1 && P->rstride[0] == 1 && P->N > 0;
+}
+
+/* float32 amax / amin of contiguous rows: straight to the AVX-512 lanes, as
+ * the call chain of reduce_one (index arithmetic, dispatch on kind and
+ * dtype) costs about a tenth of a 1000-element row. */
+static bool rows_maxmin_f32(const red_plan *P)
+{
+    return have_avx512() && P->w == OD_FLOAT32 && (P->kind == OD_RED_AMAX || P->kind == OD_RED_AMIN) &&
+           P->nr == 1 && P->rstride[0] == 1 && P->N >= 16;
+}
+
+static void row_maxmin_f32(const red_plan *P, const float *x, int64_t o)
+{
+    bool mx = P->kind == OD_RED_AMAX;
+    float r = mx ? -INFINITY : INFINITY;
+    part a;
+    part_init(P, &a);
+    if (mx ? max_f32_512(x, P->N, &r) : min_f32_512(x, P->N, &r))
+        a.m = r;
+    else /* a NaN: the NaN-propagating loop */
+        a.m = maxmin_f32(x, P->N, mx, a.m);
+    finish(P, o, &a);
 }
 
 static void row_task(void *ctx, int64_t begin, int64_t end)
@@ -568,11 +722,13 @@ static void row_task(void *ctx, int64_t begin, int64_t end)
         q /= P->ksize[d];
         off += ix[d] * P->kstride[d];
     }
-    bool fast = rows_f32(P);
+    bool fast = rows_f32(P), fastmm = rows_maxmin_f32(P);
     const float *rows[ROWS];
     int nrows = 0;
     for (int64_t o = begin; o < end; o++) {
-        if (fast) {
+        if (fastmm) {
+            row_maxmin_f32(P, (const float *)(const void *)(P->base + (size_t)off * P->esz), o);
+        } else if (fast) {
             rows[nrows++] = (const float *)(const void *)(P->base + (size_t)off * P->esz);
             if (nrows == ROWS || o == end - 1) {
                 double sums[ROWS];

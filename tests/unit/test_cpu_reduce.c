@@ -7,6 +7,7 @@
  * keepdim, dtypes and layouts (permuted and strided views, expanded dims).
  * The seed is printed on failure; OD_TEST_SEED=<n> reruns it.
  */
+#include "cpu/cpu_kernels.h"
 #include "cpu_testutil.h"
 
 TestSuite(cpu_reduce, .init = test_setup);
@@ -697,4 +698,61 @@ Test(cpu_reduce, short_float32_rows_four_at_a_time)
                 check_case(&c, x);
                 od_tensor_release(x);
             }
+}
+
+Test(cpu_reduce, float32_vector_kernels_tails_nan_and_signed_zero)
+{
+    /* reduce.c's float32 kernels: sum / mean / var in four accumulators of 8
+     * lanes, then blocks of 8, then a scalar tail; amax / amin in four of 16
+     * lanes, then blocks of 16, then a masked tail. Lengths under one vector,
+     * at and around every block boundary, and past the split into chunks of
+     * 32768; NaN in the body and in the tail, and rows of signed zeros. */
+    static const int64_t ns[] = {1, 5, 8, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 79, 97, 1000, 1031, 65536 + 37, 200003};
+    static const kind ks[] = {K_SUM, K_MEAN, K_VAR, K_AMAX, K_AMIN};
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+        for (int v = 0; v < 4; v++) {
+            int64_t n = ns[a], sz[2] = {2, n};
+            od_tensor *x = t_rand(sz, 2, OD_FLOAT32);
+            float *p = od_tensor_data(x);
+            if (v == 1) { /* row 0: NaN in the body; row 1: NaN in the tail */
+                p[n / 3] = NAN;
+                p[n + n - 1] = NAN;
+            } else if (v == 2) { /* row 0: NaN as the last element only */
+                p[n - 1] = NAN;
+            } else if (v == 3) { /* row 0: +0 and -0 mixed; row 1: all -0 */
+                for (int64_t i = 0; i < 2 * n; i++)
+                    p[i] = i >= n || rng_next() % 2 ? -0.0f : 0.0f;
+            }
+            for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++) {
+                rcase c = {.k = ks[k], .overload = 1, .ndims = 1, .dims = {-1}, .unbiased = true};
+                check_case(&c, x);
+                rcase all = {.k = ks[k], .overload = 0, .ndims = -1, .unbiased = true};
+                check_case(&all, x);
+            }
+            if (v == 3) { /* all -0: the maximum and the minimum are -0, as in torch */
+                int64_t d = -1;
+                for (int mx = 0; mx < 2; mx++) {
+                    od_value args[3] = {tv(x), ilist(&d, 1), od_bool(false)};
+                    od_tensor *o = call1_ok(mx ? OD_OPID_amax : OD_OPID_amin, args, 3);
+                    const float *r = od_tensor_data(o);
+                    TCHECK(r[0] == 0.0f && r[1] == 0.0f && signbit(r[1]), "%s of zeros (n=%" PRId64 "): %g, %g",
+                           mx ? "amax" : "amin", n, r[0], r[1]);
+                    od_tensor_release(o);
+                }
+            }
+            if (v == 0 && n < 2 * 32768) {
+                /* the rows path (rows_sum_f32_512) replays od_cpu_sum_f32's order: the same bits */
+                int64_t d = -1;
+                od_value args[4] = {tv(x), ilist(&d, 1), od_bool(false), od_dtype_v(OD_FLOAT64)};
+                od_tensor *o = call1_ok(OD_OPID_sum_dim_IntList, args, 4);
+                const double *r = od_tensor_data(o);
+                for (int row = 0; row < 2; row++) {
+                    double want = od_cpu_sum_f32(p + row * n, n) + 0.0;
+                    TCHECK(memcmp(&r[row], &want, sizeof want) == 0, "sum row %d (n=%" PRId64 "): %.17g, want %.17g",
+                           row, n, r[row], want);
+                }
+                od_tensor_release(o);
+            }
+            od_tensor_release(x);
+        }
 }
