@@ -685,8 +685,8 @@ static inline __attribute__((always_inline)) bool scan_dec_simd(const char *p, c
     const __m128i c0 = _mm_set1_epi8('0'), c9 = _mm_set1_epi8(9);
     __m128i t0 = _mm_sub_epi8(_mm_loadu_si128((const __m128i *)p), c0);
     __m128i t1 = _mm_sub_epi8(_mm_loadu_si128((const __m128i *)(p + 16)), c0);
-    __m128i d0 = _mm_cmpeq_epi8(_mm_min_epu8(t0, c9), t0), d1 = _mm_cmpeq_epi8(_mm_min_epu8(t1, c9), t1);
-    uint32_t dm = (uint32_t)_mm_movemask_epi8(d0) | (uint32_t)_mm_movemask_epi8(d1) << 16;
+    uint32_t dm = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(t0, c9), t0)) |
+                  (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(t1, c9), t1)) << 16;
     uint64_t nondigit = ~(uint64_t)dm; /* bits 32.. set: every scan below stops */
     int s = p[0] == '-';
     int ni = __builtin_ctzll(nondigit >> s); /* integer digits */
@@ -707,23 +707,21 @@ static inline __attribute__((always_inline)) bool scan_dec_simd(const char *p, c
     /* Lane i of lo takes the digit 15 - i places before the last, of hi
      * the one 31 - i places before it (hi holds the first one to three of
      * 17..19 digits); each one byte further back once it passes the '.'.
-     * Lanes before the first digit read the '-' or a negative index: the
-     * non-digits are zeroed first, and pshufb yields 0 for an index with
-     * its top bit set (adds_epu8 of 0x70 sets it on 16..31 and keeps it on
-     * negatives; subtracting 16 sets it on 0..15 and keeps it on those). */
-    t0 = _mm_and_si128(t0, d0);
-    t1 = _mm_and_si128(t1, d1);
+     * pshufb yields 0 for an index with its top bit set, so lanes outside
+     * each 16-byte half (and negative ones) read nothing. */
     const __m128i iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m128i c16 = _mm_set1_epi8(16), c70 = _mm_set1_epi8(0x70);
-    __m128i dot1 = _mm_set1_epi8((char)(nf ? dot + 1 : -128));
+    const __m128i top = _mm_set1_epi8((char)0x80), c16 = _mm_set1_epi8(16);
+    __m128i nd_v = _mm_set1_epi8((char)nd), dot1 = _mm_set1_epi8((char)(nf ? dot + 1 : -128));
     __m128i lo = _mm_add_epi8(_mm_set1_epi8((char)(pos - 16)), iota);
     __m128i hi = _mm_sub_epi8(lo, c16);
     lo = _mm_add_epi8(lo, _mm_cmpgt_epi8(dot1, lo));
     hi = _mm_add_epi8(hi, _mm_cmpgt_epi8(dot1, hi));
 #define GATHER(src)                                                                         \
-    _mm_or_si128(_mm_shuffle_epi8(t0, _mm_adds_epu8(src, c70)),                             \
+    _mm_or_si128(_mm_shuffle_epi8(t0, _mm_or_si128(src, _mm_andnot_si128(                   \
+                                                            _mm_cmpgt_epi8(c16, src), top))), \
                  _mm_shuffle_epi8(t1, _mm_sub_epi8(src, c16)))
-    __m128i glo = GATHER(lo), ghi = GATHER(hi);
+    __m128i glo = _mm_and_si128(GATHER(lo), _mm_cmpgt_epi8(_mm_add_epi8(iota, nd_v), _mm_set1_epi8(15)));
+    __m128i ghi = _mm_and_si128(GATHER(hi), _mm_cmpgt_epi8(_mm_add_epi8(iota, nd_v), _mm_set1_epi8(31)));
 #undef GATHER
     /* 2 digits, 4, then 8 per lane; lo and hi side by side */
     glo = _mm_madd_epi16(_mm_maddubs_epi16(glo, _mm_set1_epi16(0x010A)), _mm_set1_epi32(0x00010064));
