@@ -986,6 +986,20 @@ static inline bool is_blank(char c) { return c == ' ' || c == '\n' || c == '\r' 
             break;                                                                  \
         out[n++] = CONVERT;                                                         \
         *pp = q;                                                                    \
+        /* the usual separators, ", " and ",", tested by branches (they             \
+         * predict; a data dependency on q[1] would lengthen the chain              \
+         * from one token's end to the next one's start) */                         \
+        if (__builtin_expect(end - q >= 3 && q[0] == ',', 1)) {                     \
+            if (q[1] == ' ') {                                                      \
+                if (!is_blank(q[2])) {                                              \
+                    p = q + 2;                                                      \
+                    continue;                                                       \
+                }                                                                   \
+            } else if (!is_blank(q[1])) {                                           \
+                p = q + 1;                                                          \
+                continue;                                                           \
+            }                                                                       \
+        }                                                                           \
         while (q < end && is_blank(*q))                                             \
             q++;                                                                    \
         if (q >= end || *q != ',')                                                  \

@@ -577,15 +577,17 @@ Test(scan, runs_match_strtof_and_stop_where_the_general_path_takes_over)
         int n = 1 + (int)(rnd() % N);
         for (int i = 0; i < n; i++) {
             if (i) {
-                static const char *const seps[] = {",", ", ", ",\n  ", " ,", ",\t"};
-                const char *sep = seps[rnd() % 5];
+                static const char *const seps[] = {",", ", ", ",\n  ", " ,", ",\t",
+                                                   ",  ", ", \t", ",\r\n"};
+                const char *sep = seps[rnd() % 8];
                 memcpy(text + len, sep, strlen(sep));
                 len += strlen(sep);
             }
             char tok[128];
-            switch (rnd() % 3) {
+            switch (rnd() % 4) {
             case 0: window_number(tok); break;
             case 1: random_number(tok, sizeof tok); break;
+            case 2: od_fmt_f64((double)f_of((uint32_t)rnd() & 0xBFFFFFFFu), tok); break; /* tolist() */
             default: od_fmt_f32(f_of((uint32_t)rnd() & 0xBFFFFFFFu), tok); break; /* finite */
             }
             offs[i] = text + len;
@@ -628,6 +630,68 @@ Test(scan, runs_match_strtof_and_stop_where_the_general_path_takes_over)
     const char *p = bad;
     CHECK(od_scan_f32_run(&p, bad + strlen(bad), got, 100) == 0 && p == bad,
           "a run must not start on a non-number");
+}
+
+/* Runs in an allocation of exactly their length (ASan sees any read past
+ * it), so every token near the end goes through the separator test's
+ * "fewer than 3 bytes left" side and the scalar decoder; with a bad token
+ * mid-run, the run stops after the token before it. */
+Test(scan, runs_at_the_end_of_the_buffer_and_bad_tokens)
+{
+    seed_once();
+    static const char *const seps[] = {",", ", ", ",  ", ", \n", ",\t"};
+    static const char *const bad[] = {"1e", "--1", "1e+", "1.", ".5", "-", "1.e5", "+1", "-.5", ""};
+    float got[40];
+    double got64[40];
+    for (int round = 0; round < 20000; round++) {
+        char text[40 * 48];
+        const char *ends[40];
+        size_t len = 0;
+        int n = 1 + (int)(rnd() % 40), bad_at = rnd() % 4 ? -1 : (int)(rnd() % (uint64_t)n);
+        for (int i = 0; i < n; i++) {
+            if (i) {
+                const char *sep = seps[rnd() % 5];
+                memcpy(text + len, sep, strlen(sep));
+                len += strlen(sep);
+            }
+            char tok[48];
+            if (i == bad_at)
+                strcpy(tok, bad[rnd() % 10]);
+            else if (rnd() % 2)
+                od_fmt_f32(f_of((uint32_t)rnd() & 0xBFFFFFFFu), tok);
+            else
+                od_fmt_f64((double)f_of((uint32_t)rnd() & 0xBFFFFFFFu), tok);
+            memcpy(text + len, tok, strlen(tok));
+            len += strlen(tok);
+            ends[i] = text + len;
+        }
+        int want = bad_at < 0 ? n : bad_at;
+        char *buf = malloc(len ? len : 1);
+        memcpy(buf, text, len);
+        const char *p = buf, *p64 = buf;
+        int64_t k = od_scan_f32_run(&p, buf + len, got, 40);
+        int64_t k64 = od_scan_f64_run(&p64, buf + len, got64, 40);
+        CHECK(k == want && k64 == want, "round %d: read %lld / %lld of %d numbers", round, (long long)k,
+              (long long)k64, want);
+        const char *want_end = want ? buf + (ends[want - 1] - text) : buf;
+        CHECK(p == want_end && p64 == want_end, "round %d: stopped at %td / %td, not %td", round,
+              p - buf, p64 - buf, want_end - buf);
+        for (int i = 0, s = 0; i < want; i++) {
+            char tok[48];
+            while (text[s] == ',' || text[s] == ' ' || text[s] == '\n' || text[s] == '\t')
+                s++;
+            size_t tl = (size_t)(ends[i] - text - s);
+            memcpy(tok, text + s, tl);
+            tok[tl] = '\0';
+            s += (int)tl;
+            float r = strtof(tok, NULL);
+            double r64 = strtod(tok, NULL);
+            CHECK(u_of(got[i]) == u_of(r) && bits64(got64[i]) == bits64(r64),
+                  "round %d, number %d '%s': %a / %a, strtof / strtod say %a / %a", round, i, tok,
+                  (double)got[i], got64[i], (double)r, r64);
+        }
+        free(buf);
+    }
 }
 
 Test(fmt, items_equal_one_at_a_time_and_stop_at_non_finite)
