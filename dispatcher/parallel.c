@@ -14,8 +14,6 @@
  *  - Workers block every signal (signals belong to the application's
  *    threads) and mark themselves as inside a region, so a nested
  *    od_parallel_for on a worker runs serially.
- *  - A worker that finishes a job, and a caller waiting for its workers,
- *    poll for up to SPIN_NS before sleeping on the condition variable.
  *  - After fork() the child starts with an empty pool (its workers do not
  *    exist there).
  *  - A thread with a deadline (od_set_deadline) has its loops cut into at
@@ -45,7 +43,7 @@ static struct {
     int nworkers; /* running workers */
     int target;   /* workers asked for when they were started */
     bool stop;
-    _Atomic uint64_t gen; /* written under m; atomic so a spinning worker may read it */
+    uint64_t gen;
     uint64_t start_gen; /* gen when the workers were created: their first "seen" */
     /* the current job */
     range_fn fn;
@@ -54,8 +52,7 @@ static struct {
     uint64_t deadline; /* the caller's (0: none) */
     atomic_bool cancelled;
     atomic_int_fast64_t next;
-    int wanted;
-    atomic_int running; /* written under m; atomic so the spinning caller may read it */
+    int wanted, running;
 } pool = {
     .region = PTHREAD_MUTEX_INITIALIZER,
     .m = PTHREAD_MUTEX_INITIALIZER,
@@ -177,41 +174,6 @@ static void run_chunks(range_fn fn, void *ctx, int64_t n, int64_t chunk, int64_t
     }
 }
 
-/* A worker (or the caller) that has just finished waits this long, polling,
- * before it sleeps on the condition variable: a kernel called in a loop
- * publishes its next region within microseconds, and a futex wake-up costs
- * ~10 us, a tenth of a 1e6-element sum. Bounded, so an idle server does not
- * burn a core. */
-#define SPIN_NS 30000
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
-
-/* Polls until *v != seen or SPIN_NS pass. */
-static void spin_while_u64(_Atomic uint64_t *v, uint64_t seen)
-{
-    uint64_t t0 = mono_ns();
-    for (unsigned i = 1; atomic_load_explicit(v, memory_order_relaxed) == seen; i++) {
-        cpu_relax();
-        if (i % 64 == 0 && mono_ns() - t0 > SPIN_NS)
-            return;
-    }
-}
-
-static void spin_while_nonzero(atomic_int *v)
-{
-    uint64_t t0 = mono_ns();
-    for (unsigned i = 1; atomic_load_explicit(v, memory_order_relaxed) != 0; i++) {
-        cpu_relax();
-        if (i % 64 == 0 && mono_ns() - t0 > SPIN_NS)
-            return;
-    }
-}
-
 static void *worker_main(void *arg)
 {
     int id = (int)(intptr_t)arg;
@@ -221,11 +183,6 @@ static void *worker_main(void *arg)
      * thread runs, and it must still take part in it. */
     uint64_t seen = pool.start_gen;
     for (;;) {
-        if (!pool.stop && pool.gen == seen) {
-            pthread_mutex_unlock(&pool.m);
-            spin_while_u64(&pool.gen, seen); /* then the lock orders the job's fields */
-            pthread_mutex_lock(&pool.m);
-        }
         while (!pool.stop && pool.gen == seen)
             pthread_cond_wait(&pool.wake, &pool.m);
         if (pool.stop)
@@ -361,7 +318,6 @@ od_status od_parallel_for(int64_t n, int64_t grain, range_fn fn, void *ctx)
     run_chunks(fn, ctx, n, chunk, pool.nchunks, pool.deadline);
     in_region = false;
 
-    spin_while_nonzero(&pool.running); /* the lock below orders the workers' writes */
     pthread_mutex_lock(&pool.m);
     while (pool.running > 0)
         pthread_cond_wait(&pool.done, &pool.m);
