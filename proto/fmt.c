@@ -432,7 +432,7 @@ static FMT_AVX512 size_t items_avx512(const float *v, size_t n, bool comma, char
             o += comma | (i + (size_t)j > 0);
             bool neg = bits >> 31;
             if ((bits << 1) == 0) {
-                memcpy(o, &"-0.0"[!neg], 4); /* and its NUL, as fmt_f32 */
+                memcpy(o, &"-0.0"[!neg], 4); /* +0 brings its NUL; no one reads past the length */
                 o += 3 + neg;
                 continue;
             }
