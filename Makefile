@@ -293,8 +293,11 @@ $(VENV_STAMP): tools/requirements.txt | $(SETUP_STAMP)
 	touch $@
 
 # ---- benchmarks ---------------------------------------------------------------
+# One benchmark at a time: under this Makefile's -j, make would run the
+# parts side by side on the same cores, and each would measure the others.
 bench: setup $(LIB_A) $(BENCH_BIN)
 	@set -e; for b in $(BENCH_BIN); do echo "== $$b"; $$b; done
+	@set -e; for t in $(BENCH_PARTS); do echo "== make $$t"; $(MAKE) --no-print-directory $$t; done
 
 # Before and after in one run: builds BASE (a commit) in build/baseline-BASE
 # and runs its benchmarks beside ours (bench_core twice each, interleaved;

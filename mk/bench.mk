@@ -68,7 +68,8 @@ bench-ops-torch: $(SERVER) $(VENV_STAMP)
 bench-curves: $(SERVER) $(CLIENT_C) $(FIXED_SERVER) $(VENV_STAMP)
 	.venv/bin/python bench/curves.py --opdispatchd $(B)/opdispatchd --cli $(CLIENT_C) --fixed $(FIXED_SERVER)
 
-bench: bench-http bench-store bench-load bench-clients bench-ops-torch bench-curves
+# run by `make bench` one after another (Makefile)
+BENCH_PARTS := bench-http bench-store bench-load bench-clients bench-ops-torch bench-curves
 
 # The JSON number paths of BASE (a commit) against ours in one process:
 # BASE's proto/fmt.c, its names renamed, linked beside ours (bench/json_ab.c).
