@@ -179,11 +179,13 @@ BN_FNS(float, f32, fmaf)
 
 /* ---- group norm ------------------------------------------------------------------- */
 
-/* 1 / sqrt(max(var, 0) + eps), each step rounded to bfloat16 (measured against torch 1.13) */
+/* 1 / sqrt(max(var, 0) + eps), each step rounded to bfloat16, eps too
+ * (measured against torch 1.13: with eps in float, a variance near eps,
+ * two nearly equal values in a group, came out one or two steps off) */
 static float gn_rstd_bf16(float v, double eps)
 {
     float var = bf16_round(v > 0 ? v : 0.0f);
-    return bf16_round(1.0f / bf16_round(sqrtf(bf16_round(var + (float)eps))));
+    return bf16_round(1.0f / bf16_round(sqrtf(bf16_round(var + bf16_round((float)eps)))));
 }
 
 /* bfloat16: torch 1.13's scalar loop in c10::BFloat16 arithmetic, every
