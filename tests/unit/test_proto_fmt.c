@@ -694,6 +694,19 @@ Test(scan, runs_at_the_end_of_the_buffer_and_bad_tokens)
     }
 }
 
+/* What od_fmt_f32_items must write for v[0, n): od_fmt_f32 per value,
+ * ','-separated (and one before the first when comma). Returns its length. */
+static size_t items_one_at_a_time(const float *v, size_t n, bool comma, char *ref)
+{
+    size_t r = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (comma || i)
+            ref[r++] = ',';
+        r += (size_t)od_fmt_f32(v[i], ref + r);
+    }
+    return r;
+}
+
 Test(fmt, items_equal_one_at_a_time_and_stop_at_non_finite)
 {
     seed_once();
@@ -717,12 +730,7 @@ Test(fmt, items_equal_one_at_a_time_and_stop_at_non_finite)
                     v[i] = 1.5f;
         }
         bool comma = rnd() % 2;
-        size_t r = 0;
-        for (size_t i = 0; i < stop; i++) {
-            if (comma || i)
-                ref[r++] = ',';
-            r += (size_t)od_fmt_f32(v[i], ref + r);
-        }
+        size_t r = items_one_at_a_time(v, stop, comma, ref);
         size_t done;
         size_t w = od_fmt_f32_items(v, n, comma, out, &done);
         CHECK(done == stop, "round %d: printed %zu values, the first non-finite is at %zu", round,
@@ -779,12 +787,7 @@ Test(fmt, items_every_class_at_every_position_round_trip_and_shortest)
             v[stop] = rnd() % 2 ? NAN : (rnd() % 2 ? INFINITY : -INFINITY);
         }
         bool comma = rnd() % 2;
-        size_t r = 0;
-        for (size_t i = 0; i < stop; i++) {
-            if (comma || i)
-                ref[r++] = ',';
-            r += (size_t)od_fmt_f32(v[i], ref + r);
-        }
+        size_t r = items_one_at_a_time(v, stop, comma, ref);
         size_t done, w = od_fmt_f32_items(v, n, comma, out, &done);
         CHECK(done == stop, "round %d: printed %zu values, the first non-finite is at %zu", round, done,
               stop);
