@@ -68,8 +68,14 @@ bench-ops-torch: $(SERVER) $(VENV_STAMP)
 bench-curves: $(SERVER) $(CLIENT_C) $(FIXED_SERVER) $(VENV_STAMP)
 	.venv/bin/python bench/curves.py --opdispatchd $(B)/opdispatchd --cli $(CLIENT_C) --fixed $(FIXED_SERVER)
 
-# run by `make bench` one after another (Makefile)
-BENCH_PARTS := bench-http bench-store bench-load bench-clients bench-ops-torch bench-curves
+# run by `make bench` one after another (Makefile); bench-json-ab-issue is
+# issue 14's number paths against the commit the issue measured (8c53417)
+BENCH_PARTS := bench-http bench-store bench-load bench-clients bench-ops-torch bench-curves \
+  bench-json-ab-issue
+
+.PHONY: bench-json-ab-issue
+bench-json-ab-issue:
+	@$(MAKE) --no-print-directory bench-json-ab BASE=8c53417
 
 # The JSON number paths of BASE (a commit) against ours in one process:
 # BASE's proto/fmt.c, its names renamed, linked beside ours (bench/json_ab.c).
