@@ -76,7 +76,7 @@ def bench_point(url, op, args, n):
     kwargs = dict(value(spec(a, n)) for a in args)
     body = {"op": op, "kwargs": kwargs, "iterations": min(count_for(n, op), 200), "warmup": 2}
     req = urllib.request.Request(url + "/v1/bench", json.dumps(body).encode(), {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=600) as r:
+    with urllib.request.urlopen(req, timeout=1800) as r:
         res = json.load(r)
     return res["kernel_us"]["median"], res.get("ceiling", {})
 
@@ -190,7 +190,9 @@ def main():
         port, fport = free_port(), free_port()
         procs.append(start([args.opdispatchd, "--host", "127.0.0.1", "--port", str(port), "--enable-bench",
                             "--no-access-log", "--default-device", "cpu", "--max-body-bytes", "2G",
-                            "--max-output-bytes", "2G"], port))
+                            "--max-output-bytes", "2G",
+                            # mm 4096's five calls and its sgemm ceiling take minutes on a slow machine
+                            "--request-timeout", "1800"], port))
         procs.append(start([args.fixed, str(fport)], fport))
         url, furl = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{fport}"
         floor_us = load_point(args.cli, furl, "relu", ["self=rand:1:float32"], 1, False)
