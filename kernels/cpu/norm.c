@@ -19,7 +19,8 @@
  *    schema does not mark them as written either.
  *  - Group norm follows GroupNormKernelImpl: one row of D * S values per
  *    (n, group), moments by the RowwiseMoments layer norm uses
- *    (od_cpu_row_moments), rstd = 1 / sqrt(max(var, 0) + eps).
+ *    (od_cpu_row_moments), rstd = 1 / sqrt(max(var, 0) + eps); y =
+ *    (x - mean) * rstd without weight and bias, else x * scale + bias.
  *  - Channels and rows are split over the thread pool; every task writes
  *    disjoint outputs.
  */
@@ -234,6 +235,15 @@ static void gn_row_bf16(const norm_ctx *k, const float *xr, float *yr, int64_t g
                             (float)v);                                                               \
                 ((T *)k->smean)[i] = (T)bf16_round((float)m);                                        \
                 ((T *)k->sinvstd)[i] = (T)gn_rstd_bf16((float)v, p->eps);                            \
+                continue;                                                                            \
+            }                                                                                        \
+            if (!k->w && !k->b) {                                                                    \
+                /* torch's branch without weight and bias: x - mean first, which the                 \
+                 * scale-and-bias form loses when the values of a group nearly agree */              \
+                for (int64_t s = 0; s < L; s++)                                                      \
+                    yr[s] = (xr[s] - mean) * rstd;                                                   \
+                ((T *)k->smean)[i] = mean;                                                           \
+                ((T *)k->sinvstd)[i] = rstd;                                                         \
                 continue;                                                                            \
             }                                                                                        \
             for (int64_t j = 0; j < D; j++) {                                                        \
