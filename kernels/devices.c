@@ -17,6 +17,7 @@
 /* OpenBLAS's own queries (declared in its cblas.h, which may not be the
  * cblas.h the system's alternatives picked). */
 extern char *openblas_get_config(void);
+extern char *openblas_get_corename(void);
 extern int openblas_get_num_threads(void);
 
 static od_prop *next(od_props *ps, const char *key, od_prop_kind kind)
@@ -91,6 +92,8 @@ static od_status cpu_props(int index, od_props *out)
     const char *cfg = openblas_get_config();
     od_props_text(out, "blas.library", "OpenBLAS");
     od_props_text(out, "blas.config", cfg ? cfg : "");
+    const char *core = openblas_get_corename();
+    od_props_text(out, "blas.core", core ? core : "");
     od_props_int(out, "blas.threads", openblas_get_num_threads());
     od_props_int(out, "kernel_threads", od_get_num_threads());
     od_cpu_alloc_info ai;

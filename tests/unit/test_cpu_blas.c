@@ -445,3 +445,22 @@ Test(cpu_blas, addmm_scalars_in_op_math_and_empty_bool)
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
         od_tensor_release(ts[i]);
 }
+
+/* OpenBLAS 0.3.21 falls back to its SSE3 (Prescott) kernels on CPUs newer
+ * than itself; blas.c's load-time check picks the AVX2 / AVX-512 core there
+ * unless the user named one. */
+extern char *openblas_get_corename(void);
+Test(cpu_blas, openblas_core_uses_the_cpus_vector_width)
+{
+    __builtin_cpu_init();
+    if (getenv("OPENBLAS_CORETYPE") && strcmp(getenv("OPENBLAS_CORETYPE"), "SkylakeX") != 0 &&
+        strcmp(getenv("OPENBLAS_CORETYPE"), "Haswell") != 0)
+        cr_skip_test("OPENBLAS_CORETYPE=%s was chosen by the user", getenv("OPENBLAS_CORETYPE"));
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+        cr_skip_test("no AVX2 + FMA on this CPU: Prescott may be its core");
+    const char *core = openblas_get_corename();
+    cr_assert(core, "openblas_get_corename() returned NULL");
+    cr_assert(strcasecmp(core, "Prescott") != 0 && strcasecmp(core, "Core2") != 0 &&
+                  strcasecmp(core, "Katmai") != 0,
+              "OpenBLAS runs its %s kernels on a CPU with AVX2 + FMA", core);
+}
