@@ -508,7 +508,7 @@ async function pollDevices() {
   const cpu = d.cpu ?? {};
   const cards = [card("CPU", [
     ["model", cpu.model], ["cores", cpu.cores], ["kernel threads", cpu.kernel_threads],
-    ["BLAS", cpu.blas ? `${cpu.blas.library ?? ""} (${cpu.blas.threads ?? "?"} threads)` : "none"],
+    ["BLAS", cpu.blas ? `${cpu.blas.library ?? ""}${cpu.blas.core ? ", " + cpu.blas.core + " kernels" : ""} (${cpu.blas.threads ?? "?"} threads)` : "none"],
     cpu.blas?.config ? ["BLAS config", cpu.blas.config] : null,
     ["HTTP threads", cpu.http_threads], ["call workers", cpu.call_workers],
     cpu.allocator ? ["allocator in use", bytes(cpu.allocator.in_use_bytes)] : null,
