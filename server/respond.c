@@ -214,47 +214,60 @@ static void bin_parts_free(void *cls)
     free(p);
 }
 
+static void release_all(od_tensor **tensors, int n)
+{
+    for (int i = 0; i < n; i++)
+        od_tensor_release(tensors[i]);
+}
+
 void od_respond_binary(od_req *r, int status, od_buf *head, od_tensor **tensors, int n)
 {
-    bin_parts *p = n >= 0 && n <= OD_MAX_BINARY_OUTPUTS ? calloc(1, sizeof *p + (size_t)n * sizeof p->t[0]) : NULL;
-    struct MHD_IoVec *iov = p ? calloc((size_t)n + 1, sizeof *iov) : NULL;
-    if (r->responded || !p || !iov || head->oom) {
-        free(p);
-        free(iov);
+    if (r->responded || head->oom || n < 0 || n > OD_MAX_BINARY_OUTPUTS) {
         od_buf_free(head);
-        for (int i = 0; i < n; i++)
-            od_tensor_release(tensors[i]);
+        release_all(tensors, n);
         if (!r->responded)
             od_respond_error(r, OD_ENOMEM, "out of memory building the response");
         return;
     }
     size_t hlen = 0;
-    p->head = od_buf_steal(head, &hlen);
+    char *hd = od_buf_steal(head, &hlen);
     size_t total = hlen;
     for (int i = 0; i < n; i++)
         total += od_tensor_nbytes(tensors[i]);
-    if (p->head && total <= BINARY_COPY_MAX) {
+    if (hd && total <= BINARY_COPY_MAX) {
         /* small: one buffer, so MHD sends headers and body in one write
-         * (an iovec answer goes out as two, which halved the tiny binary
-         * call's rate at 16 connections) */
-        char *one = realloc(p->head, total ? total : 1);
-        if (one) {
-            size_t off = hlen;
-            for (int i = 0; i < n; i++) {
-                size_t nb = od_tensor_nbytes(tensors[i]);
-                if (nb)
-                    memcpy(one + off, od_tensor_data(tensors[i]), nb);
-                off += nb;
-                od_tensor_release(tensors[i]);
-            }
-            free(p);
-            free(iov);
-            struct MHD_Response *resp = owned_response(r, status, one, total, "application/octet-stream");
-            if (resp)
-                binary_headers(r, status, resp, hlen, total);
+         * (an iovec answer goes out as two, which cost the tiny binary call
+         * up to half its rate at 16 connections) */
+        char *one = realloc(hd, total ? total : 1);
+        if (!one) {
+            free(hd);
+            release_all(tensors, n);
+            od_respond_error(r, OD_ENOMEM, "out of memory building the response");
             return;
         }
+        size_t off = hlen;
+        for (int i = 0; i < n; i++) {
+            size_t nb = od_tensor_nbytes(tensors[i]);
+            if (nb)
+                memcpy(one + off, od_tensor_data(tensors[i]), nb);
+            off += nb;
+        }
+        release_all(tensors, n);
+        struct MHD_Response *resp = owned_response(r, status, one, total, "application/octet-stream");
+        if (resp)
+            binary_headers(r, status, resp, hlen, total);
+        return;
     }
+    bin_parts *p = hd ? calloc(1, sizeof *p + (size_t)n * sizeof p->t[0]) : NULL;
+    struct MHD_IoVec *iov = p ? calloc((size_t)n + 1, sizeof *iov) : NULL;
+    if (!iov) {
+        free(p);
+        free(hd);
+        release_all(tensors, n);
+        od_respond_error(r, OD_ENOMEM, "out of memory building the response");
+        return;
+    }
+    p->head = hd;
     int niov = 0;
     iov[niov].iov_base = p->head;
     iov[niov++].iov_len = hlen;
@@ -266,7 +279,7 @@ void od_respond_binary(od_req *r, int status, od_buf *head, od_tensor **tensors,
         iov[niov].iov_base = od_tensor_data(tensors[i]);
         iov[niov++].iov_len = nb;
     }
-    struct MHD_Response *resp = p->head ? MHD_create_response_from_iovec(iov, (unsigned)niov, bin_parts_free, p) : NULL;
+    struct MHD_Response *resp = MHD_create_response_from_iovec(iov, (unsigned)niov, bin_parts_free, p);
     free(iov); /* MHD copies the vector */
     if (!resp) {
         bin_parts_free(p);
