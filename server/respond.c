@@ -214,19 +214,21 @@ static void bin_parts_free(void *cls)
     free(p);
 }
 
-static void release_all(od_tensor **tensors, int n)
+/* A binary answer that cannot be built: the tensors (taken) are released
+ * and the request answered out_of_memory, unless it was answered already. */
+static void binary_oom(od_req *r, od_tensor **tensors, int n)
 {
     for (int i = 0; i < n; i++)
         od_tensor_release(tensors[i]);
+    if (!r->responded)
+        od_respond_error(r, OD_ENOMEM, "out of memory building the response");
 }
 
 void od_respond_binary(od_req *r, int status, od_buf *head, od_tensor **tensors, int n)
 {
     if (r->responded || head->oom || n < 0 || n > OD_MAX_BINARY_OUTPUTS) {
         od_buf_free(head);
-        release_all(tensors, n);
-        if (!r->responded)
-            od_respond_error(r, OD_ENOMEM, "out of memory building the response");
+        binary_oom(r, tensors, n);
         return;
     }
     size_t hlen = 0;
@@ -241,8 +243,7 @@ void od_respond_binary(od_req *r, int status, od_buf *head, od_tensor **tensors,
         char *one = realloc(hd, total ? total : 1);
         if (!one) {
             free(hd);
-            release_all(tensors, n);
-            od_respond_error(r, OD_ENOMEM, "out of memory building the response");
+            binary_oom(r, tensors, n);
             return;
         }
         size_t off = hlen;
@@ -252,7 +253,8 @@ void od_respond_binary(od_req *r, int status, od_buf *head, od_tensor **tensors,
                 memcpy(one + off, od_tensor_data(tensors[i]), nb);
             off += nb;
         }
-        release_all(tensors, n);
+        for (int i = 0; i < n; i++)
+            od_tensor_release(tensors[i]);
         struct MHD_Response *resp = owned_response(r, status, one, total, "application/octet-stream");
         if (resp)
             binary_headers(r, status, resp, hlen, total);
@@ -263,8 +265,7 @@ void od_respond_binary(od_req *r, int status, od_buf *head, od_tensor **tensors,
     if (!iov) {
         free(p);
         free(hd);
-        release_all(tensors, n);
-        od_respond_error(r, OD_ENOMEM, "out of memory building the response");
+        binary_oom(r, tensors, n);
         return;
     }
     p->head = hd;
@@ -282,8 +283,8 @@ void od_respond_binary(od_req *r, int status, od_buf *head, od_tensor **tensors,
     struct MHD_Response *resp = MHD_create_response_from_iovec(iov, (unsigned)niov, bin_parts_free, p);
     free(iov); /* MHD copies the vector */
     if (!resp) {
-        bin_parts_free(p);
-        od_respond_error(r, OD_ENOMEM, "out of memory building the response");
+        bin_parts_free(p); /* releases the tensors */
+        binary_oom(r, tensors, 0);
         return;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");

@@ -42,9 +42,12 @@
  * sgemm at n = 1024 measured 33 GFLOP/s against 164 with its AVX-512 ones on
  * the same machine. Where OpenBLAS fell back so and the user named no core
  * (OPENBLAS_CORETYPE), the widest core this CPU runs is chosen through
- * OpenBLAS's own dynamic-arch re-initialisation. At load: the process is
- * still single-threaded (setenv), and no BLAS call has been made. Weak, so a
- * build without DYNAMIC_ARCH (neither function) keeps its core. */
+ * OpenBLAS's own dynamic-arch re-initialisation. At load: before main() for
+ * the server and programs linked with the library, while the process is
+ * single-threaded (setenv) and no BLAS call has been made. A program that
+ * dlopens libopdispatch.so while other threads call OpenBLAS should set
+ * OPENBLAS_CORETYPE itself. Weak, so a build without DYNAMIC_ARCH (neither
+ * function) keeps its core. */
 extern char *openblas_get_corename(void);
 extern void gotoblas_dynamic_init(void) __attribute__((weak));
 extern void gotoblas_dynamic_quit(void) __attribute__((weak));
