@@ -1,5 +1,6 @@
 /* respond.c — answers: the od_respond_* calls handlers use, error bodies in
- * each protocol's shape, binary responses sent from the tensors' memory.
+ * each protocol's shape, binary responses (up to 4 KiB copied into one
+ * buffer, larger ones sent from the tensors' memory).
  *
  * Invariants (see od_server.h):
  *  - The first answer wins; later ones are ignored (r->responded).
@@ -252,9 +253,8 @@ void od_respond_binary(od_req *r, int status, od_buf *head, od_tensor **tensors,
             if (nb)
                 memcpy(one + off, od_tensor_data(tensors[i]), nb);
             off += nb;
-        }
-        for (int i = 0; i < n; i++)
             od_tensor_release(tensors[i]);
+        }
         struct MHD_Response *resp = owned_response(r, status, one, total, "application/octet-stream");
         if (resp)
             binary_headers(r, status, resp, hlen, total);
