@@ -320,6 +320,21 @@ def test_embedding_bag_backward_ops(server, rng):
     check_bags(server, cases)
 
 
+def test_embedding_bag_wide_rows(server, rng):
+    """float32 rows of 0 to 300 columns: the AVX-512 sum / mean keeps up to 128 columns in registers per pass,
+    with a masked tail (130, 300) and a second pass (300), and skips padding rows; against torch."""
+    V = 50
+    cases = []
+    for D in (0, 16, 128, 130, 300):
+        w = R(rng, "float32", (V, D))
+        idx, off = bag_inputs(rng, 60, 7, V)
+        for mode in (0, 1, 2):
+            for pad in (-1, int(idx[3])):
+                cases.append(("_embedding_bag_forward_only", [w, I(idx), I(off), False, mode, False, None, False, pad]))
+        cases.append(("_embedding_bag", [w, I(idx, "int32"), I(off, "int32"), False, 1, False, None, False, -1]))
+    check_bags(server, cases)
+
+
 def test_embedding_bag_strided(server, rng):
     """A transposed (non-contiguous) weight and a strided index vector answer as contiguous ones."""
     a = rand(rng, "float64", (5, 9))
