@@ -4,8 +4,9 @@
  * Invariants: od_scatter_parse (kernels/shape_index.c) has checked ranks,
  * sizes, dtypes and the reduce name. Every index value is checked before
  * it is used, so a bad index is an error, never an access outside self
- * (the fast scatters check as they write into the fresh result, which is
- * released on the error; the others check the whole index first). Index positions are visited in row-major order, so the contributions
+ * (gather and the fast scatters check as they write into the fresh
+ * result, which is released on the error; the others check the whole index
+ * first). Index positions are visited in row-major order, so the contributions
  * to one element of the result are combined in the order of their index
  * along dim, as ATen's CPU kernel does (which fixes float rounding). Values
  * are combined in the dtype's compute family (float for float16, bfloat16
@@ -18,6 +19,7 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -202,23 +204,61 @@ static int64_t first_bad(const od_scatter_info *info, walk w, const int64_t *iv,
 }
 
 /* gather: out (contiguous) [k] = self[oo + index * dstride], chunks of
- * positions in parallel (each output element is written once). */
+ * positions in parallel (each output element is written once). Each index
+ * is checked as it is read; a bad one is skipped and the lowest bad
+ * position kept in first_bad, so the caller reports the one a serial pass
+ * would (the result, fresh, is released on that error). */
 typedef struct gather_job {
     walk w;
     const int64_t *iv;
     const char *sd;
     char *od;
-    int64_t dstride;
+    int64_t dstride, size;
     size_t es;
+    _Atomic int64_t first_bad; /* INT64_MAX: none */
 } gather_job;
 
-#define GATHER_LOOP_(T)                                                                      for (int64_t k = b; k < e; k++, walk_next(&w))                                               ((T *)j->od)[k] = ((const T *)j->sd)[w.oo + j->iv[w.io] * j->dstride];
+static void gather_bad(gather_job *j, int64_t k)
+{
+    int64_t cur = atomic_load_explicit(&j->first_bad, memory_order_relaxed);
+    while (k < cur && !atomic_compare_exchange_weak_explicit(&j->first_bad, &cur, k, memory_order_relaxed,
+                                                             memory_order_relaxed))
+        ;
+}
+
+/* One line of the index's last dim at a time, a tight loop over it (the
+ * walk carries between lines only). */
+#define GATHER_LOOP_(T)                                                                                  \
+    for (int64_t k = b; k < e;) {                                                                        \
+        int64_t run = inner - *col < e - k ? inner - *col : e - k;                                       \
+        const int64_t *ix = j->iv + w.io;                                                                \
+        const T *sp = (const T *)j->sd + w.oo;                                                           \
+        T *o = (T *)j->od + k;                                                                           \
+        for (int64_t i = 0; i < run; i++) {                                                              \
+            int64_t x = ix[i * is];                                                                      \
+            if ((uint64_t)x >= (uint64_t)j->size) {                                                      \
+                gather_bad(j, k + i);                                                                    \
+                continue;                                                                                \
+            }                                                                                            \
+            o[i] = sp[i * os + x * j->dstride];                                                          \
+        }                                                                                                \
+        k += run;                                                                                        \
+        *col += run - 1; /* at the line's last position, from where walk_next carries */                 \
+        w.io += (run - 1) * is;                                                                          \
+        w.so += (run - 1) * ss;                                                                          \
+        w.oo += (run - 1) * os;                                                                          \
+        walk_next(&w);                                                                                   \
+    }
 
 static void gather_chunk(void *ctx, int64_t b, int64_t e)
 {
-    const gather_job *j = ctx;
+    gather_job *j = ctx;
     walk w = j->w;
     walk_seek(&w, b);
+    const int last = w.nd - 1;
+    int64_t none = 0, *col = w.nd > 0 ? &w.coord[last] : &none; /* a 0-dim index: one line of one */
+    const int64_t inner = w.nd > 0 ? w.sizes[last] : 1, is = w.nd > 0 ? w.istr[last] : 0,
+                  ss = w.nd > 0 ? w.sstr[last] : 0, os = w.nd > 0 && last != w.dim ? w.ostr[last] : 0;
     switch (j->es) {
     case 1: GATHER_LOOP_(uint8_t) break;
     case 2: GATHER_LOOP_(uint16_t) break;
@@ -302,7 +342,8 @@ od_status od_cpu_scatter(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
     size_t es = od_dtype_size(dt);
     int64_t n = od_tensor_numel(index);
     od_tensor *out = NULL;
-    if ((st = od_alloc_outputs(s, &spec, 1, &out, err)))
+    /* gather writes every element (or fails); scatter starts from a copy of self */
+    if ((st = (info.gather ? od_alloc_outputs_overwrite : od_alloc_outputs)(s, &spec, 1, &out, err)))
         return st;
     if (!info.gather && (st = od_cpu_copy_into(out, self, err)))
         goto fail;
@@ -357,6 +398,21 @@ od_status od_cpu_scatter(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
             return OD_OK;
         }
     }
+    if (info.gather) {
+        gather_job j = {.w = w, .iv = iv, .sd = od_tensor_data(self), .od = od_tensor_data(out), .dstride = dstride,
+                        .size = size, .es = es, .first_bad = INT64_MAX};
+        if ((st = od_parallel_for(n, GATHER_GRAIN, gather_chunk, &j)))
+            goto fail;
+        int64_t fb = atomic_load(&j.first_bad);
+        if (fb != INT64_MAX) {
+            walk_seek(&w, fb);
+            st = od_scatter_check_index(&info, iv[w.io], err);
+            goto fail;
+        }
+        s->rets[0] = od_tensor_v(out);
+        s->nrets = 1;
+        return OD_OK;
+    }
     int64_t bad = first_bad(&info, w, iv, n, &badv);
     char vbuf[8] = {0};
     if (!info.gather && !src) {
@@ -375,15 +431,7 @@ od_status od_cpu_scatter(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
         goto fail;
     }
     char *od = od_tensor_data(out);
-    const char *sd = info.gather ? od_tensor_data(self) : src ? od_tensor_data(src) : vbuf;
-    if (info.gather) {
-        gather_job j = {w, iv, sd, od, dstride, es};
-        if ((st = od_parallel_for(n, GATHER_GRAIN, gather_chunk, &j)))
-            goto fail;
-        s->rets[0] = od_tensor_v(out);
-        s->nrets = 1;
-        return OD_OK;
-    }
+    const char *sd = src ? od_tensor_data(src) : vbuf;
     if (info.include_self && scatter_fast(w, iv, n, od, sd, src != NULL, dstride, size, dt, info.reduce, &badv) == -1) {
         s->rets[0] = od_tensor_v(out);
         s->nrets = 1;

@@ -155,6 +155,44 @@ def test_scatter_and_scatter_add_along_every_dim(server, rng):
     check(server, cases, rtol=1e-6)
 
 
+def test_gather_along_every_dim(server, rng):
+    """gather (one line of the index's last dim at a time in parallel, the index checked as it is read) against
+    torch: every dim of a 3-d self, strided selves and indices, a 0-dim case, and an out-of-range index at a
+    random position, whose message must be torch's."""
+    cases = []
+    for dt in ("float32", "float64", "int64", "int32", "float16", "bool", "uint8"):
+        for dim in (0, 1, 2, -1):
+            self_ = R(rng, dt, (4, 5, 6))
+            idx = rng.integers(0, (4, 5, 6)[dim], (3, 4, 5))
+            cases.append(("gather", [self_, dim, T(idx)], {}))
+            bad = idx.copy()
+            bad.flat[rng.integers(0, bad.size)] = rng.choice([-1, (4, 5, 6)[dim]])
+            cases.append(("gather", [self_, dim, T(bad)], {}))
+        cases.append(("gather", [R(rng, dt, ()), 0, T(np.array(0))], {}))
+        cases.append(("gather", [R(rng, dt, (7,)), 0, T(np.zeros(0, np.int64))], {}))
+    check(server, cases, rtol=0)
+    # strided: a transposed self and an every-other-element index, through /v1/run
+    a, idx = rand(rng, "float64", (6, 9)), rng.integers(0, 6, (9, 10))
+    body = {"steps": [{"op": "t", "args": [T(a)]},
+                      {"op": "slice.Tensor", "args": [T(idx), 1, 0, 10, 2]},
+                      {"op": "gather", "args": [{"ref": "$0"}, 1, {"ref": "$1"}]}], "outputs": ["$2"]}
+    r = server.post("/v1/run", body)
+    assert r.status_code == 200, r.text
+    np.testing.assert_array_equal(from_json(r.json()["outputs"][0]), np.take_along_axis(a.T, idx[:, ::2], 1))
+
+
+def test_gather_reports_the_first_bad_index(server, rng):
+    """An index long enough to be split across threads, with bad values in two chunks: the message names the
+    first in row-major order, whichever thread finds its own first."""
+    n = 200_000
+    idx = rng.integers(0, 1000, n)
+    first, second = sorted(rng.choice(np.arange(20_000, n), 2, replace=False))
+    idx[first], idx[second] = 1000 + int(rng.integers(0, 50)), -1 - int(rng.integers(0, 50))
+    r = server.post("/v1/ops/gather", {"args": [R(rng, "float32", (1000,)), 0, T(idx)]})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["message"] == f"index {idx[first]} is out of bounds for dimension 0 with size 1000"
+
+
 def test_put(server, rng):
     cases = []
     for dt in ALL:
