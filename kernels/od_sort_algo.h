@@ -20,7 +20,8 @@
  *    quick_select_template. NaN orders above every number (ATen's
  *    comparators).
  *  - No allocation, no recursion: callers pass the line (n pairs) and, for
- *    the stable sort, scratch of n more pairs.
+ *    the stable sort, scratch of n more pairs; topk's partial sort can also
+ *    be fed pair by pair into a heap of k (od_sort_topk_*).
  */
 #ifndef OD_SORT_ALGO_H
 #define OD_SORT_ALGO_H
@@ -135,6 +136,31 @@ static inline OD_HD void sa_partial_sort(const od_sort_cmp *c, od_sort_elem *f, 
 {
     sa_heap_select(c, f, middle, last);
     sa_sort_heap(c, f, middle);
+}
+
+/* topk's sa_partial_sort (k * 64 <= n) without the rest of the line in
+ * memory: sa_heap_select reads each pair past the heap once and writes
+ * only the heap (what sa_pop_heap puts back at f[i] is never read again),
+ * so the caller builds heap[0..k) from the line's first k pairs, calls
+ * od_sort_topk_begin, offers every later pair in order, then calls
+ * od_sort_topk_end: heap[0..k) is then what od_sort_line leaves in f[0..k). */
+static inline OD_HD void od_sort_topk_begin(od_sort_elem *heap, int64_t k, bool desc, bool fl)
+{
+    od_sort_cmp c = {fl, desc, false};
+    sa_make_heap(&c, heap, k);
+}
+
+static inline OD_HD void od_sort_topk_offer(od_sort_elem *heap, int64_t k, bool desc, bool fl, od_sort_elem e)
+{
+    od_sort_cmp c = {fl, desc, false};
+    if (sa_lt(&c, &e, &heap[0]))
+        sa_adjust_heap(&c, heap, 0, k, e); /* sa_pop_heap of e, whose slot is never read again */
+}
+
+static inline OD_HD void od_sort_topk_end(od_sort_elem *heap, int64_t k, bool desc, bool fl)
+{
+    od_sort_cmp c = {fl, desc, false};
+    sa_sort_heap(&c, heap, k);
 }
 
 static inline OD_HD void sa_move_median_to_first(const od_sort_cmp *c, od_sort_elem *r, od_sort_elem *a, od_sort_elem *b, od_sort_elem *d)

@@ -28,32 +28,53 @@ typedef struct sort_ctx {
     int64_t n, on, inner, k;
     size_t es;
     const char *x;   /* self, contiguous */
-    const void *keys; /* self as double or int64, contiguous */
+    const void *keys; /* self as double or int64, contiguous; or self itself, float32 (f32) */
+    bool f32;
     char *v;
     int64_t *ix;
     int oom;         /* set (atomically) by a task whose scratch failed */
 } sort_ctx;
 
-/* Lines [begin, end), with scratch of their own (2n pairs). */
+static inline od_sort_elem pair_at(const sort_ctx *c, int64_t base, int64_t k)
+{
+    od_sort_elem e;
+    if (c->f32) /* widened here: exact, as the double copy would be */
+        e.k.d = ((const float *)c->keys)[base + k * c->inner];
+    else if (c->fl)
+        e.k.d = ((const double *)c->keys)[base + k * c->inner];
+    else
+        e.k.i = ((const int64_t *)c->keys)[base + k * c->inner];
+    e.idx = k;
+    return e;
+}
+
+/* Lines [begin, end), with scratch of their own: 2n pairs, or k for a topk
+ * that streams the line through a heap (od_sort_algo.h's partial-sort case:
+ * no line-sized copy to build and fault in). */
 static void sort_lines(void *ctx, int64_t begin, int64_t end)
 {
     sort_ctx *c = ctx;
     int64_t n = c->n;
-    od_sort_elem *buf = malloc((size_t)(2 * n) * sizeof *buf);
+    bool stream = c->op == OD_SORT_OP_TOPK && c->k > 0 && c->k * 64 <= n;
+    od_sort_elem *buf = malloc((size_t)(stream ? c->k : 2 * n) * sizeof *buf);
     if (!buf) {
         __atomic_store_n(&c->oom, 1, __ATOMIC_RELAXED);
         return;
     }
     for (int64_t l = begin; l < end; l++) {
-        int64_t o = l / c->inner, j = l % c->inner, base = o * n * c->inner + j;
-        for (int64_t k = 0; k < n; k++) {
-            if (c->fl)
-                buf[k].k.d = ((const double *)c->keys)[base + k * c->inner];
-            else
-                buf[k].k.i = ((const int64_t *)c->keys)[base + k * c->inner];
-            buf[k].idx = k;
+        int64_t o = l / c->inner, j = l % c->inner, base = o * n * c->inner + j, first = 0;
+        if (stream) {
+            for (int64_t k = 0; k < c->k; k++)
+                buf[k] = pair_at(c, base, k);
+            od_sort_topk_begin(buf, c->k, c->desc, c->fl);
+            for (int64_t k = c->k; k < n; k++)
+                od_sort_topk_offer(buf, c->k, c->desc, c->fl, pair_at(c, base, k));
+            od_sort_topk_end(buf, c->k, c->desc, c->fl);
+        } else {
+            for (int64_t k = 0; k < n; k++)
+                buf[k] = pair_at(c, base, k);
+            first = od_sort_line(buf, buf + n, n, c->op, c->k, c->desc, c->sorted, c->fl);
         }
-        int64_t first = od_sort_line(buf, buf + n, n, c->op, c->k, c->desc, c->sorted, c->fl);
         int64_t obase = o * c->on * c->inner + j;
         for (int64_t k = 0; k < c->on; k++) {
             int64_t src = buf[first + k].idx;
@@ -96,13 +117,14 @@ od_status od_cpu_sort(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
         goto done;
     int64_t one_ix; /* median(), nanmedian(): the index chosen is not returned */
     bool fl = od_dtype_is_floating(self->dtype);
+    bool f32 = self->dtype == OD_FLOAT32; /* keys read from x itself: no line-sized double copy */
     if ((st = od_cpu_to_dtype(self, self->dtype, &x, err)) ||
-        (st = od_cpu_to_dtype(self, fl ? OD_FLOAT64 : OD_INT64, &keys, err)))
+        (!f32 && (st = od_cpu_to_dtype(self, fl ? OD_FLOAT64 : OD_INT64, &keys, err))))
         goto fail;
-    sort_ctx c = {opc,
-                  fl, info.descending, info.sorted, n, on, info.inner, info.k,
-                  od_dtype_size(self->dtype), od_tensor_data(x), od_tensor_data(keys),
-                  od_tensor_data(outs[0]), nouts == 2 ? (int64_t *)od_tensor_data(outs[1]) : &one_ix, 0};
+    sort_ctx c = {.op = opc, .fl = fl, .desc = info.descending, .sorted = info.sorted, .n = n, .on = on,
+                  .inner = info.inner, .k = info.k, .es = od_dtype_size(self->dtype), .x = od_tensor_data(x),
+                  .keys = od_tensor_data(f32 ? x : keys), .f32 = f32, .v = od_tensor_data(outs[0]),
+                  .ix = nouts == 2 ? (int64_t *)od_tensor_data(outs[1]) : &one_ix};
     if ((st = od_parallel_for(info.outer * info.inner, SORT_GRAIN / n + 1, sort_lines, &c)))
         goto fail;
     if (c.oom) {

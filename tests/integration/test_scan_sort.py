@@ -42,6 +42,8 @@ def make_cases(rng):
             C.append(("sort", [T(x), -1, desc], {}, 2))
             C.append(("sort.stable", [T(x)], {"stable": True, "dim": -1, "descending": desc}, 2))
             C.append(("sort", [T(x.T.copy()), 0, desc], {}, 2))
+            # along dim 0 (lines strided by 3): topk's heap reads the keys where they lie
+            C.append(("topk", [T(x.T.copy()), max(1, n // 64), 0, desc, True], {}, 2))
             for k in (1, max(1, n // 64), n // 2, n):
                 C.append(("topk", [T(x), k, -1, bool(rng.random() < 0.5), bool(rng.random() < 0.7)], {}, 2))
                 C.append(("kthvalue", [T(x), k, -1], {}, 2))
