@@ -257,7 +257,10 @@ od_status od_cpu_dist(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
         if ((st = od_dist_mm(&p, &out, err)))
             return st;
     } else {
-        if ((st = od_shape_dist(id, s, &spec, &nouts, err)) || (st = od_alloc_outputs(s, &spec, 1, &out, err)))
+        /* cdist and pdist write every distance; the rest (empty, all-zero, backward) rely on zeros */
+        bool whole = !p.empty && !p.zeros && (p.op == OD_DISTOP_CDIST || p.op == OD_DISTOP_PDIST);
+        if ((st = od_shape_dist(id, s, &spec, &nouts, err)) ||
+            (st = (whole ? od_alloc_outputs_overwrite : od_alloc_outputs)(s, &spec, 1, &out, err)))
             return st;
         if (!p.empty && !p.zeros && od_tensor_numel(out) > 0 && (st = run(&p, out, err))) {
             od_tensor_release(out);

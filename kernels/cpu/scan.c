@@ -3,7 +3,8 @@
  * Invariants:
  *  - od_shape_scan / od_scan_parse (kernels/shape_scan.c) validate every
  *    argument first; od_scan_check_dtype then refuses what ATen's CPU
- *    dispatch refuses. Outputs come from od_alloc_outputs (contiguous).
+ *    dispatch refuses. Outputs come from od_alloc_outputs_overwrite
+ *    (contiguous, not cleared: every position is written).
  *  - The input is read through a contiguous copy (no copy when it already is
  *    one), viewed as [outer, size, inner]; each of the outer * inner lines is
  *    scanned in order, as ATen's cpu_cum_base_kernel does, so rounding
@@ -203,7 +204,8 @@ od_status od_cpu_scan(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
         (st = od_scan_check_dtype(id, s, &info, err)))
         return st;
     od_tensor *self = s->args[0].u.t, *outs[2] = {NULL, NULL}, *x = NULL;
-    if ((st = od_alloc_outputs(s, spec, nouts, outs, err)))
+    /* every line writes each of its positions (an empty self: empty outputs) */
+    if ((st = od_alloc_outputs_overwrite(s, spec, nouts, outs, err)))
         return st;
     if (od_tensor_numel(self) > 0) {
         od_dtype vdt = outs[0]->dtype;

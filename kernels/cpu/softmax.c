@@ -2,7 +2,7 @@
  *
  * Invariants:
  *  - The shape functions (kernels/shape_reduce.c) validate everything first;
- *    outputs come from od_alloc_outputs (contiguous).
+ *    outputs come from od_alloc_outputs(_overwrite) (contiguous).
  *  - Compute precision: float64 in double; float32, float16 and bfloat16 in
  *    float (half types are read through a float32 copy and the result is
  *    converted back on the way out), with sums accumulated in double.
@@ -591,7 +591,8 @@ od_status od_cpu_layer_norm(void *ctx, const od_op *op, od_keyset ks, od_stack *
     int axis = input->ndim - (int)s->args[1].u.list.n;
     od_tensor *outs[3] = {NULL, NULL, NULL}, *tg[3] = {NULL, NULL, NULL};
     od_tensor *x = NULL, *w = NULL, *b = NULL;
-    if ((st = od_alloc_outputs(s, spec, 3, outs, err)))
+    /* ln_rows writes every element of the three (no rows: all three are empty) */
+    if ((st = od_alloc_outputs_overwrite(s, spec, 3, outs, err)))
         return st;
     /* float16 has no CPU layer norm in torch 1.13: it computes as float64. */
     od_dtype cdt = input->dtype == OD_FLOAT64 || input->dtype == OD_FLOAT16 ? OD_FLOAT64 : OD_FLOAT32;
