@@ -58,17 +58,28 @@ OD_CPU_CLONES static void softmax_row_f32(const float *restrict x, float *restri
 
     double s8[SM_W] = {0};
     i = 0;
+    /* The exp pass also asks for the next row (x + n, y + n; rows are
+     * contiguous, and a prefetch past the end does not fault), a line per
+     * step: its loads and its output's write-allocates then overlap this
+     * row's exp instead of stalling the next row's max pass. 4096x4096
+     * (bench_core's case) went from 10-13.6 to 7.9-11.4 ms in turns. */
     if (is_log) {
-        for (; i + SM_W <= n; i += SM_W)
+        for (; i + SM_W <= n; i += SM_W) {
+            __builtin_prefetch(x + n + i);
+            __builtin_prefetch(y + n + i, 1);
             for (int j = 0; j < SM_W; j++)
                 s8[j] += (double)od_math_exp_f32(x[i + j] - m);
+        }
     } else {
-        for (; i + SM_W <= n; i += SM_W)
+        for (; i + SM_W <= n; i += SM_W) {
+            __builtin_prefetch(x + n + i);
+            __builtin_prefetch(y + n + i, 1);
             for (int j = 0; j < SM_W; j++) {
                 float e = od_math_exp_f32(x[i + j] - m);
                 y[i + j] = e;
                 s8[j] += (double)e;
             }
+        }
     }
     for (int w = SM_W / 2; w >= 1; w /= 2) /* pairwise, as the 8 lanes were */
         for (int j = 0; j < w; j++)
