@@ -62,7 +62,7 @@ OD_CPU_CLONES static void softmax_row_f32(const float *restrict x, float *restri
      * contiguous, and a prefetch past the end does not fault), a line per
      * step: its loads and its output's write-allocates then overlap this
      * row's exp instead of stalling the next row's max pass. 4096x4096
-     * (bench_core's case) went from 10-13.6 to 7.9-11.4 ms in turns. */
+     * (bench_core's case) went from 10.2-13.6 to 7.9-11.7 ms in turns. */
     if (is_log) {
         for (; i + SM_W <= n; i += SM_W) {
             __builtin_prefetch(x + n + i);
