@@ -12,6 +12,10 @@
  *    returns only after every chunk has finished.
  *  - Workers are created lazily on the first parallel region and joined by
  *    od_parallel_shutdown() (also run by a destructor at exit).
+ *  - After a region, workers (and the caller, while it waits for them) poll
+ *    for at most 30 us before they sleep, yielding the CPU as they poll. On a
+ *    machine of 2 to 8 CPUs the workers' affinity leaves out the CPU of the
+ *    thread that last opened a region.
  *  - BLAS threading is not managed here; BLAS kernels read od_get_num_threads().
  */
 #ifndef OD_PARALLEL_H

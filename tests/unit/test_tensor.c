@@ -1977,6 +1977,45 @@ Test(parallel, uses_several_threads)
     od_parallel_shutdown();
 }
 
+/* A chunk on a pool worker records how many CPUs that worker may run on, and
+ * holds on (at most 2 s) until another chunk has started, so a worker takes
+ * part whatever the scheduler does. */
+static pthread_t aff_caller;
+static atomic_int aff_started, aff_worker_cpus;
+static void aff_fn(void *p, int64_t begin, int64_t end)
+{
+    (void)p, (void)begin, (void)end;
+    atomic_fetch_add(&aff_started, 1);
+    if (!pthread_equal(pthread_self(), aff_caller)) {
+        cpu_set_t set;
+        if (pthread_getaffinity_np(pthread_self(), sizeof set, &set) == 0)
+            atomic_store(&aff_worker_cpus, CPU_COUNT(&set));
+    }
+    for (int i = 0; i < 2000 && atomic_load(&aff_started) < 2; i++)
+        usleep(1000);
+}
+
+/* On a small machine the workers are kept off the CPU of the thread that
+ * opens the region (left to the scheduler, a worker was queued behind it). */
+Test(parallel, workers_keep_off_the_callers_cpu)
+{
+    cpu_set_t all;
+    cr_assert_eq(sched_getaffinity(0, sizeof all, &all), 0);
+    int ncpu = CPU_COUNT(&all);
+    if (ncpu < 2 || ncpu > 8)
+        cr_skip_test("%d CPUs: the pool keeps workers off the caller's CPU on 2 to 8", ncpu);
+    od_parallel_shutdown(); /* a fresh pool, started under this affinity */
+    od_set_num_threads(2);
+    aff_caller = pthread_self();
+    atomic_store(&aff_started, 0);
+    atomic_store(&aff_worker_cpus, 0);
+    cr_assert_eq(od_parallel_for(2, 1, aff_fn, NULL), OD_OK);
+    cr_expect_eq(atomic_load(&aff_worker_cpus), ncpu - 1, "a worker may run on %d of %d CPUs",
+                 atomic_load(&aff_worker_cpus), ncpu);
+    od_set_num_threads(0);
+    od_parallel_shutdown();
+}
+
 typedef struct {
     int64_t inner_n;
     atomic_int *hits; /* outer_n * inner_n */
