@@ -89,8 +89,10 @@ static inline void prefetch_row(const float *r, int64_t D)
 }
 
 /* Rows this many indices ahead are prefetched: the table is far larger
- * than the caches and each row is a random one. */
-#define EB_AHEAD 8
+ * than the caches and each row is a random one. 16 over 8: 3.8-3.9 ->
+ * 3.3-3.4 ms on a 100000 x 128 table, 8192 bags of 32 (AMD EPYC, 2 threads);
+ * 32 was no better. */
+#define EB_AHEAD 16
 
 /* float32 sum of bag b's rows (unit stride, no per-sample weights) into
  * acc[0, D); returns the rows summed. Up to 128 columns at a time stay in
