@@ -287,6 +287,27 @@ static int64_t idx_at(const od_tensor *t, int64_t i)
     return ((const int64_t *)b)[i * t->strides[0]];
 }
 
+/* Whether any of t's n indices (1-D, int32 / int64) is outside [0, V): one
+ * branch-free pass (the per-element idx_at calls, on one thread, took 14 %
+ * of a 262144-index forward's samples); the loop below then finds the
+ * first bad one for the message. */
+static bool any_outside(const od_tensor *t, int64_t n, int64_t V)
+{
+    const char *b = od_tensor_data(t);
+    int64_t st = t->strides[0];
+    bool bad = false;
+    if (t->dtype == OD_INT32) {
+        const int32_t *x = (const int32_t *)(const void *)b;
+        for (int64_t i = 0; i < n; i++)
+            bad |= (uint64_t)(int64_t)x[i * st] >= (uint64_t)V;
+    } else {
+        const int64_t *x = (const int64_t *)(const void *)b;
+        for (int64_t i = 0; i < n; i++)
+            bad |= (uint64_t)x[i * st] >= (uint64_t)V;
+    }
+    return bad;
+}
+
 static bool fast_sum(const od_embag_plan *p)
 {
     /* torch's is_fast_path: fbgemm's kernel ('sum' and 'mean') and its messages */
@@ -339,6 +360,8 @@ od_status od_embag_check_data(const od_embag_plan *p, od_error *err)
                                     " > offsets[%" PRId64 "] = %" PRId64, k - 1, a, k, b);
         }
     }
+    if (!any_outside(p->indices, p->n, p->V))
+        return OD_OK;
     for (int64_t i = 0; i < p->n; i++) {
         int64_t v = idx_at(p->indices, i);
         if (v >= 0 && v < p->V)

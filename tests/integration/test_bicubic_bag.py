@@ -246,6 +246,9 @@ def test_embedding_bag_errors(server, rng):
         A(w, I([1, 9]), I([0]), False, 0, False, None, False, -1),     # fbgemm's message
         A(wd, I([1, 9]), I([0]), False, 0, False, None, False, -1),    # the slow path's
         A(w, I([1, -1]), I([0]), False, 1, False, None, False, -1),
+        A(w, I([1, 2, 9, 3, -1], "int32"), I([0, 2], "int32"), False, 0, False, None, False, -1),  # the first bad one
+        A(w, I([4, -3], "int32"), I([0], "int32"), False, 1, False, None, False, -1),
+        A(wd, I([0, 6, 7]), I([0]), False, 0, False, None, False, -1),  # V itself
         A(w, I([1, 9]), I([0]), False, 2, False, None, False, -1),
         A(w, idx, off, False, 1, False, R(rng, "float32", (5,)), False, -1),
         A(w, idx, off, False, 0, False, R(rng, "float64", (5,)), False, -1),
