@@ -226,6 +226,20 @@ def test_pdist(server, rng):
     check(Wire(server), cases, rtol=1e-5)
 
 
+def test_dist_float32_long_rows(server, rng):
+    """float32 p = 1 and 2 on the AVX-512 strips: rows of distances in blocks of 64, then of 16, then a
+    masked tail (pdist's row i has n - 1 - i distances, so every tail length occurs)."""
+    cases = []
+    for p in (1.0, 2.0):
+        for shape in [(150, 7), (67, 64), (17, 3)]:
+            cases.append(("_pdist_forward", [R(rng, "float32", shape), p], {}))
+        for n2 in (64, 130, 200):
+            # compute_mode 2: never the matrix-product path
+            cases.append(("_cdist_forward", [R(rng, "float32", (5, 9)), R(rng, "float32", (n2, 9)), p, 2], {}))
+        cases.append(("_cdist_forward", [R(rng, "float32", (2, 3, 33)), R(rng, "float32", (2, 81, 33)), p, 2], {}))
+    check(Wire(server), cases, rtol=1e-5)
+
+
 def test_dist_strided(server, rng):
     """Transposed inputs through /v1/run (cdist reads any layout; pdist's composite makes it contiguous)."""
     a, b = rand(rng, "float64", (3, 7)), rand(rng, "float64", (5, 3))
