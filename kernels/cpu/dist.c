@@ -39,8 +39,8 @@ typedef struct dist_job {
  * below loads and stores its accumulators for every column and ran scalar
  * on each row's last n % 16 distances, and a 2048 x 64 pdist took twice
  * torch's time. Each distance still adds its columns in order, d * d (or
- * |d|) then +, and p = 2 ends in a correctly rounded square root, so
- * the bits are the strip loop's. */
+ * |d|) then + as the strip loop's vector body does, and p = 2 ends in a
+ * correctly rounded square root. */
 #define STRIP512_(NAME, TERM, FIN)                                                                                   \
     __attribute__((target("avx512f"))) static void NAME(const float *a, const float *bt, int64_t ld, int64_t m, \
                                                         int64_t nj, float *acc)                                 \

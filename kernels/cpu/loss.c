@@ -25,10 +25,19 @@
 #define NLL_LEVELS 8
 
 /* target element i; td: od_tensor_data(t), taken once per loop (that call
- * per element, with two divisions, was half of a 8192 x 32000 forward) */
+ * per element, with x_offset's two divisions, was half of a 8192 x 32000
+ * forward) */
 static inline int64_t target_at(const od_tensor *t, const void *td, int64_t i)
 {
     return t->dtype == OD_UINT8 ? (int64_t)((const uint8_t *)td)[i] : ((const int64_t *)td)[i];
+}
+
+/* self's element (class c) of target element i, batch-major over batch * map */
+static inline int64_t x_offset(const od_nll_plan *p, int64_t sample, int64_t c, int64_t i)
+{
+    if (p->map == 1) /* [N, C]: no division */
+        return i * sample + c;
+    return i / p->map * sample + c * p->map + i % p->map;
 }
 
 static int64_t ceil_log2(int64_t n)
@@ -68,8 +77,7 @@ static od_status forward(const od_nll_plan *p, const od_tensor *x, const od_tens
             int64_t c = -1;
             if ((st = class_of(p, t, td, i, &c, err)))
                 return st;
-            int64_t b = p->map == 1 ? i : i / p->map, m = p->map == 1 ? 0 : i % p->map; /* no divisions for [N, C] */
-            double x = c < 0 ? 0.0 : od_cpu_flt_at(xd, dt, b * sample + c * p->map + m);
+            double x = c < 0 ? 0.0 : od_cpu_flt_at(xd, dt, x_offset(p, sample, c, i));
             double v = c < 0 ? 0.0 : od_cpu_flt_round(dt, -x * (wd ? od_cpu_flt_at(wd, dt, c) : 1.0));
             od_cpu_flt_set(od, dt, i, v);
         }
@@ -87,8 +95,7 @@ static od_status forward(const od_nll_plan *p, const od_tensor *x, const od_tens
             ignored++;
             continue;
         }
-        int64_t b = p->map == 1 ? i : i / p->map, m = p->map == 1 ? 0 : i % p->map; /* no divisions for [N, C] */
-        double v = od_cpu_flt_at(xd, dt, b * sample + c * p->map + m);
+        double v = od_cpu_flt_at(xd, dt, x_offset(p, sample, c, i));
         if (wd) {
             double wv = od_cpu_flt_at(wd, dt, c);
             lsum[0] = od_cpu_flt_round(dt, lsum[0] - od_cpu_flt_round(dt, v * wv));
@@ -140,12 +147,11 @@ static od_status backward(const od_nll_plan *p, const od_tensor *t, const od_ten
             return st;
         if (c < 0)
             continue;
-        int64_t b = p->map == 1 ? i : i / p->map, m = p->map == 1 ? 0 : i % p->map; /* no divisions for [N, C] */
         double wv = wd ? od_cpu_flt_at(wd, dt, c) : 1.0;
         double v = p->per_element ? od_cpu_flt_round(dt, -wv * od_cpu_flt_at(gd, dt, i))
                    : wd           ? od_cpu_flt_round(dt, wv * grad)
                                   : grad;
-        od_cpu_flt_set(gid, dt, b * sample + c * p->map + m, v);
+        od_cpu_flt_set(gid, dt, x_offset(p, sample, c, i), v);
     }
     return OD_OK;
 }
