@@ -40,6 +40,15 @@ static inline int64_t x_offset(const od_nll_plan *p, int64_t sample, int64_t c, 
     return i / p->map * sample + c * p->map + i % p->map;
 }
 
+/* Target elements to read: batch * map, except that a 1-D self of 0
+ * classes counts as a batch of one while its 1-D target is empty (ATen's
+ * target.numel() == 0 case: nothing read; the mean is then 0 / 0, NaN).
+ * Reading target[0] there read past the tensor and crashed the server. */
+static int64_t elements(const od_nll_plan *p, const od_tensor *t)
+{
+    return od_tensor_numel(t) == 0 ? 0 : p->batch * p->map;
+}
+
 static int64_t ceil_log2(int64_t n)
 {
     int64_t r = 0;
@@ -69,7 +78,7 @@ static od_status forward(const od_nll_plan *p, const od_tensor *x, const od_tens
 {
     od_dtype dt = x->dtype;
     const void *xd = od_tensor_data(x), *wd = w ? od_tensor_data(w) : NULL, *td = od_tensor_data(t);
-    int64_t n = p->batch * p->map, sample = p->classes * p->map;
+    int64_t n = elements(p, t), sample = p->classes * p->map;
     od_status st;
     if (p->per_element) {
         void *od = od_tensor_data(out);
@@ -134,7 +143,7 @@ static od_status backward(const od_nll_plan *p, const od_tensor *t, const od_ten
     od_dtype dt = gi->dtype;
     const void *wd = w ? od_tensor_data(w) : NULL, *gd = od_tensor_data(g), *td = od_tensor_data(t);
     void *gid = od_tensor_data(gi);
-    int64_t n = p->batch * p->map, sample = p->classes * p->map;
+    int64_t n = elements(p, t), sample = p->classes * p->map;
     double grad = 0;
     if (!p->per_element) {
         double gv = od_cpu_flt_at(gd, dt, 0);

@@ -83,7 +83,7 @@ def check(server, cases, outs=1):
 
 
 def test_nll_loss_forward(server, rng):
-    cases = []
+    cases, nd = [], []
     for dt in FLOATS:
         for n, c in ((7, 5), (1, 3), (0, 4), (33, 11)):
             x = X(rng, dt, n, c)
@@ -95,6 +95,10 @@ def test_nll_loss_forward(server, rng):
         # 1-D input with a 0-dim (and a 1-element) target; every target ignored; uint8 targets
         x1 = X(rng, dt, 6)
         for red in (0, 1, 2):
+            # a 1-D input of 0 classes with an empty 1-D target (read past its end once, and crashed)
+            for tdt in ("int64", "uint8"):
+                cases.append(("nll_loss_forward", [X(rng, dt, 0), targets(rng, (0,), 1, dtype=tdt), None, red, -100], {}))
+            nd.append(("nll_loss_nd", [X(rng, dt, 0), targets(rng, (0,), 1), None, red, -100], {}))
             cases += [("nll_loss_forward", [x1, T(np.int64(4)), W(rng, dt, 6), red, -100], {}),
                       ("nll_loss_forward", [x1, T(np.array([1])), None, red, -100], {}),
                       ("nll_loss_forward", [x1, T(np.int64(3)), None, red, 3], {}),
@@ -106,6 +110,7 @@ def test_nll_loss_forward(server, rng):
     cases.append(("nll_loss_forward", [X(rng, "bfloat16", 3000, 7), targets(rng, (3000,), 7), W(rng, "bfloat16", 7), 1,
                                        -100], {}))
     check(server, cases, outs=2)
+    check(server, nd)
 
 
 def test_nll_loss2d_forward(server, rng):
@@ -137,6 +142,13 @@ def test_nll_loss_backward(server, rng):
                                                       w, red, 3, tw], {}))
         cases.append(("nll_loss_backward", [X(rng, dt, 0), X(rng, dt, 0, 4), targets(rng, (0,), 4), None, 0, -100, tw],
                       {}))
+        # a 1-D self of 0 classes with an empty 1-D target: torch 1.13 reads past the target and crashes
+        # (SIGSEGV); the server reads nothing and answers the empty gradient
+        for red in (0, 1, 2):
+            r = server.post("/v1/ops/nll_loss_backward", {"args": [X(rng, dt), X(rng, dt, 0), targets(rng, (0,), 1), None,
+                                                                 red, -100, tw]})
+            assert r.status_code == 200, r.text
+            assert r.json()["outputs"][0]["shape"] == [0] and r.json()["outputs"][0]["dtype"] == dt, r.text
     check(server, cases)
 
 
