@@ -5,7 +5,8 @@
  * od_dist.h's, shared with CUDA. Operands are contiguous copies (cdist's
  * expanded to the broadcast batch). Each distance accumulates over the
  * columns in order in the storage type, as ATen's scalar loop: the second
- * operand is transposed ([m, rows]) so one row of the first operand updates
+ * operand is transposed ([m, rows], each row padded by a cache line when it
+ * is a multiple of 4 KiB) so one row of the first operand updates
  * a strip of distances per column, which vectorises across distances while
  * keeping every distance's own order. The backward ops keep ATen's order
  * per gradient element (cdist: over x2's rows; pdist: the pairs (i, j > i)
@@ -29,7 +30,8 @@ enum { STRIP = 256 }; /* distances per accumulator strip */
 typedef struct dist_job {
     const od_dist_plan *pl;
     int kind;
-    const void *a, *bt; /* a [B, r1, m]; bt [B, m, r2] (pdist: [m, n]) */
+    const void *a, *bt; /* a [B, r1, m]; bt [B, m, ld] (pdist: [m, ld]), its first r2 (n) columns used */
+    int64_t ld;
     const void *grad, *dist, *b;
     void *out;
 } dist_job;
@@ -136,11 +138,11 @@ static bool strip512_f64(int kind, const double *a, const double *bt, int64_t ld
         T acc[STRIP];                                                                                         \
         for (int64_t r = b; r < e; r++) {                                                                     \
             int64_t bi = r / p->r1;                                                                           \
-            const T *a = (const T *)j->a + r * p->m, *bt = (const T *)j->bt + bi * p->m * p->r2;              \
+            const T *a = (const T *)j->a + r * p->m, *bt = (const T *)j->bt + bi * p->m * j->ld;              \
             T *out = (T *)j->out + r * p->r2;                                                                 \
             for (int64_t j0 = 0; j0 < p->r2; j0 += STRIP) {                                                   \
                 int64_t nj = p->r2 - j0 < STRIP ? p->r2 - j0 : STRIP;                                         \
-                strip_##SFX(j->kind, (T)p->p, a, bt + j0, p->r2, p->m, nj, acc);                              \
+                strip_##SFX(j->kind, (T)p->p, a, bt + j0, j->ld, p->m, nj, acc);                              \
                 memcpy(out + j0, acc, sizeof(T) * (size_t)nj);                                                \
             }                                                                                                 \
         }                                                                                                     \
@@ -155,7 +157,7 @@ static bool strip512_f64(int kind, const double *a, const double *bt, int64_t ld
         T *out = (T *)j->out + i * (n - 1) - i * (i - 1) / 2; /* the pair (i, i + 1) */                      \
         for (int64_t j0 = i + 1; j0 < n; j0 += STRIP) {                                                       \
             int64_t nj = n - j0 < STRIP ? n - j0 : STRIP;                                                     \
-            strip_##SFX(j->kind, (T)p->p, a, bt + j0, n, p->m, nj, acc);                                      \
+            strip_##SFX(j->kind, (T)p->p, a, bt + j0, j->ld, p->m, nj, acc);                                      \
             memcpy(out + (j0 - i - 1), acc, sizeof(T) * (size_t)nj);                                          \
         }                                                                                                     \
     }                                                                                                         \
@@ -231,19 +233,33 @@ static od_status batch_operand(const od_dist_plan *p, const od_tensor *x, od_ten
     return st;
 }
 
-/* [B, r, m] (contiguous, borrowed) transposed into a new [B, m, r], by the
- * CPU copy loop (an element-wise memcpy here was a tenth of a pdist) */
-static od_status transposed(const od_tensor *x, int64_t B, int64_t r, int64_t m, od_tensor **out, od_error *err)
+/* [B, r, m] (contiguous, borrowed) transposed into a new [B, m, *ld] whose
+ * first r columns hold it, by the CPU copy loop (an element-wise memcpy
+ * here was a tenth of a pdist). A row of a multiple of 4 KiB is padded by a
+ * cache line: the strips read one line from each of m rows, and rows 4 KiB
+ * apart all fall in the same L1 set. */
+static od_status transposed(const od_tensor *x, int64_t B, int64_t r, int64_t m, od_tensor **out, int64_t *ld,
+                            od_error *err)
 {
-    int64_t sz[3] = {B, r, m};
-    od_tensor *v = NULL, *vt = NULL;
+    size_t es = od_dtype_size(x->dtype);
+    *ld = r * (int64_t)es % 4096 == 0 && r > 0 ? r + 64 / (int64_t)es : r;
+    int64_t sz[3] = {B, r, m}, psz[3] = {B, m, *ld};
+    od_tensor *v = NULL, *vt = NULL, *dst = NULL;
     od_status st = od_tensor_view((od_tensor *)x, sz, 3, &v, err);
     if (!st)
         st = od_tensor_transpose(v, 1, 2, &vt, err);
-    if (!st)
+    if (!st && *ld == r)
         st = od_cpu_to_dtype(vt, x->dtype, out, err);
+    else if (!st && !(st = od_tensor_empty_uninit(psz, 3, x->dtype, x->device, out, err)) &&
+             !(st = od_tensor_slice(*out, 2, 0, r, 1, &dst, err)))
+        st = od_cpu_copy_into(dst, vt, err);
+    od_tensor_release(dst);
     od_tensor_release(vt);
     od_tensor_release(v);
+    if (st) {
+        od_tensor_release(*out);
+        *out = NULL;
+    }
     return st;
 }
 
@@ -256,14 +272,14 @@ static od_status run(const od_dist_plan *p, od_tensor *out, od_error *err)
     switch (p->op) {
     case OD_DISTOP_CDIST:
         if ((st = batch_operand(p, p->x1, &a, err)) || (st = batch_operand(p, p->x2, &b, err)) ||
-            (st = transposed(b, p->B, p->r2, p->m, &bt, err)))
+            (st = transposed(b, p->B, p->r2, p->m, &bt, &j.ld, err)))
             break;
         j.a = od_tensor_data(a);
         j.bt = od_tensor_data(bt);
         st = od_parallel_for(p->B * p->r1, 1 + 65536 / (p->r2 * p->m + 1), f64 ? cdist_rows_f64 : cdist_rows_f32, &j);
         break;
     case OD_DISTOP_PDIST:
-        if ((st = transposed(p->x1, 1, p->r1, p->m, &bt, err)))
+        if ((st = transposed(p->x1, 1, p->r1, p->m, &bt, &j.ld, err)))
             break;
         j.a = od_tensor_data(p->x1);
         j.bt = od_tensor_data(bt);

@@ -228,7 +228,8 @@ def test_pdist(server, rng):
 
 def test_dist_float32_long_rows(server, rng):
     """float32 p = 1 and 2 on the AVX-512 strips: rows of distances in blocks of 64, then of 16, then a
-    masked tail (pdist's row i has n - 1 - i distances, so every tail length occurs)."""
+    masked tail (pdist's row i has n - 1 - i distances, so every tail length occurs); and operands whose
+    transposed rows are padded off a multiple of 4 KiB."""
     cases = []
     for p in (1.0, 2.0):
         for shape in [(150, 7), (67, 64), (17, 3)]:
@@ -237,6 +238,11 @@ def test_dist_float32_long_rows(server, rng):
             # compute_mode 2: never the matrix-product path
             cases.append(("_cdist_forward", [R(rng, "float32", (5, 9)), R(rng, "float32", (n2, 9)), p, 2], {}))
         cases.append(("_cdist_forward", [R(rng, "float32", (2, 3, 33)), R(rng, "float32", (2, 81, 33)), p, 2], {}))
+        # rows of 4 KiB (1024 float32, 512 float64): the transposed operand is padded by a cache line
+        cases.append(("_pdist_forward", [R(rng, "float32", (1024, 3)), p], {}))
+        cases.append(("_pdist_forward", [R(rng, "float64", (512, 2)), p], {}))
+        cases.append(("_cdist_forward", [R(rng, "float32", (2, 4, 5)), R(rng, "float32", (2, 1024, 5)), p, 2], {}))
+        cases.append(("_cdist_forward", [R(rng, "float64", (3, 5)), R(rng, "float64", (512, 5)), p, 2], {}))
     check(Wire(server), cases, rtol=1e-5)
 
 
