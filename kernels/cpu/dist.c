@@ -245,13 +245,15 @@ static od_status transposed(const od_tensor *x, int64_t B, int64_t r, int64_t m,
     *ld = r * (int64_t)es % 4096 == 0 && r > 0 ? r + 64 / (int64_t)es : r;
     int64_t sz[3] = {B, r, m}, psz[3] = {B, m, *ld};
     od_tensor *v = NULL, *vt = NULL, *dst = NULL;
+    *out = NULL;
     od_status st = od_tensor_view((od_tensor *)x, sz, 3, &v, err);
     if (!st)
         st = od_tensor_transpose(v, 1, 2, &vt, err);
-    if (!st && *ld == r)
-        st = od_cpu_to_dtype(vt, x->dtype, out, err);
-    else if (!st && !(st = od_tensor_empty_uninit(psz, 3, x->dtype, x->device, out, err)) &&
-             !(st = od_tensor_slice(*out, 2, 0, r, 1, &dst, err)))
+    if (!st)
+        st = od_tensor_empty_uninit(psz, 3, x->dtype, x->device, out, err);
+    if (!st) /* the first r columns of each row; the padding is never read */
+        st = od_tensor_slice(*out, 2, 0, r, 1, &dst, err);
+    if (!st)
         st = od_cpu_copy_into(dst, vt, err);
     od_tensor_release(dst);
     od_tensor_release(vt);
