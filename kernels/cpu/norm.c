@@ -20,7 +20,8 @@
  *  - Group norm follows GroupNormKernelImpl: one row of D * S values per
  *    (n, group), moments by the RowwiseMoments layer norm uses
  *    (od_cpu_row_moments), rstd = 1 / sqrt(max(var, 0) + eps); y =
- *    (x - mean) * rstd without weight and bias, else x * scale + bias.
+ *    (x - mean) * rstd without weight and bias, else fma(x, scale, bias)
+ *    with bias = -scale * mean + b rounded after the product.
  *  - Channels and rows are split over the thread pool; every task writes
  *    disjoint outputs.
  */
@@ -249,7 +250,9 @@ static void gn_row_bf16(const norm_ctx *k, const float *xr, float *yr, int64_t g
             for (int64_t j = 0; j < D; j++) {                                                        \
                 int64_t c = g * D + j;                                                               \
                 T scale = rstd * (k->w ? ((const T *)k->w)[c] : (T)1);                               \
-                T bias = FMA(-scale, mean, k->b ? ((const T *)k->b)[c] : (T)0);                      \
+                /* torch's product is rounded before the add, its x * scale + bias is one      \
+                 * fma (measured against torch 1.13 with its own mean and rstd) */              \
+                T bias = -scale * mean + (k->b ? ((const T *)k->b)[c] : (T)0);                       \
                 const T *restrict xs = xr + j * S;                                                   \
                 T *restrict ys = yr + j * S;                                                         \
                 for (int64_t s = 0; s < S; s++)                                                      \

@@ -236,6 +236,13 @@ def test_group_norm(server, rng):
                 cases.append({"op": "group_norm", "dt": dt, "args": [R(rng, shape, dt), G, w, b, 1e-5, True]})
                 cases.append({"op": "native_group_norm", "dt": dt, "nout": 3,
                               "args": [R(rng, shape, dt), w, b, N, C, HxW, G, 1e-4]})
+    # groups of two nearly equal values far from zero: rstd * mean is large, so where the rounding falls in
+    # bias = -scale * mean + b and x * scale + bias shows in y
+    for dt in ("float32", "float64"):
+        a = rng.standard_normal((16, 2)) + 300.0
+        x = np.stack([a[:, 0], a[:, 0] + 0.01 * a[:, 1] - 3.0, a[:, 1], a[:, 1] + 0.01 * a[:, 0] - 3.0], 1)
+        cases.append({"op": "native_group_norm", "dt": dt, "nout": 3,
+                      "args": [T(x, dt), R(rng, (4,), dt), R(rng, (4,), dt), 16, 4, 1, 2, 1e-4]})
     cases.append({"op": "group_norm", "args": [R(rng, (3, 4, 5)), 2, None, None, 1e-5, True], "tr": [0, 2]})
     x = R(rng, (3, 4, 5))
     cases += [{"op": "group_norm", "args": [x, 3, None, None, 1e-5, True]},
