@@ -5,7 +5,10 @@
  *    outputs come from od_alloc_outputs(_overwrite) (contiguous).
  *  - Compute precision: float64 in double; float32, float16 and bfloat16 in
  *    float (half types are read through a float32 copy and the result is
- *    converted back on the way out), with sums accumulated in double.
+ *    converted back on the way out), with sums accumulated in double;
+ *    bfloat16 instead takes torch 1.13's own steps, float sums and the
+ *    roundings it keeps between passes (softmax_row_bf16, softmax_cols_bf16),
+ *    because a float result rounded once is a bfloat16 step off in most rows.
  *  - Data is viewed as [outer, D, inner] over a contiguous copy in the compute
  *    dtype (no copy when the input already is one). inner == 1 runs each row
  *    with contiguous loads; inner > 1 updates a block of adjacent columns per
@@ -132,6 +135,48 @@ OD_CPU_CLONES static void softmax_row_f64(const double *restrict x, double *rest
     }
 }
 
+/* bfloat16 rows (the last dim), as torch 1.13 runs them, measured against it
+ * row by row: everything in float over bfloat16 data, but log_softmax keeps
+ * the row sum and its log as bfloat16 scalars between its passes (rounded,
+ * which moves a result by a bfloat16 step in most short rows: 2 steps in
+ * cross_entropy's label smoothing), and softmax divides each exp by the sum
+ * where the float path multiplies by 1 / sum. x holds bfloat16 values as
+ * float; y is converted to bfloat16 on the way out. The sum runs in float
+ * over 16 lanes (a bfloat16 vector as two float halves), the halves then
+ * added, then the lanes in order, as vec::reduce_all does (a short row is
+ * one zero-padded vector). */
+static inline float bf_r(float x) { return od_bf16_to_float(od_float_to_bf16(x)); }
+
+OD_CPU_CLONES static void softmax_row_bf16(const float *restrict x, float *restrict y, int64_t n, bool is_log)
+{
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    float a[SM_W], s;
+    for (int j = 0; j < SM_W; j++)
+        a[j] = 0.0f;
+    for (int64_t i = 0; i < n; i += SM_W)
+        for (int j = 0; j < SM_W && i + j < n; j++) {
+            float e = od_math_exp_f32(x[i + j] - m);
+            if (!is_log)
+                y[i + j] = e;
+            a[j] = i ? a[j] + e : e;
+        }
+    for (int j = 0; j < SM_W / 2; j++)
+        a[j] += a[j + SM_W / 2];
+    s = a[0];
+    for (int j = 1; j < SM_W / 2 && j < n; j++) /* a row shorter than 8 has only n lanes */
+        s += a[j];
+    if (is_log) {
+        float ls = bf_r(logf(bf_r(s)));
+        for (int64_t i = 0; i < n; i++)
+            y[i] = (x[i] - m) - ls;
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            y[i] /= s;
+    }
+}
+
 /* ---- softmax columns: b adjacent columns (stride 1), D rows (stride ld) ---------- */
 
 /* for (j = 0; j < b; j++) BODY, written as 8-wide blocks plus a tail so gcc
@@ -184,6 +229,38 @@ static void softmax_cols_f32(const float *restrict x, float *restrict y, int64_t
     }
 }
 
+/* bfloat16 over another dim, as torch 1.13 runs it: float throughout, with
+ * float sums running down each column in order (sums in double, as the
+ * float32 path keeps them, land elsewhere for a log near 0). softmax is its
+ * _vec_softmax for BFloat16, y = exp / sum: columns in whole vectors of 16
+ * (those before vend) keep the exp in float; the rest run its scalar tail,
+ * which stores each exp as bfloat16 before dividing (torch decides that per
+ * thread chunk; this is its one-chunk split, which chunks of whole outer
+ * rows also give). log_softmax is host_softmax: y = (x - max) - log(sum).
+ * (For 16 or more columns torch 1.13 vectorises it and reuses the max of
+ * columns 0-7 of each 16 for columns 8-15, which overflows where those
+ * differ by ~88; that slip is not copied: each column uses its own max.) */
+static void softmax_cols_bf16(const float *restrict x, float *restrict y, int64_t D, int64_t ld, int64_t b,
+                              int64_t vend, bool is_log)
+{
+    float m[SM_COLB], s[SM_COLB];
+    FOR_J8_(b, m[j] = -INFINITY; s[j] = 0.0f);
+    for (int64_t r = 0; r < D; r++)
+        FOR_J8_(b, m[j] = x[r * ld + j] > m[j] ? x[r * ld + j] : m[j]);
+    for (int64_t r = 0; r < D; r++)
+        FOR_J8_(b, float e = od_math_exp_f32(x[r * ld + j] - m[j]); s[j] += e;
+                if (!is_log) y[r * ld + j] = j < vend ? e : bf_r(e));
+    if (is_log) {
+        for (int64_t j = 0; j < b; j++)
+            s[j] = logf(s[j]);
+        for (int64_t r = 0; r < D; r++)
+            FOR_J8_(b, y[r * ld + j] = (x[r * ld + j] - m[j]) - s[j]);
+    } else {
+        for (int64_t r = 0; r < D; r++)
+            FOR_J8_(b, y[r * ld + j] /= s[j]);
+    }
+}
+
 static void softmax_cols_f64(const double *restrict x, double *restrict y, int64_t D, int64_t ld, int64_t b, bool is_log)
 {
     double m[SM_COLB], s[SM_COLB];
@@ -211,7 +288,7 @@ static void softmax_cols_f64(const double *restrict x, double *restrict y, int64
 typedef struct sm_ctx {
     const char *x;
     char *y;
-    bool f64, log;
+    bool f64, log, bf16; /* bf16: the rows round as torch's bfloat16 loop does */
     int64_t D, inner, nblk; /* nblk: column blocks per outer index */
 } sm_ctx;
 
@@ -222,6 +299,9 @@ static void sm_rows(void *ctx, int64_t begin, int64_t end)
         if (c->f64)
             softmax_row_f64((const double *)(const void *)c->x + r * c->D,
                             (double *)(void *)c->y + r * c->D, c->D, c->log);
+        else if (c->bf16)
+            softmax_row_bf16((const float *)(const void *)c->x + r * c->D,
+                             (float *)(void *)c->y + r * c->D, c->D, c->log);
         else
             softmax_row_f32((const float *)(const void *)c->x + r * c->D,
                             (float *)(void *)c->y + r * c->D, c->D, c->log);
@@ -235,7 +315,10 @@ static void sm_cols(void *ctx, int64_t begin, int64_t end)
         int64_t o = t / c->nblk, j0 = (t % c->nblk) * SM_COLB;
         int64_t b = c->inner - j0 < SM_COLB ? c->inner - j0 : SM_COLB;
         int64_t off = o * c->D * c->inner + j0;
-        if (c->f64)
+        if (c->bf16)
+            softmax_cols_bf16((const float *)(const void *)c->x + off, (float *)(void *)c->y + off, c->D,
+                              c->inner, b, c->inner - c->inner % 16 - j0, c->log);
+        else if (c->f64)
             softmax_cols_f64((const double *)(const void *)c->x + off, (double *)(void *)c->y + off,
                              c->D, c->inner, b, c->log);
         else
@@ -290,7 +373,7 @@ od_status od_cpu_softmax(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
         if ((st = as_compute(self, cdt, &x, err)) || (st = compute_target(out, cdt, &y, err)))
             goto fail;
         sm_ctx c = {od_tensor_data(x), od_tensor_data(y), cdt == OD_FLOAT64,
-                    id == OD_OPID__log_softmax, 1, 1, 1};
+                    id == OD_OPID__log_softmax, out->dtype == OD_BFLOAT16, 1, 1, 1};
         int64_t outer = 1;
         for (int k = 0; k < self->ndim; k++) {
             if (k < d)
@@ -471,7 +554,6 @@ LN_ATEN_MOMENTS(ln_moments_bf16, float, 8, 2, LN_PLAIN_ADD, LN_PLAIN_SUB, LN_PLA
  * variance are what c10::BFloat16 arithmetic gives (16 lanes, every result
  * rounded to bfloat16, so a huge value's cancellation is lost and inf * 0
  * appears where the lanes merge): measured against torch, row by row. */
-static inline float bf_r(float x) { return od_bf16_to_float(od_float_to_bf16(x)); }
 static inline float bf_add(float a, float b) { return bf_r(a + b); }
 static inline float bf_sub(float a, float b) { return bf_r(a - b); }
 static inline float bf_mul(float a, float b) { return bf_r(a * b); }
