@@ -19,12 +19,16 @@
 /* the four native operators (od_dist_plan's op, shape_dist.c) */
 enum { OD_DISTOP_CDIST, OD_DISTOP_CDIST_BW, OD_DISTOP_PDIST, OD_DISTOP_PDIST_BW };
 
-/* ATen's dispatch on p: 0, 1, 2, inf, else general (backward: below 2 apart) */
-enum { OD_DIST_P0 = 0, OD_DIST_P1 = 1, OD_DIST_P2 = 2, OD_DIST_PINF = 3, OD_DIST_PGEN = 4 };
+/* ATen's dispatch on p: 0, 1, 2, inf, else general (backward: below 2 apart).
+ * PINF_NAN is pdist's forward at p = inf: ATen runs it on vectors, whose max
+ * keeps a NaN, where cdist's scalar std::max(agg, up) drops a NaN up. */
+enum { OD_DIST_P0 = 0, OD_DIST_P1 = 1, OD_DIST_P2 = 2, OD_DIST_PINF = 3, OD_DIST_PGEN = 4, OD_DIST_PINF_NAN = 5 };
 
-static inline OD_HD int od_dist_kind(double p)
+/* op: OD_DISTOP_* */
+static inline OD_HD int od_dist_kind(int op, double p)
 {
-    return p == 0 ? OD_DIST_P0 : p == 1 ? OD_DIST_P1 : p == 2 ? OD_DIST_P2 : isinf(p) ? OD_DIST_PINF : OD_DIST_PGEN;
+    return p == 0 ? OD_DIST_P0 : p == 1 ? OD_DIST_P1 : p == 2 ? OD_DIST_P2
+           : isinf(p) ? (op == OD_DISTOP_PDIST ? OD_DIST_PINF_NAN : OD_DIST_PINF) : OD_DIST_PGEN;
 }
 
 #define OD_DIST_MATH_(T, SFX, ABS, POW, SQRT)                                                                    \
@@ -34,7 +38,8 @@ static inline OD_HD int od_dist_kind(double p)
         switch (kind) {                                                                                         \
         case OD_DIST_P0: return a != a ? a : a != (T)0 ? (T)1 : (T)0; /* min(ceil(|d|), 1) */                                \
         case OD_DIST_P1:                                                                                        \
-        case OD_DIST_PINF: return a;                                                                            \
+        case OD_DIST_PINF:                                                                                      \
+        case OD_DIST_PINF_NAN: return a;                                                                        \
         case OD_DIST_P2: return a * a;                                                                          \
         default: return POW(a, p);                                                                              \
         }                                                                                                       \
@@ -43,6 +48,8 @@ static inline OD_HD int od_dist_kind(double p)
     {                                                                                                           \
         if (kind == OD_DIST_PINF)                                                                               \
             return agg < up ? up : agg; /* std::max(agg, up): a NaN up is dropped */ \
+        if (kind == OD_DIST_PINF_NAN)                                                                           \
+            return agg < up || up != up ? up : agg; /* vec::maximum: a NaN wins */                             \
         return agg + up;                                                                                        \
     }                                                                                                           \
     static inline OD_HD T od_dist_finish_##SFX(int kind, T agg, T p)                                            \

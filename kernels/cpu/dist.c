@@ -268,7 +268,7 @@ static od_status transposed(const od_tensor *x, int64_t B, int64_t r, int64_t m,
 static od_status run(const od_dist_plan *p, od_tensor *out, od_error *err)
 {
     bool f64 = p->x1->dtype == OD_FLOAT64;
-    dist_job j = {.pl = p, .kind = od_dist_kind(p->p), .out = od_tensor_data(out)};
+    dist_job j = {.pl = p, .kind = od_dist_kind(p->op, p->p), .out = od_tensor_data(out)};
     od_tensor *a = NULL, *b = NULL, *bt = NULL, *g = NULL, *d = NULL;
     od_status st = OD_OK;
     switch (p->op) {

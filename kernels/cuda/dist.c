@@ -53,7 +53,7 @@ od_status od_cuda_dist(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
         return st;
     if (od_tensor_numel(out) == 0)
         goto ok;
-    if (p.empty || p.zeros || (p.op == OD_DISTOP_CDIST_BW && od_dist_kind(p.p) == OD_DIST_P0)) {
+    if (p.empty || p.zeros || (p.op == OD_DISTOP_CDIST_BW && od_dist_kind(p.op, p.p) == OD_DIST_P0)) {
         if ((st = od_cu_status(cudaMemsetAsync(od_tensor_data(out), 0, od_tensor_nbytes(out), env.stream),
                                "cudaMemsetAsync in distance", err)) ||
             (st = od_cu_finish(&env, od_cu_op_name(op), err)))
@@ -68,7 +68,7 @@ od_status od_cuda_dist(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
     od_cu_dist_args a;
     memset(&a, 0, sizeof a);
     a.op = p.op;
-    a.kind = od_dist_kind(p.p);
+    a.kind = od_dist_kind(p.op, p.p);
     a.f64 = p.x1->dtype == OD_FLOAT64;
     a.p = p.p;
     a.B = p.B;

@@ -216,6 +216,12 @@ def test_pdist(server, rng):
         a = rand(rng, "float64", (5, 3))
         cases.append(("_pdist_backward", [T(rng.standard_normal(10)), T(a), p, T(np.abs(rng.standard_normal(10)) + .5)],
                       {}))
+    # a NaN at p = inf: pdist's vectorised max keeps it, cdist's std::max(agg, NaN) drops it
+    for dt in ("float32", "float64"):
+        for m in (3, 9, 20):
+            a = rand(rng, dt, (4, m))
+            a[1, int(rng.integers(0, m))] = np.nan
+            cases += [("_pdist_forward", [T(a), float("inf")], {}), ("_cdist_forward", [T(a), T(a), float("inf"), None], {})]
     x = R(rng, "float32", (4, 3))
     cases += [("pdist", [R(rng, dt, (4, 3))], {}) for dt in ("bfloat16", "float16", "int64")]
     cases += [("pdist", [R(rng, "float32", (3,))], {}), ("pdist", [R(rng, "float32", (2, 3, 4))], {}),
