@@ -383,7 +383,9 @@ od_status od_cpu_softmax(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
             else
                 c.inner *= self->sizes[k];
         }
-        if (c.inner == 1) {
+        /* torch's bfloat16 row kernel runs only for the last dim; [n, D, 1]
+         * over dim 1 takes its other path, the column one here */
+        if (c.inner == 1 && !(c.bf16 && d != self->ndim - 1)) {
             st = od_parallel_for(outer, SM_GRAIN / c.D + 1, sm_rows, &c);
         } else {
             c.nblk = (c.inner + SM_COLB - 1) / SM_COLB;

@@ -85,7 +85,8 @@ def test_other_dims_and_dtypes(server, rng):
     for op in ("_softmax", "_log_softmax"):
         for dt in ("bfloat16", "float32", "float64"):
             for shape, dim in (((6, 5), 0), ((2, 5, 3), 1), ((8, 3, 17), 1), ((8, 2, 40), 1), ((7, 300), 1),
-                               ((3, 0, 4), 2), ((5,), 0), ((), 0)):
+                               ((3, 0, 4), 2), ((5,), 0), ((), 0), ((2, 3, 1), 1), ((6, 5, 1), 1),
+                               ((9, 1), 0)):
                 case = (op, [T(rows(rng, shape), dt), dim, False])
                 inner = int(np.prod(shape[dim + 1:]))
                 if dt == "bfloat16" and op == "_log_softmax" and inner >= 16:
