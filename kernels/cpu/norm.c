@@ -9,7 +9,8 @@
  *    for batch norm's running statistics, into the caller's tensors) last.
  *  - Batch norm follows ATen 1.13's batch_norm_cpu: two passes per channel
  *    with the sums in double, mean rounded to the compute type, invstd =
- *    1 / sqrt(var_sum / n + eps) in double (for bfloat16: mean, var_sum and
+ *    1 / sqrt(var_sum / n + eps) in double, 0 where var and eps are both 0
+ *    (ATen's InvStd) (for bfloat16: mean, var_sum and
  *    invstd rounded to bfloat16, invstd computed in float, as ATen keeps
  *    save_mean and save_invstd in the input's type), y = x * alpha + beta with
  *    alpha = invstd * w, beta = b - mean * alpha; the running statistics take
@@ -96,10 +97,13 @@ static inline float bf16_round(float v) { return od_bf16_to_float(od_float_to_bf
             }                                                                                        \
             double vs = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));           \
             T var_sum = (T)vs; /* ATen keeps var_sum in the input's type */                          \
-            T invstd = (T)(1.0 / sqrt((double)var_sum / n + p->eps));                                \
+            /* ATen's InvStd: 0 where the variance and eps are both zero, not 1 / 0 */                \
+            double vn = (double)var_sum / n;                                                         \
+            T invstd = vn != 0 || p->eps != 0 ? (T)(1.0 / sqrt(vn + p->eps)) : (T)0;                 \
             if (k->stats_bf16) { /* bfloat16 var_sum and save_invstd, the transform in float (ATen) */ \
                 var_sum = (T)bf16_round((float)var_sum);                                             \
-                invstd = (T)bf16_round(1.0f / sqrtf((float)var_sum / (float)n + (float)p->eps));     \
+                float vf = (float)var_sum / (float)n;                                                \
+                invstd = vf != 0 || p->eps != 0 ? (T)bf16_round(1.0f / sqrtf(vf + (float)p->eps)) : (T)0; \
             }                                                                                        \
             ((T *)k->smean)[c] = mean;                                                               \
             ((T *)k->sinvstd)[c] = invstd;                                                           \

@@ -77,7 +77,8 @@ template <typename C> __global__ void __launch_bounds__(kThreads) bn_stats(const
     if (threadIdx.x == 0) {
         const C var_sum = (C)v;
         st<C>(a.smean, a.pdt, c, mean);
-        st<C>(a.sinvstd, a.pdt, c, (C)(1.0 / sqrt((double)var_sum / (double)M + a.eps)));
+        const double vn = (double)var_sum / (double)M; /* ATen's InvStd: 0 for a zero var and eps */
+        st<C>(a.sinvstd, a.pdt, c, vn != 0 || a.eps != 0 ? (C)(1.0 / sqrt(vn + a.eps)) : (C)0);
         if (a.nrm)
             st<C>(a.nrm, a.pdt, c, (C)(a.momentum * (double)mean + (1 - a.momentum) * (double)ld<C>(a.rm, a.pdt, c)));
         if (a.nrv)

@@ -146,6 +146,14 @@ BN = "native_batch_norm"
 
 def test_batch_norm_training_and_evaluation(server, rng):
     cases = []
+    # a channel of one repeated value with eps 0 (or -0.0): ATen's InvStd gives invstd 0, so y is 0, not NaN
+    for dt in ("float32", "float64", "bfloat16"):
+        x = np.repeat(rng.standard_normal((1, 3)), 4, 0)
+        x[:, 2] = rng.standard_normal(4)
+        for eps in (0.0, -0.0):
+            cases.append({"op": BN, "dt": dt, "nout": 3, "args": [T(x, dt), None, None, None, None, True, 0.1, eps]})
+        cases.append({"op": "instance_norm", "dt": dt,
+                      "args": [T(rng.standard_normal((1, 3)), dt), None, None, None, None, True, 0.1, 0.0, False]})
     for dt in ("float32", "float64", "bfloat16"):
         for shape in ((5, 3), (4, 3, 7), (2, 3, 4, 5), (2, 2, 3, 2, 3), (1, 4, 9), (7, 1)):
             C = shape[1]
