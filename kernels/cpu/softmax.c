@@ -149,30 +149,50 @@ static inline float bf_r(float x) { return od_bf16_to_float(od_float_to_bf16(x))
 
 OD_CPU_CLONES static void softmax_row_bf16(const float *restrict x, float *restrict y, int64_t n, bool is_log)
 {
-    float m = -INFINITY;
-    for (int64_t i = 0; i < n; i++)
+    float a[SM_W];
+    for (int j = 0; j < SM_W; j++)
+        a[j] = -INFINITY;
+    int64_t i = 0;
+    for (; i + SM_W <= n; i += SM_W)
+        for (int j = 0; j < SM_W; j++)
+            a[j] = x[i + j] > a[j] ? x[i + j] : a[j];
+    float m = a[0];
+    for (int j = 1; j < SM_W; j++)
+        m = a[j] > m ? a[j] : m;
+    for (; i < n; i++)
         m = x[i] > m ? x[i] : m;
-    float a[SM_W], s;
+    /* whole blocks in fixed-width loops (gcc vectorises those only); a lane
+     * starts at 0, and 0 + e is e, so no block is special */
     for (int j = 0; j < SM_W; j++)
         a[j] = 0.0f;
-    for (int64_t i = 0; i < n; i += SM_W)
-        for (int j = 0; j < SM_W && i + j < n; j++) {
+    for (i = 0; i + SM_W <= n; i += SM_W)
+        for (int j = 0; j < SM_W; j++) {
             float e = od_math_exp_f32(x[i + j] - m);
-            if (!is_log)
-                y[i + j] = e;
-            a[j] = i ? a[j] + e : e;
+            y[i + j] = e;
+            a[j] += e;
         }
+    for (int j = 0; i + j < n; j++) {
+        float e = od_math_exp_f32(x[i + j] - m);
+        y[i + j] = e;
+        a[j] += e;
+    }
     for (int j = 0; j < SM_W / 2; j++)
         a[j] += a[j + SM_W / 2];
-    s = a[0];
+    float s = a[0];
     for (int j = 1; j < SM_W / 2 && j < n; j++) /* a row shorter than 8 has only n lanes */
         s += a[j];
     if (is_log) {
         float ls = bf_r(logf(bf_r(s)));
-        for (int64_t i = 0; i < n; i++)
+        for (i = 0; i + SM_W <= n; i += SM_W)
+            for (int j = 0; j < SM_W; j++)
+                y[i + j] = (x[i + j] - m) - ls;
+        for (; i < n; i++)
             y[i] = (x[i] - m) - ls;
     } else {
-        for (int64_t i = 0; i < n; i++)
+        for (i = 0; i + SM_W <= n; i += SM_W)
+            for (int j = 0; j < SM_W; j++)
+                y[i + j] /= s;
+        for (; i < n; i++)
             y[i] /= s;
     }
 }
@@ -248,16 +268,20 @@ static void softmax_cols_bf16(const float *restrict x, float *restrict y, int64_
     for (int64_t r = 0; r < D; r++)
         FOR_J8_(b, m[j] = x[r * ld + j] > m[j] ? x[r * ld + j] : m[j]);
     for (int64_t r = 0; r < D; r++)
-        FOR_J8_(b, float e = od_math_exp_f32(x[r * ld + j] - m[j]); s[j] += e;
-                if (!is_log) y[r * ld + j] = j < vend ? e : bf_r(e));
+        FOR_J8_(b, float e = od_math_exp_f32(x[r * ld + j] - m[j]); s[j] += e; y[r * ld + j] = e);
     if (is_log) {
         for (int64_t j = 0; j < b; j++)
             s[j] = logf(s[j]);
         for (int64_t r = 0; r < D; r++)
             FOR_J8_(b, y[r * ld + j] = (x[r * ld + j] - m[j]) - s[j]);
-    } else {
-        for (int64_t r = 0; r < D; r++)
-            FOR_J8_(b, y[r * ld + j] /= s[j]);
+        return;
+    }
+    int64_t v = vend < 0 ? 0 : vend < b ? vend : b;
+    for (int64_t r = 0; r < D; r++) {
+        float *yr = y + r * ld;
+        for (int64_t j = v; j < b; j++) /* the scalar tail's bfloat16 exp */
+            yr[j] = bf_r(yr[j]);
+        FOR_J8_(b, yr[j] /= s[j]);
     }
 }
 
@@ -289,14 +313,29 @@ typedef struct sm_ctx {
     const char *x;
     char *y;
     bool f64, log, bf16; /* bf16: the rows round as torch's bfloat16 loop does */
+    bool bf16io;         /* x and y hold bfloat16 itself, converted a row or column block at a time */
     int64_t D, inner, nblk; /* nblk: column blocks per outer index */
 } sm_ctx;
+
+/* bfloat16 rows (column blocks) of up to this many elements are converted
+ * to float one at a time on the stack: two whole-tensor conversions cost
+ * twice the kernel */
+#define SM_BF16_ROW 4096
 
 static void sm_rows(void *ctx, int64_t begin, int64_t end)
 {
     const sm_ctx *c = ctx;
     for (int64_t r = begin; r < end; r++) {
-        if (c->f64)
+        if (c->bf16io) {
+            float xf[SM_BF16_ROW], yf[SM_BF16_ROW];
+            const uint16_t *xb = (const uint16_t *)(const void *)c->x + r * c->D;
+            uint16_t *yb = (uint16_t *)(void *)c->y + r * c->D;
+            for (int64_t i = 0; i < c->D; i++)
+                xf[i] = od_bf16_to_float(xb[i]);
+            softmax_row_bf16(xf, yf, c->D, c->log);
+            for (int64_t i = 0; i < c->D; i++)
+                yb[i] = od_float_to_bf16(yf[i]);
+        } else if (c->f64)
             softmax_row_f64((const double *)(const void *)c->x + r * c->D,
                             (double *)(void *)c->y + r * c->D, c->D, c->log);
         else if (c->bf16)
@@ -315,7 +354,18 @@ static void sm_cols(void *ctx, int64_t begin, int64_t end)
         int64_t o = t / c->nblk, j0 = (t % c->nblk) * SM_COLB;
         int64_t b = c->inner - j0 < SM_COLB ? c->inner - j0 : SM_COLB;
         int64_t off = o * c->D * c->inner + j0;
-        if (c->bf16)
+        if (c->bf16io) { /* the block through float buffers of b columns */
+            float xf[SM_BF16_ROW], yf[SM_BF16_ROW];
+            const uint16_t *xb = (const uint16_t *)(const void *)c->x + off;
+            uint16_t *yb = (uint16_t *)(void *)c->y + off;
+            for (int64_t r = 0; r < c->D; r++)
+                for (int64_t j = 0; j < b; j++)
+                    xf[r * b + j] = od_bf16_to_float(xb[r * c->inner + j]);
+            softmax_cols_bf16(xf, yf, c->D, b, b, c->inner - c->inner % 16 - j0, c->log);
+            for (int64_t r = 0; r < c->D; r++)
+                for (int64_t j = 0; j < b; j++)
+                    yb[r * c->inner + j] = od_float_to_bf16(yf[r * b + j]);
+        } else if (c->bf16)
             softmax_cols_bf16((const float *)(const void *)c->x + off, (float *)(void *)c->y + off, c->D,
                               c->inner, b, c->inner - c->inner % 16 - j0, c->log);
         else if (c->f64)
@@ -368,12 +418,9 @@ od_status od_cpu_softmax(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
     if ((st = od_wrap_dim(s->args[1].u.i, self->ndim, &d, err)) ||
         (st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err))) /* every row is written */
         return st;
-    od_dtype cdt = self->dtype == OD_FLOAT64 ? OD_FLOAT64 : OD_FLOAT32;
     if (od_tensor_numel(self) > 0) {
-        if ((st = as_compute(self, cdt, &x, err)) || (st = compute_target(out, cdt, &y, err)))
-            goto fail;
-        sm_ctx c = {od_tensor_data(x), od_tensor_data(y), cdt == OD_FLOAT64,
-                    id == OD_OPID__log_softmax, out->dtype == OD_BFLOAT16, 1, 1, 1};
+        sm_ctx c = {NULL, NULL, self->dtype == OD_FLOAT64, id == OD_OPID__log_softmax, out->dtype == OD_BFLOAT16,
+                    false, 1, 1, 1};
         int64_t outer = 1;
         for (int k = 0; k < self->ndim; k++) {
             if (k < d)
@@ -385,7 +432,15 @@ od_status od_cpu_softmax(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
         }
         /* torch's bfloat16 row kernel runs only for the last dim; [n, D, 1]
          * over dim 1 takes its other path, the column one here */
-        if (c.inner == 1 && !(c.bf16 && d != self->ndim - 1)) {
+        bool rows = c.inner == 1 && !(c.bf16 && d != self->ndim - 1);
+        int64_t blk = rows ? c.D : c.D * (c.inner < SM_COLB ? c.inner : SM_COLB); /* elements per task unit */
+        c.bf16io = c.bf16 && self->dtype == OD_BFLOAT16 && blk <= SM_BF16_ROW;
+        od_dtype cdt = c.f64 ? OD_FLOAT64 : c.bf16io ? OD_BFLOAT16 : OD_FLOAT32;
+        if ((st = as_compute(self, cdt, &x, err)) || (st = compute_target(out, cdt, &y, err)))
+            goto fail;
+        c.x = od_tensor_data(x);
+        c.y = od_tensor_data(y);
+        if (rows) {
             st = od_parallel_for(outer, SM_GRAIN / c.D + 1, sm_rows, &c);
         } else {
             c.nblk = (c.inner + SM_COLB - 1) / SM_COLB;

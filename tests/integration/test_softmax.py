@@ -74,7 +74,7 @@ def check(server, cases):
 def test_bfloat16_rows_equal_torch_bit_for_bit(server, rng):
     cases = []
     for op in ("_softmax", "_log_softmax"):
-        for n in list(range(1, 41)) + [63, 64, 100, 257]:
+        for n in list(range(1, 41)) + [63, 64, 100, 257, 5000]:  # 5000: past the server's on-stack row
             for lead in ((6,), (), (2, 3)):
                 cases.append((op, [T(rows(rng, lead + (n,)), "bfloat16"), -1, False]))
     check(server, cases)
@@ -86,7 +86,7 @@ def test_other_dims_and_dtypes(server, rng):
         for dt in ("bfloat16", "float32", "float64"):
             for shape, dim in (((6, 5), 0), ((2, 5, 3), 1), ((8, 3, 17), 1), ((8, 2, 40), 1), ((7, 300), 1),
                                ((3, 0, 4), 2), ((5,), 0), ((), 0), ((2, 3, 1), 1), ((6, 5, 1), 1),
-                               ((9, 1), 0)):
+                               ((9, 1), 0), ((2, 40, 200), 1)):
                 case = (op, [T(rows(rng, shape), dt), dim, False])
                 inner = int(np.prod(shape[dim + 1:]))
                 if dt == "bfloat16" and op == "_log_softmax" and inner >= 16:
