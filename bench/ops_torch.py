@@ -241,7 +241,8 @@ def dist_cases():
 def core_cases():
     """issue 14's kernel families at 1e3, 1e6 and 1.6e7 float32 elements: unary (relu, exp, sigmoid, tanh,
     gelu), binary (add, mul), comparison (eq), reductions (sum of all, sum and amax over rows of 1000),
-    softmax and log_softmax and layer_norm over rows of 1000, clone, cat of two halves, index_select (row 0
+    softmax and log_softmax and layer_norm over rows of 1000 (softmax also bfloat16, and over dim 1 of
+    [n / 1000, 5, 200]), clone, cat of two halves, index_select (row 0
     every time: /v1/bench makes no random indices), and mm / bmm / addmm of square matrices with
     that many elements (target <= 1.0)"""
     cases = {}
@@ -257,6 +258,10 @@ def core_cases():
         cases[f"amax rows {tag}"] = ("amax", [rows, [-1]])
         cases[f"softmax rows {tag}"] = ("_softmax", [rows, -1, False])
         cases[f"log_softmax rows {tag}"] = ("_log_softmax", [rows, -1, False])
+        brows = rand(n // 1000, 1000, dtype="bfloat16")
+        cases[f"softmax rows bf16 {tag}"] = ("_softmax", [brows, -1, False])
+        cases[f"log_softmax rows bf16 {tag}"] = ("_log_softmax", [brows, -1, False])
+        cases[f"softmax dim 1 bf16 {tag}"] = ("_softmax", [rand(n // 1000, 5, 200, dtype="bfloat16"), 1, False])
         cases[f"layer_norm rows {tag}"] = ("native_layer_norm", [rows, [1000], rand(1000), rand(1000), 1e-5])
         cases[f"clone {tag}"] = ("clone", [x])
         cases[f"cat {tag}"] = ("cat", [[rand(n // 2000, 1000), rand(n // 2000, 1000)], 0])

@@ -214,7 +214,7 @@ OD_CPU_CLONES static void softmax_row_bf16(const float *restrict x, float *restr
         }                                                 \
     } while (0)
 
-static void softmax_cols_f32(const float *restrict x, float *restrict y, int64_t D, int64_t ld, int64_t b, bool is_log)
+OD_CPU_CLONES static void softmax_cols_f32(const float *restrict x, float *restrict y, int64_t D, int64_t ld, int64_t b, bool is_log)
 {
     float m[SM_COLB], sub[SM_COLB];
     double s[SM_COLB];
@@ -260,7 +260,7 @@ static void softmax_cols_f32(const float *restrict x, float *restrict y, int64_t
  * (For 16 or more columns torch 1.13 vectorises it and reuses the max of
  * columns 0-7 of each 16 for columns 8-15, which overflows where those
  * differ by ~88; that slip is not copied: each column uses its own max.) */
-static void softmax_cols_bf16(const float *restrict x, float *restrict y, int64_t D, int64_t ld, int64_t b,
+OD_CPU_CLONES static void softmax_cols_bf16(const float *restrict x, float *restrict y, int64_t D, int64_t ld, int64_t b,
                               int64_t vend, bool is_log)
 {
     float m[SM_COLB], s[SM_COLB];
