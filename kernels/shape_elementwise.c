@@ -911,13 +911,10 @@ od_status od_shape_pointwise(od_opid id, const od_stack *s, od_out_spec *outs, i
         return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'", k, od_dtype_scalar_name(dt));
     }
     /* value.to<scalar_t>(), lerp's weight.to<opmath_t>(): c10's range checks,
-     * inside ATen's kernel, which an empty result never runs */
-    int64_t numel = 1;
-    for (int d = 0; d < ndim; d++)
-        numel *= sizes[d];
-    if (addc && numel > 0 && (st = od_scalar_check_fits(&s->args[nargs - 1], dt, err)))
+     * which torch 1.13 makes for an empty result too */
+    if (addc && (st = od_scalar_check_fits(&s->args[nargs - 1], dt, err)))
         return st;
-    if (id == OD_OPID_lerp_Scalar && numel > 0 &&
+    if (id == OD_OPID_lerp_Scalar &&
         (st = od_scalar_check_fits(&s->args[2], dt == OD_FLOAT64 ? OD_FLOAT64 : OD_FLOAT32, err)))
         return st;
     od_out_spec_init(&outs[0], dt, dev, sizes, ndim);

@@ -306,6 +306,10 @@ def test_gradients_of_ties_against_torch(server, rng):
     ("lerp.Tensor", [T(np.ones(2, np.int64)), T(np.ones(2, np.int64)), T(np.ones(2, np.int64))], {}),
     ("addcdiv", [T(np.ones(2)), T(np.ones(2, np.int64)), T(np.ones(2, np.int32))], {}),
     ("addcmul", [T(np.ones(2, np.int8)), T(np.ones(2, np.int8)), T(np.ones(2, np.int8))], {"value": 1000}),
+    # an empty result checks the value all the same (torch 1.13 converts it before the loop)
+    ("addcmul", [T(np.ones((2, 0), np.int64)), T(np.ones((2, 0), np.int64)), T(np.ones(0, np.int64))], {"value": 1e30}),
+    ("addcdiv", [T(np.ones(0, np.float32)), T(np.ones(0, np.float32)), T(np.ones(0, np.float32))], {"value": -1e39}),
+    ("lerp.Scalar", [T(np.ones(0, np.float32)), T(np.ones(0, np.float32))], {"weight": 1e39}),
     ("addcmul", [T(np.ones(2, np.float16)), T(np.ones(2, np.float16)), T(np.ones(2, np.float16))], {}),
     ("heaviside", [T(np.ones(2, np.float32)), T(np.ones(2))], {}),
     ("nextafter", [T(np.ones(2, np.int64)), T(np.ones(2, np.int64))], {}),
