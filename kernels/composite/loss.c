@@ -281,6 +281,25 @@ OD_CX_KERNEL(od_cia_cross_entropy_loss)
     return od_cx_scope_return1(&sc, s, r);
 }
 
+/* ATen's loss iterators promote a bool operand, where sub refuses one: *x
+ * and *y (borrowed) become casts to their common dtype where they are bool;
+ * two bools are refused in the name of the loss's kernel (name_dev). */
+static od_status promote_bool(od_cx_scope *sc, od_tensor **x, od_tensor **y, const char *name, const char *dev,
+                              od_error *err)
+{
+    if ((*x)->dtype != OD_BOOL && (*y)->dtype != OD_BOOL)
+        return OD_OK;
+    od_result_arg ra[2] = {{*x, 0}, {*y, 0}};
+    od_dtype common = od_result_type(ra, 2);
+    if (common == OD_BOOL)
+        return od_error_set(err, OD_EUNSUPPORTED, "\"%s_%s\" not implemented for 'Bool'", name, dev);
+    if ((*x)->dtype == OD_BOOL)
+        *x = od_cx_cast(sc, *x, common);
+    if ((*y)->dtype == OD_BOOL)
+        *y = od_cx_cast(sc, *y, common);
+    return sc->st;
+}
+
 /* mse_loss(self, target, reduction) and mse_loss_backward(grad_output,
  * self, target, reduction), as ATen's mse kernels compute them. */
 OD_CX_KERNEL(od_cea_mse_loss)
@@ -318,9 +337,12 @@ OD_CX_KERNEL(od_cea_mse_loss)
         od_tensor *r = od_cx_call(&sc, OD_OPID_mul_Scalar, 2, OPT(d), alpha);
         return od_cx_scope_return1(&sc, s, mul(&sc, r, g));
     }
-    if (self->dtype == OD_BOOL && target->dtype == OD_BOOL)
-        return od_error_set(err, OD_EUNSUPPORTED, "\"mse_%s\" not implemented for 'Bool'", dev);
-    od_tensor *d = od_cx_call(&sc, OD_OPID_sub_Tensor, 3, TV(self), TV(target), od_int(1));
+    od_tensor *x = self, *y = target;
+    if ((st = promote_bool(&sc, &x, &y, "mse", dev, err))) {
+        od_cx_scope_end(&sc);
+        return st;
+    }
+    od_tensor *d = od_cx_call(&sc, OD_OPID_sub_Tensor, 3, OPT(x), OPT(y), od_int(1));
     /* torch 1.13's CPU kernel: float32, float64 and float16, not bfloat16 */
     if (d && (!od_dtype_is_floating(d->dtype) || (d->dtype == OD_BFLOAT16 && self->device.type != OD_DEV_CUDA))) {
         od_dtype dt = d->dtype;
@@ -419,16 +441,9 @@ OD_CX_KERNEL(od_cea_smooth_l1_huber)
         od_tensor *x = self, *y = target;
         if (huber && target->dtype != self->dtype)
             y = od_cx_cast(&sc, target, self->dtype);
-        if (!huber && (self->dtype == OD_BOOL || target->dtype == OD_BOOL)) {
-            /* ATen's iterator promotes a bool operand (sub refuses one) */
-            od_result_arg ra[2] = {{self, 0}, {target, 0}};
-            od_dtype common = od_result_type(ra, 2);
-            if (common == OD_BOOL) {
-                od_cx_scope_end(&sc);
-                return od_error_set(err, OD_EUNSUPPORTED, "\"smooth_l1_%s\" not implemented for 'Bool'", dev);
-            }
-            x = self->dtype == OD_BOOL ? od_cx_cast(&sc, self, common) : self;
-            y = target->dtype == OD_BOOL ? od_cx_cast(&sc, target, common) : target;
+        if (!huber && (st = promote_bool(&sc, &x, &y, "smooth_l1", dev, err))) {
+            od_cx_scope_end(&sc);
+            return st;
         }
         od_tensor *d = od_cx_call(&sc, OD_OPID_sub_Tensor, 3, OPT(x), OPT(y), od_int(1));
         if (d && !od_dtype_is_floating(d->dtype)) {

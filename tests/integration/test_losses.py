@@ -211,6 +211,11 @@ def test_mse_loss(server, rng):
                                                  X(rng, dt, 7, 5), red], {}),
                           ("mse_loss_backward", [X(rng, dt), X(rng, dt, 3, 1), X(rng, dt, 4), red], {}),
                           ("mse_loss_backward", [X(rng, dt), X(rng, dt, 0, 3), X(rng, dt, 0, 3), red], {})]
+    # a bool operand is promoted by ATen's iterator (sub alone refuses one); two bools or an integer are refused
+    for a, b in ((X(rng, "float32", 3, 4), T(rng.random((3, 4)) < 0.5)), (T(rng.random(4) < 0.5), X(rng, "float64", 3, 4)),
+                 (X(rng, "float16", 4), T(rng.random(4) < 0.5)), (T(rng.random(4) < 0.5), T(rng.random(4) < 0.5)),
+                 (T(np.arange(4)), T(rng.random(4) < 0.5))):
+        cases += [("mse_loss", [a, b, red], {}) for red in (0, 1)]
     cases.append(("mse_loss", [X(rng, "float32", 1000, 37), X(rng, "float32", 1000, 37), 1], {}))
     cases.append(("l1_loss", [X(rng, "float32", 1000, 37), X(rng, "float32", 1000, 37), 1], {}))
     cases.append(("l1_loss", [X(rng, "float32", 3, 4), X(rng, "float32", 3, 4), 3], {}))  # unreduced
