@@ -10,7 +10,9 @@
  *    roundings it keeps between passes (softmax_row_bf16, softmax_cols_bf16),
  *    because a float result rounded once is a bfloat16 step off in most rows.
  *  - Data is viewed as [outer, D, inner] over a contiguous copy in the compute
- *    dtype (no copy when the input already is one). inner == 1 runs each row
+ *    dtype (no copy when the input already is one; bfloat16 rows and column
+ *    blocks of up to SM_BF16_ROW elements are read and written as bfloat16,
+ *    through float buffers on the stack). inner == 1 runs each row
  *    with contiguous loads; inner > 1 updates a block of adjacent columns per
  *    step, so softmax over a leading dim also reads memory contiguously.
  *  - Softmax is max-subtracted, so it never overflows; a NaN anywhere in a row
@@ -44,7 +46,10 @@
  * two ymm per step, so the max and sum chains are shorter and the exp runs
  * on whole AVX-512 vectors. x and y never overlap. */
 #define SM_W 16
-OD_CPU_CLONES static void softmax_row_f32(const float *restrict x, float *restrict y, int64_t n, bool is_log)
+/* A row's max in SM_W lanes, NaN ignored (a NaN still poisons the row
+ * through its exp). Always inlined, so each clone of its caller vectorises
+ * it for its own ISA. */
+static inline __attribute__((always_inline)) float row_max(const float *restrict x, int64_t n)
 {
     float a[SM_W];
     for (int j = 0; j < SM_W; j++)
@@ -58,6 +63,13 @@ OD_CPU_CLONES static void softmax_row_f32(const float *restrict x, float *restri
         m = a[j] > m ? a[j] : m;
     for (; i < n; i++)
         m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+OD_CPU_CLONES static void softmax_row_f32(const float *restrict x, float *restrict y, int64_t n, bool is_log)
+{
+    float m = row_max(x, n);
+    int64_t i = 0;
 
     double s8[SM_W] = {0};
     i = 0;
@@ -149,18 +161,8 @@ static inline float bf_r(float x) { return od_bf16_to_float(od_float_to_bf16(x))
 
 OD_CPU_CLONES static void softmax_row_bf16(const float *restrict x, float *restrict y, int64_t n, bool is_log)
 {
-    float a[SM_W];
-    for (int j = 0; j < SM_W; j++)
-        a[j] = -INFINITY;
-    int64_t i = 0;
-    for (; i + SM_W <= n; i += SM_W)
-        for (int j = 0; j < SM_W; j++)
-            a[j] = x[i + j] > a[j] ? x[i + j] : a[j];
-    float m = a[0];
-    for (int j = 1; j < SM_W; j++)
-        m = a[j] > m ? a[j] : m;
-    for (; i < n; i++)
-        m = x[i] > m ? x[i] : m;
+    float m = row_max(x, n), a[SM_W];
+    int64_t i;
     /* whole blocks in fixed-width loops (gcc vectorises those only); a lane
      * starts at 0, and 0 + e is e, so no block is special */
     for (int j = 0; j < SM_W; j++)
@@ -267,15 +269,17 @@ OD_CPU_CLONES static void softmax_cols_bf16(const float *restrict x, float *rest
     FOR_J8_(b, m[j] = -INFINITY; s[j] = 0.0f);
     for (int64_t r = 0; r < D; r++)
         FOR_J8_(b, m[j] = x[r * ld + j] > m[j] ? x[r * ld + j] : m[j]);
-    for (int64_t r = 0; r < D; r++)
-        FOR_J8_(b, float e = od_math_exp_f32(x[r * ld + j] - m[j]); s[j] += e; y[r * ld + j] = e);
     if (is_log) {
+        for (int64_t r = 0; r < D; r++)
+            FOR_J8_(b, s[j] += od_math_exp_f32(x[r * ld + j] - m[j]));
         for (int64_t j = 0; j < b; j++)
             s[j] = logf(s[j]);
         for (int64_t r = 0; r < D; r++)
             FOR_J8_(b, y[r * ld + j] = (x[r * ld + j] - m[j]) - s[j]);
         return;
     }
+    for (int64_t r = 0; r < D; r++)
+        FOR_J8_(b, float e = od_math_exp_f32(x[r * ld + j] - m[j]); s[j] += e; y[r * ld + j] = e);
     int64_t v = vend < 0 ? 0 : vend < b ? vend : b;
     for (int64_t r = 0; r < D; r++) {
         float *yr = y + r * ld;
@@ -419,8 +423,8 @@ od_status od_cpu_softmax(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
         (st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err))) /* every row is written */
         return st;
     if (od_tensor_numel(self) > 0) {
-        sm_ctx c = {NULL, NULL, self->dtype == OD_FLOAT64, id == OD_OPID__log_softmax, out->dtype == OD_BFLOAT16,
-                    false, 1, 1, 1};
+        sm_ctx c = {.f64 = self->dtype == OD_FLOAT64, .log = id == OD_OPID__log_softmax,
+                    .bf16 = out->dtype == OD_BFLOAT16, .D = 1, .inner = 1, .nblk = 1};
         int64_t outer = 1;
         for (int k = 0; k < self->ndim; k++) {
             if (k < d)
