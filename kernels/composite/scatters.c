@@ -297,10 +297,14 @@ OD_CX_KERNEL(od_cia_repeat_interleave)
     }
     if (!input)
         return od_cx_scope_end(&sc);
+    if (input->ndim == 0) { /* ATen reads input.size(dim), which a 0-dim tensor has none of */
+        od_cx_scope_end(&sc);
+        return od_error_set(err, OD_EINVAL, "Dimension specified as %" PRId64 " but tensor has no dimensions", dim);
+    }
     int d;
-    if ((st = od_wrap_dim(dim, input->ndim > 0 ? input->ndim : 1, &d, err)))
+    if ((st = od_wrap_dim(dim, input->ndim, &d, err)))
         return od_cx_scope_end(&sc), st;
-    int64_t len = input->ndim > 0 ? input->sizes[d] : 1;
+    int64_t len = input->sizes[d];
     if (rep && (rep->ndim == 0 || (rep->ndim == 1 && rep->sizes[0] == 1))) {
         od_tensor *r1 = od_cx_call(&sc, OD_OPID_reshape, 2, T(rep), od_list_v(OD_T_INT_LIST, &one, 1));
         rep = r1 ? od_cx_call(&sc, OD_OPID_expand, 3, T(r1), od_list_v(OD_T_INT_LIST, &len, 1), od_bool(false)) : NULL;

@@ -345,7 +345,10 @@ def test_repeat_interleave(server, rng):
               ("repeat_interleave.self_Tensor", [x, T(np.array([1, 2]))], {"dim": 0}),
               ("repeat_interleave.self_Tensor", [x, T(np.array([[1, 2, 1]]))], {"dim": 0}),
               ("repeat_interleave.self_Tensor", [x, T(np.array([1, 2, 1], np.int32))], {"dim": 0}),
-              ("repeat_interleave.self_int", [x, 2, 2], {})]
+              ("repeat_interleave.self_int", [x, 2, 2], {}),
+              # a dim on a 0-dim self: ATen asks for its size there, which it has none of
+              ("repeat_interleave.self_int", [R(rng, "bfloat16", ()), 1, -1], {}),
+              ("repeat_interleave.self_Tensor", [R(rng, "float32", ()), T(np.array([2]))], {"dim": 0})]
     check(server, cases)
 
 
