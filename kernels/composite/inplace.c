@@ -88,6 +88,16 @@ OD_CX_KERNEL(od_cia_inplace)
         return od_error_set(err, OD_EMISMATCH, "output with shape %s doesn't match the broadcast shape %s",
                             a, b);
     }
+    /* structured kernels whose meta takes the result's dtype from another
+     * operand (addmv: vec's, baddbmm: batch1's) check in place that it is
+     * self's: equal, not merely castable */
+    if ((id == OD_OPID_addmv_ || id == OD_OPID_baddbmm_) && res->dtype != self->dtype) {
+        st = od_error_set(err, OD_EMISMATCH,
+                          "Bad in-place call: input tensor dtype %s and output tensor dtype %s should match",
+                          od_dtype_meta_name(self->dtype), od_dtype_meta_name(res->dtype));
+        od_tensor_release(res);
+        return st;
+    }
     if (!od_dtype_can_cast(res->dtype, self->dtype)) {
         st = od_error_set(err, OD_EMISMATCH, "result type %s can't be cast to the desired output type %s",
                           od_dtype_scalar_name(res->dtype), od_dtype_scalar_name(self->dtype));

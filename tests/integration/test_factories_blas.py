@@ -297,6 +297,13 @@ def test_inplace_forms(server, rng):
                                    T(np.ones((2, 5, 4), np.float32))])):
         r = server.post(f"/v1/ops/{op}", {"args": args})
         assert 400 <= r.status_code < 500, (op, r.text[:300])
+    # addmv's result takes vec's dtype and baddbmm's batch1's: in place, self must have it, not merely hold it;
+    # addbmm_ and addr_ cast into self as a TensorIterator would
+    compare(server, [("addmv_", [T(np.full(1, -5, np.int16)), T(np.zeros((1, 1), np.int32)), T(np.zeros(1, np.int32))], {}),
+                     ("addmv_", [T(np.ones(3)), T(np.ones((3, 2), np.float32)), T(np.ones(2, np.float32))], {}),
+                     ("baddbmm_", [T(np.ones((1, 2, 2), np.int16)), T(np.ones((1, 2, 2), np.int32)),
+                                   T(np.ones((1, 2, 2), np.int32))], {}),
+                     ("addr_", [T(np.ones((3, 2))), T(np.ones(3, np.float32)), T(np.ones(2, np.float32))], {})])
 
 
 BLAS_REFUSALS = [
