@@ -66,6 +66,18 @@ static inline __attribute__((always_inline)) float row_max(const float *restrict
     return m;
 }
 
+/* y = (x - max) - log(sum), in torch's order; inlined as row_max is */
+static inline __attribute__((always_inline)) void row_log_out(const float *restrict x, float *restrict y, int64_t n,
+                                                               float m, float ls)
+{
+    int64_t i = 0;
+    for (; i + SM_W <= n; i += SM_W)
+        for (int j = 0; j < SM_W; j++)
+            y[i + j] = (x[i + j] - m) - ls;
+    for (; i < n; i++)
+        y[i] = (x[i] - m) - ls;
+}
+
 OD_CPU_CLONES static void softmax_row_f32(const float *restrict x, float *restrict y, int64_t n, bool is_log)
 {
     float m = row_max(x, n);
@@ -107,13 +119,8 @@ OD_CPU_CLONES static void softmax_row_f32(const float *restrict x, float *restri
         s += (double)e;
     }
     if (is_log) {
-        /* (x - max) - log(sum), in torch's order. */
         float ls = (float)log(s);
-        for (i = 0; i + SM_W <= n; i += SM_W)
-            for (int j = 0; j < SM_W; j++)
-                y[i + j] = (x[i + j] - m) - ls;
-        for (; i < n; i++)
-            y[i] = (x[i] - m) - ls;
+        row_log_out(x, y, n, m, ls);
     } else {
         float inv = (float)(1.0 / s);
         for (i = 0; i + SM_W <= n; i += SM_W)
@@ -185,11 +192,7 @@ OD_CPU_CLONES static void softmax_row_bf16(const float *restrict x, float *restr
         s += a[j];
     if (is_log) {
         float ls = bf_r(logf(bf_r(s)));
-        for (i = 0; i + SM_W <= n; i += SM_W)
-            for (int j = 0; j < SM_W; j++)
-                y[i + j] = (x[i + j] - m) - ls;
-        for (; i < n; i++)
-            y[i] = (x[i] - m) - ls;
+        row_log_out(x, y, n, m, ls);
     } else {
         for (i = 0; i + SM_W <= n; i += SM_W)
             for (int j = 0; j < SM_W; j++)
