@@ -910,9 +910,11 @@ od_status od_shape_pointwise(od_opid id, const od_stack *s, od_out_spec *outs, i
                                                     : (cuda ? "nextafter_cuda" : "nextafter_cpu");
         return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'", k, od_dtype_scalar_name(dt));
     }
-    /* value.to<scalar_t>(), lerp's weight.to<opmath_t>(): c10's range checks,
-     * which torch 1.13 makes for an empty result too */
-    if (addc && (st = od_scalar_check_fits(&s->args[nargs - 1], dt, err)))
+    /* value.to<scalar_t>() (bfloat16 and half: to<opmath_t>, float), lerp's
+     * weight.to<opmath_t>(): c10's range checks, which torch 1.13 makes for
+     * an empty result too */
+    od_dtype vdt = dt == OD_BFLOAT16 || dt == OD_FLOAT16 ? OD_FLOAT32 : dt;
+    if (addc && (st = od_scalar_check_fits(&s->args[nargs - 1], vdt, err)))
         return st;
     if (id == OD_OPID_lerp_Scalar &&
         (st = od_scalar_check_fits(&s->args[2], dt == OD_FLOAT64 ? OD_FLOAT64 : OD_FLOAT32, err)))

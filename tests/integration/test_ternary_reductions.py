@@ -103,6 +103,7 @@ def make_cases(rng):
     add("lerp.Tensor", x, y, bf16(rng.random(20)))
     add("addcmul", x, y, x, value=0.1)
     add("addcdiv", x, y, bf16(g(20)), value=0.7)
+    add("addcmul", x, y, x, value=3.4e38)  # past bfloat16's largest, within float's: the value is a float
     # integers: addcmul wraps, heaviside and isclose in the dtype
     for dt in ("int8", "uint8", "int32", "int64"):
         info = np.iinfo(dt)
@@ -310,6 +311,8 @@ def test_gradients_of_ties_against_torch(server, rng):
     ("addcmul", [T(np.ones((2, 0), np.int64)), T(np.ones((2, 0), np.int64)), T(np.ones(0, np.int64))], {"value": 1e30}),
     ("addcdiv", [T(np.ones(0, np.float32)), T(np.ones(0, np.float32)), T(np.ones(0, np.float32))], {"value": -1e39}),
     ("lerp.Scalar", [T(np.ones(0, np.float32)), T(np.ones(0, np.float32))], {"weight": 1e39}),
+    # bfloat16 converts the value to float (its opmath type): 3.4e38 passes, 1e39 does not
+    ("addcmul", [bf16(np.ones(3)), bf16(np.ones(3)), bf16(np.ones(3))], {"value": 1e39}),
     ("addcmul", [T(np.ones(2, np.float16)), T(np.ones(2, np.float16)), T(np.ones(2, np.float16))], {}),
     ("heaviside", [T(np.ones(2, np.float32)), T(np.ones(2))], {}),
     ("nextafter", [T(np.ones(2, np.int64)), T(np.ones(2, np.int64))], {}),
