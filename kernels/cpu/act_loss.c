@@ -346,6 +346,9 @@ od_status od_cpu_act_loss(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
                     acc = per == 1 ? acc + slab : od_cpu_flt_round(dt, acc + (half ? od_cpu_flt_round(dt, slab) : slab));
                 }
                 od_value v = od_double(od_cpu_flt_round(dt, acc));
+                /* ATen fills the weight's dtype from the sum as a Scalar: c10's checked conversion */
+                if ((stt = od_scalar_check_fits(&v, outs[1]->dtype, err)))
+                    goto done;
                 uint64_t buf;
                 od_cpu_scalar_to_dtype(&v, outs[1]->dtype, &buf);
                 memcpy((char *)wg + c * (int64_t)od_dtype_size(outs[1]->dtype), &buf, od_dtype_size(outs[1]->dtype));

@@ -151,6 +151,15 @@ def test_prelu(server, rng):
     cases += [("prelu_backward", [X(rng, "bfloat16", 4, 6), X(rng, "bfloat16", 4, 6), T(rng.random(1), "float64")], {}),
               ("prelu_backward", [X(rng, "bfloat16", 4, 6), X(rng, "bfloat16", 4, 6), T(rng.random(6), "float64")], {}),
               ("prelu_backward", [X(rng, "float32", 3, 1), X(rng, "float32", 1), T(np.float64(0.3), "float32")], {})]
+    # an integer or float16 shared weight: ATen fills its gradient from the float sum as a Scalar,
+    # truncated when it fits the dtype and refused (c10's checked conversion) when it does not
+    big = T(np.array([[-3e4, 1.0], [-2.0, 5.0]]), "bfloat16")
+    for wdt in ("int64", "int32", "int8", "uint8", "bool", "float16"):
+        cases += [("prelu_backward", [X(rng, "bfloat16", 4, 6), X(rng, "bfloat16", 4, 6), T(np.array([0]), wdt)], {}),
+                  ("prelu_backward", [T(np.array([[3e4, 1], [2, 5]]), "bfloat16"), big, T(np.array([1]), wdt)], {})]
+    nan = T(np.array([[np.nan, 1.0], [-2.0, -np.inf]]), "bfloat16")
+    cases += [("prelu_backward", [X(rng, "bfloat16", 2, 2), nan, T(np.array([0]), wdt)], {})
+              for wdt in ("int64", "int16", "float16")]
     check(server, cases, outs=2)
 
 
