@@ -1258,7 +1258,9 @@ def describe_server(status, body, text):
 
 
 def load_allowlist(path):
-    """Rules 'name: torch_raised="..." server=STATUS', with # comments."""
+    """Rules 'name: torch_raised="..." server=STATUS' (torch raised, the server
+    answered STATUS) or 'name: server_refused="..." server=STATUS torch=ok' (torch
+    answered, the server refused with STATUS and that text), with # comments."""
     rules = []
     for line in path.read_text().splitlines():
         line = line.split("#", 1)[0].strip() if not line.lstrip().startswith("#") else ""
@@ -1266,8 +1268,11 @@ def load_allowlist(path):
             continue
         name, _, rest = line.partition(":")
         fields = dict(f.split("=", 1) for f in shlex.split(rest))
-        rules.append({"name": name.strip(), "torch_raised": fields["torch_raised"],
-                      "server": int(fields["server"])})
+        refused = "server_refused" in fields
+        if refused == ("torch_raised" in fields) or refused != (fields.get("torch") == "ok"):
+            raise SystemExit(f"{path}: rule {name.strip()!r} needs torch_raised, or server_refused with torch=ok")
+        rules.append({"name": name.strip(), "torch_raised": fields.get("torch_raised"),
+                      "server_refused": fields.get("server_refused"), "server": int(fields["server"])})
     return rules
 
 
@@ -1446,9 +1451,12 @@ class Runner:
             # (each output costs its entry too: chunk of an empty dim into 10**6 empty pieces)
             if status == 413 and sum(o.get("nbytes", 0) + 64 for o in t["outputs"]) > OUT_LIMIT // 16:
                 return OVER_LIMIT
-            return f"server {status}, torch ok", dt, None, None
+            rule = next((r for r in self.rules if r["server_refused"] and r["server_refused"] in err["message"]
+                         and r["server"] == status), None)
+            return f"server {status}, torch ok", dt, None, rule["name"] if rule else None
         if "error" in t:
-            rule = next((r for r in self.rules if r["torch_raised"] in t["error"] and r["server"] == status), None)
+            rule = next((r for r in self.rules if r["torch_raised"] and r["torch_raised"] in t["error"]
+                         and r["server"] == status), None)
             if rule is None:
                 return "server 200, torch raised", dt, None, None
             problem = self.check_ref64(c, t, body) if c.float64_stands_in() else None

@@ -34,3 +34,25 @@ def test_server_agrees_with_torch():
         failing = r.stdout.split("\n[allowed by", 1)[0]
         pytest.fail(f"server and torch disagree (DIFF_SEED={seed}):\n{failing[:30000]}", pytrace=False)
     assert r.returncode == 0, f"difftest failed (DIFF_SEED={seed}):\n{r.stdout[-5000:]}\n{r.stderr[-5000:]}"
+
+
+def test_allowlist_rules_parse(tmp_path):
+    """Both rule forms load (the real allowlist among them), and a rule that
+    mixes or half-states them stops the run instead of allowing anything."""
+    sys.path.insert(0, str(ROOT / "tests" / "diff"))
+    try:
+        import difftest
+    finally:
+        sys.path.pop(0)
+    rules = difftest.load_allowlist(difftest.ALLOWLIST)
+    assert any(r["torch_raised"] for r in rules) and any(r["server_refused"] for r in rules)
+    f = tmp_path / "allow.txt"
+    f.write_text('a: torch_raised="x y" server=200\nb: server_refused="z" server=400 torch=ok  # why\n')
+    assert difftest.load_allowlist(f) == [
+        {"name": "a", "torch_raised": "x y", "server_refused": None, "server": 200},
+        {"name": "b", "torch_raised": None, "server_refused": "z", "server": 400}]
+    for bad in ('c: server_refused="z" server=400', 'c: torch_raised="x" server_refused="z" server=400 torch=ok',
+                'c: torch_raised="x" server=200 torch=ok'):
+        f.write_text(bad + "\n")
+        with pytest.raises(SystemExit):
+            difftest.load_allowlist(f)
