@@ -202,6 +202,33 @@ OD_CX_KERNEL(od_cea_logsumexp)
     return od_cx_scope_return1(&sc, s, r);
 }
 
+/* var.correction of x (borrowed) over dims (the caller's argument) in the
+ * shape of m (the mean over the same dims), computed on [2, x...] (a 0-dim x
+ * as [1]) so that the reduction has two outputs; NULL on error (sc->st). */
+static od_tensor *var_of_two_copies(od_cx_scope *sc, od_tensor *x, const od_value *dims, const od_value *c,
+                                    const od_tensor *m)
+{
+    uint32_t mask = 0;
+    int nd = x->ndim ? x->ndim : 1;
+    if (x->ndim && (sc->st = od_reduce_dims(dims, x->ndim, &mask, sc->err)))
+        return NULL;
+    int64_t sizes[OD_MAX_DIMS + 1], rdims[OD_MAX_DIMS];
+    int nr = 0;
+    sizes[0] = 2;
+    for (int d = 0; d < nd; d++) {
+        sizes[d + 1] = x->ndim ? x->sizes[d] : 1;
+        if (!x->ndim || (mask >> d) & 1u)
+            rdims[nr++] = d + 1;
+    }
+    od_tensor *x1 = x->ndim ? x : od_cx_call(sc, OD_OPID_view, 2, T(x), od_list_v(OD_T_INT_LIST, sizes + 1, 1));
+    od_tensor *x2 = od_cx_call(sc, OD_OPID_unsqueeze, 2, T(x1), od_int(0));
+    x2 = od_cx_call(sc, OD_OPID_expand, 3, T(x2), od_list_v(OD_T_INT_LIST, sizes, (size_t)nd + 1), od_bool(false));
+    od_tensor *v = od_cx_call(sc, OD_OPID_var_correction, 4, T(x2), od_list_v(OD_T_INT_LIST, rdims, (size_t)nr), *c,
+                              od_bool(false));
+    v = od_cx_call(sc, OD_OPID_select_int, 3, T(v), od_int(0), od_int(0));
+    return od_cx_call(sc, OD_OPID_view, 2, T(v), od_list_v(OD_T_INT_LIST, (int64_t *)m->sizes, (size_t)m->ndim));
+}
+
 /* std, std.dim, std.correction: sqrt of the var overload of the same
  * arguments; var_mean and std_mean: that and mean over the same dims. */
 OD_CX_KERNEL(od_cea_std_var_mean)
@@ -242,20 +269,31 @@ OD_CX_KERNEL(od_cea_std_var_mean)
      * that N - correction wraps, which only float32/float64 do in torch. */
     const od_value *c = tab[k].var == OD_OPID_var_correction ? &s->args[2] : NULL;
     bool huge = c && c->tag == OD_T_INT && (c->u.i > (INT64_C(1) << 62) || c->u.i < -(INT64_C(1) << 62));
+    /* var_mean and std_mean are Welford's in ATen whatever the dims, its
+     * divisor N - correction a double; var's one-output reduction, which the
+     * CPU kernel copies, takes it in int64, wrapping for a correction near
+     * INT64_MIN. Reduced over two stacked copies of self, the kernel has two
+     * outputs and takes the double. */
+    bool stacked = tab[k].mean && huge && c->u.i < 0;
     bool up = tab[k].sqrt && od_dtype_is_floating(self->dtype) && self->dtype != OD_FLOAT64 &&
-              !(huge && self->dtype != OD_FLOAT32);
+              !(huge && !stacked && self->dtype != OD_FLOAT32);
     od_value x = up ? T(od_cx_cast(&sc, self, OD_FLOAT64))
                     : s->args[0];
-    od_tensor *v = whole ? od_cx_call(&sc, OD_OPID_var, 2, x, s->args[1])
-                         : od_cx_call(&sc, tab[k].var, 4, x, s->args[1], s->args[2], s->args[3]);
+    od_tensor *m = NULL;
+    if (tab[k].mean)
+        m = od_cx_call(&sc, OD_OPID_mean_dim, 4, T(self), whole ? od_none() : s->args[1],
+                       whole ? od_bool(false) : s->args[3], od_none());
+    od_tensor *v;
+    if (stacked && m)
+        v = var_of_two_copies(&sc, x.u.t, &s->args[1], c, m);
+    else
+        v = whole ? od_cx_call(&sc, OD_OPID_var, 2, x, s->args[1])
+                  : od_cx_call(&sc, tab[k].var, 4, x, s->args[1], s->args[2], s->args[3]);
     if (tab[k].sqrt)
         v = od_cx_call(&sc, OD_OPID_sqrt, 1, T(v));
     if (up)
         v = od_cx_cast(&sc, v, self->dtype);
-    od_tensor *m = NULL;
     if (tab[k].mean) {
-        m = od_cx_call(&sc, OD_OPID_mean_dim, 4, T(self), whole ? od_none() : s->args[1],
-                       whole ? od_bool(false) : s->args[3], od_none());
         /* ATen's mean here is Welford's, which an infinite element followed
          * by any other (in the slice's row-major order) turns into NaN
          * (inf - inf): count the infinities before each slice's last element */
