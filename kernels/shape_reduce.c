@@ -536,13 +536,15 @@ static od_status shape_addmv_bmm(od_opid id, const od_stack *s, od_out_spec *out
         if (!(a->sizes[1] == b->sizes[0] && (a->sizes[0] == sn || sn == 1)))
             return od_error_set(err, OD_EMISMATCH, "size mismatch, got %" PRId64 ", %" PRId64 "x%" PRId64 ",%" PRId64,
                                 self->ndim ? self->sizes[0] : sn, a->sizes[0], a->sizes[1], b->sizes[0]);
-        if (a->dtype != b->dtype)
+        /* the gemv's check, which an empty mat never reaches (its result is then zeros, or self * beta) */
+        bool empty = !(a->sizes[0] && a->sizes[1]);
+        if (a->dtype != b->dtype && !empty)
             return od_error_set(err, OD_EMISMATCH, "expected scalar type %s but found %s",
                                 od_dtype_scalar_name(a->dtype), od_dtype_scalar_name(b->dtype));
         if ((st = check_same_device(op, a, b, err)) || (st = check_same_device(op, a, self, err)) ||
-            (st = check_beta_alpha(op, s, a->dtype, a->sizes[0] && a->sizes[1], err)))
+            (st = check_beta_alpha(op, s, a->dtype, !empty, err)))
             return st;
-        od_out_spec_init(&outs[0], a->dtype, a->device, a->sizes, 1); /* mat's options */
+        od_out_spec_init(&outs[0], b->dtype, a->device, a->sizes, 1); /* mat's size, vec's options */
         return OD_OK;
     }
     int64_t sz[3];

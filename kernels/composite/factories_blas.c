@@ -59,7 +59,7 @@ fail:
 }
 
 /* mv(self, vec) = addmv(empty, self, vec, beta=0): ATen's mv is addmv_ into
- * an empty [n] result, which beta 0 never reads */
+ * an empty [n] result of vec's dtype, which beta 0 never reads */
 OD_CX_KERNEL(od_cea_mv)
 {
     (void)ctx;
@@ -72,7 +72,7 @@ OD_CX_KERNEL(od_cea_mv)
         return od_error_set(err, OD_EINVAL, "dimension specified as 0 but tensor has no dimensions");
     od_cx_scope sc = od_cx_scope_begin(err);
     int64_t n = self->sizes[0];
-    od_tensor *r0 = od_cx_call(&sc, OD_OPID_zeros, 5, od_list_v(OD_T_INT_LIST, &n, 1), od_dtype_v(self->dtype),
+    od_tensor *r0 = od_cx_call(&sc, OD_OPID_zeros, 5, od_list_v(OD_T_INT_LIST, &n, 1), od_dtype_v(vec->dtype),
                                od_none(), od_device_v(self->device), od_none());
     od_tensor *r = r0 ? od_cx_call(&sc, OD_OPID_addmv, 5, T(r0), T(self), T(vec), od_int(0), od_int(1)) : NULL;
     return od_cx_scope_return1(&sc, s, r);

@@ -227,6 +227,16 @@ def test_blas_against_torch(server, rng):
                {"beta": True, "alpha": False}),
               ("addmv", [T(rng.standard_normal(3)), T(rng.standard_normal((3, 2)), "float32"),
                          T(rng.standard_normal(2), "float32")], {})]  # self float64: cast to mat's dtype
+    # the result takes vec's dtype; mat and vec of different dtypes are refused by the gemv, which an empty
+    # mat never reaches (zeros, or self * beta, of vec's dtype)
+    I = lambda dt, *s: T(rng.integers(-3, 4, s), dt)
+    F = lambda dt, *s: T(rng.standard_normal(s), dt)
+    cases += [("mv", [I("int16", 0, 3), I("int64", 3)], {}), ("mv", [F("float32", 2, 0), F("float64", 0)], {}),
+              ("mv", [F("float64", 2, 0), I("int32", 0)], {}), ("mv", [I("int16", 2, 3), I("int64", 3)], {}),
+              ("addmv", [I("int16", 2), F("float64", 2, 0), F("float32", 0)], {"beta": 2}),
+              ("addmv", [F("float32", 2), F("float32", 2, 0), F("float64", 0)], {"beta": 0}),
+              ("addmv", [I("int64", 0), I("int16", 0, 3), I("int64", 3)], {}),
+              ("addmv", [F("float32", 2), F("float32", 2, 3), F("float64", 3)], {})]
     compare(server, cases)
 
 
