@@ -49,6 +49,20 @@ static od_status sdpa_math(const od_op *op, od_stack *s, od_error *err)
     od_cx_scope sc = od_cx_scope_begin(err);
     if (mask && mask->dtype != OD_BOOL && mask->dtype != q->dtype)
         mask = od_cx_cast(&sc, mask, q->dtype);
+    /* torch 1.13's CPU has no float16 matmul; here, as for the other
+     * operators it lacks in float16, the math runs in float32 and the
+     * results are rounded once (a score past 65504 stays finite) */
+    bool up = q->dtype == OD_FLOAT16 && k->dtype == OD_FLOAT16 && v->dtype == OD_FLOAT16 &&
+              q->device.type == OD_DEV_CPU;
+    if (up) {
+        q = od_cx_cast(&sc, q, OD_FLOAT32);
+        k = od_cx_cast(&sc, k, OD_FLOAT32);
+        v = od_cx_cast(&sc, v, OD_FLOAT32);
+        if (mask && mask->dtype != OD_BOOL)
+            mask = od_cx_cast(&sc, mask, OD_FLOAT32);
+        if (sc.st)
+            return od_cx_scope_end(&sc);
+    }
     od_tensor *qs = od_cx_call(&sc, OD_OPID_mul_Scalar, 2, T(q), od_double(1.0 / sqrt((double)q->sizes[q->ndim - 1])));
     if (!sc.st && causal) {
         if (mask) {
@@ -84,6 +98,10 @@ static od_status sdpa_math(const od_op *op, od_stack *s, od_error *err)
         return refuse_dropout(dropout_p, err);
     }
     od_tensor *out = attn ? od_cx_call(&sc, OD_OPID_matmul, 2, T(attn), T(v)) : NULL;
+    if (up && out) {
+        out = od_cx_cast(&sc, out, OD_FLOAT16);
+        attn = od_cx_cast(&sc, attn, OD_FLOAT16);
+    }
     od_tensor *r0 = od_cx_keep(out), *r1 = od_cx_keep(attn);
     (void)need_w;
     if ((st = od_cx_scope_end(&sc))) {

@@ -197,3 +197,33 @@ def test_modes_and_vmap_see_through(server, rng):
     r = server.post(f"/v1/ops/{SDPA}", {"args": [T(q), T(k), T(v)], "vmap": {"in_dims": [0, 0, 0]}})
     assert r.status_code == 200, r.text[:300]
     np.testing.assert_allclose(from_json(r.json()["outputs"][0]), from_json(whole), rtol=1e-12, atol=1e-12)
+
+
+def test_float16_computes_in_float32(server, rng):
+    """torch 1.13's CPU has no float16 matmul; the server runs float16 attention in float32 and rounds
+    once, so it equals torch's float64 result of the same values, rounded, within one float16 step,
+    also where a score passes float16's 65504 (which per-step rounding would make inf, then NaN)."""
+    cases = []
+    for L, S, E, Ev in ((3, 5, 4, 6), (1, 1, 1, 1), (7, 2, 3, 2)):
+        q, k, v = (rng.standard_normal(sh).astype(np.float16) for sh in ((2, L, E), (2, S, E), (2, S, Ev)))
+        cases.append((q, k, v))
+    q, k, v = cases[0]
+    q = q.copy()
+    q[0, 0, 0] = 60000.0
+    k = k.copy()
+    k[0, :, 0] = np.abs(k[0, :, 0]) + 1.0  # every score of that row beyond 65504
+    cases.append((q, k, v))
+    reqs = [{"op": SDPA, "args": [T(a.astype(np.float64)) for a in c] + [None, 0.0, True], "out": i}
+            for c in cases for i in (0, 1)]
+    want = iter(torch_ref(reqs))
+    for c in cases:
+        r = server.post(f"/v1/ops/{SDPA}", {"args": [T(a) for a in c] + [None, 0.0, True]})
+        assert r.status_code == 200, r.text
+        for i in (0, 1):
+            o, w = r.json()["outputs"][i], next(want)
+            assert o["dtype"] == "float16"
+            got = vals(o).astype(np.float16)
+            exp = np.array(w["value"], np.float64).astype(np.float16)
+            assert np.isfinite(got).all(), (c[0].shape, i, got)
+            step = np.spacing(np.abs(exp)).astype(np.float64)
+            assert (np.abs(got.astype(np.float64) - exp.astype(np.float64)) <= step).all(), (c[0].shape, i, got, exp)
