@@ -1314,6 +1314,11 @@ od_status od_arange_params_of(od_opid id, const od_stack *s, od_arange_params *p
         p->fstart = (double)xs;
         p->fstep = (double)xst;
     } else {
+        /* float16 and bfloat16 take their bounds as float, their accumulate type (checked) */
+        if ((dt == OD_FLOAT16 || dt == OD_BFLOAT16) &&
+            ((st = od_scalar_check_fits(start, OD_FLOAT32, err)) || (st = od_scalar_check_fits(end, OD_FLOAT32, err)) ||
+             (st = od_scalar_check_fits(step, OD_FLOAT32, err))))
+            return st;
         double xs = od_value_as_double(start), xe = od_value_as_double(end),
                xst = od_value_as_double(step);
         size_d = ceil((xe - xs) / xst);

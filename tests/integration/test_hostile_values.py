@@ -145,6 +145,12 @@ WITH_TORCH = [
     ("topk", [f32(1, 2, 3), -1], {}),
     # factories and nn parameters out of range
     ("arange.start_step", [0, 10, 0], {}),
+    # float16 and bfloat16 take their bounds as float (checked), float32 as double
+    ("arange.start_step", [0, 10, 1e300], {"dtype": "bfloat16"}),
+    ("arange.start_step", [0, 1e39, 1], {"dtype": "float16"}),
+    ("arange.start_step", [True, True, -1e39], {"dtype": "bfloat16"}),
+    ("arange.start_step", [0, 10, 3e38], {"dtype": "bfloat16"}),
+    ("arange.start_step", [0, 10, 1e300], {"dtype": "float32"}),
     ("arange", [-5], {}),
     ("linspace", [0, 1, -1], {}),
     ("zeros", [[-1]], {}),
