@@ -393,7 +393,8 @@ OD_CX_KERNEL(od_cia_l1_loss)
  *   backward:  d = x - y; d <= -p ? -norm * g (* delta) : d >= p ? norm * g
  *              (* delta) : norm * d * g (/ beta), norm = 1 / numel for mean
  * smooth_l1 promotes its inputs as a binary operator does (beta 0 takes
- * the linear branch everywhere); huber keeps self's dtype; smooth_l1's
+ * the linear branch everywhere); huber computes in the inputs' result type
+ * and answers in self's dtype; smooth_l1's
  * backward computes in the three tensors' result type, which must cast to
  * self's (an integer type holds norm truncated and divides by beta in
  * double, truncating), huber's takes one dtype throughout. Half types: both
@@ -439,8 +440,21 @@ OD_CX_KERNEL(od_cea_smooth_l1_huber)
     od_cx_scope sc = od_cx_scope_begin(err);
     if (!bw) {
         od_tensor *x = self, *y = target;
-        if (huber && target->dtype != self->dtype)
-            y = od_cx_cast(&sc, target, self->dtype);
+        if (huber && target->dtype != self->dtype) {
+            /* a binary TensorIterator into empty_like(self): computed in the inputs' result type,
+             * which must cast safely to self's */
+            od_result_arg ra[2] = {{self, 0}, {target, 0}};
+            od_dtype common = od_result_type(ra, 2);
+            if (!od_dtype_can_cast(common, self->dtype)) {
+                od_cx_scope_end(&sc);
+                return od_error_set(err, OD_EINVAL, "result type %s can't be cast to the desired output type %s",
+                                    od_dtype_scalar_name(common), od_dtype_scalar_name(self->dtype));
+            }
+            if (x->dtype != common)
+                x = od_cx_cast(&sc, x, common);
+            if (y->dtype != common)
+                y = od_cx_cast(&sc, y, common);
+        }
         if (!huber && (st = promote_bool(&sc, &x, &y, "smooth_l1", dev, err))) {
             od_cx_scope_end(&sc);
             return st;
@@ -462,6 +476,8 @@ OD_CX_KERNEL(od_cea_smooth_l1_huber)
             lin = od_cx_call(&sc, OD_OPID_sub_Scalar, 3, OPT(z), od_double(0.5 * p), od_int(1));
         }
         od_tensor *r = where_(&sc, od_cx_call(&sc, OD_OPID_lt_Scalar, 2, OPT(z), od_double(p)), quad, lin);
+        if (huber && r && r->dtype != self->dtype)
+            r = od_cx_cast(&sc, r, self->dtype);
         if (!huber && reduction != RED_NONE && reduction != RED_MEAN && reduction != RED_SUM && !sc.st)
             sc.st = od_error_set(err, OD_EINVAL,
                                  "reduction == Reduction::Mean || reduction == Reduction::Sum INTERNAL ASSERT FAILED");

@@ -240,6 +240,14 @@ def test_smooth_l1_huber(server, rng):
                       ("huber_loss", [X(rng, dt, 0, 4), X(rng, dt, 0, 4), red], {})]
     cases += [("smooth_l1_loss", [X(rng, "float32", 3, 4), X(rng, "float64", 4), 1, 0.7], {}),  # promotes
               ("huber_loss", [X(rng, "float32", 3, 4), X(rng, "float64", 4), 1, 0.7], {}),  # keeps self's
+              # huber is a binary TensorIterator into self's dtype: it computes in the inputs' result type
+              ("huber_loss", [T(np.zeros(4), "float16"), T(np.array([1e-3, -8.4e7, 7.7e3, 3.4e4]), "float32"),
+                              0, 1e-5], {}),
+              ("huber_loss", [T(np.array([np.inf, 1.0, -2.0]), "float16"), T(np.array([1.7e7, 0.5, 729.6]), "float32"),
+                              2, 1.0], {}),
+              ("huber_loss", [T(np.array([0.0, 1.0, 2.0, 3.0] * 5), "bfloat16"), X(rng, "float32", 20) , 0, 0.3], {}),
+              ("huber_loss", [X(rng, "float32", 4), T(np.arange(4)), 1, 1.0], {}),
+              ("huber_loss", [T(np.arange(4)), X(rng, "float32", 4), 1, 1.0], {}),
               ("smooth_l1_loss_backward", [X(rng, "float64"), X(rng, "float32", 3), X(rng, "float32", 3), 1, 0.5], {}),
               ("huber_loss", [X(rng, "float32", 3, 4), X(rng, "float32", 3, 4), 3, 1.0], {}),
               ("smooth_l1_loss", [X(rng, "float32", 3), X(rng, "float32", 3), 1, -1.0], {}),
