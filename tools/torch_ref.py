@@ -5,7 +5,8 @@ JSON on stdin, writes results as JSON on stdout.
 Runs under Debian's /usr/bin/python3 with python3-torch, outside the tests'
 virtualenv (whose numpy torch 1.13 was not built against). A case is
 {"op": "add.Tensor", "args": [...], "kwargs": {...}, "out": 0, "weight": T}
-where a tensor is {"dtype", "shape", "data", "requires_grad"}; the answer per
+where a tensor is {"dtype", "shape", "data", "requires_grad", "views"} (views:
+[method, args...] applied in turn, the way /v1/run builds strided views); the answer per
 case is {"grads": [data of each requires_grad input's .grad, or None]} for
 loss = sum(op(...)[out] * weight), or {"error": message}; without a weight,
 only the forward: {"value", "shape", "dtype"} ("autocast": "bfloat16" runs it
@@ -24,6 +25,8 @@ DT = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int64, 
 def tensor(v):
     data = [float(x) if isinstance(x, str) else x for x in v["data"]]  # "NaN", "Infinity"
     t = torch.tensor(data, dtype=DT[v["dtype"]]).reshape(v["shape"])
+    for name, *view_args in v.get("views", []):  # ["transpose", 1, 2], ["expand", [4, 1, 0]]: strided views
+        t = getattr(t, name)(*view_args)
     if v.get("requires_grad"):
         t.requires_grad_(True)
     return t

@@ -4,7 +4,9 @@
  * Invariants: matmul follows torch's _matmul_impl case by case (1.13): dot
  * for 1-D·1-D, mm (with unsqueeze / view for vectors) for ranks <= 2, the
  * first operand folded into one mm when it has rank >= 3 and the second is
- * a vector or matrix, and otherwise bmm over the broadcast batch dims with
+ * a vector or matrix (unless torch's should_fold keeps it: a 3-D operand
+ * with its last two dims transposed), and otherwise bmm over the broadcast
+ * batch dims with
  * both operands expanded and reshaped to 3-D. Shape and dtype errors of the
  * products come from their own kernels, so they read exactly as for mm/bmm.
  */
@@ -172,7 +174,11 @@ static od_status matmul(od_tensor *a, od_tensor *b, od_tensor **out, od_error *e
         return call2(OD_OPID_dot, a, b, out, err);
     if (d1 <= 2 && d2 <= 2)
         return matmul_small(a, b, out, err);
-    if (d1 >= 3 && d2 <= 2)
+    /* torch's should_fold, which keeps a [b, n, k] operand whose first dim
+     * moves slowest and last two are transposed (permute(0, 2, 1)) for bmm:
+     * folding it would copy */
+    bool transposed3 = d1 == 3 && d2 == 2 && a->strides[2] != 1 && a->strides[0] == a->sizes[1] * a->sizes[2];
+    if (d1 >= 3 && d2 <= 2 && !transposed3)
         return matmul_fold(a, b, out, err);
     return matmul_batched(a, b, out, err);
 }

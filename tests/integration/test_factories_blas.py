@@ -360,3 +360,33 @@ def test_addr_scalar_rules(server, rng):
                      ("addr", [T(rng.integers(0, 3, (3, 4)), "int8")] + [T(rng.integers(0, 3, s), "int8") for s in (3, 4)],
                       {"alpha": 300}),
                      ("addr", [f(3, 4, 1), f(3), f(4)], {}), ("addr", [f(3, 4), f(3, 1), f(4)], {})])
+
+
+def test_matmul_folds_where_torch_does(server, rng):
+    """matmul folds a rank >= 3 first operand into one mm, except (torch's should_fold) a 3-D one with its
+    last two dims transposed, which goes to bmm: the two differ in the dtype of an empty product of mixed
+    dtypes (mm answers in the first operand's, bmm in the second's) and are checked on values too. The
+    views are built on both sides (/v1/run steps here, torch_ref's views there)."""
+    cases = []  # (views of a, a, b, op)
+    for dt in ("float32", "float64"):
+        a, b = rng.standard_normal((3, 5, 4)), rng.standard_normal((4, 2))
+        cases += [([["transpose", 1, 2]], T(a, dt), T(rng.standard_normal((5, 2)), dt), "matmul"),  # [3, 4, 5]
+                  # strides (20, 1, 4): bmm
+                  ([["transpose", 0, 1]], T(a, dt), T(b, dt), "matmul"),  # [5, 3, 4] strides (4, 20, 1): folds
+                  ([], T(a, dt), T(b, dt), "matmul"),
+                  ([["transpose", 1, 2]], T(a, dt), T(rng.standard_normal((2, 5)), dt), "linear")]
+    cases += [([["expand", [4, 1, 0]]], T(np.array([0]), "int64"), T(np.zeros((0, 0)), "int16"), "linear"),
+              ([], T(np.zeros((4, 1, 0)), "int64"), T(np.zeros((0, 0)), "int16"), "linear"),
+              ([["transpose", 1, 2]], T(np.zeros((2, 0, 3)), "int64"), T(np.zeros((0, 2)), "int16"), "matmul"),
+              ([], T(np.zeros((2, 3, 0)), "int64"), T(np.zeros((0, 2)), "int16"), "matmul")]
+    want = torch_ref([{"op": op, "args": [dict(a, views=v), b]} for v, a, b, op in cases])
+    for (views, a, b, op), w in zip(cases, want):
+        steps = [{"op": {"transpose": "transpose.int", "expand": "expand"}[name], "args": [{"ref": f"${i - 1}"} if i else a] + list(args)}
+                 for i, (name, *args) in enumerate(views)]
+        first = {"ref": f"${len(steps) - 1}"} if steps else a
+        body = {"steps": steps + [{"op": op, "args": [first, b]}], "outputs": [f"${len(steps)}"]}
+        r = server.post("/v1/run", body)
+        assert r.status_code == 200 and "error" not in w, (views, op, r.text[:300], w)
+        o = r.json()["outputs"][0]
+        assert (o["dtype"], o["shape"]) == (w["dtype"], w["shape"]), (views, a["dtype"], a["shape"], o["dtype"], w)
+        np.testing.assert_allclose(arr(o).reshape(-1), w["value"], rtol=1e-5, atol=1e-6, err_msg=f"{views} {op}")
