@@ -11,8 +11,8 @@
  * area_pixel_compute_scale / area_pixel_compute_source_index /
  * guard_index_and_lambda in the opmath type (float for float32 and
  * bfloat16, double for float64), the source index computed in double and
- * rounded to it as C++ does. Bicubic (2d only) is the cubic kind: 4 taps
- * per dim, borders clamped. Sizes were validated (>= 1) by
+ * rounded to it as C++ does (linear's: OD_RESAMPLE_LINEAR_FN). Bicubic
+ * (2d only) is the cubic kind: 4 taps per dim, borders clamped. Sizes were validated (>= 1) by
  * od_resample_plan_of (shape_resample.c).
  */
 #ifndef OD_RESAMPLE_H
@@ -61,36 +61,47 @@ OD_RESAMPLE_NEAREST_FN(od_resample_nearest_fwd_f32, float)
 OD_RESAMPLE_NEAREST_FN(od_resample_nearest_fwd_f64, double)
 #undef OD_RESAMPLE_NEAREST_FN
 
-/* linear: output index o of dim d blends input i0 (weight *l0) and i1 (*l1) */
-#define OD_RESAMPLE_LINEAR_FN(NAME, A)                                                                     \
-    static inline OD_HD void NAME(const od_resample_geom *g, int d, int64_t o, int64_t *i0, int64_t *i1, A *l0, \
-                                  A *l1)                                                                    \
+/* linear: output index o of dim d blends input i0 (weight *l0) and i1 (*l1).
+ * S is the opmath type (the scale's and the weights'), A the one the source
+ * index is computed in: ATen's acc_type, double for a CPU float32 tensor
+ * (its weights keep that index's fraction), S elsewhere (CUDA's float,
+ * bfloat16's float). ATen's linear kernels are built per CPU capability
+ * (AVX2, AVX-512: with FMA), where the compiler fuses scale * (o + 0.5) -
+ * 0.5 into one fma (torch 1.13 measured: a float64 index like (7 + 0.5) /
+ * 3 - 0.5 is 1.9999999999999998, not 2); nvcc fuses it the same way. The
+ * index is truncated (static_cast<int64_t>, >= 0 here), never floored
+ * through a float. */
+#define OD_RESAMPLE_LINEAR_FN(NAME, S, A, FMA)                                                             \
+    static inline OD_HD void NAME(const od_resample_geom *g, int d, int64_t o, int64_t *i0, int64_t *i1, S *l0, \
+                                  S *l1)                                                                    \
     {                                                                                                       \
         int64_t in = g->in[d], out = g->out[d];                                                             \
-        A scale, real;                                                                                      \
+        S scale;                                                                                            \
+        A real;                                                                                             \
         if (g->align_corners)                                                                               \
-            scale = out > 1 ? (A)(in - 1) / (A)(out - 1) : (A)0;                                            \
+            scale = out > 1 ? (S)(in - 1) / (S)(out - 1) : (S)0;                                            \
         else                                                                                                \
-            scale = g->has_scale[d] && g->scale[d] > 0 ? (A)(1.0 / g->scale[d]) : (A)in / (A)out;          \
+            scale = g->has_scale[d] && g->scale[d] > 0 ? (S)(1.0 / g->scale[d]) : (S)in / (S)out;          \
         if (g->align_corners) {                                                                             \
-            real = scale * (A)o;                                                                            \
+            real = (A)scale * (A)o;                                                                         \
         } else {                                                                                            \
-            real = scale * ((A)o + (A)0.5) - (A)0.5;                                                         \
+            real = FMA((A)scale, (A)o + (A)0.5, (A)-0.5);                                                   \
             if (real < 0)                                                                                   \
                 real = 0;                                                                                   \
         }                                                                                                   \
-        int64_t i = (int64_t)floorf((float)real);                                                           \
+        int64_t i = (int64_t)real;                                                                          \
         if (i > in - 1)                                                                                     \
             i = in - 1;                                                                                     \
         A lam = real - (A)i;                                                                                \
         lam = lam < 0 ? (A)0 : lam > 1 ? (A)1 : lam;                                                        \
         *i0 = i;                                                                                            \
         *i1 = i + (i < in - 1 ? 1 : 0);                                                                     \
-        *l1 = lam;                                                                                          \
-        *l0 = (A)1 - lam;                                                                                   \
+        *l1 = (S)lam;                                                                                       \
+        *l0 = (S)1 - (S)lam;                                                                                \
     }
-OD_RESAMPLE_LINEAR_FN(od_resample_linear_f32, float)
-OD_RESAMPLE_LINEAR_FN(od_resample_linear_f64, double)
+OD_RESAMPLE_LINEAR_FN(od_resample_linear_f32, float, float, fmaf)
+OD_RESAMPLE_LINEAR_FN(od_resample_linear_f32_acc64, float, double, fma)
+OD_RESAMPLE_LINEAR_FN(od_resample_linear_f64, double, double, fma)
 #undef OD_RESAMPLE_LINEAR_FN
 
 /* cubic (upsample_bicubic2d): output index o of dim d blends the 4 inputs

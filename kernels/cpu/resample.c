@@ -637,8 +637,11 @@ od_status od_cpu_resample(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
             } else if (f64) {
                 od_resample_linear_f64(g, d, o, &a[o], &b[o], &la[o], &lb[o]);
             } else {
-                float l0, l1;
-                od_resample_linear_f32(g, d, o, &a[o], &b[o], &l0, &l1);
+                float l0, l1; /* float32's source index in double (ATen's CPU acc_type), bfloat16's in float */
+                if (pl.x->dtype == OD_FLOAT32)
+                    od_resample_linear_f32_acc64(g, d, o, &a[o], &b[o], &l0, &l1);
+                else
+                    od_resample_linear_f32(g, d, o, &a[o], &b[o], &l0, &l1);
                 la[o] = l0;
                 lb[o] = l1;
             }

@@ -61,6 +61,30 @@ def test_upsample_linear(server, rng):
     check(server, bf, rtol=5e-2)
 
 
+def test_linear_index_just_below_an_integer(server, rng):
+    """In float64 a source index like (7 + 0.5) / 3 - 0.5 lands a hair below 2 in torch 1.13, whose CPU
+    kernels compute scale * (o + 0.5) - 0.5 as one fma and truncate it (index 1, weight 1 - 2^-52 on 2);
+    rounding it twice gives exactly 2. Nonzero inputs only at odd positions keep every output a single
+    tap's product, computed alike on both sides, so these compare exactly, 1d to 3d, float64 and float32."""
+    cases = []
+    for nd, op in LINEAR.items():
+        for n, m in ((5, 15), (7, 21), (3, 9), (9, 27)):
+            for dt in ("float64", "float32"):
+                x = np.zeros((1, 2) + (n,) * nd)
+                odd = (slice(None), slice(None)) + (slice(1, None, 2),) * nd
+                x[odd] = rng.standard_normal(x[odd].shape) * 10.0 ** rng.integers(-6, 7, x[odd].shape)
+                cases.append({"op": op, "args": [T(x.astype(dt), dt), [m] * nd, False]})
+    for case, w in zip(cases, torch_ref(cases)):
+        r = server.post(f"/v1/ops/{case['op']}", {"args": case["args"]})
+        assert r.status_code == 200, r.text[:300]
+        o = r.json()["outputs"][0]
+        got, want = np.array(o["data"], np.float64), np.array(w["value"], np.float64)
+        if o["dtype"] == "float32":
+            got, want = got.astype(np.float32), want.astype(np.float32)
+        bad = np.flatnonzero(got != want)
+        assert not bad.size, (case["op"], o["dtype"], case["args"][1], bad[:5], got[bad[:5]], want[bad[:5]])
+
+
 def test_upsample_wide(server, rng):
     """Rows wider than one AVX-512 vector (16 floats), not a multiple of it, up and down, both corner
     modes: cpu/resample.c's separable float32 path runs whole vectors and a masked tail; nearest 2d."""
