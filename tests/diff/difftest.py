@@ -76,9 +76,12 @@ def embedding_bag_defect(c):
     """embedding_bag calls whose torch 1.13 CPU answer is no reference:
     unsorted offsets (fbgemm reads bag ends out of order), include_last_offset
     with offsets[-1] < len(indices) in mode 'max' (it writes past its
-    max_indices block) and the same on the forward-only path, and 2-D
-    indices or offsets (ATen reads them as flat without checking; the server
-    refuses both: torch.nn.functional.embedding_bag flattens 2-D input)."""
+    max_indices block) and the same on the forward-only path, 2-D indices
+    or offsets (ATen reads them as flat without checking; the server refuses
+    both: torch.nn.functional.embedding_bag flattens 2-D input), and views
+    as indices or offsets of _embedding_bag and _embedding_bag_forward_only,
+    which read their storage in memory order (embedding_bag makes them
+    contiguous first, and equals the server)."""
     if not re.match(r"(_embedding_bag(_forward_only)?|embedding_bag)(\.|$)", c.op):
         return None
     a = {name: v for name, _, v in c.all_args()}
@@ -88,6 +91,8 @@ def embedding_bag_defect(c):
     iv, ov = idx.logical(), off.logical()
     if iv.ndim != 1 or ov.ndim != 1:
         return "embedding_bag with indices or offsets not 1-D (torch reads them as flat, unchecked)"
+    if c.op.startswith("_embedding_bag") and (getattr(idx, "views", ()) or getattr(off, "views", ())):
+        return "_embedding_bag(_forward_only) with strided indices or offsets (torch reads their storage in order)"
     if ov.dtype.kind in "iu" and ov.size > 1 and np.any(np.diff(ov.astype(np.int64)) < 0):
         return "embedding_bag with decreasing offsets (torch's fast path reads bags out of order)"
     if a.get("include_last_offset") is True and ov.size and ov.dtype.kind in "iu" and int(ov[-1]) < iv.size:
