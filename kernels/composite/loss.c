@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "composite.h"
+#include "od_shape.h"
 
 #define TV(t) od_tensor_v(t)
 #define OPT(t) ((t) ? od_tensor_v(t) : od_none())
@@ -331,8 +332,12 @@ OD_CX_KERNEL(od_cea_mse_loss)
         int64_t n = od_tensor_numel(self);
         double norm = reduction == RED_MEAN ? 2.0 / (double)n : 2.0;
         bool integral = od_dtype_is_integral(self->dtype, false);
-        /* alpha is norm as the dtype holds it: an integer dtype truncates */
-        od_value alpha = integral ? od_int((int64_t)norm) : od_double(norm);
+        /* alpha is norm as the dtype holds it, by c10's checked conversion: an integer dtype
+         * truncates, and refuses the infinite norm of an empty mean */
+        od_value vnorm = od_double(norm);
+        if ((st = od_scalar_check_fits(&vnorm, self->dtype, err)))
+            return st;
+        od_value alpha = integral ? od_int((int64_t)norm) : vnorm;
         od_tensor *d = od_cx_call(&sc, OD_OPID_sub_Tensor, 3, TV(self), TV(target), od_int(1));
         od_tensor *r = od_cx_call(&sc, OD_OPID_mul_Scalar, 2, OPT(d), alpha);
         return od_cx_scope_return1(&sc, s, mul(&sc, r, g));
@@ -512,6 +517,9 @@ OD_CX_KERNEL(od_cea_smooth_l1_huber)
         y = od_cx_cast(&sc, y, common);
     double norm = reduction == RED_MEAN ? 1.0 / (double)od_tensor_numel(self) : 1.0;
     bool integral = !od_dtype_is_floating(common);
+    od_value vnorm = od_double(norm); /* converted as c10 does: an empty mean's inf fits no integer */
+    if ((st = od_scalar_check_fits(&vnorm, common, err)))
+        return st;
     /* an integer kernel holds norm as the dtype does (truncated) and beta as a double */
     od_value vn = integral ? od_int((int64_t)norm) : od_double(norm), vp = od_double(p), vneg = od_double(-p);
     od_tensor *d = od_cx_call(&sc, OD_OPID_sub_Tensor, 3, OPT(x), OPT(y), od_int(1));
