@@ -259,6 +259,12 @@ def torch_bug(c, t):
         # non-contiguous target: the vectorized loop wraps x - y and compares
         # with beta truncated to the dtype, the scalar one does neither
         return "smooth_l1_loss_backward on an integer dtype (torch's vectorized and scalar loops disagree)"
+    if c.op.split(".")[0] in ("logit", "logit_") and len(args) >= 2 and isinstance(args[1], (int, float)) and \
+            not isinstance(args[1], bool) and args[1] > 0.5 and tens and getattr(tens[0], "views", ()):
+        # eps > 0.5 puts lo above hi: the vectorized clamp min(max(x, lo), hi) gives hi, the scalar
+        # x < lo ? lo : ... gives lo; torch runs the vectorized one on a transposed tensor's memory
+        # order, the server (as torch on other strided views) the scalar one
+        return "logit with eps > 0.5 on a view (torch's vectorized and scalar clamps disagree when lo > hi)"
     if c.op.split(".")[0] in ("pixel_shuffle", "pixel_unshuffle") and len(tens) >= 1 and len(args) >= 2 and \
             isinstance(args[1], int) and len(tens[0].shape) >= 3:
         ch, h, w = tens[0].shape[-3:]
