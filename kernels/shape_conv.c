@@ -309,8 +309,9 @@ static void out_sizes(const od_conv_plan *p, int64_t *sizes)
 
 /* The dtypes torch 1.13's CPU backward kernels take beyond float32/64 and
  * bfloat16 (where the forward took more): int64 through the dilated
- * kernels; a bias gradient alone (a sum) in any dtype of the plain ones;
- * each refusal names the first kernel the mask reaches. */
+ * kernels; a bias gradient alone (a sum) in any dtype of the plain ones,
+ * and nothing asked of the transposed ones; each refusal names the first
+ * kernel the mask reaches. */
 static od_status backward_types(const od_conv_plan *p, od_error *err)
 {
     od_dtype dt = p->input->dtype;
@@ -322,6 +323,8 @@ static od_status backward_types(const od_conv_plan *p, od_error *err)
     const char *dn = p->nd == 3 ? "3" : "2", *kernel;
     char name[64];
     if (p->transposed) {
+        if (!p->mask[0] && !p->mask[1] && !p->mask[2])
+            return OD_OK; /* neither kernel is reached */
         snprintf(name, sizeof name, "slow_conv_transpose%sd_%s", dn,
                  p->mask[0] ? "backward_out_cpu" : "acc_grad_parameters_cpu");
         kernel = name;
