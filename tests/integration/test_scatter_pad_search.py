@@ -308,6 +308,11 @@ def test_searchsorted_bucketize(server, rng):
               # a Scalar is a wrapped number: cast to the boundaries' int32 (-1), not compared as int64
               ("bucketize.Scalar", [2**63 - 1, T(np.array([1, 1], np.int32))], {}),
               ("searchsorted.Scalar", [T(np.array([-3, 0, 5], np.int8)), 300], {}),
+              # so is a 0-dim input of a wider dtype (result_type: the boundaries' dtype stands)
+              ("searchsorted.Tensor", [T(np.array([0, 2, 3, 200], np.uint8)), T(np.int32(-9))], {}),
+              ("searchsorted.Tensor", [T(np.array([-3, 0, 5], np.int8)), T(np.int64(300))], {"right": True}),
+              ("bucketize.Tensor", [T(np.int64(-1)), T(np.array([0, 7, 255], np.uint8))], {}),
+              ("searchsorted.Tensor", [T(np.array([0, 2, 3, 200], np.uint8)), T(np.array([-9, 250], np.int32))], {}),
               ("bucketize.Tensor", [T(np.array([True])), T(np.array([1, 3]))], {}),
               ("searchsorted.Tensor", [T(np.array([True, False])), T(np.array([True]))], {}),
               ("searchsorted.Tensor", [T(np.int64(3)), T(np.array([3]))], {}),
