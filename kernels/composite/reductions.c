@@ -436,15 +436,17 @@ OD_CX_KERNEL(od_cea_norm)
     uint32_t mask = 0;
     if ((st = od_reduce_dims(&dims, self->ndim, &mask, err)))
         return st;
-    /* ATen 1.13 reads the order as a float: 1e300 is the inf norm, -0.114
-     * is -0.11400000005960464 */
+    /* ATen 1.13's kernel reads the order as a float: 1e300 is the inf norm,
+     * -0.114 is -0.11400000005960464; its empty-input check below reads the
+     * double (1e300 is finite there) */
+    double p_checked = p;
     if (isfinite(p))
         p = (double)(float)p;
     if (!lvn && pv->tag == OD_T_BOOL && od_tensor_numel(self) > 0) /* the kernel's check: never reached when empty */
         return od_error_set(err, OD_EINVAL, "norm_kernel_tensor_iterator_impl expects norm to be integer or float");
     /* linalg_vector_norm refuses what has no identity; norm's older kernel
      * gives zeros for any empty input */
-    if (lvn && od_tensor_numel(self) == 0 && (p < 0 || p == INFINITY)) {
+    if (lvn && od_tensor_numel(self) == 0 && (p_checked < 0 || p_checked == INFINITY)) {
         if (dims.u.list.n == 0)
             return od_error_set(err, OD_EINVAL,
                                 "linalg.vector_norm cannot compute the %s norm on an empty tensor because the "

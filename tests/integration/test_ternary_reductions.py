@@ -139,6 +139,11 @@ def make_cases(rng):
         add("nanmean", T(np.where(rng.random((4, 5, 6)) < 0.3, np.nan, a)), [0, 2], True, exact=False)
     add("norm.ScalarOpt_dtype", T(rng.integers(-5, 5, (3, 4))), 2, dtype="float32", exact=False)  # int input
     add("norm.Scalar", T(np.zeros((0, 3), np.float32)), -2, exact=False)  # empty: 0, no refusal
+    # linalg_vector_norm's empty-input check reads the order as a double (1e300 is finite there, though
+    # its kernel reads it as a float: inf), so only ord < 0 and ord == inf are refused without dims
+    for p in (1e300, -1e300, 3.0, float("inf"), -1e-50):
+        add("linalg_vector_norm", T(np.zeros((1, 0, 2), np.float32)), p, None, True, exact=False)
+    add("linalg_vector_norm", T(g(3, 2).astype(np.float32)), 1e300, None, exact=False)
     # median, nanmedian, mode: tie-heavy lines, exact values and indices
     for n in (1, 2, 7, 16, 17, 64, 301):
         for dt in ("float32", "float64", "int64", "int16", "uint8"):
