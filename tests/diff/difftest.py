@@ -288,6 +288,9 @@ def torch_bug(c, t):
     bag = embedding_bag_defect(c)
     if bag:
         return bag
+    if c.op.startswith("_embedding_bag_dense_backward") and tens and len(tens[0].logical().shape) != 2:
+        # its 'max' path sizes the result [num_weights, grad.sizes()[1]] unchecked
+        return "_embedding_bag_dense_backward with a grad not 2-D (torch reads grad.sizes()[1] past its sizes)"
     if c.op.split(".")[0] in ("binary_cross_entropy", "binary_cross_entropy_backward"):
         k = 1 if c.op.startswith("binary_cross_entropy_backward") else 0
         ops = [a for a in args[: k + 2] if isinstance(a, Tens)]
