@@ -62,6 +62,19 @@ od_dtype od_promote_types(od_dtype a, od_dtype b);
 /* c10::canCast: may an in-place result of dtype from be written into to?
  * Not floating into integral, not anything but bool into bool. */
 bool od_dtype_can_cast(od_dtype from, od_dtype to);
+/* v as an integer (or bool) dtype dt holds it, wrapping as C++'s
+ * conversions do (uint8's -9 is 247); v itself for int64 and the floats. */
+static inline int64_t od_int_wrap(int64_t v, od_dtype dt)
+{
+    switch (dt) {
+    case OD_BOOL: return v != 0;
+    case OD_UINT8: return (uint8_t)v;
+    case OD_INT8: return (int8_t)v;
+    case OD_INT16: return (int16_t)v;
+    case OD_INT32: return (int32_t)v;
+    default: return v;
+    }
+}
 /* torch.get_default_dtype(): float32. */
 #define OD_DEFAULT_FLOAT OD_FLOAT32
 

@@ -581,15 +581,7 @@ static od_status param_to(const od_value *v, od_dtype dt, double *d, int64_t *iv
      * converts through int32, as C++ on x86 does */
     if (v->tag == OD_T_DOUBLE && dt != OD_INT64)
         i = od_double_to_i32(x);
-    switch (dt) {
-    case OD_UINT8: i = (uint8_t)i; break;
-    case OD_INT8: i = (int8_t)i; break;
-    case OD_INT16: i = (int16_t)i; break;
-    case OD_INT32: i = (int32_t)i; break;
-    case OD_BOOL: i = i != 0; break;
-    default: break;
-    }
-    *iv = i;
+    *iv = od_int_wrap(i, dt);
     return OD_OK;
 }
 

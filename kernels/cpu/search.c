@@ -36,18 +36,6 @@ static double load_f(const od_tensor *t, int64_t off, od_dtype dt)
                     dt);
 }
 
-/* v converted to integer dtype dt as torch's promotion does (wrapping) */
-static int64_t wrap_to(int64_t v, od_dtype dt)
-{
-    switch (dt) {
-    case OD_UINT8: return (uint8_t)v;
-    case OD_INT8: return (int8_t)v;
-    case OD_INT16: return (int16_t)v;
-    case OD_INT32: return (int32_t)v;
-    default: return v;
-    }
-}
-
 static int64_t load_i(const od_tensor *t, int64_t off)
 {
     return od_cpu_load_i64((const char *)od_tensor_data(t) + off * (int64_t)od_dtype_size(t->dtype), t->dtype);
@@ -86,14 +74,14 @@ od_status od_cpu_search(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
         if (p.input && flt)
             xf = load_f(p.input, ioff, p.common);
         else if (p.input) /* a 0-dim input of a wider dtype is converted to the boundaries' */
-            xi = wrap_to(load_i(p.input, ioff), p.common);
+            xi = od_int_wrap(load_i(p.input, ioff), p.common);
         else if (flt) {
             xf = round_to(od_value_as_double(&p.scalar), p.common);
         } else {
             xi = sval_f ? (int64_t)p.scalar.u.d : p.scalar.tag == OD_T_BOOL ? p.scalar.u.b : p.scalar.u.i;
             /* a wrapped number: converted to the common dtype, as torch's
              * promotion does (bucketize(2^63 - 1, int32 boundaries) looks up -1) */
-            xi = wrap_to(xi, p.common);
+            xi = od_int_wrap(xi, p.common);
         }
         while (lo < hi) {
             int64_t mid = lo + ((hi - lo) >> 1);
@@ -104,7 +92,7 @@ od_status od_cpu_search(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
                 double m = load_f(b, boff, p.common);
                 go_right = p.right ? !(m > xf) : !(m >= xf);
             } else {
-                int64_t m = wrap_to(load_i(b, boff), p.common);
+                int64_t m = od_int_wrap(load_i(b, boff), p.common);
                 go_right = p.right ? !(m > xi) : !(m >= xi);
             }
             if (go_right)
