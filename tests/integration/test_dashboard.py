@@ -310,10 +310,11 @@ def test_playground_add_and_statistics(dash, browser):
     # the statistics view shows the calls
     show(d, "stats")
     wait(d, lambda: d.find_elements(By.CSS_SELECTOR, '#top-ops tr[data-op="aten::add.Tensor"]'), msg="stats row")
-    # the table is rebuilt every refresh: read it in one script, not through a stale element
-    calls = d.execute_script("return document.querySelector('#top-ops tr[data-op=\"aten::add.Tensor\"]')"
-                             ".querySelectorAll('td')[1].textContent")
-    assert int(calls) >= 2
+    # the table is rebuilt every refresh: read it in one script, not through a stale element; the view
+    # may first show the last poll's counts, taken before the later adds (it polls every 1.5 s)
+    calls = lambda: int(d.execute_script("return document.querySelector('#top-ops tr[data-op=\"aten::add.Tensor\"]')"
+                                         ".querySelectorAll('td')[1].textContent"))
+    wait(d, lambda: calls() >= 2, msg="add.Tensor's calls counted")
     assert d.execute_script("return !!Chart.getChart(document.getElementById('chart-rps')) && !!Chart.getChart(document.getElementById('chart-lat'))")
     fresh(lambda: d.find_element(By.CSS_SELECTOR, '#top-ops tr[data-op="aten::add.Tensor"]').send_keys(Keys.ENTER))
     wait(d, lambda: "AutogradCPU" in d.find_element(By.ID, "key-split").text, msg="key split")
