@@ -244,6 +244,9 @@ def torch_bug(c, t):
     conv = conv_defect(c, t, tens)
     if conv:
         return conv
+    bag = embedding_bag_defect(c)  # raised or not: what torch read was not the argument
+    if bag:
+        return bag
     if "outputs" not in t:
         return None
     if c.op.startswith("index_select") and len(tens) >= 2 and tens[0].shape == [] and \
@@ -285,9 +288,6 @@ def torch_bug(c, t):
     ub = cxx_undefined(c, args, t)
     if ub:
         return ub
-    bag = embedding_bag_defect(c)
-    if bag:
-        return bag
     if c.op.startswith("_embedding_bag_dense_backward") and tens and len(tens[0].logical().shape) != 2:
         # its 'max' path sizes the result [num_weights, grad.sizes()[1]] unchecked
         return "_embedding_bag_dense_backward with a grad not 2-D (torch reads grad.sizes()[1] past its sizes)"
