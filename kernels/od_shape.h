@@ -253,6 +253,11 @@ od_status od_gelu_approximate(const od_stack *s, bool *tanh_form, od_error *err)
  * without overflow" when the Scalar v (borrowed) does not fit dt. */
 od_status od_scalar_check_fits(const od_value *v, od_dtype dt, od_error *err);
 
+/* A TensorIterator's safe-cast check of its common dtype into an output's:
+ * OD_EINVAL "result type Float can't be cast to the desired output type
+ * Long" unless od_dtype_can_cast(result, out). */
+od_status od_check_result_cast(od_dtype result, od_dtype out, od_error *err);
+
 /* arange's validated arguments: values are istart + i * istep (computed in
  * int64 with wraparound, then cast) when integral, else fstart + i * fstep
  * computed in double and rounded to dtype. */

@@ -103,10 +103,8 @@ static od_status plan_bce(od_act_loss_plan *p, const od_stack *s, const char *na
         if ((st = broadcast_to(p->self->sizes, p->self->ndim, w->sizes, w->ndim, err)))
             return st;
         od_result_arg ra[2] = {{p->self, 0}, {w, 0}};
-        od_dtype r = od_result_type(ra, 2);
-        if (!od_dtype_can_cast(r, dt))
-            return od_error_set(err, OD_EINVAL, "result type %s can't be cast to the desired output type %s",
-                                od_dtype_scalar_name(r), od_dtype_scalar_name(dt));
+        if ((st = od_check_result_cast(od_result_type(ra, 2), dt, err)))
+            return st;
     }
     p->n = od_tensor_numel(p->self);
     return OD_OK;

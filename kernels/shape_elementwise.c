@@ -229,6 +229,14 @@ od_status od_scalar_check_fits(const od_value *v, od_dtype dt, od_error *err)
     return OD_OK;
 }
 
+od_status od_check_result_cast(od_dtype result, od_dtype out, od_error *err)
+{
+    if (od_dtype_can_cast(result, out))
+        return OD_OK;
+    return od_error_set(err, OD_EINVAL, "result type %s can't be cast to the desired output type %s",
+                        od_dtype_scalar_name(result), od_dtype_scalar_name(out));
+}
+
 /* ---- binary arithmetic ---------------------------------------------------------- */
 
 /* Which arguments are tensors: bit 0 = args[0], bit 1 = args[1]. */

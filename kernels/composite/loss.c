@@ -450,10 +450,9 @@ OD_CX_KERNEL(od_cea_smooth_l1_huber)
              * which must cast safely to self's */
             od_result_arg ra[2] = {{self, 0}, {target, 0}};
             od_dtype common = od_result_type(ra, 2);
-            if (!od_dtype_can_cast(common, self->dtype)) {
+            if ((st = od_check_result_cast(common, self->dtype, err))) {
                 od_cx_scope_end(&sc);
-                return od_error_set(err, OD_EINVAL, "result type %s can't be cast to the desired output type %s",
-                                    od_dtype_scalar_name(common), od_dtype_scalar_name(self->dtype));
+                return st;
             }
             if (x->dtype != common)
                 x = od_cx_cast(&sc, x, common);
@@ -500,9 +499,8 @@ OD_CX_KERNEL(od_cea_smooth_l1_huber)
     if (!huber) {
         od_result_arg ra[3] = {{g, 0}, {self, 0}, {target, 0}};
         common = od_result_type(ra, 3);
-        if (!od_dtype_can_cast(common, dt))
-            return od_error_set(err, OD_EINVAL, "result type %s can't be cast to the desired output type %s",
-                                od_dtype_scalar_name(common), od_dtype_scalar_name(dt));
+        if ((st = od_check_result_cast(common, dt, err)))
+            return st;
     }
     bool refused = huber ? !od_dtype_is_floating(dt) : (common == OD_BOOL || (!cuda && common == OD_FLOAT16));
     if (refused)

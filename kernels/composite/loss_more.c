@@ -14,6 +14,7 @@
 #include <inttypes.h>
 
 #include "composite.h"
+#include "od_shape.h"
 
 #define TV(t) od_tensor_v(t)
 /* a function, not a macro: its argument is often a call, evaluated once */
@@ -176,11 +177,9 @@ OD_CX_KERNEL(od_cea_soft_margin_loss)
     z = call1(&sc, OD_OPID_exp, z);
     od_tensor *gi = call2(&sc, OD_OPID_mul_Tensor, t, z);
     if (gi && gi->dtype != x->dtype) {
-        if (!od_dtype_can_cast(gi->dtype, x->dtype)) {
-            od_dtype dt = gi->dtype;
+        if ((st = od_check_result_cast(gi->dtype, x->dtype, err))) {
             od_cx_scope_end(&sc);
-            return od_error_set(err, OD_EINVAL, "result type %s can't be cast to the desired output type %s",
-                                od_dtype_scalar_name(dt), od_dtype_scalar_name(x->dtype));
+            return st;
         }
         gi = od_cx_cast(&sc, gi, x->dtype);
     }
