@@ -98,37 +98,63 @@ static inline void prefetch_row(const float *r, int64_t D)
  * acc[0, D); returns the rows summed. Up to 128 columns at a time stay in
  * eight registers across the whole bag, so the accumulator is not loaded
  * and stored per row (that, not memory, bounded the row-by-row loop: 2x
- * slower on a 100000 x 128 table). Each lane adds in index order, as the
- * scalar loop, so the sums are the same bits. */
+ * slower on a 100000 x 128 table). The k loops have a constant trip count
+ * and are unrolled by pragma: gcc -O2 kept a loop over nk rolled, with a[]
+ * on the stack, a store-to-load round trip per row and register. The
+ * prefetch is unrolled too and its bound is a select, not a branch. With
+ * both, 8192 bags of 32 from a 100000 x 128 table took 3.5 ms on one
+ * thread, against 5.0 ms before and torch 1.13's 3.3 ms (AMD EPYC). A block
+ * narrower than 128 masks the registers it does not use (a zero-mask load
+ * reads nothing). Each lane adds in index order, as the scalar loop, so
+ * the sums are the same bits. */
 __attribute__((target("avx512f"))) static int64_t bag_sum_f32_512(const eb_ctx *c, int64_t b, float *acc)
 {
     const od_embag_plan *p = c->p;
     const float *w = (const float *)(const void *)c->w;
-    int64_t D = p->D, i0 = c->off[b], i1 = bag_end(c, b), cnt = 0;
+    const int64_t *idx = c->idx;
+    const int64_t D = p->D, ws0 = c->ws0, n = p->n, pad = p->padding_idx;
+    int64_t i0 = c->off[b], i1 = bag_end(c, b), cnt = 0;
     for (int64_t d0 = 0; d0 < D; d0 += 128) {
-        int64_t m = D - d0 < 128 ? D - d0 : 128, nk = (m + 15) / 16;
-        __mmask16 last = (__mmask16)(m % 16 ? (1u << (m % 16)) - 1 : 0xffff);
+        int64_t m = D - d0 < 128 ? D - d0 : 128;
+        __mmask16 mk[8];
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            int64_t left = m - 16 * k; /* columns of this block's register k */
+            mk[k] = (__mmask16)(left >= 16 ? 0xffff : left > 0 ? (1u << left) - 1 : 0);
+        }
         __m512 a[8];
+#pragma GCC unroll 8
         for (int k = 0; k < 8; k++)
             a[k] = _mm512_setzero_ps();
         cnt = 0;
         for (int64_t i = i0; i < i1; i++) {
-            if (d0 == 0 && i + EB_AHEAD < p->n)
-                prefetch_row(w + c->idx[i + EB_AHEAD] * c->ws0, D);
-            int64_t v = c->idx[i];
-            if (v == p->padding_idx)
+            if (d0 == 0) { /* the row EB_AHEAD on (this one at the end): no branch to mispredict */
+                const float *pf = w + idx[i + EB_AHEAD < n ? i + EB_AHEAD : i] * ws0;
+#pragma GCC unroll 8
+                for (int k = 0; k < 8; k++)
+                    if (16 * k < D)
+                        __builtin_prefetch(pf + 16 * k);
+                for (int64_t d = 128; d < D; d += 16)
+                    __builtin_prefetch(pf + d);
+            }
+            int64_t v = idx[i];
+            if (v == pad)
                 continue;
-            const float *r = w + v * c->ws0 + d0;
-            if (m == 128)
+            const float *r = w + v * ws0 + d0;
+            if (m == 128) {
+#pragma GCC unroll 8
                 for (int k = 0; k < 8; k++)
                     a[k] = _mm512_add_ps(a[k], _mm512_loadu_ps(r + 16 * k));
-            else
-                for (int64_t k = 0; k < nk; k++)
-                    a[k] = _mm512_add_ps(a[k], _mm512_maskz_loadu_ps(k + 1 < nk ? 0xffff : last, r + 16 * k));
+            } else {
+#pragma GCC unroll 8
+                for (int k = 0; k < 8; k++)
+                    a[k] = _mm512_add_ps(a[k], _mm512_maskz_loadu_ps(mk[k], r + 16 * k));
+            }
             cnt++;
         }
-        for (int64_t k = 0; k < nk; k++)
-            _mm512_mask_storeu_ps(acc + d0 + 16 * k, k + 1 < nk ? 0xffff : last, a[k]);
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++)
+            _mm512_mask_storeu_ps(acc + d0 + 16 * k, mk[k], a[k]);
     }
     return cnt;
 }
