@@ -8,10 +8,12 @@
  * 1.13's order (kl_div: the calls a TorchDispatchMode sees), so one kernel
  * serves CPU, CUDA and Meta; ATen's in-place steps are the in-place
  * operators here (mul_, add_, exp_, log_), so shapes, dtypes and refusals
- * follow the tensor they write into, as in ATen. Every intermediate lives
- * in an od_cx_scope and is released on every path.
+ * follow the tensor they write into, as in ATen (bce_with_logits of inputs
+ * of one dtype, shape and layout, where nothing can differ, skips them).
+ * Every intermediate lives in an od_cx_scope and is released on every path.
  */
 #include <inttypes.h>
+#include <string.h>
 
 #include "composite.h"
 #include "od_shape.h"
@@ -79,20 +81,33 @@ OD_CX_KERNEL(od_cea_bce_with_logits)
         return st;
     if ((st = cpu_half(x, "clamp_min_cpu", err)))
         return st;
+    /* With one floating dtype, shape and layout for x and t, every in-place
+     * step before pos_weight and weight writes a temporary of that dtype,
+     * shape and layout, which its out-of-place operator makes with the same
+     * bits; it spares the copy_ each in-place step costs here (OD_INPLACE):
+     * 4M float32, two threads, 9.5 -> 7.5 ms (median, one run). Elsewhere
+     * the in-place steps keep ATen's refusals. */
+    bool same = od_dtype_is_floating(x->dtype) && x->dtype == t->dtype && x->ndim == t->ndim &&
+                !memcmp(x->sizes, t->sizes, sizeof(int64_t) * (size_t)x->ndim) &&
+                !memcmp(x->strides, t->strides, sizeof(int64_t) * (size_t)x->ndim);
+    od_opid clamp_min_ = same ? OD_OPID_clamp_min : OD_OPID_clamp_min_, exp_ = same ? OD_OPID_exp : OD_OPID_exp_,
+            log_ = same ? OD_OPID_log : OD_OPID_log_, add_ = same ? OD_OPID_add_Tensor : OD_OPID_add__Tensor,
+            mul_ = same ? OD_OPID_mul_Tensor : OD_OPID_mul__Tensor;
     od_cx_scope sc = od_cx_scope_begin(err);
     od_tensor *negx = call1(&sc, OD_OPID_neg, x);
-    od_tensor *max_val = od_cx_call(&sc, OD_OPID_clamp_min_, 2, OPT(negx), od_int(0));
-    od_tensor *e1 = call1(&sc, OD_OPID_exp_, call1(&sc, OD_OPID_neg, max_val));
-    od_tensor *e2 = call1(&sc, OD_OPID_exp_, add(&sc, OD_OPID_sub_Tensor, call1(&sc, OD_OPID_neg, x), max_val));
-    od_tensor *lse = call1(&sc, OD_OPID_log_, add(&sc, OD_OPID_add__Tensor, e1, e2));
-    od_tensor *loss = call2(&sc, OD_OPID_mul__Tensor, one_minus(&sc, t), x);
+    od_tensor *max_val = od_cx_call(&sc, clamp_min_, 2, OPT(negx), od_int(0));
+    od_tensor *e1 = call1(&sc, exp_, call1(&sc, OD_OPID_neg, max_val));
+    /* -x again, unless the clamp above left negx as it was */
+    od_tensor *e2 = call1(&sc, exp_, add(&sc, OD_OPID_sub_Tensor, same ? negx : call1(&sc, OD_OPID_neg, x), max_val));
+    od_tensor *lse = call1(&sc, log_, add(&sc, add_, e1, e2));
+    od_tensor *loss = call2(&sc, mul_, one_minus(&sc, t), x);
     if (pw) {
         od_tensor *lw = od_cx_call(&sc, OD_OPID_sub_Scalar, 3, TV(pw), od_int(1), od_int(1));
         lw = od_cx_call(&sc, OD_OPID_add__Scalar, 3, OPT(call2(&sc, OD_OPID_mul_Tensor, lw, t)), od_int(1), od_int(1));
         lw = call2(&sc, OD_OPID_mul__Tensor, lw, add(&sc, OD_OPID_add__Tensor, lse, max_val));
         loss = add(&sc, OD_OPID_add__Tensor, loss, lw);
     } else {
-        loss = add(&sc, OD_OPID_add__Tensor, add(&sc, OD_OPID_add__Tensor, loss, max_val), lse);
+        loss = add(&sc, add_, add(&sc, add_, loss, max_val), lse);
     }
     if (w)
         loss = call2(&sc, OD_OPID_mul__Tensor, loss, w);

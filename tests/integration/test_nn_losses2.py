@@ -68,6 +68,9 @@ def test_binary_cross_entropy_with_logits(server, rng):
     # large logits: the max_val trick keeps them finite
     cases.append(("binary_cross_entropy_with_logits", [T(np.array([-200.0, -30, 0, 30, 200]), "float32"),
                                                        P(rng, "float32", 5), None, None, 0], {}))
+    # one shape, dtype and layout for both (the out-of-place steps), past one thread's share
+    x, t = X(rng, "float32", 3000, 7), P(rng, "float32", 3000, 7)
+    cases += [("binary_cross_entropy_with_logits", [x, t, None, None, red], {}) for red in (0, 1)]
     check(server, cases)
 
 
