@@ -7,8 +7,8 @@
  * messages in its order, on shapes and dtypes only; what needs the data
  * (offsets[0] == 0, offsets[-1] <= len(indices), 0 <= index < num_weights)
  * is od_embag_check_data's, called by the kernels. The forward's outputs
- * are always all defined: offset2bag [n] (torch leaves it empty on its
- * 'sum' fast path, and _embedding_bag_backward accepts either), bag_size
+ * are always all defined: offset2bag [n], or [0] on the CPU's 'sum' fast
+ * path as torch leaves it (_embedding_bag_backward rebuilds it), bag_size
  * [nbags] (the count of non-padding indices in 'mean' and 'max', zeros in
  * 'sum', as torch), max_indices [nbags, D] in 'max' (0 for an empty bag),
  * else a copy of bag_size (torch's). Where torch 1.13 crashes or reads
@@ -408,7 +408,8 @@ od_status od_shape_embedding_bag(od_opid id, const od_stack *s, od_out_spec *out
     outs[0].sizes[0] = p.nbags;
     outs[0].sizes[1] = p.D;
     outs[1].ndim = 1;
-    outs[1].sizes[0] = p.n;
+    /* ATen's make_offset2bag_out skips it, leaving it empty, on the CPU's 'sum' fast path */
+    outs[1].sizes[0] = p.mode == OD_EMBAG_SUM && dev->device.type == OD_DEV_CPU && fast_sum(&p) ? 0 : p.n;
     outs[2].ndim = 1;
     outs[2].sizes[0] = p.nbags;
     outs[3].ndim = p.mode == OD_EMBAG_MAX ? 2 : 1;

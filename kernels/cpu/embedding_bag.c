@@ -292,16 +292,19 @@ static od_status eb_forward(od_opid id, od_embag_plan *p, od_stack *s, od_error 
     c.p = p;
     int64_t *idx_copy, *off_copy, *o2b_copy = NULL;
     const int64_t *idx = i64_of(p->indices, &idx_copy), *off = i64_of(p->offsets, &off_copy);
-    /* offset2bag is filled in place when it is int64 (always, unless both index inputs are int32) */
-    int64_t *o2b = outs[1]->dtype == OD_INT64 && p->n > 0 ? od_tensor_data(outs[1])
-                                                           : (o2b_copy = malloc(sizeof(int64_t) * (size_t)(p->n + 1)));
+    /* offset2bag is filled in place when it is int64 (always, unless both index inputs are int32);
+     * the 'sum' fast path leaves it empty (od_shape_embedding_bag) */
+    bool o2b_out = od_tensor_numel(outs[1]) > 0;
+    int64_t *o2b = !o2b_out                        ? NULL
+                   : outs[1]->dtype == OD_INT64 ? od_tensor_data(outs[1])
+                                                : (o2b_copy = malloc(sizeof(int64_t) * (size_t)(p->n + 1)));
     int64_t *bsz = malloc(sizeof(int64_t) * (size_t)(p->nbags + 1));
     bool is_max = p->mode == OD_EMBAG_MAX;
     int64_t *mx = calloc((size_t)(is_max ? p->nbags * p->D + 1 : 1), sizeof(int64_t)); /* only 'max' fills it */
     double *psw = p->psw ? psw_of(p->psw) : NULL;
     bool f16 = p->dt == OD_FLOAT16;
     float *scratch = f16 ? malloc(sizeof(float) * (size_t)(p->nbags * p->D + 1)) : NULL;
-    if (!idx || !off || !o2b || !bsz || !mx || (p->psw && !psw) || (f16 && !scratch)) {
+    if (!idx || !off || (o2b_out && !o2b) || !bsz || !mx || (p->psw && !psw) || (f16 && !scratch)) {
         stt = od_error_set(err, OD_ENOMEM, "embedding_bag: no memory for the index tables");
         goto done;
     }
@@ -324,7 +327,8 @@ static od_status eb_forward(od_opid id, od_embag_plan *p, od_stack *s, od_error 
         if (stt)
             goto done;
     }
-    fill_o2b(off, p->offsets->sizes[0], p->n, o2b);
+    if (o2b_out)
+        fill_o2b(off, p->offsets->sizes[0], p->n, o2b);
     if (o2b_copy)
         store_idx(outs[1], o2b, p->n);
     store_idx(outs[2], bsz, p->nbags);
