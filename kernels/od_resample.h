@@ -76,6 +76,12 @@ OD_RESAMPLE_NEAREST_FN(od_resample_nearest_fwd_f64, double)
                                   S *l1)                                                                    \
     {                                                                                                       \
         int64_t in = g->in[d], out = g->out[d];                                                             \
+        if (in == out) { /* ATen's "scale_factor = 1, simply copy", whatever the scales argument says */   \
+            *i0 = *i1 = o;                                                                                  \
+            *l0 = (S)1;                                                                                     \
+            *l1 = (S)0;                                                                                     \
+            return;                                                                                         \
+        }                                                                                                   \
         S scale;                                                                                            \
         A real;                                                                                             \
         if (g->align_corners)                                                                               \

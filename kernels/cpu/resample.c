@@ -36,6 +36,11 @@ typedef struct rs_ctx {
     const int64_t *i0[3], *i1[3]; /* per dim: source indices of each output index */
     const double *l0[3], *l1[3];  /* weights (linear), in double, rounded to the opmath type */
 } rs_ctx;
+/* A 1d or 2d operator's leading dims (D; H too for 1d) are placeholders of
+ * size 1 -> 1 that ATen's kernel for it does not have: linear kernels never
+ * blend them, since x * 1 + x * 0 is NaN, not x, for an infinite x. The
+ * operator's own dims are blended whatever their sizes (a 1 -> 1 D of
+ * trilinear3d too), zero weights included, as ATen does. */
 
 #define F32_LD(v) (v)
 #define BF_LD(v) od_bf16_to_float(v)
@@ -49,6 +54,7 @@ typedef struct rs_ctx {
         const od_resample_geom *g = &c->pl->g;                                                                 \
         int64_t on = g->out[0] * g->out[1] * g->out[2], C = c->pl->c;                                          \
         bool lin = g->kind == OD_RESAMPLE_LINEAR;                                                              \
+        bool hd = c->pl->nd >= 2, dd = c->pl->nd >= 3; /* the operator's own dims (rs_ctx) */                  \
         for (int64_t p = p0; p < p1; p++) {                                                                    \
             const T *x = (const T *)c->x + (p / C) * c->xs[0] + (p % C) * c->xs[1];                            \
             T *y = (T *)c->y + p * on;                                                                         \
@@ -66,9 +72,10 @@ typedef struct rs_ctx {
                         int64_t w1 = c->i1[2][ow] * c->xs[4];                                                  \
                         A a0 = (A)c->l0[2][ow], a1 = (A)c->l1[2][ow];                                          \
                         A hh0 = (A)c->l0[1][oh], hh1 = (A)c->l1[1][oh];                                        \
-                        A t0 = (LOAD(xd0[h0 + w0]) * a0 + LOAD(xd0[h0 + w1]) * a1) * hh0 +                     \
-                               (LOAD(xd0[h1 + w0]) * a0 + LOAD(xd0[h1 + w1]) * a1) * hh1;                     \
-                        if (g->out[0] == 1 && g->in[0] == 1) {                                                 \
+                        A t0 = LOAD(xd0[h0 + w0]) * a0 + LOAD(xd0[h0 + w1]) * a1;                              \
+                        if (hd)                                                                                \
+                            t0 = t0 * hh0 + (LOAD(xd0[h1 + w0]) * a0 + LOAD(xd0[h1 + w1]) * a1) * hh1;         \
+                        if (!dd) {                                                                             \
                             y[i] = STORE(t0);                                                                  \
                             continue;                                                                          \
                         }                                                                                      \
@@ -181,7 +188,10 @@ static int lin2_slot(lin2_tab *t, int64_t r, int keep, bool *fresh)
                 const A *h0 = t.row[s[0]], *h1 = t.row[s[1]];                                                  \
                 A w0 = (A)c->l0[1][oh], w1 = (A)c->l1[1][oh];                                                  \
                 T *yr = y + oh * OW;                                                                           \
-                if (!VROW(&t, h0, h1, w0, w1, yr, OW))                                                             \
+                if (c->pl->nd < 2) /* 1d: H is a placeholder, never blended */                                 \
+                    for (int64_t ow = 0; ow < OW; ow++)                                                        \
+                        yr[ow] = STORE(h0[ow]);                                                                \
+                else if (!VROW(&t, h0, h1, w0, w1, yr, OW))                                                    \
                     for (int64_t ow = 0; ow < OW; ow++)                                                        \
                         yr[ow] = STORE(h0[ow] * w0 + h1[ow] * w1);                                             \
             }                                                                                                  \
@@ -311,12 +321,12 @@ LIN2_FWD(lin2_bf16, fwd_bf16, uint16_t, float, BF_LD, BF_ST, NO_HROW, NO_VROW)
                         }                                                                                      \
                         A wd[2] = {(A)c->l0[0][od], (A)c->l1[0][od]}, wh[2] = {(A)c->l0[1][oh], (A)c->l1[1][oh]}, \
                           ww[2] = {(A)c->l0[2][ow], (A)c->l1[2][ow]};                                          \
-                        for (int a = 0; a < 2; a++)                                                            \
-                            for (int b = 0; b < 2; b++)                                                        \
+                        /* every tap of the operator's own dims, a zero weight too (0 * inf is NaN in */     \
+                        /* ATen's sums); a placeholder dim has one, of weight 1 */                             \
+                        for (int a = 0; a < (c->pl->nd >= 3 ? 2 : 1); a++)                                    \
+                            for (int b = 0; b < (c->pl->nd >= 2 ? 2 : 1); b++)                                \
                                 for (int e = 0; e < 2; e++) {                                                  \
                                     A w = wd[a] * wh[b] * ww[e];                                               \
-                                    if (w == 0)                                                                \
-                                        continue;                                                              \
                                     int64_t at = (id[a] * g->in[1] + ih[b]) * g->in[2] + iw[e];                \
                                     gi[at] = STORE(LOAD(gi[at]) + w * v);                                      \
                                 }                                                                              \
@@ -658,7 +668,7 @@ od_status od_cpu_resample(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
     case OD_BFLOAT16: fn = pl.backward ? bwd_bf16 : fwd_bf16; break;
     default: fn = fwd_u8; break;
     }
-    if (!pl.backward && g->kind == OD_RESAMPLE_LINEAR && g->in[0] == 1 && g->out[0] == 1) {
+    if (!pl.backward && g->kind == OD_RESAMPLE_LINEAR && pl.nd <= 2) {
         __builtin_cpu_init();
         c.avx512 = __builtin_cpu_supports("avx512f");
         fn = pl.x->dtype == OD_FLOAT32 ? lin2_f32 : pl.x->dtype == OD_FLOAT64 ? lin2_f64 : lin2_bf16;

@@ -224,6 +224,39 @@ def dist_defect(c, args, tens):
     return None
 
 
+def upsample_overrun(c):
+    """upsample_linear1d / bilinear2d / trilinear3d (and their backward) with
+    an output size and scales such that the last output's source index,
+    (o + 0.5) / scale - 0.5, truncates past the input: torch 1.13 reads (the
+    backward writes) outside the tensor there; later versions clamp the
+    index to the input, as the server does."""
+    name = c.op.split(".")[0]
+    if name not in ("upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d",
+                    "upsample_linear1d_backward", "upsample_bilinear2d_backward",
+                    "upsample_trilinear3d_backward") or c.op.endswith(".vec"):
+        return False
+    a = {n: v for n, _, v in c.all_args()}
+    k = {"1d": 1, "2d": 2, "3d": 3}[name.split("_")[1][-2:]]
+    if a.get("align_corners") is not False:
+        return False
+    out = a.get("output_size")
+    if name.endswith("_backward"):
+        ins = a.get("input_size")
+        ins = ins[-k:] if isinstance(ins, list) and len(ins) >= k else None
+    else:
+        x = a.get("self", a.get("input"))
+        ins = list(x.logical().shape[-k:]) if isinstance(x, Tens) and len(x.logical().shape) >= k else None
+    scales = [a.get(n) for n in (("scales",) if k == 1 else ("scales_h", "scales_w") if k == 2
+                                 else ("scales_d", "scales_h", "scales_w"))]
+    if not isinstance(out, list) or len(out) != k or ins is None:
+        return False
+    for o, i, sc in zip(out, ins, scales):
+        if isinstance(sc, (int, float)) and not isinstance(sc, bool) and sc > 0 and isinstance(o, int) and \
+                isinstance(i, int) and o > 0 and int((o - 0.5) / sc - 0.5) > i - 1:
+            return True
+    return False
+
+
 def torch_bug(c, t):
     """Why torch 1.13's answer to case c is no reference, or None. Each is a
     torch defect (most fixed in later versions); the server answers 4xx
@@ -249,6 +282,8 @@ def torch_bug(c, t):
     bag = embedding_bag_defect(c)  # raised or not: what torch read was not the argument
     if bag:
         return bag
+    if upsample_overrun(c):
+        return "linear upsampling whose scales put a source index past the input (torch reads past it)"
     if "outputs" not in t:
         return None
     if c.op.startswith("index_select") and len(tens) >= 2 and tens[0].shape == [] and \

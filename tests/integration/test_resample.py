@@ -85,6 +85,37 @@ def test_linear_index_just_below_an_integer(server, rng):
         assert not bad.size, (case["op"], o["dtype"], case["args"][1], bad[:5], got[bad[:5]], want[bad[:5]])
 
 
+def test_linear_kept_sizes_and_infinities(server, rng):
+    """ATen's linear index math copies a dim whose size is kept (index o, weights 1 and 0), whatever the
+    scales argument says; every tap of the operator's own dims is summed, a zero weight too, so an
+    infinite input or gradient next to a zero weight gives NaN (a trilinear3d D of 1 -> 1 as well), while
+    a 1d or 2d operator has no D (nor H, for 1d) to blend: inf stays inf there. Forward and backward."""
+    cases = []
+    inf, nan = float("inf"), float("nan")
+    for nd, op in LINEAR.items():
+        for dt in ("float64", "float32"):
+            x = R(rng, dt, (2, 3) + (4,) * nd)
+            cases += [(op, [x, [4] * nd, False] + [2.0] * nd, {}), (op, [x, [4] * nd, True] + [3.0] * nd, {}),
+                      (op, [x, [4] * (nd - 1) + [9], False] + [2.0] * nd, {})]
+            g = R(rng, dt, (2, 3) + (4,) * nd)
+            cases.append((f"{op}_backward", [g, [4] * nd, [2, 3] + [4] * nd, False] + [2.0] * nd, {}))
+        a = rng.standard_normal((2, 3) + (3,) * nd)
+        a.reshape(-1)[[0, 5, 13]] = [inf, -inf, nan]
+        for shape_out in ([7] * nd, [3] * nd, [1] * (nd - 1) + [6]):
+            cases.append((op, [T(a, "float64"), shape_out, False], {}))
+        g = rng.standard_normal((2, 3) + (5,) * nd)
+        g.reshape(-1)[[1, 7, 29]] = [inf, -inf, nan]
+        for insz in ([2, 3] + [3] * nd, [2, 3] + [5] * nd, [2, 3] + [1] * (nd - 1) + [2]):
+            cases.append((f"{op}_backward", [T(g, "float64"), [5] * nd, insz, False], {}))
+    # width 1 -> 20 (a 1d operator blends W only) and a kept D of 1 (trilinear3d blends it)
+    w1 = np.array([1.5, inf, -inf, nan]).reshape(4, 1, 1)
+    cases.append(("upsample_linear1d", [T(w1, "float64"), [20], False], {}))
+    d1 = rng.standard_normal((1, 2, 1, 3, 3))
+    d1.reshape(-1)[[2, 10]] = [inf, -inf]
+    cases.append(("upsample_trilinear3d", [T(d1, "float64"), [1, 5, 4], False], {}))
+    check(server, cases, rtol=1e-5)
+
+
 def test_upsample_wide(server, rng):
     """Rows wider than one AVX-512 vector (16 floats), not a multiple of it, up and down, both corner
     modes: cpu/resample.c's separable float32 path runs whole vectors and a masked tail; nearest 2d."""
