@@ -344,6 +344,21 @@ static od_status scratch(int64_t n, od_dtype cdt, od_tensor **out, od_error *err
 
 static void *data_or_null(od_tensor *t) { return t ? od_tensor_data(t) : NULL; }
 
+/* every element of t (floating, contiguous, fresh) set to v */
+static void fill_float(od_tensor *t, double v)
+{
+    void *d = od_tensor_data(t);
+    int64_t n = od_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+        switch (t->dtype) {
+        case OD_FLOAT64: ((double *)d)[i] = v; break;
+        case OD_FLOAT32: ((float *)d)[i] = (float)v; break;
+        case OD_BFLOAT16: ((uint16_t *)d)[i] = od_float_to_bf16((float)v); break;
+        default: ((uint16_t *)d)[i] = od_float_to_half((float)v); break;
+        }
+    }
+}
+
 od_status od_cpu_norm(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
     (void)op;
@@ -380,11 +395,36 @@ od_status od_cpu_norm(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
                     !p.backward && !p.group && p.train && p.rvar};
     int64_t len[5] = {numel, p.group && !p.backward ? p.N * p.G : C, p.group && !p.backward ? p.N * p.G : C, C, C};
     if (numel == 0) {
-        /* nothing to normalise: statistics and gradients of no element are 0
-         * (torch 1.13 divides by zero here), running statistics are left alone */
+        /* Nothing to normalise. Statistics over rows of no element (N > 0) are
+         * torch 1.13's 0 / 0, NaN (group norm's mean is 0, its rstd NaN), and
+         * batch norm's running mean becomes NaN, its running var
+         * (1 - momentum) * var (0 / (n - 1) is -0). Without rows (N == 0)
+         * torch 1.13 dies of an integer division by zero; the statistics are
+         * 0 here then. Gradients of no element are 0. */
+        bool nan_stats = !p.backward && p.N > 0 && (p.group || p.train);
         for (int i = 0; i < 3; i++)
             if (outs[i] && od_tensor_numel(outs[i]))
-                memset(od_tensor_data(outs[i]), 0, od_tensor_nbytes(outs[i]));
+                fill_float(outs[i], nan_stats && (i == 2 || (i == 1 && !p.group)) ? NAN : 0.0);
+        if (nan_stats && !p.group) {
+            const od_tensor *run[2] = {p.rmean, p.rvar};
+            for (int j = 0; j < 2; j++) {
+                if (!run[j])
+                    continue;
+                if ((st = in_compute(run[j], cdt, &in[4 + j], err)) || (st = scratch(C, cdt, &res[3 + j], err)))
+                    goto done;
+                for (int64_t c = 0; c < C; c++) {
+                    double old = cdt == OD_FLOAT64 ? ((const double *)od_tensor_data(in[4 + j]))[c]
+                                                   : ((const float *)od_tensor_data(in[4 + j]))[c];
+                    double v = j == 0 ? NAN : p.momentum * (0.0 / -1.0) + (1 - p.momentum) * old;
+                    if (cdt == OD_FLOAT64)
+                        ((double *)od_tensor_data(res[3 + j]))[c] = v;
+                    else
+                        ((float *)od_tensor_data(res[3 + j]))[c] = (float)v;
+                }
+                if ((st = od_cpu_copy_into((od_tensor *)run[j], res[3 + j], err)))
+                    goto done;
+            }
+        }
         goto finish;
     }
     for (int i = 0; i < 5; i++) {

@@ -75,7 +75,9 @@ od_status od_cuda_norm(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
     a.eps = p.eps;
     int64_t numel = od_tensor_numel(p.input);
     if (numel == 0) {
-        /* statistics and gradients of no element are 0 (see cpu/norm.c) */
+        /* statistics and gradients of no element are 0: cpu/norm.c's rule without
+         * rows (N == 0); its NaN statistics for rows of no element are torch's CPU
+         * answer, not checked against torch's CUDA kernels (no GPU here) */
         for (int i = 1; i < 3; i++)
             if (live[i] && od_tensor_nbytes(outs[i]) &&
                 (st = od_cu_status(cudaMemsetAsync(od_tensor_data(outs[i]), 0, od_tensor_nbytes(outs[i]), env.stream),

@@ -178,6 +178,14 @@ def test_batch_norm_training_and_evaluation(server, rng):
     # a bfloat16 input takes float32 parameters (torch's mixed type)
     cases.append({"op": BN, "args": [R(rng, (3, 4, 5), "bfloat16"), R(rng, (4,)), R(rng, (4,)), R(rng, (4,)),
                                      P(rng, (4,)), True, 0.2, 1e-5], "dt": "bfloat16", "nout": 3, "mut": [3, 4]})
+    # rows of no element (N > 0, spatial size 0): torch's statistics are 0 / 0 = NaN, its running mean
+    # becomes NaN and its running var (1 - momentum) * var; evaluation computes nothing
+    for dt in ("float32", "float64", "bfloat16"):
+        for shape in ((2, 3, 0), (1, 3, 0, 4)):
+            for train, stats in ((True, True), (True, False), (False, True)):
+                cases.append({"op": BN, "args": [R(rng, shape, dt), None, None, R(rng, (3,), dt) if stats else None,
+                                                 P(rng, (3,), dt) if stats else None, train, 0.3, 1e-5],
+                              "dt": dt, "nout": 3, "mut": [3, 4] if stats and train else []})
     check(server, cases)
 
 
@@ -235,7 +243,7 @@ def test_group_norm(server, rng):
     cases = []
     for dt in ("float32", "float64", "bfloat16"):
         for shape, G in (((2, 6, 5), 3), ((3, 4), 2), ((1, 8, 3, 3), 4), ((2, 6, 2, 2, 2), 6), ((4, 5, 7), 1),
-                         ((0, 4, 3), 2)):
+                         ((0, 4, 3), 2), ((2, 4, 0), 2)):  # the last: groups of no element, NaN statistics
             N, C = shape[:2]
             HxW = int(np.prod(shape[2:])) if len(shape) > 2 else 1
             for affine in (True, False):
