@@ -344,19 +344,15 @@ static od_status scratch(int64_t n, od_dtype cdt, od_tensor **out, od_error *err
 
 static void *data_or_null(od_tensor *t) { return t ? od_tensor_data(t) : NULL; }
 
-/* every element of t (floating, contiguous, fresh) set to v */
-static void fill_float(od_tensor *t, double v)
+/* t.fill_(v), through the dispatcher as factory.c's linspace does */
+static od_status fill_(od_tensor *t, double v, od_error *err)
 {
-    void *d = od_tensor_data(t);
-    int64_t n = od_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++) {
-        switch (t->dtype) {
-        case OD_FLOAT64: ((double *)d)[i] = v; break;
-        case OD_FLOAT32: ((float *)d)[i] = (float)v; break;
-        case OD_BFLOAT16: ((uint16_t *)d)[i] = od_float_to_bf16((float)v); break;
-        default: ((uint16_t *)d)[i] = od_float_to_half((float)v); break;
-        }
-    }
+    od_value a[2] = {od_tensor_v(t), od_double(v)};
+    od_stack fs;
+    od_status st = od_call_builtin(OD_OPID_fill__Scalar, a, 2, &fs, err);
+    if (!st)
+        od_stack_release_rets(&fs);
+    return st;
 }
 
 od_status od_cpu_norm(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
@@ -403,8 +399,8 @@ od_status od_cpu_norm(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
          * 0 here then. Gradients of no element are 0. */
         bool nan_stats = !p.backward && p.N > 0 && (p.group || p.train);
         for (int i = 0; i < 3; i++)
-            if (outs[i] && od_tensor_numel(outs[i]))
-                fill_float(outs[i], nan_stats && (i == 2 || (i == 1 && !p.group)) ? NAN : 0.0);
+            if (outs[i] && (st = fill_(outs[i], nan_stats && (i == 2 || (i == 1 && !p.group)) ? NAN : 0.0, err)))
+                goto done;
         if (nan_stats && !p.group) {
             const od_tensor *run[2] = {p.rmean, p.rvar};
             for (int j = 0; j < 2; j++) {
