@@ -128,7 +128,9 @@ __attribute__((target("avx512f"))) static int64_t bag_sum_f32_512(const eb_ctx *
             a[k] = _mm512_setzero_ps();
         cnt = 0;
         for (int64_t i = i0; i < i1; i++) {
-            if (d0 == 0) { /* the row EB_AHEAD on (this one at the end): no branch to mispredict */
+            /* the row EB_AHEAD on (this one at the end): no branch to mispredict. Written here, not as
+             * prefetch_row: with this body there, gcc 12 -O2 dropped every prefetch of the file */
+            if (d0 == 0) {
                 const float *pf = w + idx[i + EB_AHEAD < n ? i + EB_AHEAD : i] * ws0;
 #pragma GCC unroll 8
                 for (int k = 0; k < 8; k++)
