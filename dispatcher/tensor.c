@@ -1106,7 +1106,12 @@ od_status od_tensor_slice(od_tensor *t, int64_t dim, int64_t start, int64_t end,
     /* (with one element left the stride is never read, but it stays ATen's
      * product: a later slice multiplies it again, and torch refuses where
      * that wraps negative) */
-    int64_t offset = t->offset + (len == 0 ? 0 : start * t->strides[d]);
+    /* ATen moves the offset by start even for an empty slice: a later
+     * as_strided or _reshape_alias of it reads from there */
+    int64_t offset;
+    if (__builtin_mul_overflow(start, t->strides[d], &offset) || __builtin_add_overflow(offset, t->offset, &offset))
+        return od_error_set(err, OD_EINVAL, "slice: storage offset %" PRId64 " + %" PRId64 " * stride %" PRId64
+                            " overflows", t->offset, start, t->strides[d]);
     return make_view(t, t->ndim, sizes, strides, offset, out, err);
 }
 

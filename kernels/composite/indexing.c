@@ -377,6 +377,41 @@ OD_CX_KERNEL(od_cea_index_add)
     return st ? st : od_cx_return1(s, r);
 }
 
+/* ATen's index_copy and index_fill kernels restride an empty self to the
+ * index's length along dim d (stride 0) over self's storage, then check
+ * each index inside the loop. With another dim empty that loop never runs
+ * (*none set: nothing to check or do); else the storage must hold the
+ * restrided view (setStorage's refusal), and then the caller's bounds check
+ * refuses every index of the empty dim. */
+static od_status restride_empty(const od_tensor *t, int d, int64_t nidx, bool *none, od_error *err)
+{
+    *none = false;
+    if (od_tensor_numel(t) != 0 || nidx == 0)
+        return OD_OK;
+    for (int k = 0; k < t->ndim; k++)
+        if (k != d && t->sizes[k] == 0) {
+            *none = true;
+            return OD_OK;
+        }
+    int64_t need = t->offset + 1, sz[OD_MAX_DIMS], sd[OD_MAX_DIMS];
+    int nd = t->ndim > 0 ? t->ndim : 1;
+    for (int k = 0; k < nd; k++) {
+        sz[k] = k == d ? nidx : t->sizes[k];
+        sd[k] = k == d || t->ndim == 0 ? 0 : t->strides[k];
+        need += (sz[k] - 1) * sd[k];
+    }
+    size_t es = od_dtype_size(t->dtype), have = t->storage ? t->storage->nbytes : 0;
+    if ((size_t)need * es <= have)
+        return OD_OK;
+    char a[256], b[256];
+    od_shape_print(sz, nd, a, sizeof a);
+    od_shape_print(sd, nd, b, sizeof b);
+    return od_error_set(err, OD_EINVAL,
+                        "setStorage: sizes %s, strides %s, storage offset %lld, and itemsize %zu requiring "
+                        "a storage size of %lld are out of bounds for storage of size %zu",
+                        a, b, (long long)t->offset, es, (long long)need * (long long)es, have);
+}
+
 OD_CX_KERNEL(od_cea_index_copy)
 {
     (void)ctx;
@@ -438,14 +473,16 @@ OD_CX_KERNEL(od_cea_index_copy)
     if ((st = host_index(index, &iv, &n, err)))
         return st;
     int64_t size = self->ndim > 0 ? self->sizes[d] : 1;
-    for (int64_t i = 0; i < n && !st; i++)
+    bool none = false;
+    st = restride_empty(self, d, n, &none, err);
+    for (int64_t i = 0; i < n && !none && !st; i++)
         if (iv[i] < 0 || iv[i] >= size)
             st = od_error_set(err, OD_EINVAL, "index_copy_(): index %lld is out of bounds for dimension %d with size %lld",
                               (long long)iv[i], d, (long long)size);
     free(iv);
     if (st)
         return st;
-    if (n == 0)
+    if (n == 0 || none)
         return clone_ret(self, s, err);
     st = ix_scatter(IX_COPY, self, d, index, n, source, NULL, &r, err);
     return st ? st : od_cx_return1(s, r);
@@ -505,33 +542,9 @@ static od_status index_fill_prepare(const od_op *op, const od_stack *s, od_tenso
         return st;
     if (od_tensor_numel(index) == 0)
         return OD_OK; /* ATen iterates over nothing: no index is read */
-    if (od_tensor_numel(*self) == 0) {
-        /* ATen restrides self to index's length along dim (stride 0) over
-         * self's storage: with another dim empty that is nothing to do;
-         * else the storage must hold the restrided view, and then every
-         * index is out of bounds of the empty dim */
-        const od_tensor *t = *self;
-        for (int k = 0; k < t->ndim; k++)
-            if (k != *d && t->sizes[k] == 0)
-                return OD_OK;
-        int64_t nidx = od_tensor_numel(index), need = t->offset + 1, sz[OD_MAX_DIMS], sd[OD_MAX_DIMS];
-        int nd = t->ndim > 0 ? t->ndim : 1;
-        for (int k = 0; k < nd; k++) {
-            sz[k] = k == *d ? nidx : t->sizes[k];
-            sd[k] = k == *d || t->ndim == 0 ? 0 : t->strides[k];
-            need += (sz[k] - 1) * sd[k];
-        }
-        size_t es = od_dtype_size(t->dtype), have = t->storage ? t->storage->nbytes : 0;
-        if ((size_t)need * es > have) {
-            char a[256], b[256];
-            od_shape_print(sz, nd, a, sizeof a);
-            od_shape_print(sd, nd, b, sizeof b);
-            return od_error_set(err, OD_EINVAL,
-                                "setStorage: sizes %s, strides %s, storage offset %lld, and itemsize %zu requiring "
-                                "a storage size of %lld are out of bounds for storage of size %zu",
-                                a, b, (long long)t->offset, es, (long long)need * (long long)es, have);
-        }
-    }
+    bool none = false;
+    if ((st = restride_empty(*self, *d, od_tensor_numel(index), &none, err)) || none)
+        return st;
     if ((st = host_index(index, &iv, &n, err)))
         return st;
     int64_t size = (*self)->ndim > 0 ? (*self)->sizes[*d] : 1;

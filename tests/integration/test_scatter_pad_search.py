@@ -232,6 +232,22 @@ def test_index_fill_int_tensor(server, rng):
     check(server, cases)
 
 
+def test_index_copy_bounds_only_where_elements_move(server, rng):
+    """ATen checks index_copy's indices inside its kernel loop, which never
+    runs when one of self's other dims is empty: no error there, and the
+    refusals elsewhere (index past the dim, an empty indexed dim)."""
+    cases = []
+    for dt in ("float32", "int64", "float16"):
+        e = R(rng, dt, (0, 2, 3))
+        cases += [("index_copy", [e, 1, T(np.array([2, 2])), R(rng, dt, (0, 2, 3))], {}),
+                  ("index_copy", [e, -1, T(np.array([-1, 7, 3])), R(rng, dt, (0, 2, 3))], {}),
+                  ("index_copy", [R(rng, dt, (2, 0)), 0, T(np.array([5])), R(rng, dt, (1, 0))], {}),
+                  ("index_copy", [R(rng, dt, (0, 3)), 0, T(np.array([0])), R(rng, dt, (1, 3))], {}),
+                  ("index_copy", [R(rng, dt, (2, 3)), 0, T(np.array([2])), R(rng, dt, (1, 3))], {}),
+                  ("index_copy", [R(rng, dt, (2, 3)), 1, T(np.array([2, 0])), R(rng, dt, (2, 2))], {})]
+    check(server, cases)
+
+
 def test_round_decimals(server, rng):
     cases = []
     for dt in ALL:

@@ -286,6 +286,31 @@ def test_views_share_storage_in_a_program(server, rng):
     np.testing.assert_allclose(from_json(r.json()["outputs"][0]), want)
 
 
+def test_empty_slice_keeps_its_offset(server, rng):
+    """ATen's slice moves the storage offset by start * stride even when the
+    slice is empty, so a later as_strided or _reshape_alias of it (which
+    keep the view's offset) reads from there; past the storage, setStorage
+    refuses."""
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    flat = x.reshape(-1)
+    for dim, k in ((1, 4), (0, 2), (1, 6), (0, 3)):
+        off = k * (6 if dim == 0 else 1)
+        body = {"steps": [{"op": "slice.Tensor", "args": [tensor(x), dim, k, k]},
+                          {"op": "_reshape_alias", "args": [{"ref": "$0"}, [], []]},
+                          {"op": "as_strided", "args": [{"ref": "$0"}, [2], [1]]}],
+                "outputs": ["$0", "$1", "$2"]}
+        r = server.post("/v1/run", body)
+        assert r.status_code == 200, (dim, k, r.text)
+        outs = r.json()["outputs"]
+        assert outs[0]["shape"] == ([0, 6] if dim == 0 else [4, 0]), (dim, k, outs[0])
+        np.testing.assert_array_equal(from_json(outs[1]), flat[off], err_msg=f"{dim} {k}")
+        np.testing.assert_array_equal(from_json(outs[2]), flat[off:off + 2], err_msg=f"{dim} {k}")
+    body = {"steps": [{"op": "slice.Tensor", "args": [tensor(x), 0, 4, 4]},
+                      {"op": "as_strided", "args": [{"ref": "$0"}, [2], [1]]}]}
+    r = server.post("/v1/run", body)
+    assert 400 <= r.status_code < 500 and "storage offset 24" in r.json()["error"]["message"], r.text
+
+
 def test_list_outputs_in_every_protocol(server, rng):
     x = rng.standard_normal((3, 4)).astype(np.float32)
     # /v1 JSON: one output per element, in order, with its place
