@@ -33,7 +33,10 @@ CSTD     := -std=c11 -D_GNU_SOURCE
 INCLUDES := -Idispatcher -Ikernels -Iproto -Iserver
 # -fno-trapping-math: lets gcc vectorise branchy float code (exp, sigmoid);
 # it keeps IEEE NaN/Inf results, it only assumes no FP traps are enabled.
-BASE_CFLAGS := $(CSTD) $(WARN) $(INCLUDES) -fPIC -pthread -MMD -MP -fno-trapping-math
+# -fno-math-errno: sqrtf becomes (v)sqrtps; with errno gcc branches to libm
+# on a negative input, which leaves a sqrt loop scalar (nothing reads errno
+# after a math call; the exact functions it may inline give the same bits).
+BASE_CFLAGS := $(CSTD) $(WARN) $(INCLUDES) -fPIC -pthread -MMD -MP -fno-trapping-math -fno-math-errno
 ifeq ($(SAN),1)
 OPT_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all
 SAN_LDFLAGS := -fsanitize=address,undefined,float-cast-overflow
