@@ -475,6 +475,7 @@ def torch_worker(out_limit):
                     ans["ref64"] = call(case, True)
                 except Exception:
                     pass
+            ans["seq"] = case.get("seq")
             sys.stdout.write(json.dumps(ans) + "\n")
             sys.stdout.flush()
 
@@ -508,10 +509,18 @@ def torch_worker(out_limit):
 
 class Torch:
     """The torch child, one case at a time (a crash then names its case); a
-    crash or hang costs that case ("torch crashed") and a fresh child."""
+    crash or hang costs that case ("torch crashed") and a fresh child.
+
+    Each case carries a sequence number that its answer repeats. A child that
+    dies after answering (a heap torch corrupted, found at the next free) makes
+    the zygote write a "crashed" line while the next case is already in the
+    pipe: that case counts as crashed, and the fresh child's answer to it,
+    which comes next, is skipped by its number instead of being taken as the
+    answer to every following case."""
 
     def __init__(self):
         self.proc = None
+        self.seq = 0
         self.errf = tempfile.TemporaryFile()
 
     def run(self, case):
@@ -521,18 +530,23 @@ class Torch:
             self.proc = subprocess.Popen([TORCH_PYTHON, __file__, "--torch-worker", str(OUT_LIMIT)],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errf,
                                          env=torch_env())
+        self.seq += 1
         timer = threading.Timer(TORCH_TIMEOUT, self.proc.kill)
         timer.start()
         try:
-            self.proc.stdin.write(json.dumps(case).encode() + b"\n")
+            self.proc.stdin.write(json.dumps(dict(case, seq=self.seq)).encode() + b"\n")
             self.proc.stdin.flush()
-            line = self.proc.stdout.readline()
+            while True:
+                line = self.proc.stdout.readline()
+                if not line:
+                    break
+                ans = json.loads(line)
+                if "crashed" in ans or ans.pop("seq", None) == self.seq:
+                    return ans
         except BrokenPipeError:
-            line = b""
+            pass
         finally:
             timer.cancel()
-        if line:
-            return json.loads(line)
         rc = self.proc.wait()
         self.proc = None
         self.errf.seek(0)
