@@ -629,6 +629,12 @@ static void reduce_one(const red_plan *P, const char *base, part *a)
  * (l6 + l7)), then the tail): the same bits as run_update's path, with the
  * rows' chains overlapping (out of order: the loads go row after row). */
 #define ROWS 4
+/* Rows at least this long go through lanes_sum_f32_512 one by one (the same
+ * bits): from DRAM this kernel's four loops ran at 23-43 GB/s on one thread
+ * depending on nothing but where the linker put them (rows of 1000 floats,
+ * 1.5 or 2.8 ms for 64 MB across rebuilds), where that single loop held
+ * 43 GB/s in every build measured; in cache it costs ~10 % at 1000. */
+#define LONG_ROW 256
 __attribute__((target("avx512f"))) static void rows_sum_f32_512(const float *const *x, int64_t n, double *out)
 {
     /* named accumulators: an array indexed in the loop stays in memory */
@@ -741,7 +747,11 @@ static void row_task(void *ctx, int64_t begin, int64_t end)
                 double sums[ROWS];
                 for (int r = nrows; r < ROWS; r++)
                     rows[r] = rows[0];
-                rows_sum_f32_512(rows, P->N, sums);
+                if (P->N >= LONG_ROW)
+                    for (int r = 0; r < ROWS; r++)
+                        sums[r] = lanes_sum_f32_512(rows[r], P->N, 0.0);
+                else
+                    rows_sum_f32_512(rows, P->N, sums);
                 if (nrows == ROWS && P->out_dtype == OD_FLOAT32) {
                     rows_store_f32_512(sums, P->kind == OD_RED_MEAN ? (double)P->N : 1.0,
                                        (float *)(void *)P->out + o - ROWS + 1);
