@@ -512,7 +512,10 @@ enum { OD_EMBAG_FWD, OD_EMBAG_DENSE_BW, OD_EMBAG_PSW_BW };
  * [nbags, D], indices, offset2bag [n], bag_size [nbags], max_indices,
  * psw, V = num_weights; psw backward: grad, weight, indices, offsets,
  * offset2bag ([n], or empty: recomputed from offsets). Index tensors are
- * int32 or int64 (idt: their common type, what the index outputs carry).
+ * int32 or int64, except the forward's indices and offsets: any integer
+ * dtypes whose promoted type (torch's promoteIndicesAndOffsets) is int32 or
+ * int64, read through od_embag_index_at (idt: that type, what the index
+ * outputs carry).
  * Data-dependent checks (offsets[0] == 0, offsets[-1] <= n, offsets
  * non-decreasing, 0 <= index < V) are od_embag_check_data's, which reads
  * host memory. */
@@ -525,6 +528,18 @@ typedef struct od_embag_plan {
     od_dtype dt, idt;
 } od_embag_plan;
 od_status od_embag_plan_of(od_opid id, const od_stack *s, od_embag_plan *p, od_error *err);
+/* Element at (elements from base) of an integer index tensor of dtype dt. */
+static inline int64_t od_embag_index_at(const void *base, od_dtype dt, int64_t at)
+{
+    switch (dt) {
+    case OD_BOOL:
+    case OD_UINT8: return ((const uint8_t *)base)[at];
+    case OD_INT8: return ((const int8_t *)base)[at];
+    case OD_INT16: return ((const int16_t *)base)[at];
+    case OD_INT32: return ((const int32_t *)base)[at];
+    default: return ((const int64_t *)base)[at];
+    }
+}
 /* Reads offsets and indices (host memory, any strides) and checks them as
  * torch 1.13's CPU kernel does, with its messages. */
 od_status od_embag_check_data(const od_embag_plan *p, od_error *err);

@@ -45,18 +45,25 @@ static void type_name(const od_tensor *t, char *buf, size_t cap)
         snprintf(buf, cap, "%s%sType", cuda ? "CUDA" : "CPU", od_dtype_scalar_name(t->dtype));
 }
 
-static od_status want_types(const od_tensor *t, const char *arg, bool index, od_error *err)
+/* checkScalarTypes of t, read as dtype dt (promoteIndicesAndOffsets' type) */
+static od_status want_dtype(const od_tensor *t, od_dtype dt, const char *arg, bool index, od_error *err)
 {
-    bool ok = index ? (t->dtype == OD_INT64 || t->dtype == OD_INT32)
-                    : (t->dtype == OD_FLOAT16 || t->dtype == OD_FLOAT32 || t->dtype == OD_FLOAT64);
+    bool ok = index ? (dt == OD_INT64 || dt == OD_INT32) : (dt == OD_FLOAT16 || dt == OD_FLOAT32 || dt == OD_FLOAT64);
     if (ok)
         return OD_OK;
+    od_tensor as = *t;
+    as.dtype = dt;
     char tn[64];
-    type_name(t, tn, sizeof tn);
+    type_name(&as, tn, sizeof tn);
     return od_error_set(err, OD_EMISMATCH,
                         "Expected tensor for argument #1 '%s' to have one of the following scalar types: %s; but "
                         "got %s instead (while checking arguments for embedding_bag)",
                         arg, index ? "Long, Int" : "Half, Float, Double", tn);
+}
+
+static od_status want_types(const od_tensor *t, const char *arg, bool index, od_error *err)
+{
+    return want_dtype(t, t->dtype, arg, index, err);
 }
 
 static const od_tensor *targ(const od_stack *s, int i)
@@ -134,11 +141,12 @@ od_status od_embag_plan_of(od_opid id, const od_stack *s, od_embag_plan *p, od_e
         p->padding_idx = iarg(s, 8);
         if (!p->weight || !p->indices || !p->offsets)
             return od_error_set(err, OD_EINVAL, "embedding_bag: weight, indices and offsets must be tensors");
-        /* promoteIndicesAndOffsets runs first: a floating offsets promotes indices with it */
-        const od_tensor *ipro = od_dtype_is_floating(p->offsets->dtype) && !od_dtype_is_floating(p->indices->dtype)
-                                    ? p->offsets
-                                    : p->indices;
-        if ((st = want_types(ipro, "indices", true, err)) || (st = want_types(p->offsets, "offsets", true, err)) ||
+        /* promoteIndicesAndOffsets runs first: both are read as their
+         * promoted type (int64 indices with int8 offsets pass, uint8 with
+         * int8 is int16 and refused), which the kernels load from either */
+        od_dtype common = od_promote_types(p->indices->dtype, p->offsets->dtype);
+        if ((st = want_dtype(p->indices, common, "indices", true, err)) ||
+            (st = want_dtype(p->offsets, common, "offsets", true, err)) ||
             (st = want_types(p->weight, "weight", false, err)))
             return st;
         if (p->weight->ndim != 2) {
@@ -166,7 +174,7 @@ od_status od_embag_plan_of(od_opid id, const od_stack *s, od_embag_plan *p, od_e
         p->V = p->weight->sizes[0];
         p->D = p->weight->sizes[1];
         p->dt = p->weight->dtype;
-        p->idt = p->indices->dtype == OD_INT32 && p->offsets->dtype == OD_INT32 ? OD_INT32 : OD_INT64;
+        p->idt = common;
         return OD_OK;
     }
     if (id == OD_OPID__embedding_bag_dense_backward) {
@@ -281,13 +289,10 @@ od_status od_embag_plan_of(od_opid id, const od_stack *s, od_embag_plan *p, od_e
 
 static int64_t idx_at(const od_tensor *t, int64_t i)
 {
-    const char *b = od_tensor_data(t);
-    if (t->dtype == OD_INT32)
-        return ((const int32_t *)b)[i * t->strides[0]];
-    return ((const int64_t *)b)[i * t->strides[0]];
+    return od_embag_index_at(od_tensor_data(t), t->dtype, i * t->strides[0]);
 }
 
-/* Whether any of t's n indices (1-D, int32 / int64) is outside [0, V): one
+/* Whether any of t's n indices (1-D, any integer dtype) is outside [0, V): one
  * branch-free pass (the per-element idx_at calls, on one thread, took 14 %
  * of a 262144-index forward's samples); the loop below then finds the
  * first bad one for the message. */
@@ -300,6 +305,9 @@ static bool any_outside(const od_tensor *t, int64_t n, int64_t V)
         const int32_t *x = (const int32_t *)(const void *)b;
         for (int64_t i = 0; i < n; i++)
             bad |= (uint64_t)(int64_t)x[i * st] >= (uint64_t)V;
+    } else if (t->dtype != OD_INT64) { /* a small integer type (promoted forward inputs) */
+        for (int64_t i = 0; i < n; i++)
+            bad |= (uint64_t)od_embag_index_at(b, t->dtype, i * st) >= (uint64_t)V;
     } else {
         const int64_t *x = (const int64_t *)(const void *)b;
         for (int64_t i = 0; i < n; i++)

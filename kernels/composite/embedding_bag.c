@@ -6,8 +6,9 @@
  * _embedding_bag when weight requires grad (so that EmbeddingBagBackward0 is
  * recorded) and _embedding_bag_forward_only otherwise, whatever the grad
  * mode, as torch. _embedding_bag_backward refuses sparse=True (there are no
- * sparse layouts here), rebuilds an empty offset2bag (torch's 'sum' fast
- * path returns one) from offsets, and calls _embedding_bag_dense_backward.
+ * sparse layouts here), promotes indices and offsets to their common type,
+ * rebuilds an empty offset2bag (torch's 'sum' fast path returns one) from
+ * offsets, and calls _embedding_bag_dense_backward.
  * Arguments are borrowed, returns new, every error path releases what it
  * made.
  */
@@ -93,11 +94,26 @@ static od_status bag_backward(const od_op *op, od_stack *s, od_error *err)
         return od_error_set(err, OD_EUNSUPPORTED,
                             "_embedding_bag_backward: sparse=True returns a sparse (COO) gradient, and this server has "
                             "no sparse layouts; use sparse=False");
+    /* promoteIndicesAndOffsets, as ATen's _embedding_bag_backward does: the
+     * autograd node holds the forward's own indices and offsets, which the
+     * forward's kernel read as their promoted type */
+    od_cx_scope sc = od_cx_scope_begin(err);
+    od_dtype common = od_promote_types(indices->dtype, offsets->dtype);
+    if (indices->dtype != common)
+        indices = od_cx_cast(&sc, indices, common);
+    if (offsets->dtype != common)
+        offsets = od_cx_cast(&sc, offsets, common);
+    if (sc.st)
+        return od_cx_scope_end(&sc);
     if (od_tensor_numel(indices) != 0 && od_tensor_numel(o2b) == 0) {
         if (offsets->dtype != OD_INT32 && offsets->dtype != OD_INT64)
-            return od_error_set(err, OD_EMISMATCH, "_embedding_bag_backward: offsets must be int32 or int64");
-        if ((st = offset2bag_of(offsets, od_tensor_numel(indices), &made, err)))
+            st = od_error_set(err, OD_EMISMATCH, "_embedding_bag_backward: offsets must be int32 or int64");
+        else
+            st = offset2bag_of(offsets, od_tensor_numel(indices), &made, err);
+        if (st) {
+            od_cx_scope_end(&sc);
             return st;
+        }
     }
     od_value a[10] = {od_tensor_v(grad), od_tensor_v(indices), od_tensor_v(made ? made : o2b), od_tensor_v(bsz),
                       od_tensor_v(maxi), od_int(V), od_bool(sgbf), od_int(mode), psw ? od_tensor_v(psw) : od_none(),
@@ -105,6 +121,7 @@ static od_status bag_backward(const od_op *op, od_stack *s, od_error *err)
     od_tensor *out = NULL;
     st = od_call_builtin1(OD_OPID__embedding_bag_dense_backward, a, 10, &out, err);
     od_tensor_release(made);
+    od_cx_scope_end(&sc);
     if (st)
         return st;
     return od_cx_return1(s, out);

@@ -213,7 +213,7 @@ __attribute__((target("avx512f"))) static int64_t bag_sum_f32_512(const eb_ctx *
 EB_FWD(fwd_float, float)
 EB_FWD(fwd_double, double)
 
-/* Copies a 1-D or 2-D index tensor (any strides, int32 / int64) into a new
+/* Copies a 1-D or 2-D index tensor (any strides, any integer dtype) into a new
  * contiguous int64 array; NULL on no memory (an empty tensor gives a
  * 1-element buffer, so NULL always means failure). */
 static int64_t *to_i64(const od_tensor *t)
@@ -227,7 +227,7 @@ static int64_t *to_i64(const od_tensor *t)
     for (int64_t r = 0, i = 0; i < n; r++)
         for (int64_t k = 0; k < cols; k++, i++) {
             int64_t at = r * t->strides[0] + k * s1;
-            o[i] = t->dtype == OD_INT32 ? ((const int32_t *)b)[at] : ((const int64_t *)b)[at];
+            o[i] = od_embag_index_at(b, t->dtype, at);
         }
     return o;
 }

@@ -21,7 +21,14 @@ namespace {
 
 __device__ __forceinline__ int64_t ld_i(const void *p, int32_t dt, int64_t at)
 {
-    return dt == OD_CU_INT32 ? (int64_t)((const int32_t *)p)[at] : ((const int64_t *)p)[at];
+    switch (dt) { /* any integer: the forward's inputs may be promoted to int32 / int64 */
+    case OD_CU_BOOL:
+    case OD_CU_UINT8: return ((const uint8_t *)p)[at];
+    case OD_CU_INT8: return ((const int8_t *)p)[at];
+    case OD_CU_INT16: return ((const int16_t *)p)[at];
+    case OD_CU_INT32: return ((const int32_t *)p)[at];
+    default: return ((const int64_t *)p)[at];
+    }
 }
 
 __device__ __forceinline__ void st_i(void *p, int32_t dt, int64_t at, int64_t v)

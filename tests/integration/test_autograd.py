@@ -405,6 +405,9 @@ def make_cases(rng):
         add("embedding_bag.padding_idx", RG(g(rng, 6, 3)), eb_idx, np.array([0, 3, 3, 5, 7]), False, mode, False,
             None, True, 2)
     add("embedding_bag", RG(g(rng, 6, 3)), eb_idx, eb_off, False, 0, False, RG(g(rng, 7)), False)
+    for mode in (0, 1, 2):  # small integer indices / offsets, read as their promoted type
+        add("embedding_bag", RG(g(rng, 6, 3)), eb_idx, eb_off.astype(np.int8), False, mode)
+        add("embedding_bag", RG(g(rng, 6, 3)), eb_idx.astype(np.int16), eb_off.astype(np.int32), False, mode)
     add("_embedding_bag", RG(g(rng, 6, 3)), eb_idx, eb_off, False, 0, False, RG(g(rng, 7)), False, 4)
     # bce, bce_with_logits, soft_margin, kl_div, glu, prelu (test_nn_losses2.py): self's and target's gradients
     prob = lambda *sh: rng.random(sh) * 0.8 + 0.1  # clear of bce's clamp at 0 and 1

@@ -222,6 +222,14 @@ def test_embedding_bag_forward(server, rng):
             cases.append(("embedding_bag.padding_idx", [w, I(idx), I(off), False, mode, False, None, False,
                                                         int(idx[1]) - V]))
             cases.append(("embedding_bag.padding_idx", [w, I(idx), I(off), False, mode, False, None, False, None]))
+        # small integer types: indices and offsets are read as their promoted type
+        # (promoteIndicesAndOffsets), which must be int32 or int64
+        for idt, odt in (("int8", "int64"), ("int64", "int8"), ("int32", "int16"), ("uint8", "int64"),
+                         ("int16", "int32")):
+            for mode in (0, 1, 2):
+                cases.append(("_embedding_bag", [w, I(idx, idt), I(off, odt), False, mode, False, None, False, -1]))
+                cases.append(("embedding_bag.padding_idx", [w, I(idx, idt), I(off, odt), False, mode, False, None,
+                                                            False, None]))
     # a weight with ties and NaN for 'max' (the first maximum wins; NaN never replaces)
     wt = T(np.array([[1.0, 2.0], [1.0, float("nan")], [3.0, 2.0]]), "float64")
     cases.append(("_embedding_bag", [wt, I([0, 1, 2, 1, 0]), I([0, 2]), False, 2, False, None, False, -1]))
@@ -257,6 +265,9 @@ def test_embedding_bag_errors(server, rng):
         A(w, idx, I([], "int64"), False, 0, False, None, True, -1),
         A(w, R(rng, "float32", (5,)), off, False, 0, False, None, False, -1),
         A(w, idx, R(rng, "float32", (3,)), False, 0, False, None, False, -1),
+        A(w, I([1, 2, 3, 4, 5], "uint8"), I([0, 2, 2], "int8"), False, 0, False, None, False, -1),  # int16
+        A(w, I([1, 2, 3, 4, 5], "int16"), I([0, 2, 2], "int16"), False, 1, False, None, False, -1),
+        ["embedding_bag", [w, I([1, 2, 3, 4, 5], "int8"), I([0, 2, 2], "int8"), False, 0, False, None, False]],
         A(R(rng, "bfloat16", (V, D)), idx, off, False, 0, False, None, False, -1),
         A(R(rng, "int64", (V, D)), idx, off, False, 0, False, None, False, -1),
         A(R(rng, "float32", (V,)), idx, off, False, 0, False, None, False, -1),
