@@ -23,11 +23,10 @@
 
 /* checkScalarTypes' name of a tensor type: the legacy torch.*Tensor where
  * there is one, else the Type name (CPUBFloat16Type) */
-static void type_name(const od_tensor *t, char *buf, size_t cap)
+static void dtype_type_name(od_dtype dt, bool cuda, char *buf, size_t cap)
 {
-    bool cuda = t->device.type == OD_DEV_CUDA;
     const char *legacy = NULL;
-    switch (t->dtype) {
+    switch (dt) {
     case OD_FLOAT32: legacy = "FloatTensor"; break;
     case OD_FLOAT64: legacy = "DoubleTensor"; break;
     case OD_FLOAT16: legacy = "HalfTensor"; break;
@@ -42,7 +41,12 @@ static void type_name(const od_tensor *t, char *buf, size_t cap)
     if (legacy)
         snprintf(buf, cap, "torch.%s%s", cuda ? "cuda." : "", legacy);
     else
-        snprintf(buf, cap, "%s%sType", cuda ? "CUDA" : "CPU", od_dtype_scalar_name(t->dtype));
+        snprintf(buf, cap, "%s%sType", cuda ? "CUDA" : "CPU", od_dtype_scalar_name(dt));
+}
+
+static void type_name(const od_tensor *t, char *buf, size_t cap)
+{
+    dtype_type_name(t->dtype, t->device.type == OD_DEV_CUDA, buf, cap);
 }
 
 /* checkScalarTypes of t, read as dtype dt (promoteIndicesAndOffsets' type) */
@@ -51,10 +55,8 @@ static od_status want_dtype(const od_tensor *t, od_dtype dt, const char *arg, bo
     bool ok = index ? (dt == OD_INT64 || dt == OD_INT32) : (dt == OD_FLOAT16 || dt == OD_FLOAT32 || dt == OD_FLOAT64);
     if (ok)
         return OD_OK;
-    od_tensor as = *t;
-    as.dtype = dt;
     char tn[64];
-    type_name(&as, tn, sizeof tn);
+    dtype_type_name(dt, t->device.type == OD_DEV_CUDA, tn, sizeof tn);
     return od_error_set(err, OD_EMISMATCH,
                         "Expected tensor for argument #1 '%s' to have one of the following scalar types: %s; but "
                         "got %s instead (while checking arguments for embedding_bag)",
