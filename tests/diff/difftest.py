@@ -286,6 +286,18 @@ def torch_bug(c, t):
         return "linear upsampling whose scales put a source index past the input (torch reads past it)"
     if "outputs" not in t:
         return None
+    if c.op.split(".")[0] in ("addmv_", "baddbmm_") and tens and \
+            any(op == "expand" for op, _ in getattr(tens[0], "views", ())):
+        # torch 1.13 skips its internal-overlap check there (addmm_ and addr_ make it) and
+        # accumulates every product into the shared memory; the server refuses, as torch's others
+        return "addmv_/baddbmm_ into an expanded self (torch skips its overlap check and accumulates into it)"
+    if c.op.split(".")[0] == "narrow_copy" and len(args) >= 4 and tens and getattr(tens[0], "views", ()) and \
+            all(isinstance(a, int) and not isinstance(a, bool) for a in args[1:4]):
+        shape = list(tens[0].logical().shape)
+        d = args[1] + len(shape) if args[1] < 0 else args[1]
+        if 0 <= d < len(shape) and args[2] in (0, -shape[d]) and args[3] == shape[d]:
+            # torch.narrow_copy(x.t(), 0, 0, x.shape[1]) returns x's storage order, not x.t()'s values
+            return "narrow_copy of a strided view over its whole dim (torch copies the storage in memory order)"
     if c.op.startswith("index_select") and len(tens) >= 2 and tens[0].shape == [] and \
             int(np.prod(tens[1].logical().shape)) != 1:
         return "index_select of a 0-dim tensor with an index of length != 1 (torch reads past the index)"
