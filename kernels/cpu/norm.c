@@ -190,7 +190,7 @@ BN_FNS(float, f32, fmaf)
  * two nearly equal values in a group, came out one or two steps off) */
 static float gn_rstd_bf16(float v, double eps)
 {
-    float var = bf16_round(v > 0 ? v : 0.0f);
+    float var = bf16_round(v < 0 ? 0.0f : v); /* std::max(v, 0): NaN stays */
     return bf16_round(1.0f / bf16_round(sqrtf(bf16_round(var + bf16_round((float)eps)))));
 }
 
@@ -233,7 +233,7 @@ static void gn_row_bf16(const norm_ctx *k, const float *xr, float *yr, int64_t g
                                                                      : OD_ROW_MOMENTS_F32,           \
                                xr, L, &m, &v);                                                       \
             T mean = (T)m, var = (T)v;                                                               \
-            T rstd = (T)1 / (T)sqrt((double)((var > 0 ? var : (T)0) + (T)p->eps));                  \
+            T rstd = (T)1 / (T)sqrt((double)((var < 0 ? (T)0 : var) + (T)p->eps));                  \
             int64_t g = i % G;                                                                       \
             if (k->bf16) {                                                                           \
                 gn_row_bf16(k, (const float *)(const void *)xr, (float *)(void *)yr, g, (float)m,    \

@@ -259,6 +259,12 @@ def test_group_norm(server, rng):
         x = np.stack([a[:, 0], a[:, 0] + 0.01 * a[:, 1] - 3.0, a[:, 1], a[:, 1] + 0.01 * a[:, 0] - 3.0], 1)
         cases.append({"op": "native_group_norm", "dt": dt, "nout": 3,
                       "args": [T(x, dt), R(rng, (4,), dt), R(rng, (4,), dt), 16, 4, 1, 2, 1e-4]})
+    # a group whose squares overflow: the variance is NaN, and torch's max(var, 0) keeps it (rstd NaN)
+    for dt, big in (("float32", 3e38), ("float64", 1e300), ("bfloat16", 3e38)):
+        x = rng.standard_normal((3, 5)) * 3
+        x[1, 2], x[1, 4] = big, -big
+        cases.append({"op": "native_group_norm", "dt": dt, "nout": 3,
+                      "args": [T(x, dt), None, None, 3, 5, 1, 1, 0.9551]})
     cases.append({"op": "group_norm", "args": [R(rng, (3, 4, 5)), 2, None, None, 1e-5, True], "tr": [0, 2]})
     x = R(rng, (3, 4, 5))
     cases += [{"op": "group_norm", "args": [x, 3, None, None, 1e-5, True]},
