@@ -1107,11 +1107,12 @@ od_status od_tensor_slice(od_tensor *t, int64_t dim, int64_t start, int64_t end,
      * product: a later slice multiplies it again, and torch refuses where
      * that wraps negative) */
     /* ATen moves the offset by start even for an empty slice: a later
-     * as_strided or _reshape_alias of it reads from there */
+     * as_strided or _reshape_alias of it reads from there. Only an empty
+     * slice can overflow here (a stride left huge by a step near INT64_MAX
+     * on a dim of one element); it keeps the offset it had. */
     int64_t offset;
     if (__builtin_mul_overflow(start, t->strides[d], &offset) || __builtin_add_overflow(offset, t->offset, &offset))
-        return od_error_set(err, OD_EINVAL, "slice: storage offset %" PRId64 " + %" PRId64 " * stride %" PRId64
-                            " overflows", t->offset, start, t->strides[d]);
+        offset = t->offset;
     return make_view(t, t->ndim, sizes, strides, offset, out, err);
 }
 
