@@ -259,12 +259,30 @@ od_status od_embag_plan_of(od_opid id, const od_stack *s, od_embag_plan *p, od_e
             return od_error_set(err, OD_EINVAL, "_embedding_bag_per_sample_weights_backward: every argument must be a tensor");
         if (p->mode != OD_EMBAG_SUM)
             return od_error_set(err, OD_EINVAL, "embedding_bag_backward: per_sample_weights only supported for mode='sum'");
-        if ((st = want_types(p->indices, "indices", true, err)) || (st = want_types(p->offsets, "offsets", true, err)) ||
-            (st = want_types(p->offset2bag, "offset2bag", true, err)) || (st = want_types(p->weight, "weight", false, err)))
+        /* torch 1.13's order: promoteIndicesAndOffsets, indices' type, then
+         * offset2bag (given, or rebuilt from offsets by index_add_ when
+         * empty), each read as the indices' type; offsets' own type is
+         * never checked. grad picks the kernel, weight must match it. */
+        od_dtype common = od_promote_types(p->indices->dtype, p->offsets->dtype);
+        if ((st = want_dtype(p->indices, common, "indices", true, err)))
             return st;
-        if (p->grad->dtype != p->weight->dtype)
-            return od_error_set(err, OD_EMISMATCH,
-                                "_embedding_bag_per_sample_weights_backward: grad and weight must have one dtype");
+        bool rebuilt = od_tensor_numel(p->indices) != 0 && od_tensor_numel(p->offset2bag) == 0;
+        if (!rebuilt && (st = want_types(p->offset2bag, "offset2bag", true, err)))
+            return st;
+        const char *o2b_tn = od_dtype_scalar_name(p->offset2bag->dtype), *tn = od_dtype_scalar_name(common);
+        if (p->offset2bag->dtype != common)
+            return rebuilt ? od_error_set(err, OD_EMISMATCH,
+                                          "index_add_(): self (%s) and source (%s) must have the same scalar type",
+                                          o2b_tn, tn)
+                           : od_error_set(err, OD_EMISMATCH, "expected scalar type %s but found %s", tn, o2b_tn);
+        od_dtype gt = p->grad->dtype;
+        if (!(gt == OD_FLOAT16 || gt == OD_BFLOAT16 || gt == OD_FLOAT32 || gt == OD_FLOAT64))
+            return od_error_set(err, OD_EUNSUPPORTED,
+                                "\"_embedding_bag_per_sample_weights_backward_cpu\" not implemented for '%s'",
+                                od_dtype_scalar_name(gt));
+        if (p->weight->dtype != gt)
+            return od_error_set(err, OD_EMISMATCH, "expected scalar type %s but found %s", od_dtype_scalar_name(gt),
+                                od_dtype_scalar_name(p->weight->dtype));
         if (p->grad->ndim != 2 || p->weight->ndim != 2 || p->grad->sizes[1] != p->weight->sizes[1])
             return od_error_set(err, OD_EINVAL,
                                 "_embedding_bag_per_sample_weights_backward: grad [bags, D] and weight [num_weights, D] "
@@ -283,7 +301,7 @@ od_status od_embag_plan_of(od_opid id, const od_stack *s, od_embag_plan *p, od_e
         p->V = p->weight->sizes[0];
         p->D = p->weight->sizes[1];
         p->dt = p->grad->dtype;
-        p->idt = p->indices->dtype;
+        p->idt = common;
         return OD_OK;
     }
     return od_error_set(err, OD_EINTERNAL, "od_embag_plan_of: not an embedding_bag operator");

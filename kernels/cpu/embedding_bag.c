@@ -41,6 +41,7 @@ static inline double ld(const char *base, od_dtype dt, int64_t at)
     switch (dt) {
     case OD_FLOAT32: return ((const float *)base)[at];
     case OD_FLOAT64: return ((const double *)base)[at];
+    case OD_BFLOAT16: return od_bf16_to_float(((const uint16_t *)base)[at]);
     default: return od_half_to_float(((const uint16_t *)base)[at]);
     }
 }
@@ -50,8 +51,17 @@ static inline void st(char *base, od_dtype dt, int64_t at, double v)
     switch (dt) {
     case OD_FLOAT32: ((float *)base)[at] = (float)v; break;
     case OD_FLOAT64: ((double *)base)[at] = v; break;
+    case OD_BFLOAT16: ((uint16_t *)base)[at] = od_double_to_bf16(v); break;
     default: ((uint16_t *)base)[at] = od_float_to_half((float)v); break;
     }
+}
+
+/* v rounded to dt, as c10::Half and c10::BFloat16 arithmetic rounds each result */
+static inline double in_dtype(od_dtype dt, double v)
+{
+    double h; /* room for any dtype st writes */
+    st((char *)&h, dt, 0, v);
+    return ld((const char *)&h, dt, 0);
 }
 
 static inline int64_t bag_end(const eb_ctx *c, int64_t b)
@@ -460,13 +470,16 @@ static od_status eb_psw_backward(od_opid id, od_embag_plan *p, od_stack *s, od_e
     if (!given)
         fill_o2b(off, p->offsets->sizes[0], p->n, o2b);
     const char *g = od_tensor_data(p->grad), *w = od_tensor_data(p->weight);
+    bool narrow = p->dt == OD_FLOAT16 || p->dt == OD_BFLOAT16;
     for (int64_t i = 0; i < p->n; i++) {
         int64_t v = idx[i], b = o2b[i];
         double acc = 0;
         if (v != p->padding_idx && b >= 0 && b < p->nbags && v >= 0 && v < p->V)
-            for (int64_t d = 0; d < p->D; d++)
-                acc += ld(g, p->dt, b * p->grad->strides[0] + d * p->grad->strides[1]) *
-                       ld(w, p->dt, v * p->weight->strides[0] + d * p->weight->strides[1]);
+            for (int64_t d = 0; d < p->D; d++) {
+                double prod = ld(g, p->dt, b * p->grad->strides[0] + d * p->grad->strides[1]) *
+                              ld(w, p->dt, v * p->weight->strides[0] + d * p->weight->strides[1]);
+                acc = narrow ? in_dtype(p->dt, acc + in_dtype(p->dt, prod)) : acc + prod;
+            }
         st(od_tensor_data(out), p->dt, i, acc);
     }
 done:

@@ -22,6 +22,8 @@ include_last_offset with offsets[-1] < len(indices) in mode 'max' (the
 same overrun in torch), and mode values other than 0-2 (torch segfaults).
 """
 
+import itertools
+
 import numpy as np
 
 from conftest import from_json, torch_ref
@@ -366,3 +368,34 @@ def test_embedding_bag_strided(server, rng):
         assert r.status_code == 200, r.text
         got = from_json(r.json()["outputs"][0])
         np.testing.assert_allclose(got, np.array(w["value"]).reshape(w["shape"]), rtol=1e-12, atol=1e-12)
+
+
+def test_embedding_bag_psw_backward_types(server, rng):
+    """_embedding_bag_per_sample_weights_backward's types as torch 1.13 checks them: indices and offsets
+    promoted together (offsets' own type never checked), offset2bag given or rebuilt (when empty) and read
+    as the indices' type, grad's dtype choosing the kernel (bfloat16 too) and weight matching it; float16
+    and bfloat16 dot products rounded at each step as c10::Half / BFloat16 arithmetic does."""
+    V, D, n = 7, 3, 5
+    idx, off = bag_inputs(rng, n, 2, V)
+    o2b = np.searchsorted(off, np.arange(n), side="right") - 1
+    g, w = R(rng, "float32", (2, D)), R(rng, "float32", (V, D))
+    cases = []
+    for it, ot, bt in itertools.product(("int8", "uint8", "int32", "int64"), repeat=3):
+        for given in (True, False):
+            cases.append(("_embedding_bag_per_sample_weights_backward",
+                          [g, w, I(idx, it), I(off, ot), I(o2b if given else [], bt), 0, -1]))
+    cases.append(("_embedding_bag_per_sample_weights_backward",
+                  [g, w, I([], "int64"), I([0, 0]), I([], "int32"), 0, -1]))
+    for gdt, wdt in itertools.product(("float16", "bfloat16", "float32", "float64"), repeat=2):
+        cases.append(("_embedding_bag_per_sample_weights_backward",
+                      [R(rng, gdt, (2, D)), R(rng, wdt, (V, D)), I(idx), I(off), I(o2b), 0, -1]))
+    cases.append(("_embedding_bag_per_sample_weights_backward",
+                  [R(rng, "int32", (2, D)), R(rng, "int32", (V, D)), I(idx), I(off), I(o2b), 0, -1]))
+    check_bags(server, cases)
+    # long rows in the narrow types: each partial sum rounds (exact comparison)
+    n, D = 40, 96
+    idx, off = bag_inputs(rng, n, 6, V)
+    o2b = np.searchsorted(off, np.arange(n), side="right") - 1
+    check_bags(server, [("_embedding_bag_per_sample_weights_backward",
+                         [R(rng, dt, (6, D)), R(rng, dt, (V, D)), I(idx), I(off), I(o2b), 0, int(idx[3])])
+                        for dt in ("float16", "bfloat16")], rtol=0)
