@@ -582,10 +582,12 @@ static od_status shape_addmv_bmm(od_opid id, const od_stack *s, od_out_spec *out
     }
     if ((st = check_same_device(op, a, b, err)) || (st = check_same_device(op, a, self, err)))
         return st;
-    bool nonempty = sz[0] && sz[1] && (!bmm3 || sz[2]) && (bmm3 || a->sizes[0]);
+    /* an empty sum (k == 0) multiplies by beta unconverted (mul_) */
+    bool nonempty = sz[0] && sz[1] && (!bmm3 || sz[2]) && (bmm3 || a->sizes[0]) && a->sizes[2];
     if ((st = check_beta_alpha(op, s, b->dtype, nonempty, err)))
         return st;
-    od_out_spec_init(&outs[0], b->dtype, a->device, sz, bmm3 ? 3 : 2); /* batch2's options */
+    /* baddbmm: batch2's options; addbmm: self's (the same unless there are no batches) */
+    od_out_spec_init(&outs[0], bmm3 ? b->dtype : self->dtype, a->device, sz, bmm3 ? 3 : 2);
     return OD_OK;
 }
 
@@ -626,13 +628,12 @@ od_status od_shape_matmul(od_opid id, const od_stack *s, od_out_spec *outs, int 
                 return od_error_set(err, OD_EINVAL, "addmm(): argument '%s' must be a Scalar",
                                     i == 3 ? "beta" : "alpha");
         if (self->dtype != a->dtype)
-            return od_error_set(err, OD_EMISMATCH,
-                                "self and mat2 must have the same dtype, but got %s and %s",
-                                od_dtype_scalar_name(self->dtype), od_dtype_scalar_name(b->dtype));
+            return od_error_set(err, OD_EMISMATCH, "self and mat2 must have the same dtype"); /* torch 1.13's words */
         /* beta, alpha: converted with c10's checks to the op math type (float
-         * for float16 and bfloat16), which an empty result never reaches */
+         * for float16 and bfloat16), which an empty result or an empty sum
+         * (mul_ by beta) never reaches */
         od_dtype sdt = a->dtype == OD_FLOAT16 || a->dtype == OD_BFLOAT16 ? OD_FLOAT32 : a->dtype;
-        for (int i = 3; i <= 4 && a->sizes[0] && b->sizes[1]; i++)
+        for (int i = 3; i <= 4 && a->sizes[0] && b->sizes[1] && a->sizes[1]; i++)
             if ((st = od_scalar_check_fits(&s->args[i], sdt, err)))
                 return st;
         if ((st = check_same_device("addmm", a, self, err)))

@@ -40,6 +40,8 @@ def value(v, leaves):
         return t
     if isinstance(v, list) and any(isinstance(x, dict) for x in v):  # Tensor[] and Tensor?[] (None kept)
         return [value(x, leaves) for x in v]
+    if v in ("NaN", "Infinity", "-Infinity"):  # a Scalar as the wire spells it (no string argument takes these)
+        return float(v)
     return v
 
 

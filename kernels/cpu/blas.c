@@ -346,31 +346,66 @@ static bool beta_is_zero(const od_value *v)
     return od_value_as_double(v) == 0.0; /* ATen's beta.toComplexDouble() == 0 */
 }
 
-/* out = beta * self (expanded) when there is nothing to multiply: ATen's
- * "zero_() when beta is 0, else self * beta" shortcut, for any dtype (bool
- * included: beta is a bool there, so self or false). */
-static od_status empty_product(od_tensor *self, const od_value *beta_v, od_tensor *out, od_error *err)
+/* beta as a Scalar of dt's kind, rounded to dt: ATen's scalar_tensor(beta, dt)
+ * (checked by the caller) as a value mul.Scalar will not promote. */
+static od_value scalar_in(const od_value *beta_v, od_dtype dt)
 {
-    od_status st;
-    if (od_tensor_numel(out) == 0)
-        return OD_OK; /* an empty tensor may have no storage at all */
-    if (beta_is_zero(beta_v)) {
-        memset(od_tensor_data(out), 0, od_tensor_nbytes(out));
-        return OD_OK;
-    }
-    if ((st = od_cpu_copy_into(out, self, err)))
-        return st;
-    if (out->dtype == OD_BOOL)
-        return OD_OK;
     double b;
     int64_t ib;
     scalar_arg(beta_v, &b, &ib);
-    od_value a[2] = {od_tensor_v(out),
-                     od_dtype_is_floating(out->dtype) ? od_double(b) : od_int(ib)};
-    od_stack fs;
-    if ((st = od_call_builtin(OD_OPID_mul__Scalar, a, 2, &fs, err)))
+    switch (dt) {
+    case OD_BOOL: return od_bool(b != 0.0);
+    case OD_FLOAT16: return od_double(od_half_to_float(od_float_to_half((float)b)));
+    case OD_BFLOAT16: return od_double(od_bf16_to_float(od_double_to_bf16(b)));
+    case OD_FLOAT32: return od_double((float)b);
+    case OD_FLOAT64: return od_double(b);
+    default: return od_int(ib);
+    }
+}
+
+/* out = beta * self when there is nothing to multiply, by ATen's shortcuts,
+ * which differ per operator (beta == 0 gives zeros and reads nothing):
+ *  - addmv: mul_out(result, self, scalar_tensor(beta, self.dtype)): beta
+ *    converted (checked) to self's dtype, the product in self's dtype, then
+ *    cast to the result (checked), even when the result is empty;
+ *  - addmm and baddbmm (a non-empty result only) and addbmm (no batches):
+ *    result = self, then result.mul_(beta), whose type promotion refuses a float beta
+ *    on an integral result and an integer one on bool;
+ *  - addbmm with nb batches (a non-empty result only): one addmm_ per batch,
+ *    each an empty sum, so mul_(beta) (or zeros) and then nb - 1 times
+ *    mul_(1), which refuses a bool result. */
+static od_status empty_product(od_opid id, od_tensor *self, int64_t nb, const od_value *beta_v, od_tensor *out,
+                               od_error *err)
+{
+    od_status st;
+    bool zero = beta_is_zero(beta_v);
+    if (zero && od_tensor_numel(out)) /* an empty tensor may have no storage at all */
+        memset(od_tensor_data(out), 0, od_tensor_nbytes(out));
+    if (zero && (id != OD_OPID_addbmm || nb < 2))
+        return OD_OK;
+    if (id == OD_OPID_addmv) {
+        if ((st = od_scalar_check_fits(beta_v, self->dtype, err)) ||
+            (st = od_check_result_cast(self->dtype, out->dtype, err)))
+            return st;
+        od_value a[2] = {od_tensor_v(self), scalar_in(beta_v, self->dtype)};
+        od_tensor *prod = NULL;
+        if ((st = od_call_builtin1(OD_OPID_mul_Scalar, a, 2, &prod, err)))
+            return st;
+        st = od_tensor_numel(out) ? od_cpu_copy_into(out, prod, err) : OD_OK;
+        od_tensor_release(prod);
         return st;
-    od_stack_release_rets(&fs);
+    }
+    if ((id != OD_OPID_addbmm || nb > 0) && od_tensor_numel(out) == 0)
+        return OD_OK;
+    if (!zero && od_tensor_numel(out) && (st = od_cpu_copy_into(out, self, err)))
+        return st;
+    for (int64_t i = zero; i < (nb > 1 ? nb : 1); i++) {
+        od_value a[2] = {od_tensor_v(out), i ? od_int(1) : *beta_v};
+        od_stack fs;
+        if ((st = od_call_builtin(OD_OPID_mul__Scalar, a, 2, &fs, err)))
+            return st;
+        od_stack_release_rets(&fs);
+    }
     return OD_OK;
 }
 
@@ -418,7 +453,7 @@ static od_status addmv_bmm(od_opid id, od_stack *s, const od_out_spec *spec, od_
 {
     od_tensor *self = s->args[0].u.t, *a = s->args[1].u.t, *b = s->args[2].u.t;
     const od_value *beta_v = &s->args[3], *alpha_v = &s->args[4];
-    int64_t k = id == OD_OPID_addmv ? a->sizes[1] : a->sizes[2];
+    int64_t k = id == OD_OPID_addmv || id == OD_OPID_addmm ? a->sizes[1] : a->sizes[2]; /* addmm: 0 */
     int64_t numel = 1;
     for (int i = 0; i < spec->ndim; i++)
         numel *= spec->sizes[i];
@@ -435,7 +470,7 @@ static od_status addmv_bmm(od_opid id, od_stack *s, const od_out_spec *spec, od_
     if (st)
         return st;
     if (empty)
-        st = empty_product(self, beta_v, out, err);
+        st = empty_product(id, self, id == OD_OPID_addbmm ? a->sizes[0] : 0, beta_v, out, err);
     else if (id == OD_OPID_addmv)
         st = addmv(self, a, b, beta_v, alpha_v, out, err);
     else if (id == OD_OPID_baddbmm)
@@ -467,6 +502,8 @@ od_status od_cpu_blas(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
     int64_t numel = 1;
     for (int i = 0; i < spec.ndim; i++)
         numel *= spec.sizes[i];
+    if (id == OD_OPID_addmm && numel > 0 && s->args[1].u.t->sizes[1] == 0)
+        return addmv_bmm(id, s, &spec, err); /* an empty sum: ATen's mul_ shortcut, before the dtype */
     /* ATen returns before dispatching on the dtype when the result is empty */
     if (spec.dtype == OD_BOOL && !trivial && numel > 0)
         return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for 'Bool'",

@@ -390,3 +390,27 @@ def test_matmul_folds_where_torch_does(server, rng):
         o = r.json()["outputs"][0]
         assert (o["dtype"], o["shape"]) == (w["dtype"], w["shape"]), (views, a["dtype"], a["shape"], o["dtype"], w)
         np.testing.assert_allclose(arr(o).reshape(-1), w["value"], rtol=1e-5, atol=1e-6, err_msg=f"{views} {op}")
+
+
+def test_empty_products_scale_self_as_torch_does(server, rng):
+    """An empty product (no rows, an empty sum, no batches) is beta * self by each operator's own shortcut
+    in torch 1.13: addmv multiplies self by beta converted (checked) to self's dtype and casts the product
+    to the result (checked, even when the result is empty); addmm and baddbmm copy self into a non-empty
+    result and mul_ it by beta, whose type promotion refuses a float beta on an integral result (with no
+    conversion check on beta: uint8 * 300 wraps); addbmm's result takes self's dtype, and with no batches it
+    is mul_'d even when empty. (addmv with a one-element self and an empty mat is left out: torch 1.13
+    returns self's shape there, [1] for [n], by resizing its result.)"""
+    shapes = {"addmv": [[(2,), (2, 0), (0,)], [(0,), (0, 3), (3,)]],
+              "addmm": [[(2, 2), (2, 0), (0, 2)], [(1,), (2, 0), (0, 2)], [(0, 2), (0, 3), (3, 2)]],
+              "baddbmm": [[(1, 2, 2), (1, 2, 0), (1, 0, 2)], [(0, 2, 2), (0, 2, 3), (0, 3, 2)]],
+              "addbmm": [[(2, 2), (0, 2, 3), (0, 3, 2)], [(2, 2), (2, 2, 0), (2, 0, 2)], [(0, 2), (2, 0, 3), (2, 3, 2)]]}
+    cases = []
+    for op, shape_list in shapes.items():
+        for ss, ms, vs in shape_list:
+            for sdt in ("int64", "uint8", "bool", "float32", "float16"):
+                for mdt in ("int64", "uint8", "float32", "bool"):
+                    s = T(rng.integers(100, 250, ss) if sdt != "bool" else rng.random(ss) < 0.5, sdt)
+                    m, v = T(np.ones(ms, np.int64), mdt), T(np.ones(vs, np.int64), mdt)
+                    for beta in (0, 2, 2.5, float("nan"), 300):
+                        cases.append((op, [s, m, v], {"beta": "NaN" if beta != beta else beta}))
+    compare(server, cases, exact=True)
