@@ -10,7 +10,7 @@
  *  - The math path is ATen 1.13's, operator for operator (as a
  *    TorchDispatchMode records it): a floating mask of another dtype is
  *    converted to query's, query * (1 / sqrt(E)), is_causal's ones(L, S)
- *    .tril() bool mask, a bool mask as zeros_like(query's dtype)
+ *    .tril() bool mask, a bool mask as zeros_like(the scaled query's dtype)
  *    .masked_fill_(logical_not(mask), -inf), matmul(q, k^T).add_(mask),
  *    softmax(-1), matmul(attn, v); it returns (output, attn) whatever
  *    need_attn_weights says, as 1.13's CPU path does.
@@ -83,7 +83,8 @@ static od_status sdpa_math(const od_op *op, od_stack *s, od_error *err)
         mask = ones ? od_cx_call(&sc, OD_OPID_tril, 2, T(ones), od_int(0)) : NULL;
     }
     if (!sc.st && mask && mask->dtype == OD_BOOL) {
-        od_tensor *z = od_cx_call(&sc, OD_OPID_zeros_like, 6, T(mask), od_dtype_v(q->dtype), od_none(), od_none(),
+        /* the scaled query's dtype: float32 for an integral query (int * double) */
+        od_tensor *z = od_cx_call(&sc, OD_OPID_zeros_like, 6, T(mask), od_dtype_v(qs->dtype), od_none(), od_none(),
                                   od_none(), od_none());
         od_tensor *inv = z ? od_cx_call(&sc, OD_OPID_logical_not, 1, T(mask)) : NULL;
         mask = inv ? od_cx_call(&sc, OD_OPID_masked_fill__Scalar, 3, T(z), T(inv), od_double(-INFINITY)) : NULL;

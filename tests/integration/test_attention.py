@@ -227,3 +227,23 @@ def test_float16_computes_in_float32(server, rng):
             assert np.isfinite(got).all(), (c[0].shape, i, got)
             step = np.spacing(np.abs(exp)).astype(np.float64)
             assert (np.abs(got.astype(np.float64) - exp.astype(np.float64)) <= step).all(), (c[0].shape, i, got, exp)
+
+
+def test_integral_query_masks_in_float32(server):
+    """An integral query scaled by 1 / sqrt(E) is float32 (int * double), and so is the additive mask a
+    bool or causal mask becomes (torch 1.13's zeros_like(mask, query.dtype) after the scaling): empty
+    calls answer float32, and a float mask meeting integral scores is refused as add_ refuses it."""
+    i = lambda *s: T(np.ones(s, np.int64))
+    cases = [[i(0, 1, 4), i(1, 4), i(1, 4), None, 0.0, False, True],
+             [i(0, 3, 4), i(0, 2, 4), i(0, 2, 4), T(np.ones((3, 2), bool)), 0.0],
+             [i(0, 3, 4), i(0, 2, 4), i(0, 2, 4), None, 0.0, False, True]]
+    for op in (SDPA, MATH):
+        want = torch_ref([{"op": op, "args": a, "out": 0} for a in cases])
+        for a, w in zip(cases, want):
+            r = server.post(f"/v1/ops/{op}", {"args": a})
+            if "error" in w:
+                assert 400 <= r.status_code < 500 and r.json()["error"]["message"] in w["error"], (w, r.text[:300])
+                continue
+            assert r.status_code == 200, (op, a, w, r.text[:300])
+            o = r.json()["outputs"][0]
+            assert (o["dtype"], o["shape"]) == (w["dtype"], w["shape"]), (op, o, w)
