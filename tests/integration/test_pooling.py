@@ -203,6 +203,12 @@ def test_backward_ops(server, rng):
     cases += [("_adaptive_avg_pool3d_backward", [e3, e3], {}), ("adaptive_max_pool3d_backward", [e3, e3, i3], {}),
               ("_adaptive_avg_pool2d_backward", [e2, e2], {}), ("adaptive_max_pool2d_backward", [e2, e2, i2], {}),
               ("_adaptive_avg_pool2d_backward", [R(rng, "float32", (2, 3, 1, 1)), e2], {})]
+    # no grad_output elements: adaptive max pooling reads no index, so any indices give zeros
+    g0, x0 = R(rng, "float32", (0, 2, 1, 3)), R(rng, "float32", (0, 2, 1, 1))
+    i5 = {"dtype": "int64", "shape": [5], "data": [2, 0, 0, 2, 2]}
+    cases += [("adaptive_max_pool2d_backward", [g0, x0, i5], {}),
+              ("adaptive_max_pool3d_backward", [R(rng, "float32", (0, 2, 1, 1, 3)), R(rng, "float32", (0, 2, 1, 1, 1)),
+                                                i5], {})]
     check(server, cases)
 
 
