@@ -74,7 +74,8 @@ def torch_lstsq_undefined(c, t, outs):
 
 def embedding_bag_defect(c):
     """embedding_bag calls whose torch 1.13 CPU answer is no reference:
-    unsorted offsets (fbgemm reads bag ends out of order), include_last_offset
+    unsorted offsets (fbgemm reads bag ends out of order; bool offsets
+    promote to the indices' type and count too), include_last_offset
     with offsets[-1] < len(indices) in mode 'max' (it writes past its
     max_indices block) and the same on the forward-only path, 2-D indices
     or offsets (ATen reads them as flat without checking; the server refuses
@@ -93,9 +94,9 @@ def embedding_bag_defect(c):
         return "embedding_bag with indices or offsets not 1-D (torch reads them as flat, unchecked)"
     if c.op.startswith("_embedding_bag") and (getattr(idx, "views", ()) or getattr(off, "views", ())):
         return "_embedding_bag(_forward_only) with strided indices or offsets (torch reads their storage in order)"
-    if ov.dtype.kind in "iu" and ov.size > 1 and np.any(np.diff(ov.astype(np.int64)) < 0):
+    if ov.dtype.kind in "iub" and ov.size > 1 and np.any(np.diff(ov.astype(np.int64)) < 0):
         return "embedding_bag with decreasing offsets (torch's fast path reads bags out of order)"
-    if a.get("include_last_offset") is True and ov.size and ov.dtype.kind in "iu" and int(ov[-1]) < iv.size:
+    if a.get("include_last_offset") is True and ov.size and ov.dtype.kind in "iub" and int(ov[-1]) < iv.size:
         return "embedding_bag with include_last_offset and offsets[-1] < len(indices) (torch overruns max_indices)"
     if a.get("mode") not in (0, 1, 2):
         return "embedding_bag with a mode outside 0-2 (torch segfaults)"
@@ -275,6 +276,14 @@ def torch_bug(c, t):
             # self is resized to [1, 1] in place and then copied from its own expanded view,
             # whose strides differ: copy_'s overlap check calls that a partial overlap
             return "addbmm_ of a 0-dim self into a one-element result (torch's copy_ refuses self's expanded view)"
+    if c.op.split(".")[0] == "addmv":
+        a = {name: v for name, _, v in c.all_args()}
+        s, m, beta = a.get("self"), a.get("mat"), a.get("beta", 1)
+        if isinstance(s, Tens) and isinstance(m, Tens) and len(m.logical().shape) == 2 and \
+                0 in m.logical().shape and beta not in (0, False) and \
+                list(s.logical().shape) != [m.logical().shape[0]]:
+            # an empty mat: mul_out(result, self, beta) resizes the result to self's shape ([1] for [n])
+            return "addmv with an empty mat and a self broadcast to its rows (torch returns self's shape)"
     tens = [a for a in args if isinstance(a, Tens)]
     conv = conv_defect(c, t, tens)
     if conv:
