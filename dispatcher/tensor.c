@@ -1200,7 +1200,7 @@ od_status od_tensor_expand(od_tensor *t, const int64_t *sizes, int ndim, od_tens
             stride = 0;
         }
         esizes[i] = size;
-        estrides[i] = stride;
+        estrides[i] = t->ndim ? stride : 0; /* ATen's inferExpandGeometry: a 0-dim tensor's are all 0 */
     }
     int64_t numel = 0;
     if ((st = od_shape_numel(esizes, ndim, &numel, err)) != OD_OK)

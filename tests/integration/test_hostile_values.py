@@ -303,3 +303,21 @@ def test_integer_division_at_the_edges_on_fresh_random_inputs(server, rng, dtype
     for op in ("floor_divide", "remainder.Tensor", "fmod.Tensor"):
         r = call(server, op, [v(dtype, *a), v(dtype, *bz)], {})
         assert r.status_code == 400 and error_message(r) == "ZeroDivisionError", r.text
+
+
+def test_expanded_zero_dim_self_in_place(server):
+    """A 0-dim tensor expands with every stride 0, size-1 dims included (ATen's inferExpandGeometry): tril_
+    and triu_ of it expanded to [5, 1, 1, 1] take torch 1.13's copy path, whose copy_ refuses the
+    overlapping self; expanded to [1, 1] it is contiguous and works in place."""
+    cases = [(op, target) for op in ("triu_", "tril_") for target in ([5, 1, 1, 1], [1, 1], [1, 3, 1])]
+    refs = torch_ref([{"op": op, "args": [dict(T("float32", [], [2.5]), views=[["expand", target]])]}
+                      for op, target in cases])
+    for (op, target), ref in zip(cases, refs):
+        r = server.post("/v1/run", {"steps": [{"op": "expand", "args": [T("float32", [], [2.5]), target]},
+                                              {"op": op, "args": [{"ref": "$0"}]}]})
+        if "error" in ref:
+            msg = error_message(r).split("): ", 1)[-1]  # after /v1/run's "step 1 (op): "
+            assert 400 <= r.status_code < 500 and msg in ref["error"], (op, target, ref, r.text[:300])
+        else:
+            assert r.status_code == 200, (op, target, ref, r.text[:300])
+            assert r.json()["outputs"][0]["data"] == ref["value"], (op, target, ref, r.text[:300])

@@ -1605,6 +1605,16 @@ Test(views, view_compatibility_cases)
     OK(od_tensor_view(ex, e1, 3, &v, &last_err));
     od_tensor_release(v);
     od_tensor_release(ex);
+    /* a 0-dim tensor expands with every stride 0, size 1 or not (ATen's inferExpandGeometry): torch
+     * 1.13's contiguity and in-place overlap checks read these */
+    od_tensor *z0 = NULL;
+    int64_t e5111[] = {5, 1, 1, 1};
+    OK(od_tensor_scalar(1.0, OD_FLOAT32, &z0, &last_err));
+    OK(od_tensor_expand(z0, e5111, 4, &ex, &last_err));
+    for (int i = 0; i < 4; i++)
+        cr_expect(ex->strides[i] == 0, "stride %d is %ld", i, (long)ex->strides[i]);
+    od_tensor_release(ex);
+    od_tensor_release(z0);
 
     /* 0-dim <-> one element */
     od_tensor *sc = NULL;
