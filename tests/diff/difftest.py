@@ -276,6 +276,13 @@ def torch_bug(c, t):
             # self is resized to [1, 1] in place and then copied from its own expanded view,
             # whose strides differ: copy_'s overlap check calls that a partial overlap
             return "addbmm_ of a 0-dim self into a one-element result (torch's copy_ refuses self's expanded view)"
+    if c.op.split(".")[0] in ("adaptive_max_pool2d_backward", "adaptive_max_pool3d_backward"):
+        a = {name: v for name, _, v in c.all_args()}
+        g, ix = a.get("grad_output"), a.get("indices")
+        if isinstance(g, Tens) and isinstance(ix, Tens) and \
+                int(np.prod(ix.logical().shape)) < int(np.prod(g.logical().shape)):
+            # the CPU kernel reads one index per grad_output element, unchecked
+            return "adaptive max pool backward with fewer indices than grad_output elements (torch reads past them)"
     if c.op.split(".")[0] == "addmv":
         a = {name: v for name, _, v in c.all_args()}
         s, m, beta = a.get("self"), a.get("mat"), a.get("beta", 1)
