@@ -369,8 +369,8 @@ static od_value scalar_in(const od_value *beta_v, od_dtype dt)
  *    converted (checked) to self's dtype, the product in self's dtype, then
  *    cast to the result (checked), even when the result is empty;
  *  - addmm and baddbmm (a non-empty result only) and addbmm (no batches):
- *    result = self, then result.mul_(beta), whose type promotion refuses a float beta
- *    on an integral result and an integer one on bool;
+ *    result = self, then result.mul_(beta), whose type promotion refuses a
+ *    float beta on an integral result and an integer one on bool;
  *  - addbmm with nb batches (a non-empty result only): one addmm_ per batch,
  *    each an empty sum, so mul_(beta) (or zeros) and then nb - 1 times
  *    mul_(1), which refuses a bool result. */
@@ -449,6 +449,8 @@ static od_status addbmm(od_tensor *self, od_tensor *b1, od_tensor *b2, const od_
     return st;
 }
 
+/* addmv, baddbmm and addbmm; addmm too when its sum is empty (k == 0), for
+ * empty_product's shortcut. */
 static od_status addmv_bmm(od_opid id, od_stack *s, const od_out_spec *spec, od_error *err)
 {
     od_tensor *self = s->args[0].u.t, *a = s->args[1].u.t, *b = s->args[2].u.t;
