@@ -11,16 +11,13 @@ error where torch raises. Stored tensors are changed in place, and autograd
 refuses an in-place write into a leaf that requires grad, as torch does.
 """
 
-import os
-import random
 import re
 
 import numpy as np
 import pytest
 
-from conftest import error_message, from_json, tensor, torch_ref
+from conftest import SEED, error_message, from_json, tensor, torch_ref
 
-SEED = int(os.environ.get("OD_TEST_SEED", random.randrange(1 << 30)))
 SELF_DTYPES = ["float32", "float64", "int64", "bool"]
 
 
@@ -75,8 +72,7 @@ def args_for(schema, rng, dtype, other_shape):
     return args, kwargs
 
 
-def test_inplace_ops_agree_with_torch(server):
-    rng = np.random.default_rng(SEED)
+def test_inplace_ops_agree_with_torch(server, rng):
     ops = inplace_overloads(server)
     assert len(ops) >= 80, ops  # the OD_INPLACE lines
     cases, calls = [], []
