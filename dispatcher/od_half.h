@@ -117,6 +117,10 @@ static inline OD_HD uint16_t od_float_to_bf16(float f)
     return (uint16_t)(x >> 16);
 }
 
+/* float rounded to the nearest bfloat16, as float: one bfloat16 step of a
+ * computation that keeps its intermediates in bfloat16. */
+static inline OD_HD float od_bf16_round(float f) { return od_bf16_to_float(od_float_to_bf16(f)); }
+
 static inline OD_HD uint16_t od_double_to_half(double d) { return od_float_to_half((float)d); }
 static inline OD_HD uint16_t od_double_to_bf16(double d) { return od_float_to_bf16((float)d); }
 

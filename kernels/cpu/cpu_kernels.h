@@ -85,6 +85,14 @@ od_status od_cpu_copy_into(od_tensor *dst, const od_tensor *src, od_error *err);
  * src itself when it already is one, else a new converted copy. *out new. */
 od_status od_cpu_to_dtype(od_tensor *src, od_dtype dt, od_tensor **out, od_error *err);
 
+/* Where a kernel computing in dtype cdt writes the result for `out`
+ * (borrowed, contiguous): *tgt = a new reference to out itself when the
+ * dtypes agree, else a new contiguous temporary of dtype cdt. */
+od_status od_cpu_compute_target(od_tensor *out, od_dtype cdt, od_tensor **tgt, od_error *err);
+/* Copies tgt into out when they differ, then releases tgt (steals it, on
+ * success and on error). */
+od_status od_cpu_finish_target(od_tensor *out, od_tensor *tgt, od_error *err);
+
 /* Sizes OpenBLAS's thread pool once (blas.c); call before any BLAS call. */
 void od_cpu_blas_threads_init(void);
 
@@ -93,7 +101,7 @@ void od_cpu_blas_threads_init(void);
  * cast. */
 void od_cpu_scalar_to_dtype(const od_value *v, od_dtype dt, void *buf);
 
-/* softmax.c: ATen's RowwiseMoments of n values at x (borrowed; double for
+/* layer_norm.c: ATen's RowwiseMoments of n values at x (borrowed; double for
  * F64, float for the others, bfloat16 data read as float), the mean and the
  * biased variance, rounded as torch 1.13 rounds them: BF16 as layer norm's
  * float accumulation, BF16_ARITH as group norm's c10::BFloat16 arithmetic. */

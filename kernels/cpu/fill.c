@@ -210,6 +210,23 @@ od_status od_cpu_to_dtype(od_tensor *src, od_dtype dt, od_tensor **out, od_error
     return OD_OK;
 }
 
+od_status od_cpu_compute_target(od_tensor *out, od_dtype cdt, od_tensor **tgt, od_error *err)
+{
+    if (out->dtype == cdt) {
+        od_tensor_retain(out);
+        *tgt = out;
+        return OD_OK;
+    }
+    return od_tensor_empty(out->sizes, out->ndim, cdt, out->device, tgt, err);
+}
+
+od_status od_cpu_finish_target(od_tensor *out, od_tensor *tgt, od_error *err)
+{
+    od_status st = tgt == out ? OD_OK : od_cpu_copy_into(out, tgt, err);
+    od_tensor_release(tgt);
+    return st;
+}
+
 static od_status ret1(od_stack *s, od_tensor *t)
 {
     s->rets[0] = od_tensor_v(t);

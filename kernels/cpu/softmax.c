@@ -1,4 +1,4 @@
-/* softmax.c — CPU _softmax, _log_softmax and native_layer_norm.
+/* softmax.c — CPU _softmax and _log_softmax.
  *
  * Invariants:
  *  - The shape functions (kernels/shape_reduce.c) validate everything first;
@@ -17,14 +17,20 @@
  *    step, so softmax over a leading dim also reads memory contiguously.
  *  - Softmax is max-subtracted, so it never overflows; a NaN anywhere in a row
  *    makes that row NaN and a row of -inf gives NaN, as in torch.
- *  - layer_norm replays ATen's kernel step for step (see its section).
+ *  - Compiled with fp-contract=fast (below), as elementwise.c is: the float
+ *    exp runs on FMA in the AVX2 and AVX-512 clones, as the exp operator's
+ *    does; results stay within the float tolerances the tests hold them to.
  */
 /* od_math_exp_f32 is branch-free only once gcc may if-convert its clamps:
  * with the default -ftrapping-math it keeps them as branches and the exp
  * loops stay scalar (5x slower). Nothing here reads the FP exception flags,
- * so this file gives up trapping semantics. It must precede the includes so
- * the inline functions of od_math.h are compiled under it too. */
-#pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math")
+ * so this file gives up trapping semantics. fp-contract=fast lets the exp's
+ * polynomial and range reduction run as FMAs: 4096x4096 float32 softmax on
+ * two threads went from 3.55-3.58 to 2.98-3.07 ms in turns (layer_norm,
+ * whose roundings must stay torch's, lives in layer_norm.c for that). It
+ * must precede the includes so the inline functions of od_math.h are
+ * compiled under it too. */
+#pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math", "fp-contract=fast")
 
 #include <math.h>
 #include <stdlib.h>
@@ -164,7 +170,6 @@ OD_CPU_CLONES static void softmax_row_f64(const double *restrict x, double *rest
  * over 16 lanes (a bfloat16 vector as two float halves), the halves then
  * added, then the lanes in order, as vec::reduce_all does (a short row is
  * one zero-padded vector). */
-static inline float bf_r(float x) { return od_bf16_to_float(od_float_to_bf16(x)); }
 
 OD_CPU_CLONES static void softmax_row_bf16(const float *restrict x, float *restrict y, int64_t n, bool is_log)
 {
@@ -191,7 +196,7 @@ OD_CPU_CLONES static void softmax_row_bf16(const float *restrict x, float *restr
     for (int j = 1; j < SM_W / 2 && j < n; j++) /* a row shorter than 8 has only n lanes */
         s += a[j];
     if (is_log) {
-        float ls = bf_r(logf(bf_r(s)));
+        float ls = od_bf16_round(logf(od_bf16_round(s)));
         row_log_out(x, y, n, m, ls);
     } else {
         for (i = 0; i + SM_W <= n; i += SM_W)
@@ -287,7 +292,7 @@ OD_CPU_CLONES static void softmax_cols_bf16(const float *restrict x, float *rest
     for (int64_t r = 0; r < D; r++) {
         float *yr = y + r * ld;
         for (int64_t j = v; j < b; j++) /* the scalar tail's bfloat16 exp */
-            yr[j] = bf_r(yr[j]);
+            yr[j] = od_bf16_round(yr[j]);
         FOR_J8_(b, yr[j] /= s[j]);
     }
 }
@@ -384,32 +389,6 @@ static void sm_cols(void *ctx, int64_t begin, int64_t end)
     }
 }
 
-/* A contiguous tensor of dtype cdt holding x's values: x itself (retained)
- * when it already is one. *out new. */
-static od_status as_compute(od_tensor *x, od_dtype cdt, od_tensor **out, od_error *err)
-{
-    return od_cpu_to_dtype(x, cdt, out, err);
-}
-
-/* Where a kernel writes results of dtype cdt for output `out`: out itself when
- * the dtypes agree, else a contiguous temporary copied into out at the end. */
-static od_status compute_target(od_tensor *out, od_dtype cdt, od_tensor **tgt, od_error *err)
-{
-    if (out->dtype == cdt) {
-        od_tensor_retain(out);
-        *tgt = out;
-        return OD_OK;
-    }
-    return od_tensor_empty(out->sizes, out->ndim, cdt, out->device, tgt, err);
-}
-
-static od_status finish_target(od_tensor *out, od_tensor *tgt, od_error *err)
-{
-    od_status st = tgt == out ? OD_OK : od_cpu_copy_into(out, tgt, err);
-    od_tensor_release(tgt);
-    return st;
-}
-
 od_status od_cpu_softmax(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
     (void)op;
@@ -443,7 +422,7 @@ od_status od_cpu_softmax(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
         int64_t blk = rows ? c.D : c.D * (c.inner < SM_COLB ? c.inner : SM_COLB); /* elements per task unit */
         c.bf16io = c.bf16 && self->dtype == OD_BFLOAT16 && blk <= SM_BF16_ROW;
         od_dtype cdt = c.f64 ? OD_FLOAT64 : c.bf16io ? OD_BFLOAT16 : OD_FLOAT32;
-        if ((st = as_compute(self, cdt, &x, err)) || (st = compute_target(out, cdt, &y, err)))
+        if ((st = od_cpu_to_dtype(self, cdt, &x, err)) || (st = od_cpu_compute_target(out, cdt, &y, err)))
             goto fail;
         c.x = od_tensor_data(x);
         c.y = od_tensor_data(y);
@@ -457,7 +436,7 @@ od_status od_cpu_softmax(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
         od_tensor_release(x);
         x = NULL;
         if (!st)
-            st = finish_target(out, y, err);
+            st = od_cpu_finish_target(out, y, err);
         else
             od_tensor_release(y);
         y = NULL;
@@ -471,329 +450,5 @@ fail:
     od_tensor_release(x);
     od_tensor_release(y);
     od_tensor_release(out);
-    return st;
-}
-
-/* ---- layer norm ------------------------------------------------------------------- */
-
-/* Layer norm replays ATen's CPU kernel step for step, because its rounding is
- * visible: a constant row gives fma residues (-8e-11, not 0), eps = 0 on a
- * constant row gives NaN, and where inf - inf meets in the moments decides
- * between an infinite mean, a NaN mean and a NaN or zero rstd.
- *  - Moments: RowwiseMoments, Welford per AVX2 lane (4 doubles, 8 floats;
- *    bfloat16 loads 16 and accumulates them in float as two halves of 8)
- *    over chunks of 16 vectors, the chunks cascaded pairwise, then a scalar
- *    Welford over the tail and the lanes merged one by one.
- *  - rstd = 1 / sqrt(var + eps) in the compute type; out =
- *    (x * rstd + (-rstd * mean)) * w + b, w = 1 and b = 0 when absent.
- *  - torch's build contracts a * b + c to an fma in most float and double
- *    steps, so we call fma there; which steps was measured against torch
- *    (+-1e300 rows, constant rows): all but the Welford mean update, and not
- *    in bfloat16's scalar loop (see ln_apply_bf16).
- *  - float16 has no CPU kernel in torch 1.13: it computes as float64. */
-#define LN_CHUNK 16
-#define LN_GROUP 4 /* chunks whose Welford chains run interleaved */
-
-#define LN_PLAIN_ADD(a, b) ((a) + (b))
-#define LN_PLAIN_SUB(a, b) ((a) - (b))
-#define LN_PLAIN_MUL(a, b) ((a) * (b))
-#define LN_PLAIN_DIV(a, b) ((a) / (b))
-
-/* AddMoments: merge (m0a, a1, a2) into (m0, b1, b2). */
-#define LN_ADD_MOMENTS(T, ADD, SUB, MUL, DIV, FMA, CVT, m0a, a1, a2, m0, b1, b2)                     \
-    do {                                                                                             \
-        int64_t t_ = (m0) + (m0a);                                                                   \
-        T c_ = t_ == 0 ? (T)0 : DIV(CVT(m0a), CVT(t_));                                              \
-        T d_ = SUB(a1, b1);                                                                          \
-        (b1) = FMA(c_, d_, b1);                                                                      \
-        (b2) = ADD(b2, FMA(MUL(MUL(d_, d_), c_), CVT(m0), a2));                                      \
-        (m0) = t_;                                                                                   \
-    } while (0)
-
-/* Welford over chunks i .. i + G - 1 (m0 vectors each) into v1, v2 [G][H][L]. */
-#define LN_CHUNKS_(T, L, H, ADD, SUB, MUL, DIV, FMA, CVT, G, M0)                                     \
-    do {                                                                                             \
-    for (int64_t j = 0; j < (M0); j++) {                                                             \
-        T c = DIV((T)1, CVT(j + 1));                                                                 \
-        _Pragma("GCC unroll 4")                                                                      \
-        for (int q = 0; q < (G); q++) {                                                              \
-            const T *xp = x + ((i + q) * LN_CHUNK + j) * L * H;                                      \
-            for (int h = 0; h < H; h++)                                                              \
-                for (int l = 0; l < L; l++) {                                                        \
-                    T xv = xp[h * L + l];                                                            \
-                    T d = SUB(xv, v1[q][h][l]);                                                      \
-                    v1[q][h][l] = ADD(MUL(d, c), v1[q][h][l]); /* torch: no fma here */              \
-                    v2[q][h][l] = FMA(d, SUB(xv, v1[q][h][l]), v2[q][h][l]);                         \
-                }                                                                                    \
-        }                                                                                            \
-    }                                                                                                \
-    } while (0)
-
-#define LN_ATEN_MOMENTS(NAME, T, L, H, ADD, SUB, MUL, DIV, FMA, CVT)                                    \
-    OD_CPU_CLONES static void NAME(const T *x, int64_t N, T *mean, T *var)                           \
-    {                                                                                                \
-        int64_t n = N / (L * H), m = (n + LN_CHUNK - 1) / LN_CHUNK, depth = 1;                       \
-        while (((int64_t)1 << depth) < m)                                                            \
-            depth++;                                                                                 \
-        int64_t s0[64];                                                                              \
-        T s1[64][L], s2[64][L];                                                                      \
-        /* only the cascade's depth levels are used: short rows clear little */                      \
-        memset(s0, 0, sizeof s0[0] * (size_t)depth);                                                 \
-        memset(s1, 0, sizeof s1[0] * (size_t)depth);                                                 \
-        memset(s2, 0, sizeof s2[0] * (size_t)depth);                                                 \
-        for (int64_t i = 0; i < m;) {                                                                \
-            /* up to LN_GROUP full chunks at once: their Welford chains are                         \
-             * independent (fresh accumulators), so they overlap; the merges                        \
-             * below stay in ATen's order, so the result is unchanged */                              \
-            int g = 1;                                                                               \
-            while (g < LN_GROUP && (i + g + 1) * LN_CHUNK <= n && (i + 1) * LN_CHUNK <= n)            \
-                g++;                                                                                 \
-            int64_t m0 = n - i * LN_CHUNK < LN_CHUNK ? n - i * LN_CHUNK : LN_CHUNK;                  \
-            T v1[LN_GROUP][H][L], v2[LN_GROUP][H][L];                                                \
-            for (int q = 0; q < g; q++)                                                              \
-                for (int h = 0; h < H; h++)                                                          \
-                    for (int l = 0; l < L; l++)                                                      \
-                        v1[q][h][l] = v2[q][h][l] = 0;                                               \
-            if (g == LN_GROUP) /* a constant count: gcc keeps the accumulators in registers */     \
-                LN_CHUNKS_(T, L, H, ADD, SUB, MUL, DIV, FMA, CVT, LN_GROUP, LN_CHUNK);               \
-            else                                                                                     \
-                LN_CHUNKS_(T, L, H, ADD, SUB, MUL, DIV, FMA, CVT, g, m0);                            \
-            for (int q = 0; q < g; q++, i++) {                                                       \
-                int64_t k0 = s0[0];                                                                  \
-                for (int h = 0; h < H; h++) {                                                        \
-                    for (int l = 0; l < L; l++) {                                                    \
-                        k0 = s0[0];                                                                  \
-                        LN_ADD_MOMENTS(T, ADD, SUB, MUL, DIV, FMA, CVT, m0, v1[q][h][l], v2[q][h][l], \
-                                       k0, s1[0][l], s2[0][l]);                                      \
-                    }                                                                                \
-                    s0[0] = k0;                                                                      \
-                }                                                                                    \
-                int64_t mask = i + 1;                                                                \
-                for (int64_t j = 1; j < depth && (mask & 1) == 0; j++) {                             \
-                    int64_t kj = s0[j];                                                              \
-                    for (int l = 0; l < L; l++) {                                                    \
-                        kj = s0[j];                                                                  \
-                        LN_ADD_MOMENTS(T, ADD, SUB, MUL, DIV, FMA, CVT, s0[j - 1], s1[j - 1][l],     \
-                                       s2[j - 1][l], kj, s1[j][l], s2[j][l]);                        \
-                        s1[j - 1][l] = s2[j - 1][l] = 0;                                             \
-                    }                                                                                \
-                    s0[j] = kj;                                                                      \
-                    s0[j - 1] = 0;                                                                   \
-                    mask >>= 1;                                                                      \
-                }                                                                                    \
-            }                                                                                        \
-        }                                                                                            \
-        for (int64_t i = 1; i < depth; i++) {                                                        \
-            int64_t k0 = s0[0];                                                                      \
-            for (int l = 0; l < L; l++) {                                                            \
-                k0 = s0[0];                                                                          \
-                LN_ADD_MOMENTS(T, ADD, SUB, MUL, DIV, FMA, CVT, s0[i], s1[i][l], s2[i][l], k0,       \
-                               s1[0][l], s2[0][l]);                                                  \
-            }                                                                                        \
-            s0[0] = k0;                                                                              \
-        }                                                                                            \
-        int64_t k = 0;                                                                               \
-        T m1 = 0, m2 = 0;                                                                            \
-        for (int64_t i = n * L * H; i < N; i++) {                                                    \
-            T d = SUB(x[i], m1);                                                                     \
-            ++k;                                                                                     \
-            m1 = ADD(m1, DIV(d, CVT(k)));                                                            \
-            m2 = FMA(d, SUB(x[i], m1), m2);                                                          \
-        }                                                                                            \
-        for (int l = 0; l < L; l++)                                                                  \
-            LN_ADD_MOMENTS(T, ADD, SUB, MUL, DIV, FMA, CVT, n * H, s1[0][l], s2[0][l], k, m1, m2);   \
-        *mean = m1;                                                                                  \
-        *var = DIV(m2, CVT(N));                                                                      \
-    }
-#define LN_CVT_D(k) ((double)(k))
-#define LN_CVT_F(k) ((float)(k))
-LN_ATEN_MOMENTS(ln_moments_f64, double, 4, 1, LN_PLAIN_ADD, LN_PLAIN_SUB, LN_PLAIN_MUL, LN_PLAIN_DIV, fma,
-                LN_CVT_D)
-LN_ATEN_MOMENTS(ln_moments_f32, float, 8, 1, LN_PLAIN_ADD, LN_PLAIN_SUB, LN_PLAIN_MUL, LN_PLAIN_DIV, fmaf,
-                LN_CVT_F)
-/* bfloat16 loads 16 values and accumulates them in float as two halves of 8. */
-LN_ATEN_MOMENTS(ln_moments_bf16, float, 8, 2, LN_PLAIN_ADD, LN_PLAIN_SUB, LN_PLAIN_MUL, LN_PLAIN_DIV, fmaf,
-                LN_CVT_F)
-/* Where those float moments overflow, torch 1.13's bfloat16 mean and
- * variance are what c10::BFloat16 arithmetic gives (16 lanes, every result
- * rounded to bfloat16, so a huge value's cancellation is lost and inf * 0
- * appears where the lanes merge): measured against torch, row by row. */
-static inline float bf_add(float a, float b) { return bf_r(a + b); }
-static inline float bf_sub(float a, float b) { return bf_r(a - b); }
-static inline float bf_mul(float a, float b) { return bf_r(a * b); }
-static inline float bf_div(float a, float b) { return bf_r(a / b); }
-static inline float bf_fma(float a, float b, float c) { return bf_add(bf_mul(a, b), c); }
-#define LN_CVT_BF(k) bf_r((float)(k))
-LN_ATEN_MOMENTS(ln_moments_bf16_overflow, float, 16, 1, bf_add, bf_sub, bf_mul, bf_div, bf_fma, LN_CVT_BF)
-
-typedef enum { LN_F64, LN_F32, LN_BF16 } ln_kind;
-
-/* RowwiseMoments for other kernels of this folder (group norm's rows). */
-void od_cpu_row_moments(int kind, const void *x, int64_t n, double *mean, double *var)
-{
-    if (kind == OD_ROW_MOMENTS_F64) {
-        ln_moments_f64(x, n, mean, var);
-        return;
-    }
-    float mu, v;
-    if (kind == OD_ROW_MOMENTS_F32)
-        ln_moments_f32(x, n, &mu, &v);
-    else if (kind == OD_ROW_MOMENTS_BF16_ARITH)
-        ln_moments_bf16_overflow(x, n, &mu, &v);
-    else {
-        ln_moments_bf16(x, n, &mu, &v);
-        if (!isfinite(mu) || !isfinite(v))
-            ln_moments_bf16_overflow(x, n, &mu, &v);
-    }
-    *mean = mu;
-    *var = v;
-}
-
-typedef struct ln_ctx {
-    const char *x, *w, *b; /* w, b NULL when absent; bfloat16 data is read as float */
-    char *y, *mean, *rstd;
-    ln_kind kind;
-    int64_t N;
-    double eps;
-} ln_ctx;
-
-OD_CPU_CLONES static void ln_apply_f64(const double *restrict x, const double *restrict w,
-                                       const double *restrict b, double *restrict y, int64_t n,
-                                       double scale, double shift)
-{
-    for (int64_t i = 0; i < n; i++)
-        y[i] = fma(fma(x[i], scale, shift), w ? w[i] : 1.0, b ? b[i] : 0.0);
-}
-
-OD_CPU_CLONES static void ln_apply_f32(const float *restrict x, const float *restrict w,
-                                       const float *restrict b, float *restrict y, int64_t n,
-                                       float scale, float shift)
-{
-    if (w && b) {
-        for (int64_t i = 0; i < n; i++)
-            y[i] = fmaf(fmaf(x[i], scale, shift), w[i], b[i]);
-    } else {
-        for (int64_t i = 0; i < n; i++)
-            y[i] = fmaf(fmaf(x[i], scale, shift), w ? w[i] : 1.0f, b ? b[i] : 0.0f);
-    }
-}
-
-/* bfloat16: ATen's float loop without fma, except the 16-wide vector blocks
- * of the weight-and-bias path (torch 1.13 rounds a one-element row's
- * x * rstd - rstd * mean to exactly 0 there, an fma would not). */
-OD_CPU_CLONES static void ln_apply_bf16(const float *restrict x, const float *restrict w,
-                                        const float *restrict b, float *restrict y, int64_t n,
-                                        float scale, float shift)
-{
-    int64_t i = 0;
-    if (w && b)
-        for (; i < n - n % 16; i++)
-            y[i] = fmaf(fmaf(x[i], scale, shift), w[i], b[i]);
-    for (; i < n; i++) {
-        float t = x[i] * scale;
-        t = t + shift;
-        t = t * (w ? w[i] : 1.0f);
-        y[i] = t + (b ? b[i] : 0.0f);
-    }
-}
-
-static void ln_rows(void *ctx, int64_t begin, int64_t end)
-{
-    const ln_ctx *c = ctx;
-    int64_t N = c->N;
-    for (int64_t r = begin; r < end; r++) {
-        if (c->kind == LN_F64) {
-            const double *x = (const double *)(const void *)c->x + r * N;
-            double mu, var;
-            ln_moments_f64(x, N, &mu, &var);
-            double rs = 1.0 / sqrt(var + c->eps);
-            ln_apply_f64(x, (const double *)(const void *)c->w, (const double *)(const void *)c->b,
-                         (double *)(void *)c->y + r * N, N, rs, -rs * mu);
-            ((double *)(void *)c->mean)[r] = mu;
-            ((double *)(void *)c->rstd)[r] = rs;
-        } else {
-            const float *x = (const float *)(const void *)c->x + r * N;
-            const float *w = (const float *)(const void *)c->w, *b = (const float *)(const void *)c->b;
-            float *y = (float *)(void *)c->y + r * N;
-            float mu, var;
-            if (c->kind == LN_F32)
-                ln_moments_f32(x, N, &mu, &var);
-            else {
-                ln_moments_bf16(x, N, &mu, &var);
-                if (!isfinite(mu) || !isfinite(var))
-                    ln_moments_bf16_overflow(x, N, &mu, &var);
-            }
-            float rs = 1.0f / sqrtf(var + (float)c->eps);
-            (c->kind == LN_F32 ? ln_apply_f32 : ln_apply_bf16)(x, w, b, y, N, rs, -rs * mu);
-            ((float *)(void *)c->mean)[r] = mu;
-            ((float *)(void *)c->rstd)[r] = rs;
-        }
-    }
-}
-
-od_status od_cpu_layer_norm(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
-{
-    (void)op;
-    (void)ks;
-    od_opid id = OD_OPID_OF_CTX(ctx);
-    od_out_spec spec[3];
-    int nouts = 0;
-    od_status st = od_shape_layer_norm(id, s, spec, &nouts, err);
-    if (st)
-        return st;
-    od_tensor *input = s->args[0].u.t;
-    od_tensor *weight = s->args[2].tag == OD_T_TENSOR ? s->args[2].u.t : NULL;
-    od_tensor *bias = s->args[3].tag == OD_T_TENSOR ? s->args[3].u.t : NULL;
-    double eps = od_value_as_double(&s->args[4]);
-    int axis = input->ndim - (int)s->args[1].u.list.n;
-    od_tensor *outs[3] = {NULL, NULL, NULL}, *tg[3] = {NULL, NULL, NULL};
-    od_tensor *x = NULL, *w = NULL, *b = NULL;
-    /* ln_rows writes every element of the three (no rows: all three are empty) */
-    if ((st = od_alloc_outputs_overwrite(s, spec, 3, outs, err)))
-        return st;
-    /* float16 has no CPU layer norm in torch 1.13: it computes as float64. */
-    od_dtype cdt = input->dtype == OD_FLOAT64 || input->dtype == OD_FLOAT16 ? OD_FLOAT64 : OD_FLOAT32;
-    int64_t M = 1, N = 1;
-    for (int k = 0; k < input->ndim; k++) {
-        if (k < axis)
-            M *= input->sizes[k];
-        else
-            N *= input->sizes[k];
-    }
-    if (M > 0) {
-        if ((st = as_compute(input, cdt, &x, err)) ||
-            (weight && (st = as_compute(weight, cdt, &w, err))) ||
-            (bias && (st = as_compute(bias, cdt, &b, err))))
-            goto fail;
-        for (int i = 0; i < 3; i++)
-            if ((st = compute_target(outs[i], cdt, &tg[i], err)))
-                goto fail;
-        ln_ctx c = {od_tensor_data(x), w ? od_tensor_data(w) : NULL, b ? od_tensor_data(b) : NULL,
-                    od_tensor_data(tg[0]), od_tensor_data(tg[1]), od_tensor_data(tg[2]),
-                    cdt == OD_FLOAT64 ? LN_F64 : input->dtype == OD_BFLOAT16 ? LN_BF16 : LN_F32, N, eps};
-        if ((st = od_parallel_for(M, SM_GRAIN / (N + 1) + 1, ln_rows, &c)))
-            goto fail;
-        for (int i = 0; i < 3; i++) {
-            st = finish_target(outs[i], tg[i], err);
-            tg[i] = NULL;
-            if (st)
-                goto fail;
-        }
-    }
-    od_tensor_release(x);
-    od_tensor_release(w);
-    od_tensor_release(b);
-    for (int i = 0; i < 3; i++)
-        s->rets[i] = od_tensor_v(outs[i]);
-    s->nrets = 3;
-    return OD_OK;
-fail:
-    od_tensor_release(x);
-    od_tensor_release(w);
-    od_tensor_release(b);
-    for (int i = 0; i < 3; i++) {
-        od_tensor_release(tg[i]);
-        od_tensor_release(outs[i]);
-    }
     return st;
 }

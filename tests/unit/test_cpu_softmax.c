@@ -1,5 +1,5 @@
-/* test_cpu_softmax.c — CPU _softmax, _log_softmax and native_layer_norm
- * through the dispatcher.
+/* test_cpu_softmax.c — CPU _softmax, _log_softmax (softmax.c) and native_layer_norm
+ * (layer_norm.c) through the dispatcher.
  *
  * References are computed here in long double on fresh random inputs: every
  * dim (negative too) of rank 0-4 tensors in random layouts, rows long enough
