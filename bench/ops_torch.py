@@ -67,12 +67,12 @@ def tensor(t):
     if t.get("generate") == "randn":
         return torch.randn(t["shape"], generator=g).to(dt).to(dev)
     return torch.rand(t["shape"], generator=g).to(dt).to(dev)
-def spec_case(op, args):
+def spec_case(op, args, kw):
     a = [tensor(x) if isinstance(x, dict) else [tensor(y) for y in x]
          if isinstance(x, list) and x and isinstance(x[0], dict) else x for x in args]
-    return lambda f=aten(op): f(*a)
+    return lambda f=aten(op): f(*a, **kw)
 if isinstance(ew, dict):  # a family of explicit cases (FAMILIES in the driver)
-    cases = {name: spec_case(op, args) for name, op, args in ew["spec"]}
+    cases = {name: spec_case(op, args, kw) for name, op, args, kw in ew["spec"]}
 else:
     cases = {name: (lambda f=aten(name.split(" ")[0]), a=[arg(x) for x in args]: f(*a)) for name, args in ew} if ew else {
         "sort": lambda: torch.ops.aten.sort(x, -1, False),
@@ -96,6 +96,11 @@ for name, f in cases.items():
     out[name] = statistics.median(ts)
 print(json.dumps(out))
 """
+
+
+def case_kwargs(case):
+    """a family case's keyword arguments: its optional third element"""
+    return case[2] if len(case) > 2 else {}
 
 
 def free_port():
@@ -240,8 +245,8 @@ def dist_cases():
 
 def core_cases():
     """issue 14's kernel families at 1e3, 1e6 and 1.6e7 float32 elements: unary (relu, exp, sigmoid, tanh,
-    gelu), binary (add, mul), comparison (eq), reductions (sum of all, sum and amax over rows of 1000),
-    softmax and log_softmax and layer_norm over rows of 1000 (softmax also bfloat16, and over dim 1 of
+    gelu, and gelu in its tanh form), binary (add, mul), comparison (eq), reductions (sum of all, sum and
+    amax over rows of 1000), softmax and log_softmax and layer_norm over rows of 1000 (softmax also bfloat16, and over dim 1 of
     [n / 1000, 5, 200]), clone, cat of two halves, index_select (row 0
     every time: /v1/bench makes no random indices), and mm / bmm / addmm of square matrices with
     that many elements (target <= 1.0)"""
@@ -250,6 +255,7 @@ def core_cases():
         x, y, rows = rand(n), rand(n), rand(n // 1000, 1000)
         for op in ("relu", "exp", "sigmoid", "tanh", "gelu"):
             cases[f"{op} {tag}"] = (op, [x])
+        cases[f"gelu tanh {tag}"] = ("gelu", [x], {"approximate": "tanh"})
         cases[f"add {tag}"] = ("add.Tensor", [x, y])
         cases[f"mul {tag}"] = ("mul.Tensor", [x, y])
         cases[f"eq {tag}"] = ("eq.Tensor", [x, y])
@@ -276,8 +282,9 @@ def core_cases():
     return cases
 
 
-# --family NAME: explicit cases, NAME -> (operator, arguments), tensors as
-# /v1/bench's generate specs (torch builds the same from them)
+# --family NAME: explicit cases, NAME -> (operator, arguments[, keyword
+# arguments]), tensors as /v1/bench's generate specs (torch builds the same
+# from them)
 FAMILIES = {"core": core_cases, "norm": norm_cases, "attention": attention_cases, "loss": loss_cases, "pool": pool_cases,
             "conv": conv_cases, "embedding": embedding_cases, "dist": dist_cases}
 TARGETS = {"scan": 1.5, "conv": 1.25}  # server / torch; 1.0 elsewhere
@@ -305,16 +312,16 @@ def as_array(spec, rng):
     return a.astype(dt)
 
 
-def time_http(client, op, args, iterations, device):
+def time_http(client, op, args, kw, iterations, device):
     """median microseconds of one binary POST /v1/ops/<op> round trip (encoding and decoding included)"""
     rng = np.random.default_rng(0)
     vals = [[as_array(v, rng) for v in a] if isinstance(a, list) and a and isinstance(a[0], dict)
             else as_array(a, rng) for a in args]
-    client.call(op, *vals, device=device)  # warm-up
+    client.call(op, *vals, device=device, **kw)  # warm-up
     times = []
     for _ in range(iterations):
         t0 = time.perf_counter()
-        client.call(op, *vals, device=device)
+        client.call(op, *vals, device=device, **kw)
         times.append(time.perf_counter() - t0)
     return float(np.median(times)) * 1e6
 
@@ -370,7 +377,7 @@ def main():
             cases, ew = ew_cases(url, a.n, a.ops)
         if a.family in FAMILIES:
             cases = {k: v for k, v in FAMILIES[a.family]().items() if a.ops in k}
-            ew = {"spec": [[k, op, args] for k, (op, args) in cases.items()]}
+            ew = {"spec": [[k, c[0], c[1], case_kwargs(c)] for k, c in cases.items()]}
         target = TARGETS.get(a.family, 1.0)
         def torch_time(spec):
             return json.loads(subprocess.run([TORCH_PYTHON, "-c", TORCH_TIMER, str(a.n), str(a.iterations),
@@ -388,12 +395,14 @@ def main():
         print(f"{'operator':<34} {'server us':>10} {'torch us':>10} {'ratio':>7}  target <= {target}"
               + (f"  {'HTTP us':>10} {'HTTP/torch':>10}" if client else ""))
         worst, missed = 0.0, 0
-        for name, (op, args) in cases.items():
-            req = {"op": op, "args": args, "device": a.device, "iterations": a.iterations, "warmup": 1}
+        for name, c in cases.items():
+            op, args, kw = c[0], c[1], case_kwargs(c)
+            req = {"op": op, "args": args, "kwargs": kw, "device": a.device, "iterations": a.iterations,
+                   "warmup": 1}
             if a.family == "attention":
                 req["max_seconds"] = 1800  # /v1/bench's default budget is 10 s
             if a.family in FAMILIES:
-                torch_us.update(torch_time({"spec": [[name, op, args]]}))
+                torch_us.update(torch_time({"spec": [[name, op, args, kw]]}))
             r = requests.post(url + "/v1/bench", json=req, timeout=1800)
             r.raise_for_status()
             us = r.json()["kernel_us"]["median"]
@@ -403,7 +412,7 @@ def main():
             missed += ratio > target
             line = f"{name:<34} {us:>10.0f} {torch_us[tkey]:>10.0f} {ratio:>7.2f}  {'ok' if ratio <= target else 'MISSED'}"
             if client:
-                http_us = time_http(client, op, args, a.iterations, a.device)
+                http_us = time_http(client, op, args, kw, a.iterations, a.device)
                 line += f"  {http_us:>10.0f} {http_us / torch_us[tkey]:>10.2f}"
             print(line)
         print(f"worst ratio {worst:.2f}; {missed} of {len(cases)} above {target}")
