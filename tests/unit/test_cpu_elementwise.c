@@ -882,6 +882,29 @@ Test(cpu_ew, exp_sigmoid_float32_extremes)
     od_tensor_release(x);
 }
 
+/* op over tensors of each length 2..40 drawn from p[0..n) gives q's values
+ * bit for bit: whichever vector lane or scalar tail computes an element,
+ * the result is the same. extra: a second argument (none: no argument). */
+static void tails_agree(od_opid op, od_value extra, const float *p, const float *q, int64_t n)
+{
+    for (int64_t len = 2; len <= 40; len++) {
+        od_tensor *xs = t_empty(&len, 1, OD_FLOAT32, CPU);
+        float *ps = od_tensor_data(xs);
+        for (int64_t i = 0; i < len; i++)
+            ps[i] = p[(len * 7919 + i * 104729) % n];
+        od_value as[2] = {tv(xs), extra};
+        od_tensor *os = call1_ok(op, as, extra.tag == OD_T_NONE ? 1 : 2);
+        const float *qs = od_tensor_data(os);
+        for (int64_t i = 0; i < len; i++) {
+            const float *qi = q + (len * 7919 + i * 104729) % n;
+            TCHECK(memcmp(&qs[i], qi, sizeof(float)) == 0, "length %" PRId64 ", element %" PRId64 ": %.9g vs %.9g",
+                   len, i, qs[i], *qi);
+        }
+        od_tensor_release(os);
+        od_tensor_release(xs);
+    }
+}
+
 /* float32 gelu on torch's oneDNN path (contiguous, more than one element):
  * the vectorised x * Phi(x) against a double reference over [-16, 16],
  * subnormal results and the tail where 1 + erf would be 0 included (within
@@ -916,23 +939,7 @@ Test(cpu_ew, gelu_float32_vectorized_accuracy)
             worst = fmax(worst, err / fabs(r));
     }
     cr_log_info("gelu float32: worst relative error (normal results) %.3g (%.2f x 2^-23)", worst, worst / ldexp(1.0, -23));
-    /* each length 2..40 over the same values: vector body and scalar tail agree bit for bit */
-    for (int64_t len = 2; len <= 40; len++) {
-        od_tensor *xs = t_empty(&len, 1, OD_FLOAT32, CPU);
-        float *ps = od_tensor_data(xs);
-        for (int64_t i = 0; i < len; i++)
-            ps[i] = p[nsp + (len * 7919 + i * 104729) % (n - nsp)];
-        od_value as[2] = {tv(xs), od_str("none")};
-        od_tensor *os = call1_ok(OD_OPID_gelu, as, 2);
-        const float *qs = od_tensor_data(os);
-        for (int64_t i = 0; i < len; i++) {
-            const float *qi = q + nsp + (len * 7919 + i * 104729) % (n - nsp);
-            TCHECK(memcmp(&qs[i], qi, sizeof(float)) == 0, "length %" PRId64 ", element %" PRId64 ": %.9g vs %.9g",
-                   len, i, qs[i], *qi);
-        }
-        od_tensor_release(os);
-        od_tensor_release(xs);
-    }
+    tails_agree(OD_OPID_gelu, od_str("none"), p + nsp, q + nsp, n - nsp);
     od_tensor_release(o);
     od_tensor_release(x);
 }
@@ -983,23 +990,7 @@ Test(cpu_ew, tanh_float32_vectorized_accuracy)
     }
     cr_log_info("tanh float32 (stride offset %u): worst %.3f ulp, %" PRId64 " of %" PRId64
                 " not the correctly rounded float", off, worst, inexact, n - 7);
-    /* each length 2..40 over the same values: vector body and scalar tail agree bit for bit */
-    for (int64_t len = 2; len <= 40; len++) {
-        od_tensor *xs = t_empty(&len, 1, OD_FLOAT32, CPU);
-        float *ps = od_tensor_data(xs);
-        for (int64_t i = 0; i < len; i++)
-            ps[i] = p[nsp + (len * 7919 + i * 104729) % (n - nsp)];
-        od_value as = tv(xs);
-        od_tensor *os = call1_ok(OD_OPID_tanh, &as, 1);
-        const float *qs = od_tensor_data(os);
-        for (int64_t i = 0; i < len; i++) {
-            const float *qi = q + nsp + (len * 7919 + i * 104729) % (n - nsp);
-            TCHECK(memcmp(&qs[i], qi, sizeof(float)) == 0, "length %" PRId64 ", element %" PRId64 ": %.9g vs %.9g",
-                   len, i, qs[i], *qi);
-        }
-        od_tensor_release(os);
-        od_tensor_release(xs);
-    }
+    tails_agree(OD_OPID_tanh, od_none(), p + nsp, q + nsp, n - nsp);
     od_tensor_release(o);
     od_tensor_release(x);
 }
