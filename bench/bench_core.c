@@ -190,44 +190,60 @@ static void bench_mm(void)
 
 /* ---- row reductions ------------------------------------------------------------- */
 
+/* One call of a row operator over x (borrowed): 0 sum, 1 softmax, 2
+ * log_softmax, 3 layer_norm (w and b borrowed, [D]); outputs released. */
+static void row_call(int k, od_tensor *x, od_tensor *w, od_tensor *b)
+{
+    od_error err;
+    od_tensor *out = NULL;
+    int64_t last = -1, D = x->sizes[x->ndim - 1];
+    od_status st;
+    if (k == 0)
+        st = od_sum(x, &last, 1, false, &out, &err);
+    else if (k == 1)
+        st = od_softmax(x, -1, &out, &err);
+    else if (k == 2) {
+        od_value a[3] = {od_tensor_v(x), od_int(-1), od_bool(false)};
+        st = od_call_builtin1(OD_OPID__log_softmax, a, 3, &out, &err);
+    } else {
+        od_value a[5] = {od_tensor_v(x), od_list_v(OD_T_INT_LIST, &D, 1), od_tensor_v(w), od_tensor_v(b),
+                         od_double(1e-5)};
+        st = od_call_builtin1(OD_OPID_native_layer_norm, a, 5, &out, &err); /* mean and rstd released */
+    }
+    if (st)
+        die("row operator", &err);
+    od_tensor_release(out);
+}
+
 static void bench_rows(void)
 {
     int64_t sz[2] = {4096, 4096};
-    od_tensor *x = rand_tensor(sz, 2), *out;
-    od_error err;
+    od_tensor *x = rand_tensor(sz, 2), *w = rand_tensor(&sz[1], 1), *b = rand_tensor(&sz[1], 1);
+    static const char *const name[4] = {"sum", "softmax", "log_softmax", "layer_norm"};
     double bytes_in = (double)(sz[0] * sz[1]) * 4.0;
-    double s_sum[16], s_sm[16], s_cp[16], r_sum[16], r_sm[16];
-    int64_t last = -1;
+    /* reads + writes per call: sum writes one float per row, the others a whole output */
+    double bytes[4] = {bytes_in + 4096 * 4, 2.0 * bytes_in, 2.0 * bytes_in, 2.0 * bytes_in + 2 * 4096 * 4};
+    double s_k[4][16], r_k[4][16], s_cp[4][16];
     memcpy_ctx m;
     memcpy_open(&m, (size_t)(sz[0] * sz[1]) * 4);
-    for (int r = 0; r < g_reps; r++) {
-        s_cp[r] = memcpy_sample(&m); /* beside the kernels' samples: see memcpy_ctx */
-        double t0 = now_s();
-        for (int j = 0; j < 5; j++) {
-            if (od_sum(x, &last, 1, false, &out, &err))
-                die("od_sum", &err);
-            od_tensor_release(out);
+    for (int r = 0; r < g_reps; r++)
+        for (int k = 0; k < 4; k++) {
+            s_cp[k][r] = memcpy_sample(&m); /* right before the kernel's sample: see memcpy_ctx */
+            double t0 = now_s();
+            for (int j = 0; j < 5; j++)
+                row_call(k, x, w, b);
+            s_k[k][r] = bytes[k] * 5 / (now_s() - t0) / 1e9;
+            r_k[k][r] = s_k[k][r] / s_cp[k][r];
         }
-        s_sum[r] = (bytes_in + 4096 * 4) * 5 / (now_s() - t0) / 1e9;
-        t0 = now_s();
-        for (int j = 0; j < 5; j++) {
-            if (od_softmax(x, -1, &out, &err))
-                die("od_softmax", &err);
-            od_tensor_release(out);
-        }
-        s_sm[r] = 2.0 * bytes_in * 5 / (now_s() - t0) / 1e9;
-        r_sum[r] = s_sum[r] / s_cp[r];
-        r_sm[r] = s_sm[r] / s_cp[r];
-    }
     memcpy_close(&m);
-    double gs = median(s_sum, g_reps), gm = median(s_sm, g_reps), ceiling = median(s_cp, g_reps);
-    printf("\nlast-dim reductions of 4096x4096 float32 (GB/s = reads + writes; ratio: median of the ratios to\n"
-           "a memcpy sample taken before each pair)\n");
-    printf("%-10s %10.2f GB/s  memcpy %8.2f  %5.0f%%   (target >= 60%%)\n", "sum", gs, ceiling,
-           100.0 * median(r_sum, g_reps));
-    printf("%-10s %10.2f GB/s  memcpy %8.2f  %5.0f%%   (target >= 60%%)\n", "softmax", gm, ceiling,
-           100.0 * median(r_sm, g_reps));
+    printf("\nlast-dim row operators over 4096x4096 float32 (GB/s = reads + writes; ratio: median of the\n"
+           "ratios to a memcpy sample taken right before each kernel sample)\n");
+    for (int k = 0; k < 4; k++)
+        printf("%-12s %8.2f GB/s  memcpy %8.2f  %5.0f%%   (target >= 60%%)\n", name[k], median(s_k[k], g_reps),
+               median(s_cp[k], g_reps), 100.0 * median(r_k[k], g_reps));
     od_tensor_release(x);
+    od_tensor_release(w);
+    od_tensor_release(b);
 }
 
 int main(int argc, char **argv)
