@@ -252,11 +252,18 @@ OD_MATH_FN double od_math_silu_f64(double a) { return a / (1.0 + exp(-a)); }
 /* gelu(approximate='none'): x/2 * (1 + erf(x / sqrt 2)). */
 OD_MATH_FN float od_math_gelu_f32(float a) { return 0.5f * a * (1.0f + erff(a * 0.70710678118654752f)); }
 OD_MATH_FN double od_math_gelu_f64(double a) { return 0.5 * a * (1.0 + erf(a * 0.70710678118654752440)); }
-/* gelu(approximate='tanh'): x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))). */
+/* gelu(approximate='tanh'): x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))).
+ * float32 as x * sigmoid(2u), u the tanh's argument (1 + tanh(u) is
+ * 2 sigmoid(2u)): one exp and one division, as silu, and the negative tail
+ * keeps its digits where 1 + tanh(u) cancels (torch's float result there is
+ * a few multiples of 2^-24 |x|, and 0 below x = -6.1). sigmoid(2u) is
+ * 1 / (1 + t) for u >= 0 and t / (1 + t) below, t = e^-2|u| <= 1, so
+ * nothing overflows; -inf gives NaN and huge negative x -0, as in torch. */
 OD_MATH_FN float od_math_gelu_tanh_f32(float a)
 {
-    float inner = 0.79788456080286536f * (a + 0.044715f * a * a * a);
-    return 0.5f * a * (1.0f + od_math_tanh_f32(inner));
+    float u = 0.79788456080286536f * (a + 0.044715f * a * a * a);
+    float t = od_math_exp_f32(-2.0f * fabsf(u));
+    return a * ((u >= 0.0f ? 1.0f : t) / (1.0f + t));
 }
 OD_MATH_FN double od_math_gelu_tanh_f64(double a)
 {
