@@ -95,10 +95,14 @@ typedef struct ew_ctx {
 } ew_ctx;
 
 /* ATen's pow_tensor_scalar_kernel: exponents 0.5, -0.5 and -1 are sqrt,
- * rsqrt and reciprocal (so pow(-0.0, 0.5) is -0.0) except on float16; the
- * rest is std::pow(base, (double)exp), so an odd exponent above 2^24 stays
- * odd on float32. */
-enum { POW_GENERAL, POW_SQRT, POW_RSQRT, POW_RECIP };
+ * rsqrt and reciprocal (so pow(-0.0, 0.5) is -0.0) except on float16. On
+ * float32 and float64 (pow_tensor_scalar_optimized_kernel) 2, 3 and -2 are
+ * x * x, x * x * x and 1 / (x * x), rounded at each step; any other
+ * exponent is Sleef's pow on the vectorized path, with the exponent as the
+ * dtype (so an odd float32 exponent above 2^24 turns even there), and
+ * std::pow(base, (double)exp) on the scalar tail. float16 and bfloat16 take
+ * std::pow for the rest. */
+enum { POW_GENERAL, POW_SQRT, POW_RSQRT, POW_RECIP, POW_SQUARE, POW_CUBE, POW_RSQUARE, NUM_POW };
 
 static void note_zero_div(ew_ctx *c, int zf)
 {
@@ -131,6 +135,7 @@ static inline double ew_divfv_f64(double a, double b, int *zf) { (void)zf; retur
 #define ew_divfv_i64 ew_divf_i64
 static inline double ew_divt_f64(double a, double b, int *zf) { (void)zf; return od_math_div_trunc_f64(a, b); }
 static inline double ew_divf_f64(double a, double b, int *zf) { (void)zf; return od_math_div_floor_f64(a, b); }
+/* float16 and bfloat16 (float32 and float64 have a loop per kind: g_pows) */
 static inline float ew_pows_f32(float a, const ew_ctx *c)
 {
     switch (c->pow_kind) {
@@ -138,15 +143,6 @@ static inline float ew_pows_f32(float a, const ew_ctx *c)
     case POW_RSQRT: return 1.0f / sqrtf(a);
     case POW_RECIP: return 1.0f / a;
     default: return (float)pow((double)a, c->pow_exp);
-    }
-}
-static inline double ew_pows_f64(double a, const ew_ctx *c)
-{
-    switch (c->pow_kind) {
-    case POW_SQRT: return sqrt(a);
-    case POW_RSQRT: return 1.0 / sqrt(a);
-    case POW_RECIP: return 1.0 / a;
-    default: return pow(a, c->pow_exp);
     }
 }
 
@@ -369,7 +365,21 @@ G_divt(BOOL) G_divt(UINT8) G_divt(INT8) G_divt(INT16) G_divt(INT32) G_divt(INT64
 G_divt16(FLOAT16) G_divt16(BFLOAT16) G_divt(FLOAT32) G_divt(FLOAT64)
 OD_CPU_ALL_DTYPES(G_divf)
 OD_CPU_ALL_DTYPES(G_pow)
-OD_CPU_FLOAT_DTYPES(G_pows)
+G_pows(FLOAT16) G_pows(BFLOAT16)
+/* float32 and float64: one loop per exponent kind, so each vectorises (the
+ * switch above, with its call, leaves a loop scalar); b is the exponent as
+ * the dtype, c->pow_exp as a double */
+#define G_powk(K, DT, EXPR) DEF_LOOP2_(pows_##K##_##DT, DT, SAME(DT), EXPR)
+#define G_pows_fd(DT, T, FAM, SQRT)                                                                \
+    G_powk(gen, DT, vp ? od_math_pow_vec_##FAM(a, b) : (T)pow((double)a, c->pow_exp))               \
+    G_powk(sqrt, DT, ((void)b, SQRT(a)))                                                          \
+    G_powk(rsqrt, DT, ((void)b, (T)1 / SQRT(a)))                                                  \
+    G_powk(recip, DT, ((void)b, (T)1 / a))                                                        \
+    G_powk(square, DT, ((void)b, a * a))                                                          \
+    G_powk(cube, DT, ((void)b, a * a * a))                                                        \
+    G_powk(rsquare, DT, ((void)b, vp ? (T)1 / (a * a) : (T)(1.0 / (double)(a * a))))
+G_pows_fd(FLOAT32, float, f32, sqrtf)
+G_pows_fd(FLOAT64, double, f64, sqrt)
 OD_CPU_ALL_DTYPES(G_max)
 OD_CPU_ALL_DTYPES(G_min)
 
@@ -582,8 +592,17 @@ enum { B_ADD, B_SUB, B_MUL, B_DIV, B_DIVT, B_DIVF, B_POW, B_POWS, B_MAX, B_MIN, 
 static const loop_table g_binary[NUM_B] = {
     [B_ADD] = TABLE_ALL(add),   [B_SUB] = TABLE_ALL(add), /* alpha negated */   [B_MUL] = TABLE_ALL(mul),
     [B_DIV] = TABLE_FLT(div),   [B_DIVT] = TABLE_ALL(divt), [B_DIVF] = TABLE_ALL(divf),
-    [B_POW] = TABLE_ALL(pow),   [B_POWS] = TABLE_FLT(pows), [B_MAX] = TABLE_ALL(max),
-    [B_MIN] = TABLE_ALL(min),
+    [B_POW] = TABLE_ALL(pow),   [B_MAX] = TABLE_ALL(max),   [B_MIN] = TABLE_ALL(min),
+    /* float32 and float64: the general kind here, the others from g_pows */
+    [B_POWS] = {E_(pows, FLOAT16) E_(pows, BFLOAT16) E_(pows_gen, FLOAT32) E_(pows_gen, FLOAT64)},
+};
+
+#define TABLE_FD(op) {E_(op, FLOAT32) E_(op, FLOAT64)}
+static const loop_table g_pows[NUM_POW] = {
+    [POW_GENERAL] = TABLE_FD(pows_gen),      [POW_SQRT] = TABLE_FD(pows_sqrt),
+    [POW_RSQRT] = TABLE_FD(pows_rsqrt),      [POW_RECIP] = TABLE_FD(pows_recip),
+    [POW_SQUARE] = TABLE_FD(pows_square),    [POW_CUBE] = TABLE_FD(pows_cube),
+    [POW_RSQUARE] = TABLE_FD(pows_rsquare),
 };
 
 enum { C_EQ, C_NE, C_LT, C_LE, C_GT, C_GE, NUM_C };
@@ -806,8 +825,12 @@ od_status od_cpu_binary(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
     }
     if (kind == B_POWS) {
         double e = od_value_as_double(&s->args[1]);
+        bool fd = dt == OD_FLOAT32 || dt == OD_FLOAT64;
         c.pow_kind = dt == OD_FLOAT16 ? POW_GENERAL : e == 0.5 ? POW_SQRT : e == -0.5 ? POW_RSQRT
-                   : e == -1.0 ? POW_RECIP : POW_GENERAL;
+                   : e == -1.0 ? POW_RECIP : !fd ? POW_GENERAL : e == 2.0 ? POW_SQUARE
+                   : e == 3.0 ? POW_CUBE : e == -2.0 ? POW_RSQUARE : POW_GENERAL;
+        if (fd)
+            loop = g_pows[c.pow_kind][dt];
         /* exp.to<scalar_t>() for the 16-bit types, a double otherwise */
         c.pow_exp = dt == OD_FLOAT16 ? OD_CPU_RND_FLOAT16((float)e)
                   : dt == OD_BFLOAT16 ? OD_CPU_RND_BFLOAT16((float)e) : e;

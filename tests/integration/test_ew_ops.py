@@ -554,3 +554,37 @@ def test_gcd_lcm_in_the_tensors_own_width_against_torch(server, rng, device):
         got = from_json(r.json()["outputs"][0]).reshape(-1).astype(np.int64)
         np.testing.assert_array_equal(got, np.array(w["value"], np.int64).reshape(-1),
                                       err_msg=f"{op} {x.dtype} {x.tolist()} {y.tolist()}")
+
+
+def test_pow_scalar_exponent_bit_for_bit_against_torch(server, rng):
+    """pow.Tensor_Scalar on float32 and float64 as ATen 1.13's CPU kernel
+    computes it: exponents 2, 3 and -2 as products rounded at each step; 0.5,
+    -0.5 and -1 as sqrt, rsqrt and reciprocal; any other exponent as Sleef's
+    pow on the vectorized path (the exponent as the dtype: float32's
+    16777217 turns even there, so (-1)^16777217 is 1) and std::pow in double
+    on the scalar tail. Lengths 7 (tail only), 40 (32 vectorized + 8 tail)
+    and 1000, values in [-3, 3] and the specials, equal to torch bit for bit
+    (NaN for NaN, the sign of zeros too)."""
+    specials = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan]
+    exps = [2, 3, -2, 0.5, -0.5, -1, 2.5, -1.5, 0.3, 7, 16777217]
+    cases = []
+    for dt in ("float32", "float64"):
+        for n in (7, 40, 1000):
+            x = rng.uniform(-3, 3, n)
+            x[: min(n, len(specials))] = specials[: min(n, len(specials))]
+            x = rng.permutation(x).astype(dt)
+            for e in exps:
+                cases.append((x, e))
+    want = torch_ref([{"op": "pow.Tensor_Scalar", "args": [tensor(x), e], "kwargs": {}} for x, e in cases])
+    bad = []
+    for (x, e), w in zip(cases, want):
+        r = server.call("pow.Tensor_Scalar", tensor(x), e)
+        assert r.status_code == 200, r.text[:300]
+        got = from_json(r.json()["outputs"][0]).reshape(-1)
+        ref = np.array(w["value"], dtype=np.float64).astype(x.dtype).reshape(-1)
+        same = ((got == ref) & (np.signbit(got) == np.signbit(ref))) | (np.isnan(got) & np.isnan(ref))
+        if not same.all():
+            i = int(np.argmin(same))
+            bad.append(f"{x.dtype} n={x.size} e={e}: {int((~same).sum())} differ, x={x[i]!r} got {got[i]!r} "
+                       f"torch {ref[i]!r}")
+    assert not bad, "\n".join(bad[:20])
