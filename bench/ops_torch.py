@@ -245,11 +245,11 @@ def dist_cases():
 
 def core_cases():
     """issue 14's kernel families at 1e3, 1e6 and 1.6e7 float32 elements: unary (relu, exp, sigmoid, tanh,
-    gelu, and gelu in its tanh form), binary (add, mul, pow with exponents 2 and 2.5), comparison (eq),
-    reductions (sum of all, sum and amax over rows of 1000), softmax and log_softmax and layer_norm over
-    rows of 1000 (softmax also bfloat16, and over dim 1 of [n / 1000, 5, 200]), clone, cat of two halves,
-    index_select (row 0 every time: /v1/bench makes no random indices), and mm / bmm / addmm of square
-    matrices with that many elements (target <= 1.0)"""
+    gelu, and gelu in its tanh form), binary (add, mul, pow with exponents 2 and 2.5), ternary (lerp
+    with a tensor weight, addcmul), comparison (eq), reductions (sum of all, sum and amax over rows of
+    1000), softmax and log_softmax and layer_norm over rows of 1000 (softmax also bfloat16, and over dim 1
+    of [n / 1000, 5, 200]), clone, cat of two halves, index_select (row 0 every time: /v1/bench makes no
+    random indices), and mm / bmm / addmm of square matrices with that many elements (target <= 1.0)"""
     cases = {}
     for n, tag in ((1000, "1e3"), (1_000_000, "1e6"), (16_000_000, "1.6e7")):
         x, y, rows = rand(n), rand(n), rand(n // 1000, 1000)
@@ -260,6 +260,8 @@ def core_cases():
         cases[f"mul {tag}"] = ("mul.Tensor", [x, y])
         cases[f"pow 2 {tag}"] = ("pow.Tensor_Scalar", [x, 2])
         cases[f"pow 2.5 {tag}"] = ("pow.Tensor_Scalar", [x, 2.5])
+        cases[f"lerp {tag}"] = ("lerp.Tensor", [x, y, rand(n)])
+        cases[f"addcmul {tag}"] = ("addcmul", [x, y, rand(n)], {"value": 0.5})
         cases[f"eq {tag}"] = ("eq.Tensor", [x, y])
         cases[f"sum {tag}"] = ("sum", [x])
         cases[f"sum rows {tag}"] = ("sum.dim_IntList", [rows, [-1]])

@@ -541,12 +541,39 @@ DEF_WHERE(where64, uint64_t)
 
 /* lerp, addcmul, addcdiv, nextafter: ATen 1.13's CPU kernels, one strided
  * loop per dtype. Operands: out, self, then the others converted to the
- * compute dtype; bfloat16 computes in float (opmath) and rounds once. */
+ * compute dtype; bfloat16 computes in float (opmath) and rounds once. When
+ * every operand is contiguous, the same expression runs in NAME_c, which
+ * gcc vectorises in the AVX2 and AVX-512 clones (float32 and float64):
+ * the strided loop, compiled for the baseline, also calls libm for each
+ * fmaf (lerp over 1e6 floats: 3.1 ms, torch 0.27). The parameters are
+ * read into locals first (a store through o could change *c otherwise). */
 #define DEF_PW(NAME, DT, NIN, EXPR)                                                                   \
+    static VEC_##DT void NAME##_c(char *po, const char *p1, const char *p2, const char *p3, int64_t n, \
+                                  const ew_ctx *cp)                                                   \
+    {                                                                                                 \
+        typedef OD_CPU_T_##DT T;                                                                      \
+        const ew_ctx cl = *cp, *c = &cl;                                                              \
+        (void)c;                                                                                      \
+        T *restrict o = (T *)po;                                                                      \
+        const T *restrict x = (const T *)p1, *restrict y = (const T *)p2, *restrict z = (const T *)p3; \
+        (void)z;                                                                                      \
+        for (int64_t i = 0; i < n; i++) {                                                             \
+            CT(DT) a = OD_CPU_LD_##DT(x[i]);                                                          \
+            CT(DT) b = OD_CPU_LD_##DT(y[i]);                                                          \
+            CT(DT) w = NIN > 2 ? OD_CPU_LD_##DT(z[i]) : 0;                                            \
+            (void)w;                                                                                  \
+            o[i] = OD_CPU_ST_##DT(EXPR);                                                              \
+        }                                                                                             \
+    }                                                                                                 \
     static void NAME(void *vc, char **d, const int64_t *s, int64_t n)                                 \
     {                                                                                                 \
         const ew_ctx *c = vc;                                                                         \
         (void)c;                                                                                      \
+        const int64_t e = (int64_t)sizeof(OD_CPU_T_##DT);                                             \
+        if (s[0] == e && s[1] == e && s[2] == e && (NIN < 3 || s[NIN > 2 ? 3 : 2] == e)) {             \
+            NAME##_c(d[0], d[1], d[2], d[NIN > 2 ? 3 : 2], n, c);                                     \
+            return;                                                                                   \
+        }                                                                                             \
         for (int64_t i = 0; i < n; i++) {                                                             \
             CT(DT) a = OD_CPU_LD_##DT(*(const OD_CPU_T_##DT *)(d[1] + i * s[1]));                     \
             CT(DT) b = OD_CPU_LD_##DT(*(const OD_CPU_T_##DT *)(d[2] + i * s[2]));                     \
