@@ -245,11 +245,12 @@ def dist_cases():
 
 def core_cases():
     """issue 14's kernel families at 1e3, 1e6 and 1.6e7 float32 elements: unary (relu, exp, sigmoid, tanh,
-    gelu, and gelu in its tanh form), binary (add, mul, pow with exponents 2 and 2.5), ternary (lerp
-    with a tensor weight, addcmul), prelu, comparison (eq), reductions (sum of all, sum and amax over rows of
-    1000), softmax and log_softmax and layer_norm over rows of 1000 (softmax also bfloat16, and over dim 1
-    of [n / 1000, 5, 200]), clone, cat of two halves, index_select (row 0 every time: /v1/bench makes no
-    random indices), and mm / bmm / addmm of square matrices with that many elements (target <= 1.0)"""
+    gelu, and gelu in its tanh form), binary (add, mul, pow with each exponent kind), ternary (lerp with a
+    tensor or a Scalar weight, addcmul, addcdiv), prelu, comparison (eq), reductions (sum of all, sum and
+    amax over rows of 1000), softmax and log_softmax and layer_norm over rows of 1000 (softmax also
+    bfloat16, and over dim 1 of [n / 1000, 5, 200]), clone, cat of two halves, index_select (row 0 every
+    time: /v1/bench makes no random indices), and mm / bmm / addmm of square matrices with that many
+    elements (target <= 1.0)"""
     cases = {}
     for n, tag in ((1000, "1e3"), (1_000_000, "1e6"), (16_000_000, "1.6e7")):
         x, y, rows = rand(n), rand(n), rand(n // 1000, 1000)
@@ -258,10 +259,12 @@ def core_cases():
         cases[f"gelu tanh {tag}"] = ("gelu", [x], {"approximate": "tanh"})
         cases[f"add {tag}"] = ("add.Tensor", [x, y])
         cases[f"mul {tag}"] = ("mul.Tensor", [x, y])
-        cases[f"pow 2 {tag}"] = ("pow.Tensor_Scalar", [x, 2])
-        cases[f"pow 2.5 {tag}"] = ("pow.Tensor_Scalar", [x, 2.5])
+        for e in (2, 3, -2, 0.5, 2.5, -1.5):  # each of pow's exponent kinds (elementwise.c's g_pows)
+            cases[f"pow {e} {tag}"] = ("pow.Tensor_Scalar", [x, e])
         cases[f"lerp {tag}"] = ("lerp.Tensor", [x, y, rand(n)])
+        cases[f"lerp scalar {tag}"] = ("lerp.Scalar", [x, y, 0.3])
         cases[f"addcmul {tag}"] = ("addcmul", [x, y, rand(n)], {"value": 0.5})
+        cases[f"addcdiv {tag}"] = ("addcdiv", [x, y, rand(n)], {"value": 0.5})
         cases[f"prelu {tag}"] = ("prelu", [x, rand(1)])
         cases[f"eq {tag}"] = ("eq.Tensor", [x, y])
         cases[f"sum {tag}"] = ("sum", [x])
