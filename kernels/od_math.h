@@ -111,9 +111,14 @@ OD_MATH_FN int64_t od_math_clamp_i64(int64_t x, int64_t lo, int64_t hi)
     OD_MATH_FN T od_math_maximum_##SFX(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? b : a)); } \
     OD_MATH_FN T od_math_minimum_##SFX(T a, T b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); } \
     /* NaN in x, lo or hi gives NaN; lo > hi gives hi (torch.clamp). */                        \
+    /* (written so that gcc makes it a max, a min and one blend for NaN    */                  \
+    /* bounds; minimum(maximum(x, lo), hi) took 20 instructions per vector */                  \
+    /* of mask moves, 1.9x torch's time. A NaN x falls through both.)      */                  \
     OD_MATH_FN T od_math_clamp_##SFX(T x, T lo, T hi)                                          \
     {                                                                                          \
-        return od_math_minimum_##SFX(od_math_maximum_##SFX(x, lo), hi);                        \
+        T m = x < lo ? lo : x;                                                                 \
+        m = hi < m ? hi : m;                                                                   \
+        return (lo == lo) & (hi == hi) ? m : lo + hi;                                          \
     }                                                                                          \
     /* relu keeps NaN (clamp_min semantics); -0.0 stays -0.0. */                               \
     OD_MATH_FN T od_math_relu_##SFX(T a) { return a < (T)0 ? (T)0 : a; }

@@ -26,9 +26,11 @@
  * math off lets gcc if-convert the NaN-aware selects (we never read the FP
  * exception flags); fp-contract lets the AVX2 and AVX-512 clones use FMA (~20% on the
  * exp polynomial; results stay within the ops' error bounds, as on CUDA,
- * which contracts by default). */
+ * which contracts by default); unswitching copies a loop for each value of
+ * a condition the loop does not change (clamp's NaN bounds), so that the
+ * copy for the usual value vectorises. */
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math", "fp-contract=fast")
+#pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math", "fp-contract=fast", "unswitch-loops")
 #endif
 
 #include <float.h>
