@@ -641,6 +641,33 @@ OD_MATH_DIGAMMA_(f64, double, , 2.25175258906672110764)
 OD_MATH_ACT_(f32, float, f)
 OD_MATH_ACT_(f64, double, )
 #undef OD_MATH_ACT_
+/* elu's vectorized path, ATen 1.13's Vectorized kernel: x * scale where
+ * x > 0, else (exp(x * input_scale) - 1) * (alpha * scale), with
+ * od_math_exp_f32 (float64: Sleef's exp, blended by bit masks so that gcc
+ * keeps the call vectorised; libm's expf left the loop scalar, 10x torch's
+ * time on normal data). ATen skips the exp for a vector with no x <= 0; the
+ * CPU loops skip it for a block where od_math_elu_is_easy holds for every
+ * element, computing od_math_elu_easy there (OD_MATH_EASY_elu): the same
+ * bits as the whole expression. */
+#if !defined(__CUDACC__)
+#define OD_MATH_VEC_elu ~, 1
+#define OD_MATH_EASY_elu ~, 1
+OD_MATH_FN float od_math_elu_vec_f32(float x, const float *p)
+{
+    return x > 0.0f ? x * p[1] : (od_math_exp_f32(x * p[2]) - 1.0f) * (p[0] * p[1]);
+}
+OD_MATH_FN double od_math_elu_vec_f64(double x, const double *p)
+{
+    union { double f; uint64_t u; } a = {x * p[1]}, b = {(od_sleef_exp(x * p[2]) - 1.0) * (p[0] * p[1])};
+    uint64_t m = 0u - (uint64_t)(x > 0.0);
+    a.u = (a.u & m) | (b.u & ~m);
+    return a.f;
+}
+OD_MATH_FN int od_math_elu_is_easy_f32(float x) { return x > 0.0f; }
+OD_MATH_FN int od_math_elu_is_easy_f64(double x) { return x > 0.0; }
+OD_MATH_FN float od_math_elu_easy_f32(float x, const float *p) { return x * p[1]; }
+OD_MATH_FN double od_math_elu_easy_f64(double x, const double *p) { return x * p[1]; }
+#endif
 
 /* round.decimals, ATen's round_decimals_kernel: p[0] = 10^|decimals| in
  * the dtype, p[1] = 1 for negative decimals (divide first), p[2] = 1 for

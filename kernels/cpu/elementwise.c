@@ -399,6 +399,48 @@ G_cmp(ge)
 
 #define G_u(op, DT) DEF_LOOP1(op##_##DT, DT, SAME(DT), MF(op, DT)(a))
 #define DEF_LOOP1_(...) DEF_LOOP1(__VA_ARGS__)
+/* The contiguous loop of an operator with a cheap side (OD_MATH_EASY_<fn>):
+ * each block of EW_EASY_BLOCK elements that od_math_<fn>_is_easy accepts
+ * whole takes od_math_<fn>_easy, the others the vectorized expression, as
+ * ATen's kernel skips elu's exp per vector; the rest as ALL's _c loop does
+ * it (the blocks end on a multiple of VEC2, so the scalar tail is the same).
+ * Other strides go to ALL. */
+#define EW_EASY_BLOCK 64
+#define DEF_EASY(NAME, ALL, DT, OT, SF, fn)                                                       \
+    static VEC_##DT void NAME##_c(char *po, const char *px, int64_t n, const ew_ctx *c)           \
+    {                                                                                             \
+        typedef OD_CPU_T_##DT T;                                                                  \
+        OT *restrict o = (OT *)po;                                                                \
+        const T *restrict x = (const T *)px;                                                      \
+        EW_PARAMS_LOCAL(c)                                                                        \
+        const int64_t nb = n - n % EW_EASY_BLOCK;                                                 \
+        int64_t i = 0;                                                                            \
+        for (; i < nb; i += EW_EASY_BLOCK) {                                                      \
+            const bool vp = true;                                                                 \
+            (void)vp;                                                                             \
+            int easy = 1;                                                                         \
+            for (int j = 0; j < EW_EASY_BLOCK; j++)                                               \
+                easy &= MF(fn##_is_easy, DT)(OD_CPU_LD_##DT(x[i + j]));                           \
+            if (easy) {                                                                           \
+                for (int j = 0; j < EW_EASY_BLOCK; j++)                                           \
+                    o[i + j] = SF(MF(fn##_easy, DT)(OD_CPU_LD_##DT(x[i + j]), CF(pl, DT)));        \
+            } else {                                                                              \
+                for (int j = 0; j < EW_EASY_BLOCK; j++) {                                         \
+                    CT(DT) a = OD_CPU_LD_##DT(x[i + j]);                                          \
+                    o[i + j] = SF(MFP(fn, DT)(a, CF(pl, DT)));                                    \
+                }                                                                                 \
+            }                                                                                     \
+        }                                                                                         \
+        ALL##_c((char *)(o + i), (const char *)(x + i), n - i, c);                                \
+    }                                                                                             \
+    static void NAME(void *vc, char **d, const int64_t *s, int64_t n)                            \
+    {                                                                                             \
+        if (s[0] == (int64_t)sizeof(OT) && s[1] == (int64_t)sizeof(OD_CPU_T_##DT))                \
+            NAME##_c(d[0], d[1], n, vc);                                                          \
+        else                                                                                      \
+            ALL(vc, d, s, n);                                                                     \
+    }
+#define DEF_EASY_(...) DEF_EASY(__VA_ARGS__)
 #define G_neg(DT) DEF_LOOP1_(neg_##DT, DT, SAME(DT), MF(neg, DT)(a))
 #define G_abs(DT) DEF_LOOP1_(abs_##DT, DT, SAME(DT), MF(abs, DT)(a))
 #define G_relu(DT) DEF_LOOP1_(relu_##DT, DT, SAME(DT), MF(relu, DT)(a))
@@ -497,7 +539,13 @@ static inline bool ew_zero_f64(double b, int *zf) { (void)b; (void)zf; return fa
 #define EW_X2(rule, fn, DT) CAT(EW_X2_, OD_EWR_ZERO_DIV_##rule)(fn, DT)
 #define G_EW1(DT, id, fn, rule) DEF_LOOP1_(ew_##id##_##DT, DT, EW_OUT(rule, DT), MFP(fn, DT)(a))
 #define G_EW2(DT, id, fn, rule) DEF_LOOP2_(ew_##id##_##DT, DT, EW_OUT(rule, DT), EW_X2(rule, fn, DT))
-#define G_EWP(DT, id, fn, rule) DEF_LOOP1_(ew_##id##_##DT, DT, EW_OUT(rule, DT), MFP(fn, DT)(a, CF(pl, DT)))
+/* An OD_EWP operator whose od_math.h marks OD_MATH_EASY_<fn> (elu) gets its
+ * own contiguous loop, DEF_EASY, over the generic one (named _all). */
+#define G_EWP_0(DT, id, fn, rule) DEF_LOOP1_(ew_##id##_##DT, DT, EW_OUT(rule, DT), MFP(fn, DT)(a, CF(pl, DT)))
+#define G_EWP_1(DT, id, fn, rule)                                                                 \
+    DEF_LOOP1_(ew_##id##_all_##DT, DT, EW_OUT(rule, DT), MFP(fn, DT)(a, CF(pl, DT)))             \
+    DEF_EASY_(ew_##id##_##DT, ew_##id##_all_##DT, DT, EW_OUT(rule, DT), fn)
+#define G_EWP(DT, id, fn, rule) CAT(G_EWP_, EW_PROBE(CAT(OD_MATH_EASY_, fn)))(DT, id, fn, rule)
 #define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag)
 #define OD_EW1(id, schema, fn, rule, ag) OD_EWR_DTYPES_##rule(G_EW1, id, fn, rule)
 #define OD_EW2(id, schema, fn, rule, ag) OD_EWR_DTYPES_##rule(G_EW2, id, fn, rule)

@@ -305,6 +305,39 @@ def test_erfinv_float32_vectorized_path_against_double(server, rng):
     assert (np.abs(got[fin] - want[fin]) <= ulp).all(), np.max(np.abs(got[fin] - want[fin]) / ulp)
 
 
+def test_elu_family_vectorized_blocks_against_torch(server, rng):
+    """elu, celu and selu on long contiguous tensors, where the server skips
+    the exp for each block of 64 elements that are all > 0 (ATen skips it
+    per vector): blocks all positive, all negative, mixed, and positive but
+    for one -0.0, +0.0, NaN, -inf or tiny negative, with 13 elements of
+    scalar tail; against torch in the same dtype, positive elements and
+    signed zeros bit for bit, the rest within exp's rounding."""
+    blocks = [np.abs(rng.standard_normal(64)) + 1e-3, -np.abs(rng.standard_normal(64)) * 3,
+              rng.standard_normal(64) * 2]
+    for odd in (-0.0, 0.0, NAN, -INF, INF, -1e-30, 1e-30):
+        b = np.abs(rng.standard_normal(64)) + 1e-3
+        b[rng.integers(0, 64)] = odd
+        blocks.append(b)
+    blocks = [blocks[k] for k in rng.permutation(np.arange(len(blocks)).repeat(3))]
+    y = np.concatenate(blocks + [rng.standard_normal(13)])
+    for op, p in (("elu", []), ("elu", [0.6, 1.7, 0.4]), ("elu", [-1.5, 1.0, 1.0]), ("celu", [2.5]), ("selu", [])):
+        for dt in ("float32", "float64", "bfloat16"):
+            w = [W(y, dt)] + p
+            want = torch_ref([{"op": op, "args": w}])[0]
+            r = call(server, op, w)
+            assert r.status_code == 200, (op, dt, r.text)
+            got = got_tensor(r.json()["outputs"][0]).astype(np.float64)
+            tw = np.array(want["value"], dtype=np.float64)
+            if dt == "bfloat16":  # both sides' bfloat16 values come printed as floats: round them back
+                got, tw = bf16_round(got), bf16_round(tw)
+            compare(f"{op}{p} {dt}", got, want, dt, exp_minus_one_atol(op, p, dt))
+            x = np.array([v if not isinstance(v, str) else float(v.replace("Infinity", "inf")) for v in w[0]["data"]])
+            pos = x > 0
+            np.testing.assert_array_equal(got[pos], tw[pos], err_msg=f"{op}{p} {dt}: x > 0")
+            zero = tw == 0
+            np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(tw[zero]), err_msg=f"{op}{p} {dt}: zeros")
+
+
 def test_gelu_float32_vectorized_path_against_torch_and_double(server, rng):
     """gelu(approximate='none') on a long contiguous float32 tensor (torch's
     oneDNN path; the server's x * Phi(x) with an exp and a rational, its
