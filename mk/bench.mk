@@ -10,7 +10,7 @@
 #                     torch 1.13 on the same machine, in turns (bench/ops_torch.py):
 #                     scans, issue 14's core families at 1e3/1e6/1.6e7, norm,
 #                     losses, pooling, convolution, embedding, distances, every
-#                     per-element operator at 1.6e7, attention at L = 512
+#                     per-element operator at 1e6 and 1.6e7, attention at L = 512
 #   make bench-curves time per call and GB/s (GFLOP/s) against size, 1 to 1e8
 #                     elements (mm to 4096), for add, relu, softmax, sum, mm over
 #                     the C API, HTTP binary and HTTP JSON, with memcpy, sgemm and
@@ -60,6 +60,8 @@ bench-ops-torch: $(SERVER) $(VENV_STAMP)
 	@set -e; for f in scan core norm loss pool conv embedding dist; do \
 	  echo "== ops_torch --family $$f"; \
 	  .venv/bin/python bench/ops_torch.py --opdispatchd $(B)/opdispatchd --family $$f; done
+	@echo "== ops_torch --family ew (every per-element operator, 1e6 float32)"
+	.venv/bin/python bench/ops_torch.py --opdispatchd $(B)/opdispatchd --family ew --n 1000000
 	@echo "== ops_torch --family ew (every per-element operator, 1.6e7 float32)"
 	.venv/bin/python bench/ops_torch.py --opdispatchd $(B)/opdispatchd --family ew --n 16000000 --iterations 5
 	@echo "== ops_torch --family attention (L = 512)"
