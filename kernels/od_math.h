@@ -1009,6 +1009,15 @@ OD_MATH_FN int64_t od_math_gcd_bits_i64(int64_t a, int64_t b, int bits)
 {
     a = od_math_abs_bits_i64(a, bits);
     b = od_math_abs_bits_i64(b, bits);
+    if (bits <= 32) { /* the same steps on 32-bit registers: a 32-bit division costs less */
+        int32_t x = (int32_t)a, y = (int32_t)b;
+        while (x != 0) {
+            int32_t c = x;
+            x = x == -1 ? 0 : y % x;
+            y = c;
+        }
+        return y;
+    }
     while (a != 0) {
         int64_t c = a;
         a = a == -1 ? 0 : b % a;
@@ -1024,7 +1033,7 @@ OD_MATH_FN int64_t od_math_lcm_bits_i64(int64_t a, int64_t b, int bits)
     /* a / g * b and |.| run in int for the types narrower than int (C's
      * promotion): lcm(10, 97) in int8 is (int8)970 = -54 */
     int w = bits < 32 ? 32 : bits;
-    int64_t q = g == -1 ? od_math_neg_i64(a) : a / g;
+    int64_t q = g == -1 ? od_math_neg_i64(a) : bits <= 32 ? (int64_t)((int32_t)a / (int32_t)g) : a / g;
     return od_math_abs_bits_i64(od_math_wrap_bits_i64((uint64_t)q * (uint64_t)b, w), w);
 }
 OD_MATH_FN int64_t od_math_gcd_i64(int64_t a, int64_t b) { return od_math_gcd_bits_i64(a, b, 64); }

@@ -49,8 +49,8 @@
 #define VEC_UINT8
 #define VEC_INT8
 #define VEC_INT16
-#define VEC_INT32
-#define VEC_INT64
+#define VEC_INT32 OD_CPU_CLONES
+#define VEC_INT64 OD_CPU_CLONES
 #define VEC_FLOAT16
 #define VEC_BFLOAT16
 #define VEC_FLOAT32 OD_CPU_CLONES
