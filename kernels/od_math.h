@@ -321,8 +321,9 @@ OD_MATH_LIBM1_(cosh, coshf, cosh)
 /* ---- ATen's vectorized path, where it differs from its scalar one ----
  * A contiguous ATen loop runs its Vectorized (Sleef) kernel on the first
  * n - n % (2 * lanes) elements and the scalar function on the rest; strided
- * loops are all scalar. The CPU loops call od_math_<fn>_vec_<family> there
- * for the functions that OD_MATH_VEC_<fn> marks (kernels/cpu/elementwise.c). */
+ * loops are all scalar (but for its vml operators: OD_MATH_VML_<fn> below).
+ * The CPU loops call od_math_<fn>_vec_<family> there for the functions that
+ * OD_MATH_VEC_<fn> marks (kernels/cpu/elementwise.c). */
 #define OD_MATH_VEC_fmod ~, 1
 #define OD_MATH_VEC_remainder ~, 1
 #define OD_MATH_VEC_div_floor ~, 1
@@ -363,6 +364,7 @@ OD_MATH_LIBM1_(cosh, coshf, cosh)
 #define OD_MATH_VEC_log10 ~, 1
 #define OD_MATH_VEC_log1p ~, 1
 #define OD_MATH_VEC_erfc ~, 1
+#define OD_MATH_VEC_erf ~, 1
 #define OD_MATH_VEC_lgamma ~, 1
 #define OD_MATH_VEC_atan2 ~, 1
 #define OD_MATH_VEC_hypot ~, 1
@@ -394,12 +396,43 @@ OD_MATH_FN double od_math_cosh_vec_f64(double a) { double r = od_sleef_cosh(a); 
 OD_MATH_SLEEF1_(acos, acosf, acos)
 OD_MATH_SLEEF1_(asin, asinf, asin)
 OD_MATH_SLEEF1_(atan, atanf, atan)
+/* (exp2: ATen 1.13's is libm's on both paths; Sleef's is within an ulp of
+ * it and 10x faster) */
 OD_MATH_SLEEF1_(exp2, exp2f, exp2)
 OD_MATH_SLEEF1_(expm1, expm1f, expm1)
 OD_MATH_SLEEF1_(log2, log2f, log2)
 OD_MATH_SLEEF1_(log10, log10f, log10)
 OD_MATH_SLEEF1_(log1p, log1pf, log1p)
 OD_MATH_SLEEF1_(erfc, erfcf, erfc)
+OD_MATH_SLEEF1_(erf, erff, erf)
+/* ATen 1.13 runs these through its vml kernels, Sleef on every element
+ * (elementwise.c's DEF_VML); the others split as described above */
+#define OD_MATH_VML_erf ~, 1
+#define OD_MATH_VML_erfc ~, 1
+#define OD_MATH_VML_log ~, 1
+#define OD_MATH_VML_log2 ~, 1
+#define OD_MATH_VML_log10 ~, 1
+#define OD_MATH_VML_log1p ~, 1
+#define OD_MATH_VML_sin ~, 1
+#define OD_MATH_VML_cos ~, 1
+#define OD_MATH_VML_tan ~, 1
+#define OD_MATH_VML_acos ~, 1
+#define OD_MATH_VML_asin ~, 1
+#define OD_MATH_VML_atan ~, 1
+#define OD_MATH_VML_expm1 ~, 1
+#define OD_MATH_VML_lgamma ~, 1
+/* Sleef's sin and cos (float) and cos and tan (double) take a slower
+ * argument reduction for the whole vector when one lane is outside
+ * (-bound, bound), NaN and infinities included, and other lanes' last bit
+ * can move with it: the CPU loops then compute that block in AVX2-wide
+ * halves, torch's vectors (DEF_VML). Measured on Debian's libsleef 3.5:
+ * float's bound is 125 (tan: none), double's 1e14 (sin: none); the three
+ * share them. */
+#define OD_MATH_VML_BOUND_sin ~, 1
+#define OD_MATH_VML_BOUND_cos ~, 1
+#define OD_MATH_VML_BOUND_tan ~, 1
+#define OD_MATH_TRIG_BOUND_f32 125.0f
+#define OD_MATH_TRIG_BOUND_f64 1e14
 OD_MATH_SLEEF1_(lgamma, lgammaf, lgamma)
 OD_MATH_SLEEF2_(atan2, atan2f, atan2)
 OD_MATH_SLEEF2_(hypot, hypotf, hypot)
@@ -469,7 +502,6 @@ OD_MATH_LOGIT_VEC_(f64, double, od_sleef_log)
  * rounding. Outside (-1, 1) the calls see
  * 0 and bit masks put NaN or +-inf back after them (a select there would be
  * sunk into a branch, and the loop left scalar). */
-double od_sleef_erf(double) __asm__("erf") OD_MATH_SLEEF_ATTR_;
 /* (sqrt as a simd call too: the builtin sets errno, a branch gcc cannot vectorise) */
 double od_sleef_sqrt(double) __asm__("sqrt") OD_MATH_SLEEF_ATTR_;
 #define OD_MATH_VEC_erfinv ~, 1

@@ -441,6 +441,81 @@ G_cmp(ge)
             ALL(vc, d, s, n);                                                                     \
     }
 #define DEF_EASY_(...) DEF_EASY(__VA_ARGS__)
+/* ATen 1.13's vml kernels (IMPLEMENT_FLOAT_KERNEL / IMPLEMENT_COMPLEX_KERNEL:
+ * erf, log, sin, ...) run the Vectorized function on every element: the
+ * last n % lanes as one vector padded with zeros (vec::map's partial load),
+ * a strided tensor through a contiguous buffer. So do these loops, in
+ * blocks of VEC2 (a loop of unknown length would let gcc peel scalar
+ * iterations, libm's calls, for alignment): vp is true throughout, the
+ * tail is a block padded with zeros, and other strides are gathered
+ * EW_VML_CHUNK elements at a time and scattered back. Where od_math.h
+ * gives a bound (OD_MATH_VML_BOUND_<fn>: Sleef's sin, cos and tan), a block
+ * with an element outside it runs as two halves, AVX2's lanes, which is
+ * torch's grouping: there Sleef's vector takes a slower reduction for all
+ * its lanes, and their last bit can move. */
+#define EW_VML_CHUNK 256
+#define EW_VML_HAS_BOUND(fn) EW_PROBE(CAT(OD_MATH_VML_BOUND_, fn))
+#define DEF_VML(NAME, DT, OT, SF, EXPR, fn)                                                       \
+    static VEC_##DT void NAME##_c(char *po, const char *px, int64_t n)                            \
+    {                                                                                             \
+        typedef OD_CPU_T_##DT T;                                                                  \
+        enum { W = VEC2_##DT, H = VEC2_##DT / 2 };                                                \
+        const bool vp = true;                                                                     \
+        (void)vp;                                                                                 \
+        const CT(DT) bound = CAT(OD_MATH_TRIG_BOUND_, OD_CPU_FAM_##DT);                           \
+        T xb[W];                                                                                  \
+        OT ob[W];                                                                                 \
+        for (int64_t i = 0; i < n; i += W) {                                                      \
+            const T *restrict x = (const T *)px + i;                                              \
+            OT *restrict o = (OT *)po + i;                                                        \
+            if (n - i < W) { /* the tail: one block padded with zeros */                          \
+                memset(xb, 0, sizeof xb);                                                         \
+                memcpy(xb, x, (size_t)(n - i) * sizeof(T));                                       \
+                x = xb;                                                                           \
+                o = ob;                                                                           \
+            }                                                                                     \
+            int big = 0; /* an element outside od_math's bound */                                 \
+            if (EW_VML_HAS_BOUND(fn))                                                             \
+                for (int j = 0; j < W; j++) {                                                     \
+                    CT(DT) v = OD_CPU_LD_##DT(x[j]);                                              \
+                    big |= !(v < bound && v > -bound);                                            \
+                }                                                                                 \
+            if (big) {                                                                            \
+                for (int h = 0; h < W; h += H)                                                    \
+                    for (int j = h; j < h + H; j++) {                                             \
+                        CT(DT) a = OD_CPU_LD_##DT(x[j]);                                          \
+                        o[j] = SF(EXPR);                                                          \
+                    }                                                                             \
+            } else {                                                                              \
+                for (int j = 0; j < W; j++) {                                                     \
+                    CT(DT) a = OD_CPU_LD_##DT(x[j]);                                              \
+                    o[j] = SF(EXPR);                                                              \
+                }                                                                                 \
+            }                                                                                     \
+            if (o == ob)                                                                          \
+                memcpy((OT *)po + i, ob, (size_t)(n - i) * sizeof(OT));                           \
+        }                                                                                         \
+    }                                                                                             \
+    static void NAME(void *vc, char **d, const int64_t *s, int64_t n)                            \
+    {                                                                                             \
+        typedef OD_CPU_T_##DT T;                                                                  \
+        (void)vc;                                                                                 \
+        if (s[0] == (int64_t)sizeof(OT) && s[1] == (int64_t)sizeof(T)) {                          \
+            NAME##_c(d[0], d[1], n);                                                              \
+            return;                                                                               \
+        }                                                                                         \
+        T xb[EW_VML_CHUNK];                                                                       \
+        OT ob[EW_VML_CHUNK];                                                                      \
+        for (int64_t i = 0; i < n; i += EW_VML_CHUNK) {                                           \
+            int64_t w = n - i < EW_VML_CHUNK ? n - i : EW_VML_CHUNK;                              \
+            for (int64_t j = 0; j < w; j++)                                                       \
+                memcpy(&xb[j], d[1] + (i + j) * s[1], sizeof(T));                                 \
+            NAME##_c((char *)ob, (const char *)xb, w);                                            \
+            for (int64_t j = 0; j < w; j++)                                                       \
+                memcpy(d[0] + (i + j) * s[0], &ob[j], sizeof(OT));                                \
+        }                                                                                         \
+    }
+#define DEF_VML_(...) DEF_VML(__VA_ARGS__)
 #define G_neg(DT) DEF_LOOP1_(neg_##DT, DT, SAME(DT), MF(neg, DT)(a))
 #define G_abs(DT) DEF_LOOP1_(abs_##DT, DT, SAME(DT), MF(abs, DT)(a))
 #define G_relu(DT) DEF_LOOP1_(relu_##DT, DT, SAME(DT), MF(relu, DT)(a))
@@ -537,7 +612,17 @@ static inline bool ew_zero_f64(double b, int *zf) { (void)b; (void)zf; return fa
 #define EW_X2_0(fn, DT) CAT(MFB_, EW_PROBE(CAT(OD_MATH_BITS_, fn)))(fn, DT)
 #define EW_X2_1(fn, DT) (CAT(ew_zero_, OD_CPU_FAM_##DT)(b, &zf) ? 0 : MFP(fn, DT)(a, b))
 #define EW_X2(rule, fn, DT) CAT(EW_X2_, OD_EWR_ZERO_DIV_##rule)(fn, DT)
-#define G_EW1(DT, id, fn, rule) DEF_LOOP1_(ew_##id##_##DT, DT, EW_OUT(rule, DT), MFP(fn, DT)(a))
+/* OD_EW1 loops; an operator that od_math.h marks OD_MATH_VML_<fn> takes
+ * DEF_VML's loops in float32, float64 and bfloat16 (ATen's Vectorized
+ * kernels there; its float16 one maps the scalar function) */
+#define EW_VML_FLOAT32 ~, 1
+#define EW_VML_FLOAT64 ~, 1
+#define EW_VML_BFLOAT16 ~, 1
+#define G_EW1_0(DT, id, fn, rule) DEF_LOOP1_(ew_##id##_##DT, DT, EW_OUT(rule, DT), MFP(fn, DT)(a))
+#define G_EW1_V1(DT, id, fn, rule) DEF_VML_(ew_##id##_##DT, DT, EW_OUT(rule, DT), MFP(fn, DT)(a), fn)
+#define G_EW1_1(DT, id, fn, rule) CAT(G_EW1_V, EW_PROBE(CAT(EW_VML_, DT)))(DT, id, fn, rule)
+#define G_EW1_V0 G_EW1_0
+#define G_EW1(DT, id, fn, rule) CAT(G_EW1_, EW_PROBE(CAT(OD_MATH_VML_, fn)))(DT, id, fn, rule)
 #define G_EW2(DT, id, fn, rule) DEF_LOOP2_(ew_##id##_##DT, DT, EW_OUT(rule, DT), EW_X2(rule, fn, DT))
 /* An OD_EWP operator whose od_math.h marks OD_MATH_EASY_<fn> (elu) gets its
  * own contiguous loop, DEF_EASY, over the generic one (named _all). */

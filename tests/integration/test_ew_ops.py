@@ -593,3 +593,69 @@ def test_pow_scalar_exponent_bit_for_bit_against_torch(server, rng):
             bad.append(f"{x.dtype} n={x.size} e={e}: {int((~same).sum())} differ, x={x[i]!r} got {got[i]!r} "
                        f"torch {ref[i]!r}")
     assert not bad, "\n".join(bad[:20])
+
+
+# Operators whose vectorized path is Sleef's function, as in ATen 1.13's
+# Vectorized<float/double> (od_math.h's OD_MATH_SLEEF1_/2_ lines)
+# (exp2 is Sleef's too, though torch's is libm's on both paths: within an ulp, and 10x faster)
+SLEEF_OPS = ["erf", "erfc", "log", "sin", "cos", "tan", "acos", "asin", "atan", "expm1", "log2", "log10",
+             "log1p", "lgamma", "atan2", "hypot"]
+
+
+@pytest.mark.parametrize("op", SLEEF_OPS)
+def test_sleef_vectorized_path_bit_for_bit_against_torch(server, rng, op):
+    """A contiguous tensor's first n - n % 16 (float64: 8) elements take Sleef's
+    vector function, as torch's do, and the rest libm's (erf, log, sin and the
+    other vml operators of ATen 1.13: Sleef on every element, the tail too):
+    lengths 7, 40 and 1003, normal values at three scales and the specials,
+    equal to torch bit for bit (the sign of zeros too). A sanitizer build
+    (-O1: gcc vectorises nothing) computes every element with libm, a few
+    ulps from Sleef (erfc and lgamma)."""
+    from conftest import is_sanitized
+    specials = [0.0, -0.0, 1.0, -1.0, 0.5, np.inf, -np.inf, np.nan, 1e-30, 30.0, -30.0]
+    binary = op in ("atan2", "hypot")
+    cases = []
+    for dt in ("float32", "float64"):
+        for n in (7, 40, 1003):
+            xs = []
+            for _ in range(2 if binary else 1):
+                x = rng.standard_normal(n) * rng.choice([0.1, 2.0, 50.0], n)
+                x[: min(n, len(specials))] = specials[: min(n, len(specials))]
+                xs.append(rng.permutation(x).astype(dt))
+            cases.append(xs)
+    want = torch_ref([{"op": op, "args": [tensor(x) for x in xs]} for xs in cases])
+    bad = []
+    for xs, w in zip(cases, want):
+        r = server.call(op, *[tensor(x) for x in xs])
+        assert r.status_code == 200, r.text[:300]
+        got = from_json(r.json()["outputs"][0]).reshape(-1)
+        ref = np.array(w["value"], dtype=np.float64).astype(xs[0].dtype).reshape(-1)
+        same = ((got == ref) & (np.signbit(got) == np.signbit(ref))) | (np.isnan(got) & np.isnan(ref))
+        if is_sanitized():
+            with np.errstate(invalid="ignore"):
+                same |= np.isfinite(ref) & (np.abs(got - ref) <= 8 * np.spacing(np.abs(ref)))
+        if not same.all():
+            i = int(np.argmin(same))
+            bad.append(f"{xs[0].dtype} n={xs[0].size}: {int((~same).sum())} differ, x={xs[0][i]!r} got {got[i]!r} "
+                       f"torch {ref[i]!r}")
+    # a transposed self (through /v1/run): ATen's vml kernels gather it into a buffer and run the same
+    # vector function; the binary operators' strided loop is libm's in both. Small finite values: torch
+    # groups lanes in the input's memory order, the server in the output's, which shows where Sleef's
+    # sin, cos and tan couple their lanes (od_math.h's OD_MATH_TRIG_BOUND)
+    if not binary:
+        for dt in ("float32", "float64"):
+            a = (rng.standard_normal((37, 29)) * rng.choice([0.1, 2.0], (37, 29))).astype(dt)
+            a.flat[rng.integers(0, a.size, 5)] = rng.choice([0.0, -0.0, 1.0, -1.0, 0.5, 1e-30], 5)
+            want = torch_ref([{"op": op, "args": [tensor(np.ascontiguousarray(a.T))]}])[0]
+            r = server.post("/v1/run", {"steps": [{"op": "transpose.int", "args": [tensor(a), 0, 1]},
+                                                  {"op": op, "args": [{"ref": "$0"}]}], "device": "cpu"})
+            assert r.status_code == 200, r.text[:300]
+            got = from_json(r.json()["outputs"][-1]).reshape(-1)
+            ref = np.array(want["value"], dtype=np.float64).astype(dt).reshape(-1)
+            same = ((got == ref) & (np.signbit(got) == np.signbit(ref))) | (np.isnan(got) & np.isnan(ref))
+            if is_sanitized():
+                with np.errstate(invalid="ignore"):
+                    same |= np.isfinite(ref) & (np.abs(got - ref) <= 8 * np.spacing(np.abs(ref)))
+            if not same.all():
+                bad.append(f"{dt} transposed: {int((~same).sum())} differ")
+    assert not bad, "\n".join(bad[:20])
