@@ -247,7 +247,7 @@ def core_cases():
     """issue 14's kernel families at 1e3, 1e6 and 1.6e7 float32 elements: unary (relu, exp, sigmoid, tanh,
     gelu, and gelu in its tanh form), binary (add, mul, pow with each exponent kind), ternary (lerp with a
     tensor or a Scalar weight, addcmul, addcdiv), prelu, clamp with Scalar bounds, elu on
-    normal data, comparison (eq), reductions (sum of all, sum and
+    normal data, nextafter, round(decimals=2), comparison (eq), reductions (sum of all, sum and
     amax over rows of 1000), softmax and log_softmax and layer_norm over rows of 1000 (softmax also
     bfloat16, and over dim 1 of [n / 1000, 5, 200]), clone, cat of two halves, index_select (row 0 every
     time: /v1/bench makes no random indices), and mm / bmm / addmm of square matrices with that many
@@ -268,6 +268,8 @@ def core_cases():
         cases[f"addcdiv {tag}"] = ("addcdiv", [x, y, rand(n)], {"value": 0.5})
         cases[f"prelu {tag}"] = ("prelu", [x, rand(1)])
         cases[f"clamp {tag}"] = ("clamp", [x, 0.2, 0.8])
+        cases[f"nextafter {tag}"] = ("nextafter", [x, y])
+        cases[f"round decimals {tag}"] = ("round.decimals", [x], {"decimals": 2})
         # elu on normal data (the ew family's uniform [0, 1) data never takes its exp)
         cases[f"elu randn {tag}"] = ("elu", [{"generate": "randn", "shape": [n], "dtype": "float32"}])
         cases[f"eq {tag}"] = ("eq.Tensor", [x, y])
