@@ -245,7 +245,8 @@ def dist_cases():
 
 def core_cases():
     """issue 14's kernel families at 1e3, 1e6 and 1.6e7 float32 elements: unary (relu, exp, sigmoid, tanh,
-    gelu, and gelu in its tanh form), binary (add, mul, pow with each exponent kind), ternary (lerp with a
+    gelu, and gelu in its tanh form), binary (add, mul, pow with each exponent kind and with a tensor
+    exponent), ternary (lerp with a
     tensor or a Scalar weight, addcmul, addcdiv), prelu, clamp with Scalar bounds, elu on
     normal data, nextafter, round(decimals=2), comparison (eq), reductions (sum of all, sum and
     amax over rows of 1000), softmax and log_softmax and layer_norm over rows of 1000 (softmax also
@@ -262,6 +263,7 @@ def core_cases():
         cases[f"mul {tag}"] = ("mul.Tensor", [x, y])
         for e in (2, 3, -2, 0.5, 2.5, -1.5):  # each of pow's exponent kinds (elementwise.c's g_pows)
             cases[f"pow {e} {tag}"] = ("pow.Tensor_Scalar", [x, e])
+        cases[f"pow tensor {tag}"] = ("pow.Tensor_Tensor", [x, y])
         cases[f"lerp {tag}"] = ("lerp.Tensor", [x, y, rand(n)])
         cases[f"lerp scalar {tag}"] = ("lerp.Scalar", [x, y, 0.3])
         cases[f"addcmul {tag}"] = ("addcmul", [x, y, rand(n)], {"value": 0.5})

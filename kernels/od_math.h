@@ -436,7 +436,7 @@ OD_MATH_SLEEF1_(erf, erff, erf)
 OD_MATH_SLEEF1_(lgamma, lgammaf, lgamma)
 OD_MATH_SLEEF2_(atan2, atan2f, atan2)
 OD_MATH_SLEEF2_(hypot, hypotf, hypot)
-/* pow: only pow.Tensor_Scalar's general exponent calls it (elementwise.c) */
+/* pow: pow.Tensor_Tensor's loops and pow.Tensor_Scalar's general exponent (elementwise.c) */
 OD_MATH_SLEEF2_(pow, powf, pow)
 /* mish, logaddexp and logaddexp2 as ATen 1.13's Vectorized kernels compose
  * them (x * tanh(log1p(exp(x))); max + log1p(exp(-|a - b|)), the log2 form

@@ -366,7 +366,12 @@ OD_CPU_FLOAT_DTYPES(G_div)
 G_divt(BOOL) G_divt(UINT8) G_divt(INT8) G_divt(INT16) G_divt(INT32) G_divt(INT64)
 G_divt16(FLOAT16) G_divt16(BFLOAT16) G_divt(FLOAT32) G_divt(FLOAT64)
 OD_CPU_ALL_DTYPES(G_divf)
-OD_CPU_ALL_DTYPES(G_pow)
+/* pow.Tensor_Tensor: Sleef's pow on float32's and float64's vectorized
+ * path, as ATen's Vectorized pow (libm's powf per element was the whole
+ * loop scalar) */
+#define G_powv(DT, FAM) DEF_LOOP2_(pow_##DT, DT, SAME(DT), vp ? od_math_pow_vec_##FAM(a, b) : MF(pow, DT)(a, b))
+G_pow(BOOL) G_pow(UINT8) G_pow(INT8) G_pow(INT16) G_pow(INT32) G_pow(INT64) G_pow(FLOAT16) G_pow(BFLOAT16)
+G_powv(FLOAT32, f32) G_powv(FLOAT64, f64)
 G_pows(FLOAT16) G_pows(BFLOAT16)
 /* float32 and float64: one loop per exponent kind, so each vectorises (the
  * switch above, with its call, leaves a loop scalar); b is the exponent as

@@ -599,7 +599,7 @@ def test_pow_scalar_exponent_bit_for_bit_against_torch(server, rng):
 # Vectorized<float/double> (od_math.h's OD_MATH_SLEEF1_/2_ lines)
 # (exp2 is Sleef's too, though torch's is libm's on both paths: within an ulp, and 10x faster)
 SLEEF_OPS = ["erf", "erfc", "log", "sin", "cos", "tan", "acos", "asin", "atan", "expm1", "log2", "log10",
-             "log1p", "lgamma", "atan2", "hypot"]
+             "log1p", "lgamma", "atan2", "hypot", "pow.Tensor_Tensor"]
 
 
 @pytest.mark.parametrize("op", SLEEF_OPS)
@@ -613,7 +613,7 @@ def test_sleef_vectorized_path_bit_for_bit_against_torch(server, rng, op):
     ulps from Sleef (erfc and lgamma)."""
     from conftest import is_sanitized
     specials = [0.0, -0.0, 1.0, -1.0, 0.5, np.inf, -np.inf, np.nan, 1e-30, 30.0, -30.0]
-    binary = op in ("atan2", "hypot")
+    binary = op in ("atan2", "hypot", "pow.Tensor_Tensor")
     cases = []
     for dt in ("float32", "float64"):
         for n in (7, 40, 1003):
