@@ -246,10 +246,9 @@ def dist_cases():
 def core_cases():
     """issue 14's kernel families at 1e3, 1e6 and 1.6e7 float32 elements: unary (relu, exp, sigmoid, tanh,
     gelu, and gelu in its tanh form), binary (add, mul, pow with each exponent kind and with a tensor
-    exponent), ternary (lerp with a
-    tensor or a Scalar weight, addcmul, addcdiv), prelu, clamp with Scalar bounds, elu on
-    normal data, nextafter, round(decimals=2), comparison (eq), reductions (sum of all, sum and
-    amax over rows of 1000), softmax and log_softmax and layer_norm over rows of 1000 (softmax also
+    exponent), ternary (lerp with a tensor or a Scalar weight, addcmul, addcdiv), prelu, clamp with Scalar
+    bounds, elu on normal data, nextafter, round(decimals=2), comparison (eq), reductions (sum of all, sum
+    and amax over rows of 1000), softmax and log_softmax and layer_norm over rows of 1000 (softmax also
     bfloat16, and over dim 1 of [n / 1000, 5, 200]), clone, cat of two halves, index_select (row 0 every
     time: /v1/bench makes no random indices), and mm / bmm / addmm of square matrices with that many
     elements (target <= 1.0)"""
