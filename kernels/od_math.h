@@ -794,26 +794,41 @@ OD_MATH_FN float od_math_i0_f32(float x)
 }
 
 /* trigamma: reflection below 1/2, six steps of the recurrence, then the
- * asymptotic series 1/x + 1/2x^2 + 1/6x^3 - 1/30x^5 + 1/42x^7 */
+ * asymptotic series 1/x + 1/2x^2 + 1/6x^3 - 1/30x^5 + 1/42x^7. In two
+ * parts: _refl, the reflection's term (0 - pi^2 / sin^2(pi x), the only
+ * libm call), and _rest, which takes it as the running result and has no
+ * branch or call, so the CPU loops can run it vectorised after a scalar
+ * pass of _refl (OD_MATH_SPLIT_polygamma): the same operations either way. */
 #define OD_MATH_TRIGAMMA_(SFX, T, F)                                                             \
-    OD_MATH_FN T od_math_trigamma_##SFX(T x)                                                     \
+    OD_MATH_FN T od_math_trigamma_refl_##SFX(T x)                                                \
     {                                                                                            \
         const T pi = (T)3.14159265358979323846;                                                  \
-        T sign = 1, result = 0;                                                                  \
-        if (x < (T)0.5) {                                                                        \
-            sign = -1;                                                                           \
-            T sp = sin##F(pi * x);                                                               \
-            result -= pi * pi / (sp * sp);                                                       \
-            x = 1 - x;                                                                           \
-        }                                                                                        \
-        for (int i = 0; i < 6; i++) {                                                            \
-            result += 1 / (x * x);                                                               \
-            x += 1;                                                                              \
-        }                                                                                        \
+        if (!(x < (T)0.5))                                                                       \
+            return 0;                                                                            \
+        T sp = sin##F(pi * x);                                                                   \
+        return 0 - pi * pi / (sp * sp);                                                          \
+    }                                                                                            \
+    OD_MATH_FN T od_math_trigamma_rest_##SFX(T x, T result)                                      \
+    {                                                                                            \
+        T sign = x < (T)0.5 ? (T)-1 : (T)1;                                                      \
+        x = x < (T)0.5 ? 1 - x : x;                                                              \
+        result += 1 / (x * x);                                                                   \
+        x += 1;                                                                                  \
+        result += 1 / (x * x);                                                                   \
+        x += 1;                                                                                  \
+        result += 1 / (x * x);                                                                   \
+        x += 1;                                                                                  \
+        result += 1 / (x * x);                                                                   \
+        x += 1;                                                                                  \
+        result += 1 / (x * x);                                                                   \
+        x += 1;                                                                                  \
+        result += 1 / (x * x);                                                                   \
+        x += 1;                                                                                  \
         const T ixx = 1 / (x * x);                                                               \
         result += (1 + 1 / (2 * x) + ixx * ((T)1 / 6 - ixx * ((T)1 / 30 - ixx * ((T)1 / 42)))) / x; \
         return sign * result;                                                                    \
-    }
+    }                                                                                            \
+    OD_MATH_FN T od_math_trigamma_##SFX(T x) { return od_math_trigamma_rest_##SFX(x, od_math_trigamma_refl_##SFX(x)); }
 /* Hurwitz zeta(s, q) by Euler-Maclaurin summation (Cephes' zeta): nine
  * terms, then the integral and the Bernoulli corrections B[k] = (2k)!/B_2k.
  * float32 sums in double, as ATen's CPU zeta accumulates (acc_type). */
@@ -881,6 +896,27 @@ OD_MATH_ZETA_(f64, double, )
 OD_MATH_FN float od_math_zeta_f32(float s, float q) { return (float)od_math_zeta_f64((double)s, (double)q); }
 OD_MATH_POLYGAMMA_(f32, float, f)
 OD_MATH_POLYGAMMA_(f64, double, )
+/* polygamma(1, x), trigamma, in the CPU loops' two passes (elementwise.c's
+ * DEF_SPLIT), where _splits says the parameters select it: _pre is the
+ * scalar pass, _post the vectorised one */
+#if !defined(__CUDACC__)
+#define OD_MATH_SPLIT_polygamma ~, 1
+#define OD_MATH_POLYGAMMA_SPLIT_(SFX, T)                                                         \
+    OD_MATH_FN bool od_math_polygamma_splits_##SFX(const T *p) { return p[1] == 0 && p[0] == 1; } \
+    OD_MATH_FN T od_math_polygamma_pre_##SFX(T x, const T *p)                                    \
+    {                                                                                            \
+        (void)p;                                                                                 \
+        return od_math_trigamma_refl_##SFX(x);                                                   \
+    }                                                                                            \
+    OD_MATH_FN T od_math_polygamma_post_##SFX(T x, T pre, const T *p)                            \
+    {                                                                                            \
+        (void)p;                                                                                 \
+        return od_math_trigamma_rest_##SFX(x, pre);                                              \
+    }
+OD_MATH_POLYGAMMA_SPLIT_(f32, float)
+OD_MATH_POLYGAMMA_SPLIT_(f64, double)
+#undef OD_MATH_POLYGAMMA_SPLIT_
+#endif
 #undef OD_MATH_TRIGAMMA_
 #undef OD_MATH_ZETA_
 #undef OD_MATH_POLYGAMMA_

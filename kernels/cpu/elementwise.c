@@ -446,6 +446,37 @@ G_cmp(ge)
             ALL(vc, d, s, n);                                                                     \
     }
 #define DEF_EASY_(...) DEF_EASY(__VA_ARGS__)
+/* The contiguous loop of an operator whose libm call od_math.h sets apart
+ * (OD_MATH_SPLIT_<fn>: polygamma's trigamma), where od_math_<fn>_splits
+ * accepts the parameters: per block of EW_EASY_BLOCK, a scalar pass of
+ * od_math_<fn>_pre, then od_math_<fn>_post vectorised; the rest, other
+ * parameters and other strides as ALL does it. */
+#define DEF_SPLIT(NAME, ALL, DT, OT, SF, fn)                                                      \
+    static VEC_##DT void NAME##_c(char *po, const char *px, int64_t n, const ew_ctx *c)           \
+    {                                                                                             \
+        typedef OD_CPU_T_##DT T;                                                                  \
+        OT *restrict o = (OT *)po;                                                                \
+        const T *restrict x = (const T *)px;                                                      \
+        EW_PARAMS_LOCAL(c)                                                                        \
+        CT(DT) pre[EW_EASY_BLOCK];                                                                \
+        const int64_t nb = MF(fn##_splits, DT)(CF(pl, DT)) ? n - n % EW_EASY_BLOCK : 0;           \
+        int64_t i = 0;                                                                            \
+        for (; i < nb; i += EW_EASY_BLOCK) {                                                      \
+            for (int j = 0; j < EW_EASY_BLOCK; j++)                                               \
+                pre[j] = MF(fn##_pre, DT)(OD_CPU_LD_##DT(x[i + j]), CF(pl, DT));                  \
+            for (int j = 0; j < EW_EASY_BLOCK; j++)                                               \
+                o[i + j] = SF(MF(fn##_post, DT)(OD_CPU_LD_##DT(x[i + j]), pre[j], CF(pl, DT)));    \
+        }                                                                                         \
+        ALL##_c((char *)(o + i), (const char *)(x + i), n - i, c);                                \
+    }                                                                                             \
+    static void NAME(void *vc, char **d, const int64_t *s, int64_t n)                            \
+    {                                                                                             \
+        if (s[0] == (int64_t)sizeof(OT) && s[1] == (int64_t)sizeof(OD_CPU_T_##DT))                \
+            NAME##_c(d[0], d[1], n, vc);                                                          \
+        else                                                                                      \
+            ALL(vc, d, s, n);                                                                     \
+    }
+#define DEF_SPLIT_(...) DEF_SPLIT(__VA_ARGS__)
 /* ATen 1.13's vml kernels (IMPLEMENT_FLOAT_KERNEL / IMPLEMENT_COMPLEX_KERNEL:
  * erf, log, sin, ...) run the Vectorized function on every element: the
  * last n % lanes as one vector padded with zeros (vec::map's partial load),
@@ -629,9 +660,14 @@ static inline bool ew_zero_f64(double b, int *zf) { (void)b; (void)zf; return fa
 #define G_EW1_V0 G_EW1_0
 #define G_EW1(DT, id, fn, rule) CAT(G_EW1_, EW_PROBE(CAT(OD_MATH_VML_, fn)))(DT, id, fn, rule)
 #define G_EW2(DT, id, fn, rule) DEF_LOOP2_(ew_##id##_##DT, DT, EW_OUT(rule, DT), EW_X2(rule, fn, DT))
-/* An OD_EWP operator whose od_math.h marks OD_MATH_EASY_<fn> (elu) gets its
- * own contiguous loop, DEF_EASY, over the generic one (named _all). */
-#define G_EWP_0(DT, id, fn, rule) DEF_LOOP1_(ew_##id##_##DT, DT, EW_OUT(rule, DT), MFP(fn, DT)(a, CF(pl, DT)))
+/* An OD_EWP operator whose od_math.h marks OD_MATH_EASY_<fn> (elu) or
+ * OD_MATH_SPLIT_<fn> (polygamma) gets its own contiguous loop, DEF_EASY or
+ * DEF_SPLIT, over the generic one (named _all). */
+#define G_EWP_0(DT, id, fn, rule) CAT(G_EWP_S, EW_PROBE(CAT(OD_MATH_SPLIT_, fn)))(DT, id, fn, rule)
+#define G_EWP_S0(DT, id, fn, rule) DEF_LOOP1_(ew_##id##_##DT, DT, EW_OUT(rule, DT), MFP(fn, DT)(a, CF(pl, DT)))
+#define G_EWP_S1(DT, id, fn, rule)                                                                \
+    DEF_LOOP1_(ew_##id##_all_##DT, DT, EW_OUT(rule, DT), MFP(fn, DT)(a, CF(pl, DT)))             \
+    DEF_SPLIT_(ew_##id##_##DT, ew_##id##_all_##DT, DT, EW_OUT(rule, DT), fn)
 #define G_EWP_1(DT, id, fn, rule)                                                                 \
     DEF_LOOP1_(ew_##id##_all_##DT, DT, EW_OUT(rule, DT), MFP(fn, DT)(a, CF(pl, DT)))             \
     DEF_EASY_(ew_##id##_##DT, ew_##id##_all_##DT, DT, EW_OUT(rule, DT), fn)
