@@ -808,6 +808,7 @@ OD_MATH_FN float od_math_i0_f32(float x)
         T sp = sin##F(pi * x);                                                                   \
         return 0 - pi * pi / (sp * sp);                                                          \
     }                                                                                            \
+    /* (the six steps written out: as a loop, gcc leaves the CPU's pass scalar) */              \
     OD_MATH_FN T od_math_trigamma_rest_##SFX(T x, T result)                                      \
     {                                                                                            \
         T sign = x < (T)0.5 ? (T)-1 : (T)1;                                                      \

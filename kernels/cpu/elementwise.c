@@ -411,6 +411,16 @@ G_cmp(ge)
  * it (the blocks end on a multiple of VEC2, so the scalar tail is the same).
  * Other strides go to ALL. */
 #define EW_EASY_BLOCK 64
+/* The loop function of DEF_EASY and DEF_SPLIT: their NAME_c where output and
+ * input are contiguous, ALL (the generic loops) elsewhere. */
+#define EW_CONTIGUOUS_OR(NAME, ALL, DT, OT)                                                       \
+    static void NAME(void *vc, char **d, const int64_t *s, int64_t n)                            \
+    {                                                                                             \
+        if (s[0] == (int64_t)sizeof(OT) && s[1] == (int64_t)sizeof(OD_CPU_T_##DT))                \
+            NAME##_c(d[0], d[1], n, vc);                                                          \
+        else                                                                                      \
+            ALL(vc, d, s, n);                                                                     \
+    }
 #define DEF_EASY(NAME, ALL, DT, OT, SF, fn)                                                       \
     static VEC_##DT void NAME##_c(char *po, const char *px, int64_t n, const ew_ctx *c)           \
     {                                                                                             \
@@ -438,13 +448,7 @@ G_cmp(ge)
         }                                                                                         \
         ALL##_c((char *)(o + i), (const char *)(x + i), n - i, c);                                \
     }                                                                                             \
-    static void NAME(void *vc, char **d, const int64_t *s, int64_t n)                            \
-    {                                                                                             \
-        if (s[0] == (int64_t)sizeof(OT) && s[1] == (int64_t)sizeof(OD_CPU_T_##DT))                \
-            NAME##_c(d[0], d[1], n, vc);                                                          \
-        else                                                                                      \
-            ALL(vc, d, s, n);                                                                     \
-    }
+    EW_CONTIGUOUS_OR(NAME, ALL, DT, OT)
 #define DEF_EASY_(...) DEF_EASY(__VA_ARGS__)
 /* The contiguous loop of an operator whose libm call od_math.h sets apart
  * (OD_MATH_SPLIT_<fn>: polygamma's trigamma), where od_math_<fn>_splits
@@ -469,13 +473,7 @@ G_cmp(ge)
         }                                                                                         \
         ALL##_c((char *)(o + i), (const char *)(x + i), n - i, c);                                \
     }                                                                                             \
-    static void NAME(void *vc, char **d, const int64_t *s, int64_t n)                            \
-    {                                                                                             \
-        if (s[0] == (int64_t)sizeof(OT) && s[1] == (int64_t)sizeof(OD_CPU_T_##DT))                \
-            NAME##_c(d[0], d[1], n, vc);                                                          \
-        else                                                                                      \
-            ALL(vc, d, s, n);                                                                     \
-    }
+    EW_CONTIGUOUS_OR(NAME, ALL, DT, OT)
 #define DEF_SPLIT_(...) DEF_SPLIT(__VA_ARGS__)
 /* ATen 1.13's vml kernels (IMPLEMENT_FLOAT_KERNEL / IMPLEMENT_COMPLEX_KERNEL:
  * erf, log, sin, ...) run the Vectorized function on every element: the
