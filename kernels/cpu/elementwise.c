@@ -421,34 +421,41 @@ G_cmp(ge)
         else                                                                                      \
             ALL(vc, d, s, n);                                                                     \
     }
-#define DEF_EASY(NAME, ALL, DT, OT, SF, fn)                                                       \
+/* The block loops' common frame: NAME_c runs BODY (the rest of the
+ * arguments; i is the block's first element) for each block of
+ * EW_EASY_BLOCK up to NB, after LOCALS, and ALL's _c loop on what is left. */
+#define DEF_BLOCKS(NAME, ALL, DT, OT, NB, LOCALS, ...)                                            \
     static VEC_##DT void NAME##_c(char *po, const char *px, int64_t n, const ew_ctx *c)           \
     {                                                                                             \
         typedef OD_CPU_T_##DT T;                                                                  \
         OT *restrict o = (OT *)po;                                                                \
         const T *restrict x = (const T *)px;                                                      \
         EW_PARAMS_LOCAL(c)                                                                        \
-        const int64_t nb = n - n % EW_EASY_BLOCK;                                                 \
+        LOCALS                                                                                    \
+        const int64_t nb = NB;                                                                    \
         int64_t i = 0;                                                                            \
         for (; i < nb; i += EW_EASY_BLOCK) {                                                      \
-            const bool vp = true;                                                                 \
-            (void)vp;                                                                             \
-            int easy = 1;                                                                         \
-            for (int j = 0; j < EW_EASY_BLOCK; j++)                                               \
-                easy &= MF(fn##_is_easy, DT)(OD_CPU_LD_##DT(x[i + j]));                           \
-            if (easy) {                                                                           \
-                for (int j = 0; j < EW_EASY_BLOCK; j++)                                           \
-                    o[i + j] = SF(MF(fn##_easy, DT)(OD_CPU_LD_##DT(x[i + j]), CF(pl, DT)));        \
-            } else {                                                                              \
-                for (int j = 0; j < EW_EASY_BLOCK; j++) {                                         \
-                    CT(DT) a = OD_CPU_LD_##DT(x[i + j]);                                          \
-                    o[i + j] = SF(MFP(fn, DT)(a, CF(pl, DT)));                                    \
-                }                                                                                 \
-            }                                                                                     \
+            __VA_ARGS__                                                                           \
         }                                                                                         \
         ALL##_c((char *)(o + i), (const char *)(x + i), n - i, c);                                \
     }                                                                                             \
     EW_CONTIGUOUS_OR(NAME, ALL, DT, OT)
+#define DEF_EASY(NAME, ALL, DT, OT, SF, fn)                                                       \
+    DEF_BLOCKS(NAME, ALL, DT, OT, n - n % EW_EASY_BLOCK, ,                                       \
+        const bool vp = true;                                                                     \
+        (void)vp;                                                                                 \
+        int easy = 1;                                                                             \
+        for (int j = 0; j < EW_EASY_BLOCK; j++)                                                   \
+            easy &= MF(fn##_is_easy, DT)(OD_CPU_LD_##DT(x[i + j]));                               \
+        if (easy) {                                                                               \
+            for (int j = 0; j < EW_EASY_BLOCK; j++)                                               \
+                o[i + j] = SF(MF(fn##_easy, DT)(OD_CPU_LD_##DT(x[i + j]), CF(pl, DT)));            \
+        } else {                                                                                  \
+            for (int j = 0; j < EW_EASY_BLOCK; j++) {                                             \
+                CT(DT) a = OD_CPU_LD_##DT(x[i + j]);                                              \
+                o[i + j] = SF(MFP(fn, DT)(a, CF(pl, DT)));                                        \
+            }                                                                                     \
+        })
 #define DEF_EASY_(...) DEF_EASY(__VA_ARGS__)
 /* The contiguous loop of an operator whose libm call od_math.h sets apart
  * (OD_MATH_SPLIT_<fn>: polygamma's trigamma), where od_math_<fn>_splits
@@ -456,24 +463,12 @@ G_cmp(ge)
  * od_math_<fn>_pre, then od_math_<fn>_post vectorised; the rest, other
  * parameters and other strides as ALL does it. */
 #define DEF_SPLIT(NAME, ALL, DT, OT, SF, fn)                                                      \
-    static VEC_##DT void NAME##_c(char *po, const char *px, int64_t n, const ew_ctx *c)           \
-    {                                                                                             \
-        typedef OD_CPU_T_##DT T;                                                                  \
-        OT *restrict o = (OT *)po;                                                                \
-        const T *restrict x = (const T *)px;                                                      \
-        EW_PARAMS_LOCAL(c)                                                                        \
-        CT(DT) pre[EW_EASY_BLOCK];                                                                \
-        const int64_t nb = MF(fn##_splits, DT)(CF(pl, DT)) ? n - n % EW_EASY_BLOCK : 0;           \
-        int64_t i = 0;                                                                            \
-        for (; i < nb; i += EW_EASY_BLOCK) {                                                      \
-            for (int j = 0; j < EW_EASY_BLOCK; j++)                                               \
-                pre[j] = MF(fn##_pre, DT)(OD_CPU_LD_##DT(x[i + j]), CF(pl, DT));                  \
-            for (int j = 0; j < EW_EASY_BLOCK; j++)                                               \
-                o[i + j] = SF(MF(fn##_post, DT)(OD_CPU_LD_##DT(x[i + j]), pre[j], CF(pl, DT)));    \
-        }                                                                                         \
-        ALL##_c((char *)(o + i), (const char *)(x + i), n - i, c);                                \
-    }                                                                                             \
-    EW_CONTIGUOUS_OR(NAME, ALL, DT, OT)
+    DEF_BLOCKS(NAME, ALL, DT, OT, MF(fn##_splits, DT)(CF(pl, DT)) ? n - n % EW_EASY_BLOCK : 0,    \
+               CT(DT) pre[EW_EASY_BLOCK];,                                                        \
+        for (int j = 0; j < EW_EASY_BLOCK; j++)                                                   \
+            pre[j] = MF(fn##_pre, DT)(OD_CPU_LD_##DT(x[i + j]), CF(pl, DT));                      \
+        for (int j = 0; j < EW_EASY_BLOCK; j++)                                                   \
+            o[i + j] = SF(MF(fn##_post, DT)(OD_CPU_LD_##DT(x[i + j]), pre[j], CF(pl, DT)));)
 #define DEF_SPLIT_(...) DEF_SPLIT(__VA_ARGS__)
 /* ATen 1.13's vml kernels (IMPLEMENT_FLOAT_KERNEL / IMPLEMENT_COMPLEX_KERNEL:
  * erf, log, sin, ...) run the Vectorized function on every element: the
