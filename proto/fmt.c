@@ -16,10 +16,13 @@
  *    neighbours round apart); of those, Clinger's exact case (mantissa <=
  *    2^53 and |exponent| <= 22 for doubles, <= 2^24 and <= 10 for floats:
  *    one IEEE operation on exact operands), else strtod/strtof on the token.
- *  - A token of tensor data's usual shape is decoded from one 32-byte
- *    window (scan_dec_simd); every other token, and any token with fewer
- *    than 32 bytes after its start, by the scalar scan_dec, which gives the
- *    same decimal for every token both accept.
+ *  - In a run, tokens of the shape [-]d.ddd are found from a 64-byte
+ *    window's non-digit mask and decoded without a per-token window
+ *    (WINDOW_RUN); any other token is decoded from one 32-byte window
+ *    (scan_dec_simd) when it has tensor data's usual shape, else, or with
+ *    fewer than 32 bytes after its start, by the scalar scan_dec. Where
+ *    two of them accept a token, they give the same value (their decimals
+ *    may differ by trailing zeros, mant * 10^k and exp10 - k).
  *  - A float never goes through a double (that would round twice): the
  *    float conversions work from the decimal itself.
  */
@@ -972,20 +975,143 @@ const char *od_scan_f32(const char *p, const char *end, float *out)
 
 static inline bool is_blank(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
+/* The run loop's fast path (WINDOW_RUN): tensor data as printers write it,
+ * "[-]d.ddd, " with one integer digit (normal and uniform data in (-10, 10),
+ * the shortest float32 text and numpy's tolist() alike), scanned from a
+ * 64-byte window's non-digit mask. The next token's start is then a shift,
+ * a tzcnt and an add from this one's, rather than a load and a mask per
+ * token, so the tokens' decodes overlap instead of waiting on each other;
+ * the digits come from one 16-byte load, left-aligned: mant is the fraction
+ * padded to 18 digits and exp10 is -18 (the same value, so the same
+ * correctly rounded result). A token of any other shape goes to the general
+ * path, and the next 16 tokens with it (data whose tokens have other shapes
+ * does not pay for the window on each). */
+#ifdef __SSE4_1__
+/* Bit i set where p[i] (i < 64) is not an ASCII digit: adding 0x46 maps
+ * '0'..'9' to 0x76..0x7F, the only bytes then greater than 0x75 signed. */
+static inline __attribute__((always_inline)) uint64_t nondigit64(const char *p)
+{
+    const __m128i k = _mm_set1_epi8(0x46), lim = _mm_set1_epi8(0x75);
+#define DIGITS16(o)                                                                      \
+    (uint64_t)(uint32_t)_mm_movemask_epi8(                                               \
+        _mm_cmpgt_epi8(_mm_add_epi8(_mm_loadu_si128((const __m128i *)(p + (o))), k), lim))
+    uint64_t dm = DIGITS16(0) | DIGITS16(16) << 16 | DIGITS16(32) << 32 | DIGITS16(48) << 48;
+#undef DIGITS16
+    return ~dm;
+}
+
+/* 16 bytes from keep + 32 - k, k <= 32: k (at most 16) bytes of 0xFF, then
+ * zeros; no clamp of k to 16, which gcc compiles to a branch that tolist()
+ * text's mix of 15 to 18 fraction digits mispredicts */
+static const uint8_t keep[48] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                                 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                                 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
+
+/* tzcnt where the CPU has it (one cycle on the token-to-token chain, where
+ * bsf takes three), bsf elsewhere: the same result for x != 0 */
+static inline __attribute__((always_inline)) size_t tz64(uint64_t x)
+{
+    uint64_t r;
+    __asm__("rep bsf %1, %0" : "=r"(r) : "r"(x) : "cc");
+    return (size_t)r;
+}
+
+/* The token [-]d.ddd (1 to 18 fraction digits, no exponent) at p + t, t <=
+ * 40, nd being nondigit64(p) with bit 63 set: its decimal, and its end as an
+ * offset from p; 0 for a token of any other shape. The end is the first
+ * non-digit from t + 3 on, whichever the sign; t <= 40 keeps a token too
+ * long for the window (18 fraction digits end by 63) from stopping at bit
+ * 63 with 18 or fewer. Reads p[0..63] and the 16 bytes from p + t + 3. */
+static inline __attribute__((always_inline)) size_t scan_1dot(const char *p, uint64_t nd, size_t t,
+                                                               dec *d)
+{
+    size_t end = t + 3 + tz64(nd >> (t + 3));
+    size_t s = p[t] == '-', i = t + s;
+    size_t nf = end - i - 2;
+    unsigned d0 = (unsigned)(unsigned char)p[i] - '0';
+    if (d0 > 9 || p[i + 1] != '.' || (nd >> (i + 2) & 1) || nf > 18 || (p[end] | 0x20) == 'e')
+        return 0;
+    const char *f = p + i + 2;
+    __m128i g = _mm_sub_epi8(_mm_loadu_si128((const __m128i *)f), _mm_set1_epi8('0'));
+    g = _mm_and_si128(g, _mm_loadu_si128((const __m128i *)(keep + 32 - nf)));
+    g = _mm_madd_epi16(_mm_maddubs_epi16(g, _mm_set1_epi16(0x010A)), _mm_set1_epi32(0x00010064));
+    g = _mm_madd_epi16(_mm_packus_epi32(g, g), _mm_set1_epi32(0x00012710));
+    uint64_t a = (uint64_t)(uint32_t)_mm_cvtsi128_si32(g) * 100000000u +
+                 (uint32_t)_mm_extract_epi32(g, 1);
+    /* masks, not branches: tolist() text mixes 16, 17 and 18 digits */
+    uint64_t b16 = ((uint64_t)(unsigned char)f[16] - '0') & -(uint64_t)(nf > 16);
+    uint64_t b17 = ((uint64_t)(unsigned char)f[17] - '0') & -(uint64_t)(nf > 17);
+    d->mant = d0 * 1000000000000000000ull + a * 100 + b16 * 10 + b17;
+    d->exp10 = -18;
+    d->neg = s;
+    d->truncated = false;
+    d->slow = false;
+    d->frac = true;
+    d->expo = false;
+    return end;
+}
+
+/* Inside SCAN_RUN: tokens while they have the shape and the usual
+ * separators (", " or "," before a non-blank), p re-based once a token may
+ * start past 40. A token of another shape goes to `general` at its start;
+ * another separator to `separator` at the token's end. p + 80 <= end covers
+ * every read (scan_1dot's and p[e + 2]). */
+#define WINDOW_RUN(CONVERT)                                                                \
+    while (backoff == 0 && end - p >= 80 && n < max) {                                     \
+        uint64_t nd = nondigit64(p) | 1ull << 63;                                          \
+        size_t t = 0;                                                                      \
+        for (;;) {                                                                         \
+            dec d;                                                                         \
+            size_t e = scan_1dot(p, nd, t, &d);                                            \
+            if (!e) {                                                                      \
+                p += t;                                                                    \
+                backoff = 16;                                                              \
+                goto general;                                                              \
+            }                                                                              \
+            out[n++] = CONVERT(&d, p + t, p + e);                                          \
+            last = p + e;                                                                  \
+            if (p[e] == ',' && p[e + 1] == ' ' && !is_blank(p[e + 2]))                     \
+                t = e + 2;                                                                 \
+            else if (p[e] == ',' && !is_blank(p[e + 1]))                                   \
+                t = e + 1;                                                                 \
+            else {                                                                         \
+                p += e;                                                                    \
+                goto separator;                                                            \
+            }                                                                              \
+            if (n >= max)                                                                  \
+                goto done;                                                                 \
+            if (t > 40) {                                                                  \
+                p += t;                                                                    \
+                break;                                                                     \
+            }                                                                              \
+        }                                                                                  \
+    }
+#else
+#define WINDOW_RUN(CONVERT)
+#endif
+
 /* One loop for both widths, so the per-element work stays in registers and
- * no call separates one number from the next. (Finding every ',' first, so
- * that the numbers decode independently, measured slower: the scan of one
- * 20-byte token is not what holds the loop up.) */
+ * no call separates one number from the next: WINDOW_RUN first, then one
+ * token at a time. *pp is written once, at the end. */
 #define SCAN_RUN(CONVERT)                                                           \
-    const char *p = *pp;                                                            \
+    const char *p = *pp, *last = *pp;                                               \
     int64_t n = 0;                                                                  \
+    int backoff = 0;                                                                \
     while (n < max) {                                                               \
+        WINDOW_RUN(CONVERT)                                                         \
+        if (n >= max)                                                               \
+            break;                                                                  \
+    general: __attribute__((unused));                                               \
+        backoff -= backoff > 0;                                                     \
         dec d;                                                                      \
         const char *q = scan_dec_fast(p, end, &d);                                  \
         if (!q)                                                                     \
             break;                                                                  \
-        out[n++] = CONVERT;                                                         \
-        *pp = q;                                                                    \
+        out[n++] = CONVERT(&d, p, q);                                               \
+        last = q;                                                                   \
+        p = q;                                                                      \
+    separator: __attribute__((unused));                                             \
+        q = p;                                                                      \
         /* the usual separators, ", " and ",", tested by branches (they             \
          * predict; a data dependency on q[1] would lengthen the chain              \
          * from one token's end to the next one's start) */                         \
@@ -1008,17 +1134,25 @@ static inline bool is_blank(char c) { return c == ' ' || c == '\n' || c == '\r' 
         while (p < end && is_blank(*p))                                             \
             p++;                                                                    \
     }                                                                               \
+done: __attribute__((unused));                                                      \
+    *pp = last;                                                                     \
     return n
+
+static inline __attribute__((always_inline)) double dec_to_f64_run(const dec *d, const char *s,
+                                                                    const char *e)
+{
+    bool exact;
+    return dec_to_f64(d, s, e, &exact);
+}
 
 int64_t od_scan_f32_run(const char **pp, const char *end, float *out, int64_t max)
 {
-    SCAN_RUN(dec_to_f32(&d, p, q));
+    SCAN_RUN(dec_to_f32);
 }
 
 int64_t od_scan_f64_run(const char **pp, const char *end, double *out, int64_t max)
 {
-    bool exact;
-    SCAN_RUN(dec_to_f64(&d, p, q, &exact));
+    SCAN_RUN(dec_to_f64_run);
 }
 
 const char *od_scan_number(const char *p, const char *end, od_num *out)

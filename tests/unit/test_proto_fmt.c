@@ -563,23 +563,56 @@ Test(scan, window_shapes_match_strtod_and_strtof)
     }
 }
 
+enum { RUN_MAX = 3000 };
+
+/* One run as the codec reads it: n tokens (offs[i]..ends[i] in text, then a
+ * tail up to end), read with at most max. The count, where *pp stops and
+ * every value must be strtof's and strtod's, for both widths. */
+static void check_run(const char *text, const char *end, const char *const *offs,
+                      const char *const *ends, int n, int64_t max, int round)
+{
+    static float got[RUN_MAX + 8];
+    static double got64[RUN_MAX + 8];
+    int want = max < n ? (int)max : n;
+    const char *p = text;
+    int64_t k = od_scan_f32_run(&p, end, got, max);
+    CHECK(k == want, "round %d: the run read %lld of %d numbers (max %lld)", round, (long long)k, want,
+          (long long)max);
+    CHECK(p == ends[want - 1], "round %d: the run stopped at offset %td, not %td", round, p - text,
+          ends[want - 1] - text);
+    const char *p64 = text;
+    CHECK(od_scan_f64_run(&p64, end, got64, max) == want && p64 == p,
+          "round %d: od_scan_f64_run disagrees on the run's extent", round);
+    for (int i = 0; i < want; i++) {
+        char tok[128];
+        size_t tl = (size_t)(ends[i] - offs[i]);
+        memcpy(tok, offs[i], tl);
+        tok[tl] = '\0';
+        float r = strtof(tok, NULL);
+        CHECK(u_of(got[i]) == u_of(r), "round %d, number %d '%s': %a, strtof says %a", round, i, tok,
+              (double)got[i], (double)r);
+        double r64 = strtod(tok, NULL);
+        CHECK(bits64(got64[i]) == bits64(r64), "round %d, number %d '%s': %a, strtod says %a", round,
+              i, tok, got64[i], r64);
+    }
+}
+
+static const char *const run_seps[] = {",", ", ", ",\n  ", " ,", ",\t", ",  ", ", \t", ",\r\n"};
+/* what follows a run: its end, text the general path must see */
+static const char *const run_tails[] = {"]", "]]", "", ", NaN]", ", true]", ",]", " x", ", [1]"};
+
 /* The codec's call for tensor data: a run of numbers with ',' and blanks. */
 Test(scan, runs_match_strtof_and_stop_where_the_general_path_takes_over)
 {
     seed_once();
-    enum { N = 3000 };
-    static char text[N * 80];
-    static const char *offs[N], *ends[N];
-    static float got[N], ref[N];
-    static double got64[N];
+    static char text[RUN_MAX * 80];
+    static const char *offs[RUN_MAX], *ends[RUN_MAX];
     for (int round = 0; round < 40; round++) {
         size_t len = 0;
-        int n = 1 + (int)(rnd() % N);
+        int n = 1 + (int)(rnd() % RUN_MAX);
         for (int i = 0; i < n; i++) {
             if (i) {
-                static const char *const seps[] = {",", ", ", ",\n  ", " ,", ",\t",
-                                                   ",  ", ", \t", ",\r\n"};
-                const char *sep = seps[rnd() % 8];
+                const char *sep = run_seps[rnd() % 8];
                 memcpy(text + len, sep, strlen(sep));
                 len += strlen(sep);
             }
@@ -595,41 +628,86 @@ Test(scan, runs_match_strtof_and_stop_where_the_general_path_takes_over)
             len += strlen(tok);
             ends[i] = text + len;
         }
-        /* what follows the run: its end, text the general path must see */
-        static const char *const tails[] = {"]", "]]", "", ", NaN]", ", true]", ",]", " x", ", [1]"};
-        const char *tail = tails[rnd() % 8];
+        const char *tail = run_tails[rnd() % 8];
         memcpy(text + len, tail, strlen(tail));
         len += strlen(tail);
-        const char *end = text + len;
         int64_t max = rnd() % 4 ? n + 5 : 1 + (int64_t)(rnd() % (uint64_t)n);
-        int want = max < n ? (int)max : n;
-        const char *p = text;
-        int64_t k = od_scan_f32_run(&p, end, got, max);
-        CHECK(k == want, "round %d: the run read %lld of %d numbers (max %lld)", round, (long long)k,
-              want, (long long)max);
-        CHECK(p == ends[want - 1], "round %d: the run stopped at offset %td, not %td", round,
-              p - text, ends[want - 1] - text);
-        const char *p64 = text;
-        CHECK(od_scan_f64_run(&p64, end, got64, max) == want && p64 == p,
-              "round %d: od_scan_f64_run disagrees on the run's extent", round);
-        for (int i = 0; i < want; i++) {
-            char tok[128];
-            size_t tl = (size_t)(ends[i] - offs[i]);
-            memcpy(tok, offs[i], tl);
-            tok[tl] = '\0';
-            ref[i] = strtof(tok, NULL);
-            CHECK(u_of(got[i]) == u_of(ref[i]), "round %d, number %d '%s': %a, strtof says %a", round,
-                  i, tok, (double)got[i], (double)ref[i]);
-            double r64 = strtod(tok, NULL);
-            CHECK(bits64(got64[i]) == bits64(r64), "round %d, number %d '%s': %a, strtod says %a",
-                  round, i, tok, got64[i], r64);
-        }
+        check_run(text, text + len, offs, ends, n, max, round);
     }
     /* the first token is not a number: nothing read, nothing moved */
     const char *bad = "NaN, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]";
     const char *p = bad;
+    float got[100];
     CHECK(od_scan_f32_run(&p, bad + strlen(bad), got, 100) == 0 && p == bad,
           "a run must not start on a non-number");
+}
+
+/* [-]d.ddd, the shape the run loop's 64-byte window decodes (1 to 18
+ * fraction digits), and past it (19 and 20); mostly tolist()'s 15 to 18
+ * digits and the shortest float32 text's up to 9, with runs of 0 and 9. */
+static void one_digit_number(char *buf)
+{
+    size_t n = 0;
+    if (rnd() & 1)
+        buf[n++] = '-';
+    buf[n++] = (char)('0' + rnd() % 10);
+    buf[n++] = '.';
+    int fd = rnd() % 2 ? 15 + (int)(rnd() % 4) : 1 + (int)(rnd() % 20);
+    for (int i = 0; i < fd; i++) {
+        unsigned r = (unsigned)(rnd() % 8);
+        buf[n++] = r == 0 ? '0' : r == 1 ? '9' : (char)('0' + rnd() % 10);
+    }
+    buf[n] = '\0';
+}
+
+/* Long runs of that shape with the usual separators, so tokens start at
+ * every offset of the window and cross its re-basing, and now and then a
+ * token of another shape (the general path, then the window again), a
+ * separator with blanks, a bad token or max ending the run mid-window. */
+Test(scan, runs_of_one_digit_tokens_through_the_window)
+{
+    seed_once();
+    static char text[RUN_MAX * 80];
+    static const char *offs[RUN_MAX], *ends[RUN_MAX];
+    static const char *const bad[] = {"1.", "1.e5", "-.5", "1.5e", "01.5", "1.5.5", "-", "1..5"};
+    for (int round = 0; round < 300; round++) {
+        size_t len = 0;
+        int n = 1 + (int)(rnd() % RUN_MAX), bad_at = rnd() % 4 ? -1 : (int)(rnd() % (uint64_t)n);
+        for (int i = 0; i < n; i++) {
+            if (i) {
+                const char *sep = rnd() % 32 == 0 ? run_seps[rnd() % 8] : rnd() % 2 ? ", " : ",";
+                memcpy(text + len, sep, strlen(sep));
+                len += strlen(sep);
+            }
+            char tok[128];
+            if (i == bad_at)
+                strcpy(tok, bad[rnd() % 8]);
+            else if (rnd() % 64 == 0)
+                rnd() % 2 ? random_number(tok, sizeof tok) : window_number(tok);
+            else
+                one_digit_number(tok);
+            offs[i] = text + len;
+            memcpy(text + len, tok, strlen(tok));
+            len += strlen(tok);
+            ends[i] = text + len;
+        }
+        const char *tail = run_tails[rnd() % 8];
+        memcpy(text + len, tail, strlen(tail));
+        len += strlen(tail);
+        /* a bad token ends the run after the number before it; "1.5.5" and
+         * "01.5" after the number they start with, "1.5" and "0" */
+        int good = n;
+        if (bad_at >= 0) {
+            const char *b = offs[bad_at];
+            size_t first = strncmp(b, "1.5.5", 5) == 0 ? 3 : strncmp(b, "01.5", 4) == 0 ? 1 : 0;
+            good = bad_at + (first > 0);
+            ends[bad_at] = b + first;
+        }
+        if (good == 0)
+            continue;
+        int64_t max = rnd() % 4 ? good + 5 : 1 + (int64_t)(rnd() % (uint64_t)good);
+        check_run(text, text + len, offs, ends, good, max, round);
+    }
 }
 
 /* Runs in an allocation of exactly their length (ASan sees any read past
