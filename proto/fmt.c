@@ -661,13 +661,8 @@ static inline __attribute__((always_inline)) const char *scan_dec(const char *p,
     }
     if (e > 100000000 || e < -100000000)
         slow = true; /* only from absurdly long digit runs */
-    d->mant = m;
-    d->exp10 = e;
-    d->neg = neg;
-    d->truncated = trunc;
-    d->slow = slow;
-    d->frac = frac;
-    d->expo = expo;
+    *d = (dec){.mant = m, .exp10 = e, .neg = neg, .truncated = trunc, .slow = slow, .frac = frac,
+               .expo = expo};
     return p;
 }
 
@@ -733,13 +728,7 @@ static inline __attribute__((always_inline)) bool scan_dec_simd(const char *p, c
     uint64_t m = (uint64_t)(uint32_t)_mm_cvtsi128_si32(g) * 100000000u +
                  (uint32_t)_mm_extract_epi32(g, 1) +
                  (uint64_t)(uint32_t)_mm_extract_epi32(g, 3) * 10000000000000000ull;
-    d->mant = m;
-    d->exp10 = -nf;
-    d->neg = s;
-    d->truncated = false;
-    d->slow = false;
-    d->frac = nf != 0;
-    d->expo = false;
+    *d = (dec){.mant = m, .exp10 = -nf, .neg = s, .frac = nf != 0};
     *after = p + pos;
     return true;
 }
@@ -1041,13 +1030,8 @@ static inline __attribute__((always_inline)) size_t scan_1dot(const char *p, uin
     /* masks, not branches: tolist() text mixes 16, 17 and 18 digits */
     uint64_t b16 = ((uint64_t)(unsigned char)f[16] - '0') & -(uint64_t)(nf > 16);
     uint64_t b17 = ((uint64_t)(unsigned char)f[17] - '0') & -(uint64_t)(nf > 17);
-    d->mant = d0 * 1000000000000000000ull + a * 100 + b16 * 10 + b17;
-    d->exp10 = -18;
-    d->neg = s;
-    d->truncated = false;
-    d->slow = false;
-    d->frac = true;
-    d->expo = false;
+    *d = (dec){.mant = d0 * 1000000000000000000ull + a * 100 + b16 * 10 + b17, .exp10 = -18,
+               .neg = s, .frac = true};
     return end;
 }
 

@@ -565,6 +565,13 @@ Test(scan, window_shapes_match_strtod_and_strtof)
 
 enum { RUN_MAX = 3000 };
 
+/* Appends s to text at len; the new length. */
+static size_t put(char *text, size_t len, const char *s)
+{
+    memcpy(text + len, s, strlen(s));
+    return len + strlen(s);
+}
+
 /* One run as the codec reads it: n tokens (offs[i]..ends[i] in text, then a
  * tail up to end), read with at most max. The count, where *pp stops and
  * every value must be strtof's and strtod's, for both widths. */
@@ -611,11 +618,8 @@ Test(scan, runs_match_strtof_and_stop_where_the_general_path_takes_over)
         size_t len = 0;
         int n = 1 + (int)(rnd() % RUN_MAX);
         for (int i = 0; i < n; i++) {
-            if (i) {
-                const char *sep = run_seps[rnd() % 8];
-                memcpy(text + len, sep, strlen(sep));
-                len += strlen(sep);
-            }
+            if (i)
+                len = put(text, len, run_seps[rnd() % 8]);
             char tok[128];
             switch (rnd() % 4) {
             case 0: window_number(tok); break;
@@ -624,13 +628,10 @@ Test(scan, runs_match_strtof_and_stop_where_the_general_path_takes_over)
             default: od_fmt_f32(f_of((uint32_t)rnd() & 0xBFFFFFFFu), tok); break; /* finite */
             }
             offs[i] = text + len;
-            memcpy(text + len, tok, strlen(tok));
-            len += strlen(tok);
+            len = put(text, len, tok);
             ends[i] = text + len;
         }
-        const char *tail = run_tails[rnd() % 8];
-        memcpy(text + len, tail, strlen(tail));
-        len += strlen(tail);
+        len = put(text, len, run_tails[rnd() % 8]);
         int64_t max = rnd() % 4 ? n + 5 : 1 + (int64_t)(rnd() % (uint64_t)n);
         check_run(text, text + len, offs, ends, n, max, round);
     }
@@ -674,11 +675,8 @@ Test(scan, runs_of_one_digit_tokens_through_the_window)
         size_t len = 0;
         int n = 1 + (int)(rnd() % RUN_MAX), bad_at = rnd() % 4 ? -1 : (int)(rnd() % (uint64_t)n);
         for (int i = 0; i < n; i++) {
-            if (i) {
-                const char *sep = rnd() % 32 == 0 ? run_seps[rnd() % 8] : rnd() % 2 ? ", " : ",";
-                memcpy(text + len, sep, strlen(sep));
-                len += strlen(sep);
-            }
+            if (i)
+                len = put(text, len, rnd() % 32 == 0 ? run_seps[rnd() % 8] : rnd() % 2 ? ", " : ",");
             char tok[128];
             if (i == bad_at)
                 strcpy(tok, bad[rnd() % 8]);
@@ -687,13 +685,10 @@ Test(scan, runs_of_one_digit_tokens_through_the_window)
             else
                 one_digit_number(tok);
             offs[i] = text + len;
-            memcpy(text + len, tok, strlen(tok));
-            len += strlen(tok);
+            len = put(text, len, tok);
             ends[i] = text + len;
         }
-        const char *tail = run_tails[rnd() % 8];
-        memcpy(text + len, tail, strlen(tail));
-        len += strlen(tail);
+        len = put(text, len, run_tails[rnd() % 8]);
         /* a bad token ends the run after the number before it; "1.5.5" and
          * "01.5" after the number they start with, "1.5" and "0" */
         int good = n;
@@ -727,11 +722,8 @@ Test(scan, runs_at_the_end_of_the_buffer_and_bad_tokens)
         size_t len = 0;
         int n = 1 + (int)(rnd() % 40), bad_at = rnd() % 4 ? -1 : (int)(rnd() % (uint64_t)n);
         for (int i = 0; i < n; i++) {
-            if (i) {
-                const char *sep = seps[rnd() % 5];
-                memcpy(text + len, sep, strlen(sep));
-                len += strlen(sep);
-            }
+            if (i)
+                len = put(text, len, seps[rnd() % 5]);
             char tok[48];
             if (i == bad_at)
                 strcpy(tok, bad[rnd() % 10]);
@@ -739,8 +731,7 @@ Test(scan, runs_at_the_end_of_the_buffer_and_bad_tokens)
                 od_fmt_f32(f_of((uint32_t)rnd() & 0xBFFFFFFFu), tok);
             else
                 od_fmt_f64((double)f_of((uint32_t)rnd() & 0xBFFFFFFFu), tok);
-            memcpy(text + len, tok, strlen(tok));
-            len += strlen(tok);
+            len = put(text, len, tok);
             ends[i] = text + len;
         }
         int want = bad_at < 0 ? n : bad_at;
