@@ -37,15 +37,18 @@ INCLUDES := -Idispatcher -Ikernels -Iproto -Iserver
 # on a negative input, which leaves a sqrt loop scalar (nothing reads errno
 # after a math call; the exact functions it may inline give the same bits).
 BASE_CFLAGS := $(CSTD) $(WARN) $(INCLUDES) -fPIC -pthread -MMD -MP -fno-trapping-math -fno-math-errno
+# The sanitizer trees take the release build's -march=x86-64-v2 too, so that
+# ASan/UBSan and the fuzzers check the SSE4.1 code users run (proto/fmt.c's
+# number scanning and printing), not only its portable fallback.
 ifeq ($(SAN),1)
-OPT_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all
+OPT_CFLAGS := -O1 -g -march=x86-64-v2 -fno-omit-frame-pointer -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all
 SAN_LDFLAGS := -fsanitize=address,undefined,float-cast-overflow
 else ifeq ($(SAN),fuzz)
 # The fuzzers' tree (mk/fuzz.mk, CC=clang-14): ASan+UBSan plus libFuzzer's
 # coverage counters; the harnesses link -fsanitize=fuzzer themselves. clang
 # ignores gcc's vectoriser pragmas and simd attributes (scalar code, same
 # results), and would flag od_math.h's branch-free `mask & mask ? a : b`.
-OPT_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
+OPT_CFLAGS := -O1 -g -march=x86-64-v2 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
               -fno-sanitize-recover=all -Wno-unknown-pragmas -Wno-unknown-attributes \
               -Wno-bitwise-conditional-parentheses
 SAN_LDFLAGS := -fsanitize=address,undefined

@@ -190,8 +190,9 @@ static inline uint64_t eight_ascii(uint32_t r)
 /* fmt_digits' layout, from the digits' text: first (the 9th digit from the
  * right, '0' when fewer), eight (the other 8, eight_ascii's form) and their
  * count nd. */
-static inline __attribute__((always_inline)) int fmt_text(bool neg, char first, uint64_t eight, int nd,
-                                                          int32_t e10, char *out)
+/* (unused where fmt_text_reg serves: clang says so) */
+static inline __attribute__((always_inline, unused)) int fmt_text(bool neg, char first, uint64_t eight,
+                                                                  int nd, int32_t e10, char *out)
 {
     /* At most 9 digits. Every step below has a fixed count, so nothing
      * branches on how many digits there are or where the point goes (a
