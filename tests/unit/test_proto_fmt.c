@@ -644,8 +644,9 @@ Test(scan, runs_match_strtof_and_stop_where_the_general_path_takes_over)
 }
 
 /* [-]d.ddd, the shape the run loop's 64-byte window decodes (1 to 18
- * fraction digits), and past it (19 and 20); mostly tolist()'s 15 to 18
- * digits and the shortest float32 text's up to 9, with runs of 0 and 9. */
+ * fraction digits), and now and then past it (19 and 20: each sends the
+ * next 64 tokens to the general path); mostly tolist()'s 15 to 18 digits
+ * and the shortest float32 text's up to 9, with runs of 0 and 9. */
 static void one_digit_number(char *buf)
 {
     size_t n = 0;
@@ -653,7 +654,7 @@ static void one_digit_number(char *buf)
         buf[n++] = '-';
     buf[n++] = (char)('0' + rnd() % 10);
     buf[n++] = '.';
-    int fd = rnd() % 2 ? 15 + (int)(rnd() % 4) : 1 + (int)(rnd() % 20);
+    int fd = rnd() % 64 == 0 ? 19 + (int)(rnd() % 2) : rnd() % 2 ? 15 + (int)(rnd() % 4) : 1 + (int)(rnd() % 18);
     for (int i = 0; i < fd; i++) {
         unsigned r = (unsigned)(rnd() % 8);
         buf[n++] = r == 0 ? '0' : r == 1 ? '9' : (char)('0' + rnd() % 10);
