@@ -975,10 +975,14 @@ static inline bool is_blank(char c) { return c == ' ' || c == '\n' || c == '\r' 
  * padded to 18 digits and exp10 is -18 (the same value, so the same
  * correctly rounded result). A token of any other shape goes to the general
  * path, and the next 64 tokens with it: data of other shapes, or of mixed
- * ones, does not pay for trying the window on each (N(50, 30) data, mostly
- * two integer digits: 4 % slower than before the window with 16, within
- * 1-3 % with 64; a back-off that grew with each miss made gcc lay the
- * general path out 70 % slower). */
+ * ones, does not pay for trying the window on each. (N(50, 30) text, mostly
+ * two integer digits, timed by hand against the run loop before the
+ * window: 4 % slower with 16, within 1-3 % with 64; a back-off that grew
+ * with each miss made gcc lay the general path out 70 % slower. A second
+ * window decoder for several integer digits, tried after this one, took
+ * that text from 10.9 to 8.8 ns per number but the one-digit forms 8-10 %
+ * slower; out of line, it gained nothing. bench-json-ab's third text
+ * shows where such data stands.) */
 #ifdef __SSE4_1__
 /* Bit i set where p[i] (i < 64) is not an ASCII digit: adding 0x46 maps
  * '0'..'9' to 0x76..0x7F, the only bytes then greater than 0x75 signed. */
