@@ -74,6 +74,55 @@ def test_binary_cross_entropy_with_logits(server, rng):
     check(server, cases)
 
 
+def test_binary_cross_entropy_with_logits_bits(server, rng):
+    """composite/loss_more.c computes -|x| and 1 - t in fewer steps than ATen 1.13, claiming the bits
+    of ATen's steps: its answer is compared bit for bit (zero signs and NaNs included) with ATen's
+    steps run one by one through the server, on random logits and targets (t outside [0, 1] too)
+    with the values where the identities could break: +-0, +-inf, NaN, logits past exp's range and
+    past half the dtype's largest, and t = 1 exactly. (Against torch itself the elementwise math
+    may differ by an ulp: exp is this project's, not SLEEF's; test_binary_cross_entropy_with_logits
+    compares within a tolerance.)"""
+    from test_losses import values
+
+    def run(op, *args, **kw):
+        r = server.post(f"/v1/ops/{op}", {"args": list(args), "kwargs": kw})
+        assert r.status_code == 200, (op, r.text)
+        o = r.json()["outputs"][0]
+        return T(values(o), o["dtype"])
+
+    def bits(o):
+        a = values(o).astype(np.float64 if o["dtype"] == "float64" else np.float32)  # bfloat16: exact
+        return np.where(np.isnan(a), np.nan, 0), a.view(np.uint64 if a.dtype == np.float64 else np.uint32)
+
+    edges = [0.0, -0.0, np.inf, -np.inf, np.nan, 20, -20, 88, -88, 104, -104, 1e30, -1e30, 3e38, -3e38]
+    k = len(edges)
+    for dt, tdt in (("float32", "float32"), ("float64", "float64"), ("bfloat16", "bfloat16"),
+                    ("float32", "float64")):  # the last: the in-place steps
+        n = 300
+        x = rng.standard_normal(n) * rng.choice([1, 8, 40], n)
+        t = rng.random(n) * 2 - 0.5
+        x[:k], x[k: 2 * k], x[2 * k: 3 * k] = edges, edges, edges
+        t[k: 2 * k], t[2 * k: 3 * k] = 1.0, 2.0  # t = 1 (a zero product) and t > 1 at every edge
+        if dt == "float64":
+            x[np.abs(x) == 3e38] *= 1.7e308 / 3e38  # past half of float64's largest
+        xs, ts, ws, pws = T(x, dt), T(t, tdt), T(rng.random(n) + 0.5, dt), T(rng.random(n) * 3, dt)
+        negx = run("neg", xs)
+        mv = run("clamp_min", negx, 0)
+        lse = run("log", run("add", run("exp", run("neg", mv)), run("exp", run("sub", negx, mv))))
+        prod = run("mul", run("add", run("neg", ts), 1), xs)
+        steps = {"plain": run("add", run("add", prod, mv), lse)}
+        lw = run("add", run("mul", run("sub", pws, 1), ts), 1)
+        steps["pos_weight, weight"] = run("mul", run("add", prod, run("mul", lw, run("add", lse, mv))), ws)
+        for what, extra in (("plain", [None, None]), ("pos_weight, weight", [ws, pws])):
+            r = server.post("/v1/ops/binary_cross_entropy_with_logits", {"args": [xs, ts] + extra + [0]})
+            assert r.status_code == 200, r.text
+            o, want = r.json()["outputs"][0], steps[what]
+            assert o["dtype"] == want["dtype"], (dt, tdt, what, o["dtype"], want["dtype"])
+            (gn, gb), (wn, wb) = bits(o), bits(want)
+            bad = np.flatnonzero(~((gb == wb) | (np.isnan(gn) & np.isnan(wn))))
+            assert not bad.size, (dt, tdt, what, bad[:8], values(o)[bad[:8]], values(want)[bad[:8]])
+
+
 def test_kl_div(server, rng):
     cases = []
     for dt in FLOATS + ("float16",):
@@ -204,7 +253,9 @@ def test_refusals(server, rng):
               ("binary_cross_entropy_with_logits", [X(rng, "float32", 3, 4), P(rng, "float32", 1, 4), None, None, 1], {}),
               ("binary_cross_entropy_with_logits", [X(rng, "float32", 3, 4), P(rng, "float32", 3, 4), None,
                                                     X(rng, "float32", 5), 1], {}),
-              ("binary_cross_entropy_with_logits", [T(np.arange(3)), T(np.arange(3)), None, None, 1], {})]
+              ("binary_cross_entropy_with_logits", [T(np.arange(3)), T(np.arange(3)), None, None, 1], {}),
+              ("binary_cross_entropy_with_logits", [X(rng, "float32", 3), T(np.array([True, False, True])),
+                                                    None, None, 1], {})]
     check(server, cases)
 
 
