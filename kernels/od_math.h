@@ -247,11 +247,31 @@ OD_MATH_FN float od_math_tanh_f32(float x)
 }
 OD_MATH_FN double od_math_tanh_f64(double a) { return tanh(a); }
 
+/* e^x where only 1 + e^x is wanted: od_math_exp_f32's bits for x >= -86,
+ * e^-86 below, where 1 + e^x is 1 either way. 2^n is then applied as
+ * (2y) * 2^(n-1), one normal factor for n in [-124, 128] (2y is exact; 2^128
+ * itself is not a float, and y * 2^128 is finite for y < 1), which spares
+ * the second factor's operations: sigmoid and silu over 256K float32 (in
+ * cache, compute-bound), 30.0 -> 28.3 and 29.8 -> 26.2 us. */
+OD_MATH_FN float od_math_exp_for_1p_f32(float x)
+{
+#ifdef __CUDA_ARCH__
+    return expf(x);
+#else
+    float xc = x < 88.8f ? x : 88.8f;
+    xc = xc > -86.0f ? xc : -86.0f;
+    int32_t n;
+    float y = od_math_exp_core_f32(xc, &n);
+    float res = (y + y) * od_f32_from_bits((uint32_t)(n + 126) << 23);
+    return x != x ? x : res;
+#endif
+}
+
 /* 1 / (1 + e^-x): e^-x overflows to inf for very negative x, giving 0. */
-OD_MATH_FN float od_math_sigmoid_f32(float a) { return 1.0f / (1.0f + od_math_exp_f32(-a)); }
+OD_MATH_FN float od_math_sigmoid_f32(float a) { return 1.0f / (1.0f + od_math_exp_for_1p_f32(-a)); }
 OD_MATH_FN double od_math_sigmoid_f64(double a) { return 1.0 / (1.0 + exp(-a)); }
 /* x * sigmoid(x), written as a division so large negative x gives -0, not NaN. */
-OD_MATH_FN float od_math_silu_f32(float a) { return a / (1.0f + od_math_exp_f32(-a)); }
+OD_MATH_FN float od_math_silu_f32(float a) { return a / (1.0f + od_math_exp_for_1p_f32(-a)); }
 OD_MATH_FN double od_math_silu_f64(double a) { return a / (1.0 + exp(-a)); }
 
 /* gelu(approximate='none'): x/2 * (1 + erf(x / sqrt 2)). */
