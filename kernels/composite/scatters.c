@@ -207,9 +207,47 @@ OD_CX_KERNEL(od_cea_masked_scatter)
     return od_cx_scope_return1(&sc, s, r);
 }
 
+/* The order ATen's TensorIterator walks two operands a and b of one shape
+ * (reorder_dimensions), as permute's dims, outermost first. A pair of dims
+ * is decided by the first operand whose strides on them differ (a zero
+ * stride, broadcast, defers to the next operand); equal strides put the
+ * smaller dim inside. */
+static void iter_order(const int64_t *sizes, int nd, const int64_t *sa, const int64_t *sb, int64_t *out)
+{
+    int64_t perm[OD_MAX_DIMS]; /* innermost first, as ATen's perm_ */
+    const int64_t *st[2] = {sa, sb};
+    for (int i = 0; i < nd; i++)
+        perm[i] = nd - 1 - i;
+    for (int i = 1; i < nd; i++)
+        for (int d0 = i - 1, d1 = i; d0 >= 0; d0--) {
+            int cmp = 0;
+            for (int k = 0; k < 2 && !cmp; k++) {
+                int64_t s0 = st[k][perm[d0]], s1 = st[k][perm[d1]];
+                if (s0 == 0 || s1 == 0)
+                    continue;
+                cmp = s0 < s1 ? -1 : s0 > s1 ? 1 : sizes[perm[d0]] > sizes[perm[d1]] ? 1 : 0;
+            }
+            if (cmp < 0)
+                break;
+            if (cmp > 0) {
+                int64_t t = perm[d0];
+                perm[d0] = perm[d1];
+                perm[d1] = t;
+                d1 = d0;
+            }
+        }
+    for (int i = 0; i < nd; i++)
+        out[i] = perm[nd - 1 - i];
+}
+
 /* put(self, index, source, accumulate=False): self's elements at the flat
  * (row-major) positions index (negatives wrap) replaced by, or with
- * accumulate increased by, source's (in row-major order). */
+ * accumulate increased by, source's. ATen 1.13's CPU kernel walks source and
+ * index (reshaped to source's shape) with one TensorIterator, one element
+ * after another below 32768 elements: where an index repeats, the last write
+ * in that order wins and sums add in it. So both go flat in that order (a
+ * transposed source: its memory order), for index_copy / index_add, which
+ * go in index order. */
 OD_CX_KERNEL(od_cea_put)
 {
     (void)ctx;
@@ -253,9 +291,18 @@ OD_CX_KERNEL(od_cea_put)
      * access index ...") */
     od_cx_call(&sc, OD_OPID_take, 2, T(self), T(index));
     int64_t flat = -1;
-    od_tensor *ix = od_cx_call(&sc, OD_OPID_reshape, 2, T(index), od_list_v(OD_T_INT_LIST, &flat, 1));
+    od_value shape = od_list_v(OD_T_INT_LIST, source->sizes, (size_t)source->ndim);
+    od_tensor *is = od_cx_call(&sc, OD_OPID_reshape, 2, T(index), shape), *ss = source;
+    if (is && source->ndim > 1) {
+        int64_t order[OD_MAX_DIMS];
+        iter_order(source->sizes, source->ndim, source->strides, is->strides, order);
+        od_value pl = od_list_v(OD_T_INT_LIST, order, (size_t)source->ndim);
+        ss = od_cx_call(&sc, OD_OPID_permute, 2, T(source), pl);
+        is = ss ? od_cx_call(&sc, OD_OPID_permute, 2, T(is), pl) : NULL;
+    }
+    od_tensor *ix = is ? od_cx_call(&sc, OD_OPID_reshape, 2, T(is), od_list_v(OD_T_INT_LIST, &flat, 1)) : NULL;
     ix = ix ? od_cx_call(&sc, OD_OPID_remainder_Scalar, 2, T(ix), od_int(numel)) : NULL;
-    od_tensor *sv = od_cx_call(&sc, OD_OPID_reshape, 2, T(source), od_list_v(OD_T_INT_LIST, &flat, 1));
+    od_tensor *sv = ss ? od_cx_call(&sc, OD_OPID_reshape, 2, T(ss), od_list_v(OD_T_INT_LIST, &flat, 1)) : NULL;
     od_tensor *sf = od_cx_call(&sc, OD_OPID_reshape, 2, T(self), od_list_v(OD_T_INT_LIST, &flat, 1));
     od_tensor *r = NULL;
     if (ix && sv && sf)

@@ -216,6 +216,49 @@ def test_put(server, rng):
     check(server, cases, rtol=1e-5)
 
 
+def test_put_with_duplicates_walks_torchs_order(server, rng):
+    """Where an index repeats, put keeps the last write (accumulate: sums in order) in the order ATen's
+    TensorIterator walks source and index: a strided source's memory order, an index's where source's
+    strides tie or broadcast. Strided views through /v1/run, torch given the same views (torch_ref's
+    "views"); 3 to 5 positions for 12 or 24 writes, so nearly every position is written several times."""
+    views = {"t": (("transpose.int", [0, 1]), ["transpose", 0, 1]),
+             "p": (("permute", [[2, 0, 1]]), ["permute", [2, 0, 1]]),
+             "e": (("expand", [[3, 4]]), ["expand", [3, 4]])}
+    # (source's base shape, its view, the index's shape as put sees it, its view: "t" transposes a base of
+    # the reversed shape)
+    layouts = [((3, 4), "t", (4, 3), None), ((3, 4), None, (3, 4), "t"), ((3, 4), "t", (3, 4), "t"),
+               ((2, 3, 4), "p", (4, 2, 3), None), ((2, 3, 4), "p", (2, 3, 4), "p"),
+               ((3, 1), "e", (3, 4), "t"), ((3, 4), "t", (12,), None)]
+    cases = []
+    for dt in ("int64", "float32", "float64"):
+        for (sb, sv, ib, iv) in layouts:
+            for acc in (False, True):
+                n = int(np.prod(sb)) if sv != "e" else 12
+                size = int(rng.integers(3, 6))
+                src = (rng.standard_normal(sb) * 3).astype(dt) if dt != "int64" else rng.integers(-9, 10, sb)
+                idx = rng.integers(-size, size, ib if iv != "t" else ib[::-1])
+                assert idx.size == n
+                cases.append((dt, src, sv, idx, iv, acc, R(rng, dt, (size,))))
+    reqs = [{"op": "put", "args": [x, dict(T(idx), **({"views": [views[iv][1]]} if iv else {})),
+                                   dict(T(src, dt), **({"views": [views[sv][1]]} if sv else {})), acc]}
+            for dt, src, sv, idx, iv, acc, x in cases]
+    bad = []
+    for (dt, src, sv, idx, iv, acc, x), want in zip(cases, torch_ref(reqs)):
+        steps = [{"op": views[iv][0][0], "args": [T(idx)] + views[iv][0][1]} if iv else
+                 {"op": "clone", "args": [T(idx)]},
+                 {"op": views[sv][0][0], "args": [T(src, dt)] + views[sv][0][1]} if sv else
+                 {"op": "clone", "args": [T(src, dt)]},
+                 {"op": "put", "args": [x, {"ref": "$0"}, {"ref": "$1"}, acc]}]
+        r = server.post("/v1/run", {"steps": steps, "device": "cpu", "outputs": ["$2"]})
+        assert r.status_code == 200 and "error" not in want, (r.text[:300], want)
+        ndt = np.float32 if dt == "float32" else np.float64  # float32 printed shortest
+        got, exp = np.array(r.json()["outputs"][0]["data"], ndt), np.array(want["value"], ndt)
+        if not np.array_equal(got, exp):  # exact: the same writes, the same sums, in order
+            bad.append(f"{dt} source base {src.shape} {sv}, index base {idx.shape} {iv}, accumulate={acc}: "
+                       f"{got} vs torch {exp}")
+    assert not bad, f"{len(bad)} of {len(cases)} differ:\n" + "\n".join(bad[:12])
+
+
 def test_index_fill_int_tensor(server, rng):
     cases = []
     for dt in ALL:
