@@ -251,8 +251,10 @@ OD_MATH_FN double od_math_tanh_f64(double a) { return tanh(a); }
  * e^-86 below, where 1 + e^x is 1 either way. 2^n is then applied as
  * (2y) * 2^(n-1), one normal factor for n in [-124, 128] (2y is exact; 2^128
  * itself is not a float, and y * 2^128 is finite for y < 1), which spares
- * the second factor's operations: sigmoid and silu over 256K float32 (in
- * cache, compute-bound), 30.0 -> 28.3 and 29.8 -> 26.2 us. */
+ * the second factor's operations. In cache, where sigmoid is compute-bound,
+ * bench_core's sigmoid at 1e6 went from 72.0 to 78.1 GB/s (30 -> 32 % of
+ * its paired memcpy; make bench before and after); silu over 256K floats,
+ * /v1/bench A/B, 29.8 -> 26.2 us. */
 OD_MATH_FN float od_math_exp_for_1p_f32(float x)
 {
 #ifdef __CUDA_ARCH__
