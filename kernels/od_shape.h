@@ -562,10 +562,18 @@ typedef struct od_act_loss_plan {
     int dim;
     int64_t outer, half, inner, channels;
     /* prelu_backward: the shape it runs over, self's and grad_output's
-     * broadcast (larger than self's only with one shared weight, where ATen
-     * resizes its fresh outputs) */
+     * broadcast (larger than self's where ATen resizes its fresh outputs).
+     * A per-channel weight is viewed [1, C, 1...] in self's rank, so in a
+     * broadcast of higher rank its channels run along dim ndim - self's
+     * ndim + 1 (inner: the product of the sizes after it), and the weight
+     * gradient is ATen's collector.sum([0] + [2, self's ndim)) taken over the
+     * broadcast's dims: it keeps the dims whose bit is set in wg_keep, shape
+     * wg_sizes[0..wg_ndim) (the weight's own shape when the ranks agree). */
     int64_t sizes[OD_MAX_DIMS];
     int ndim;
+    int64_t wg_sizes[OD_MAX_DIMS];
+    int wg_ndim;
+    uint32_t wg_keep;
 } od_act_loss_plan;
 od_status od_act_loss_plan_of(od_opid id, const od_stack *s, od_act_loss_plan *p, od_error *err);
 /* ---- im2col, col2im, max_unpool2d/3d (kernels/shape_fold.c) ---- */

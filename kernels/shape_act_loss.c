@@ -191,18 +191,24 @@ static od_status plan_prelu(od_act_loss_plan *p, const od_stack *s, const char *
                             w->ndim);
     p->ndim = x->ndim;
     memcpy(p->sizes, x->sizes, (size_t)x->ndim * sizeof *p->sizes);
+    p->wg_ndim = w->ndim;
+    memcpy(p->wg_sizes, w->sizes, (size_t)w->ndim * sizeof *p->wg_sizes);
     if (p->grad) {
-        /* ATen's iterator resizes its fresh outputs to the broadcast; with a weight per channel, only
-         * a broadcast that keeps self's rank (and so its channel dim) is followed here */
+        /* ATen's iterator resizes its fresh outputs to the broadcast, where the weight's view
+         * [1, C, 1...] aligns at the right: its channel dim moves right by the ranks' difference */
         if ((st = od_broadcast_shapes(x->sizes, x->ndim, p->grad->sizes, p->grad->ndim, p->sizes, &p->ndim, err)))
-            return st;
-        if (wn != 1 && p->ndim != x->ndim &&
-            (st = broadcast_to(x->sizes, x->ndim, p->grad->sizes, p->grad->ndim, err)))
             return st;
         if (wn != 1) {
             p->inner = 1;
-            for (int d = 2; d < p->ndim; d++)
+            for (int d = p->ndim - x->ndim + 2; d < p->ndim; d++)
                 p->inner *= p->sizes[d];
+            /* collector.sum([0] + [2, self.ndim)) keeps dim 1 and the dims past self's rank */
+            p->wg_ndim = 0;
+            for (int d = 0; d < p->ndim; d++)
+                if (d == 1 || d >= x->ndim) {
+                    p->wg_keep |= 1u << d;
+                    p->wg_sizes[p->wg_ndim++] = p->sizes[d];
+                }
         }
     }
     od_dtype dt = x->dtype;
@@ -252,7 +258,7 @@ od_status od_shape_act_loss(od_opid id, const od_stack *s, od_out_spec *outs, in
     }
     if (p.kind == OD_AL_PRELU && p.backward) {
         od_out_spec_init(&outs[0], x->dtype, x->device, p.sizes, p.ndim);
-        od_out_spec_init(&outs[1], x->dtype, x->device, p.weight->sizes, p.weight->ndim);
+        od_out_spec_init(&outs[1], x->dtype, x->device, p.wg_sizes, p.wg_ndim);
         /* bfloat16's shared-weight path answers in the weight's dtype */
         if (x->dtype == OD_BFLOAT16 && od_tensor_numel(p.weight) == 1)
             outs[1].dtype = p.weight->dtype;

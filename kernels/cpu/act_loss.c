@@ -197,6 +197,37 @@ static void prelu_chunk(void *ctx, int64_t b, int64_t e)
     }
 }
 
+/* prelu_backward's weight gradient when grad_output raises self's rank: ATen's collector.sum over the
+ * dims the plan's wg_keep leaves out (a reduction of that layout in ATen's own order is not replayed:
+ * each kept element is summed in double and rounded once) */
+static od_status prelu_weight_grad_raised(const od_act_loss_plan *p, od_dtype dt, const void *coll, od_tensor *wg,
+                                          od_error *err)
+{
+    int64_t nk = od_tensor_numel(wg), ost[OD_MAX_DIMS], idx[OD_MAX_DIMS] = {0}, step = 1;
+    double *acc = calloc(nk ? (size_t)nk : 1, sizeof *acc);
+    if (!acc)
+        return od_error_set(err, OD_ENOMEM, "prelu_backward: out of memory");
+    for (int d = p->ndim - 1; d >= 0; d--) { /* each dim's stride in the contiguous result; 0 where summed */
+        bool keep = (p->wg_keep >> d) & 1u;
+        ost[d] = keep ? step : 0;
+        step *= keep ? p->sizes[d] : 1;
+    }
+    for (int64_t i = 0, o = 0; i < p->n; i++) {
+        acc[o] += od_cpu_flt_at(coll, dt, i);
+        for (int d = p->ndim - 1; d >= 0; d--) { /* the next element's index, last dim fastest */
+            o += ost[d];
+            if (++idx[d] < p->sizes[d])
+                break;
+            o -= ost[d] * p->sizes[d];
+            idx[d] = 0;
+        }
+    }
+    for (int64_t k = 0; k < nk; k++)
+        od_cpu_flt_set(od_tensor_data(wg), dt, k, acc[k]);
+    free(acc);
+    return OD_OK;
+}
+
 /* ---- helpers ---- */
 
 /* t (borrowed) squeezed, expanded to sizes[0..n) and made a contiguous
@@ -348,7 +379,9 @@ od_status od_cpu_act_loss(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
             j.out2 = od_tensor_data(coll);
         }
         run(&j, p.n, prelu_chunk);
-        if (p.grad) {
+        if (p.grad && p.ndim != p.self->ndim && p.channels != 1) {
+            stt = prelu_weight_grad_raised(&p, dt, j.out2, outs[1], err);
+        } else if (p.grad) {
             /* the collector summed over every dim but the channel's, in ATen 1.13's order (its sum kernel
              * on this layout): one weight, or slabs of one element, is one float sum rounded once; longer
              * slabs are each summed in float, rounded to the dtype, and added to the output in the dtype

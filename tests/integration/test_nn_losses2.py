@@ -177,8 +177,16 @@ def test_prelu(server, rng):
             for w in ws:
                 cases.append(("prelu", [x, w], {}))
                 cases.append(("prelu_backward", [X(rng, dt, *shape), x, w], {}))
+    # a grad_output of higher rank than self with a weight per channel: ATen resizes its fresh outputs to
+    # the broadcast, where the weight's view [1, C, 1...] aligns at the right, and the weight gradient is
+    # the collector summed over [0] + [2, self.ndim) of the broadcast's dims (its shape, not the weight's)
+    for dt in ("float32", "float64"):
+        for gshape, shape in (((2, 3, 4), (3, 4)), ((4, 2, 3, 5), (2, 3, 5)), ((2, 1, 3, 4), (3, 4)),
+                              ((3, 2, 6, 2, 3), (2, 6, 2, 3)), ((0, 3, 4), (3, 4)), ((2, 5, 3, 4), (1, 4))):
+            cases.append(("prelu_backward", [X(rng, dt, *gshape), X(rng, dt, *shape),
+                                             T(rng.random(shape[1]) - 0.3, dt)], {}))
     check(server, cases)
-    check(server, [c for c in cases if c[0] == "prelu_backward"][-12:], outs=2)
+    check(server, [c for c in cases if c[0] == "prelu_backward"][-18:], outs=2)
     cases = [("prelu_backward", [X(rng, dt, 2, 3, 5, 4), X(rng, dt, 2, 3, 5, 4), T(rng.random(3) - 0.3, dt)], {})
              for dt in ("float32", "float64")]
     # bfloat16's per-channel weight gradient sums rounded products that largely cancel, so it is compared
