@@ -286,10 +286,41 @@ OD_MATH_FN double od_math_gelu_f64(double a) { return 0.5 * a * (1.0 + erf(a * 0
  * a few multiples of 2^-24 |x|, and 0 below x = -6.1). sigmoid(2u) is
  * 1 / (1 + t) for u >= 0 and t / (1 + t) below, t = e^-2|u| <= 1, so
  * nothing overflows; -inf gives NaN and huge negative x -0, as in torch. */
+/* On the host the exp is cut to its argument -2|u| <= 0, as the erf form's
+ * (cpu/elementwise.c), and written with FMAs: one lower clamp (a NaN there
+ * becomes -104, and a carries it), no NaN select, and 2^n as one normal
+ * factor 2^(n+64) with 2^-64 applied last, which rounds once where two
+ * factors did, so a subnormal e^-2|u| keeps its bits. Over every float
+ * against a double reference of the same formula, it is correctly rounded
+ * as often as the FMA-free form with od_math_exp_f32 (95.7 %) and its worst
+ * case (~200 ulp at x = -10, where float u's rounding is multiplied by
+ * 2|u|) is no worse; in cache, one AVX-512 thread, 0.48 -> 0.29 ns per
+ * element. Callers are target clones (fmaf is one instruction there; the
+ * default clone calls libm's, same bits). */
 OD_MATH_FN float od_math_gelu_tanh_f32(float a)
 {
+#ifdef __CUDA_ARCH__
     float u = 0.79788456080286536f * (a + 0.044715f * a * a * a);
     float t = od_math_exp_f32(-2.0f * fabsf(u));
+#else
+    float u = 0.79788456080286536f * fmaf(0.044715f * a * a, a, a);
+    float v = -2.0f * fabsf(u);
+    v = v > -104.0f ? v : -104.0f;
+    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    float k = fmaf(v, 1.44269504088896341f, magic);
+    float n = k - magic;
+    int32_t ni = (int32_t)(od_f32_bits(k) - od_f32_bits(magic)); /* n, in [-150, 0] */
+    float r = fmaf(n, -0.693359375f, v);                          /* Cody-Waite, as od_math_exp_core_f32 */
+    r = fmaf(n, 2.12194440e-4f, r);
+    float p = 1.9875691500e-4f;
+    p = fmaf(p, r, 1.3981999507e-3f);
+    p = fmaf(p, r, 8.3334519073e-3f);
+    p = fmaf(p, r, 4.1665795894e-2f);
+    p = fmaf(p, r, 1.6666665459e-1f);
+    p = fmaf(p, r, 5.0000001201e-1f);
+    float y = fmaf(p, r * r, r) + 1.0f;
+    float t = y * od_f32_from_bits((uint32_t)(ni + 127 + 64) << 23) * 5.42101086242752217e-20f; /* 2^-64 */
+#endif
     return a * ((u >= 0.0f ? 1.0f : t) / (1.0f + t));
 }
 OD_MATH_FN double od_math_gelu_tanh_f64(double a)

@@ -263,7 +263,8 @@ static inline float ew_pows_f32(float a, const ew_ctx *c)
         (void)c;                                                                                  \
         EW_SPLIT_LOOP(nv, n, CT(DT) a = OD_CPU_LD_##DT(x[i]); o[i] = SF(EXPR););                  \
     }                                                                                             \
-    static void NAME(void *vc, char **d, const int64_t *s, int64_t n)                            \
+    /* cloned too, so a strided loop's od_math (gelu's tanh form) has its FMAs */                \
+    static VEC_##DT void NAME(void *vc, char **d, const int64_t *s, int64_t n)                   \
     {                                                                                             \
         typedef OD_CPU_T_##DT T;                                                                  \
         const int64_t eo = (int64_t)sizeof(OT), ei = (int64_t)sizeof(T);                          \
