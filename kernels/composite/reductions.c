@@ -273,14 +273,16 @@ OD_CX_KERNEL(od_cea_std_var_mean)
      * divisor N - correction a double; var's one-output reduction, which the
      * CPU kernel copies, takes it in int64, wrapping for a correction near
      * INT64_MIN. Reduced over two stacked copies of self, the kernel has two
-     * outputs and takes the double. */
-    bool stacked = tab[k].mean && huge && c->u.i < 0;
+     * outputs and takes the double. So is std's of a float16 or bfloat16
+     * self (Welford's in ATen), reduced here in float64. */
+    bool narrow = self->dtype == OD_FLOAT16 || self->dtype == OD_BFLOAT16;
+    bool stacked = huge && c->u.i < 0 && (tab[k].mean || (tab[k].sqrt && narrow));
     bool up = tab[k].sqrt && od_dtype_is_floating(self->dtype) && self->dtype != OD_FLOAT64 &&
               !(huge && !stacked && self->dtype != OD_FLOAT32);
     od_value x = up ? T(od_cx_cast(&sc, self, OD_FLOAT64))
                     : s->args[0];
-    od_tensor *m = NULL;
-    if (tab[k].mean)
+    od_tensor *m = NULL; /* also var_of_two_copies's shape */
+    if (tab[k].mean || stacked)
         m = od_cx_call(&sc, OD_OPID_mean_dim, 4, T(self), whole ? od_none() : s->args[1],
                        whole ? od_bool(false) : s->args[3], od_none());
     od_tensor *v;

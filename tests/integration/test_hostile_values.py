@@ -139,6 +139,13 @@ WITH_TORCH = [
     ("std_mean.correction", [T("bfloat16", [3], [1, 2, 3])], {"dim": [0], "correction": I64MIN}),
     ("std_mean.correction", [T("float64", [], [5])], {"dim": None, "correction": I64MIN}),
     ("var_mean.correction", [T("float32", [0, 2], [])], {"dim": [0], "correction": I64MIN}),
+    # std of a half type is Welford's too (a double divisor), its square root taken before rounding: a
+    # variance beyond bfloat16's range, 1e60 / 2^63, still gives a finite std
+    ("std.correction", [T("bfloat16", [2, 3], [1e30, 2, -3, 1, 2, 3])], {"dim": [-1], "correction": I64MIN}),
+    ("std.correction", [T("bfloat16", [2, 3], [1e30, 2, -3, 1, 2, 3])], {"dim": None, "correction": I64MIN}),
+    ("std.correction", [T("bfloat16", [3, 1], [1e30, 2, -3])], {"dim": [0], "correction": I64MIN, "keepdim": True}),
+    ("std.correction", [T("float16", [2, 3], [6e4, 2, -3, 1, 2, 3])], {"dim": [1], "correction": I64MIN}),
+    ("std.correction", [T("float32", [2, 3], [1e30, 2, -3, 1, 2, 3])], {"dim": None, "correction": I64MIN}),
     ("kthvalue", [f32(1, 2, 3), 4], {}),
     ("kthvalue", [f32(1, 2, 3), 0], {}),
     ("topk", [f32(1, 2, 3), 4], {}),
