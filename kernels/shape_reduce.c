@@ -450,11 +450,20 @@ static od_status shape_mm(const char *op, const od_tensor *a, const od_tensor *b
                             "mat1 and mat2 shapes cannot be multiplied (%" PRId64 "x%" PRId64
                             " and %" PRId64 "x%" PRId64 ")",
                             a->sizes[0], a->sizes[1], b->sizes[0], b->sizes[1]);
-    if (a->dtype != b->dtype && !(!strcmp(op, "mm") && od_mm_is_trivial(a, b)))
-        return od_error_set(err, OD_EMISMATCH,
-                            "expected m1 and m2 to have the same dtype, but got: %s != %s",
-                            od_dtype_meta_name(a->dtype), od_dtype_meta_name(b->dtype));
     return check_same_device(op, a, b, err);
+}
+
+/* mm and bmm of two dtypes, a product with work to do: torch 1.13 has no
+ * check of its own there; its CPU kernel (kernel: "addmm_impl_cpu_" or
+ * "bmm") dispatches on the first operand's dtype, which refuses Half and
+ * Bool, and then reads the second's data as that type. */
+static od_status mixed_mm(const char *kernel, const od_tensor *a, const od_tensor *b, od_error *err)
+{
+    if (a->device.type == OD_DEV_CPU && (a->dtype == OD_FLOAT16 || a->dtype == OD_BOOL))
+        return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'", kernel,
+                            od_dtype_scalar_name(a->dtype));
+    return od_error_set(err, OD_EMISMATCH, "expected scalar type %s but found %s", od_dtype_scalar_name(a->dtype),
+                        od_dtype_scalar_name(b->dtype));
 }
 
 /* torch's legacy type name of t: torch.FloatTensor, torch.cuda.LongTensor */
@@ -610,7 +619,8 @@ od_status od_shape_matmul(od_opid id, const od_stack *s, od_out_spec *outs, int 
             return od_error_set(err, OD_EMISMATCH, "self must be a matrix");
         if (b->ndim != 2)
             return od_error_set(err, OD_EMISMATCH, "mat2 must be a matrix");
-        if ((st = shape_mm("mm", a, b, "self", "mat2", err)))
+        if ((st = shape_mm("mm", a, b, "self", "mat2", err)) ||
+            (a->dtype != b->dtype && !od_mm_is_trivial(a, b) && (st = mixed_mm("addmm_impl_cpu_", a, b, err))))
             return st;
         int64_t sz[2] = {a->sizes[0], b->sizes[1]};
         od_out_spec_init(&outs[0], a->dtype, a->device, sz, 2);
@@ -621,14 +631,17 @@ od_status od_shape_matmul(od_opid id, const od_stack *s, od_out_spec *outs, int 
             (st = arg_tensor(s, 1, "addmm", "mat1", &a, err)) ||
             (st = arg_tensor(s, 2, "addmm", "mat2", &b, err)))
             return st;
+        /* torch 1.13's addmm meta checks the dtypes first */
+        if (self->dtype != b->dtype)
+            return od_error_set(err, OD_EMISMATCH, "self and mat2 must have the same dtype");
+        if (a->dtype != b->dtype)
+            return od_error_set(err, OD_EMISMATCH, "mat1 and mat2 must have the same dtype");
         if ((st = shape_mm("addmm", a, b, "mat1", "mat2", err)))
             return st;
         for (int i = 3; i <= 4; i++)
             if (i >= s->nargs || !od_value_is_number(&s->args[i]))
                 return od_error_set(err, OD_EINVAL, "addmm(): argument '%s' must be a Scalar",
                                     i == 3 ? "beta" : "alpha");
-        if (self->dtype != a->dtype)
-            return od_error_set(err, OD_EMISMATCH, "self and mat2 must have the same dtype"); /* torch 1.13's words */
         /* beta, alpha: converted with c10's checks to the op math type (float
          * for float16 and bfloat16), which an empty result or an empty sum
          * (mul_ by beta) never reaches */
@@ -678,10 +691,8 @@ od_status od_shape_matmul(od_opid id, const od_stack *s, od_out_spec *outs, int 
                                 "Expected size for first two dimensions of batch2 tensor to be: [%" PRId64
                                 ", %" PRId64 "] but got: [%" PRId64 ", %" PRId64 "].",
                                 a->sizes[0], a->sizes[2], b->sizes[0], b->sizes[1]);
-        if (a->dtype != b->dtype && !od_mm_is_trivial(a, b))
-            return od_error_set(err, OD_EMISMATCH,
-                                "expected batch1 and batch2 to have the same dtype, but got: %s != %s",
-                                od_dtype_meta_name(a->dtype), od_dtype_meta_name(b->dtype));
+        if (a->dtype != b->dtype && !od_mm_is_trivial(a, b) && (st = mixed_mm("bmm", a, b, err)))
+            return st;
         if ((st = check_same_device("bmm", a, b, err)))
             return st;
         int64_t sz[3] = {a->sizes[0], a->sizes[1], b->sizes[2]};

@@ -3,10 +3,10 @@
  *
  * Invariants: matmul follows torch's _matmul_impl case by case (1.13): dot
  * for 1-D·1-D, mm (with unsqueeze / view for vectors) for ranks <= 2, the
- * first operand folded into one mm when it has rank >= 3 and the second is
- * a vector or matrix (unless torch's should_fold keeps it: a 3-D operand
- * with its last two dims transposed), and otherwise bmm over the broadcast
- * batch dims with
+ * operand of rank >= 3 folded into one mm when the other is a vector or
+ * matrix (the second operand transposed and folded when it is the larger;
+ * unless torch's should_fold keeps it: a 3-D operand with its last two dims
+ * transposed), and otherwise bmm over the broadcast batch dims with
  * both operands expanded and reshaped to 3-D. Shape and dtype errors of the
  * products come from their own kernels, so they read exactly as for mm/bmm.
  */
@@ -39,20 +39,6 @@ static od_status view_into(od_tensor **r, const int64_t *sizes, int n, od_error 
     return st;
 }
 
-/* ATen computes a matrix @ vector with mv, whose result takes the vector's
- * dtype; the dtypes can only differ here when the product was empty (mm
- * checks them otherwise), so a conversion of zero or few zeros. */
-static od_status as_mv_dtype(od_tensor **r, const od_tensor *vec, od_error *err)
-{
-    if ((*r)->dtype == vec->dtype)
-        return OD_OK;
-    od_tensor *c = NULL;
-    od_status st = od_cx_to_dtype_copy(*r, vec->dtype, &c, err);
-    od_tensor_release(*r);
-    *r = c;
-    return st;
-}
-
 /* a (1-D or 2-D) @ b (1-D or 2-D), not both 1-D. */
 static od_status matmul_small(od_tensor *a, od_tensor *b, od_tensor **out, od_error *err)
 {
@@ -60,43 +46,33 @@ static od_status matmul_small(od_tensor *a, od_tensor *b, od_tensor **out, od_er
     od_status st;
     if (a->ndim == 2 && b->ndim == 2)
         return od_cx_mm(a, b, out, err);
-    if (a->ndim == 2) { /* matrix @ vector: mm with b as a column, then drop it */
-        if ((st = od_cx_unsqueeze(b, 1, &u, err)))
-            return st;
-        if (!(st = od_cx_mm(a, u, &r, err)))
-            st = as_mv_dtype(&r, b, err);
-    } else { /* vector @ matrix: a as a row */
-        if ((st = od_cx_unsqueeze(a, 0, &u, err)))
-            return st;
-        st = od_cx_mm(u, b, &r, err);
-    }
+    if (a->ndim == 2) /* matrix @ vector: mv, as ATen (its dtype rule and message) */
+        return call2(OD_OPID_mv, a, b, out, err);
+    /* vector @ matrix: a as a row */
+    if ((st = od_cx_unsqueeze(a, 0, &u, err)))
+        return st;
+    st = od_cx_mm(u, b, &r, err);
     od_tensor_release(u);
     if (st)
         return st;
-    int64_t n = a->ndim == 2 ? a->sizes[0] : b->sizes[1];
+    int64_t n = b->sizes[1];
     if ((st = view_into(&r, &n, 1, err)))
         return st;
     *out = r;
     return OD_OK;
 }
 
-/* a of rank >= 3 @ b of rank 1 or 2: one mm over a reshaped to
- * [prod(batch) * n, k], then the result viewed back. */
+/* a of rank >= 3 @ b of rank 1 or 2: one mm (mv for a vector b) over a
+ * reshaped to [prod(batch) * n, k], then the result viewed back. */
 static od_status matmul_fold(od_tensor *a, od_tensor *b, od_tensor **out, od_error *err)
 {
     /* The folded size is computed, not inferred: -1 is ambiguous when k == 0. */
     int64_t folded[2] = {prod(a->sizes, a->ndim - 1), a->sizes[a->ndim - 1]};
-    od_tensor *a2 = NULL, *u = NULL, *r = NULL;
+    od_tensor *a2 = NULL, *r = NULL;
     od_status st = od_cx_reshape(a, folded, 2, &a2, err);
     if (st)
         return st;
-    if (b->ndim == 1) {
-        if (!(st = od_cx_unsqueeze(b, 1, &u, err)) && !(st = od_cx_mm(a2, u, &r, err)))
-            st = as_mv_dtype(&r, b, err);
-        od_tensor_release(u);
-    } else {
-        st = od_cx_mm(a2, b, &r, err);
-    }
+    st = b->ndim == 1 ? call2(OD_OPID_mv, a2, b, &r, err) : od_cx_mm(a2, b, &r, err);
     od_tensor_release(a2);
     if (st)
         return st;
@@ -163,6 +139,52 @@ static od_status matmul_batched(od_tensor *a, od_tensor *b, od_tensor **out, od_
     return OD_OK;
 }
 
+/* torch 1.13's should_fold(t1, t2): t1 of rank >= 3 folds into one mm
+ * against t2 of rank 1 or 2, unless t1 is a [b, n, k] whose first dim
+ * moves slowest and last two are transposed (permute(0, 2, 1)) and t2 a
+ * matrix, which bmm takes without the copy a fold would make */
+static bool should_fold(const od_tensor *t1, const od_tensor *t2)
+{
+    bool transposed3 =
+        t1->ndim == 3 && t2->ndim == 2 && t1->strides[2] != 1 && t1->strides[0] == t1->sizes[1] * t1->sizes[2];
+    return t1->ndim >= 3 && t2->ndim <= 2 && !transposed3;
+}
+
+/* transpose(-2, -1) of t, by the operator (a view): *out new */
+static od_status transpose_last2(od_tensor *t, od_tensor **out, od_error *err)
+{
+    od_value v[3] = {od_tensor_v(t), od_int(-2), od_int(-1)};
+    return od_call_builtin1(OD_OPID_transpose_int, v, 3, out, err);
+}
+
+/* a of rank 1 or 2 @ b of rank >= 3, folded as torch 1.13 does it: b^T
+ * (transpose(-2, -1)) folded against a (a^T for a matrix), and a matrix's
+ * result transposed back and made contiguous. mm's and mv's dtype rules
+ * then apply with the operands in that order. */
+static od_status matmul_fold_transposed(od_tensor *a, od_tensor *b, od_tensor **out, od_error *err)
+{
+    od_tensor *bt = NULL, *at = NULL, *r = NULL, *rt = NULL;
+    od_status st = transpose_last2(b, &bt, err);
+    if (!st && a->ndim == 2)
+        st = od_cx_t(a, &at, err);
+    if (!st)
+        st = matmul_fold(bt, at ? at : a, &r, err);
+    od_tensor_release(bt);
+    od_tensor_release(at);
+    if (st || a->ndim == 1) {
+        *out = r;
+        return st;
+    }
+    if (!(st = transpose_last2(r, &rt, err)) && !od_tensor_is_contiguous(rt)) {
+        st = od_cx_clone(rt, OD_MF_CONTIGUOUS, out, err);
+        od_tensor_release(rt);
+    } else if (!st) {
+        *out = rt; /* an empty or one-row result is already contiguous */
+    }
+    od_tensor_release(r);
+    return st;
+}
+
 static od_status matmul(od_tensor *a, od_tensor *b, od_tensor **out, od_error *err)
 {
     int d1 = a->ndim, d2 = b->ndim;
@@ -174,12 +196,10 @@ static od_status matmul(od_tensor *a, od_tensor *b, od_tensor **out, od_error *e
         return call2(OD_OPID_dot, a, b, out, err);
     if (d1 <= 2 && d2 <= 2)
         return matmul_small(a, b, out, err);
-    /* torch's should_fold, which keeps a [b, n, k] operand whose first dim
-     * moves slowest and last two are transposed (permute(0, 2, 1)) for bmm:
-     * folding it would copy */
-    bool transposed3 = d1 == 3 && d2 == 2 && a->strides[2] != 1 && a->strides[0] == a->sizes[1] * a->sizes[2];
-    if (d1 >= 3 && d2 <= 2 && !transposed3)
+    if (should_fold(a, b))
         return matmul_fold(a, b, out, err);
+    if (should_fold(b, a))
+        return matmul_fold_transposed(a, b, out, err);
     return matmul_batched(a, b, out, err);
 }
 

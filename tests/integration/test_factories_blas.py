@@ -338,13 +338,24 @@ DTYPE_REFUSALS = [
     ("mv", ("float32", "float64")), ("addmv", ("float32", "float64", "float64")),
     ("addmv", ("float32", "float32", "float64")), ("baddbmm", ("float32", "float32", "float64")),
     ("addbmm", ("float64", "float32", "float32")), ("addbmm", ("float32", "float32", "float64")),
+    # mm and bmm have no dtype check of their own in torch 1.13: the CPU kernel dispatches on the first
+    # operand's dtype (no Half or Bool) and reads the second's data as that type; addmm checks self
+    # against mat2, then mat1 against mat2, before anything else
+    ("mm", ("float32", "int64")), ("mm", ("int64", "float32")), ("mm", ("float64", "float32")),
+    ("mm", ("bfloat16", "int64")), ("mm", ("float16", "float32")), ("mm", ("bool", "int64")),
+    ("bmm", ("float32", "int64")), ("bmm", ("int64", "float64")), ("bmm", ("float16", "float32")),
+    ("bmm", ("bool", "int64")),
+    ("addmm", ("float32", "float32", "int64")), ("addmm", ("float32", "int64", "float32")),
+    ("addmm", ("float32", "float64", "float32")), ("addmm", ("int64", "float32", "float32")),
 ]
 
 
 def test_blas_dtype_refusals(server, rng):
     shapes = {"mv": [(3, 4), (4,)], "addmv": [(3,), (3, 4), (4,)], "baddbmm": [(2, 3, 4), (2, 3, 5), (2, 5, 4)],
-              "addbmm": [(3, 4), (2, 3, 5), (2, 5, 4)]}
-    compare(server, [(op, [T(rng.standard_normal(s), d) for s, d in zip(shapes[op], dts)], {})
+              "addbmm": [(3, 4), (2, 3, 5), (2, 5, 4)], "mm": [(2, 3), (3, 4)], "bmm": [(2, 2, 3), (2, 3, 4)],
+              "addmm": [(2, 4), (2, 3), (3, 4)]}
+    data = lambda s, d: rng.standard_normal(s) if d.startswith(("float", "bfloat")) else rng.integers(0, 2, s)
+    compare(server, [(op, [T(data(s, d), d) for s, d in zip(shapes[op], dts)], {})
                      for op, dts in DTYPE_REFUSALS])
 
 
@@ -390,6 +401,47 @@ def test_matmul_folds_where_torch_does(server, rng):
         o = r.json()["outputs"][0]
         assert (o["dtype"], o["shape"]) == (w["dtype"], w["shape"]), (views, a["dtype"], a["shape"], o["dtype"], w)
         np.testing.assert_allclose(arr(o).reshape(-1), w["value"], rtol=1e-5, atol=1e-6, err_msg=f"{views} {op}")
+
+
+def test_matmul_folds_a_larger_second_operand_transposed(server, rng):
+    """A vector or matrix @ an operand of rank >= 3: torch 1.13 folds the second operand transposed
+    (b.mT() reshaped to 2-D) into one mv or mm against a (a.t() for a matrix) and transposes a matrix's
+    result back, unless should_fold keeps b (3-D with its last two dims transposed, against a matrix),
+    which goes to bmm. The paths differ in the dtype of an empty product of mixed dtypes (mv answers in
+    the vector's, mm in its first operand's, bmm in its second's) and in the message for a non-empty one;
+    values are checked against torch on fresh random inputs, strided b included."""
+    f = lambda dt, *s: T(rng.standard_normal(s), dt)
+    z = lambda dt, *s: T(np.zeros(s), dt)
+    cases = []
+    for dt in ("float32", "float64"):
+        cases += [("matmul", [f(dt, 3), f(dt, 4, 3, 5)], {}), ("matmul", [f(dt, 2, 3), f(dt, 4, 3, 5)], {}),
+                  ("matmul", [f(dt, 3), f(dt, 2, 4, 3, 5)], {}), ("matmul", [f(dt, 2, 3), f(dt, 1, 3, 5)], {}),
+                  ("matmul", [f(dt, 2, 3), f(dt, 2, 2, 3, 5)], {}), ("matmul", [f(dt, 0), f(dt, 2, 0, 3)], {})]
+    compare(server, cases)
+    cases = [("matmul", [z("int64", 1), z("float16", 2, 1, 0)], {}),
+              ("matmul", [z("int64", 1), z("float16", 3, 4, 1, 0)], {}),
+              ("matmul", [z("int64", 0), z("float16", 2, 0, 3)], {}),
+              ("matmul", [z("float16", 1), z("int64", 3, 4, 1, 0)], {}),
+              ("matmul", [z("int64", 2, 1), z("float16", 3, 1, 0)], {}),
+              ("matmul", [f("float32", 3), T(rng.integers(0, 3, (4, 3, 5)), "int64")], {}),
+              ("matmul", [T(rng.integers(0, 3, (2, 3)), "int64"), f("float32", 4, 3, 5)], {})]
+    compare(server, cases, exact=True)
+    # b built as a view on both sides: [4, 5, 3] transposed to [4, 3, 5], strides (15, 1, 3): bmm against a
+    # matrix, a fold (with a copy) against a vector; a 4-D one, or a 3-D one permuted otherwise, folds
+    views = [(f("float32", 2, 3), f("float32", 4, 5, 3), ["transpose", 1, 2]),
+             (f("float64", 3), f("float64", 4, 5, 3), ["transpose", 1, 2]),
+             (f("float32", 2, 3), f("float32", 2, 4, 5, 3), ["transpose", 2, 3]),
+             (f("float32", 2, 3), f("float32", 3, 4, 5), ["permute", [1, 0, 2]])]
+    want = torch_ref([{"op": "matmul", "args": [a, dict(b, views=[v])]} for a, b, v in views])
+    for (a, b, (name, *vargs)), w in zip(views, want):
+        op = {"transpose": "transpose.int", "permute": "permute"}[name]
+        body = {"steps": [{"op": op, "args": [b] + vargs}, {"op": "matmul", "args": [a, {"ref": "$0"}]}],
+                "outputs": ["$1"]}
+        r = server.post("/v1/run", body)
+        assert r.status_code == 200 and "error" not in w, (name, r.text[:300], w)
+        o = r.json()["outputs"][0]
+        assert (o["dtype"], o["shape"]) == (w["dtype"], w["shape"]), (name, o["dtype"], o["shape"], w)
+        np.testing.assert_allclose(arr(o).reshape(-1), w["value"], rtol=1e-5, atol=1e-6, err_msg=name)
 
 
 def test_empty_products_scale_self_as_torch_does(server, rng):
