@@ -340,7 +340,10 @@ OD_CX_KERNEL(od_cea_index_add)
     if (self->ndim > 1) {
         if (numel == 0)
             return clone_ret(self, s, err);
-        if (source->ndim > 0 && (st = slices_broadcast(self, source, d, err)))
+        /* ATen adds source.select(dim, i) into each slice: a 0-dim source has none */
+        if (source->ndim == 0)
+            return od_error_set(err, OD_EINVAL, "select() cannot be applied to a 0-dim tensor.");
+        if ((st = slices_broadcast(self, source, d, err)))
             return st;
     } else if (source->ndim > 1) {
         return od_error_set(err, OD_EINVAL, "source.dim() (%d) must one or zero for given self.dim() (%d)",

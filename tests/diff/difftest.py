@@ -1408,6 +1408,7 @@ class Tally:
         self.counts = Counter()
         self.per_op = defaultdict(Counter)
         self.classes = {}
+        self.messages = {}  # op -> {"count", "server", "torch", "case"}: refusals not in torch's words
 
     def add(self, key, size, example, allowed=None):
         c = self.classes.setdefault((key, allowed), {"count": 0, "allowed": allowed, "size": None,
@@ -1556,6 +1557,20 @@ class Runner:
             "server": describe_server(status, body, raw),
             **({"detail": detail} if detail else {})}, allowed)
 
+    def note_message(self, c, msg, torch_error):
+        """Both refused: counts whether the server said torch's words (its message
+        within torch's "Type: message", a /v1/run step's prefix dropped)."""
+        msg = re.sub(r"^step \d+ \([^)]*\): ", "", msg)
+        n = self.tally.counts
+        n["both refused"] += 1
+        if msg in torch_error:
+            n["same message"] += 1
+            return
+        m = self.tally.messages.setdefault(c.op, {"count": 0})
+        m["count"] += 1
+        if m["count"] == 1:
+            m.update(server=msg, torch=torch_error, case=c)
+
     def verdict(self, c, t, status, body):
         """None when server and torch agree, OVER_LIMIT, or (kind, dtype, detail,
         allowlist rule or None); dtype is torch's output dtype for value
@@ -1571,6 +1586,8 @@ class Runner:
                 return None  # torch's answer is random there; the server refuses random operators
             # torch.ops coerces some ill-typed values (a bool to an int, a number
             # to a tensor) that PyTorch's Python API and the server refuse
+            if "error" in t and not c.injected:
+                self.note_message(c, err["message"], t["error"])
             if "error" in t or c.injected:
                 return None
             # (each output costs its entry too: chunk of an empty dim into 10**6 empty pieces)
@@ -1778,6 +1795,12 @@ def summary(runner, args, ops, skipped, done, elapsed):
              f"calls ({n['allowed']} allowlisted, {n['disagree']} disagreeing); cross-checks: "
              f"{n['cross binary /v1']} binary /v1, {n['cross /v2']} /v2, {n['cross differ']} differing; "
              f"{len(failing)} failing classes"]
+    msgs = runner.tally.messages
+    lines.append(f"messages: {n['same message']} of {n['both refused']} refusals in torch's words; "
+                 f"{len(msgs)} operators said other words" + ("" if args.messages else " (--messages lists them)"))
+    for op, m in sorted(msgs.items()) if args.messages else ():
+        lines.append(f"[words] {op}: {m['count']} calls; server {m['server']!r}; torch {m['torch']!r}")
+        lines.append(f"    request: POST {' '.join(json.dumps(x, separators=(',', ':')) for x in m['case'].v1_request())}"[:1500])
     for name, why in sorted(skipped.items()):
         lines.append(f"skipped {name}: {why}")
     short_ops = [s.model for s in ops if done[s.model] < args.n]
@@ -1811,6 +1834,8 @@ def main():
     p.add_argument("--server", default=os.environ.get("OD_SERVER", str(ROOT / "build" / "opdispatchd")))
     p.add_argument("--time-limit", type=float, help="wall-clock seconds for the whole run")
     p.add_argument("--json-out", help="also write the counts and classes here")
+    p.add_argument("--messages", action="store_true",
+                   help="list the operators whose refusals were not in torch's words, one example each")
     args = p.parse_args()
     if args.seed is None:
         args.seed = int.from_bytes(os.urandom(4), "little")

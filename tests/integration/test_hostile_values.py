@@ -83,6 +83,10 @@ WITH_TORCH = [
     ("scatter_add", [f32(1, 2, 3), 0, v("int64", -1), f32(1)], {}),
     ("index_put", [f32(1, 2, 3), [v("int64", 3)], f32(9)], {}),
     ("index_add", [f32(1, 2, 3), 0, v("int64", -4), f32(1)], {}),
+    # a 0-dim source into slices: ATen selects source's slice i, which a 0-dim tensor has not (empty self too)
+    ("index_add", [M22, 0, v("int64", 1), T("float32", [], [5])], {}),
+    ("index_add", [T("float32", [2, 0], []), 0, v("int64", 1), T("float32", [], [5])], {}),
+    ("index_add", [f32(1, 2), 0, v("int64", 1), T("float32", [], [5])], {}),
     ("index_fill.int_Scalar", [f32(1, 2, 3), 0, v("int64", 3), 1.0], {}),
     ("index_copy", [f32(1, 2, 3), 0, v("int64", 3), f32(1)], {}),
     ("put", [f32(1, 2, 3), v("int64", 3), f32(1)], {}),
