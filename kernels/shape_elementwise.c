@@ -35,20 +35,44 @@ static const char *arg_name(od_opid id, int i)
 }
 
 
+static const char *ew_fn(od_opid id);
+
+/* torch 1.13's refusal of a dtype its CPU kernel has no case for names the
+ * kernel's AT_DISPATCH: "<fn>_cpu" for most, "<fn>_vml_cpu" for the unary
+ * kernels UnaryOpsKernel.cpp declares with IMPLEMENT_FLOAT_KERNEL or
+ * IMPLEMENT_COMPLEX_KERNEL, and a few of their own (hardtanh runs clamp's
+ * kernel). fn: the operator's od_math function (ops.def), else its name. */
 static od_status not_implemented(od_opid id, od_dtype dt, od_error *err)
 {
-    return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'", op_name(id),
+    static const char *const vml[] = {"acos", "asin",  "atan", "ceil",  "cos",   "erf",  "erfc", "erfinv",
+                                      "exp",  "expm1", "floor", "log",  "log10", "log1p", "log2", "i0",
+                                      "round", "sin",  "sqrt",  "tan",  "tanh",  "trunc", "lgamma"};
+    static const struct {
+        const char *fn, *kernel;
+    } own[] = {{"hardtanh", "clamp_scalar_cpu"}, {"gelu", "GeluKernelImpl"}, {"digamma", "digamma"}, {"pow", "pow"}};
+    const char *fn = ew_fn(id) ? ew_fn(id) : op_name(id), *suffix = "_cpu";
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        if (!strcmp(fn, own[i].fn))
+            fn = own[i].kernel, suffix = "";
+    for (size_t i = 0; i < sizeof vml / sizeof vml[0] && *suffix; i++)
+        if (!strcmp(fn, vml[i]))
+            suffix = "_vml_cpu";
+    return od_error_set(err, OD_EUNSUPPORTED, "\"%s%s\" not implemented for '%s'", fn, suffix,
                         od_dtype_scalar_name(dt));
 }
 
-/* The same, with the kernel's dispatch name where ATen's differs from the
- * operator's: round.decimals runs round_decimals_kernel ("round_cpu"), or
- * round's own for decimals=0 ("round_vml_cpu"). */
+/* The same where the kernel depends on an argument: round.decimals runs
+ * round_decimals_kernel ("round_cpu"), or round's own for decimals=0;
+ * polygamma(n) runs digamma's for n = 0, trigamma's for n = 1. */
 static od_status not_implemented_s(od_opid id, const od_stack *s, od_dtype dt, od_error *err)
 {
+    const char *k = NULL;
     if ((id == OD_OPID_round_decimals || id == OD_OPID_round__decimals) && s->nargs > 1 && s->args[1].tag == OD_T_INT)
-        return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'",
-                            s->args[1].u.i ? "round_cpu" : "round_vml_cpu", od_dtype_scalar_name(dt));
+        k = s->args[1].u.i ? "round_cpu" : "round_vml_cpu";
+    if (id == OD_OPID_polygamma && s->nargs > 0 && s->args[0].tag == OD_T_INT)
+        k = s->args[0].u.i == 0 ? "digamma" : s->args[0].u.i == 1 ? "trigamma" : "polygamma";
+    if (k)
+        return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'", k, od_dtype_scalar_name(dt));
     return not_implemented(id, dt, err);
 }
 
@@ -512,17 +536,23 @@ static const struct {
     unsigned char arity;  /* 0: not a per-element operator */
     unsigned char rule;   /* od_ew_rule */
     unsigned char params; /* an OD_EWP operator: one tensor and parameters */
+    const char *fn;       /* its od_math function */
 } g_ew[OD_NUM_BUILTIN_OPS] = {
 #define OD_OP(id, schema, shape, cpu, cuda, cea, cia, bs, ag)
-#define OD_EW1(id, schema, fn, rule, ag) [OD_OPID_##id] = {1, OD_EWR_##rule, 0},
-#define OD_EW2(id, schema, fn, rule, ag) [OD_OPID_##id] = {2, OD_EWR_##rule, 0},
-#define OD_EWP(id, schema, fn, rule, ag) [OD_OPID_##id] = {1, OD_EWR_##rule, 1},
+#define OD_EW1(id, schema, fn, rule, ag) [OD_OPID_##id] = {1, OD_EWR_##rule, 0, #fn},
+#define OD_EW2(id, schema, fn, rule, ag) [OD_OPID_##id] = {2, OD_EWR_##rule, 0, #fn},
+#define OD_EWP(id, schema, fn, rule, ag) [OD_OPID_##id] = {1, OD_EWR_##rule, 1, #fn},
 #include "ops.def"
 #undef OD_OP
 #undef OD_EW1
 #undef OD_EW2
 #undef OD_EWP
 };
+
+static const char *ew_fn(od_opid id)
+{
+    return (unsigned)id < OD_NUM_BUILTIN_OPS ? g_ew[id].fn : NULL;
+}
 
 od_ew_rule od_ew_rule_of(od_opid id)
 {

@@ -22,8 +22,9 @@
 /* log_sigmoid_forward's (output, buffer) of x, bfloat16, float or double */
 static od_status log_sigmoid_forward(const od_op *op, od_tensor *x, od_stack *s, od_error *err)
 {
-    if (!od_dtype_is_floating(x->dtype) || x->dtype == OD_FLOAT16)
-        return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'", od_op_name(op),
+    if (!od_dtype_is_floating(x->dtype) || x->dtype == OD_FLOAT16) /* its kernel's dispatch name */
+        return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for '%s'",
+                            x->device.type == OD_DEV_CPU ? "log_sigmoid_cpu" : od_op_name(op),
                             od_dtype_scalar_name(x->dtype));
     od_cx_scope sc = od_cx_scope_begin(err);
     od_tensor *buf = od_cx_call(&sc, OD_OPID_exp, 1, T(od_cx_call(&sc, OD_OPID_neg, 1, T(od_cx_call(&sc, OD_OPID_abs, 1, T(x))))));

@@ -463,7 +463,10 @@ OD_CX_KERNEL(od_cea_smooth_l1_huber)
             od_cx_scope_end(&sc);
             return st;
         }
-        od_tensor *d = od_cx_call(&sc, OD_OPID_sub_Tensor, 3, OPT(x), OPT(y), od_int(1));
+        /* huber's kernel refuses bool before anything subtracts */
+        od_tensor *d = huber && x->dtype == OD_BOOL && y->dtype == OD_BOOL
+                           ? x
+                           : od_cx_call(&sc, OD_OPID_sub_Tensor, 3, OPT(x), OPT(y), od_int(1));
         if (d && !od_dtype_is_floating(d->dtype)) {
             od_dtype dt = d->dtype;
             od_cx_scope_end(&sc);
