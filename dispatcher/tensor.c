@@ -1036,7 +1036,8 @@ od_status od_tensor_permute(od_tensor *t, const int64_t *dims, int ndims, od_ten
 {
     if (ndims != t->ndim)
         return od_error_set(err, OD_EINVAL,
-                            "permute(): number of dimensions in the tensor input does not match "
+                            /* torch 1.13's words, sparse_coo even for a strided tensor */
+                            "permute(sparse_coo): number of dimensions in the tensor input does not match "
                             "the length of the desired ordering of dimensions i.e. input.dim() = "
                             "%d is not equal to len(dims) = %d",
                             t->ndim, ndims);

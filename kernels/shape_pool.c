@@ -35,8 +35,8 @@ static bool pool_op_of(od_opid id, pool_op *o)
         *o = (pool_op){k, n, bw, bw ? 1 : 0, fn_, dt_, h, b, l};                                         \
         return true;
         P_(max_pool2d_with_indices, OD_POOL_MAX, 2, false, "max_pool2d", "max_pool2d", false, true, false)
-        P_(max_pool2d_with_indices_backward, OD_POOL_MAX, 2, true, "max_pool2d_with_indices_backward",
-           "max_pool2d_backward", false, true, false)
+        P_(max_pool2d_with_indices_backward, OD_POOL_MAX, 2, true, "max_pool2d", "max_pool2d_backward", false,
+           true, false)
         P_(max_pool3d_with_indices, OD_POOL_MAX, 3, false, "max_pool3d", "max_pool3d_with_indices_cpu", false,
            false, false)
         P_(max_pool3d_with_indices_backward, OD_POOL_MAX, 3, true, "max_pool3d",
@@ -296,6 +296,31 @@ od_status od_pool_plan_of(od_opid id, const od_stack *s, od_pool_plan *p, od_err
             int n = od_shape_int_list(&s->args[1], &os, &os1);
             if (o.kind == OD_POOL_AAVG && n != nd)
                 return od_error_set(err, OD_EINVAL, "%s: output_size must be %d", fn, nd);
+        }
+        if (o.backward && nd == 2) {
+            /* torch 1.13's 2-d backwards check grad_output first: avg its non-batch sizes (see below),
+             * then its rank under self's sizes; max its rank under its own */
+            char gs[256];
+            sizes_str(gr, gs, sizeof gs);
+            for (int d = 1; o.kind == OD_POOL_AAVG && d < gr->ndim; d++)
+                if (gr->sizes[d] <= 0)
+                    return od_error_set(err, OD_EINVAL,
+                                        "adaptive_avg_pool2d_backward(): Expected grad_output to have non-zero size "
+                                        "for non-batch dimensions, but grad_output has sizes %s with dimension %d "
+                                        "being empty",
+                                        gs, d);
+            if (!(gr->ndim == 3 || gr->ndim == 4))
+                return o.kind == OD_POOL_AAVG
+                           ? od_error_set(err, OD_EINVAL,
+                                          "adaptive_avg_pool2d_backward(): Expected 3D or 4D tensor, but got %s", shp)
+                           : od_error_set(err, OD_EINVAL,
+                                          "adaptive_max_pooling2d_backward(): Expected 3D or 4D grad_output, but "
+                                          "got: %s",
+                                          gs);
+            int d2;
+            od_status st = od_wrap_dim(-2, ndim, &d2, err); /* ATen reads self.size(-2) next */
+            if (st)
+                return st;
         }
         if (!(ndim == nd + 1 || ndim == nd + 2))
             return od_error_set(err, OD_EINVAL, "%s(): Expected %dD or %dD tensor, but got%s %s", fn, nd + 1, nd + 2,

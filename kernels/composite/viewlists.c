@@ -405,6 +405,11 @@ OD_CX_KERNEL(od_cea_view_scatter)
             return st;
         if (self->ndim == 0)
             return od_error_set(err, OD_EINVAL, "narrow() cannot be applied to a 0-dim tensor.");
+        if (dim >= self->ndim) /* narrow_copy_dense_cpu's own check, before any dim wrapping */
+            return od_error_set(err, OD_EINVAL,
+                                "Expected dim < static_cast<int64_t>(self_sizes.size()) to be true, but got false.  "
+                                "(Could this error message be improved?  If so, please report an enhancement "
+                                "request to PyTorch.)");
         if ((st = od_wrap_dim(dim, self->ndim, &d, err)))
             return st;
         int64_t size = self->sizes[d];

@@ -83,6 +83,12 @@ WITH_TORCH = [
     ("scatter_add", [f32(1, 2, 3), 0, v("int64", -1), f32(1)], {}),
     ("index_put", [f32(1, 2, 3), [v("int64", 3)], f32(9)], {}),
     ("index_add", [f32(1, 2, 3), 0, v("int64", -4), f32(1)], {}),
+    # torch 1.13's own words: permute's "sparse_coo" for a strided tensor, _reshape_alias's, and
+    # narrow_copy's assertion for a dim past the rank (a negative one out of range is wrapped first)
+    ("permute", [f32(1, 2), [0, 1]], {}),
+    ("_reshape_alias", [f32(1, 2), [2, 1], [1]], {}),
+    ("narrow_copy", [f32(1, 2, 3), 1, 0, 1], {}),
+    ("narrow_copy", [f32(1, 2, 3), -2, 0, 1], {}),
     # a 0-dim source into slices: ATen selects source's slice i, which a 0-dim tensor has not (empty self too)
     ("index_add", [M22, 0, v("int64", 1), T("float32", [], [5])], {}),
     ("index_add", [T("float32", [2, 0], []), 0, v("int64", 1), T("float32", [], [5])], {}),

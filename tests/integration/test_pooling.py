@@ -209,6 +209,19 @@ def test_backward_ops(server, rng):
     cases += [("adaptive_max_pool2d_backward", [g0, x0, i5], {}),
               ("adaptive_max_pool3d_backward", [R(rng, "float32", (0, 2, 1, 1, 3)), R(rng, "float32", (0, 2, 1, 1, 1)),
                                                 i5], {})]
+    # refusals in torch's words: the 2-d adaptive backwards check grad_output's rank first (avg names
+    # self's sizes, max grad_output's), then read self.size(-2); max_pool2d's backward says max_pool2d
+    f = lambda *sh: R(rng, "float32", sh)
+    i = lambda *sh: {"dtype": "int64", "shape": list(sh), "data": [0] * int(np.prod(sh))}
+    cases += [("_adaptive_avg_pool2d_backward", [f(5), f(1, 2, 3)], {}),
+              ("_adaptive_avg_pool2d_backward", [f(1, 2, 3), f(5)], {}),
+              ("_adaptive_avg_pool2d_backward", [f(1, 0, 2, 3), f(1, 2, 3)], {}),
+              ("adaptive_max_pool2d_backward", [f(5), f(1, 2, 3), i(5)], {}),
+              ("adaptive_max_pool2d_backward", [f(1, 2, 3), f(5), i(1, 2, 3)], {}),
+              ("max_pool2d_with_indices_backward", [f(1, 2, 2), f(1, 4, 4), [2, 2, 2], [2, 2], [0, 0], [1, 1], False,
+                                                    i(1, 2, 2)], {}),
+              ("max_pool2d_with_indices_backward", [f(1, 2, 2), f(1, 4, 4), [2, 2], [2, 2], [0, 0, 0], [1, 1], False,
+                                                    i(1, 2, 2)], {})]
     check(server, cases)
 
 

@@ -1725,7 +1725,7 @@ Test(views, errors_name_the_argument_like_torch)
 
     int64_t p2[] = {0, 1}, pdup[] = {0, 0, 1}, pbad[] = {0, 1, 3};
     EXPECT_ERR(od_tensor_permute(t3, p2, 2, &v, &last_err), OD_EINVAL,
-               "permute(): number of dimensions in the tensor input does not match the length of the "
+               "permute(sparse_coo): number of dimensions in the tensor input does not match the length of the "
                "desired ordering of dimensions i.e. input.dim() = 3 is not equal to len(dims) = 2");
     EXPECT_ERR(od_tensor_permute(t3, pdup, 3, &v, &last_err), OD_EINVAL, "permute(): duplicate dims are not allowed.");
     EXPECT_ERR(od_tensor_permute(t3, pbad, 3, &v, &last_err), OD_EINVAL,
