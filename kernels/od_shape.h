@@ -56,6 +56,11 @@ od_status od_shape_arg_int(const od_stack *s, int i, const char *op, const char 
  * (borrowed, may be NULL) is dense; o->strided stays false for contiguous. */
 od_status od_out_spec_layout(od_out_spec *o, const od_tensor *like, od_memory_format mf, od_error *err);
 
+/* TensorIterator's rule for an output it does not resize (an in-place self,
+ * copy_'s destination): every input in[0..nin) broadcasts with out, output
+ * as tensor a, and the broadcast is out's shape. Sizes borrowed. */
+od_status od_broadcast_into(const int64_t *out, int nout, const int64_t *in, int nin, od_error *err);
+
 /* The shape function of a built-in, or NULL. */
 od_shape_fn od_builtin_shape_fn(od_opid id);
 

@@ -19,28 +19,6 @@
 
 #include "od_shape.h"
 
-static bool same_shape(const int64_t *a, int na, const int64_t *b, int nb)
-{
-    return na == nb && (na == 0 || !memcmp(a, b, (size_t)na * sizeof *a));
-}
-
-/* TensorIterator's shape rule for an output of shape out: every input in
- * broadcasts, and the broadcast is out's shape. */
-static od_status broadcast_to(const int64_t *out, int nout, const int64_t *in, int nin, od_error *err)
-{
-    int64_t b[OD_MAX_DIMS];
-    int nb;
-    od_status st = od_broadcast_shapes(out, nout, in, nin, b, &nb, err);
-    if (st)
-        return st;
-    if (!same_shape(out, nout, b, nb)) {
-        char x[256], y[256];
-        od_shape_print(out, nout, x, sizeof x);
-        od_shape_print(b, nb, y, sizeof y);
-        return od_error_set(err, OD_EMISMATCH, "output with shape %s doesn't match the broadcast shape %s", x, y);
-    }
-    return OD_OK;
-}
 
 static od_status same_dtype(const od_tensor *t, od_dtype want, od_error *err)
 {
@@ -90,7 +68,7 @@ static od_status plan_bce(od_act_loss_plan *p, const od_stack *s, const char *na
         }
     }
     squeezed(p->self, sx, &nx);
-    if ((st = broadcast_to(sx, nx, acc, nacc, err)))
+    if ((st = od_broadcast_into(sx, nx, acc, nacc, err)))
         return st;
     od_dtype first = ins[0] ? ins[0]->dtype : p->self->dtype, dt = p->self->dtype;
     for (int i = 0; i < 3; i++)
@@ -100,7 +78,7 @@ static od_status plan_bce(od_act_loss_plan *p, const od_stack *s, const char *na
         return not_implemented(p->backward ? "binary_cross_entropy_backward" : "binary_cross_entropy", dt, err);
     if (p->weight) {
         const od_tensor *w = p->weight;
-        if ((st = broadcast_to(p->self->sizes, p->self->ndim, w->sizes, w->ndim, err)))
+        if ((st = od_broadcast_into(p->self->sizes, p->self->ndim, w->sizes, w->ndim, err)))
             return st;
         od_result_arg ra[2] = {{p->self, 0}, {w, 0}};
         if ((st = od_check_result_cast(od_result_type(ra, 2), dt, err)))
@@ -153,7 +131,7 @@ static od_status plan_glu(od_act_loss_plan *p, const od_stack *s, const char *na
         int64_t hs[OD_MAX_DIMS];
         memcpy(hs, p->self->sizes, (size_t)p->self->ndim * sizeof *hs);
         hs[p->dim] = p->half;
-        if ((st = broadcast_to(hs, p->self->ndim, p->grad->sizes, p->grad->ndim, err)) ||
+        if ((st = od_broadcast_into(hs, p->self->ndim, p->grad->sizes, p->grad->ndim, err)) ||
             (st = same_dtype(p->grad, dt, err)))
             return st;
     }

@@ -22,6 +22,22 @@ od_shape_fn od_builtin_shape_fn(od_opid id)
     return (unsigned)id < OD_NUM_BUILTIN_OPS ? g_shape_fns[id] : NULL;
 }
 
+od_status od_broadcast_into(const int64_t *out, int nout, const int64_t *in, int nin, od_error *err)
+{
+    int64_t b[OD_MAX_DIMS];
+    int nb;
+    od_status st = od_broadcast_shapes(out, nout, in, nin, b, &nb, err);
+    if (st)
+        return st;
+    if (nb != nout || (nb && memcmp(out, b, (size_t)nb * sizeof *b))) {
+        char x[256], y[256];
+        od_shape_print(out, nout, x, sizeof x);
+        od_shape_print(b, nb, y, sizeof y);
+        return od_error_set(err, OD_EMISMATCH, "output with shape %s doesn't match the broadcast shape %s", x, y);
+    }
+    return OD_OK;
+}
+
 /* An output laid out as mf asks: channels_last strides, or self's layout
  * kept under preserve_format (empty_like's rule); else contiguous. */
 od_status od_out_spec_layout(od_out_spec *o, const od_tensor *like, od_memory_format mf, od_error *err)

@@ -1123,28 +1123,16 @@ od_status od_shape_inplace(od_opid id, const od_stack *s, od_out_spec *outs, int
             return st;
         if (s->args[2].tag != OD_T_BOOL)
             return bad_arg(id, s, 2, "bool", err);
-        /* src must broadcast to self's shape exactly (torch's expand_inplace). */
-        bool ok = src->ndim <= self->ndim;
-        for (int i = 0; ok && i < src->ndim; i++) {
-            int64_t a = src->sizes[src->ndim - 1 - i], b = self->sizes[self->ndim - 1 - i];
-            ok = a == b || a == 1;
-        }
-        if (!ok) {
-            char ss[256], ds[256];
-            od_shape_print(src->sizes, src->ndim, ss, sizeof ss);
-            od_shape_print(self->sizes, self->ndim, ds, sizeof ds);
-            return od_error_set(err, OD_EMISMATCH,
-                                "copy_(): the source of shape %s cannot be broadcast to the "
-                                "destination of shape %s",
-                                ss, ds);
-        }
-        /* ATen's copy_ asserts no internal overlap, whatever the device */
+        /* ATen's copy_ is a TensorIterator: it asserts no internal overlap in
+         * self (whatever the device), then src must broadcast to self's shape */
         for (int d = 0; d < self->ndim && od_tensor_numel(self) > 0; d++)
             if (self->sizes[d] > 1 && self->strides[d] == 0)
                 return od_error_set(err, OD_EINVAL,
                                     "unsupported operation: more than one element of the written-to "
                                     "tensor refers to a single memory location. Please clone() the "
                                     "tensor before performing the operation.");
+        if ((st = od_broadcast_into(self->sizes, self->ndim, src->sizes, src->ndim, err)))
+            return st;
     } else if (id == OD_OPID_fill__Scalar) {
         if ((st = need_nargs(id, s, 2, err)) || (st = arg_tensor(id, s, 0, &self, err)) ||
             (st = arg_scalar(id, s, 1, err)) ||

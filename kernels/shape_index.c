@@ -249,15 +249,8 @@ od_status od_shape_masked_fill(od_opid id, const od_stack *s, od_out_spec *outs,
                                 "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                                 "%d dimension(s).",
                                 value->ndim);
-        if ((st = od_broadcast_shapes(self->sizes, self->ndim, mask->sizes, mask->ndim, sizes, &nd, err)))
+        if ((st = od_broadcast_into(self->sizes, self->ndim, mask->sizes, mask->ndim, err)))
             return st;
-        if (nd != self->ndim || memcmp(sizes, self->sizes, sizeof(int64_t) * (size_t)nd)) {
-            char a[256], b[256];
-            od_shape_print(self->sizes, self->ndim, a, sizeof a);
-            od_shape_print(sizes, nd, b, sizeof b);
-            return od_error_set(err, OD_EMISMATCH, "output with shape %s doesn't match the broadcast shape %s", a,
-                                b);
-        }
     } else {
         /* expand_outplace(mask, self): the message names mask a, self b */
         if ((st = od_broadcast_shapes(mask->sizes, mask->ndim, self->sizes, self->ndim, sizes, &nd, err)))

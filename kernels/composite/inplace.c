@@ -45,6 +45,28 @@ static od_status dtype_arg(const od_op *op, const od_stack *s, const od_tensor *
     return OD_OK;
 }
 
+/* The promoted dtype of the iterator's inputs of functional operator fid:
+ * its tensors and its number operands (a Scalar `other`, not alpha or an
+ * activation's parameters); false when there is no tensor. */
+static bool result_type(od_opid fid, const od_value *args, int n, od_dtype *out)
+{
+    const od_schema *sch = od_op_schema(od_builtin(fid));
+    od_result_arg ra[OD_MAX_ARGS];
+    int k = 0, nt = 0;
+    for (int i = 0; sch && i < n && i < sch->nargs && k < OD_MAX_ARGS; i++) {
+        bool operand = args[i].tag == OD_T_TENSOR ||
+                       (sch->args[i].name && (!strcmp(sch->args[i].name, "other") || !strcmp(sch->args[i].name, "self")));
+        if (!operand || args[i].tag == OD_T_NONE)
+            continue;
+        nt += args[i].tag == OD_T_TENSOR;
+        ra[k++] = od_result_arg_of_value(&args[i]);
+    }
+    if (!nt)
+        return false;
+    *out = od_result_type(ra, k);
+    return true;
+}
+
 OD_CX_KERNEL(od_cia_inplace)
 {
     (void)ks;
@@ -65,8 +87,33 @@ OD_CX_KERNEL(od_cia_inplace)
         args[0] = s->args[1];
         args[1] = s->args[0];
     }
-    if ((st = od_call_builtin1((od_opid)(g_functional[id] - 1), args, nargs, &res, err)))
+    od_opid fid = (od_opid)(g_functional[id] - 1);
+    /* a TensorIterator operator (ATen's in-place per-element, binary,
+     * comparison and clamp kernels) refuses an internally overlapping self
+     * before anything else, and a result type that does not cast to self's
+     * before its kernel's dtype dispatch; threshold_ and an integral
+     * nan_to_num_ skip the first (below). (lerp_, addcmul_ and addcdiv_
+     * check their dtypes in their meta functions first: not here.) */
+    od_shape_fn sf = od_builtin_shape_fn(fid);
+    bool iter = sf == od_shape_ew || sf == od_shape_binary || sf == od_shape_compare || sf == od_shape_unary ||
+                sf == od_shape_clamp;
+    if (iter && id != OD_OPID_threshold_ && id != OD_OPID_nan_to_num_ && od_tensor_numel(self) > 0)
+        for (int d = 0; d < self->ndim; d++)
+            if (self->sizes[d] > 1 && self->strides[d] == 0)
+                return od_error_set(err, OD_EINVAL,
+                                    "unsupported operation: more than one element of the written-to "
+                                    "tensor refers to a single memory location. Please clone() the "
+                                    "tensor before performing the operation.");
+    if ((st = od_call_builtin1(fid, args, nargs, &res, err))) {
+        od_dtype rt;
+        if ((sf == od_shape_ew || sf == od_shape_binary) && st == OD_EUNSUPPORTED && result_type(fid, args, nargs, &rt) &&
+            !od_dtype_can_cast(rt, self->dtype)) {
+            od_error_clear(err);
+            return od_error_set(err, OD_EMISMATCH, "result type %s can't be cast to the desired output type %s",
+                                od_dtype_scalar_name(rt), od_dtype_scalar_name(self->dtype));
+        }
         return st;
+    }
     char a[256], b[256];
     bool reshaped = res->ndim != self->ndim || memcmp(res->sizes, self->sizes, sizeof(int64_t) * (size_t)self->ndim);
     /* addbmm_ is ATen's addbmm_out with self as out, which resizes its

@@ -338,3 +338,35 @@ def test_expanded_zero_dim_self_in_place(server):
         else:
             assert r.status_code == 200, (op, target, ref, r.text[:300])
             assert r.json()["outputs"][0]["data"] == ref["value"], (op, target, ref, r.text[:300])
+
+
+def test_in_place_refusals_in_torchs_order(server):
+    """An in-place TensorIterator operator refuses an expanded (internally overlapping) self before it
+    looks at the other operand's shape or dtype, and a result type that does not cast to self's before
+    its kernel's dtype dispatch; copy_ says the iterator's words for a source that does not broadcast."""
+    i64 = T("int64", [3], [1, 2, 3])
+    cases = [  # (op, self's expand target or None, other args)
+        ("bitwise_and_.Tensor", [4, 3], [T("int64", [2, 3], [1] * 6)]),
+        ("mul_.Tensor", [4, 3], [T("float32", [5], [1] * 5)]),
+        ("ne_.Tensor", [4, 3], [T("float32", [2], [1, 2])]),
+        ("bitwise_or_.Scalar", [4, 3], [1.5]),
+        ("add_.Tensor", [4, 3], [T("float32", [3], [1, 2, 3])]),
+        ("bitwise_and_.Scalar", None, [1.5]),
+        ("bitwise_left_shift_.Tensor_Scalar", None, [2.5]),
+        ("gcd_", None, [T("float32", [3], [1, 2, 3])]),
+        ("bitwise_xor_.Tensor", None, [T("float64", [3], [1, 2, 3])]),
+        ("elu_", None, []),
+        ("copy_", None, [T("int64", [2, 3], [1] * 6)]),
+        ("copy_", None, [T("int64", [4], [1] * 4)]),
+    ]
+    def self_of(target):
+        base = T("int64", [1], [7]) if target else i64
+        return dict(base, views=[["expand", target]]) if target else base
+    refs = torch_ref([{"op": op, "args": [self_of(t)] + rest} for op, t, rest in cases])
+    for (op, target, rest), ref in zip(cases, refs):
+        assert "error" in ref, (op, ref)
+        steps = [{"op": "expand", "args": [T("int64", [1], [7]), target]}] if target else []
+        first = {"ref": "$0"} if target else i64
+        r = server.post("/v1/run", {"steps": steps + [{"op": op, "args": [first] + rest}]})
+        msg = error_message(r).split("): ", 1)[-1]  # after /v1/run's "step N (op): "
+        assert 400 <= r.status_code < 500 and msg in ref["error"], (op, target, ref["error"], r.text[:300])
