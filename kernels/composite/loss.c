@@ -301,6 +301,20 @@ static od_status promote_bool(od_cx_scope *sc, od_tensor **x, od_tensor **y, con
     return sc->st;
 }
 
+/* mse_loss's and smooth_l1_loss's meta functions: the iterator's broadcast
+ * of self and target, then an internal assert on a reduction other than
+ * none, mean or sum, both before the kernel's dtype dispatch. */
+static od_status meta_reduction(const od_tensor *self, const od_tensor *target, int64_t reduction, od_error *err)
+{
+    int64_t b[OD_MAX_DIMS];
+    int nb;
+    od_status st = od_broadcast_shapes(self->sizes, self->ndim, target->sizes, target->ndim, b, &nb, err);
+    if (st || reduction == RED_NONE || reduction == RED_MEAN || reduction == RED_SUM)
+        return st;
+    return od_error_set(err, OD_EINVAL,
+                        "reduction == Reduction::Mean || reduction == Reduction::Sum INTERNAL ASSERT FAILED");
+}
+
 /* mse_loss(self, target, reduction) and mse_loss_backward(grad_output,
  * self, target, reduction), as ATen's mse kernels compute them. */
 OD_CX_KERNEL(od_cea_mse_loss)
@@ -342,6 +356,10 @@ OD_CX_KERNEL(od_cea_mse_loss)
         od_tensor *r = od_cx_call(&sc, OD_OPID_mul_Scalar, 2, OPT(d), alpha);
         return od_cx_scope_return1(&sc, s, mul(&sc, r, g));
     }
+    if ((st = meta_reduction(self, target, reduction, err))) {
+        od_cx_scope_end(&sc);
+        return st;
+    }
     od_tensor *x = self, *y = target;
     if ((st = promote_bool(&sc, &x, &y, "mse", dev, err))) {
         od_cx_scope_end(&sc);
@@ -360,10 +378,7 @@ OD_CX_KERNEL(od_cea_mse_loss)
     case RED_NONE: r = sq; break;
     case RED_MEAN: r = od_cx_call(&sc, OD_OPID_mean, 2, OPT(sq), od_none()); break;
     case RED_SUM: r = sum_all(&sc, sq); break;
-    default:
-        if (!sc.st)
-            sc.st = od_error_set(err, OD_EINVAL,
-                                 "reduction == Reduction::Mean || reduction == Reduction::Sum INTERNAL ASSERT FAILED");
+    default: break; /* refused by meta_reduction */
     }
     return od_cx_scope_return1(&sc, s, r);
 }
@@ -442,6 +457,8 @@ OD_CX_KERNEL(od_cea_smooth_l1_huber)
         return od_error_set(err, OD_EINVAL, "huber_loss does not support non-positive values for delta.");
     if (!bw && !huber && !(p >= 0)) /* ATen checks beta >= 0: NaN fails it */
         return od_error_set(err, OD_EINVAL, "smooth_l1_loss does not support negative values for beta.");
+    if (!bw && !huber && (st = meta_reduction(self, target, reduction, err)))
+        return st;
     od_cx_scope sc = od_cx_scope_begin(err);
     if (!bw) {
         od_tensor *x = self, *y = target;
@@ -485,9 +502,6 @@ OD_CX_KERNEL(od_cea_smooth_l1_huber)
         od_tensor *r = where_(&sc, od_cx_call(&sc, OD_OPID_lt_Scalar, 2, OPT(z), od_double(p)), quad, lin);
         if (huber && r && r->dtype != self->dtype)
             r = od_cx_cast(&sc, r, self->dtype);
-        if (!huber && reduction != RED_NONE && reduction != RED_MEAN && reduction != RED_SUM && !sc.st)
-            sc.st = od_error_set(err, OD_EINVAL,
-                                 "reduction == Reduction::Mean || reduction == Reduction::Sum INTERNAL ASSERT FAILED");
         return od_cx_scope_return1(&sc, s, reduce_loss(&sc, r, reduction));
     }
     od_dtype dt = self->dtype;

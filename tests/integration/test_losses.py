@@ -320,7 +320,16 @@ def test_refusals(server, rng):
              ("cross_entropy_loss", [T(np.ones((2, 2), np.int64)), T(np.array([0, 1]))], {}),
              ("mse_loss", [T(np.arange(4)), T(np.arange(4)), 1], {}),
              ("mse_loss_backward", [T(np.float64(1)), x, x, 1], {}),
-             ("mse_loss_backward", [T(np.float16(1)), X(rng, "float16", 3), X(rng, "float16", 3), 1], {})]
+             ("mse_loss_backward", [T(np.float16(1)), X(rng, "float16", 3), X(rng, "float16", 3), 1], {}),
+             # the meta functions' order: the broadcast, then the reduction's internal assert, then the
+             # kernel's dtype (huber_loss has no assert: an unknown reduction leaves the loss unreduced)
+             ("mse_loss", [T(np.arange(4)), T(np.arange(4)), 5], {}),
+             ("mse_loss", [T(np.arange(4)), T(np.arange(3)), 5], {}),
+             ("mse_loss", [T(np.ones(4, np.bool_)), T(np.ones(4, np.bool_)), 7], {}),
+             ("smooth_l1_loss", [T(np.arange(4)), T(np.arange(4)), 5, 1.0], {}),
+             ("smooth_l1_loss", [x, x, -1, 1.0], {}),
+             ("smooth_l1_loss", [x, x, 3, -1.0], {}),
+             ("huber_loss", [x, x, 4, 1.0], {})]
     check(server, cases)
 
 
