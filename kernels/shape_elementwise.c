@@ -630,6 +630,15 @@ static double dtype_max(od_dtype dt)
          : dt == OD_FLOAT32 ? 3.4028234663852886e38 : 1.7976931348623157e308;
 }
 
+/* softshrink's meta function checks lambda before anything else */
+static od_status softshrink_lambda(const od_value *v, od_error *err)
+{
+    double l = od_value_as_double(v);
+    if (!(l >= 0))
+        return od_error_set(err, OD_EINVAL, "lambda must be greater or equal to 0, but found to be %g.", l);
+    return OD_OK;
+}
+
 od_status od_ew_params_of(od_opid id, const od_stack *s, od_dtype dt, od_ew_params *p, od_error *err)
 {
     od_status st = OD_OK;
@@ -677,12 +686,10 @@ od_status od_ew_params_of(od_opid id, const od_stack *s, od_dtype dt, od_ew_para
         return st;
     case OD_OPID_leaky_relu:
         return param_to(&a[1], as_float, &p->d[0], &p->i[0], err);
-    case OD_OPID_softshrink: {
-        double l = od_value_as_double(&a[1]);
-        if (!(l >= 0))
-            return od_error_set(err, OD_EINVAL, "lambda must be greater or equal to 0, but found to be %g.", l);
+    case OD_OPID_softshrink:
+        if ((st = softshrink_lambda(&a[1], err)))
+            return st;
         return param_to(&a[1], as_float, &p->d[0], &p->i[0], err);
-    }
     case OD_OPID_hardshrink:
         return param_to(&a[1], dt, &p->d[0], &p->i[0], err);
     case OD_OPID_softplus:
@@ -761,6 +768,8 @@ static od_status ew_dtypes(od_opid id, const od_stack *s, od_dtype *compute, od_
                 return st;
         if (id == OD_OPID_hardtanh && s->args[ab[0]].u.t->dtype == OD_BOOL)
             return od_error_set(err, OD_EINVAL, "Bool inputs not supported for hardtanh");
+        if (id == OD_OPID_softshrink && (st = softshrink_lambda(&s->args[1], err)))
+            return st;
     } else {
         if ((st = need_nargs(id, s, n, err)))
             return st;

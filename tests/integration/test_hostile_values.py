@@ -83,6 +83,9 @@ WITH_TORCH = [
     ("scatter_add", [f32(1, 2, 3), 0, v("int64", -1), f32(1)], {}),
     ("index_put", [f32(1, 2, 3), [v("int64", 3)], f32(9)], {}),
     ("index_add", [f32(1, 2, 3), 0, v("int64", -4), f32(1)], {}),
+    # softshrink's meta checks lambda before its kernel's dtype
+    ("softshrink", [v("int64", 1, 2), -1], {}),
+    ("softshrink", [v("int64", 1, 2), 0.5], {}),
     # torch 1.13's own words: permute's "sparse_coo" for a strided tensor, _reshape_alias's, and
     # narrow_copy's assertion for a dim past the rank (a negative one out of range is wrapped first)
     ("permute", [f32(1, 2), [0, 1]], {}),
