@@ -911,13 +911,10 @@ od_status od_shape_pointwise(od_opid id, const od_stack *s, od_out_spec *outs, i
     for (int i = 0; i < nargs; i++)
         if ((st = arg_operand(id, s, i, i < ntensors, err)))
             return st;
-    od_device dev;
-    int64_t sizes[OD_MAX_DIMS];
-    int ndim;
-    if ((st = common_device(s, &dev, err)) || (st = broadcast_args(s, all, ntensors, sizes, &ndim, err)))
-        return st;
     const od_tensor *self = s->args[0].u.t;
-    /* lerp takes no promotion: end and weight must have self's dtype */
+    /* the meta functions' own checks come before the iterator's device and
+     * broadcast: lerp takes no promotion (end and weight must have self's
+     * dtype), addcdiv refuses an integer division */
     for (int i = 1; lerp && i < ntensors; i++)
         if (s->args[i].u.t->dtype != self->dtype)
             return od_error_set(err, OD_EINVAL, "expected dtype %s for `%s` but got dtype %s",
@@ -933,6 +930,11 @@ od_status od_shape_pointwise(od_opid id, const od_stack *s, od_out_spec *outs, i
                             "(input + value * tensor1 / tensor2) for float inputs. The future addcdiv "
                             "behavior is just the latter implementation: (input + value * tensor1 / "
                             "tensor2), for all dtypes.");
+    od_device dev;
+    int64_t sizes[OD_MAX_DIMS];
+    int ndim;
+    if ((st = common_device(s, &dev, err)) || (st = broadcast_args(s, all, ntensors, sizes, &ndim, err)))
+        return st;
     od_dtype dt = result_type_of(s, all, ntensors);
     /* ATen's CPU dispatch: floating types and bfloat16 (addcmul: integers
      * too), no float16; CUDA has float16 (not for nextafter, whose CUDA

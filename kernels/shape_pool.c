@@ -298,8 +298,8 @@ od_status od_pool_plan_of(od_opid id, const od_stack *s, od_pool_plan *p, od_err
                 return od_error_set(err, OD_EINVAL, "%s: output_size must be %d", fn, nd);
         }
         if (o.backward && nd == 2) {
-            /* torch 1.13's 2-d backwards check grad_output first: avg its non-batch sizes (see below),
-             * then its rank under self's sizes; max its rank under its own */
+            /* torch 1.13's 2-d backwards check grad_output first: avg its non-batch sizes, then its
+             * rank under self's sizes, then its dtype; max its rank under its own */
             char gs[256];
             sizes_str(gr, gs, sizeof gs);
             for (int d = 1; o.kind == OD_POOL_AAVG && d < gr->ndim; d++)
@@ -317,6 +317,9 @@ od_status od_pool_plan_of(od_opid id, const od_stack *s, od_pool_plan *p, od_err
                                           "adaptive_max_pooling2d_backward(): Expected 3D or 4D grad_output, but "
                                           "got: %s",
                                           gs);
+            if (o.kind == OD_POOL_AAVG && gr->dtype != x->dtype)
+                return od_error_set(err, OD_EINVAL, "expected dtype %s for `grad_output` but got dtype %s",
+                                    od_dtype_meta_name(x->dtype), od_dtype_meta_name(gr->dtype));
             int d2;
             od_status st = od_wrap_dim(-2, ndim, &d2, err); /* ATen reads self.size(-2) next */
             if (st)

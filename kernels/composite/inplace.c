@@ -146,8 +146,11 @@ OD_CX_KERNEL(od_cia_inplace)
         return st;
     }
     if (!od_dtype_can_cast(res->dtype, self->dtype)) {
+        /* clamp's meta with Scalar bounds makes this check itself and prints self.dtype() ("long int") */
+        bool own = id == OD_OPID_clamp_ || id == OD_OPID_clamp_min_ || id == OD_OPID_clamp_max_;
         st = od_error_set(err, OD_EMISMATCH, "result type %s can't be cast to the desired output type %s",
-                          od_dtype_scalar_name(res->dtype), od_dtype_scalar_name(self->dtype));
+                          od_dtype_scalar_name(res->dtype),
+                          own ? od_dtype_meta_name(self->dtype) : od_dtype_scalar_name(self->dtype));
         od_tensor_release(res);
         return st;
     }

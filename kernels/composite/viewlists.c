@@ -413,8 +413,6 @@ OD_CX_KERNEL(od_cea_view_scatter)
         if ((st = od_wrap_dim(dim, self->ndim, &d, err)))
             return st;
         int64_t size = self->sizes[d];
-        if (length < 0)
-            return od_error_set(err, OD_EINVAL, "narrow(): length must be non-negative.");
         if (start < 0) { /* ATen wraps start as a dim (maybe_wrap_dim): an empty dim takes -1 and 0 */
             int64_t n = size > 0 ? size : 1;
             if (start < -n)
@@ -424,7 +422,7 @@ OD_CX_KERNEL(od_cea_view_scatter)
                                     -n, n - 1, start);
             start += n;
         }
-        if (start > size - length)
+        if (length < 0 || start > size - length) /* one check for both in narrow_copy_dense_cpu_out */
             return od_error_set(err, OD_EINVAL, "start (%" PRId64 ") + length (%" PRId64
                                 ") exceeds dimension size (%" PRId64 ").", start, length, size);
         if (length == 0)

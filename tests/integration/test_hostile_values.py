@@ -92,6 +92,9 @@ WITH_TORCH = [
     ("_reshape_alias", [f32(1, 2), [2, 1], [1]], {}),
     ("narrow_copy", [f32(1, 2, 3), 1, 0, 1], {}),
     ("narrow_copy", [f32(1, 2, 3), -2, 0, 1], {}),
+    ("narrow_copy", [f32(1, 2, 3), 0, 1, -2], {}),
+    ("narrow_copy", [f32(1, 2, 3), 0, -5, -2], {}),
+    ("narrow_copy", [f32(1, 2, 3), 0, -1, 1], {}),
     # a 0-dim source into slices: ATen selects source's slice i, which a 0-dim tensor has not (empty self too)
     ("index_add", [M22, 0, v("int64", 1), T("float32", [], [5])], {}),
     ("index_add", [T("float32", [2, 0], []), 0, v("int64", 1), T("float32", [], [5])], {}),
@@ -359,6 +362,11 @@ def test_in_place_refusals_in_torchs_order(server):
         ("gcd_", None, [T("float32", [3], [1, 2, 3])]),
         ("bitwise_xor_.Tensor", None, [T("float64", [3], [1, 2, 3])]),
         ("elu_", None, []),
+        ("clamp_", None, [0.5, 2.5]),
+        ("clamp_min_", None, [0.5]),
+        ("clamp_.Tensor", None, [T("float32", [3], [1, 2, 3])]),
+        ("lerp_.Tensor", None, [T("int32", [2], [1, 2]), T("int64", [3], [1, 2, 3])]),
+        ("addcdiv_", None, [T("int64", [2], [1, 2]), T("int64", [4], [1, 2, 3, 4])]),
         ("copy_", None, [T("int64", [2, 3], [1] * 6)]),
         ("copy_", None, [T("int64", [4], [1] * 4)]),
     ]

@@ -213,7 +213,9 @@ def test_backward_ops(server, rng):
     # self's sizes, max grad_output's), then read self.size(-2); max_pool2d's backward says max_pool2d
     f = lambda *sh: R(rng, "float32", sh)
     i = lambda *sh: {"dtype": "int64", "shape": list(sh), "data": [0] * int(np.prod(sh))}
-    cases += [("_adaptive_avg_pool2d_backward", [f(5), f(1, 2, 3)], {}),
+    cases += [("_adaptive_avg_pool2d_backward", [R(rng, "float64", (5,)), f(1, 2, 3)], {}),  # rank, then dtype
+              ("_adaptive_avg_pool2d_backward", [R(rng, "float64", (1, 2, 3)), f(5)], {}),
+              ("_adaptive_avg_pool2d_backward", [f(5), f(1, 2, 3)], {}),
               ("_adaptive_avg_pool2d_backward", [f(1, 2, 3), f(5)], {}),
               ("_adaptive_avg_pool2d_backward", [f(1, 0, 2, 3), f(1, 2, 3)], {}),
               ("adaptive_max_pool2d_backward", [f(5), f(1, 2, 3), i(5)], {}),
