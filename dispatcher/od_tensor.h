@@ -289,6 +289,12 @@ int od_shape_print(const int64_t *sizes, int ndim, char *buf, size_t cap);
 /* Wraps a possibly negative dim into [0, ndim); for ndim == 0 accepts -1 and 0
  * (PyTorch's scalar rule). Error names the op's argument "dim". */
 od_status od_wrap_dim(int64_t dim, int ndim, int *out, od_error *err);
+/* The same without the scalar rule, as torch's tensor.size(dim) reads a dim:
+ * a 0-dim tensor has none ("Dimension specified as -2 but tensor has no
+ * dimensions"). */
+od_status od_wrap_dim_strict(int64_t dim, int ndim, int *out, od_error *err);
+/* t->sizes at dim wrapped that way (t borrowed): torch's t.size(dim) */
+od_status od_tensor_size_at(const od_tensor *t, int64_t dim, int64_t *out, od_error *err);
 
 /* ---- views: new tensor sharing t's storage (t borrowed) ---- */
 /* A view holds its own reference on the storage, not on t, so it outlives t.

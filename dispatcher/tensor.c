@@ -799,6 +799,22 @@ void *od_tensor_data(const od_tensor *t)
     return (char *)t->storage->data + t->offset * (int64_t)od_dtype_size(t->dtype);
 }
 
+od_status od_wrap_dim_strict(int64_t dim, int ndim, int *out, od_error *err)
+{
+    if (ndim == 0)
+        return od_error_set(err, OD_EINVAL, "Dimension specified as %" PRId64 " but tensor has no dimensions", dim);
+    return od_wrap_dim(dim, ndim, out, err);
+}
+
+od_status od_tensor_size_at(const od_tensor *t, int64_t dim, int64_t *out, od_error *err)
+{
+    int d;
+    od_status st = od_wrap_dim_strict(dim, t->ndim, &d, err);
+    if (!st)
+        *out = t->sizes[d];
+    return st;
+}
+
 od_status od_wrap_dim(int64_t dim, int ndim, int *out, od_error *err)
 {
     int64_t n = ndim <= 0 ? 1 : ndim; /* a 0-dim tensor accepts -1 and 0 */

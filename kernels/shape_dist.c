@@ -30,16 +30,6 @@ static bool is_float(od_dtype dt)
 
 static double num(const od_value *v) { return v->tag == OD_T_INT ? (double)v->u.i : v->u.d; }
 
-static od_status size_at(const od_tensor *x, int dim, int64_t *out, od_error *err)
-{
-    if (x->ndim == 0)
-        return od_error_set(err, OD_EINVAL, "Dimension specified as %d but tensor has no dimensions", dim);
-    if (dim >= x->ndim)
-        return od_error_set(err, OD_EINVAL, "Dimension out of range (expected to be in range of [%d, %d], but got %d)",
-                            -x->ndim, x->ndim - 1, dim);
-    *out = x->sizes[dim];
-    return OD_OK;
-}
 
 static od_status same_device(const od_tensor *a, const od_tensor *b, od_error *err)
 {
@@ -171,13 +161,13 @@ static od_status pdist_plan(od_opid id, const od_stack *s, od_dist_plan *p, od_e
     if (!bw) {
         if (!od_tensor_is_contiguous(x))
             return od_error_set(err, OD_EINVAL, "_pdist_forward requires contiguous input");
-        if ((st = size_at(x, 0, &p->r1, err)))
+        if ((st = od_tensor_size_at(x, 0, &p->r1, err)))
             return st;
         p->empty = p->r1 <= 1;
         if (p->empty)
             return OD_OK;
         p->combs = p->r1 * (p->r1 - 1) / 2;
-        if ((st = size_at(x, 1, &p->m, err)))
+        if ((st = od_tensor_size_at(x, 1, &p->m, err)))
             return st;
         p->zeros = p->m == 0;
         if (p->zeros)
@@ -201,8 +191,8 @@ static od_status pdist_plan(od_opid id, const od_stack *s, od_dist_plan *p, od_e
         return OD_OK;
     /* then self's sizes, grad.stride(0), and grad's and pdist's data as self's dtype */
     int64_t gs;
-    if ((st = size_at(x, 0, &p->r1, err)) || (st = size_at(x, 1, &p->m, err)) ||
-        (st = size_at(p->grad, 0, &gs, err)))
+    if ((st = od_tensor_size_at(x, 0, &p->r1, err)) || (st = od_tensor_size_at(x, 1, &p->m, err)) ||
+        (st = od_tensor_size_at(p->grad, 0, &gs, err)))
         return st;
     if ((st = dtype_match(x->dtype, p->grad->dtype, err)) || (st = dtype_match(x->dtype, p->dist->dtype, err)))
         return st;

@@ -86,17 +86,6 @@ static od_status geometry_checks(bool col2im, const int64_t *k, const int64_t *d
     return OD_OK;
 }
 
-/* x.size(dim) as torch reads it inside a check: out of range is its own error */
-static od_status size_at(const od_tensor *x, int dim, int64_t *out, od_error *err)
-{
-    if (x->ndim == 0)
-        return od_error_set(err, OD_EINVAL, "Dimension specified as %d but tensor has no dimensions", dim);
-    if (dim >= x->ndim)
-        return od_error_set(err, OD_EINVAL, "Dimension out of range (expected to be in range of [%d, %d], but got %d)",
-                            -x->ndim, x->ndim - 1, dim);
-    *out = x->sizes[dim];
-    return OD_OK;
-}
 
 static od_status plan_im2col(const od_stack *s, const od_tensor *x, od_fold_plan *p, od_error *err)
 {
@@ -113,10 +102,10 @@ static od_status plan_im2col(const od_stack *s, const od_tensor *x, od_fold_plan
     int ndim = x->ndim;
     int64_t s1 = 0, s2 = 0;
     bool valid = false;
-    if ((st = size_at(x, 1, &s1, err)))
+    if ((st = od_tensor_size_at(x, 1, &s1, err)))
         return st;
     if (s1 != 0) {
-        if ((st = size_at(x, 2, &s2, err)))
+        if ((st = od_tensor_size_at(x, 2, &s2, err)))
             return st;
         valid = s2 != 0;
     }

@@ -321,7 +321,7 @@ od_status od_pool_plan_of(od_opid id, const od_stack *s, od_pool_plan *p, od_err
                 return od_error_set(err, OD_EINVAL, "expected dtype %s for `grad_output` but got dtype %s",
                                     od_dtype_meta_name(x->dtype), od_dtype_meta_name(gr->dtype));
             int d2;
-            od_status st = od_wrap_dim(-2, ndim, &d2, err); /* ATen reads self.size(-2) next */
+            od_status st = od_wrap_dim_strict(-2, ndim, &d2, err); /* ATen reads self.size(-2) next */
             if (st)
                 return st;
         }

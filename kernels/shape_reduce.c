@@ -502,15 +502,6 @@ static od_status check_expand(const char *op, const od_tensor *self, const int64
 }
 
 /* t.size(d) as ATen reads it: IndexError-like refusal for a dim t lacks. */
-static od_status size_at(const od_tensor *t, int d, int64_t *v, od_error *err)
-{
-    int w;
-    od_status st = od_wrap_dim(d, t->ndim, &w, err);
-    if (st)
-        return st;
-    *v = t->ndim ? t->sizes[w] : 1;
-    return OD_OK;
-}
 
 /* beta / alpha (s->args[3], [4]): Scalars, converted with c10's checks to the
  * op math type when the product is not empty. */
@@ -558,9 +549,9 @@ static od_status shape_addmv_bmm(od_opid id, const od_stack *s, od_out_spec *out
     }
     int64_t sz[3];
     bool bmm3 = id == OD_OPID_baddbmm;
-    if (bmm3 && (st = size_at(a, 0, &sz[0], err)))
+    if (bmm3 && (st = od_tensor_size_at(a, 0, &sz[0], err)))
         return st;
-    if ((st = size_at(a, 1, &sz[bmm3], err)) || (st = size_at(b, 2, &sz[bmm3 + 1], err)) ||
+    if ((st = od_tensor_size_at(a, 1, &sz[bmm3], err)) || (st = od_tensor_size_at(b, 2, &sz[bmm3 + 1], err)) ||
         (st = check_expand(op, self, sz, bmm3 ? 3 : 2, err)))
         return st;
     if (a->ndim != 3)

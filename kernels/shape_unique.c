@@ -43,9 +43,7 @@ od_status od_unique_consecutive_check(const od_stack *s, const od_tensor **self,
     /* dim=0 of a 1-D tensor takes the path without dim (ATen's own test) */
     if (s->args[3].tag == OD_T_INT && !(s->args[3].u.i == 0 && x->ndim == 1)) {
         int64_t d = s->args[3].u.i;
-        if (x->ndim == 0)
-            return od_error_set(err, OD_EINVAL, "Dimension specified as %" PRId64 " but tensor has no dimensions", d);
-        od_status st = od_wrap_dim(d, x->ndim, dim, err);
+        od_status st = od_wrap_dim_strict(d, x->ndim, dim, err);
         if (st)
             return st;
         if (x->dtype == OD_FLOAT16)

@@ -68,8 +68,9 @@ OD_CX_KERNEL(od_cea_mv)
     od_status st;
     if ((st = od_cx_arg_tensor(op, s, 0, &self, err)) || (st = od_cx_arg_tensor(op, s, 1, &vec, err)))
         return st;
-    if (self->ndim == 0)
-        return od_error_set(err, OD_EINVAL, "dimension specified as 0 but tensor has no dimensions");
+    int d0;
+    if ((st = od_wrap_dim_strict(0, self->ndim, &d0, err))) /* self.size(0) */
+        return st;
     od_cx_scope sc = od_cx_scope_begin(err);
     int64_t n = self->sizes[0];
     od_tensor *r0 = od_cx_call(&sc, OD_OPID_zeros, 5, od_list_v(OD_T_INT_LIST, &n, 1), od_dtype_v(vec->dtype),

@@ -344,12 +344,8 @@ OD_CX_KERNEL(od_cia_repeat_interleave)
     }
     if (!input)
         return od_cx_scope_end(&sc);
-    if (input->ndim == 0) { /* ATen reads input.size(dim), which a 0-dim tensor has none of */
-        od_cx_scope_end(&sc);
-        return od_error_set(err, OD_EINVAL, "Dimension specified as %" PRId64 " but tensor has no dimensions", dim);
-    }
-    int d;
-    if ((st = od_wrap_dim(dim, input->ndim, &d, err)))
+    int d; /* ATen reads input.size(dim), which a 0-dim tensor has none of */
+    if ((st = od_wrap_dim_strict(dim, input->ndim, &d, err)))
         return od_cx_scope_end(&sc), st;
     int64_t len = input->sizes[d];
     if (rep && (rep->ndim == 0 || (rep->ndim == 1 && rep->sizes[0] == 1))) {

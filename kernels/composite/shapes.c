@@ -329,10 +329,7 @@ OD_CX_KERNEL(od_cea_roll)
         return od_cx_return1(s, out);
     for (int i = 0; i < nd && !st; i++) {
         int d;
-        if (self->ndim == 0) /* torch's size(dim): no scalar rule here */
-            st = od_error_set(err, OD_EINVAL, "Dimension specified as %lld but tensor has no dimensions",
-                              (long long)dims[i]);
-        else if (!(st = od_wrap_dim(dims[i], self->ndim, &d, err)))
+        if (!(st = od_wrap_dim_strict(dims[i], self->ndim, &d, err))) /* torch's size(dim): no scalar rule */
             st = roll_dim(&out, d, shifts[i], err);
     }
     if (st) {
@@ -388,7 +385,7 @@ OD_CX_KERNEL(od_cx_tril_triu)
             return st;
         return od_cx_return1(s, out);
     }
-    if ((st = od_wrap_dim(-2, self->ndim, &w, err))) /* torch's own check: two dims at least */
+    if ((st = od_wrap_dim_strict(-2, self->ndim, &w, err))) /* torch's self.size(-2): two dims at least */
         return st;
     if (k > (INT64_C(1) << 62) || k < -(INT64_C(1) << 62)) /* torch's index arithmetic overflows there */
         return od_error_set(err, OD_EINVAL, "%s: diagonal %" PRId64 " is out of the range [-2^62, 2^62]",

@@ -183,10 +183,7 @@ OD_CX_KERNEL(od_cia_split)
     if ((st = od_cx_arg_int(op, s, id == OD_OPID_unbind_int ? 1 : 2, &dim, err)))
         return st;
     if (id == OD_OPID_unbind_int) {
-        if (self->ndim == 0)
-            return od_error_set(err, OD_EINVAL, "Dimension specified as %" PRId64 " but tensor has no dimensions",
-                                dim);
-        if ((st = od_wrap_dim(dim, self->ndim, &d, err)))
+        if ((st = od_wrap_dim_strict(dim, self->ndim, &d, err)))
             return st;
         piece_list l;
         st = list_new(&l, (size_t)self->sizes[d], err);

@@ -83,6 +83,13 @@ WITH_TORCH = [
     ("scatter_add", [f32(1, 2, 3), 0, v("int64", -1), f32(1)], {}),
     ("index_put", [f32(1, 2, 3), [v("int64", 3)], f32(9)], {}),
     ("index_add", [f32(1, 2, 3), 0, v("int64", -4), f32(1)], {}),
+    # tensor.size(dim) has no scalar rule: a 0-dim tensor has no dims at all
+    ("triu", [T("float32", [], [1])], {}),
+    ("tril_", [T("float32", [], [1])], {}),
+    ("triu", [f32(1, 2)], {}),
+    ("mv", [T("float32", [], [1]), f32(1)], {}),
+    ("baddbmm", [T("float32", [], [1]), T("float32", [], [1]), T("float32", [1, 1, 1], [1])], {}),
+    ("addbmm", [T("float32", [], [1]), T("float32", [], [1]), T("float32", [1, 1, 1], [1])], {}),
     # softshrink's meta checks lambda before its kernel's dtype
     ("softshrink", [v("int64", 1, 2), -1], {}),
     ("softshrink", [v("int64", 1, 2), 0.5], {}),
