@@ -54,8 +54,8 @@ static bool result_type(od_opid fid, const od_value *args, int n, od_dtype *out)
     od_result_arg ra[OD_MAX_ARGS];
     int k = 0, nt = 0;
     for (int i = 0; sch && i < n && i < sch->nargs && k < OD_MAX_ARGS; i++) {
-        bool operand = args[i].tag == OD_T_TENSOR ||
-                       (sch->args[i].name && (!strcmp(sch->args[i].name, "other") || !strcmp(sch->args[i].name, "self")));
+        const char *nm = sch->args[i].name;
+        bool operand = args[i].tag == OD_T_TENSOR || (nm && (!strcmp(nm, "other") || !strcmp(nm, "self")));
         if (!operand || args[i].tag == OD_T_NONE)
             continue;
         nt += args[i].tag == OD_T_TENSOR;
@@ -106,8 +106,8 @@ OD_CX_KERNEL(od_cia_inplace)
                                     "tensor before performing the operation.");
     if ((st = od_call_builtin1(fid, args, nargs, &res, err))) {
         od_dtype rt;
-        if ((sf == od_shape_ew || sf == od_shape_binary) && st == OD_EUNSUPPORTED && result_type(fid, args, nargs, &rt) &&
-            !od_dtype_can_cast(rt, self->dtype)) {
+        if ((sf == od_shape_ew || sf == od_shape_binary) && st == OD_EUNSUPPORTED &&
+            result_type(fid, args, nargs, &rt) && !od_dtype_can_cast(rt, self->dtype)) {
             od_error_clear(err);
             return od_error_set(err, OD_EMISMATCH, "result type %s can't be cast to the desired output type %s",
                                 od_dtype_scalar_name(rt), od_dtype_scalar_name(self->dtype));

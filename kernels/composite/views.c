@@ -163,8 +163,8 @@ OD_CX_KERNEL(od_cea_view)
             (st = od_cx_arg_int_list(op, s, 2, &strides, &ns, err)))
             return st;
         if (ns != n)
-            return od_error_set(err, OD_EINVAL, "dimensionality of sizes (%d) must match dimensionality of strides (%d)",
-                                n, ns);
+            return od_error_set(err, OD_EINVAL,
+                                "dimensionality of sizes (%d) must match dimensionality of strides (%d)", n, ns);
         st = od_tensor_as_strided(self, list, strides, n, self->offset, &out, err);
         break;
     }
