@@ -1795,10 +1795,11 @@ def summary(runner, args, ops, skipped, done, elapsed):
              f"calls ({n['allowed']} allowlisted, {n['disagree']} disagreeing); cross-checks: "
              f"{n['cross binary /v1']} binary /v1, {n['cross /v2']} /v2, {n['cross differ']} differing; "
              f"{len(failing)} failing classes"]
-    msgs = runner.tally.messages
-    lines.append(f"messages: {n['same message']} of {n['both refused']} refusals in torch's words; "
-                 f"{len(msgs)} operators said other words" + ("" if args.messages else " (--messages lists them)"))
-    for op, m in sorted(msgs.items()) if args.messages else ():
+    msgs, listed = runner.tally.messages, getattr(args, "messages", False)  # opinfo.py's args have no --messages
+    if n["both refused"]:
+        lines.append(f"messages: {n['same message']} of {n['both refused']} refusals in torch's words; "
+                     f"{len(msgs)} operators said other words" + ("" if listed else " (--messages lists them)"))
+    for op, m in sorted(msgs.items()) if listed else ():
         lines.append(f"[words] {op}: {m['count']} calls; server {m['server']!r}; torch {m['torch']!r}")
         lines.append(f"    request: POST {' '.join(json.dumps(x, separators=(',', ':')) for x in m['case'].v1_request())}"[:1500])
     for name, why in sorted(skipped.items()):
