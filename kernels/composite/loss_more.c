@@ -69,10 +69,13 @@ static od_status cpu_half(const od_tensor *t, const char *loop, od_error *err)
  *    lse = log(exp(-|x|) + 1), one exp. -|x| is -x - 2 * max_val: exact
  *    (2 * max_val is, or overflows where exp(-|x|) is 0 anyway), and NaN
  *    where ATen's is (x = -inf: inf - inf).
- *  - (1 - t) * x is (t - 1) * -x: rounding to nearest is symmetric under
- *    negation. Only the sign of a zero product can differ, where t = 1; the
- *    sum with max_val (+0 or positive) then gives ATen's bits again. A bool
- *    target meets ATen's refusal of two bool tensors in sub_.
+ *  - without pos_weight, (1 - t) * x is (t - 1) * -x: rounding to nearest
+ *    is symmetric under negation. Only the sign of a zero product can
+ *    differ, where t = 1; the sum with max_val (+0 or positive) then gives
+ *    ATen's bits again. With pos_weight the addend lw * (lse + max_val) is
+ *    -0 where lw < 0 and lse + max_val = +0, which would keep that sign, so
+ *    that branch computes ATen's (1 - t) * x, as -t + 1 (one pass more). A
+ *    bool target meets ATen's refusal of two bool tensors in sub_.
  * The in-place steps keep ATen's dtype, shape and layout refusals; with one
  * floating dtype, shape and layout for x and t, the steps before pos_weight
  * and weight write temporaries of that dtype, shape and layout, which
@@ -105,10 +108,16 @@ OD_CX_KERNEL(od_cea_bce_with_logits)
         negx = call1(&sc, OD_OPID_neg, x);
     od_tensor *nabs = od_cx_call(&sc, OD_OPID_sub_Tensor, 3, OPT(negx), OPT(max_val), od_int(2));
     od_tensor *lse = call1(&sc, log_, od_cx_call(&sc, add_s, 3, OPT(call1(&sc, exp_, nabs)), od_int(1), od_int(1)));
-    /* t - 1; of a bool target, ATen's 1 - t is fill_(1).sub_(t) of two bools, which sub refuses */
-    od_tensor *tm1 = t->dtype == OD_BOOL ? add(&sc, OD_OPID_sub_Tensor, t, t)
-                                         : od_cx_call(&sc, OD_OPID_sub_Scalar, 3, OPT(t), od_int(1), od_int(1));
-    od_tensor *loss = call2(&sc, mul_, tm1, negx);
+    /* t - 1 (1 - t with pos_weight); of a bool target, ATen's 1 - t is fill_(1).sub_(t) of two bools,
+     * which sub refuses */
+    od_tensor *loss;
+    if (t->dtype == OD_BOOL)
+        loss = call2(&sc, mul_, add(&sc, OD_OPID_sub_Tensor, t, t), negx);
+    else if (pw)
+        loss = call2(&sc, OD_OPID_mul__Tensor,
+                     od_cx_call(&sc, OD_OPID_add__Scalar, 3, OPT(call1(&sc, OD_OPID_neg, t)), od_int(1), od_int(1)), x);
+    else
+        loss = call2(&sc, mul_, od_cx_call(&sc, OD_OPID_sub_Scalar, 3, OPT(t), od_int(1), od_int(1)), negx);
     if (pw) {
         od_tensor *lw = od_cx_call(&sc, OD_OPID_sub_Scalar, 3, TV(pw), od_int(1), od_int(1));
         lw = od_cx_call(&sc, OD_OPID_add__Scalar, 3, OPT(call2(&sc, OD_OPID_mul_Tensor, lw, t)), od_int(1), od_int(1));
