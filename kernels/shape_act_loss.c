@@ -19,7 +19,6 @@
 
 #include "od_shape.h"
 
-
 static od_status same_dtype(const od_tensor *t, od_dtype want, od_error *err)
 {
     if (!t || t->dtype == want)

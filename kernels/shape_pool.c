@@ -155,6 +155,26 @@ static od_status check_like_output(const od_tensor *t, int ndim, const int64_t *
     return OD_OK;
 }
 
+/* ATen's adaptive_pool_empty_output_check: ck (the forward's input, or
+ * the 2-d backward's grad_output, under the backward's name) has no empty
+ * dim from `from` on */
+static od_status nonempty_dims(const pool_op *o, const char *fn, const od_tensor *ck, int from, od_error *err)
+{
+    for (int d = from; d < ck->ndim; d++)
+        if (ck->sizes[d] <= 0) {
+            char cs[256];
+            od_shape_print(ck->sizes, ck->ndim, cs, sizeof cs);
+            const char *what = o->backward ? "grad_output" : "input";
+            return od_error_set(
+                err, OD_EINVAL,
+                "%s%s(): Expected %s to have non-zero size for non-batch dimensions, but %s has sizes %s with "
+                "dimension %d being empty",
+                o->backward ? (o->kind == OD_POOL_AAVG ? "adaptive_avg_pool2d" : "adaptive_max_pooling2d") : fn,
+                o->backward ? "_backward" : "", what, what, cs, d);
+        }
+    return OD_OK;
+}
+
 od_status od_pool_plan_of(od_opid id, const od_stack *s, od_pool_plan *p, od_error *err)
 {
     memset(p, 0, sizeof *p);
@@ -302,13 +322,9 @@ od_status od_pool_plan_of(od_opid id, const od_stack *s, od_pool_plan *p, od_err
              * rank under self's sizes, then its dtype; max its rank under its own */
             char gs[256];
             sizes_str(gr, gs, sizeof gs);
-            for (int d = 1; o.kind == OD_POOL_AAVG && d < gr->ndim; d++)
-                if (gr->sizes[d] <= 0)
-                    return od_error_set(err, OD_EINVAL,
-                                        "adaptive_avg_pool2d_backward(): Expected grad_output to have non-zero size "
-                                        "for non-batch dimensions, but grad_output has sizes %s with dimension %d "
-                                        "being empty",
-                                        gs, d);
+            od_status est;
+            if (o.kind == OD_POOL_AAVG && (est = nonempty_dims(&o, fn, gr, 1, err)))
+                return est;
             if (!(gr->ndim == 3 || gr->ndim == 4))
                 return o.kind == OD_POOL_AAVG
                            ? od_error_set(err, OD_EINVAL,
@@ -332,20 +348,9 @@ od_status od_pool_plan_of(od_opid id, const od_stack *s, od_pool_plan *p, od_err
          * grad_output (under the backward's name); its 3-d backward checks
          * nothing, and answers an empty grad_input for an empty self */
         int from = o.kind == OD_POOL_AAVG && nd == 2 && !o.backward ? ndim - 2 : 1;
-        const od_tensor *ck = o.backward ? gr : x;
-        if (!(o.backward && nd == 3))
-            for (int d = from; d < ck->ndim; d++)
-                if (ck->sizes[d] <= 0) {
-                    char cs[256];
-                    od_shape_print(ck->sizes, ck->ndim, cs, sizeof cs);
-                    const char *what = o.backward ? "grad_output" : "input";
-                    return od_error_set(
-                        err, OD_EINVAL,
-                        "%s%s(): Expected %s to have non-zero size for non-batch dimensions, but %s has sizes %s with "
-                        "dimension %d being empty",
-                        o.backward ? (o.kind == OD_POOL_AAVG ? "adaptive_avg_pool2d" : "adaptive_max_pooling2d") : fn,
-                        o.backward ? "_backward" : "", what, what, cs, d);
-                }
+        od_status est;
+        if (!(o.backward && nd == 3) && (est = nonempty_dims(&o, fn, o.backward ? gr : x, from, err)))
+            return est;
         if (!o.backward && o.kind == OD_POOL_AMAX && od_shape_int_list(&s->args[1], &os, &os1) != nd)
             return od_error_set(err, OD_EINVAL, "%s(): internal error: output_size.size() must be %d", fn, nd);
         if (o.backward) {

@@ -68,11 +68,10 @@ OD_CX_KERNEL(od_cea_mv)
     od_status st;
     if ((st = od_cx_arg_tensor(op, s, 0, &self, err)) || (st = od_cx_arg_tensor(op, s, 1, &vec, err)))
         return st;
-    int d0;
-    if ((st = od_wrap_dim_strict(0, self->ndim, &d0, err))) /* self.size(0) */
+    int64_t n;
+    if ((st = od_tensor_size_at(self, 0, &n, err)))
         return st;
     od_cx_scope sc = od_cx_scope_begin(err);
-    int64_t n = self->sizes[0];
     od_tensor *r0 = od_cx_call(&sc, OD_OPID_zeros, 5, od_list_v(OD_T_INT_LIST, &n, 1), od_dtype_v(vec->dtype),
                                od_none(), od_device_v(self->device), od_none());
     od_tensor *r = r0 ? od_cx_call(&sc, OD_OPID_addmv, 5, T(r0), T(self), T(vec), od_int(0), od_int(1)) : NULL;

@@ -330,6 +330,8 @@ OD_CX_KERNEL(od_cea_mse_loss)
         (st = od_cx_arg_tensor(op, s, k + 1, &target, err)) || (st = od_cx_arg_int(op, s, k + 2, &reduction, err)))
         return st;
     const char *dev = self->device.type == OD_DEV_CUDA ? "cuda" : "cpu";
+    if (!bw && (st = meta_reduction(self, target, reduction, err)))
+        return st;
     od_cx_scope sc = od_cx_scope_begin(err);
     if (bw) {
         /* ATen's iterator takes no promotion here: one dtype throughout */
@@ -355,10 +357,6 @@ OD_CX_KERNEL(od_cea_mse_loss)
         od_tensor *d = od_cx_call(&sc, OD_OPID_sub_Tensor, 3, TV(self), TV(target), od_int(1));
         od_tensor *r = od_cx_call(&sc, OD_OPID_mul_Scalar, 2, OPT(d), alpha);
         return od_cx_scope_return1(&sc, s, mul(&sc, r, g));
-    }
-    if ((st = meta_reduction(self, target, reduction, err))) {
-        od_cx_scope_end(&sc);
-        return st;
     }
     od_tensor *x = self, *y = target;
     if ((st = promote_bool(&sc, &x, &y, "mse", dev, err))) {
