@@ -698,6 +698,14 @@ Test(cpu_reduce, short_float32_rows_four_at_a_time)
                 check_case(&c, x);
                 od_tensor_release(x);
             }
+    /* 4101 rows of 49: parallel chunks of 669 rows, which start inside a group of four */
+    for (int v = 0; v < 2; v++) {
+        int64_t sz[3] = {3, 1367, 49};
+        od_tensor *x = t_rand_any(sz, 3, OD_FLOAT32);
+        rcase c = {.k = v ? K_MEAN : K_SUM, .overload = 1, .ndims = 1, .dims = {-1}};
+        check_case(&c, x);
+        od_tensor_release(x);
+    }
 }
 
 Test(cpu_reduce, float32_vector_kernels_tails_nan_and_signed_zero)
