@@ -213,17 +213,32 @@ OD_CPU_CLONES static void ln_apply_f64(const double *restrict x, const double *r
         y[i] = fma(fma(x[i], scale, shift), w ? w[i] : 1.0, b ? b[i] : 0.0);
 }
 
+/* Each 16 elements also ask for the next row's line (x + n, y + n: rows
+ * are contiguous, and a prefetch past the end is harmless), so the next
+ * row's loads and its output's write-allocates overlap this pass instead of
+ * stalling the moments pass: 4096x4096 3.72-3.80 -> 3.16-3.27 ms with the
+ * host's memory in its fast state, 4 % less in its slow state (old and new
+ * servers in turns). */
+#define LN_PREFETCH_NEXT_ROW(x, y, n, i) (__builtin_prefetch((x) + (n) + (i)), __builtin_prefetch((y) + (n) + (i), 1))
 OD_CPU_CLONES static void ln_apply_f32(const float *restrict x, const float *restrict w,
                                        const float *restrict b, float *restrict y, int64_t n,
                                        float scale, float shift)
 {
-    if (w && b) {
-        for (int64_t i = 0; i < n; i++)
-            y[i] = fmaf(fmaf(x[i], scale, shift), w[i], b[i]);
-    } else {
-        for (int64_t i = 0; i < n; i++)
-            y[i] = fmaf(fmaf(x[i], scale, shift), w ? w[i] : 1.0f, b ? b[i] : 0.0f);
-    }
+    int64_t i = 0;
+    if (w && b)
+        for (; i + 16 <= n; i += 16) {
+            LN_PREFETCH_NEXT_ROW(x, y, n, i);
+            for (int j = 0; j < 16; j++)
+                y[i + j] = fmaf(fmaf(x[i + j], scale, shift), w[i + j], b[i + j]);
+        }
+    else
+        for (; i + 16 <= n; i += 16) {
+            LN_PREFETCH_NEXT_ROW(x, y, n, i);
+            for (int j = 0; j < 16; j++)
+                y[i + j] = fmaf(fmaf(x[i + j], scale, shift), w ? w[i + j] : 1.0f, b ? b[i + j] : 0.0f);
+        }
+    for (; i < n; i++)
+        y[i] = fmaf(fmaf(x[i], scale, shift), w ? w[i] : 1.0f, b ? b[i] : 0.0f);
 }
 
 /* bfloat16: ATen's float loop without fma, except the 16-wide vector blocks
