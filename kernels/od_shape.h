@@ -61,6 +61,16 @@ od_status od_out_spec_layout(od_out_spec *o, const od_tensor *like, od_memory_fo
  * as tensor a, and the broadcast is out's shape. Sizes borrowed. */
 od_status od_broadcast_into(const int64_t *out, int nout, const int64_t *in, int nin, od_error *err);
 
+/* The words of refusals ATen makes after its TensorIterator build (the CPU
+ * loop's integer division by zero, add and sub's alpha checks, a Scalar
+ * argument's conversion in the kernel): an in-place
+ * operator's build checks (self's shape, the cast to self's dtype) come
+ * before them (composite/inplace.c). */
+#define OD_MSG_ZERO_DIVISION "ZeroDivisionError"
+#define OD_MSG_ALPHA_BOOL "Boolean alpha only supported for Boolean results."
+#define OD_MSG_ALPHA_FLOAT "For integral input tensors, argument alpha must not be a floating point number."
+#define OD_MSG_SCALAR_OVERFLOW "value cannot be converted to type " /* a Scalar's conversion, its prefix */
+
 /* The shape function of a built-in, or NULL. */
 od_shape_fn od_builtin_shape_fn(od_opid id);
 

@@ -248,8 +248,7 @@ od_status od_scalar_check_fits(const od_value *v, od_dtype dt, od_error *err)
         }
     }
     if (overflow)
-        return od_error_set(err, OD_EINVAL, "value cannot be converted to type %s without overflow",
-                            c_type_name(dt));
+        return od_error_set(err, OD_EINVAL, OD_MSG_SCALAR_OVERFLOW "%s without overflow", c_type_name(dt));
     return OD_OK;
 }
 
@@ -356,43 +355,44 @@ od_status od_shape_binary(od_opid id, const od_stack *s, od_out_spec *outs, int 
     od_device dev;
     int64_t sizes[OD_MAX_DIMS];
     int ndim;
+    const od_value *a = &s->args[0], *b = &s->args[1];
+    /* sub's bool check and div's rounding mode come before ATen's
+     * TensorIterator build (devices, broadcast); alpha's checks after it */
+    bool is_div = id == OD_OPID_div_Tensor || id == OD_OPID_div_Scalar || id == OD_OPID_div_Tensor_mode ||
+                  id == OD_OPID_div_Scalar_mode;
+    int mode = OD_DIV_TRUE;
+    if (id == OD_OPID_sub_Tensor || id == OD_OPID_sub_Scalar) {
+        if (value_is_bool(a) && value_is_bool(b))
+            return od_error_set(err, OD_EINVAL,
+                                "Subtraction, the `-` operator, with two bool tensors is not "
+                                "supported. Use the `^` or `logical_xor()` operator instead.");
+        if (value_is_bool(a) || value_is_bool(b))
+            return od_error_set(err, OD_EINVAL,
+                                "Subtraction, the `-` operator, with a bool tensor is not "
+                                "supported. If you are trying to invert a mask, use the `~` or "
+                                "`logical_not()` operator instead.");
+    } else if (is_div && (st = od_div_rounding_mode(id, s, &mode, err))) {
+        return st;
+    }
     if ((st = common_device(s, &dev, err)) || (st = broadcast_args(s, ab, 2, sizes, &ndim, err)))
         return st;
     od_dtype dt = result_type_of(s, ab, 2);
-    const od_value *a = &s->args[0], *b = &s->args[1];
 
     if (is_add_sub(id)) {
         if ((st = arg_scalar(id, s, 2, err)))
             return st;
         const od_value *alpha = &s->args[2];
-        if (id == OD_OPID_sub_Tensor || id == OD_OPID_sub_Scalar) {
-            if (value_is_bool(a) && value_is_bool(b))
-                return od_error_set(err, OD_EINVAL,
-                                    "Subtraction, the `-` operator, with two bool tensors is not "
-                                    "supported. Use the `^` or `logical_xor()` operator instead.");
-            if (value_is_bool(a) || value_is_bool(b))
-                return od_error_set(err, OD_EINVAL,
-                                    "Subtraction, the `-` operator, with a bool tensor is not "
-                                    "supported. If you are trying to invert a mask, use the `~` or "
-                                    "`logical_not()` operator instead.");
-        }
         if (alpha->tag == OD_T_BOOL && dt != OD_BOOL)
-            return od_error_set(err, OD_EINVAL, "Boolean alpha only supported for Boolean results.");
+            return od_error_set(err, OD_EINVAL, OD_MSG_ALPHA_BOOL);
         if (alpha->tag == OD_T_DOUBLE && !od_dtype_is_floating(dt))
-            return od_error_set(err, OD_EINVAL,
-                                "For integral input tensors, argument alpha must not be a floating "
-                                "point number.");
+            return od_error_set(err, OD_EINVAL, OD_MSG_ALPHA_FLOAT);
         /* alpha is converted to the result dtype with c10's checks (other,
          * a wrapped number, is not: int8 + 300 wraps, alpha=300 raises);
          * sub checks the negated alpha it adds (int8 alpha=128 is fine). */
         od_value eff = od_add_alpha(id, alpha, dt);
         if ((st = od_scalar_check_fits(&eff, dt, err)))
             return st;
-    } else if (id == OD_OPID_div_Tensor || id == OD_OPID_div_Scalar ||
-               id == OD_OPID_div_Tensor_mode || id == OD_OPID_div_Scalar_mode) {
-        int mode;
-        if ((st = od_div_rounding_mode(id, s, &mode, err)))
-            return st;
+    } else if (is_div) {
         if (mode == OD_DIV_TRUE) {
             if (!od_dtype_is_floating(dt))
                 dt = OD_DEFAULT_FLOAT;
@@ -883,7 +883,11 @@ od_status od_shape_clamp(od_opid id, const od_stack *s, od_out_spec *outs, int *
                                                                   : result_type_of(s, all, 3);
     /* bool: torch 1.13 has clamp_min and clamp_max kernels for it (one
      * tensor bound), not clamp's (both). */
-    if (dt == OD_BOOL && !(tensors && (s->args[1].tag == OD_T_NONE || s->args[2].tag == OD_T_NONE)))
+    bool lo = s->args[1].tag != OD_T_NONE, hi = s->args[2].tag != OD_T_NONE;
+    if (dt == OD_BOOL && !tensors) /* ATen's Scalar kernels, each its own dispatch name */
+        return od_error_set(err, OD_EUNSUPPORTED, "\"%s\" not implemented for 'Bool'",
+                            lo && hi ? "clamp_scalar_cpu" : lo ? "clamp_min_cpu" : "clamp_max_scalar_cpu");
+    if (dt == OD_BOOL && lo && hi)
         return not_implemented(id, dt, err);
     /* Scalar bounds are converted to the result dtype with c10's checks,
      * except where a NaN bound makes ATen fill the output with NaN. */

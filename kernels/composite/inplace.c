@@ -46,8 +46,8 @@ static od_status dtype_arg(const od_op *op, const od_stack *s, const od_tensor *
 }
 
 /* The promoted dtype of the iterator's inputs of functional operator fid:
- * its tensors and its number operands (a Scalar `other`, not alpha or an
- * activation's parameters); false when there is no tensor. */
+ * its tensors and its number operands (a Scalar `other`, clamp's bounds; not
+ * alpha or an activation's parameters); false when there is no tensor. */
 static bool result_type(od_opid fid, const od_value *args, int n, od_dtype *out)
 {
     const od_schema *sch = od_op_schema(od_builtin(fid));
@@ -55,7 +55,8 @@ static bool result_type(od_opid fid, const od_value *args, int n, od_dtype *out)
     int k = 0, nt = 0;
     for (int i = 0; sch && i < n && i < sch->nargs && k < OD_MAX_ARGS; i++) {
         const char *nm = sch->args[i].name;
-        bool operand = args[i].tag == OD_T_TENSOR || (nm && (!strcmp(nm, "other") || !strcmp(nm, "self")));
+        bool operand = args[i].tag == OD_T_TENSOR || (nm && (!strcmp(nm, "other") || !strcmp(nm, "self") ||
+                                                             !strcmp(nm, "min") || !strcmp(nm, "max")));
         if (!operand || args[i].tag == OD_T_NONE)
             continue;
         nt += args[i].tag == OD_T_TENSOR;
@@ -65,6 +66,59 @@ static bool result_type(od_opid fid, const od_value *args, int n, od_dtype *out)
         return false;
     *out = od_result_type(ra, k);
     return true;
+}
+
+/* The functional refused after ATen's TensorIterator build would have: its
+ * kernel's dtype dispatch, an integer division by zero, add / sub's alpha,
+ * a Scalar argument's conversion. */
+static bool refused_after_build(od_status st, const od_error *err)
+{
+    return st == OD_EUNSUPPORTED || !strcmp(err->message, OD_MSG_ZERO_DIVISION) ||
+           !strcmp(err->message, OD_MSG_ALPHA_BOOL) || !strcmp(err->message, OD_MSG_ALPHA_FLOAT) ||
+           !strncmp(err->message, OD_MSG_SCALAR_OVERFLOW, strlen(OD_MSG_SCALAR_OVERFLOW));
+}
+
+/* The broadcast of the tensor arguments in order (TensorIterator's shape
+ * over its inputs, self among them) into sizes / *nd. */
+static od_status inputs_broadcast(const od_value *args, int n, int64_t *sizes, int *nd, od_error *err)
+{
+    *nd = -1;
+    for (int i = 0; i < n; i++) {
+        if (args[i].tag != OD_T_TENSOR)
+            continue;
+        const od_tensor *t = args[i].u.t;
+        int64_t b[OD_MAX_DIMS];
+        int nb = t->ndim;
+        od_status st = *nd < 0 ? OD_OK : od_broadcast_shapes(sizes, *nd, t->sizes, t->ndim, b, &nb, err);
+        if (st)
+            return st;
+        memcpy(sizes, *nd < 0 ? t->sizes : b, (size_t)nb * sizeof *sizes);
+        *nd = nb;
+    }
+    return OD_OK;
+}
+
+/* TensorIterator's words for a result type that does not cast to the output's; out_name: how the check
+ * prints the output's dtype */
+static od_status cast_error(od_dtype result, const char *out_name, od_error *err)
+{
+    return od_error_set(err, OD_EMISMATCH, "result type %s can't be cast to the desired output type %s",
+                        od_dtype_scalar_name(result), out_name);
+}
+
+static bool overlaps(const od_tensor *t)
+{
+    bool o = false;
+    for (int d = 0; d < t->ndim && od_tensor_numel(t) > 0; d++)
+        o |= t->sizes[d] > 1 && t->strides[d] == 0;
+    return o;
+}
+
+static od_status overlap_error(od_error *err)
+{
+    return od_error_set(err, OD_EINVAL,
+                        "unsupported operation: more than one element of the written-to tensor refers to a single "
+                        "memory location. Please clone() the tensor before performing the operation.");
 }
 
 OD_CX_KERNEL(od_cia_inplace)
@@ -88,31 +142,67 @@ OD_CX_KERNEL(od_cia_inplace)
         args[1] = s->args[0];
     }
     od_opid fid = (od_opid)(g_functional[id] - 1);
-    /* a TensorIterator operator (ATen's in-place per-element, binary,
-     * comparison and clamp kernels) refuses an internally overlapping self
-     * before anything else, and a result type that does not cast to self's
-     * before its kernel's dtype dispatch; threshold_ and an integral
-     * nan_to_num_ skip the first (below). (lerp_, addcmul_ and addcdiv_
-     * check their dtypes in their meta functions first: not here.) */
+    /* A TensorIterator operator (ATen's in-place per-element, binary,
+     * comparison, clamp and pointwise kernels) refuses an internally
+     * overlapping self in its build, after its meta's own checks, and a
+     * result type that does not cast to self's before its kernel's dtype
+     * dispatch; threshold_ and an integral nan_to_num_ skip the first (below). */
     od_shape_fn sf = od_builtin_shape_fn(fid);
+    if (fid == OD_OPID_clamp_min || fid == OD_OPID_clamp_max || fid == OD_OPID_clamp_min_Tensor ||
+        fid == OD_OPID_clamp_max_Tensor)
+        sf = od_shape_clamp; /* clamp with one bound (defined_by.c) */
+    /* lerp, addcmul, addcdiv and nextafter (od_shape_pointwise) are
+     * TensorIterator operators too */
     bool iter = sf == od_shape_ew || sf == od_shape_binary || sf == od_shape_compare || sf == od_shape_unary ||
-                sf == od_shape_clamp;
-    if (iter && id != OD_OPID_threshold_ && id != OD_OPID_nan_to_num_ && od_tensor_numel(self) > 0)
-        for (int d = 0; d < self->ndim; d++)
-            if (self->sizes[d] > 1 && self->strides[d] == 0)
-                return od_error_set(err, OD_EINVAL,
-                                    "unsupported operation: more than one element of the written-to "
-                                    "tensor refers to a single memory location. Please clone() the "
-                                    "tensor before performing the operation.");
+                sf == od_shape_clamp || sf == od_shape_pointwise;
+    bool no_overlap = iter && id != OD_OPID_threshold_ && id != OD_OPID_nan_to_num_;
+    /* clamp's meta with Scalar bounds checks the cast itself (and prints
+     * self.dtype(), "long int"), before the build */
+    bool own_cast = id == OD_OPID_clamp_ || id == OD_OPID_clamp_min_ || id == OD_OPID_clamp_max_;
+    od_dtype rt;
     if ((st = od_call_builtin1(fid, args, nargs, &res, err))) {
-        od_dtype rt;
-        if ((sf == od_shape_ew || sf == od_shape_binary) && st == OD_EUNSUPPORTED &&
-            result_type(fid, args, nargs, &rt) && !od_dtype_can_cast(rt, self->dtype)) {
+        if (!iter)
+            return st;
+        if (own_cast && refused_after_build(st, err) && result_type(fid, args, nargs, &rt) &&
+            !od_dtype_can_cast(rt, self->dtype)) {
             od_error_clear(err);
-            return od_error_set(err, OD_EMISMATCH, "result type %s can't be cast to the desired output type %s",
-                                od_dtype_scalar_name(rt), od_dtype_scalar_name(self->dtype));
+            return cast_error(rt, od_dtype_meta_name(self->dtype), err);
+        }
+        /* A refusal at or after the build yields to the build's own checks,
+         * in its order: overlap, self's shape, the cast to self's dtype.
+         * Those before it (sub's bool check, div's rounding mode, lerp's
+         * dtypes) stand. */
+        od_error berr;
+        od_error_clear(&berr);
+        int64_t bs[OD_MAX_DIMS];
+        int nb;
+        bool bok = inputs_broadcast(args, nargs, bs, &nb, &berr) == OD_OK;
+        bool late = refused_after_build(st, err);
+        if (no_overlap && (late || (!bok && !strcmp(berr.message, err->message))) && overlaps(self)) {
+            od_error_clear(err);
+            return overlap_error(err);
+        }
+        if (!late)
+            return st;
+        if (bok && nb >= 0 && (nb != self->ndim || memcmp(bs, self->sizes, sizeof(int64_t) * (size_t)nb))) {
+            od_error_clear(err);
+            return od_broadcast_into(self->sizes, self->ndim, bs, nb, err);
+        }
+        if (sf != od_shape_compare && sf != od_shape_clamp && result_type(fid, args, nargs, &rt) &&
+            !od_dtype_can_cast(rt, self->dtype)) {
+            od_error_clear(err);
+            return cast_error(rt, od_dtype_scalar_name(self->dtype), err);
         }
         return st;
+    }
+    if (own_cast && !od_dtype_can_cast(res->dtype, self->dtype)) {
+        st = cast_error(res->dtype, od_dtype_meta_name(self->dtype), err);
+        od_tensor_release(res);
+        return st;
+    }
+    if (no_overlap && overlaps(self)) {
+        od_tensor_release(res);
+        return overlap_error(err);
     }
     char a[256], b[256];
     bool reshaped = res->ndim != self->ndim || memcmp(res->sizes, self->sizes, sizeof(int64_t) * (size_t)self->ndim);
@@ -146,11 +236,7 @@ OD_CX_KERNEL(od_cia_inplace)
         return st;
     }
     if (!od_dtype_can_cast(res->dtype, self->dtype)) {
-        /* clamp's meta with Scalar bounds makes this check itself and prints self.dtype() ("long int") */
-        bool own = id == OD_OPID_clamp_ || id == OD_OPID_clamp_min_ || id == OD_OPID_clamp_max_;
-        st = od_error_set(err, OD_EMISMATCH, "result type %s can't be cast to the desired output type %s",
-                          od_dtype_scalar_name(res->dtype),
-                          own ? od_dtype_meta_name(self->dtype) : od_dtype_scalar_name(self->dtype));
+        st = cast_error(res->dtype, od_dtype_scalar_name(self->dtype), err);
         od_tensor_release(res);
         return st;
     }

@@ -902,7 +902,7 @@ static od_status run_and_return(od_stack *s, od_tensor *out, operands *o, od_cpu
     if (st == OD_OK) {
         od_cpu_iter_run(&it, loop, c, OD_CPU_GRAIN);
         if (atomic_load(&c->zero_div))
-            st = od_error_set(err, OD_EINVAL, "ZeroDivisionError");
+            st = od_error_set(err, OD_EINVAL, OD_MSG_ZERO_DIVISION);
     }
     operands_release(o);
     if (st) {

@@ -388,3 +388,57 @@ def test_in_place_refusals_in_torchs_order(server):
         r = server.post("/v1/run", {"steps": steps + [{"op": op, "args": [first] + rest}]})
         msg = error_message(r).split("): ", 1)[-1]  # after /v1/run's "step N (op): "
         assert 400 <= r.status_code < 500 and msg in ref["error"], (op, target, ref["error"], r.text[:300])
+
+
+def test_in_place_build_order_against_torch(server):
+    """An in-place TensorIterator operator is ATen's out= kernel with self as the output: its meta's own
+    checks first (sub's bool check, div's rounding mode, clamp's cast with Scalar bounds), then the
+    iterator's build (an overlapping self, the inputs' broadcast against self's shape, the result type's
+    cast to self's dtype), then what its kernel refuses (a dtype it has no case for, an integer division
+    by zero, add / sub's alpha, a Scalar that overflows). Each case breaks two of these; the server must
+    say torch's words for the first. Found by the difftest (seed 7197)."""
+    def t(dtype, shape, fill=1):
+        n = int(np.prod(shape)) if shape else 1
+        return T(dtype, shape, [fill] * n)
+    exp = lambda dtype, target, fill=1: dict(t(dtype, [1] * len(target), fill), views=[["expand", target]])
+    cases = [  # (op, self, other args, kwargs)
+        ("bitwise_or_.Tensor", t("float32", []), [t("int64", [5])], {}),
+        ("gcd_", t("bfloat16", []), [t("bfloat16", [1])], {}),
+        ("hypot_", t("int64", []), [t("int64", [4])], {}),
+        ("nextafter_", t("int64", [1]), [t("int64", [5])], {}),
+        ("lerp_.Scalar", t("int64", [1]), [t("int64", [1, 2]), 0.5], {}),
+        ("floor_divide_.Tensor", t("int64", [], 0), [t("int64", [3], 0)], {}),
+        ("div_.Tensor_mode", t("int64", [1], 0), [t("int64", [5], 0)], {"rounding_mode": "trunc"}),
+        ("fmod_.Tensor", t("bool", [2]), [t("uint8", [2], 0)], {}),
+        ("sub_.Tensor", t("int64", [1]), [t("int64", [3, 1])], {"alpha": 1.5}),
+        ("add_.Scalar", t("int64", [1]), [3.228], {"alpha": True}),
+        ("add_.Tensor", t("float16", [4]), [t("float16", [4, 4])], {"alpha": 70000}),
+        ("addcmul_", t("uint8", [1, 1]), [t("uint8", [2, 1, 3, 3]), t("uint8", [3])], {"value": 300}),
+        ("addcdiv_", exp("float32", [4]), [t("float32", [4]), t("float32", [2])], {}),
+        ("addcdiv_", t("bool", [2]), [t("float16", [2]), t("float16", [2])], {}),
+        ("nextafter_", exp("float32", [3, 1]), [t("float32", [0])], {}),
+        ("true_divide_.Tensor", exp("int16", [3]), [t("int16", [3])], {}),
+        ("clamp_", exp("int64", [3]), [1.5], {}),
+        ("clamp_max_.Tensor", exp("float32", [2]), [t("float32", [2, 2])], {}),
+        ("div_.Scalar_mode", exp("int64", [3]), [2], {"rounding_mode": "bogus"}),
+        ("div.Tensor_mode", t("int64", [4]), [t("int64", [2])], {"rounding_mode": "bogus"}),
+        ("sub.Tensor", t("bool", [4]), [t("bool", [2])], {}),
+        ("clamp_max_", t("bool", [5]), [1e300], {}),
+        ("clamp_", exp("int16", [3, 2]), [1e300, "Infinity"], {}),
+        # bool bounds stay bool as Python's torch.clamp takes them (torch.ops would make them int)
+        ("clamp", t("bool", [2]), [None, True], {}),
+        ("clamp", t("bool", [2]), [True, None], {}),
+        ("clamp", t("bool", [2]), [False, True], {}),
+    ]
+    refs = torch_ref([{"op": op, "args": [s] + rest, "kwargs": kw, "python": op == "clamp"}
+                      for op, s, rest, kw in cases])
+    for (op, s, rest, kw), ref in zip(cases, refs):
+        assert "error" in ref, (op, ref)
+        if "views" in s:
+            steps = [{"op": "expand", "args": [{k: s[k] for k in ("dtype", "shape", "data")}, s["views"][0][1]]}]
+            first = {"ref": "$0"}
+        else:
+            steps, first = [], s
+        r = server.post("/v1/run", {"steps": steps + [{"op": op, "args": [first] + rest, "kwargs": kw}]})
+        msg = error_message(r).split("): ", 1)[-1]  # after /v1/run's "step N (op): "
+        assert 400 <= r.status_code < 500 and msg in ref["error"], (op, ref["error"], r.text[:300])
