@@ -777,6 +777,11 @@ static od_status ew_dtypes(od_opid id, const od_stack *s, od_dtype *compute, od_
             if ((st = arg_operand(id, s, i, arg_is_tensor(id, i), err)))
                 return st;
     }
+    /* heaviside's meta checks the dtypes before its build (devices, broadcast) */
+    if (rule == OD_EWR_SAME && n == 2 && s->args[0].tag == OD_T_TENSOR && s->args[1].tag == OD_T_TENSOR &&
+        s->args[0].u.t->dtype != s->args[1].u.t->dtype)
+        return od_error_set(err, OD_EINVAL, "%s is not yet implemented for tensors with different dtypes.",
+                            op_name(id));
     if ((st = common_device(s, dev, err)) || (st = broadcast_args(s, ab, n, sizes, ndim, err)))
         return st;
     od_dtype dt = result_type_of(s, ab, n);
@@ -810,11 +815,6 @@ static od_status ew_dtypes(od_opid id, const od_stack *s, od_dtype *compute, od_
     case OD_EWR_INT:
         if (flt || dt == OD_BOOL)
             return not_implemented(id, dt, err);
-        break;
-    case OD_EWR_SAME:
-        if (s->args[0].u.t->dtype != s->args[1].u.t->dtype)
-            return od_error_set(err, OD_EINVAL, "%s is not yet implemented for tensors with different dtypes.",
-                                op_name(id));
         break;
     default:
         break;

@@ -199,15 +199,40 @@ od_status od_reduce_parse(od_opid id, const od_stack *s, od_reduce_info *info, o
     if ((l.kind == OD_RED_ARGMAX || l.kind == OD_RED_ARGMIN) && dim_arg && dim_arg->tag != OD_T_NONE &&
         dim_arg->tag != OD_T_INT)
         return od_error_set(err, OD_EINVAL, "%s(): argument 'dim' must be an int or None", l.name);
-    if ((st = od_reduce_dims(dim_arg, self->ndim, &info->mask, err)))
-        return st;
-
     od_dtype in = self->dtype;
     bool has_dt = false;
     od_dtype dt = in;
     if (l.dtype >= 0 && (st = arg_opt_dtype(s, l.dtype, l.name, "dtype", &has_dt, &dt, err)))
         return st;
     int64_t numel = od_tensor_numel(self);
+    /* ATen's meta functions check these before the dims (make_reduction) */
+    if (l.kind == OD_RED_VAR && !od_dtype_is_floating(in))
+        return od_error_set(err, OD_EUNSUPPORTED, "std and var only support floating point and complex dtypes");
+    if (l.kind == OD_RED_MEAN && !od_dtype_is_floating(has_dt ? dt : in))
+        return od_error_set(err, OD_EUNSUPPORTED,
+                            "mean(): could not infer output dtype. %s dtype must be either a "
+                            "floating point or complex dtype. Got: %s",
+                            has_dt ? "Optional" : "Input", od_dtype_scalar_name(has_dt ? dt : in));
+    if ((l.kind == OD_RED_AMAX || l.kind == OD_RED_AMIN) && numel == 0) { /* zero_numel_check_dims */
+        const char *fn = l.kind == OD_RED_AMAX ? "amax" : "amin";
+        size_t n = dim_arg && dim_arg->tag == OD_T_INT_LIST ? dim_arg->u.list.n
+                   : dim_arg && dim_arg->tag == OD_T_INT    ? 1
+                                                            : 0;
+        if (n == 0)
+            return od_error_set(err, OD_EINVAL,
+                                "%s(): Expected reduction dim to be specified for input.numel() "
+                                "== 0. Specify the reduction dim with the 'dim' argument.",
+                                fn);
+        const int64_t *dims = dim_arg->tag == OD_T_INT ? &dim_arg->u.i : dim_arg->u.list.items;
+        for (size_t i = 0; i < n; i++) {
+            int w;
+            if ((st = od_wrap_dim(dims[i], self->ndim, &w, err)) ||
+                (st = check_nonempty_dim(fn, self, dims[i], w, err)))
+                return st;
+        }
+    }
+    if ((st = od_reduce_dims(dim_arg, self->ndim, &info->mask, err)))
+        return st;
 
     switch (l.kind) {
     case OD_RED_SUM:
@@ -220,37 +245,13 @@ od_status od_reduce_parse(od_opid id, const od_stack *s, od_reduce_info *info, o
             self->device.type == OD_DEV_CPU && numel > 0)
             return od_error_set(err, OD_EUNSUPPORTED, "\"prod_cpu\" not implemented for '%s'",
                                 od_dtype_scalar_name(out));
-        if (l.kind == OD_RED_MEAN && !od_dtype_is_floating(out))
-            return od_error_set(err, OD_EUNSUPPORTED,
-                                "mean(): could not infer output dtype. %s dtype must be either a "
-                                "floating point or complex dtype. Got: %s",
-                                has_dt ? "Optional" : "Input", od_dtype_scalar_name(has_dt ? dt : in));
         info->out_dtype = out;
         break;
     }
     case OD_RED_AMAX:
-    case OD_RED_AMIN: {
+    case OD_RED_AMIN:
         info->out_dtype = in;
-        if (numel == 0) {
-            const char *fn = l.kind == OD_RED_AMAX ? "amax" : "amin";
-            size_t n = dim_arg && dim_arg->tag == OD_T_INT_LIST ? dim_arg->u.list.n
-                       : dim_arg && dim_arg->tag == OD_T_INT    ? 1
-                                                                : 0;
-            if (n == 0)
-                return od_error_set(err, OD_EINVAL,
-                                    "%s(): Expected reduction dim to be specified for input.numel() "
-                                    "== 0. Specify the reduction dim with the 'dim' argument.",
-                                    fn);
-            const int64_t *dims = dim_arg->tag == OD_T_INT ? &dim_arg->u.i : dim_arg->u.list.items;
-            for (size_t i = 0; i < n; i++) {
-                int w;
-                if ((st = od_wrap_dim(dims[i], self->ndim, &w, err)) ||
-                    (st = check_nonempty_dim(fn, self, dims[i], w, err)))
-                    return st;
-            }
-        }
         break;
-    }
     case OD_RED_ARGMAX:
     case OD_RED_ARGMIN:
         /* ATen refuses bool in the kernel, which an empty input or a
@@ -271,9 +272,6 @@ od_status od_reduce_parse(od_opid id, const od_stack *s, od_reduce_info *info, o
         }
         break;
     case OD_RED_VAR: {
-        if (!od_dtype_is_floating(in))
-            return od_error_set(err, OD_EUNSUPPORTED,
-                                "std and var only support floating point and complex dtypes");
         info->out_dtype = in;
         info->correction = 1;
         if (l.unbiased >= 0) {

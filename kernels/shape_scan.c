@@ -134,8 +134,9 @@ od_status od_scan_parse(od_opid id, const od_stack *s, od_scan_info *info, od_er
     if (id == OD_OPID_topk && (info->k < 0 || info->k > info->size))
         return od_error_set(err, OD_EINVAL, "selected index k out of range");
     if ((id == OD_OPID_median_dim || id == OD_OPID_nanmedian_dim || id == OD_OPID_mode) && nd > 0 &&
-        self->sizes[d] == 0)
-        return od_error_set(err, OD_EINVAL, "%s(): Expected reduction dim %d to have non-zero size.", op, d);
+        self->sizes[d] == 0) /* nanmedian.dim shares median's check, and its words */
+        return od_error_set(err, OD_EINVAL, "%s(): Expected reduction dim %d to have non-zero size.",
+                            id == OD_OPID_nanmedian_dim ? "median" : op, d);
     if (id == OD_OPID_kthvalue) {
         if (nd > 0 && self->sizes[d] == 0)
             return od_error_set(err, OD_EINVAL, "kthvalue(): Expected reduction dim %d to have non-zero size.", d);

@@ -36,6 +36,13 @@ static od_status dtype_arg(const od_op *op, const od_stack *s, const od_tensor *
         const od_value *v = &s->args[i];
         if (!sch->args[i].name || strcmp(sch->args[i].name, "dtype"))
             continue;
+        for (int j = 0; j < sch->nargs && j < s->nargs; j++) { /* their meta wraps dim first */
+            int w;
+            od_status st;
+            if (sch->args[j].name && !strcmp(sch->args[j].name, "dim") && s->args[j].tag == OD_T_INT &&
+                (st = od_wrap_dim(s->args[j].u.i, self->ndim, &w, err)))
+                return st;
+        }
         if (v->tag == OD_T_DTYPE && v->u.dtype != self->dtype)
             return od_error_set(err, OD_EMISMATCH,
                                 "Bad in-place call: input tensor dtype %s and output tensor dtype %s should match",

@@ -24,6 +24,8 @@ OD_CX_KERNEL(od_cea_stack)
         return st;
     if (n == 0)
         return od_error_set(err, OD_EINVAL, "stack expects a non-empty TensorList");
+    if ((st = od_wrap_dim(dim, ts[0]->ndim + 1, &d, err))) /* ATen wraps the dim before it compares sizes */
+        return st;
     for (int i = 1; i < n; i++) {
         bool same = ts[i]->ndim == ts[0]->ndim;
         for (int k = 0; same && k < ts[0]->ndim; k++)
@@ -41,8 +43,6 @@ OD_CX_KERNEL(od_cea_stack)
     if (ts[0]->ndim >= OD_MAX_DIMS)
         return od_error_set(err, OD_EINVAL, "stack(): inputs have %d dimensions; at most %d are supported",
                             ts[0]->ndim, OD_MAX_DIMS - 1);
-    if ((st = od_wrap_dim(dim, ts[0]->ndim + 1, &d, err)))
-        return st;
 
     od_tensor *small[8];
     od_tensor **parts = n <= 8 ? small : calloc((size_t)n, sizeof *parts);

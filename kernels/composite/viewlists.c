@@ -122,12 +122,20 @@ static od_status split_sizes(od_tensor *self, int d, const int64_t *sizes, int n
     return list_return(s, &l);
 }
 
-static od_status split_tensor(od_tensor *self, int d, int64_t split_size, od_stack *s, od_error *err)
+static od_status check_split_size(int64_t split_size, od_error *err)
 {
-    int64_t dim_size = self->sizes[d];
     if (split_size < 0)
         return od_error_set(err, OD_EINVAL,
                             "split expects split_size be non-negative, but got split_size=%" PRId64, split_size);
+    return OD_OK;
+}
+
+static od_status split_tensor(od_tensor *self, int d, int64_t split_size, od_stack *s, od_error *err)
+{
+    int64_t dim_size = self->sizes[d];
+    od_status st = check_split_size(split_size, err);
+    if (st)
+        return st;
     if (split_size == 0 && dim_size != 0)
         return od_error_set(err, OD_EINVAL,
                             "split_size can only be 0 if dimension size is 0, but got dimension size of %" PRId64,
@@ -137,7 +145,7 @@ static od_status split_tensor(od_tensor *self, int d, int64_t split_size, od_sta
     int64_t num = split_size && dim_size ? 1 + (dim_size - 1) / split_size : 1;
     int64_t last = dim_size - split_size * (num - 1);
     piece_list l;
-    od_status st = list_new(&l, (size_t)num, err);
+    st = list_new(&l, (size_t)num, err);
     for (int64_t i = 0; i < num && st == OD_OK; i++)
         st = add_slice(&l, self, d, i * split_size, i == num - 1 ? last : split_size, err);
     if (st) {
@@ -222,13 +230,15 @@ OD_CX_KERNEL(od_cia_split)
     }
     if (self->ndim == 0)
         return od_error_set(err, OD_EINVAL, "split expects at least a 1-dimensional tensor");
-    if ((st = od_wrap_dim(dim, self->ndim, &d, err)))
-        return st;
-    if (id == OD_OPID_split_Tensor) {
+    if (id == OD_OPID_split_Tensor) { /* ATen checks split_size before self.size(dim) */
         if ((st = od_cx_arg_int(op, s, 1, &k, err)))
+            return st;
+        if ((st = check_split_size(k, err)) || (st = od_wrap_dim(dim, self->ndim, &d, err)))
             return st;
         return split_tensor(self, d, k, s, err);
     }
+    if ((st = od_wrap_dim(dim, self->ndim, &d, err)))
+        return st;
     /* split_with_sizes: every size checked before any piece is made */
     const int64_t *sizes;
     int n;
@@ -250,8 +260,8 @@ OD_CX_KERNEL(od_cia_split)
         list_text(sizes, n, text, sizeof text);
         return od_error_set(err, OD_EINVAL,
                             "split_with_sizes expects split_sizes to sum exactly to %" PRId64
-                            " (input tensor's size at dimension %d), but got split_sizes=%s",
-                            self->sizes[d], d, text);
+                            " (input tensor's size at dimension %" PRId64 "), but got split_sizes=%s",
+                            self->sizes[d], dim, text); /* the dim as given, as ATen prints it */
     }
     return split_sizes(self, d, sizes, n, s, err);
 }

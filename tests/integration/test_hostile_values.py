@@ -442,3 +442,33 @@ def test_in_place_build_order_against_torch(server):
         r = server.post("/v1/run", {"steps": steps + [{"op": op, "args": [first] + rest, "kwargs": kw}]})
         msg = error_message(r).split("): ", 1)[-1]  # after /v1/run's "step N (op): "
         assert 400 <= r.status_code < 500 and msg in ref["error"], (op, ref["error"], r.text[:300])
+
+
+def test_meta_checks_before_dims_against_torch(server):
+    """Where ATen's meta function checks a dtype or an argument before it wraps the dims (std / var /
+    mean's dtype, nansum's dims before its kernel, split's split_size, stack's dim before the sizes, a
+    cumulative in-place op's dim before its dtype, heaviside's dtypes before the broadcast, amax's empty
+    dims before duplicates), the server says torch's words for the first problem, and nanmedian.dim and
+    split_with_sizes print what torch prints. Found by the difftest (seed 7197)."""
+    def t(dtype, shape, fill=1):
+        n = int(np.prod(shape)) if shape else 1
+        return T(dtype, shape, [fill] * n)
+    cases = [  # (op, args, kwargs)
+        ("std.dim", [t("int64", [2, 3]), [5]], {}),
+        ("var.correction", [t("int64", [2]), [3]], {"correction": 1}),
+        ("mean.dim", [t("int64", [2]), [1]], {}),
+        ("amax", [t("float32", [0]), [0, 0, 3]], {}),
+        ("nansum", [t("float32", [2, 3]), [15]], {"dtype": "uint8"}),
+        ("split.Tensor", [t("float32", [2, 3]), -1, 5], {}),
+        ("split_with_sizes", [t("float32", [2, 4, 3]), [5, 1, 4, 1], -2], {}),
+        ("nanmedian.dim", [t("float32", [2, 0]), 1], {}),
+        ("heaviside", [t("float32", [4]), t("float64", [3])], {}),
+        ("stack", [[t("float32", [0, 1, 2]), t("float32", [5])], 2147483648], {}),
+        ("cumsum_", [t("bool", []), -3], {"dtype": "int16"}),
+        ("cumprod_", [t("int64", [2]), 2], {"dtype": "float32"}),
+    ]
+    refs = torch_ref([{"op": op, "args": args, "kwargs": kw} for op, args, kw in cases])
+    for (op, args, kw), ref in zip(cases, refs):
+        assert "error" in ref, (op, ref)
+        r = server.post(f"/v1/ops/{op}", {"args": args, "kwargs": kw})
+        assert 400 <= r.status_code < 500 and error_message(r) in ref["error"], (op, ref["error"], r.text[:300])
