@@ -97,8 +97,11 @@ OD_SHAPE_FNS(OD_X_)
 /* ---- helpers shared by shape functions and kernels ---- */
 
 /* Reduction dims: from an int[1]? / int[1] / int? argument (None or [] = all
- * dims) into a bitmask over ndim dims; errors name the argument "dim". */
-od_status od_reduce_dims(const od_value *dim_arg, int ndim, uint32_t *mask, od_error *err);
+ * dims) into a bitmask over ndim dims; errors name the argument "dim".
+ * wrap_first: every dim is wrapped before a repeated one is refused, as the
+ * structured reductions' resize_reduction does (sum, mean, amax, norm);
+ * else dim by dim, as make_dim_mask (std, var, nansum). */
+od_status od_reduce_dims(const od_value *dim_arg, int ndim, bool wrap_first, uint32_t *mask, od_error *err);
 
 /* mm / bmm of a (borrowed) by b with nothing to multiply: an empty result or
  * an empty sum. ATen returns zeros before it looks at the dtypes, so such a

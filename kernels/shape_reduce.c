@@ -96,7 +96,7 @@ static const char *op_short_name(od_opid id)
 
 /* ---- reductions ------------------------------------------------------------- */
 
-od_status od_reduce_dims(const od_value *dim_arg, int ndim, uint32_t *mask, od_error *err)
+od_status od_reduce_dims(const od_value *dim_arg, int ndim, bool wrap_first, uint32_t *mask, od_error *err)
 {
     uint32_t all = ndim > 0 ? (uint32_t)((1ull << ndim) - 1) : 0;
     const int64_t *dims;
@@ -122,6 +122,12 @@ od_status od_reduce_dims(const od_value *dim_arg, int ndim, uint32_t *mask, od_e
                                             "but got %s", od_tag_name(dim_arg->tag));
     }
     uint32_t m = 0;
+    for (size_t i = 0; wrap_first && i < n; i++) {
+        int d;
+        od_status st = od_wrap_dim(dims[i], ndim, &d, err);
+        if (st)
+            return st;
+    }
     for (size_t i = 0; i < n; i++) {
         int d;
         od_status st = od_wrap_dim(dims[i], ndim, &d, err);
@@ -231,7 +237,7 @@ od_status od_reduce_parse(od_opid id, const od_stack *s, od_reduce_info *info, o
                 return st;
         }
     }
-    if ((st = od_reduce_dims(dim_arg, self->ndim, &info->mask, err)))
+    if ((st = od_reduce_dims(dim_arg, self->ndim, l.kind != OD_RED_VAR, &info->mask, err)))
         return st;
 
     switch (l.kind) {
@@ -329,15 +335,23 @@ od_status od_shape_softmax(od_opid id, const od_stack *s, od_out_spec *outs, int
     int d;
     if ((st = od_wrap_dim(dim, self->ndim, &d, err)))
         return st;
-    /* ATen returns an empty input before it dispatches on the dtype. */
-    if (!od_dtype_is_floating(self->dtype) && od_tensor_numel(self) > 0)
-        return od_error_set(err, OD_EUNSUPPORTED, "\"%s_lastdim_kernel_impl\" not implemented for '%s'",
-                            log ? "log_softmax" : "softmax", od_dtype_scalar_name(self->dtype));
+    /* ATen's CPU kernel refuses half_to_float first (this server converts a
+     * float16 input there, as CUDA does), then returns an empty input, then
+     * dispatches on the dtype: the last dim's kernel or the general one
+     * (named softmax_kernel_impl for log_softmax too) */
+    bool cpu = self->device.type == OD_DEV_CPU;
     if (h2f && self->dtype != OD_FLOAT16)
-        return od_error_set(err, OD_EUNSUPPORTED,
-                            "%s(): conversion is supported for Half type only (half_to_float=True "
-                            "with a %s input)",
-                            name, od_dtype_name(self->dtype));
+        return cpu ? od_error_set(err, OD_EUNSUPPORTED, "softmax with half to float conversion is not supported on CPU")
+                   : od_error_set(err, OD_EUNSUPPORTED,
+                                  "%s(): conversion is supported for Half type only (half_to_float=True "
+                                  "with a %s input)",
+                                  name, od_dtype_name(self->dtype));
+    if (!od_dtype_is_floating(self->dtype) && od_tensor_numel(self) > 0) {
+        bool last = self->ndim == 0 || d == self->ndim - 1;
+        return od_error_set(err, OD_EUNSUPPORTED, "\"%s%s\" not implemented for '%s'",
+                            !last ? "softmax" : log ? "log_softmax" : "softmax",
+                            last ? "_lastdim_kernel_impl" : "_kernel_impl", od_dtype_scalar_name(self->dtype));
+    }
     od_out_spec_init(&outs[0], h2f ? OD_FLOAT32 : self->dtype, self->device, self->sizes, self->ndim);
     *nouts = 1;
     return OD_OK;

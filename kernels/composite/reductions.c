@@ -143,7 +143,7 @@ OD_CX_KERNEL(od_cea_nansum)
     /* floating self runs ATen's nansum kernel, which has only floating
      * types; make_reduction checks the dims before */
     uint32_t mask;
-    if (od_dtype_is_floating(self->dtype) && self->ndim && (st = od_reduce_dims(&s->args[1], self->ndim, &mask, err)))
+    if (od_dtype_is_floating(self->dtype) && self->ndim && (st = od_reduce_dims(&s->args[1], self->ndim, false, &mask, err)))
         return st;
     if (od_dtype_is_floating(self->dtype) && has_dt && !od_dtype_is_floating(dt) && od_tensor_numel(self) > 0)
         return od_error_set(err, OD_EUNSUPPORTED, "\"nansum_cpu\" not implemented for '%s'",
@@ -214,7 +214,7 @@ static od_tensor *var_of_two_copies(od_cx_scope *sc, od_tensor *x, const od_valu
 {
     uint32_t mask = 0;
     int nd = x->ndim ? x->ndim : 1;
-    if (x->ndim && (sc->st = od_reduce_dims(dims, x->ndim, &mask, sc->err)))
+    if (x->ndim && (sc->st = od_reduce_dims(dims, x->ndim, false, &mask, sc->err)))
         return NULL;
     int64_t sizes[OD_MAX_DIMS + 1], rdims[OD_MAX_DIMS];
     int nr = 0;
@@ -265,8 +265,13 @@ OD_CX_KERNEL(od_cea_std_var_mean)
     if (tab[k].mean && !od_dtype_is_floating(self->dtype))
         return od_error_set(err, OD_EUNSUPPORTED, "%s only support floating point and complex dtypes",
                             tab[k].sqrt ? "std_mean" : "var_mean");
-    od_cx_scope sc = od_cx_scope_begin(err);
     bool whole = tab[k].var == OD_OPID_var;
+    uint32_t dmask; /* dim by dim, as make_reduction, before mean's own (structured) wrapping; after the
+                     * dtype check (var's, for an integral std) */
+    if (!whole && self->ndim && od_dtype_is_floating(self->dtype) &&
+        (st = od_reduce_dims(&s->args[1], self->ndim, false, &dmask, err)))
+        return st;
+    od_cx_scope sc = od_cx_scope_begin(err);
     /* ATen takes std's square root in its double accumulator before
      * rounding, so a variance beyond the dtype's range still gives a finite
      * std: reduce in float64 and round once. Not for a correction so large
@@ -304,7 +309,7 @@ OD_CX_KERNEL(od_cea_std_var_mean)
          * by any other (in the slice's row-major order) turns into NaN
          * (inf - inf): count the infinities before each slice's last element */
         uint32_t mask = 0;
-        if (m && (sc.st = od_reduce_dims(whole ? NULL : &s->args[1], self->ndim, &mask, err)) == OD_OK) {
+        if (m && (sc.st = od_reduce_dims(whole ? NULL : &s->args[1], self->ndim, false, &mask, err)) == OD_OK) {
             od_value dims = whole ? od_none() : s->args[1];
             od_value keep = whole ? od_bool(false) : s->args[3];
             od_tensor *inf = od_cx_call(&sc, OD_OPID_isinf, 1, T(self));
@@ -440,7 +445,7 @@ OD_CX_KERNEL(od_cea_norm)
                                 od_dtype_scalar_name(dt));
     }
     uint32_t mask = 0;
-    if ((st = od_reduce_dims(&dims, self->ndim, &mask, err)))
+    if ((st = od_reduce_dims(&dims, self->ndim, true, &mask, err)))
         return st;
     /* ATen 1.13's kernel reads the order as a float: 1e300 is the inf norm,
      * -0.114 is -0.11400000005960464; its empty-input check below reads the

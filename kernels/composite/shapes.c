@@ -201,22 +201,18 @@ OD_CX_KERNEL(od_cea_repeat)
 }
 
 /* Wraps dims into mark[] (each at most once), PyTorch's messages. */
-static od_status unique_dims(const od_tensor *self, const int64_t *dims, int n, bool *mark, const char *what,
-                             od_error *err)
+static od_status unique_dims(const od_tensor *self, const int64_t *dims, int n, bool *mark, od_error *err)
 {
     memset(mark, 0, sizeof(bool) * OD_MAX_DIMS);
-    int uniq = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++) { /* dim by dim, as ATen's dim_list_to_bitset */
         int d;
         od_status st = od_wrap_dim(dims[i], self->ndim, &d, err);
         if (st)
             return st;
-        uniq += !mark[d];
+        if (mark[d])
+            return od_error_set(err, OD_EINVAL, "dim %d appears multiple times in the list of dims", d);
         mark[d] = true;
     }
-    if (uniq != n)
-        return od_error_set(err, OD_EINVAL, "dims has duplicates, original %s dims size=%d, but unique %s dims size=%d",
-                            what, n, what, uniq);
     return OD_OK;
 }
 
@@ -251,7 +247,7 @@ OD_CX_KERNEL(od_cea_flip)
     bool mark[OD_MAX_DIMS];
     od_status st;
     if ((st = od_cx_arg_tensor(op, s, 0, &self, err)) || (st = od_cx_arg_int_list(op, s, 1, &dims, &n, err)) ||
-        (st = unique_dims(self, dims, n, mark, "flip", err)))
+        (st = unique_dims(self, dims, n, mark, err)))
         return st;
     od_tensor *out = NULL;
     if ((st = od_cx_clone(self, OD_MF_CONTIGUOUS, &out, err)))

@@ -359,6 +359,17 @@ def torch_bug(c, t):
         r = args[1]
         if max(r * r, ch * r * r, h * r, w * r) >= 1 << 63:
             return "pixel_shuffle/unshuffle whose output sizes overflow int64 (torch answers the wrapped shape)"
+    if c.op.split(".")[0] in ("softmax", "log_softmax", "_softmax", "_log_softmax") and tens and \
+            t["outputs"] and t["outputs"][0].get("dtype") == "bfloat16" and len(args) >= 2 and \
+            isinstance(args[1], int) and not isinstance(args[1], bool):
+        shape = list(tens[0].logical().shape)
+        d = args[1] + len(shape) if args[1] < 0 else args[1]
+        vals = [float(x) if isinstance(x, str) else x for x in t["outputs"][0].get("data", [])]
+        if 0 <= d < len(shape) - 1 and int(np.prod(shape[d + 1:])) >= 16 and \
+                not all(math.isfinite(v) for v in vals):
+            # its vectorised bfloat16 loop over another dim takes columns 8-15's max from
+            # columns 0-7 (softmax.c's softmax_cols_bf16): exp overflows where they differ by ~88
+            return "bfloat16 softmax/log_softmax over a non-last dim of 16 or more columns (torch reuses another column's max)"
     if c.op.split(".")[0] in ("median", "nanmedian") and c.op.endswith(".dim") and tens and \
             any(op == "expand" for op, _ in getattr(tens[0], "views", ())):
         return "median.dim/nanmedian.dim of an expanded tensor (torch reads past its storage)"

@@ -449,7 +449,7 @@ def test_meta_checks_before_dims_against_torch(server):
     mean's dtype, nansum's dims before its kernel, split's split_size, stack's dim before the sizes, a
     cumulative in-place op's dim before its dtype, heaviside's dtypes before the broadcast, amax's empty
     dims before duplicates), the server says torch's words for the first problem, and nanmedian.dim and
-    split_with_sizes print what torch prints. Found by the difftest (seed 7197)."""
+    split_with_sizes print what torch prints. Found by the difftest (seeds 7197, 7198)."""
     def t(dtype, shape, fill=1):
         n = int(np.prod(shape)) if shape else 1
         return T(dtype, shape, [fill] * n)
@@ -466,6 +466,17 @@ def test_meta_checks_before_dims_against_torch(server):
         ("stack", [[t("float32", [0, 1, 2]), t("float32", [5])], 2147483648], {}),
         ("cumsum_", [t("bool", []), -3], {"dtype": "int16"}),
         ("cumprod_", [t("int64", [2]), 2], {"dtype": "float32"}),
+        # the structured reductions wrap every dim before they look for a repeated one (seed 7198);
+        # make_reduction (var_mean) and flip go dim by dim
+        ("mean.dim", [t("float32", [2, 3, 4]), [2, -1, 3]], {}),
+        ("sum.dim_IntList", [t("float32", [2, 3, 4]), [0, 0, 7]], {}),
+        ("var_mean.dim", [t("float32", [3, 4, 4]), [2, -1, 6]], {"keepdim": True}),
+        ("flip", [t("float32", [2, 3]), [1, 1, 5]], {}),
+        # ATen's CPU softmax: half_to_float first, then the kernel of the last dim or the general one
+        ("log_softmax.int", [t("uint8", [2, 3]), 0], {}),
+        ("softmax.int", [t("int8", [2, 3]), -1], {}),
+        ("_softmax", [t("int64", [2]), -1, True], {}),
+        ("_log_softmax", [t("float32", [2, 4, 1, 0]), -3, True], {}),
     ]
     refs = torch_ref([{"op": op, "args": args, "kwargs": kw} for op, args, kw in cases])
     for (op, args, kw), ref in zip(cases, refs):

@@ -161,11 +161,15 @@ Test(cpu_softmax, half_to_float_and_errors)
     softmax_case(h, 0, true, true);
     od_tensor *f = t_rand(sz, 2, OD_FLOAT32), *i = t_rand(sz, 2, OD_INT64);
     od_value a[3] = {tv(f), od_int(1), od_bool(true)};
-    call_fails(OD_OPID__softmax, a, 3, OD_OK, "conversion is supported for Half type only");
+    /* ATen's CPU words (float16 converts here, as on CUDA) */
+    call_fails(OD_OPID__softmax, a, 3, OD_OK, "softmax with half to float conversion is not supported on CPU");
     a[0] = tv(i);
     a[2] = od_bool(false);
     call_fails(OD_OPID__softmax, a, 3, OD_OK, "\"softmax_lastdim_kernel_impl\" not implemented for 'Long'");
     call_fails(OD_OPID__log_softmax, a, 3, OD_OK, "\"log_softmax_lastdim_kernel_impl\" not implemented for 'Long'");
+    a[1] = od_int(0); /* another dim: the general kernel, softmax_kernel_impl for both */
+    call_fails(OD_OPID__softmax, a, 3, OD_OK, "\"softmax_kernel_impl\" not implemented for 'Long'");
+    call_fails(OD_OPID__log_softmax, a, 3, OD_OK, "\"softmax_kernel_impl\" not implemented for 'Long'");
     a[0] = tv(f);
     a[1] = od_int(2);
     call_fails(OD_OPID__softmax, a, 3, OD_OK, "Dimension out of range (expected to be in range of [-2, 1], but got 2)");
