@@ -61,6 +61,11 @@ od_status od_out_spec_layout(od_out_spec *o, const od_tensor *like, od_memory_fo
  * as tensor a, and the broadcast is out's shape. Sizes borrowed. */
 od_status od_broadcast_into(const int64_t *out, int nout, const int64_t *in, int nin, od_error *err);
 
+/* TensorIterator's shape over its inputs: ts[0..n) broadcast in order (an
+ * error names the shape so far as tensor a) into sizes (OD_MAX_DIMS) / *nd;
+ * n == 0 gives *nd = -1. Tensors borrowed. */
+od_status od_broadcast_tensors(const od_tensor *const *ts, int n, int64_t *sizes, int *nd, od_error *err);
+
 /* The words of refusals ATen makes after its TensorIterator build (the CPU
  * loop's integer division by zero, add and sub's alpha checks, a Scalar
  * argument's conversion in the kernel): an in-place

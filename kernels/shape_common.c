@@ -38,6 +38,21 @@ od_status od_broadcast_into(const int64_t *out, int nout, const int64_t *in, int
     return OD_OK;
 }
 
+od_status od_broadcast_tensors(const od_tensor *const *ts, int n, int64_t *sizes, int *nd, od_error *err)
+{
+    *nd = -1;
+    for (int i = 0; i < n; i++) {
+        int64_t b[OD_MAX_DIMS];
+        int nb = ts[i]->ndim;
+        od_status st = *nd < 0 ? OD_OK : od_broadcast_shapes(sizes, *nd, ts[i]->sizes, ts[i]->ndim, b, &nb, err);
+        if (st)
+            return st;
+        memcpy(sizes, *nd < 0 ? ts[i]->sizes : b, (size_t)nb * sizeof *sizes);
+        *nd = nb;
+    }
+    return OD_OK;
+}
+
 /* An output laid out as mf asks: channels_last strides, or self's layout
  * kept under preserve_format (empty_like's rule); else contiguous. */
 od_status od_out_spec_layout(od_out_spec *o, const od_tensor *like, od_memory_format mf, od_error *err)

@@ -89,20 +89,12 @@ static bool refused_after_build(od_status st, const od_error *err)
  * over its inputs, self among them) into sizes / *nd. */
 static od_status inputs_broadcast(const od_value *args, int n, int64_t *sizes, int *nd, od_error *err)
 {
-    *nd = -1;
-    for (int i = 0; i < n; i++) {
-        if (args[i].tag != OD_T_TENSOR)
-            continue;
-        const od_tensor *t = args[i].u.t;
-        int64_t b[OD_MAX_DIMS];
-        int nb = t->ndim;
-        od_status st = *nd < 0 ? OD_OK : od_broadcast_shapes(sizes, *nd, t->sizes, t->ndim, b, &nb, err);
-        if (st)
-            return st;
-        memcpy(sizes, *nd < 0 ? t->sizes : b, (size_t)nb * sizeof *sizes);
-        *nd = nb;
-    }
-    return OD_OK;
+    const od_tensor *ts[OD_MAX_ARGS];
+    int k = 0;
+    for (int i = 0; i < n && k < OD_MAX_ARGS; i++)
+        if (args[i].tag == OD_T_TENSOR)
+            ts[k++] = args[i].u.t;
+    return od_broadcast_tensors(ts, k, sizes, nd, err);
 }
 
 /* TensorIterator's words for a result type that does not cast to the output's; out_name: how the check

@@ -332,6 +332,11 @@ OD_CX_KERNEL(od_cea_mse_loss)
     const char *dev = self->device.type == OD_DEV_CUDA ? "cuda" : "cpu";
     if (!bw && (st = meta_reduction(self, target, reduction, err)))
         return st;
+    int64_t bs[OD_MAX_DIMS];
+    int nb;
+    const od_tensor *ins[3] = {self, target, g}; /* the backward iterator's inputs: shape before dtypes */
+    if (bw && (st = od_broadcast_tensors(ins, 3, bs, &nb, err)))
+        return st;
     od_cx_scope sc = od_cx_scope_begin(err);
     if (bw) {
         /* ATen's iterator takes no promotion here: one dtype throughout */
@@ -456,6 +461,11 @@ OD_CX_KERNEL(od_cea_smooth_l1_huber)
     if (!bw && !huber && !(p >= 0)) /* ATen checks beta >= 0: NaN fails it */
         return od_error_set(err, OD_EINVAL, "smooth_l1_loss does not support negative values for beta.");
     if (!bw && !huber && (st = meta_reduction(self, target, reduction, err)))
+        return st;
+    int64_t bs[OD_MAX_DIMS];
+    int nb;
+    const od_tensor *ins[3] = {self, target, g}; /* the iterator's inputs: shape before dtypes */
+    if ((bw || huber) && (st = od_broadcast_tensors(ins, bw ? 3 : 2, bs, &nb, err)))
         return st;
     od_cx_scope sc = od_cx_scope_begin(err);
     if (!bw) {

@@ -472,6 +472,11 @@ def test_meta_checks_before_dims_against_torch(server):
         ("sum.dim_IntList", [t("float32", [2, 3, 4]), [0, 0, 7]], {}),
         ("var_mean.dim", [t("float32", [3, 4, 4]), [2, -1, 6]], {"keepdim": True}),
         ("flip", [t("float32", [2, 3]), [1, 1, 5]], {}),
+        # the losses' iterators: their inputs' broadcast before their dtypes (seeds 7198, 7199)
+        ("mse_loss_backward", [t("float32", [3]), t("float32", [2]), t("int64", [4]), 1], {}),
+        ("huber_loss_backward", [t("int32", [2]), t("int64", [2]), t("int64", [3]), 1, 1.0], {}),
+        ("smooth_l1_loss_backward", [t("float16", [2]), t("int64", [2]), t("int64", [4]), 1, 1.0], {}),
+        ("huber_loss", [t("bool", [5]), t("bool", [3]), 1, 1.0], {}),
         # ATen's CPU softmax: half_to_float first, then the kernel of the last dim or the general one
         ("log_softmax.int", [t("uint8", [2, 3]), 0], {}),
         ("softmax.int", [t("int8", [2, 3]), -1], {}),
