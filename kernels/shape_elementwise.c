@@ -450,22 +450,23 @@ od_status od_shape_where(od_opid id, const od_stack *s, od_out_spec *outs, int *
     if ((st = need_nargs(id, s, 3, err)) || (st = arg_tensor(id, s, 0, &cond, err)) ||
         (st = arg_operand(id, s, 1, self_t, err)) || (st = arg_operand(id, s, 2, other_t, err)))
         return st;
+    static const int all[3] = {0, 1, 2};
+    od_dtype dt = result_type_of(s, all + 1, 2);
+    /* Scalar branches are converted to the result dtype with c10's checks,
+     * by the Scalar overloads' scalar_tensor before they call where.self */
+    for (int i = 1; i <= 2; i++)
+        if (s->args[i].tag != OD_T_TENSOR && (st = od_scalar_check_fits(&s->args[i], dt, err)))
+            return st;
     if (cond->dtype != OD_BOOL && cond->dtype != OD_UINT8)
         return od_error_set(err, OD_EMISMATCH,
                             "where expected condition to be a boolean tensor, but got a tensor with "
                             "dtype %s",
                             od_dtype_scalar_name(cond->dtype));
-    static const int all[3] = {0, 1, 2};
     od_device dev;
     int64_t sizes[OD_MAX_DIMS];
     int ndim;
     if ((st = common_device(s, &dev, err)) || (st = broadcast_args(s, all, 3, sizes, &ndim, err)))
         return st;
-    od_dtype dt = result_type_of(s, all + 1, 2);
-    /* Scalar branches are converted to the result dtype with c10's checks. */
-    for (int i = 1; i <= 2; i++)
-        if (s->args[i].tag != OD_T_TENSOR && (st = od_scalar_check_fits(&s->args[i], dt, err)))
-            return st;
     od_out_spec_init(&outs[0], dt, dev, sizes, ndim);
     *nouts = 1;
     return OD_OK;

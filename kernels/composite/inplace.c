@@ -203,6 +203,15 @@ OD_CX_KERNEL(od_cia_inplace)
         od_tensor_release(res);
         return overlap_error(err);
     }
+    /* pow_.Scalar's meta builds a unary iterator over base.to(result type):
+     * one dtype throughout (checked after the overlap), so any other than
+     * self's is refused */
+    if ((id == OD_OPID_pow__Scalar || id == OD_OPID_square_) && res->dtype != self->dtype) {
+        st = od_error_set(err, OD_EMISMATCH, "Found dtype %s but expected %s", od_dtype_scalar_name(self->dtype),
+                          od_dtype_scalar_name(res->dtype));
+        od_tensor_release(res);
+        return st;
+    }
     char a[256], b[256];
     bool reshaped = res->ndim != self->ndim || memcmp(res->sizes, self->sizes, sizeof(int64_t) * (size_t)self->ndim);
     /* addbmm_ is ATen's addbmm_out with self as out, which resizes its

@@ -423,6 +423,9 @@ def test_in_place_build_order_against_torch(server):
         ("div_.Scalar_mode", exp("int64", [3]), [2], {"rounding_mode": "bogus"}),
         ("div.Tensor_mode", t("int64", [4]), [t("int64", [2])], {"rounding_mode": "bogus"}),
         ("sub.Tensor", t("bool", [4]), [t("bool", [2])], {}),
+        ("pow_.Scalar", t("int16", [2]), [2.5], {}),
+        ("square_", t("bool", [2]), [], {}),
+        ("pow_.Tensor", t("int16", [2]), [t("float32", [])], {}),
         ("clamp_max_", t("bool", [5]), [1e300], {}),
         ("clamp_", exp("int16", [3, 2]), [1e300, "Infinity"], {}),
         # bool bounds stay bool as Python's torch.clamp takes them (torch.ops would make them int)
@@ -477,6 +480,9 @@ def test_meta_checks_before_dims_against_torch(server):
         ("huber_loss_backward", [t("int32", [2]), t("int64", [2]), t("int64", [3]), 1, 1.0], {}),
         ("smooth_l1_loss_backward", [t("float16", [2]), t("int64", [2]), t("int64", [4]), 1, 1.0], {}),
         ("huber_loss", [t("bool", [5]), t("bool", [3]), 1, 1.0], {}),
+        # where's Scalar overloads convert the scalar (scalar_tensor) before where.self checks the condition
+        ("where.ScalarSelf", [t("int32", [2]), 1e300, t("float32", [2])], {}),
+        ("where.Scalar", [t("int16", [2]), 2.0, 1e300], {}),
         # ATen's CPU softmax: half_to_float first, then the kernel of the last dim or the general one
         ("log_softmax.int", [t("uint8", [2, 3]), 0], {}),
         ("softmax.int", [t("int8", [2, 3]), -1], {}),
