@@ -2,10 +2,11 @@
  * (add_.Tensor, sqrt_, clamp_, ...): the out-of-place operator of the same
  * arguments, then copy_ of its result into self.
  *
- * Invariants: self keeps its dtype, shape and storage. ATen's TensorIterator
- * checks come first: the result must have self's shape (it may not broadcast
- * self) and its dtype must cast to self's (no float into an integer, nothing
- * into bool). Both operators are reached through the dispatcher, so Autograd
+ * Invariants: self keeps its dtype, shape and storage. Refusals come in
+ * ATen's order: the operator's meta checks, then its TensorIterator build's
+ * (an overlapping self; the result must have self's shape, it may not
+ * broadcast self; its dtype must cast to self's: no float into an integer,
+ * nothing into bool), then what its kernel refuses. Both operators are reached through the dispatcher, so Autograd
  * records the operator and copy_ (CopyBackwards, and the leaf check of an
  * in-place write), a mode sees both, and the same kernel serves CPU, CUDA and
  * Meta. self is returned, retained once.
@@ -261,14 +262,11 @@ OD_CX_KERNEL(od_cia_inplace)
     /* ATen's threshold_ skips TensorIterator's internal-overlap check, and
      * an integral nan_to_num_ writes nothing: an expanded self is written
      * through one element of each stride-0 run (copy_ refuses it whole) */
-    bool overlap = false;
-    int64_t one[OD_MAX_DIMS];
-    for (int d = 0; d < self->ndim; d++) {
-        overlap |= self->sizes[d] > 1 && self->strides[d] == 0;
+    int64_t one[OD_MAX_DIMS]; /* self's sizes with each stride-0 run cut to one element */
+    for (int d = 0; d < self->ndim; d++)
         one[d] = self->strides[d] == 0 && self->sizes[d] > 1 ? 1 : self->sizes[d];
-    }
     od_tensor *dst = self, *src = res;
-    if (overlap && od_tensor_numel(self) > 0) {
+    if (overlaps(self)) {
         if (id == OD_OPID_nan_to_num_ && !od_dtype_is_floating(self->dtype)) {
             od_tensor_release(res);
             od_tensor_retain(self);

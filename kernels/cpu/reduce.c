@@ -745,6 +745,13 @@ static void row_maxmin_f32(const red_plan *P, const float *x, int64_t o)
     finish(P, o, &a);
 }
 
+/* a float32 sum's (div 1) or mean's (div N) result: finish's value of one
+ * kadd from zero, where + 0.0 turns -0 into +0 as kadd does; x / 1.0 is x */
+static inline float f32_of_sum(double sum, double div)
+{
+    return (float)((sum + 0.0) / div);
+}
+
 /* the sums of rows[0, nrows) (nrows <= ROWS; the rest repeat rows[0]) */
 __attribute__((target("avx512f"))) static void rows_sums_512(const red_plan *P, const float **rows, int nrows,
                                                              double *sums)
@@ -783,8 +790,8 @@ __attribute__((target("avx512f"))) static void rows_short_f32_512(const red_plan
     if (nrows == 0)
         return;
     rows_sums_512(P, rows, nrows, sums);
-    for (int r = 0; r < nrows; r++) /* finish's value of one kadd from zero: + 0.0 turns -0 into +0 as kadd does */
-        ((float *)(void *)P->out)[o + r] = (float)((sums[r] + 0.0) / div);
+    for (int r = 0; r < nrows; r++)
+        ((float *)(void *)P->out)[o + r] = f32_of_sum(sums[r], div);
 }
 
 static void row_task(void *ctx, int64_t begin, int64_t end)
@@ -818,10 +825,8 @@ static void row_task(void *ctx, int64_t begin, int64_t end)
                 }
                 for (int r = 0; r < nrows; r++) {
                     if (P->out_dtype == OD_FLOAT32) {
-                        /* finish's value of one kadd from zero: + 0.0 turns -0 into +0 as kadd does */
-                        double v = sums[r] + 0.0;
                         ((float *)(void *)P->out)[o - nrows + 1 + r] =
-                            (float)(P->kind == OD_RED_MEAN ? v / (double)P->N : v);
+                            f32_of_sum(sums[r], P->kind == OD_RED_MEAN ? (double)P->N : 1.0);
                         continue;
                     }
                     part a;
