@@ -315,6 +315,17 @@ static od_status meta_reduction(const od_tensor *self, const od_tensor *target, 
                         "reduction == Reduction::Mean || reduction == Reduction::Sum INTERNAL ASSERT FAILED");
 }
 
+/* The loss iterator's shape over its inputs (self, target, and grad_output
+ * when not NULL): ATen's build refuses shapes that do not broadcast before
+ * it compares dtypes, and before the kernel dispatches on them. */
+static od_status iter_shape(const od_tensor *self, const od_tensor *target, const od_tensor *g, od_error *err)
+{
+    int64_t bs[OD_MAX_DIMS];
+    int nb;
+    const od_tensor *ins[3] = {self, target, g};
+    return od_broadcast_tensors(ins, g ? 3 : 2, bs, &nb, err);
+}
+
 /* mse_loss(self, target, reduction) and mse_loss_backward(grad_output,
  * self, target, reduction), as ATen's mse kernels compute them. */
 OD_CX_KERNEL(od_cea_mse_loss)
@@ -332,10 +343,7 @@ OD_CX_KERNEL(od_cea_mse_loss)
     const char *dev = self->device.type == OD_DEV_CUDA ? "cuda" : "cpu";
     if (!bw && (st = meta_reduction(self, target, reduction, err)))
         return st;
-    int64_t bs[OD_MAX_DIMS];
-    int nb;
-    const od_tensor *ins[3] = {self, target, g}; /* the backward iterator's inputs: shape before dtypes */
-    if (bw && (st = od_broadcast_tensors(ins, 3, bs, &nb, err)))
+    if (bw && (st = iter_shape(self, target, g, err)))
         return st;
     od_cx_scope sc = od_cx_scope_begin(err);
     if (bw) {
@@ -462,10 +470,7 @@ OD_CX_KERNEL(od_cea_smooth_l1_huber)
         return od_error_set(err, OD_EINVAL, "smooth_l1_loss does not support negative values for beta.");
     if (!bw && !huber && (st = meta_reduction(self, target, reduction, err)))
         return st;
-    int64_t bs[OD_MAX_DIMS];
-    int nb;
-    const od_tensor *ins[3] = {self, target, g}; /* the iterator's inputs: shape before dtypes */
-    if ((bw || huber) && (st = od_broadcast_tensors(ins, bw ? 3 : 2, bs, &nb, err)))
+    if ((bw || huber) && (st = iter_shape(self, target, g, err)))
         return st;
     od_cx_scope sc = od_cx_scope_begin(err);
     if (!bw) {

@@ -143,7 +143,8 @@ OD_CX_KERNEL(od_cea_nansum)
     /* floating self runs ATen's nansum kernel, which has only floating
      * types; make_reduction checks the dims before */
     uint32_t mask;
-    if (od_dtype_is_floating(self->dtype) && self->ndim && (st = od_reduce_dims(&s->args[1], self->ndim, false, &mask, err)))
+    if (od_dtype_is_floating(self->dtype) && self->ndim &&
+        (st = od_reduce_dims(&s->args[1], self->ndim, false, &mask, err)))
         return st;
     if (od_dtype_is_floating(self->dtype) && has_dt && !od_dtype_is_floating(dt) && od_tensor_numel(self) > 0)
         return od_error_set(err, OD_EUNSUPPORTED, "\"nansum_cpu\" not implemented for '%s'",
