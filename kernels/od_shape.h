@@ -68,13 +68,14 @@ od_status od_broadcast_tensors(const od_tensor *const *ts, int n, int64_t *sizes
 
 /* The words of refusals ATen makes after its TensorIterator build (the CPU
  * loop's integer division by zero, add and sub's alpha checks, a Scalar
- * argument's conversion in the kernel): an in-place
+ * argument's conversion in the kernel, gelu's approximate): an in-place
  * operator's build checks (self's shape, the cast to self's dtype) come
  * before them (composite/inplace.c). */
 #define OD_MSG_ZERO_DIVISION "ZeroDivisionError"
 #define OD_MSG_ALPHA_BOOL "Boolean alpha only supported for Boolean results."
 #define OD_MSG_ALPHA_FLOAT "For integral input tensors, argument alpha must not be a floating point number."
 #define OD_MSG_SCALAR_OVERFLOW "value cannot be converted to type " /* a Scalar's conversion, its prefix */
+#define OD_MSG_GELU_APPROXIMATE "approximate argument must be either none or tanh."
 
 /* The shape function of a built-in, or NULL. */
 od_shape_fn od_builtin_shape_fn(od_opid id);

@@ -66,15 +66,18 @@ static od_status plan_bce(od_act_loss_plan *p, const od_stack *s, const char *na
             return st;
         }
     }
-    squeezed(p->self, sx, &nx);
-    if ((st = od_broadcast_into(sx, nx, acc, nacc, err)))
-        return st;
     od_dtype first = ins[0] ? ins[0]->dtype : p->self->dtype, dt = p->self->dtype;
     for (int i = 0; i < 3; i++)
         if ((st = same_dtype(ins[i], first, err)))
             return st;
     if (dt != OD_FLOAT32 && dt != OD_FLOAT64)
         return not_implemented(p->backward ? "binary_cross_entropy_backward" : "binary_cross_entropy", dt, err);
+    /* ATen resizes its squeezed output view rather than refusing, and then
+     * answers from memory it never wrote: refused here, after everything
+     * ATen itself refuses first (the dtypes, the kernel's dispatch) */
+    squeezed(p->self, sx, &nx);
+    if ((st = od_broadcast_into(sx, nx, acc, nacc, err)))
+        return st;
     if (p->weight) {
         const od_tensor *w = p->weight;
         if ((st = od_broadcast_into(p->self->sizes, p->self->ndim, w->sizes, w->ndim, err)))

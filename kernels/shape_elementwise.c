@@ -397,8 +397,8 @@ od_status od_shape_binary(od_opid id, const od_stack *s, od_out_spec *outs, int 
             if (!od_dtype_is_floating(dt))
                 dt = OD_DEFAULT_FLOAT;
         } else if (dt == OD_BOOL) {
-            return od_error_set(err, OD_EUNSUPPORTED, "\"div_%s\" not implemented for 'Bool'",
-                                mode == OD_DIV_TRUNC ? "trunc" : "floor");
+            return od_error_set(err, OD_EUNSUPPORTED, "\"div_%s_%s\" not implemented for 'Bool'",
+                                mode == OD_DIV_TRUNC ? "trunc" : "floor", dev.type == OD_DEV_CUDA ? "cuda" : "cpu");
         }
     } else if (id == OD_OPID_pow_Tensor_Tensor || id == OD_OPID_pow_Tensor_Scalar ||
                id == OD_OPID_pow_Scalar) {
@@ -483,7 +483,7 @@ od_status od_gelu_approximate(const od_stack *s, bool *tanh_form, od_error *err)
     if (!strcmp(v->u.s, "tanh"))
         *tanh_form = true;
     else if (strcmp(v->u.s, "none"))
-        return od_error_set(err, OD_EINVAL, "approximate argument must be either none or tanh.");
+        return od_error_set(err, OD_EINVAL, OD_MSG_GELU_APPROXIMATE);
     return OD_OK;
 }
 

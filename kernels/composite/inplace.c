@@ -78,11 +78,12 @@ static bool result_type(od_opid fid, const od_value *args, int n, od_dtype *out)
 
 /* The functional refused after ATen's TensorIterator build would have: its
  * kernel's dtype dispatch, an integer division by zero, add / sub's alpha,
- * a Scalar argument's conversion. */
+ * a Scalar argument's conversion, gelu's approximate. */
 static bool refused_after_build(od_status st, const od_error *err)
 {
     return st == OD_EUNSUPPORTED || !strcmp(err->message, OD_MSG_ZERO_DIVISION) ||
            !strcmp(err->message, OD_MSG_ALPHA_BOOL) || !strcmp(err->message, OD_MSG_ALPHA_FLOAT) ||
+           !strcmp(err->message, OD_MSG_GELU_APPROXIMATE) ||
            !strncmp(err->message, OD_MSG_SCALAR_OVERFLOW, strlen(OD_MSG_SCALAR_OVERFLOW));
 }
 
@@ -151,6 +152,8 @@ OD_CX_KERNEL(od_cia_inplace)
     if (fid == OD_OPID_clamp_min || fid == OD_OPID_clamp_max || fid == OD_OPID_clamp_min_Tensor ||
         fid == OD_OPID_clamp_max_Tensor)
         sf = od_shape_clamp; /* clamp with one bound (defined_by.c) */
+    if (fid == OD_OPID_selu || fid == OD_OPID_celu)
+        sf = od_builtin_shape_fn(OD_OPID_elu); /* elu with its constants (defined_by.c), as ATen's elu_ */
     /* lerp, addcmul, addcdiv and nextafter (od_shape_pointwise) are
      * TensorIterator operators too */
     bool iter = sf == od_shape_ew || sf == od_shape_binary || sf == od_shape_compare || sf == od_shape_unary ||

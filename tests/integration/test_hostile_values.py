@@ -423,6 +423,10 @@ def test_in_place_build_order_against_torch(server):
         ("div_.Scalar_mode", exp("int64", [3]), [2], {"rounding_mode": "bogus"}),
         ("div.Tensor_mode", t("int64", [4]), [t("int64", [2])], {"rounding_mode": "bogus"}),
         ("sub.Tensor", t("bool", [4]), [t("bool", [2])], {}),
+        ("selu_", exp("int32", [3]), [], {}),
+        ("celu_", exp("bool", [2]), [], {}),
+        ("gelu_", exp("float32", [3]), [], {"approximate": "bogus"}),
+        ("div_.Tensor_mode", t("bool", [2]), [t("bool", [2])], {"rounding_mode": "trunc"}),
         ("pow_.Scalar", t("int16", [2]), [2.5], {}),
         ("square_", t("bool", [2]), [], {}),
         ("pow_.Tensor", t("int16", [2]), [t("float32", [])], {}),
@@ -480,6 +484,10 @@ def test_meta_checks_before_dims_against_torch(server):
         ("huber_loss_backward", [t("int32", [2]), t("int64", [2]), t("int64", [3]), 1, 1.0], {}),
         ("smooth_l1_loss_backward", [t("float16", [2]), t("int64", [2]), t("int64", [4]), 1, 1.0], {}),
         ("huber_loss", [t("bool", [5]), t("bool", [3]), 1, 1.0], {}),
+        # binary_cross_entropy's dtype checks and kernel come before the shape of its squeezed output
+        ("binary_cross_entropy", [t("int16", []), t("int64", [2])], {}),
+        ("binary_cross_entropy", [t("int64", []), t("int64", [5])], {}),
+        ("binary_cross_entropy_backward", [t("uint8", [3]), t("uint8", []), t("int16", [3])], {}),
         # where's Scalar overloads convert the scalar (scalar_tensor) before where.self checks the condition
         ("where.ScalarSelf", [t("int32", [2]), 1e300, t("float32", [2])], {}),
         ("where.Scalar", [t("int16", [2]), 2.0, 1e300], {}),
