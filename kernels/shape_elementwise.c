@@ -632,6 +632,14 @@ static double dtype_max(od_dtype dt)
 }
 
 /* softshrink's meta function checks lambda before anything else */
+/* polygamma's meta checks n before its build (and so before the dtype) */
+static od_status polygamma_n(const od_value *n, od_error *err)
+{
+    if (n->tag == OD_T_INT && n->u.i < 0)
+        return od_error_set(err, OD_EINVAL, "polygamma(n, x) does not support negative n.");
+    return OD_OK;
+}
+
 static od_status softshrink_lambda(const od_value *v, od_error *err)
 {
     double l = od_value_as_double(v);
@@ -728,8 +736,8 @@ od_status od_ew_params_of(od_opid id, const od_stack *s, od_dtype dt, od_ew_para
         return OD_OK;
     }
     case OD_OPID_polygamma:
-        if (a[0].u.i < 0)
-            return od_error_set(err, OD_EINVAL, "polygamma(n, x) does not support negative n.");
+        if ((st = polygamma_n(&a[0], err)))
+            return st;
         /* digamma and trigamma for 0 and 1, else calc_polygamma(x, int n):
          * n truncated to 32 bits */
         p->i[0] = a[0].u.i;
@@ -769,6 +777,8 @@ static od_status ew_dtypes(od_opid id, const od_stack *s, od_dtype *compute, od_
                 return st;
         if (id == OD_OPID_hardtanh && s->args[ab[0]].u.t->dtype == OD_BOOL)
             return od_error_set(err, OD_EINVAL, "Bool inputs not supported for hardtanh");
+        if (id == OD_OPID_polygamma && (st = polygamma_n(&s->args[0], err)))
+            return st;
         if (id == OD_OPID_softshrink && (st = softshrink_lambda(&s->args[1], err)))
             return st;
     } else {

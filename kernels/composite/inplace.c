@@ -180,7 +180,8 @@ OD_CX_KERNEL(od_cia_inplace)
         int64_t bs[OD_MAX_DIMS];
         int nb;
         bool bok = inputs_broadcast(args, nargs, bs, &nb, &berr) == OD_OK;
-        bool late = refused_after_build(st, err);
+        /* hardtanh_ converts its bounds (toLong) before it calls clamp_'s build */
+        bool late = refused_after_build(st, err) && (id != OD_OPID_hardtanh_ || st == OD_EUNSUPPORTED);
         if (no_overlap && (late || (!bok && !strcmp(berr.message, err->message))) && overlaps(self)) {
             od_error_clear(err);
             return overlap_error(err);

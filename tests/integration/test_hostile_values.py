@@ -423,6 +423,7 @@ def test_in_place_build_order_against_torch(server):
         ("div_.Scalar_mode", exp("int64", [3]), [2], {"rounding_mode": "bogus"}),
         ("div.Tensor_mode", t("int64", [4]), [t("int64", [2])], {"rounding_mode": "bogus"}),
         ("sub.Tensor", t("bool", [4]), [t("bool", [2])], {}),
+        ("hardtanh_", exp("int64", [3]), [-1e300, 1], {}),
         ("selu_", exp("int32", [3]), [], {}),
         ("celu_", exp("bool", [2]), [], {}),
         ("gelu_", exp("float32", [3]), [], {"approximate": "bogus"}),
@@ -483,6 +484,7 @@ def test_meta_checks_before_dims_against_torch(server):
         ("mse_loss_backward", [t("float32", [3]), t("float32", [2]), t("int64", [4]), 1], {}),
         ("huber_loss_backward", [t("int32", [2]), t("int64", [2]), t("int64", [3]), 1, 1.0], {}),
         ("smooth_l1_loss_backward", [t("float16", [2]), t("int64", [2]), t("int64", [4]), 1, 1.0], {}),
+        ("polygamma", [-1, t("float16", [2])], {}),
         ("huber_loss", [t("bool", [5]), t("bool", [3]), 1, 1.0], {}),
         # binary_cross_entropy's dtype checks and kernel come before the shape of its squeezed output
         ("binary_cross_entropy", [t("int16", []), t("int64", [2])], {}),
