@@ -133,8 +133,12 @@ static od_status plan_glu(od_act_loss_plan *p, const od_stack *s, const char *na
         int64_t hs[OD_MAX_DIMS];
         memcpy(hs, p->self->sizes, (size_t)p->self->ndim * sizeof *hs);
         hs[p->dim] = p->half;
-        if ((st = od_broadcast_into(hs, p->self->ndim, p->grad->sizes, p->grad->ndim, err)) ||
-            (st = same_dtype(p->grad, dt, err)))
+        /* its iterator: the inputs' broadcast, their dtypes, then the output's shape */
+        int64_t b[OD_MAX_DIMS];
+        int nb;
+        if ((st = od_broadcast_shapes(hs, p->self->ndim, p->grad->sizes, p->grad->ndim, b, &nb, err)) ||
+            (st = same_dtype(p->grad, dt, err)) ||
+            (st = od_broadcast_into(hs, p->self->ndim, p->grad->sizes, p->grad->ndim, err)))
             return st;
     }
     p->n = od_tensor_numel(p->self);

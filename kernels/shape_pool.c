@@ -212,7 +212,7 @@ od_status od_pool_plan_of(od_opid id, const od_stack *s, od_pool_plan *p, od_err
         if (!(ndim == nd + 1 || ndim == nd + 2)) {
             if (o.kind == OD_POOL_AVG && nd == 2 && ndim < 3)
                 return od_error_set(err, OD_EINVAL,
-                                    ndim == 0 ? "dimension specified as -3 but tensor has no dimensions"
+                                    ndim == 0 ? "Dimension specified as -3 but tensor has no dimensions"
                                               : "Dimension out of range (expected to be in range of [%d, %d], but got -3)",
                                     -ndim, ndim - 1);
             if (!(o.kind == OD_POOL_AVG && nd == 2))

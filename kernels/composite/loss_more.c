@@ -106,8 +106,13 @@ OD_CX_KERNEL(od_cea_bce_with_logits)
     od_tensor *max_val = od_cx_call(&sc, clamp_min_, 2, OPT(negx), od_int(0));
     if (!same) /* clamp_min_ wrote max_val into negx */
         negx = call1(&sc, OD_OPID_neg, x);
-    od_tensor *nabs = od_cx_call(&sc, OD_OPID_sub_Tensor, 3, OPT(negx), OPT(max_val), od_int(2));
-    od_tensor *lse = call1(&sc, log_, od_cx_call(&sc, add_s, 3, OPT(call1(&sc, exp_, nabs)), od_int(1), od_int(1)));
+    /* ATen's order, which decides which refusal comes first: log_weight,
+     * then (1 - t) * x (and + max_val without pos_weight), then lse */
+    od_tensor *lw = NULL;
+    if (pw) {
+        lw = od_cx_call(&sc, OD_OPID_sub_Scalar, 3, TV(pw), od_int(1), od_int(1));
+        lw = od_cx_call(&sc, OD_OPID_add__Scalar, 3, OPT(call2(&sc, OD_OPID_mul_Tensor, lw, t)), od_int(1), od_int(1));
+    }
     /* t - 1 (1 - t with pos_weight); of a bool target, ATen's 1 - t is fill_(1).sub_(t) of two bools,
      * which sub refuses */
     od_tensor *loss;
@@ -118,13 +123,15 @@ OD_CX_KERNEL(od_cea_bce_with_logits)
                      od_cx_call(&sc, OD_OPID_add__Scalar, 3, OPT(call1(&sc, OD_OPID_neg, t)), od_int(1), od_int(1)), x);
     else
         loss = call2(&sc, mul_, od_cx_call(&sc, OD_OPID_sub_Scalar, 3, OPT(t), od_int(1), od_int(1)), negx);
+    if (!pw)
+        loss = add(&sc, add_, loss, max_val);
+    od_tensor *nabs = od_cx_call(&sc, OD_OPID_sub_Tensor, 3, OPT(negx), OPT(max_val), od_int(2));
+    od_tensor *lse = call1(&sc, log_, od_cx_call(&sc, add_s, 3, OPT(call1(&sc, exp_, nabs)), od_int(1), od_int(1)));
     if (pw) {
-        od_tensor *lw = od_cx_call(&sc, OD_OPID_sub_Scalar, 3, TV(pw), od_int(1), od_int(1));
-        lw = od_cx_call(&sc, OD_OPID_add__Scalar, 3, OPT(call2(&sc, OD_OPID_mul_Tensor, lw, t)), od_int(1), od_int(1));
         lw = call2(&sc, OD_OPID_mul__Tensor, lw, add(&sc, OD_OPID_add__Tensor, lse, max_val));
         loss = add(&sc, OD_OPID_add__Tensor, loss, lw);
     } else {
-        loss = add(&sc, add_, add(&sc, add_, loss, max_val), lse);
+        loss = add(&sc, add_, loss, lse);
     }
     if (w)
         loss = call2(&sc, OD_OPID_mul__Tensor, loss, w);

@@ -485,6 +485,10 @@ def test_meta_checks_before_dims_against_torch(server):
         ("huber_loss_backward", [t("int32", [2]), t("int64", [2]), t("int64", [3]), 1, 1.0], {}),
         ("smooth_l1_loss_backward", [t("float16", [2]), t("int64", [2]), t("int64", [4]), 1, 1.0], {}),
         ("polygamma", [-1, t("float16", [2])], {}),
+        ("glu_backward", [t("int64", [1, 2, 1, 3]), t("float32", [1, 2, 1, 2]), -1], {}),
+        ("binary_cross_entropy_with_logits", [t("int64", [3]), t("int64", [5])], {}),
+        ("binary_cross_entropy_with_logits", [t("int64", [3]), t("float32", [3])], {"pos_weight": t("float32", [4])}),
+        ("avg_pool2d", [t("float32", []), [1, 1]], {}),
         ("huber_loss", [t("bool", [5]), t("bool", [3]), 1, 1.0], {}),
         # binary_cross_entropy's dtype checks and kernel come before the shape of its squeezed output
         ("binary_cross_entropy", [t("int16", []), t("int64", [2])], {}),
