@@ -332,6 +332,8 @@ OD_CX_KERNEL(od_cea_index_add)
                             "index_add_(): Indexing dim %d is out of bounds of the source tensor with dim %d", d,
                             source->ndim);
     int64_t ssize = source->ndim == 0 ? 1 : source->sizes[d];
+    if (numel != ssize && source->ndim == 0) /* ATen's message asks source.size(dim), which refuses first */
+        return od_tensor_size_at(source, d, &ssize, err);
     if (numel != ssize)
         return od_error_set(err, OD_EINVAL,
                             "index_add_(): Number of indices (%lld) should be equal to source.size(dim): (%lld), "

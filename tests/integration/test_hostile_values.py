@@ -489,6 +489,8 @@ def test_meta_checks_before_dims_against_torch(server):
         ("binary_cross_entropy_with_logits", [t("int64", [3]), t("int64", [5])], {}),
         ("binary_cross_entropy_with_logits", [t("int64", [3]), t("float32", [3])], {"pos_weight": t("float32", [4])}),
         ("avg_pool2d", [t("float32", []), [1, 1]], {}),
+        # index_add's refusal of a count that is not source.size(dim) asks a 0-dim source its size first
+        ("index_add", [t("float32", [4]), 0, T("int64", [3], [0, 1, 2]), t("float32", [])], {}),
         ("huber_loss", [t("bool", [5]), t("bool", [3]), 1, 1.0], {}),
         # binary_cross_entropy's dtype checks and kernel come before the shape of its squeezed output
         ("binary_cross_entropy", [t("int16", []), t("int64", [2])], {}),
