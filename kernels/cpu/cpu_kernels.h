@@ -17,6 +17,13 @@
 #include "od_dispatch.h"
 #include "od_ops.h"
 
+/* A prefetch of the element `ahead` elements past p (p itself in bounds,
+ * ahead >= 0), which may lie past the array's end: the prefetch never
+ * faults, but a pointer beyond one-past-the-end is undefined in C, so the
+ * address is formed as an integer. rw: 0 to read, 1 to write (a constant). */
+#define OD_CPU_PREFETCH(p, ahead, rw) \
+    __builtin_prefetch((const void *)((uintptr_t)(p) + (uintptr_t)(ahead) * sizeof *(p)), rw)
+
 #define OD_CPU_KERNEL_(name) \
     od_status name(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err);
 

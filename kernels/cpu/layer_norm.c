@@ -219,7 +219,7 @@ OD_CPU_CLONES static void ln_apply_f64(const double *restrict x, const double *r
  * stalling the moments pass: 4096x4096 3.72-3.80 -> 3.16-3.27 ms with the
  * host's memory in its fast state, 4 % less in its slow state (old and new
  * servers in turns). */
-#define LN_PREFETCH_NEXT_ROW(x, y, n, i) (__builtin_prefetch((x) + (n) + (i)), __builtin_prefetch((y) + (n) + (i), 1))
+#define LN_PREFETCH_NEXT_ROW(x, y, n, i) (OD_CPU_PREFETCH((x) + (i), n, 0), OD_CPU_PREFETCH((y) + (i), n, 1))
 OD_CPU_CLONES static void ln_apply_f32(const float *restrict x, const float *restrict w,
                                        const float *restrict b, float *restrict y, int64_t n,
                                        float scale, float shift)

@@ -218,7 +218,7 @@ LANE_SUM_(lanes_sqdev_f64, double, T_SQDEV_)
  * floats on: with twice the instructions per byte of a float sum, it left
  * fewer loads in flight than the host's fast memory state needs (2 threads
  * over 64 MB, AMD EPYC: 720-760 -> 555-575 us, a float-accumulator loop
- * 500; the same in the slow state). Prefetching past the end is harmless. */
+ * 500; the same in the slow state). OD_CPU_PREFETCH may reach past the end. */
 #define SUM_AHEAD 4096
 #define LANE_SUM_512_(name, TERM, TERM1)                                               \
     __attribute__((target("avx512f"))) static double name##_512(const float *x, int64_t n, double p) \
@@ -227,8 +227,8 @@ LANE_SUM_(lanes_sqdev_f64, double, T_SQDEV_)
         (void)pv;                                                                      \
         int64_t i = 0;                                                                 \
         for (; i + 32 <= n; i += 32) {                                                 \
-            _mm_prefetch((const char *)(x + i + SUM_AHEAD), _MM_HINT_T0);              \
-            _mm_prefetch((const char *)(x + i + SUM_AHEAD + 16), _MM_HINT_T0);         \
+            OD_CPU_PREFETCH(x + i, SUM_AHEAD, 0);                                      \
+            OD_CPU_PREFETCH(x + i, SUM_AHEAD + 16, 0);                                 \
             a0 = _mm512_add_pd(a0, TERM(_mm512_cvtps_pd(_mm256_loadu_ps(x + i))));     \
             a1 = _mm512_add_pd(a1, TERM(_mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8)))); \
             a2 = _mm512_add_pd(a2, TERM(_mm512_cvtps_pd(_mm256_loadu_ps(x + i + 16))));\

@@ -98,15 +98,15 @@ OD_CPU_CLONES static void softmax_row_f32(const float *restrict x, float *restri
      * (bench_core's case) went from 10.2-13.6 to 7.9-11.7 ms in turns. */
     if (is_log) {
         for (; i + SM_W <= n; i += SM_W) {
-            __builtin_prefetch(x + n + i);
-            __builtin_prefetch(y + n + i, 1);
+            OD_CPU_PREFETCH(x + i, n, 0);
+            OD_CPU_PREFETCH(y + i, n, 1);
             for (int j = 0; j < SM_W; j++)
                 s8[j] += (double)od_math_exp_f32(x[i + j] - m);
         }
     } else {
         for (; i + SM_W <= n; i += SM_W) {
-            __builtin_prefetch(x + n + i);
-            __builtin_prefetch(y + n + i, 1);
+            OD_CPU_PREFETCH(x + i, n, 0);
+            OD_CPU_PREFETCH(y + i, n, 1);
             for (int j = 0; j < SM_W; j++) {
                 float e = od_math_exp_f32(x[i + j] - m);
                 y[i + j] = e;
