@@ -175,25 +175,40 @@ OD_MATH_FN float od_math_exp_core_f32(float x, int32_t *n)
     return p * r * r + r + 1.0f;
 }
 
-/* expf on the host through od_math_exp_core_f32, 2^n applied as two factors
- * so subnormal results come out right. Device code uses expf. */
-OD_MATH_FN float od_math_exp_f32(float x)
+/* e^x for x <= 88.8 or NaN, on the host through od_math_exp_core_f32, 2^n
+ * applied as two factors so subnormal results come out right: expf's bits
+ * without its upper clamp, for callers whose argument cannot pass it
+ * (softmax's x - max <= 0), where the clamp cost 14 % of a row's exp pass in
+ * cache (gcc turns it into masks). The lower clamp keeps a NaN (it is the
+ * operand returned when the comparison fails), so the NaN runs through to
+ * the result with no select: n is then any integer, 2^n any scale, and
+ * NaN * scale is NaN. Device code uses expf. */
+OD_MATH_FN float od_math_exp_capped_f32(float x)
 {
 #ifdef __CUDA_ARCH__
     return expf(x);
 #else
-    /* Written as min/max patterns (NaN becomes a bound here; restored below). */
-    float xc = x < 88.8f ? x : 88.8f;
-    xc = xc > -104.0f ? xc : -104.0f;
+    float xc = -104.0f > x ? -104.0f : x;
     int32_t ni;
     float y = od_math_exp_core_f32(xc, &ni);
     /* 2^n as 2^n1 * 2^n2, both normal floats for n in [-150, 128]. */
     int32_t n1 = ni >> 1;
     int32_t n2 = ni - n1;
-    float s1 = od_f32_from_bits((uint32_t)(n1 + 127) << 23);
-    float s2 = od_f32_from_bits((uint32_t)(n2 + 127) << 23);
-    float res = y * s1 * s2;
-    return x != x ? x : res;
+    float s1 = od_f32_from_bits(((uint32_t)n1 + 127u) << 23);
+    float s2 = od_f32_from_bits(((uint32_t)n2 + 127u) << 23);
+    return y * s1 * s2;
+#endif
+}
+/* expf's bits on the host (within ~1 ulp of e^x, see the core): the capped
+ * exp of min(x, 88.8), a NaN kept as there. Written so, not with a final
+ * `x != x` select, gcc's loops are 13-16 % shorter (exp, sigmoid over 1e6
+ * floats in cache, /v1/bench in turns). */
+OD_MATH_FN float od_math_exp_f32(float x)
+{
+#ifdef __CUDA_ARCH__
+    return expf(x);
+#else
+    return od_math_exp_capped_f32(88.8f < x ? 88.8f : x);
 #endif
 }
 OD_MATH_FN double od_math_exp_f64(double x) { return exp(x); }
@@ -236,13 +251,12 @@ OD_MATH_FN float od_math_tanh_f32(float x)
     /* e^2|x|, 2|x| clamped at 88 (NaN too, restored below): 2^n <= 2^127
      * is one normal float, and 2 / (e + 1) is below half an ulp of 1 */
     float u = a + a;
-    u = u < 88.0f ? u : 88.0f;
+    u = 88.0f < u ? 88.0f : u; /* a NaN stays (as in od_math_exp_capped_f32): large is NaN */
     int32_t n;
     float e = od_math_exp_core_f32(u, &n);
-    e *= od_f32_from_bits((uint32_t)(n + 127) << 23);
+    e *= od_f32_from_bits(((uint32_t)n + 127u) << 23);
     float large = 1.0f - 2.0f / (e + 1.0f);
-    float y = copysignf(a < 1.0f ? small : large, x);
-    return x != x ? x : y;
+    return copysignf(a < 1.0f ? small : large, x);
 #endif
 }
 OD_MATH_FN double od_math_tanh_f64(double a) { return tanh(a); }
@@ -260,12 +274,11 @@ OD_MATH_FN float od_math_exp_for_1p_f32(float x)
 #ifdef __CUDA_ARCH__
     return expf(x);
 #else
-    float xc = x < 88.8f ? x : 88.8f;
-    xc = xc > -86.0f ? xc : -86.0f;
+    float xc = 88.8f < x ? 88.8f : x; /* a NaN stays, as in od_math_exp_capped_f32 */
+    xc = -86.0f > xc ? -86.0f : xc;
     int32_t n;
     float y = od_math_exp_core_f32(xc, &n);
-    float res = (y + y) * od_f32_from_bits((uint32_t)(n + 126) << 23);
-    return x != x ? x : res;
+    return (y + y) * od_f32_from_bits(((uint32_t)n + 126u) << 23);
 #endif
 }
 

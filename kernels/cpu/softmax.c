@@ -15,13 +15,14 @@
  *    through float buffers on the stack). inner == 1 runs each row
  *    with contiguous loads; inner > 1 updates a block of adjacent columns per
  *    step, so softmax over a leading dim also reads memory contiguously.
- *  - Softmax is max-subtracted, so it never overflows; a NaN anywhere in a row
+ *  - Softmax is max-subtracted, so it never overflows (the exp's argument
+ *    is <= 0 or NaN, hence od_math_exp_capped_f32); a NaN anywhere in a row
  *    makes that row NaN and a row of -inf gives NaN, as in torch.
  *  - Compiled with fp-contract=fast (below), as elementwise.c is: the float
  *    exp runs on FMA in the AVX2 and AVX-512 clones, as the exp operator's
  *    does; results stay within the float tolerances the tests hold them to.
  */
-/* od_math_exp_f32 is branch-free only once gcc may if-convert its clamps:
+/* The float exp is branch-free only once gcc may if-convert its clamps:
  * with the default -ftrapping-math it keeps them as branches and the exp
  * loops stay scalar (5x slower). Nothing here reads the FP exception flags,
  * so this file gives up trapping semantics. fp-contract=fast lets the exp's
@@ -101,14 +102,14 @@ OD_CPU_CLONES static void softmax_row_f32(const float *restrict x, float *restri
             OD_CPU_PREFETCH(x + i, n, 0);
             OD_CPU_PREFETCH(y + i, n, 1);
             for (int j = 0; j < SM_W; j++)
-                s8[j] += (double)od_math_exp_f32(x[i + j] - m);
+                s8[j] += (double)od_math_exp_capped_f32(x[i + j] - m);
         }
     } else {
         for (; i + SM_W <= n; i += SM_W) {
             OD_CPU_PREFETCH(x + i, n, 0);
             OD_CPU_PREFETCH(y + i, n, 1);
             for (int j = 0; j < SM_W; j++) {
-                float e = od_math_exp_f32(x[i + j] - m);
+                float e = od_math_exp_capped_f32(x[i + j] - m);
                 y[i + j] = e;
                 s8[j] += (double)e;
             }
@@ -119,7 +120,7 @@ OD_CPU_CLONES static void softmax_row_f32(const float *restrict x, float *restri
             s8[j] += s8[j + w];
     double s = s8[0];
     for (; i < n; i++) {
-        float e = od_math_exp_f32(x[i] - m);
+        float e = od_math_exp_capped_f32(x[i] - m);
         if (!is_log)
             y[i] = e;
         s += (double)e;
@@ -181,12 +182,12 @@ OD_CPU_CLONES static void softmax_row_bf16(const float *restrict x, float *restr
         a[j] = 0.0f;
     for (i = 0; i + SM_W <= n; i += SM_W)
         for (int j = 0; j < SM_W; j++) {
-            float e = od_math_exp_f32(x[i + j] - m);
+            float e = od_math_exp_capped_f32(x[i + j] - m);
             y[i + j] = e;
             a[j] += e;
         }
     for (int j = 0; i + j < n; j++) {
-        float e = od_math_exp_f32(x[i + j] - m);
+        float e = od_math_exp_capped_f32(x[i + j] - m);
         y[i + j] = e;
         a[j] += e;
     }
@@ -237,9 +238,9 @@ OD_CPU_CLONES static void softmax_cols_f32(const float *restrict x, float *restr
         const float *xr = x + r * ld;
         float *yr = y + r * ld;
         if (is_log)
-            FOR_J8_(b, s[j] += (double)od_math_exp_f32(xr[j] - m[j]));
+            FOR_J8_(b, s[j] += (double)od_math_exp_capped_f32(xr[j] - m[j]));
         else
-            FOR_J8_(b, float e = od_math_exp_f32(xr[j] - m[j]); yr[j] = e; s[j] += (double)e);
+            FOR_J8_(b, float e = od_math_exp_capped_f32(xr[j] - m[j]); yr[j] = e; s[j] += (double)e);
     }
     if (is_log) {
         for (int64_t j = 0; j < b; j++)
@@ -279,7 +280,7 @@ OD_CPU_CLONES static void softmax_cols_bf16(const float *restrict x, float *rest
         FOR_J8_(b, m[j] = x[r * ld + j] > m[j] ? x[r * ld + j] : m[j]);
     if (is_log) {
         for (int64_t r = 0; r < D; r++)
-            FOR_J8_(b, s[j] += od_math_exp_f32(x[r * ld + j] - m[j]));
+            FOR_J8_(b, s[j] += od_math_exp_capped_f32(x[r * ld + j] - m[j]));
         for (int64_t j = 0; j < b; j++)
             s[j] = logf(s[j]);
         for (int64_t r = 0; r < D; r++)
@@ -287,7 +288,7 @@ OD_CPU_CLONES static void softmax_cols_bf16(const float *restrict x, float *rest
         return;
     }
     for (int64_t r = 0; r < D; r++)
-        FOR_J8_(b, float e = od_math_exp_f32(x[r * ld + j] - m[j]); s[j] += e; y[r * ld + j] = e);
+        FOR_J8_(b, float e = od_math_exp_capped_f32(x[r * ld + j] - m[j]); s[j] += e; y[r * ld + j] = e);
     int64_t v = vend < 0 ? 0 : vend < b ? vend : b;
     for (int64_t r = 0; r < D; r++) {
         float *yr = y + r * ld;
