@@ -16,13 +16,18 @@
  *    Welford over the tail and the lanes merged one by one.
  *  - rstd = 1 / sqrt(var + eps) in the compute type; out =
  *    (x * rstd + (-rstd * mean)) * w + b, w = 1 and b = 0 when absent.
- *  - torch's build contracts a * b + c to an fma in most float and double
- *    steps, so we call fma there; which steps was measured against torch
- *    (+-1e300 rows, constant rows): all but the Welford mean update, and not
- *    in bfloat16's scalar loop (see ln_apply_bf16).
+ *  - Which steps are fmas is torch's build's choice, so each is explicit.
+ *    float32 and float64 moments have none: mean, rstd and output equal
+ *    torch 1.13's bit for bit that way (rows of 1 to 17031 elements, with
+ *    and without weight and bias, offsets of 300 and scales of 1e18; with
+ *    fmas in the Welford and merge steps a quarter to half of such rows had
+ *    a mean one ulp off). The apply pass is two fmas; bfloat16's moments
+ *    keep the fmas they had (its rows are not matched to torch's bits), and
+ *    its scalar apply loop has none (see ln_apply_bf16).
  */
 /* No fp-contract here (unlike softmax.c): which steps are FMAs is torch's
- * choice, made explicit with fma() where its build contracts. The other
+ * choice, made explicit with fma() where its build contracts (and
+ * LN_PLAIN_FMA, a * b + c, where it does not). The other
  * options are softmax.c's (this was its second half): trapping math off so
  * gcc if-converts the selects, the dynamic cost model so it vectorises loops
  * of unknown trip count. Before every include, for the inline math. */
@@ -46,6 +51,7 @@
 #define LN_PLAIN_SUB(a, b) ((a) - (b))
 #define LN_PLAIN_MUL(a, b) ((a) * (b))
 #define LN_PLAIN_DIV(a, b) ((a) / (b))
+#define LN_PLAIN_FMA(a, b, c) ((a) * (b) + (c))
 
 /* AddMoments: merge (m0a, a1, a2) into (m0, b1, b2). */
 #define LN_ADD_MOMENTS(T, ADD, SUB, MUL, DIV, FMA, CVT, m0a, a1, a2, m0, b1, b2)                     \
@@ -155,9 +161,9 @@
     }
 #define LN_CVT_D(k) ((double)(k))
 #define LN_CVT_F(k) ((float)(k))
-LN_ATEN_MOMENTS(ln_moments_f64, double, 4, 1, LN_PLAIN_ADD, LN_PLAIN_SUB, LN_PLAIN_MUL, LN_PLAIN_DIV, fma,
+LN_ATEN_MOMENTS(ln_moments_f64, double, 4, 1, LN_PLAIN_ADD, LN_PLAIN_SUB, LN_PLAIN_MUL, LN_PLAIN_DIV, LN_PLAIN_FMA,
                 LN_CVT_D)
-LN_ATEN_MOMENTS(ln_moments_f32, float, 8, 1, LN_PLAIN_ADD, LN_PLAIN_SUB, LN_PLAIN_MUL, LN_PLAIN_DIV, fmaf,
+LN_ATEN_MOMENTS(ln_moments_f32, float, 8, 1, LN_PLAIN_ADD, LN_PLAIN_SUB, LN_PLAIN_MUL, LN_PLAIN_DIV, LN_PLAIN_FMA,
                 LN_CVT_F)
 /* bfloat16 loads 16 values and accumulates them in float as two halves of 8. */
 LN_ATEN_MOMENTS(ln_moments_bf16, float, 8, 2, LN_PLAIN_ADD, LN_PLAIN_SUB, LN_PLAIN_MUL, LN_PLAIN_DIV, fmaf,

@@ -393,6 +393,10 @@ Test(cpu_softmax, layer_norm_rounds_as_aten)
     od_tensor_release(bias);
 }
 
+/* a * b + c, fused for bfloat16's moments only: torch 1.13's float32
+ * moments fuse none (test_norm.py compares them with torch bit for bit). */
+static float ref_fma(float a, float b, float c, int H) { return H == 2 ? fmaf(a, b, c) : a * b + c; }
+
 /* ATen 1.13's float RowwiseMoments one chunk at a time, as the kernel was
  * written before it ran several chunks interleaved: the interleaving must
  * not change a bit. L lanes, H vectors per load (bfloat16: 2). */
@@ -409,8 +413,8 @@ static void ref_moments_f32(const float *x, int64_t N, int H, float *mean, float
         int64_t t_ = (m0) + (m0a);                                     \
         float c_ = t_ == 0 ? 0.0f : (float)(m0a) / (float)t_;          \
         float d_ = (a1) - (b1);                                        \
-        (b1) = fmaf(c_, d_, b1);                                       \
-        (b2) = (b2) + fmaf(d_ * d_ * c_, (float)(m0), a2);             \
+        (b1) = ref_fma(c_, d_, b1, H);                                 \
+        (b2) = (b2) + ref_fma(d_ * d_ * c_, (float)(m0), a2, H);       \
         (m0) = t_;                                                     \
     } while (0)
     for (int64_t i = 0; i < m; i++) {
@@ -422,7 +426,7 @@ static void ref_moments_f32(const float *x, int64_t N, int H, float *mean, float
                 for (int l = 0; l < L; l++) {
                     float xv = x[(i * CH + j) * L * H + h * L + l], d = xv - v1[l];
                     v1[l] = d * c + v1[l];
-                    v2[l] = fmaf(d, xv - v1[l], v2[l]);
+                    v2[l] = ref_fma(d, xv - v1[l], v2[l], H);
                 }
             }
             for (int l = 0; l < L; l++) {
@@ -457,7 +461,7 @@ static void ref_moments_f32(const float *x, int64_t N, int H, float *mean, float
         float d = x[i] - m1;
         ++k;
         m1 = m1 + d / (float)k;
-        m2 = fmaf(d, x[i] - m1, m2);
+        m2 = ref_fma(d, x[i] - m1, m2, H);
     }
     for (int l = 0; l < L; l++)
         REF_ADD(n * H, s1[0][l], s2[0][l], k, m1, m2);
