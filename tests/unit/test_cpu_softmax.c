@@ -398,8 +398,9 @@ Test(cpu_softmax, layer_norm_rounds_as_aten)
 static float ref_fma(float a, float b, float c, int H) { return H == 2 ? fmaf(a, b, c) : a * b + c; }
 
 /* ATen 1.13's float RowwiseMoments one chunk at a time, as the kernel was
- * written before it ran several chunks interleaved: the interleaving must
- * not change a bit. L lanes, H vectors per load (bfloat16: 2). */
+ * written before it ran several chunks interleaved (and, for float32 rows of
+ * 2048 or more, 16 chunks in AVX-512): neither must change a bit. L lanes,
+ * H vectors per load (bfloat16: 2). */
 static void ref_moments_f32(const float *x, int64_t N, int H, float *mean, float *var)
 {
     enum { L = 8, CH = 16 };
