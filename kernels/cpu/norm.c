@@ -8,14 +8,16 @@
  *    written into compute-type buffers and converted into the outputs (and,
  *    for batch norm's running statistics, into the caller's tensors) last.
  *  - Batch norm follows ATen 1.13's batch_norm_cpu: two passes per channel
- *    with the sums in double, mean rounded to the compute type, invstd =
- *    1 / sqrt(var_sum / n + eps) in double, 0 where var and eps are both 0
- *    (ATen's InvStd) (for bfloat16: mean, var_sum and
- *    invstd rounded to bfloat16, invstd computed in float, as ATen keeps
- *    save_mean and save_invstd in the input's type), y = x * alpha + beta with
- *    alpha = invstd * w, beta = b - mean * alpha; the running statistics take
- *    momentum and the unbiased variance (var_sum / (n - 1): NaN for n == 1,
- *    as in torch). They are written in place into the tensors the caller
+ *    with the sums in double (eight accumulators where ATen runs one: a mean
+ *    can differ from torch's by an ulp), mean rounded to the compute type,
+ *    var = var_sum / n in the compute type, invstd = 1 / sqrt(var + eps) in
+ *    double, 0 where var and eps are both 0 (ATen's InvStd) (for bfloat16:
+ *    mean, var_sum and invstd rounded to bfloat16, invstd computed in float,
+ *    as ATen keeps save_mean and save_invstd in the input's type), y =
+ *    fma(x, alpha, beta) with alpha = invstd * w, beta = fma(-mean, alpha, b)
+ *    (the fmas torch's build makes; test_norm.py compares the bits); the
+ *    running statistics take momentum and the unbiased variance
+ *    (var_sum / (n - 1) in the compute type: NaN for n == 1, as in torch). They are written in place into the tensors the caller
  *    passed (stored tensors included), without a version bump: torch's
  *    schema does not mark them as written either.
  *  - Group norm follows GroupNormKernelImpl: one row of D * S values per
@@ -56,7 +58,7 @@ static inline float bf16_round(float v) { return od_bf16_to_float(od_float_to_bf
 
 /* ---- batch norm ------------------------------------------------------------------- */
 
-#define BN_FNS(T, SUF, FMA)                                                                             \
+#define BN_FNS(T, SUF, FMA, SQ_ADD)                                                                     \
     static void bn_stats_##SUF(void *ctx, int64_t c0, int64_t c1)                                    \
     {                                                                                                \
         const norm_ctx *k = ctx;                                                                     \
@@ -88,17 +90,17 @@ static inline float bf16_round(float v) { return od_bf16_to_float(od_float_to_bf
                 for (; s + 8 <= S; s += 8)                                                           \
                     for (int u = 0; u < 8; u++) {                                                    \
                         T d = r[s + u] - mean; /* ATen's (x - mean)^2 in the input's type */         \
-                        v[u] += d * d;                                                               \
+                        v[u] = SQ_ADD(d, v[u]);                                                      \
                     }                                                                                \
                 for (; s < S; s++) {                                                                 \
                     T d = r[s] - mean;                                                               \
-                    v[0] += d * d;                                                                   \
+                    v[0] = SQ_ADD(d, v[0]);                                                          \
                 }                                                                                    \
             }                                                                                        \
             double vs = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));           \
             T var_sum = (T)vs; /* ATen keeps var_sum in the input's type */                          \
             /* ATen's InvStd: 0 where the variance and eps are both zero, not 1 / 0 */                \
-            double vn = (double)var_sum / n;                                                         \
+            double vn = var_sum / (T)n; /* var_sum / n in the input's type (ATen: scalar / int64) */  \
             T invstd = vn != 0 || p->eps != 0 ? (T)(1.0 / sqrt(vn + p->eps)) : (T)0;                 \
             if (k->stats_bf16) { /* bfloat16 var_sum and save_invstd, the transform in float (ATen) */ \
                 var_sum = (T)bf16_round((float)var_sum);                                             \
@@ -110,7 +112,7 @@ static inline float bf16_round(float v) { return od_bf16_to_float(od_float_to_bf
             if (k->rm)                                                                               \
                 ((T *)k->nrm)[c] = (T)(p->momentum * mean + (1 - p->momentum) * ((const T *)k->rm)[c]); \
             if (k->rv)                                                                               \
-                ((T *)k->nrv)[c] = (T)(p->momentum * ((double)var_sum / (n - 1)) +                   \
+                ((T *)k->nrv)[c] = (T)(p->momentum * (double)(var_sum / (T)(n - 1)) +               \
                                        (1 - p->momentum) * ((const T *)k->rv)[c]);                   \
         }                                                                                            \
     }                                                                                                \
@@ -126,7 +128,7 @@ static inline float bf16_round(float v) { return od_bf16_to_float(od_float_to_bf
             T invstd = p->train ? ((const T *)k->sinvstd)[c]                                         \
                                 : (T)1 / (T)sqrt((double)(((const T *)k->rv)[c] + (T)p->eps));       \
             T alpha = invstd * (k->w ? ((const T *)k->w)[c] : (T)1);                                 \
-            T beta = (k->b ? ((const T *)k->b)[c] : (T)0) - mean[c] * alpha;                         \
+            T beta = FMA(-mean[c], alpha, k->b ? ((const T *)k->b)[c] : (T)0); /* fused, as torch builds it */ \
             const T *restrict xr = (const T *)k->x + r * S;                                          \
             T *restrict yr = (T *)k->y + r * S;                                                      \
             for (int64_t s = 0; s < S; s++)                                                          \
@@ -180,8 +182,12 @@ static inline float bf16_round(float v) { return od_bf16_to_float(od_float_to_bf
                 ((T *)k->gb)[c] = (T)sum;                                                            \
         }                                                                                            \
     }
-BN_FNS(double, f64, fma)
-BN_FNS(float, f32, fmaf)
+/* ATen's var_sum += (x - mean) * (x - mean): torch's build fuses it for double;
+ * a float square is rounded to float before the double sum takes it. */
+#define BN_SQ_ADD_F64(d, v) fma(d, d, v)
+#define BN_SQ_ADD_F32(d, v) ((v) + (double)((d) * (d)))
+BN_FNS(double, f64, fma, BN_SQ_ADD_F64)
+BN_FNS(float, f32, fmaf, BN_SQ_ADD_F32)
 
 /* ---- group norm ------------------------------------------------------------------- */
 

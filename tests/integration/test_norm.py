@@ -380,3 +380,55 @@ def test_layer_and_group_norm_bits_against_torch(server, rng):
                 bad.append(f"{case['op']} {x['dtype']}{x['shape']} w={case['args'][2] is not None} "
                            f"out {k}: at {i} {g[i]!r} vs torch {t[i]!r}")
     assert not bad, f"{len(bad)} outputs of {3 * len(cases)} differ from torch:\n" + "\n".join(bad[:20])
+
+
+def test_batch_norm_bits_against_torch(server, rng):
+    """native_batch_norm's evaluation-mode output, and in training its
+    save_invstd and output, equal torch 1.13's bit for bit. Evaluation:
+    beta = b - mean * alpha is one fused multiply-add in torch's build, as
+    y = x * alpha + beta is. Training: the variance is var_sum / n in the
+    input's type before InvStd takes it to double, and a float64 square is
+    fused into its double sum (a float32 one is rounded first). The
+    per-channel sums run in another order than torch's one sequential double
+    sum (eight accumulators, for speed), so a training mean can land one ulp
+    away, and a float64 var_sum too; 2-D inputs take torch's channels-last
+    path, which sums in float. So training is compared for float32 inputs of
+    3 or more dims, where the means agree (most channels), and there invstd
+    and the output must agree too."""
+    cases = []
+    for dt in ("float32", "float64"):
+        for shape in ((8, 3), (4, 5, 9), (2, 6, 300), (3, 4, 33, 35)):
+            C = shape[1]
+            for scale, shift in ((1.0, 0.0), (0.03, 300.0)):
+                for train in (False, True):
+                    cases.append({"op": "native_batch_norm", "train": train,
+                                  "args": [R(rng, shape, dt, scale, shift), R(rng, (C,), dt), R(rng, (C,), dt),
+                                           R(rng, (C,), dt), P(rng, (C,), dt), train, 0.1, 1e-5]})
+    want = torch_run(cases)
+    bad, compared, channels = [], 0, 0
+    for case, w in zip(cases, want):
+        x = case["args"][0]
+        npdt = np.float32 if x["dtype"] == "float32" else np.float64
+        r = server.post("/v1/ops/native_batch_norm", {"args": case["args"]})
+        assert r.status_code == 200, r.text
+        got = [np.array([float(v) for v in o["data"]], npdt) for o in r.json()["outputs"]]
+        ref = [np.array(o["value"], np.float64).astype(npdt) for o in w["outs"]]
+        what = f"{x['dtype']}{x['shape']} train={case['train']}"
+        if not case["train"]:
+            compared += 1
+            if not np.array_equal(got[0], ref[0]):
+                bad.append(f"{what}: output differs at {int(np.argmax(got[0] != ref[0]))}")
+            continue
+        if x["dtype"] != "float32" or len(x["shape"]) < 3:
+            continue
+        C = x["shape"][1]
+        y, ty = got[0].reshape(x["shape"][0], C, -1), ref[0].reshape(x["shape"][0], C, -1)
+        for c in range(C):
+            channels += 1
+            if got[1][c] != ref[1][c]:
+                continue
+            compared += 1
+            if got[2][c] != ref[2][c] or not np.array_equal(y[:, c], ty[:, c]):
+                bad.append(f"{what} channel {c}: same mean, invstd {got[2][c]!r} vs torch {ref[2][c]!r}")
+    assert not bad, f"{len(bad)} differ from torch:\n" + "\n".join(bad[:20])
+    assert compared >= 16 + channels // 2, (compared, channels)  # 16 evaluation cases
