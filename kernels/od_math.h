@@ -178,8 +178,9 @@ OD_MATH_FN float od_math_exp_core_f32(float x, int32_t *n)
 /* e^x for x <= 88.8 or NaN, on the host through od_math_exp_core_f32, 2^n
  * applied as two factors so subnormal results come out right: expf's bits
  * without its upper clamp, for callers whose argument cannot pass it
- * (softmax's x - max <= 0), where the clamp cost 14 % of a row's exp pass in
- * cache (gcc turns it into masks). The lower clamp keeps a NaN (it is the
+ * (softmax's x - max <= 0): with it, gcc's masks made softmax's exp pass
+ * 0.271 ns per element where this takes 0.229 (in cache, one thread, a
+ * throwaway loop). The lower clamp keeps a NaN (it is the
  * operand returned when the comparison fails), so the NaN runs through to
  * the result with no select: n is then any integer, 2^n any scale, and
  * NaN * scale is NaN. Device code uses expf. */

@@ -17,9 +17,10 @@
  *    fma(x, alpha, beta) with alpha = invstd * w, beta = fma(-mean, alpha, b)
  *    (the fmas torch's build makes; test_norm.py compares the bits); the
  *    running statistics take momentum and the unbiased variance
- *    (var_sum / (n - 1) in the compute type: NaN for n == 1, as in torch). They are written in place into the tensors the caller
- *    passed (stored tensors included), without a version bump: torch's
- *    schema does not mark them as written either.
+ *    (var_sum / (n - 1) in the compute type: NaN for n == 1, as in torch).
+ *    They are written in place into the tensors the caller passed (stored
+ *    tensors included), without a version bump: torch's schema does not
+ *    mark them as written either.
  *  - Group norm follows GroupNormKernelImpl: one row of D * S values per
  *    (n, group), moments by the RowwiseMoments layer norm uses
  *    (od_cpu_row_moments), rstd = 1 / sqrt(max(var, 0) + eps); y =
