@@ -15,7 +15,9 @@
  *    over chunks of 16 vectors, the chunks cascaded pairwise, then a scalar
  *    Welford over the tail and the lanes merged one by one.
  *  - rstd = 1 / sqrt(var + eps) in the compute type; out =
- *    (x * rstd + (-rstd * mean)) * w + b, w = 1 and b = 0 when absent.
+ *    (x * rstd + (-rstd * mean)) * w + b, w = 1 and b = 0 when absent. A
+ *    float32 output of LN_STREAM_BYTES or more is written with streaming
+ *    stores on AVX-512 hosts, with the same bits.
  *  - Which steps are fmas is torch's build's choice, so each is explicit.
  *    float32 and float64 moments have none: mean, rstd and output equal
  *    torch 1.13's bit for bit that way (rows of 1 to 17031 elements, with
@@ -36,6 +38,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -251,6 +254,7 @@ typedef struct ln_ctx {
     ln_kind kind;
     int64_t N;
     double eps;
+    bool stream; /* float32 output of LN_STREAM_BYTES or more, AVX-512: ln_apply_f32_stream_512 */
 } ln_ctx;
 
 OD_CPU_CLONES static void ln_apply_f64(const double *restrict x, const double *restrict w,
@@ -287,6 +291,34 @@ OD_CPU_CLONES static void ln_apply_f32(const float *restrict x, const float *res
         }
     for (; i < n; i++)
         y[i] = fmaf(fmaf(x[i], scale, shift), w ? w[i] : 1.0f, b ? b[i] : 0.0f);
+}
+
+/* Outputs at least this large are written with streaming stores: a plain
+ * store first reads the line it fills (write-allocate), a third of the
+ * traffic of a pass that reads x and writes y. Below about half the L3 the
+ * next reader of y would rather find it in cache. */
+#define LN_STREAM_BYTES ((int64_t)16 << 20)
+
+/* ln_apply_f32 with streaming stores, the same two fmas (the same bits):
+ * whole aligned lines of y from its first 64-byte boundary; the elements
+ * before it and after the last whole line go through ln_apply_f32. The
+ * caller fences (_mm_sfence) before the rows are read. */
+__attribute__((target("avx512f"))) static void ln_apply_f32_stream_512(const float *x, const float *w,
+                                                                       const float *b, float *y, int64_t n,
+                                                                       float scale, float shift)
+{
+    int64_t i = (int64_t)((64 - ((uintptr_t)y & 63)) & 63) / (int64_t)sizeof(float);
+    i = i < n ? i : n;
+    ln_apply_f32(x, w, b, y, i, scale, shift);
+    __m512 vs = _mm512_set1_ps(scale), vh = _mm512_set1_ps(shift);
+    for (; i + 16 <= n; i += 16) {
+        OD_CPU_PREFETCH(x + i, n, 0); /* the next row's line, as LN_PREFETCH_NEXT_ROW (y needs none) */
+        __m512 t = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), vs, vh);
+        __m512 wv = w ? _mm512_loadu_ps(w + i) : _mm512_set1_ps(1.0f);
+        __m512 bv = b ? _mm512_loadu_ps(b + i) : _mm512_setzero_ps();
+        _mm512_stream_ps(y + i, _mm512_fmadd_ps(t, wv, bv));
+    }
+    ln_apply_f32(x + i, w ? w + i : NULL, b ? b + i : NULL, y + i, n - i, scale, shift);
 }
 
 /* bfloat16: ATen's float loop without fma, except the 16-wide vector blocks
@@ -335,11 +367,16 @@ static void ln_rows(void *ctx, int64_t begin, int64_t end)
                     ln_moments_bf16_overflow(x, N, &mu, &var);
             }
             float rs = 1.0f / sqrtf(var + (float)c->eps);
-            (c->kind == LN_F32 ? ln_apply_f32 : ln_apply_bf16)(x, w, b, y, N, rs, -rs * mu);
+            if (c->stream)
+                ln_apply_f32_stream_512(x, w, b, y, N, rs, -rs * mu);
+            else
+                (c->kind == LN_F32 ? ln_apply_f32 : ln_apply_bf16)(x, w, b, y, N, rs, -rs * mu);
             ((float *)(void *)c->mean)[r] = mu;
             ((float *)(void *)c->rstd)[r] = rs;
         }
     }
+    if (c->stream)
+        _mm_sfence(); /* the streamed rows are visible before the task reports done */
 }
 
 od_status od_cpu_layer_norm(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
@@ -381,7 +418,9 @@ od_status od_cpu_layer_norm(void *ctx, const od_op *op, od_keyset ks, od_stack *
                 goto fail;
         ln_ctx c = {od_tensor_data(x), w ? od_tensor_data(w) : NULL, b ? od_tensor_data(b) : NULL,
                     od_tensor_data(tg[0]), od_tensor_data(tg[1]), od_tensor_data(tg[2]),
-                    cdt == OD_FLOAT64 ? LN_F64 : input->dtype == OD_BFLOAT16 ? LN_BF16 : LN_F32, N, eps};
+                    cdt == OD_FLOAT64 ? LN_F64 : input->dtype == OD_BFLOAT16 ? LN_BF16 : LN_F32, N, eps, false};
+        c.stream = c.kind == LN_F32 && M * N * (int64_t)sizeof(float) >= LN_STREAM_BYTES &&
+                   __builtin_cpu_supports("avx512f");
         if ((st = od_parallel_for(M, LN_GRAIN / (N + 1) + 1, ln_rows, &c)))
             goto fail;
         for (int i = 0; i < 3; i++) {

@@ -494,3 +494,49 @@ Test(cpu_softmax, layer_norm_moments_bit_exact_by_length)
     }
     free(x);
 }
+
+/* A float32 output of 16 MiB or more is written with streaming stores
+ * (layer_norm.c's LN_STREAM_BYTES, on AVX-512 hosts): its bits must equal
+ * the plain path's, which the same rows take in calls of 100 rows (1.6 MB
+ * each). Rows of 4099 floats start off a 64-byte boundary, so the aligned
+ * lines, the head before them and the tail after them are all exercised. */
+Test(cpu_softmax, layer_norm_streamed_output_equals_plain)
+{
+    enum { M = 1100, N = 4099, STEP = 100 };
+    int64_t sz[2] = {M, N}, ws[1] = {N}, ns[1] = {N};
+    od_tensor *x = t_rand(sz, 2, OD_FLOAT32), *w = t_rand(ws, 1, OD_FLOAT32), *b = t_rand(ws, 1, OD_FLOAT32);
+    for (int affine = 0; affine < 2; affine++) {
+        od_value a[5] = {tv(x), ilist(ns, 1), affine ? tv(w) : od_none(), affine ? tv(b) : od_none(),
+                         od_double(1e-5)};
+        od_stack s;
+        od_error err;
+        TCHECK(call_id(OD_OPID_native_layer_norm, a, 5, &s, &err) == OD_OK, "%s", err.message);
+        double *whole[3];
+        for (int k = 0; k < 3; k++)
+            whole[k] = get_all(s.rets[k].u.t);
+        od_stack_release_rets(&s);
+        int64_t bad = 0;
+        for (int64_t r0 = 0; r0 < M; r0 += STEP) {
+            od_tensor *part;
+            OKCALL(od_tensor_slice(x, 0, r0, r0 + STEP, 1, &part, &err));
+            a[0] = tv(part);
+            TCHECK(call_id(OD_OPID_native_layer_norm, a, 5, &s, &err) == OD_OK, "%s", err.message);
+            for (int k = 0; k < 3; k++) {
+                double *got = get_all(s.rets[k].u.t);
+                int64_t per = k == 0 ? N : 1;
+                for (int64_t i = 0; i < STEP * per; i++)
+                    bad += memcmp(&got[i], &whole[k][r0 * per + i], sizeof(double)) != 0;
+                free(got);
+            }
+            od_stack_release_rets(&s);
+            od_tensor_release(part);
+        }
+        TCHECK(bad == 0, "layer_norm of %dx%d (affine %d): %" PRId64 " values differ from 100-row calls", M, N,
+               affine, bad);
+        for (int k = 0; k < 3; k++)
+            free(whole[k]);
+    }
+    od_tensor_release(x);
+    od_tensor_release(w);
+    od_tensor_release(b);
+}
