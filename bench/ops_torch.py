@@ -150,8 +150,12 @@ def rand(*shape, dtype="float32"):
 
 
 def norm_cases():
-    """batch and group norm at ResNet sizes (target <= 1.0)"""
+    """batch and group norm at ResNet sizes, layer norm over short rows with
+    and without weight and bias (target <= 1.0)"""
     return {
+        "layer_norm 1Mx8": ("native_layer_norm", [rand(1048576, 8), [8], None, None, 1e-5]),
+        "layer_norm 1Mx8 affine": ("native_layer_norm", [rand(1048576, 8), [8], rand(8), rand(8), 1e-5]),
+        "layer_norm 65536x128": ("native_layer_norm", [rand(65536, 128), [128], None, None, 1e-5]),
         "batch_norm eval 8x64x56x56": ("native_batch_norm", [rand(8, 64, 56, 56), rand(64), rand(64), rand(64),
                                                              rand(64), False, 0.1, 1e-5]),
         "batch_norm train 8x64x56x56": ("native_batch_norm", [rand(8, 64, 56, 56), rand(64), rand(64), rand(64),
