@@ -132,20 +132,20 @@ OD_CPU_CLONES static float rowmax_f32(const float *restrict x, int64_t n)
 }
 
 /* x[i] = exp(x[i] - m) (times scale); returns their sum (double lanes). m is
- * the row's max, so the argument is <= 0 or NaN: the capped exp serves. */
+ * the row's max, so the argument is <= 0 or NaN: od_math_exp_nonpos_f32 serves. */
 OD_CPU_CLONES static double expsum_f32(float *restrict x, int64_t n, float m, float scale)
 {
     double s8[8] = {0};
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
         for (int j = 0; j < 8; j++) {
-            float e = od_math_exp_capped_f32(x[i + j] - m) * scale;
+            float e = od_math_exp_nonpos_f32(x[i + j] - m) * scale;
             x[i + j] = e;
             s8[j] += (double)e;
         }
     double s = ((s8[0] + s8[1]) + (s8[2] + s8[3])) + ((s8[4] + s8[5]) + (s8[6] + s8[7]));
     for (; i < n; i++) {
-        float e = od_math_exp_capped_f32(x[i] - m) * scale;
+        float e = od_math_exp_nonpos_f32(x[i] - m) * scale;
         x[i] = e;
         s += (double)e;
     }

@@ -153,6 +153,44 @@ Test(cpu_softmax, huge_value_at_every_position)
     }
 }
 
+/* A float32 row's exps are od_math_exp_nonpos_f32's, which must give the
+ * exp operator's bits for every argument <= 0 (its one-factor 2^n against
+ * the operator's two). A row with a 0 at its max, random values down to
+ * -110 (results through the subnormals to 0), -0.0, -inf and a random
+ * length: softmax's y is exp(x) * (1 / sum) with 1 / sum rounded once,
+ * y at the 0 is that factor, and each y must be the exp operator's value
+ * times it, bit for bit. */
+Test(cpu_softmax, float32_row_exps_are_the_exp_operators)
+{
+    for (int t = 0; t < 12; t++) {
+        int64_t n = rng_int(1, 5000);
+        od_tensor *x = t_empty(&n, 1, OD_FLOAT32, CPU);
+        float *p = od_tensor_data(x);
+        for (int64_t i = 0; i < n; i++)
+            p[i] = (float)rng_uniform(t % 2 ? -110.0 : -20.0, 0.0);
+        int64_t k = rng_int(0, n - 1);
+        p[k] = 0.0f;
+        if (n > 2) {
+            p[(k + 1) % n] = -0.0f;
+            p[(k + 2) % n] = -INFINITY;
+        }
+        od_value a[3] = {tv(x), od_int(0), od_bool(false)};
+        od_tensor *y = call1_ok(OD_OPID__softmax, a, 3);
+        od_value ea = tv(x);
+        od_tensor *e = call1_ok(OD_OPID_exp, &ea, 1);
+        const float *q = od_tensor_data(y), *ev = od_tensor_data(e);
+        float inv = q[k];
+        for (int64_t i = 0; i < n; i++) {
+            float want = ev[i] * inv;
+            TCHECK(memcmp(&q[i], &want, 4) == 0, "softmax row of %" PRId64 ": y[%" PRId64 "] = %a for x = %a, want exp %a * %a = %a",
+                   n, i, q[i], p[i], ev[i], inv, want);
+        }
+        od_tensor_release(e);
+        od_tensor_release(y);
+        od_tensor_release(x);
+    }
+}
+
 Test(cpu_softmax, half_to_float_and_errors)
 {
     int64_t sz[2] = {3, 5};
