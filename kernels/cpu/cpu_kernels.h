@@ -24,6 +24,13 @@
 #define OD_CPU_PREFETCH(p, ahead, rw) \
     __builtin_prefetch((const void *)((uintptr_t)(p) + (uintptr_t)(ahead) * sizeof *(p)), rw)
 
+/* Outputs at least this large are written with streaming stores where a
+ * kernel can (layer_norm, softmax rows): a plain store first reads the line
+ * it fills (write-allocate), a third of the traffic of a pass that reads x
+ * and writes y. Below about half the L3 the next reader of y would rather
+ * find it in cache. */
+#define OD_CPU_STREAM_BYTES ((int64_t)16 << 20)
+
 #define OD_CPU_KERNEL_(name) \
     od_status name(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err);
 

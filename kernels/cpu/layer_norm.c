@@ -16,7 +16,7 @@
  *    Welford over the tail and the lanes merged one by one.
  *  - rstd = 1 / sqrt(var + eps) in the compute type; out =
  *    (x * rstd + (-rstd * mean)) * w + b, w = 1 and b = 0 when absent. A
- *    float32 output of LN_STREAM_BYTES or more is written with streaming
+ *    float32 output of OD_CPU_STREAM_BYTES or more is written with streaming
  *    stores on AVX-512 hosts, with the same bits.
  *  - Which steps are fmas is torch's build's choice, so each is explicit.
  *    float32 and float64 moments have none: mean, rstd and output equal
@@ -254,7 +254,7 @@ typedef struct ln_ctx {
     ln_kind kind;
     int64_t N;
     double eps;
-    bool stream; /* float32 output of LN_STREAM_BYTES or more, AVX-512: ln_apply_f32_stream_512 */
+    bool stream; /* float32 output of OD_CPU_STREAM_BYTES or more, AVX-512: ln_apply_f32_stream_512 */
 } ln_ctx;
 
 /* The apply loops, once per presence of w and b (LN_WB_CASES). Written
@@ -316,12 +316,6 @@ OD_CPU_CLONES static void ln_apply_f32(const float *restrict x, const float *res
     LN_WB_CASES(LN_APPLY_F32_);
 #undef LN_APPLY_F32_
 }
-
-/* Outputs at least this large are written with streaming stores: a plain
- * store first reads the line it fills (write-allocate), a third of the
- * traffic of a pass that reads x and writes y. Below about half the L3 the
- * next reader of y would rather find it in cache. */
-#define LN_STREAM_BYTES ((int64_t)16 << 20)
 
 /* ln_apply_f32 with streaming stores, the same two fmas (the same bits):
  * whole aligned lines of y from its first 64-byte boundary; the elements
@@ -448,7 +442,7 @@ od_status od_cpu_layer_norm(void *ctx, const od_op *op, od_keyset ks, od_stack *
         ln_ctx c = {od_tensor_data(x), w ? od_tensor_data(w) : NULL, b ? od_tensor_data(b) : NULL,
                     od_tensor_data(tg[0]), od_tensor_data(tg[1]), od_tensor_data(tg[2]),
                     cdt == OD_FLOAT64 ? LN_F64 : input->dtype == OD_BFLOAT16 ? LN_BF16 : LN_F32, N, eps, false};
-        c.stream = c.kind == LN_F32 && M * N * (int64_t)sizeof(float) >= LN_STREAM_BYTES &&
+        c.stream = c.kind == LN_F32 && M * N * (int64_t)sizeof(float) >= OD_CPU_STREAM_BYTES &&
                    __builtin_cpu_supports("avx512f");
         if ((st = od_parallel_for(M, LN_GRAIN / (N + 1) + 1, ln_rows, &c)))
             goto fail;

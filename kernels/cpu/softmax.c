@@ -34,6 +34,7 @@
  * compiled under it too. */
 #pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math", "fp-contract=fast")
 
+#include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +88,35 @@ static inline __attribute__((always_inline)) void row_log_out(const float *restr
         y[i] = (x[i] - m) - ls;
 }
 
-OD_CPU_CLONES static void softmax_row_f32(const float *restrict x, float *restrict y, int64_t n, bool is_log)
+/* A row's output pass with streaming stores, for outputs of
+ * OD_CPU_STREAM_BYTES or more: y = (src - a) - c (log_softmax, src = x,
+ * a = max, c = log(sum)) or y = src * a (softmax, src = the exps). Whole
+ * aligned lines of y from its first 64-byte boundary; the elements around
+ * them as scalars, the same operations, so the same bits. The caller fences
+ * (_mm_sfence) before the rows are read. */
+__attribute__((target("avx512f"))) static void sm_out_stream_512(const float *src, float *y, int64_t n, float a,
+                                                                 float c, bool is_log)
+{
+    int64_t h = (int64_t)((64 - ((uintptr_t)y & 63)) & 63) / (int64_t)sizeof(float);
+    h = h < n ? h : n;
+    int64_t i = 0;
+    for (; i < h; i++)
+        y[i] = is_log ? (src[i] - a) - c : src[i] * a;
+    __m512 va = _mm512_set1_ps(a), vc = _mm512_set1_ps(c);
+    if (is_log)
+        for (; i + 16 <= n; i += 16)
+            _mm512_stream_ps(y + i, _mm512_sub_ps(_mm512_sub_ps(_mm512_loadu_ps(src + i), va), vc));
+    else
+        for (; i + 16 <= n; i += 16)
+            _mm512_stream_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(src + i), va));
+    for (; i < n; i++)
+        y[i] = is_log ? (src[i] - a) - c : src[i] * a;
+}
+
+/* One float32 row. stream: y is written by sm_out_stream_512, and softmax's
+ * exps go to ex (n floats of scratch) on the way; otherwise ex is y. */
+OD_CPU_CLONES static void softmax_row_f32(const float *restrict x, float *y, float *ex, int64_t n,
+                                          bool is_log, bool stream)
 {
     float m = row_max(x, n);
     int64_t i = 0;
@@ -97,6 +126,7 @@ OD_CPU_CLONES static void softmax_row_f32(const float *restrict x, float *restri
      * step: its loads and its output's write-allocates then overlap this
      * row's exp instead of stalling the next row's max pass. 4096x4096
      * (bench_core's case) went from 10.2-13.6 to 7.9-11.7 ms in turns.
+     * Not y's when streaming: a line it fetches the stream then evicts.
      * Each lane sums SM_SUMB / SM_W exps in float before they join its
      * double: widening every vector took 8 of the loop's ~31 instructions,
      * and one thread over 64 rows of 4096 in cache went from 0.298 to 0.213
@@ -109,17 +139,19 @@ OD_CPU_CLONES static void softmax_row_f32(const float *restrict x, float *restri
         if (is_log) {
             for (; i < stop; i += SM_W) {
                 OD_CPU_PREFETCH(x + i, n, 0);
-                OD_CPU_PREFETCH(y + i, n, 1);
+                if (!stream)
+                    OD_CPU_PREFETCH(y + i, n, 1);
                 for (int j = 0; j < SM_W; j++)
                     f[j] += od_math_exp_nonpos_f32(x[i + j] - m);
             }
         } else {
             for (; i < stop; i += SM_W) {
                 OD_CPU_PREFETCH(x + i, n, 0);
-                OD_CPU_PREFETCH(y + i, n, 1);
+                if (!stream)
+                    OD_CPU_PREFETCH(y + i, n, 1);
                 for (int j = 0; j < SM_W; j++) {
                     float e = od_math_exp_nonpos_f32(x[i + j] - m);
-                    y[i + j] = e;
+                    ex[i + j] = e;
                     f[j] += e;
                 }
             }
@@ -134,19 +166,26 @@ OD_CPU_CLONES static void softmax_row_f32(const float *restrict x, float *restri
     for (; i < n; i++) {
         float e = od_math_exp_nonpos_f32(x[i] - m);
         if (!is_log)
-            y[i] = e;
+            ex[i] = e;
         s += (double)e;
     }
     if (is_log) {
         float ls = (float)log(s);
-        row_log_out(x, y, n, m, ls);
+        if (stream)
+            sm_out_stream_512(x, y, n, m, ls, true);
+        else
+            row_log_out(x, y, n, m, ls);
     } else {
         float inv = (float)(1.0 / s);
+        if (stream) {
+            sm_out_stream_512(ex, y, n, inv, 0.0f, false);
+            return;
+        }
         for (i = 0; i + SM_W <= n; i += SM_W)
             for (int j = 0; j < SM_W; j++)
-                y[i + j] *= inv;
+                ex[i + j] *= inv;
         for (; i < n; i++)
-            y[i] *= inv;
+            ex[i] *= inv;
     }
 }
 
@@ -339,6 +378,7 @@ typedef struct sm_ctx {
     char *y;
     bool f64, log, bf16; /* bf16: the rows round as torch's bfloat16 loop does */
     bool bf16io;         /* x and y hold bfloat16 itself, converted a row or column block at a time */
+    bool stream;         /* float32 rows of a large output: y through sm_out_stream_512 */
     int64_t D, inner, nblk; /* nblk: column blocks per outer index */
 } sm_ctx;
 
@@ -346,6 +386,9 @@ typedef struct sm_ctx {
  * to float one at a time on the stack: two whole-tensor conversions cost
  * twice the kernel */
 #define SM_BF16_ROW 4096
+/* float32 softmax rows up to this long stream their output (log_softmax
+ * rows of any length), their exps going through a stack buffer first */
+#define SM_STREAM_ROW 8192
 
 static void sm_rows(void *ctx, int64_t begin, int64_t end)
 {
@@ -366,10 +409,18 @@ static void sm_rows(void *ctx, int64_t begin, int64_t end)
         else if (c->bf16)
             softmax_row_bf16((const float *)(const void *)c->x + r * c->D,
                              (float *)(void *)c->y + r * c->D, c->D, c->log);
-        else
-            softmax_row_f32((const float *)(const void *)c->x + r * c->D,
-                            (float *)(void *)c->y + r * c->D, c->D, c->log);
+        else {
+            const float *x = (const float *)(const void *)c->x + r * c->D;
+            float *y = (float *)(void *)c->y + r * c->D;
+            if (c->stream && !c->log) {
+                float ex[SM_STREAM_ROW];
+                softmax_row_f32(x, y, ex, c->D, false, true);
+            } else
+                softmax_row_f32(x, y, y, c->D, c->log, c->stream);
+        }
     }
+    if (c->stream)
+        _mm_sfence(); /* the streamed rows are visible before the task reports done */
 }
 
 static void sm_cols(void *ctx, int64_t begin, int64_t end)
@@ -440,6 +491,8 @@ od_status od_cpu_softmax(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
         c.x = od_tensor_data(x);
         c.y = od_tensor_data(y);
         if (rows) {
+            c.stream = cdt == OD_FLOAT32 && !c.bf16 && (c.log || c.D <= SM_STREAM_ROW) &&
+                       outer * c.D * (int64_t)sizeof(float) >= OD_CPU_STREAM_BYTES && __builtin_cpu_supports("avx512f");
             st = od_parallel_for(outer, SM_GRAIN / c.D + 1, sm_rows, &c);
         } else {
             c.nblk = (c.inner + SM_COLB - 1) / SM_COLB;

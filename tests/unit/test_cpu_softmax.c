@@ -191,6 +191,42 @@ Test(cpu_softmax, float32_row_exps_are_the_exp_operators)
     }
 }
 
+/* Float32 rows of a 16 MiB output or more are written with streaming
+ * stores (softmax's through a stack buffer of exps, rows up to 8192): an
+ * 18 MB call (rows of 4099, off the 64-byte boundary) and a 16.8 MB one
+ * (rows of 20011: log_softmax streams, softmax does not) must equal the
+ * same rows in 100-row calls, which take the plain path, bit for bit. */
+Test(cpu_softmax, float32_streamed_rows_equal_plain)
+{
+    const int64_t shapes[2][2] = {{1100, 4099}, {210, 20011}};
+    for (int sh = 0; sh < 2; sh++) {
+        od_tensor *x = t_rand(shapes[sh], 2, OD_FLOAT32);
+        const int64_t M = shapes[sh][0], N = shapes[sh][1], STEP = 100;
+        for (int is_log = 0; is_log < 2; is_log++) {
+            od_opid id = is_log ? OD_OPID__log_softmax : OD_OPID__softmax;
+            od_value a[3] = {tv(x), od_int(1), od_bool(false)};
+            od_tensor *y = call1_ok(id, a, 3);
+            const float *whole = od_tensor_data(y);
+            int64_t bad = 0;
+            for (int64_t r0 = 0; r0 < M; r0 += STEP) {
+                int64_t r1 = r0 + STEP < M ? r0 + STEP : M;
+                od_tensor *part;
+                od_error err;
+                OKCALL(od_tensor_slice(x, 0, r0, r1, 1, &part, &err));
+                a[0] = tv(part);
+                od_tensor *yp = call1_ok(id, a, 3);
+                bad += memcmp(od_tensor_data(yp), whole + r0 * N, (size_t)((r1 - r0) * N) * sizeof(float)) != 0;
+                od_tensor_release(yp);
+                od_tensor_release(part);
+            }
+            TCHECK(bad == 0, "%s of %" PRId64 "x%" PRId64 ": %" PRId64 " 100-row blocks differ from the whole call",
+                   is_log ? "log_softmax" : "softmax", M, N, bad);
+            od_tensor_release(y);
+        }
+        od_tensor_release(x);
+    }
+}
+
 Test(cpu_softmax, half_to_float_and_errors)
 {
     int64_t sz[2] = {3, 5};
