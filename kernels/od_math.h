@@ -175,19 +175,25 @@ OD_MATH_FN float od_math_exp_core_f32(float x, int32_t *n)
     return p * r * r + r + 1.0f;
 }
 
-/* e^x for x <= 88.8 or NaN, on the host through od_math_exp_core_f32, 2^n
- * applied as two factors so subnormal results come out right. The lower
- * clamp keeps a NaN (it is the operand returned when the comparison fails),
- * so the NaN runs through to the result with no select: n is then any
- * integer, 2^n any scale, and NaN * scale is NaN. Device code uses expf. */
+/* od_math_exp_core_f32 of max(x, -104) for x <= 88.8 or NaN. The clamp
+ * keeps a NaN (it is the operand returned when the comparison fails), so
+ * the NaN runs through to the caller's result with no select: n is then any
+ * integer, 2^n any scale, and NaN * scale is NaN. */
+OD_MATH_FN float od_math_exp_core_low_f32(float x, int32_t *n)
+{
+    return od_math_exp_core_f32(-104.0f > x ? -104.0f : x, n);
+}
+
+/* e^x for x <= 88.8 or NaN, on the host through od_math_exp_core_low_f32,
+ * 2^n applied as two factors so subnormal results come out right. Device
+ * code uses expf. */
 OD_MATH_FN float od_math_exp_upto88_f32(float x)
 {
 #ifdef __CUDA_ARCH__
     return expf(x);
 #else
-    float xc = -104.0f > x ? -104.0f : x;
     int32_t ni;
-    float y = od_math_exp_core_f32(xc, &ni);
+    float y = od_math_exp_core_low_f32(x, &ni);
     /* 2^n as 2^n1 * 2^n2, both normal floats for n in [-150, 128]. */
     int32_t n1 = ni >> 1;
     int32_t n2 = ni - n1;
@@ -199,16 +205,15 @@ OD_MATH_FN float od_math_exp_upto88_f32(float x)
 /* e^x for x <= 0 or NaN (softmax's x - max): od_math_exp_f32's bits there
  * (every such float compared), with 2^n for n in [-150, 0] as one normal
  * factor 2^(n+64) and 2^-64 applied last, which rounds once as the two
- * factors did: four operations fewer a vector. A NaN gives NaN as above.
+ * factors did: four operations fewer a vector. A NaN gives NaN.
  * Device code uses expf. */
 OD_MATH_FN float od_math_exp_nonpos_f32(float x)
 {
 #ifdef __CUDA_ARCH__
     return expf(x);
 #else
-    float xc = -104.0f > x ? -104.0f : x;
     int32_t ni;
-    float y = od_math_exp_core_f32(xc, &ni);
+    float y = od_math_exp_core_low_f32(x, &ni);
     return y * od_f32_from_bits(((uint32_t)ni + 127u + 64u) << 23) * 5.42101086242752217e-20f; /* 2^-64 */
 #endif
 }
@@ -264,7 +269,7 @@ OD_MATH_FN float od_math_tanh_f32(float x)
     /* e^2|x|, 2|x| clamped at 88 (NaN too, restored below): 2^n <= 2^127
      * is one normal float, and 2 / (e + 1) is below half an ulp of 1 */
     float u = a + a;
-    u = 88.0f < u ? 88.0f : u; /* a NaN stays (as in od_math_exp_upto88_f32): large is NaN */
+    u = 88.0f < u ? 88.0f : u; /* a NaN stays (as in od_math_exp_core_low_f32): large is NaN */
     int32_t n;
     float e = od_math_exp_core_f32(u, &n);
     e *= od_f32_from_bits(((uint32_t)n + 127u) << 23);
@@ -287,7 +292,7 @@ OD_MATH_FN float od_math_exp_for_1p_f32(float x)
 #ifdef __CUDA_ARCH__
     return expf(x);
 #else
-    float xc = 88.8f < x ? 88.8f : x; /* a NaN stays, as in od_math_exp_upto88_f32 */
+    float xc = 88.8f < x ? 88.8f : x; /* a NaN stays, as in od_math_exp_core_low_f32 */
     xc = -86.0f > xc ? -86.0f : xc;
     int32_t n;
     float y = od_math_exp_core_f32(xc, &n);
