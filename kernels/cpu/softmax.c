@@ -16,6 +16,10 @@
  *    through float buffers on the stack). inner == 1 runs each row
  *    with contiguous loads; inner > 1 updates a block of adjacent columns per
  *    step, so softmax over a leading dim also reads memory contiguously.
+ *  - Float32 rows of an output of OD_CPU_STREAM_BYTES or more (AVX-512) are
+ *    written with streaming stores (sm_out_stream_512), the same operations
+ *    as the plain path and so the same bits; each task fences before it
+ *    returns.
  *  - Softmax is max-subtracted, so it never overflows (the exp's argument
  *    is <= 0 or NaN, hence od_math_exp_nonpos_f32); a NaN anywhere in a row
  *    makes that row NaN and a row of -inf gives NaN, as in torch.
