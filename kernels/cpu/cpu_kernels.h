@@ -31,6 +31,14 @@
  * find it in cache. */
 #define OD_CPU_STREAM_BYTES ((int64_t)16 << 20)
 
+/* How many of y[0..n) come before y's first 64-byte boundary: a streaming
+ * writer stores those plainly, then whole aligned lines (y borrowed). */
+static inline int64_t od_cpu_floats_before_line(const float *y, int64_t n)
+{
+    int64_t h = (int64_t)((64 - ((uintptr_t)y & 63)) & 63) / (int64_t)sizeof(float);
+    return h < n ? h : n;
+}
+
 #define OD_CPU_KERNEL_(name) \
     od_status name(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err);
 

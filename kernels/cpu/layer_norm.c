@@ -325,8 +325,7 @@ __attribute__((target("avx512f"))) static void ln_apply_f32_stream_512(const flo
                                                                        const float *b, float *y, int64_t n,
                                                                        float scale, float shift)
 {
-    int64_t i = (int64_t)((64 - ((uintptr_t)y & 63)) & 63) / (int64_t)sizeof(float);
-    i = i < n ? i : n;
+    int64_t i = od_cpu_floats_before_line(y, n);
     ln_apply_f32(x, w, b, y, i, scale, shift);
     __m512 vs = _mm512_set1_ps(scale), vh = _mm512_set1_ps(shift);
     for (; i + 16 <= n; i += 16) {

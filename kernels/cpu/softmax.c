@@ -101,8 +101,7 @@ static inline __attribute__((always_inline)) void row_log_out(const float *restr
 __attribute__((target("avx512f"))) static void sm_out_stream_512(const float *src, float *y, int64_t n, float a,
                                                                  float c, bool is_log)
 {
-    int64_t h = (int64_t)((64 - ((uintptr_t)y & 63)) & 63) / (int64_t)sizeof(float);
-    h = h < n ? h : n;
+    int64_t h = od_cpu_floats_before_line(y, n);
     int64_t i = 0;
     for (; i < h; i++)
         y[i] = is_log ? (src[i] - a) - c : src[i] * a;
