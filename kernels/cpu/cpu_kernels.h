@@ -149,10 +149,31 @@ double od_cpu_sqdev_f64(const double *x, int64_t n, double mean);
 #else
 #define OD_CPU_CLONES \
     __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define OD_CPU_V4_CLONES 1
 #endif
 #else
 #define OD_CPU_CLONES
 #endif
+#ifndef OD_CPU_V4_CLONES
+#define OD_CPU_V4_CLONES 0
+#endif
+
+/* vmath512.c: y[i] = f(x[i]) for i < n, contiguous float32, on AVX-512
+ * with the bits of elementwise.c's x86-64-v4 clone of f (od_math_<fn>_f32;
+ * gelu_erf: gelu on oneDNN's path); stream: y's whole 64-byte lines with
+ * streaming stores (a part of an output of OD_CPU_STREAM_BYTES or more).
+ * y, x borrowed: the same array or not overlapping. False, with nothing
+ * written, without those clones or such a CPU, or when turned off. */
+bool od_cpu_vm512_exp(float *y, const float *x, int64_t n, bool stream);
+bool od_cpu_vm512_sigmoid(float *y, const float *x, int64_t n, bool stream);
+bool od_cpu_vm512_silu(float *y, const float *x, int64_t n, bool stream);
+bool od_cpu_vm512_tanh(float *y, const float *x, int64_t n, bool stream);
+bool od_cpu_vm512_gelu_erf(float *y, const float *x, int64_t n, bool stream);
+bool od_cpu_vm512_gelu_tanh(float *y, const float *x, int64_t n, bool stream);
+/* Turns those loops on (the default) or off, for every thread, so tests
+ * and benchmarks can run elementwise.c's own loops; true when they now
+ * run. */
+bool od_cpu_vm512_enable(bool on);
 
 /* conv_direct.c: y [N, C_grid, grid] = bias + the convolution of x
  * [N, C_img, img] with w [C_grid, C_img / groups, k], all contiguous

@@ -90,6 +90,7 @@ typedef struct ew_ctx {
     int pow_kind;        /* pow.Tensor_Scalar on floats: POW_* */
     double pow_exp;      /* ... its exponent, as ATen holds it for the dtype */
     bool scalar_path;    /* ATen's loop would be strided: no vectorized path */
+    bool stream;         /* the output is OD_CPU_STREAM_BYTES or more: DEF_VM512's loops stream it */
     /* an OD_EWP operator's parameters in each family (od_ew_params_of) */
     float p_f32[OD_EW_MAX_PARAMS];
     double p_f64[OD_EW_MAX_PARAMS];
@@ -458,6 +459,31 @@ G_cmp(ge)
             }                                                                                     \
         })
 #define DEF_EASY_(...) DEF_EASY(__VA_ARGS__)
+/* The contiguous float32 loop of an operator that vmath512.c has
+ * (EW_VM512_<fn>_FLOAT32): its AVX-512 function (streaming a large
+ * output's stores), or ALL's _c loop where that declines (no such CPU or
+ * clones); other strides go to ALL. */
+#define EW_VM512_exp_FLOAT32 ~, 1
+#define EW_VM512_sigmoid_FLOAT32 ~, 1
+#define EW_VM512_silu_FLOAT32 ~, 1
+#define EW_VM512_tanh_FLOAT32 ~, 1
+#define EW_VM512_gelu_erf_FLOAT32 ~, 1
+#define EW_VM512_gelu_tanh_FLOAT32 ~, 1
+#define DEF_VM512(NAME, ALL, fn)                                                                  \
+    static void NAME##_c(char *po, const char *px, int64_t n, const ew_ctx *c)                    \
+    {                                                                                             \
+        if (!od_cpu_vm512_##fn((float *)po, (const float *)px, n, c->stream))                     \
+            ALL##_c(po, px, n, c);                                                                \
+    }                                                                                             \
+    EW_CONTIGUOUS_OR(NAME, ALL, FLOAT32, float)
+/* DEF_LOOP1(NAME, DT, ...), or with DEF_VM512 over it (named NAME_all)
+ * where vmath512.c has fn for DT. */
+#define EW_LOOP1_OR_VM512(fn, NAME, DT, ...) \
+    CAT(EW_VM512_OR_, EW_PROBE(CAT(EW_VM512_, CAT(fn, CAT(_, DT)))))(fn, NAME, DT, __VA_ARGS__)
+#define EW_VM512_OR_0(fn, NAME, DT, ...) DEF_LOOP1_(NAME, DT, __VA_ARGS__)
+#define EW_VM512_OR_1(fn, NAME, DT, ...)     \
+    DEF_LOOP1_(NAME##_all, DT, __VA_ARGS__) \
+    DEF_VM512(NAME, NAME##_all, fn)
 /* The contiguous loop of an operator whose libm call od_math.h sets apart
  * (OD_MATH_SPLIT_<fn>: polygamma's trigamma), where od_math_<fn>_splits
  * accepts the parameters: per block of EW_EASY_BLOCK, a scalar pass of
@@ -605,8 +631,8 @@ static inline __attribute__((always_inline)) float ew_gelu_erf_f32(float x)
     /* x - x: 0 but NaN for -inf; q + 0 and x - q: +0.0 for -0.0 */
     return x < 0.0f ? q + (x - x) : x - q;
 }
-#define G_gelu_dnnl(DT) DEF_LOOP1_(gelu_dnnl_##DT, DT, SAME(DT), ew_gelu_erf_f32(a))
-#define G_gelu_tanh(DT) DEF_LOOP1_(gelu_tanh_##DT, DT, SAME(DT), MF(gelu_tanh, DT)(a))
+#define G_gelu_dnnl(DT) EW_LOOP1_OR_VM512(gelu_erf, gelu_dnnl_##DT, DT, SAME(DT), ew_gelu_erf_f32(a))
+#define G_gelu_tanh(DT) EW_LOOP1_OR_VM512(gelu_tanh, gelu_tanh_##DT, DT, SAME(DT), MF(gelu_tanh, DT)(a))
 OD_CPU_ALL_DTYPES(G_neg)
 OD_CPU_ALL_DTYPES(G_abs)
 OD_CPU_ALL_DTYPES(G_relu)
@@ -648,7 +674,7 @@ static inline bool ew_zero_f64(double b, int *zf) { (void)b; (void)zf; return fa
 #define EW_VML_FLOAT32 ~, 1
 #define EW_VML_FLOAT64 ~, 1
 #define EW_VML_BFLOAT16 ~, 1
-#define G_EW1_0(DT, id, fn, rule) DEF_LOOP1_(ew_##id##_##DT, DT, EW_OUT(rule, DT), MFP(fn, DT)(a))
+#define G_EW1_0(DT, id, fn, rule) EW_LOOP1_OR_VM512(fn, ew_##id##_##DT, DT, EW_OUT(rule, DT), MFP(fn, DT)(a))
 #define G_EW1_V1(DT, id, fn, rule) DEF_VML_(ew_##id##_##DT, DT, EW_OUT(rule, DT), MFP(fn, DT)(a), fn)
 #define G_EW1_1(DT, id, fn, rule) CAT(G_EW1_V, EW_PROBE(CAT(EW_VML_, DT)))(DT, id, fn, rule)
 #define G_EW1_V0 G_EW1_0
@@ -898,6 +924,7 @@ static od_status run_and_return(od_stack *s, od_tensor *out, operands *o, od_cpu
 {
     od_cpu_iter it;
     o->op[0] = od_cpu_operand_of(out);
+    c->stream = (int64_t)od_tensor_nbytes(out) >= OD_CPU_STREAM_BYTES;
     od_status st = od_cpu_iter_build(&it, out->sizes, out->ndim, o->op, o->n, err);
     if (st == OD_OK) {
         od_cpu_iter_run(&it, loop, c, OD_CPU_GRAIN);

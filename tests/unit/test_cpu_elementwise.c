@@ -1003,6 +1003,73 @@ Test(cpu_ew, tanh_float32_vectorized_accuracy)
     od_tensor_release(x);
 }
 
+/* exp, sigmoid, silu, tanh and gelu (both forms) of a contiguous float32
+ * tensor run vmath512.c's AVX-512 loops where the CPU has them, and
+ * elementwise.c's own loops (od_math.h per element, vector body and scalar
+ * tail) with those turned off. Both must give the same bits: random bit
+ * patterns (every exponent, NaN payloads, subnormals), [-110, 110] where
+ * the exp changes regime, (-1, 1) where tanh's blocks take one formula,
+ * and the clamps' edges, at every length up to two 64-float blocks (the
+ * padded last block), and in a call of over OD_CPU_STREAM_BYTES (its
+ * stores streamed, each thread's part from its first 64-byte line on). */
+static od_tensor *vm512_call(od_opid op, const char *form, od_tensor *x, bool vm)
+{
+    od_cpu_vm512_enable(vm);
+    od_value a[2] = {tv(x), od_str(form ? form : "")};
+    od_tensor *y = call1_ok(op, a, form ? 2 : 1);
+    od_cpu_vm512_enable(true);
+    return y;
+}
+Test(cpu_ew, exp_family_vmath512_equals_loops)
+{
+    static const od_opid ops[] = {OD_OPID_exp, OD_OPID_sigmoid, OD_OPID_silu, OD_OPID_tanh, OD_OPID_gelu, OD_OPID_gelu};
+    static const char *const forms[] = {NULL, NULL, NULL, NULL, "none", "tanh"};
+    static const char *const names[] = {"exp", "sigmoid", "silu", "tanh", "gelu", "gelu tanh"};
+    const float sp[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, -1e-40f, FLT_MAX, -FLT_MAX,
+                        88.72f, 88.8f, 89.0f, -87.33f, -86.0f, -88.8f, -103.9f, -104.0f, -104.1f, 1.0f,
+                        nextafterf(1.0f, 0.0f), -1.0f, 44.0f, 9.01f, 14.4f, -14.4f, -14.5f, -6.2f};
+    const int64_t nsp = (int64_t)(sizeof sp / sizeof sp[0]);
+    int64_t n = OD_CPU_STREAM_BYTES / 4 + 15;
+    od_tensor *x = t_empty(&n, 1, OD_FLOAT32, CPU);
+    float *p = od_tensor_data(x);
+    memcpy(p, sp, sizeof sp);
+    for (int64_t i = nsp; i < n; i++) {
+        int64_t run = i / 1000 % 4; /* runs of 1000: whole blocks of one kind, and mixed ones */
+        if (run == 0 || (run == 1 && i % 3 == 0)) {
+            uint32_t u = (uint32_t)rng_next();
+            memcpy(&p[i], &u, 4);
+        } else {
+            p[i] = (float)(run == 2 ? rng_uniform(-1.0, 1.0) : rng_uniform(-110.0, 110.0));
+        }
+    }
+    bool on = od_cpu_vm512_enable(true);
+    cr_log_info("exp family: %s", on ? "vmath512.c's AVX-512 loops against elementwise.c's"
+                                     : "no AVX-512 loops in this build or CPU: elementwise.c's on both sides");
+    for (int f = 0; f < 6; f++) {
+        od_tensor *yv = vm512_call(ops[f], forms[f], x, true), *yl = vm512_call(ops[f], forms[f], x, false);
+        const float *qv = od_tensor_data(yv), *ql = od_tensor_data(yl);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (memcmp(&qv[i], &ql[i], 4) != 0 && bad++ == 0)
+                TCHECK(false, "%s(%a): %a with vmath512, %a without", names[f], p[i], qv[i], ql[i]);
+        TCHECK(bad == 0, "%s: %" PRId64 " of %" PRId64 " elements differ", names[f], bad, n);
+        for (int64_t len = 1; len <= 128; len++) {
+            int64_t at = len * 757 % (n - 128);
+            od_tensor *xs = t_empty(&len, 1, OD_FLOAT32, CPU);
+            memcpy(od_tensor_data(xs), p + at, (size_t)len * 4);
+            od_tensor *sv = vm512_call(ops[f], forms[f], xs, true), *sl = vm512_call(ops[f], forms[f], xs, false);
+            TCHECK(memcmp(od_tensor_data(sv), od_tensor_data(sl), (size_t)len * 4) == 0,
+                   "%s over %" PRId64 " elements differs with vmath512", names[f], len);
+            od_tensor_release(sl);
+            od_tensor_release(sv);
+            od_tensor_release(xs);
+        }
+        od_tensor_release(yl);
+        od_tensor_release(yv);
+    }
+    od_tensor_release(x);
+}
+
 /* float32 gelu(approximate='tanh'), computed as x * sigmoid(2u): against a
  * double reference of the same formula over [-12, 4] (random steps), where
  * torch's 1 + tanh(u) cancels to 0 below x = -6.1. The error grows with
