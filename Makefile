@@ -301,9 +301,13 @@ $(VENV_STAMP): tools/requirements.txt | $(SETUP_STAMP)
 # ---- benchmarks ---------------------------------------------------------------
 # One benchmark at a time: under this Makefile's -j, make would run the
 # parts side by side on the same cores, and each would measure the others.
+# A part that fails (a missed target that exits 1) does not stop the rest:
+# they are named at the end, and the run exits 1.
 bench: setup $(LIB_A) $(BENCH_BIN)
-	@set -e; for b in $(BENCH_BIN); do echo "== $$b"; $$b; done
-	@set -e; for t in $(BENCH_PARTS); do echo "== make $$t"; $(MAKE) --no-print-directory $$t; done
+	@failed=; \
+	for b in $(BENCH_BIN); do echo "== $$b"; $$b || failed="$$failed $$b"; done; \
+	for t in $(BENCH_PARTS); do echo "== make $$t"; $(MAKE) --no-print-directory $$t || failed="$$failed $$t"; done; \
+	if [ -n "$$failed" ]; then echo "make bench: failed:$$failed"; exit 1; fi
 
 # Before and after in one run: builds BASE (a commit) in build/baseline-BASE
 # and runs its benchmarks beside ours (bench_core twice each, interleaved;
