@@ -154,24 +154,40 @@ OD_MATH_DIV_FLOOR_(od_math_div_floor_f64, double, fmod, floor, copysign)
 OD_MATH_FN float od_math_pow_f32(float a, float b) { return powf(a, b); }
 OD_MATH_FN double od_math_pow_f64(double a, double b) { return pow(a, b); }
 
+/* The float exp's constants, one list for od_math_exp_core_f32, gelu's
+ * tanh form below and cpu/vmath512.c's vector forms (which must keep these
+ * bits): adding OD_MATH_EXP_MAGIC (1.5 * 2^23) rounds to an integer; ln 2
+ * in two parts for Cody-Waite's reduction; Cephes' polynomial, e^r = 1 + r
+ * + r^2 (P0 + P1 r + ... + P5 r^5). */
+#define OD_MATH_EXP_MAGIC 12582912.0f
+#define OD_MATH_LOG2E_F 1.44269504088896341f
+#define OD_MATH_LN2_HI_F 0.693359375f
+#define OD_MATH_LN2_LO_F (-2.12194440e-4f)
+#define OD_MATH_EXP_P5 1.9875691500e-4f
+#define OD_MATH_EXP_P4 1.3981999507e-3f
+#define OD_MATH_EXP_P3 8.3334519073e-3f
+#define OD_MATH_EXP_P2 4.1665795894e-2f
+#define OD_MATH_EXP_P1 1.6666665459e-1f
+#define OD_MATH_EXP_P0 5.0000001201e-1f
+
 /* e^x = y * 2^n for x in [-104, 88.8] (no NaN), as y returned and n in
  * *n: Cody-Waite range reduction and Cephes' degree-6 polynomial (~1 ulp),
  * with no calls, no branches and no float->int conversion, so gcc
  * vectorises it. Callers apply 2^n as their range of n allows. */
 OD_MATH_FN float od_math_exp_core_f32(float x, int32_t *n)
 {
-    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    float t = x * 1.44269504088896341f + magic;
+    const float magic = OD_MATH_EXP_MAGIC;
+    float t = x * OD_MATH_LOG2E_F + magic;
     float nf = t - magic;
     *n = (int32_t)(od_f32_bits(t) - od_f32_bits(magic)); /* the integer n, from bits */
-    float r = x - nf * 0.693359375f;
-    r = r - nf * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
+    float r = x - nf * OD_MATH_LN2_HI_F;
+    r = r - nf * OD_MATH_LN2_LO_F;
+    float p = OD_MATH_EXP_P5;
+    p = p * r + OD_MATH_EXP_P4;
+    p = p * r + OD_MATH_EXP_P3;
+    p = p * r + OD_MATH_EXP_P2;
+    p = p * r + OD_MATH_EXP_P1;
+    p = p * r + OD_MATH_EXP_P0;
     return p * r * r + r + 1.0f;
 }
 
@@ -241,6 +257,15 @@ OD_MATH_FN float od_math_sin_f32(float a) { return sinf(a); }
 OD_MATH_FN double od_math_sin_f64(double a) { return sin(a); }
 OD_MATH_FN float od_math_cos_f32(float a) { return cosf(a); }
 OD_MATH_FN double od_math_cos_f64(double a) { return cos(a); }
+/* tanh's P for |x| < 1, shared with cpu/vmath512.c */
+#define OD_MATH_TANH_P7 1.214704348e-04f
+#define OD_MATH_TANH_P6 (-8.411372690e-04f)
+#define OD_MATH_TANH_P5 3.078596109e-03f
+#define OD_MATH_TANH_P4 (-8.595117597e-03f)
+#define OD_MATH_TANH_P3 2.178473272e-02f
+#define OD_MATH_TANH_P2 (-5.395309897e-02f)
+#define OD_MATH_TANH_P1 1.333320039e-01f
+#define OD_MATH_TANH_P0 (-3.333332931e-01f)
 /* tanhf written to vectorise on the host, as od_math_exp_f32 is: for
  * |x| < 1, x + x^3 P(x^2) with P a degree-7 fit (relative error 4e-10 in
  * double, coefficients rounded to float); beyond, 1 - 2 / (e^2|x| + 1),
@@ -257,14 +282,14 @@ OD_MATH_FN float od_math_tanh_f32(float x)
     return tanhf(x);
 #else
     float a = fabsf(x), z = a * a;
-    float p = 1.214704348e-04f;
-    p = p * z + -8.411372690e-04f;
-    p = p * z + 3.078596109e-03f;
-    p = p * z + -8.595117597e-03f;
-    p = p * z + 2.178473272e-02f;
-    p = p * z + -5.395309897e-02f;
-    p = p * z + 1.333320039e-01f;
-    p = p * z + -3.333332931e-01f;
+    float p = OD_MATH_TANH_P7;
+    p = p * z + OD_MATH_TANH_P6;
+    p = p * z + OD_MATH_TANH_P5;
+    p = p * z + OD_MATH_TANH_P4;
+    p = p * z + OD_MATH_TANH_P3;
+    p = p * z + OD_MATH_TANH_P2;
+    p = p * z + OD_MATH_TANH_P1;
+    p = p * z + OD_MATH_TANH_P0;
     float small = a + (a * z) * p;
     /* e^2|x|, 2|x| clamped at 88 (NaN too, restored below): 2^n <= 2^127
      * is one normal float, and 2 / (e + 1) is below half an ulp of 1 */
@@ -310,6 +335,9 @@ OD_MATH_FN double od_math_silu_f64(double a) { return a / (1.0 + exp(-a)); }
 /* gelu(approximate='none'): x/2 * (1 + erf(x / sqrt 2)). */
 OD_MATH_FN float od_math_gelu_f32(float a) { return 0.5f * a * (1.0f + erff(a * 0.70710678118654752f)); }
 OD_MATH_FN double od_math_gelu_f64(double a) { return 0.5 * a * (1.0 + erf(a * 0.70710678118654752440)); }
+/* tanh's argument sqrt(2/pi) (x + K1 x^3) */
+#define OD_MATH_GELU_K0 0.79788456080286536f
+#define OD_MATH_GELU_K1 0.044715f
 /* gelu(approximate='tanh'): x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))).
  * float32 as x * sigmoid(2u), u the tanh's argument (1 + tanh(u) is
  * 2 sigmoid(2u)): one exp and one division, as silu, and the negative tail
@@ -331,24 +359,24 @@ OD_MATH_FN double od_math_gelu_f64(double a) { return 0.5 * a * (1.0 + erf(a * 0
 OD_MATH_FN float od_math_gelu_tanh_f32(float a)
 {
 #ifdef __CUDA_ARCH__
-    float u = 0.79788456080286536f * (a + 0.044715f * a * a * a);
+    float u = OD_MATH_GELU_K0 * (a + OD_MATH_GELU_K1 * a * a * a);
     float t = od_math_exp_f32(-2.0f * fabsf(u));
 #else
-    float u = 0.79788456080286536f * fmaf(0.044715f * a * a, a, a);
+    float u = OD_MATH_GELU_K0 * fmaf(OD_MATH_GELU_K1 * a * a, a, a);
     float v = -2.0f * fabsf(u);
     v = v > -104.0f ? v : -104.0f;
-    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    float k = fmaf(v, 1.44269504088896341f, magic);
+    const float magic = OD_MATH_EXP_MAGIC;
+    float k = fmaf(v, OD_MATH_LOG2E_F, magic);
     float n = k - magic;
     int32_t ni = (int32_t)(od_f32_bits(k) - od_f32_bits(magic)); /* n, in [-150, 0] */
-    float r = fmaf(n, -0.693359375f, v);                          /* Cody-Waite, as od_math_exp_core_f32 */
-    r = fmaf(n, 2.12194440e-4f, r);
-    float p = 1.9875691500e-4f;
-    p = fmaf(p, r, 1.3981999507e-3f);
-    p = fmaf(p, r, 8.3334519073e-3f);
-    p = fmaf(p, r, 4.1665795894e-2f);
-    p = fmaf(p, r, 1.6666665459e-1f);
-    p = fmaf(p, r, 5.0000001201e-1f);
+    float r = fmaf(n, -OD_MATH_LN2_HI_F, v);                      /* Cody-Waite, as od_math_exp_core_f32 */
+    r = fmaf(n, -OD_MATH_LN2_LO_F, r);
+    float p = OD_MATH_EXP_P5;
+    p = fmaf(p, r, OD_MATH_EXP_P4);
+    p = fmaf(p, r, OD_MATH_EXP_P3);
+    p = fmaf(p, r, OD_MATH_EXP_P2);
+    p = fmaf(p, r, OD_MATH_EXP_P1);
+    p = fmaf(p, r, OD_MATH_EXP_P0);
     float y = fmaf(p, r * r, r) + 1.0f;
     float t = y * od_f32_from_bits((uint32_t)(ni + 127 + 64) << 23) * 5.42101086242752217e-20f; /* 2^-64 */
 #endif

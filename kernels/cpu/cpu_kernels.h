@@ -158,6 +158,25 @@ double od_cpu_sqdev_f64(const double *x, int64_t n, double mean);
 #define OD_CPU_V4_CLONES 0
 #endif
 
+/* gelu's erf form on the host (elementwise.c's ew_gelu_erf_f32 and its
+ * vector form in vmath512.c): the degree-4 polynomial of its cut exp, and
+ * Phi(-t) / e^(-t^2/2) = (N0 + ... + N4 t^4) / (1 + D1 t + ... + D5 t^5). */
+#define OD_CPU_GELU_ERF_E4 1.3814592966809869e-3f
+#define OD_CPU_GELU_ERF_E3 8.3687175065279e-3f
+#define OD_CPU_GELU_ERF_E2 4.166838899254799e-2f
+#define OD_CPU_GELU_ERF_E1 1.666652113199234e-1f
+#define OD_CPU_GELU_ERF_E0 4.999999403953552e-1f
+#define OD_CPU_GELU_ERF_N4 4.108871333e-03f
+#define OD_CPU_GELU_ERF_N3 4.058317095e-02f
+#define OD_CPU_GELU_ERF_N2 1.830867380e-01f
+#define OD_CPU_GELU_ERF_N1 4.380947351e-01f
+#define OD_CPU_GELU_ERF_N0 0.5f
+#define OD_CPU_GELU_ERF_D5 1.029929146e-02f
+#define OD_CPU_GELU_ERF_D4 1.017334461e-01f
+#define OD_CPU_GELU_ERF_D3 4.690788388e-01f
+#define OD_CPU_GELU_ERF_D2 1.201886892e+00f
+#define OD_CPU_GELU_ERF_D1 1.674074411e+00f
+
 /* vmath512.c: y[i] = f(x[i]) for i < n, contiguous float32, on AVX-512
  * with the bits of elementwise.c's x86-64-v4 clone of f (od_math_<fn>_f32;
  * gelu_erf: gelu on oneDNN's path); stream: y's whole 64-byte lines with

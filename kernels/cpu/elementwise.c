@@ -602,29 +602,29 @@ static inline __attribute__((always_inline)) float ew_gelu_erf_f32(float x)
     float ax = fabsf(x);
     float t = ax < 14.4f ? ax : 14.4f; /* NaN: 14.4 */
     float h = t * t, l = fmaf(t, t, -h);
-    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    float k = fmaf(h, -0.5f * 1.44269504088896341f, magic);
+    const float magic = OD_MATH_EXP_MAGIC;
+    float k = fmaf(h, -0.5f * OD_MATH_LOG2E_F, magic);
     float n = k - magic;
     int32_t ni = (int32_t)(od_f32_bits(k) - od_f32_bits(magic)); /* n, in [-150, 0] */
-    float r = fmaf(n, -0.693359375f, -0.5f * h);                 /* exact (Cody-Waite) */
-    r = fmaf(n, 2.12194440e-4f, r);
+    float r = fmaf(n, -OD_MATH_LN2_HI_F, -0.5f * h);             /* exact (Cody-Waite) */
+    r = fmaf(n, -OD_MATH_LN2_LO_F, r);
     r = fmaf(l, -0.5f, r);
-    float p = 1.3814592966809869e-3f;
-    p = fmaf(p, r, 8.3687175065279e-3f);
-    p = fmaf(p, r, 4.166838899254799e-2f);
-    p = fmaf(p, r, 1.666652113199234e-1f);
-    p = fmaf(p, r, 4.999999403953552e-1f);
+    float p = OD_CPU_GELU_ERF_E4;
+    p = fmaf(p, r, OD_CPU_GELU_ERF_E3);
+    p = fmaf(p, r, OD_CPU_GELU_ERF_E2);
+    p = fmaf(p, r, OD_CPU_GELU_ERF_E1);
+    p = fmaf(p, r, OD_CPU_GELU_ERF_E0);
     float y = fmaf(p, r * r, r) + 1.0f;                            /* exp(r) */
     float s = od_f32_from_bits((uint32_t)(ni + 127 + 64) << 23); /* 2^(n + 64) */
-    float nu = 4.108871333e-03f, d = 1.029929146e-02f;
-    nu = fmaf(nu, t, 4.058317095e-02f);
-    nu = fmaf(nu, t, 1.830867380e-01f);
-    nu = fmaf(nu, t, 4.380947351e-01f);
-    nu = fmaf(nu, t, 0.5f);
-    d = fmaf(d, t, 1.017334461e-01f);
-    d = fmaf(d, t, 4.690788388e-01f);
-    d = fmaf(d, t, 1.201886892e+00f);
-    d = fmaf(d, t, 1.674074411e+00f);
+    float nu = OD_CPU_GELU_ERF_N4, d = OD_CPU_GELU_ERF_D5;
+    nu = fmaf(nu, t, OD_CPU_GELU_ERF_N3);
+    nu = fmaf(nu, t, OD_CPU_GELU_ERF_N2);
+    nu = fmaf(nu, t, OD_CPU_GELU_ERF_N1);
+    nu = fmaf(nu, t, OD_CPU_GELU_ERF_N0);
+    d = fmaf(d, t, OD_CPU_GELU_ERF_D4);
+    d = fmaf(d, t, OD_CPU_GELU_ERF_D3);
+    d = fmaf(d, t, OD_CPU_GELU_ERF_D2);
+    d = fmaf(d, t, OD_CPU_GELU_ERF_D1);
     d = fmaf(d, t, 1.0f);
     float q = x * nu * y / d * s * 5.42101086242752217e-20f; /* the last factor is 2^-64 */
     q = ax < 14.4f ? q : 0.0f; /* 0 for |x| >= 14.4 and NaN */

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "od_math.h"
 
 #if OD_CPU_V4_CLONES
 #include <immintrin.h>
@@ -98,16 +99,16 @@ VM_FN vm_f copysign_(vm_f a, vm_f b)
  * returned, n in *n as a float. */
 VM_FN vm_f exp_core(vm_f x, vm_f *n, int neg)
 {
-    const vm_f magic = splat(12582912.0f);
-    vm_f t = neg ? vfnma(x, splat(1.44269504088896341f), magic) : vfma(x, splat(1.44269504088896341f), magic);
+    const vm_f magic = splat(OD_MATH_EXP_MAGIC);
+    vm_f t = neg ? vfnma(x, splat(OD_MATH_LOG2E_F), magic) : vfma(x, splat(OD_MATH_LOG2E_F), magic);
     *n = vsub(t, magic);
-    vm_f r = neg ? vfnms(*n, splat(0.693359375f), x) : vfnma(*n, splat(0.693359375f), x);
-    r = vfnma(*n, splat(-2.12194440e-4f), r);
-    vm_f p = vfma(splat(1.9875691500e-4f), r, splat(1.3981999507e-3f));
-    p = vfma(p, r, splat(8.3334519073e-3f));
-    p = vfma(p, r, splat(4.1665795894e-2f));
-    p = vfma(p, r, splat(1.6666665459e-1f));
-    p = vfma(p, r, splat(5.0000001201e-1f));
+    vm_f r = neg ? vfnms(*n, splat(OD_MATH_LN2_HI_F), x) : vfnma(*n, splat(OD_MATH_LN2_HI_F), x);
+    r = vfnma(*n, splat(OD_MATH_LN2_LO_F), r);
+    vm_f p = vfma(splat(OD_MATH_EXP_P5), r, splat(OD_MATH_EXP_P4));
+    p = vfma(p, r, splat(OD_MATH_EXP_P3));
+    p = vfma(p, r, splat(OD_MATH_EXP_P2));
+    p = vfma(p, r, splat(OD_MATH_EXP_P1));
+    p = vfma(p, r, splat(OD_MATH_EXP_P0));
     return vadd(vfma(r, vmul(r, p), r), splat(1.0f)); /* p * r * r + r + 1, contracted as gcc does */
 }
 
@@ -130,13 +131,13 @@ VM_FN vm_f vm_silu(vm_f x) { return vdiv(x, one_plus_exp_neg(x)); }
 VM_FN vm_f tanh_small(vm_f a)
 {
     vm_f z = vmul(a, a);
-    vm_f p = vfma(splat(1.214704348e-04f), z, splat(-8.411372690e-04f));
-    p = vfma(p, z, splat(3.078596109e-03f));
-    p = vfma(p, z, splat(-8.595117597e-03f));
-    p = vfma(p, z, splat(2.178473272e-02f));
-    p = vfma(p, z, splat(-5.395309897e-02f));
-    p = vfma(p, z, splat(1.333320039e-01f));
-    p = vfma(p, z, splat(-3.333332931e-01f));
+    vm_f p = vfma(splat(OD_MATH_TANH_P7), z, splat(OD_MATH_TANH_P6));
+    p = vfma(p, z, splat(OD_MATH_TANH_P5));
+    p = vfma(p, z, splat(OD_MATH_TANH_P4));
+    p = vfma(p, z, splat(OD_MATH_TANH_P3));
+    p = vfma(p, z, splat(OD_MATH_TANH_P2));
+    p = vfma(p, z, splat(OD_MATH_TANH_P1));
+    p = vfma(p, z, splat(OD_MATH_TANH_P0));
     return vfma(vmul(a, z), p, a);
 }
 /* ... and beyond (a NaN too) */
@@ -176,24 +177,24 @@ VM_FN vm_f vm_gelu_erf(vm_f x)
     t = vmin(ax, splat(14.4f)); /* NaN: 14.4 */
     h = vmul(t, t);
     EACH(l.v[k] = _mm512_fmsub_ps(t.v[k], t.v[k], h.v[k])); /* t^2 = h + l exactly */
-    const vm_f magic = splat(12582912.0f);
-    n = vsub(vfma(h, splat(-0.5f * 1.44269504088896341f), magic), magic);
-    vm_f r = vfma(n, splat(-0.693359375f), vmul(splat(-0.5f), h));
-    r = vfma(n, splat(2.12194440e-4f), r);
+    const vm_f magic = splat(OD_MATH_EXP_MAGIC);
+    n = vsub(vfma(h, splat(-0.5f * OD_MATH_LOG2E_F), magic), magic);
+    vm_f r = vfma(n, splat(-OD_MATH_LN2_HI_F), vmul(splat(-0.5f), h));
+    r = vfma(n, splat(-OD_MATH_LN2_LO_F), r);
     r = vfma(l, splat(-0.5f), r);
-    vm_f p = vfma(splat(1.3814592966809869e-3f), r, splat(8.3687175065279e-3f));
-    p = vfma(p, r, splat(4.166838899254799e-2f));
-    p = vfma(p, r, splat(1.666652113199234e-1f));
-    p = vfma(p, r, splat(4.999999403953552e-1f));
+    vm_f p = vfma(splat(OD_CPU_GELU_ERF_E4), r, splat(OD_CPU_GELU_ERF_E3));
+    p = vfma(p, r, splat(OD_CPU_GELU_ERF_E2));
+    p = vfma(p, r, splat(OD_CPU_GELU_ERF_E1));
+    p = vfma(p, r, splat(OD_CPU_GELU_ERF_E0));
     vm_f y = vadd(vfma(p, vmul(r, r), r), splat(1.0f));
-    vm_f nu = vfma(splat(4.108871333e-03f), t, splat(4.058317095e-02f));
-    nu = vfma(nu, t, splat(1.830867380e-01f));
-    nu = vfma(nu, t, splat(4.380947351e-01f));
-    nu = vfma(nu, t, splat(0.5f));
-    vm_f d = vfma(splat(1.029929146e-02f), t, splat(1.017334461e-01f));
-    d = vfma(d, t, splat(4.690788388e-01f));
-    d = vfma(d, t, splat(1.201886892e+00f));
-    d = vfma(d, t, splat(1.674074411e+00f));
+    vm_f nu = vfma(splat(OD_CPU_GELU_ERF_N4), t, splat(OD_CPU_GELU_ERF_N3));
+    nu = vfma(nu, t, splat(OD_CPU_GELU_ERF_N2));
+    nu = vfma(nu, t, splat(OD_CPU_GELU_ERF_N1));
+    nu = vfma(nu, t, splat(OD_CPU_GELU_ERF_N0));
+    vm_f d = vfma(splat(OD_CPU_GELU_ERF_D5), t, splat(OD_CPU_GELU_ERF_D4));
+    d = vfma(d, t, splat(OD_CPU_GELU_ERF_D3));
+    d = vfma(d, t, splat(OD_CPU_GELU_ERF_D2));
+    d = vfma(d, t, splat(OD_CPU_GELU_ERF_D1));
     d = vfma(d, t, splat(1.0f));
     vm_f q = vscalef(vdiv(vmul(vmul(x, nu), y), d), n), r0;
     EACH(__mmask16 in = _mm512_cmp_ps_mask(ax.v[k], _mm512_set1_ps(14.4f), _CMP_LT_OQ);
@@ -208,19 +209,19 @@ VM_FN vm_f vm_gelu_erf(vm_f x)
  * there; its (y 2^(n+64)) 2^-64 is one scaling by 2^n (y 2^(n+64) is exact). */
 VM_FN vm_f vm_gelu_tanh(vm_f a)
 {
-    vm_f u = vmul(splat(0.79788456080286536f), vfma(vmul(vmul(splat(0.044715f), a), a), a, a));
+    vm_f u = vmul(splat(OD_MATH_GELU_K0), vfma(vmul(vmul(splat(OD_MATH_GELU_K1), a), a), a, a));
     vm_f v, n;
     EACH(v.v[k] = _mm512_mul_ps(_mm512_set1_ps(-2.0f), _mm512_abs_ps(u.v[k])));
     v = vmax(v, splat(-104.0f)); /* NaN: -104, as v > -104 ? v : -104 */
-    const vm_f magic = splat(12582912.0f);
-    n = vsub(vfma(v, splat(1.44269504088896341f), magic), magic);
-    vm_f r = vfma(n, splat(-0.693359375f), v);
-    r = vfma(n, splat(2.12194440e-4f), r);
-    vm_f p = vfma(splat(1.9875691500e-4f), r, splat(1.3981999507e-3f));
-    p = vfma(p, r, splat(8.3334519073e-3f));
-    p = vfma(p, r, splat(4.1665795894e-2f));
-    p = vfma(p, r, splat(1.6666665459e-1f));
-    p = vfma(p, r, splat(5.0000001201e-1f));
+    const vm_f magic = splat(OD_MATH_EXP_MAGIC);
+    n = vsub(vfma(v, splat(OD_MATH_LOG2E_F), magic), magic);
+    vm_f r = vfma(n, splat(-OD_MATH_LN2_HI_F), v);
+    r = vfma(n, splat(-OD_MATH_LN2_LO_F), r);
+    vm_f p = vfma(splat(OD_MATH_EXP_P5), r, splat(OD_MATH_EXP_P4));
+    p = vfma(p, r, splat(OD_MATH_EXP_P3));
+    p = vfma(p, r, splat(OD_MATH_EXP_P2));
+    p = vfma(p, r, splat(OD_MATH_EXP_P1));
+    p = vfma(p, r, splat(OD_MATH_EXP_P0));
     vm_f t = vscalef(vadd(vfma(p, vmul(r, r), r), splat(1.0f)), n), num;
     EACH(__mmask16 pos = _mm512_cmp_ps_mask(u.v[k], _mm512_setzero_ps(), _CMP_GE_OQ);
          num.v[k] = _mm512_mask_blend_ps(pos, t.v[k], _mm512_set1_ps(1.0f)));
