@@ -461,8 +461,8 @@ G_cmp(ge)
 #define DEF_EASY_(...) DEF_EASY(__VA_ARGS__)
 /* The contiguous float32 loop of an operator that vmath512.c has
  * (EW_VM512_<fn>_FLOAT32): its AVX-512 function (streaming a large
- * output's stores), or ALL's _c loop where that declines (no such CPU or
- * clones); other strides go to ALL. */
+ * output's stores; c may be NULL, as for DEF_LOOP1), or ALL's _c loop
+ * where that declines (no such CPU or clones); other strides go to ALL. */
 #define EW_VM512_exp_FLOAT32 ~, 1
 #define EW_VM512_sigmoid_FLOAT32 ~, 1
 #define EW_VM512_silu_FLOAT32 ~, 1
@@ -472,7 +472,7 @@ G_cmp(ge)
 #define DEF_VM512(NAME, ALL, fn)                                                                  \
     static void NAME##_c(char *po, const char *px, int64_t n, const ew_ctx *c)                    \
     {                                                                                             \
-        if (!od_cpu_vm512_##fn((float *)po, (const float *)px, n, c->stream))                     \
+        if (!od_cpu_vm512_##fn((float *)po, (const float *)px, n, c && c->stream))                \
             ALL##_c(po, px, n, c);                                                                \
     }                                                                                             \
     EW_CONTIGUOUS_OR(NAME, ALL, FLOAT32, float)
