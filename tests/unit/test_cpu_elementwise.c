@@ -1138,7 +1138,7 @@ Test(cpu_ew, gelu_tanh_float32_tail_accuracy)
         double r = xd / (1.0 + exp(-2.0 * u));
         if (fabs(r) < FLT_MIN)
             continue;
-        double ulps = fabs((double)q[i] - r) / (nextafterf(fabsf((float)r), INFINITY) - fabsf((float)r));
+        double ulps = f32_ulps(q[i], r);
         TCHECK(ulps <= 6 + 3 * fabs(2 * u), "gelu_tanh(%.9g) = %.9g, want %.17g (%.1f ulp, 2u = %.1f)", p[i], q[i], r,
                ulps, 2 * u);
         worst = fmax(worst, ulps);
