@@ -179,7 +179,9 @@ double od_cpu_sqdev_f64(const double *x, int64_t n, double mean);
 
 /* vmath512.c: y[i] = f(x[i]) for i < n, contiguous float32, on AVX-512
  * with the bits of elementwise.c's x86-64-v4 clone of f (od_math_<fn>_f32;
- * gelu_erf: gelu on oneDNN's path); stream: y's whole 64-byte lines with
+ * gelu_erf: gelu on oneDNN's path), but for both gelu forms where |x| < 4:
+ * a table of polynomials there, within 2.4 and 2.6 ulp of double (a value
+ * still depends on its own x only); stream: y's whole 64-byte lines with
  * streaming stores (a part of an output of OD_CPU_STREAM_BYTES or more).
  * y, x borrowed: the same array or not overlapping. False, with nothing
  * written, without those clones or such a CPU, or when turned off. */
