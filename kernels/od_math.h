@@ -355,7 +355,9 @@ OD_MATH_FN double od_math_gelu_f64(double a) { return 0.5 * a * (1.0 + erf(a * 0
  * case (~200 ulp at x = -10, where float u's rounding is multiplied by
  * 2|u|) is no worse; in cache, one AVX-512 thread, 0.48 -> 0.29 ns per
  * element. Callers are target clones (fmaf is one instruction there; the
- * default clone calls libm's, same bits). */
+ * default clone calls libm's, same bits). Where cpu/vmath512.c runs
+ * (contiguous float32 on AVX-512), |x| < 4 takes its table of polynomials
+ * instead, and only the rest has these bits. */
 OD_MATH_FN float od_math_gelu_tanh_f32(float a)
 {
 #ifdef __CUDA_ARCH__

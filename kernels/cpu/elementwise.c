@@ -595,7 +595,9 @@ G_cmp(ge)
  * nothing before the final product is subnormal. The result is x - q or q
  * with one select, q = x * Phi(-|x|). All this is 2x the throughput of the
  * general exp with a separate correction for l and selects for each case
- * (one thread, 64K floats in L2, AMD EPYC). */
+ * (one thread, 64K floats in L2, AMD EPYC). Where vmath512.c runs
+ * (contiguous float32 on AVX-512), |x| < 4 takes its table of polynomials
+ * instead, and only the rest has these bits. */
 /* always_inline: into each target clone, where fmaf is one instruction */
 static inline __attribute__((always_inline)) float ew_gelu_erf_f32(float x)
 {
