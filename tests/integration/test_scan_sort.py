@@ -5,8 +5,9 @@ Long lines are where ATen's algorithms show: cumsum's float32 accumulation
 in double, the order std::sort (introsort), std::nth_element and
 std::partial_sort leave equal keys in (the indices of sort, topk and
 kthvalue), NaN runs in cummax/cummin. Inputs are tie-heavy on purpose
-(small integer ranges, constant, sorted and organ-pipe lines) and every
-output is compared exactly (logcumsumexp within an ulp or two)."""
+(small integer ranges, constant, sorted and organ-pipe lines, zeros of
+both signs) and every output is compared exactly (logcumsumexp within an
+ulp or two)."""
 
 import numpy as np
 import pytest
@@ -30,6 +31,8 @@ def line(rng, n, dtype):
     a = np.asarray(a, dtype=np.float64)
     if dtype.startswith("float") and rng.random() < 0.3:
         a[rng.random(n) < 0.05] = np.nan
+    if dtype.startswith("float") and rng.random() < 0.5:
+        a[(a == 0) & (rng.random(n) < 0.5)] = -0.0  # ties 0.0 in ATen's order: the indices tell
     return a.astype(dtype)
 
 
