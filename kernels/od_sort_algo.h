@@ -61,6 +61,7 @@ typedef struct od_sort_cmp {
     bool fl;   /* keys are doubles */
     bool desc; /* "less" means "greater, NaN first" */
     bool raw;  /* plain a < b on the keys (mode's lambda: NaN is unordered) */
+    bool then_idx; /* equal keys order by index: a total order (median's) */
 } od_sort_cmp;
 
 /* The int64 key of a float for sort, topk and kthvalue: key(x) < key(y)
@@ -96,7 +97,7 @@ static OD_SA_INLINE OD_HD int64_t od_sort_key_f32(float f)
 
 /* ATen's KeyValueCompAsc / KeyValueCompDesc (topk's and kthvalue's lambdas
  * are the same relations). */
-static OD_SA_INLINE OD_HD bool sa_lt(const od_sort_cmp *c, const od_sort_elem *a, const od_sort_elem *b)
+static OD_SA_INLINE OD_HD bool sa_key_lt(const od_sort_cmp *c, const od_sort_elem *a, const od_sort_elem *b)
 {
     if (c->fl && c->raw)
         return a->k.d < b->k.d;
@@ -105,6 +106,13 @@ static OD_SA_INLINE OD_HD bool sa_lt(const od_sort_cmp *c, const od_sort_elem *a
         return c->desc ? ((isnan(x) && !isnan(y)) || x > y) : ((!isnan(x) && isnan(y)) || x < y);
     }
     return c->desc ? a->k.i > b->k.i : a->k.i < b->k.i;
+}
+
+static OD_SA_INLINE OD_HD bool sa_lt(const od_sort_cmp *c, const od_sort_elem *a, const od_sort_elem *b)
+{
+    if (sa_key_lt(c, a, b))
+        return true;
+    return c->then_idx && !sa_key_lt(c, b, a) && a->idx < b->idx;
 }
 
 static OD_SA_INLINE OD_HD void sa_swp(od_sort_elem *a, od_sort_elem *b)
@@ -194,20 +202,20 @@ static OD_SA_INLINE OD_HD void sa_partial_sort(const od_sort_cmp *c, od_sort_ele
  * od_sort_topk_end: heap[0..k) is then what od_sort_line leaves in f[0..k). */
 static OD_SA_INLINE OD_HD void od_sort_topk_begin(od_sort_elem *heap, int64_t k, bool desc, bool fl)
 {
-    od_sort_cmp c = {fl, desc, false};
+    od_sort_cmp c = {fl, desc, false, false};
     sa_make_heap(&c, heap, k);
 }
 
 static OD_SA_INLINE OD_HD void od_sort_topk_offer(od_sort_elem *heap, int64_t k, bool desc, bool fl, od_sort_elem e)
 {
-    od_sort_cmp c = {fl, desc, false};
+    od_sort_cmp c = {fl, desc, false, false};
     if (sa_lt(&c, &e, &heap[0]))
         sa_adjust_heap(&c, heap, 0, k, e); /* sa_pop_heap of e, whose slot is never read again */
 }
 
 static OD_SA_INLINE OD_HD void od_sort_topk_end(od_sort_elem *heap, int64_t k, bool desc, bool fl)
 {
-    od_sort_cmp c = {fl, desc, false};
+    od_sort_cmp c = {fl, desc, false, false};
     sa_sort_heap(&c, heap, k);
 }
 
@@ -429,16 +437,17 @@ enum {
 
 /* median.dim / nanmedian.dim (ATen's median_with_indices_impl): the first NaN
  * for median; else std::nth_element on the indices with "value, then index"
- * as the order (NaN last for nanmedian), a total order whose k-th element is
- * the stable sort's; an all-NaN nanmedian line has no order among its
- * elements, so libstdc++'s nth_element decides. median(), nanmedian()
+ * as the order (NaN last for nanmedian). That order is total, so its k-th
+ * element is one element whichever selection finds it (the stable sort's),
+ * and sa_nth_element with then_idx finds it in O(n); an all-NaN nanmedian
+ * line has no order among its elements, so libstdc++'s nth_element decides. median(), nanmedian()
  * (median_impl): nth_element on the values themselves, where -0.0 and 0.0
  * tie. mode (mode_kernel_impl): std::sort of (value, index) by value with
  * a plain <, then the last element of the first longest run of equal
  * values. Each returns the position in f of the element chosen. */
-static OD_SA_INLINE OD_HD int64_t sa_select_line(od_sort_elem *f, od_sort_elem *tmp, int64_t n, int op, bool fl)
+static OD_SA_INLINE OD_HD int64_t sa_select_line(od_sort_elem *f, int64_t n, int op, bool fl)
 {
-    od_sort_cmp asc = {fl, false, false};
+    od_sort_cmp asc = {fl, false, false, false}, by_idx = {fl, false, false, true};
     int64_t nan = 0, first_nan = -1;
     for (int64_t i = 0; fl && i < n; i++)
         if (isnan(f[i].k.d)) {
@@ -450,14 +459,14 @@ static OD_SA_INLINE OD_HD int64_t sa_select_line(od_sort_elem *f, od_sort_elem *
     case OD_SORT_OP_MEDIAN:
         if (first_nan >= 0)
             return first_nan;
-        sa_merge_sort(&asc, f, tmp, n);
+        sa_nth_element(&by_idx, f, (n - 1) / 2, n);
         return (n - 1) / 2;
     case OD_SORT_OP_NANMEDIAN:
         if (nan == n) {
             sa_nth_element(&asc, f, 0, n);
             return 0;
         }
-        sa_merge_sort(&asc, f, tmp, n);
+        sa_nth_element(&by_idx, f, (n - nan - 1) / 2, n);
         return (n - nan - 1) / 2;
     case OD_SORT_OP_MEDIAN_ALL:
     case OD_SORT_OP_NANMEDIAN_ALL: {
@@ -468,7 +477,7 @@ static OD_SA_INLINE OD_HD int64_t sa_select_line(od_sort_elem *f, od_sort_elem *
         return k;
     }
     default: { /* OD_SORT_OP_MODE */
-        od_sort_cmp raw = {fl, false, true};
+        od_sort_cmp raw = {fl, false, true, false};
         sa_std_sort(&raw, f, n);
         int64_t best = 0, max_freq = 0, freq = 0;
         for (int64_t i = 0; i < n; i++) {
@@ -494,9 +503,9 @@ static OD_SA_INLINE OD_HD int64_t sa_select_line(od_sort_elem *f, od_sort_elem *
 static OD_SA_INLINE OD_HD int64_t od_sort_line(od_sort_elem *f, od_sort_elem *tmp, int64_t n, int op, int64_t k,
                                          bool desc, bool sorted, bool fl)
 {
-    od_sort_cmp c = {fl, desc, false};
+    od_sort_cmp c = {fl, desc, false, false};
     if (op >= OD_SORT_OP_MEDIAN)
-        return sa_select_line(f, tmp, n, op, fl);
+        return sa_select_line(f, n, op, fl);
     if (op == OD_SORT_OP_SORT) {
         sa_std_sort(&c, f, n);
     } else if (op == OD_SORT_OP_SORT_STABLE) {
@@ -512,7 +521,7 @@ static OD_SA_INLINE OD_HD int64_t od_sort_line(od_sort_elem *f, od_sort_elem *tm
                 sa_std_sort(&c, f, k - 1);
         }
     } else { /* kthvalue: gt_or_nan is (isnan(x) && !isnan(y)) || x > y */
-        od_sort_cmp gt = {fl, true, false};
+        od_sort_cmp gt = {fl, true, false, false};
         sa_quick_select(&gt, f, n, k - 1);
         return k - 1;
     }

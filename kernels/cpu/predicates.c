@@ -133,7 +133,7 @@ static od_status sorted_replay(const void *e, int64_t n, const void *t, int64_t 
             f[i].k.i = ((const int64_t *)src)[j];
         f[i].idx = i;
     }
-    od_sort_cmp asc = {fl, false, false};
+    od_sort_cmp asc = {fl, false, false, false};
     sa_merge_sort(&asc, f, f + all, all);
     for (int64_t i = 0; i < all; i++) {
         bool v = invert;
