@@ -362,23 +362,42 @@ static OD_SA_INLINE OD_HD void sa_nth_element(const od_sort_cmp *c, od_sort_elem
     sa_insertion_sort(c, f, first, last);
 }
 
-/* Stable merge sort (std::stable_sort's result is the unique stable order). */
+/* Stable merge sort (std::stable_sort's result is the unique stable order,
+ * so any stable algorithm gives it): runs of SA_RUN by insertion, then
+ * bottom-up merges that alternate between f and tmp (a copy back at most
+ * once, not after every pass). */
+#define SA_RUN 32
 static OD_SA_INLINE OD_HD void sa_merge_sort(const od_sort_cmp *c, od_sort_elem *f, od_sort_elem *tmp, int64_t n)
 {
-    for (int64_t w = 1; w < n; w *= 2) {
+    for (int64_t lo = 0; lo < n; lo += SA_RUN) {
+        int64_t hi = lo + SA_RUN < n ? lo + SA_RUN : n;
+        for (int64_t i = lo + 1; i < hi; i++) {
+            od_sort_elem v = f[i];
+            int64_t m = i;
+            for (; m > lo && sa_lt(c, &v, &f[m - 1]); m--)
+                f[m] = f[m - 1];
+            f[m] = v;
+        }
+    }
+    od_sort_elem *src = f, *dst = tmp;
+    for (int64_t w = SA_RUN; w < n; w *= 2) {
         for (int64_t lo = 0; lo < n; lo += 2 * w) {
             int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
             int64_t i = lo, j = mid, k = lo;
             while (i < mid && j < hi)
-                tmp[k++] = sa_lt(c, &f[j], &f[i]) ? f[j++] : f[i++];
+                dst[k++] = sa_lt(c, &src[j], &src[i]) ? src[j++] : src[i++];
             while (i < mid)
-                tmp[k++] = f[i++];
+                dst[k++] = src[i++];
             while (j < hi)
-                tmp[k++] = f[j++];
+                dst[k++] = src[j++];
         }
-        for (int64_t m = 0; m < n; m++)
-            f[m] = tmp[m];
+        od_sort_elem *t = src;
+        src = dst;
+        dst = t;
     }
+    if (src != f)
+        for (int64_t m = 0; m < n; m++)
+            f[m] = src[m];
 }
 
 /* ATen's quick_select_template (SortingUtils.h); c is its gt_or_nan. */
