@@ -155,6 +155,26 @@ def test_scatter_and_scatter_add_along_every_dim(server, rng):
     check(server, cases, rtol=1e-6)
 
 
+def test_scatter_add_strided_index_and_src(server, rng):
+    """scatter_add along the last dim with a strided index or a transposed src
+    (the fast loop's strided form; contiguous operands take its unit-stride
+    one), through /v1/run, against np.add.at (the same order of sums)."""
+    self_, idx, src = rand(rng, "float64", (4, 7)), rng.integers(0, 7, (4, 12)), rand(rng, "float64", (6, 4))
+    for strided_idx, transposed_src in ((True, False), (False, True), (True, True)):
+        steps = [{"op": "slice.Tensor", "args": [T(idx), 1, 0, 12, 2]} if strided_idx
+                 else {"op": "clone", "args": [T(np.ascontiguousarray(idx[:, ::2]))]},
+                 {"op": "t", "args": [T(src)]} if transposed_src
+                 else {"op": "clone", "args": [T(np.ascontiguousarray(src.T))]},
+                 {"op": "scatter_add", "args": [T(self_), 1, {"ref": "$0"}, {"ref": "$1"}]}]
+        r = server.post("/v1/run", {"steps": steps, "outputs": ["$2"]})
+        assert r.status_code == 200, r.text
+        want = self_.copy()
+        for i in range(4):
+            np.add.at(want[i], idx[i, ::2], src.T[i])
+        np.testing.assert_allclose(from_json(r.json()["outputs"][0]), want, rtol=1e-15, atol=0,
+                                   err_msg=f"strided index {strided_idx}, transposed src {transposed_src}")
+
+
 def test_gather_along_every_dim(server, rng):
     """gather (one line of the index's last dim at a time in parallel, the index checked as it is read) against
     torch: every dim of a 3-d self, strided selves and indices, a 0-dim case, and an out-of-range index at a
