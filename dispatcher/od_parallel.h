@@ -21,6 +21,7 @@
 #ifndef OD_PARALLEL_H
 #define OD_PARALLEL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -57,5 +58,16 @@ void od_cancel_all(void);
 /* Stops and joins the workers, waiting for a running region to end
  * (idempotent; the pool restarts on next use; a no-op inside a region). */
 void od_parallel_shutdown(void);
+
+/* *lowest = min(*lowest, k), atomically: chunks that meet a bad element
+ * keep the lowest position, so the caller reports the one a serial loop
+ * would have met first. */
+static inline void od_atomic_min_i64(_Atomic int64_t *lowest, int64_t k)
+{
+    int64_t cur = atomic_load_explicit(lowest, memory_order_relaxed);
+    while (k < cur && !atomic_compare_exchange_weak_explicit(lowest, &cur, k, memory_order_relaxed,
+                                                             memory_order_relaxed))
+        ;
+}
 
 #endif

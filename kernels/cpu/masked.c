@@ -7,13 +7,15 @@
  * element, which must be 0 or 1 ("Mask tensor can take 0 and 1 values
  * only"). nonzero's result size depends on the data: it counts first and
  * allocates [count, ndim] itself (its shape function only refuses Meta, as
- * torch's Meta does). take checks every index
- * before it reads. Single-threaded, any strides.
+ * torch's Meta does). take checks every index before it reads, or (with a
+ * contiguous self and index, in parallel) as it reads, reporting the first
+ * bad one in order. The rest is single-threaded, any strides.
  */
 #include <math.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "od_parallel.h"
 #include "iter.h"
 #include "od_shape.h"
 
@@ -148,6 +150,51 @@ od_status od_cpu_nonzero(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
     return OD_OK;
 }
 
+/* take with a contiguous self and index: out[i] = self[index[i]] in
+ * parallel chunks, each index checked as it is read; a bad one is skipped
+ * and the lowest bad position kept, so the error names the index a serial
+ * pass meets first (the fresh result is released on it). */
+typedef struct take_job {
+    const int64_t *iv;
+    const char *sd;
+    char *od;
+    int64_t numel;
+    size_t es;
+    _Atomic int64_t first_bad; /* INT64_MAX: none */
+} take_job;
+
+static void take_chunk(void *ctx, int64_t b, int64_t e)
+{
+    take_job *j = ctx;
+#define TAKE_LOOP_(T)                                                                \
+    for (int64_t i = b; i < e; i++) {                                                \
+        int64_t v = j->iv[i];                                                        \
+        if (v < -j->numel || v >= j->numel) {                                        \
+            od_atomic_min_i64(&j->first_bad, i);                                     \
+            continue;                                                                \
+        }                                                                            \
+        ((T *)(void *)j->od)[i] = ((const T *)(const void *)j->sd)[v < 0 ? v + j->numel : v]; \
+    }
+    switch (j->es) {
+    case 1: TAKE_LOOP_(uint8_t) break;
+    case 2: TAKE_LOOP_(uint16_t) break;
+    case 4: TAKE_LOOP_(uint32_t) break;
+    case 8: TAKE_LOOP_(uint64_t) break;
+    default:
+        for (int64_t i = b; i < e; i++) {
+            int64_t v = j->iv[i];
+            if (v < -j->numel || v >= j->numel) {
+                od_atomic_min_i64(&j->first_bad, i);
+                continue;
+            }
+            memcpy(j->od + (size_t)i * j->es, j->sd + (size_t)(v < 0 ? v + j->numel : v) * j->es, j->es);
+        }
+    }
+#undef TAKE_LOOP_
+}
+
+#define TAKE_GRAIN 16384 /* indices per parallel task, at least */
+
 od_status od_cpu_take(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
     (void)op;
@@ -160,6 +207,25 @@ od_status od_cpu_take(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
     od_tensor *self = s->args[0].u.t, *index = s->args[1].u.t, *out = NULL;
     int64_t numel = od_tensor_numel(self), n = od_tensor_numel(index);
     const int64_t *iv = od_tensor_data(index);
+    size_t es = od_dtype_size(self->dtype);
+    const char *sd = od_tensor_data(self);
+    if (od_tensor_is_contiguous(self) && od_tensor_is_contiguous(index)) {
+        if ((st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err)))
+            return st;
+        take_job j = {.iv = iv, .sd = sd, .od = od_tensor_data(out), .numel = numel, .es = es,
+                      .first_bad = INT64_MAX};
+        if ((st = od_parallel_for(n, TAKE_GRAIN, take_chunk, &j)) == OD_OK && j.first_bad != INT64_MAX) {
+            int64_t wr;
+            st = od_take_check_index(iv[j.first_bad], numel, &wr, err);
+        }
+        if (st) {
+            od_tensor_release(out);
+            return st;
+        }
+        s->rets[0] = od_tensor_v(out);
+        s->nrets = 1;
+        return OD_OK;
+    }
     rm_walk w;
     rm_init(&w, index->sizes, index->ndim);
     for (int64_t i = 0, wr; i < n; i++, rm_next(&w))
@@ -167,8 +233,6 @@ od_status od_cpu_take(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
             return st;
     if ((st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err)))
         return st;
-    size_t es = od_dtype_size(self->dtype);
-    const char *sd = od_tensor_data(self);
     char *od = od_tensor_data(out);
     rm_init(&w, index->sizes, index->ndim);
     for (int64_t i = 0; i < n; i++, rm_next(&w)) {

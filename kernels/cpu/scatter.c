@@ -218,14 +218,6 @@ typedef struct gather_job {
     _Atomic int64_t first_bad; /* INT64_MAX: none */
 } gather_job;
 
-static void gather_bad(gather_job *j, int64_t k)
-{
-    int64_t cur = atomic_load_explicit(&j->first_bad, memory_order_relaxed);
-    while (k < cur && !atomic_compare_exchange_weak_explicit(&j->first_bad, &cur, k, memory_order_relaxed,
-                                                             memory_order_relaxed))
-        ;
-}
-
 /* One line of the index's last dim at a time, a tight loop over it (the
  * walk carries between lines only). */
 #define GATHER_LOOP_(T)                                                                                  \
@@ -237,7 +229,7 @@ static void gather_bad(gather_job *j, int64_t k)
         for (int64_t i = 0; i < run; i++) {                                                              \
             int64_t x = ix[i * is];                                                                      \
             if ((uint64_t)x >= (uint64_t)j->size) {                                                      \
-                gather_bad(j, k + i);                                                                    \
+                od_atomic_min_i64(&j->first_bad, k + i);                                                                    \
                 continue;                                                                                \
             }                                                                                            \
             o[i] = sp[i * os + x * j->dstride];                                                          \

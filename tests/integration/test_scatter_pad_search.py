@@ -175,6 +175,30 @@ def test_scatter_add_strided_index_and_src(server, rng):
                                    err_msg=f"strided index {strided_idx}, transposed src {transposed_src}")
 
 
+def test_take_long_index_against_torch(server, rng):
+    """take with an index long enough to be split across threads (the
+    contiguous path checks each index as it reads it), negative indices,
+    elements of 1, 2, 4 and 8 bytes, an index of other shape than self, and
+    a strided self (the general path); bad indices at two random positions:
+    the message names the first, as torch's does."""
+    cases = []
+    for dt in ("bool", "int16", "float32", "float64", "int64", "bfloat16"):
+        x = R(rng, dt, (40, 50))
+        idx = rng.integers(-2000, 2000, (3, 25000))
+        cases.append(("take", [x, T(idx)], {}))
+        bad = idx.copy()
+        first, second = sorted(rng.choice(bad.size, 2, replace=False))
+        bad.flat[first], bad.flat[second] = rng.choice([-2001, 2000, 10**9]), -10**9
+        cases.append(("take", [x, T(bad)], {}))
+    cases.append(("take", [R(rng, "float32", (7,)), T(np.zeros((0, 3), np.int64))], {}))
+    check(server, cases, rtol=0)
+    a, idx = rand(rng, "float64", (30, 40)), rng.integers(-1200, 1200, 50000)
+    body = {"steps": [{"op": "t", "args": [T(a)]}, {"op": "take", "args": [{"ref": "$0"}, T(idx)]}], "outputs": ["$1"]}
+    r = server.post("/v1/run", body)
+    assert r.status_code == 200, r.text
+    np.testing.assert_array_equal(from_json(r.json()["outputs"][0]), np.take(a.T.reshape(-1), idx))
+
+
 def test_gather_along_every_dim(server, rng):
     """gather (one line of the index's last dim at a time in parallel, the index checked as it is read) against
     torch: every dim of a 3-d self, strided selves and indices, a 0-dim case, and an out-of-range index at a
