@@ -7,7 +7,9 @@
  * cus_lower_bound / cus_upper_bound in its boundary row: the first position
  * whose value is not < (left) / not <= (right) it, so NaNs sort last.
  * Floating values compare as doubles after rounding to the common dtype
- * (exact for every floating dtype), integers as int64.
+ * (exact for every floating dtype), integers as int64. Contiguous operands
+ * already of the common dtype take search_fast: the same steps in their own
+ * dtype, in parallel.
  */
 #include <math.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include "cpu_kernels.h"
 #include "iter.h"
 #include "od_half.h"
+#include "od_parallel.h"
 #include "od_shape.h"
 
 /* v rounded to dtype dt's precision (the common dtype's: exact as a double) */
@@ -41,6 +44,70 @@ static int64_t load_i(const od_tensor *t, int64_t off)
     return od_cpu_load_i64((const char *)od_tensor_data(t) + off * (int64_t)od_dtype_size(t->dtype), t->dtype);
 }
 
+/* The common case without the per-element conversions: a contiguous input
+ * and contiguous boundaries, both of the common dtype, no sorter; elements
+ * split across the worker pool. The search takes ATen's midpoints step for
+ * step (the same lo and hi), so NaNs lead where they lead ATen; each step
+ * moves lo or hi by masks, not a branch (on random inputs every step was a
+ * coin flip for the branch predictor: 24 ms for 1e6 floats in 1000, 12 ms
+ * with masks). Compares in the dtype itself are the
+ * double compares of the general loop: every value is exact in both. */
+typedef struct search_job {
+    const od_search_plan *p;
+    const void *b, *x;
+    void *out;
+} search_job;
+
+#define SEARCH_GRAIN 4096 /* elements per parallel task, at least */
+
+static void search_fast(void *ctx, int64_t begin, int64_t end)
+{
+    const search_job *j = ctx;
+    const od_search_plan *p = j->p;
+    const bool right = p->right, one_row = p->boundaries->ndim == 1;
+    const int64_t len = p->len, inner = p->inner;
+    /* masks: written as selects (?:), gcc compiled them to branches */
+#define SEARCH_FAST_(T, GO_RIGHT)                                                        \
+    for (int64_t i = begin; i < end; i++) {                                              \
+        const T *row = (const T *)j->b + (one_row ? 0 : i / inner * len);                \
+        const T x = ((const T *)j->x)[i];                                                \
+        int64_t lo = 0, hi = len;                                                        \
+        while (lo < hi) {                                                                \
+            int64_t mid = lo + ((hi - lo) >> 1);                                         \
+            T m = row[mid];                                                              \
+            int64_t go = -(int64_t)(GO_RIGHT); /* all ones: go right */                  \
+            lo = (lo & ~go) | ((mid + 1) & go);                                          \
+            hi = (hi & go) | (mid & ~go);                                                \
+        }                                                                                \
+        if (p->out_int32)                                                                \
+            ((int32_t *)j->out)[i] = (int32_t)lo;                                        \
+        else                                                                             \
+            ((int64_t *)j->out)[i] = lo;                                                 \
+    }
+#define SEARCH_SIDES_(T)                                                                 \
+    if (right)                                                                           \
+        SEARCH_FAST_(T, !(m > x))                                                        \
+    else                                                                                 \
+        SEARCH_FAST_(T, !(m >= x))
+    switch (p->common) {
+    case OD_FLOAT32: SEARCH_SIDES_(float) break;
+    case OD_FLOAT64: SEARCH_SIDES_(double) break;
+    case OD_INT32: SEARCH_SIDES_(int32_t) break;
+    default: SEARCH_SIDES_(int64_t) break;
+    }
+#undef SEARCH_SIDES_
+#undef SEARCH_FAST_
+}
+
+static bool search_fast_serves(const od_search_plan *p)
+{
+    const od_tensor *b = p->boundaries, *x = p->input;
+    od_dtype dt = p->common;
+    return x && !p->sorter && x->dtype == dt && b->dtype == dt &&
+           (dt == OD_FLOAT32 || dt == OD_FLOAT64 || dt == OD_INT32 || dt == OD_INT64) &&
+           od_tensor_is_contiguous(x) && od_tensor_is_contiguous(b);
+}
+
 od_status od_cpu_search(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
     (void)op;
@@ -64,6 +131,16 @@ od_status od_cpu_search(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
     od_tensor *out = NULL;
     if ((st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err)))
         return st;
+    if (search_fast_serves(&p)) {
+        search_job j = {&p, od_tensor_data(b), od_tensor_data(p.input), od_tensor_data(out)};
+        if ((st = od_parallel_for(p.n, SEARCH_GRAIN, search_fast, &j))) {
+            od_tensor_release(out);
+            return st;
+        }
+        s->rets[0] = od_tensor_v(out);
+        s->nrets = 1;
+        return OD_OK;
+    }
     bool flt = od_dtype_is_floating(p.common), one_row = b->ndim == 1;
     bool sval_f = p.scalar.tag == OD_T_DOUBLE;
     for (int64_t i = 0; i < p.n; i++) {

@@ -427,6 +427,19 @@ def test_searchsorted_bucketize(server, rng):
               ("searchsorted.Tensor", [T(np.arange(4)), T(np.array([3]))], {"sorter": T(np.arange(4, dtype=np.int32))}),
               ("bucketize.Tensor", [T(np.array([3])), T(np.arange(4).reshape(2, 2))], {}),
               ("searchsorted.Tensor", [T(np.zeros(0, np.float32)), T(np.array([1.0], np.float32))], {})]
+    # long inputs (split across threads) into tie-heavy boundaries, NaNs among both, one row and one per row
+    for dt in ("float32", "float64", "int64", "int32"):
+        bl = np.sort(rng.integers(-50, 50, 1000)).astype(dt)
+        ql = rng.integers(-60, 60, 20000).astype(dt)
+        rows = np.sort(rng.integers(-50, 50, (4, 300)), axis=1).astype(dt)
+        qr = rng.integers(-60, 60, (4, 5000)).astype(dt)
+        if dt.startswith("float"):
+            bl[-3:], rows[1, -2:] = np.nan, np.nan
+            ql[rng.random(ql.size) < 0.01] = np.nan
+        for right in (False, True):
+            cases += [("searchsorted.Tensor", [T(bl), T(ql)], {"right": right}),
+                      ("searchsorted.Tensor", [T(rows), T(qr)], {"right": right, "out_int32": right}),
+                      ("bucketize.Tensor", [T(ql), T(bl)], {"right": right})]
     check(server, cases)
 
 
