@@ -107,6 +107,77 @@ static bool same_slice(const od_tensor *x, int dim, int64_t a, int64_t b)
     return true;
 }
 
+/* unique_consecutive without dim on a contiguous tensor of these dtypes:
+ * typed compares of neighbours (floats as floats: NaN unequal to itself,
+ * -0.0 equal to 0.0, as the doubles compare), in two passes (count the
+ * runs, then write them) instead of per-element offsets, dtype switches and
+ * two scratch arrays of n. */
+typedef enum { RUNS_NONE, RUNS_F32, RUNS_F64, RUNS_B1, RUNS_B2, RUNS_B4, RUNS_B8 } runs_kind;
+
+static runs_kind runs_kind_of(const od_tensor *x, int dim)
+{
+    if (dim >= 0 || !od_tensor_is_contiguous(x))
+        return RUNS_NONE;
+    switch (x->dtype) {
+    case OD_FLOAT32: return RUNS_F32;
+    case OD_FLOAT64: return RUNS_F64;
+    case OD_BOOL:
+    case OD_UINT8:
+    case OD_INT8: return RUNS_B1;
+    case OD_INT16: return RUNS_B2;
+    case OD_INT32: return RUNS_B4;
+    case OD_INT64: return RUNS_B8;
+    default: return RUNS_NONE;
+    }
+}
+
+#define RUNS_SWITCH_(k, M)                                                                       \
+    switch (k) {                                                                                 \
+    case RUNS_F32: M(float) break;                                                               \
+    case RUNS_F64: M(double) break;                                                              \
+    case RUNS_B1: M(uint8_t) break;                                                              \
+    case RUNS_B2: M(uint16_t) break;                                                             \
+    case RUNS_B4: M(uint32_t) break;                                                             \
+    default: M(uint64_t) break;                                                                  \
+    }
+
+static int64_t runs_count(runs_kind k, const void *x, int64_t n)
+{
+    int64_t g = n > 0;
+#define RUNS_COUNT_(T)                                                                           \
+    for (int64_t i = 1; i < n; i++)                                                              \
+        g += ((const T *)x)[i] != ((const T *)x)[i - 1];
+    RUNS_SWITCH_(k, RUNS_COUNT_)
+#undef RUNS_COUNT_
+    return g;
+}
+
+/* vals: the runs' first elements; inv (may be NULL): each element's run;
+ * cnt (may be NULL): each run's length. */
+static void runs_fill(runs_kind k, const void *x, int64_t n, void *vals, int64_t *inv, int64_t *cnt)
+{
+#define RUNS_FILL_(T)                                                                            \
+    {                                                                                            \
+        const T *v = x;                                                                          \
+        int64_t g = -1, start = 0;                                                               \
+        for (int64_t i = 0; i < n; i++) {                                                        \
+            if (i == 0 || v[i] != v[i - 1]) {                                                    \
+                if (cnt && g >= 0)                                                               \
+                    cnt[g] = i - start;                                                          \
+                ((T *)vals)[++g] = v[i];                                                         \
+                start = i;                                                                       \
+            }                                                                                    \
+            if (inv)                                                                             \
+                inv[i] = g;                                                                      \
+        }                                                                                        \
+        if (cnt && g >= 0)                                                                       \
+            cnt[g] = n - start;                                                                  \
+    }
+    RUNS_SWITCH_(k, RUNS_FILL_)
+#undef RUNS_FILL_
+}
+#undef RUNS_SWITCH_
+
 od_status od_cpu_unique_consecutive(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
     (void)ctx;
@@ -119,20 +190,26 @@ od_status od_cpu_unique_consecutive(void *ctx, const od_op *op, od_keyset ks, od
     if (st)
         return st;
     /* without dim: the flattened elements; with: the slices along dim */
-    int64_t n = dim < 0 ? od_tensor_numel(x) : x->sizes[dim];
-    int64_t *group = malloc((size_t)(n > 0 ? n : 1) * sizeof *group); /* group of item i */
-    int64_t *first = malloc((size_t)(n > 0 ? n : 1) * sizeof *first); /* first item of group g */
-    if (!group || !first) {
-        free(group);
-        free(first);
-        return od_error_set(err, OD_ENOMEM, "unique_consecutive: no memory for %lld items", (long long)n);
-    }
-    int64_t groups = 0;
-    for (int64_t i = 0; i < n; i++) {
-        bool eq = i > 0 && (dim < 0 ? same(x, od_cpu_offset_of(x, i), od_cpu_offset_of(x, i - 1)) : same_slice(x, dim, i, i - 1));
-        if (!eq)
-            first[groups++] = i;
-        group[i] = groups - 1;
+    int64_t n = dim < 0 ? od_tensor_numel(x) : x->sizes[dim], groups = 0;
+    runs_kind kind = runs_kind_of(x, dim);
+    int64_t *group = NULL, *first = NULL; /* the general path's: group of item i, first item of group g */
+    if (kind != RUNS_NONE) {
+        groups = runs_count(kind, od_tensor_data(x), n);
+    } else {
+        group = malloc((size_t)(n > 0 ? n : 1) * sizeof *group);
+        first = malloc((size_t)(n > 0 ? n : 1) * sizeof *first);
+        if (!group || !first) {
+            free(group);
+            free(first);
+            return od_error_set(err, OD_ENOMEM, "unique_consecutive: no memory for %lld items", (long long)n);
+        }
+        for (int64_t i = 0; i < n; i++) {
+            bool eq = i > 0 && (dim < 0 ? same(x, od_cpu_offset_of(x, i), od_cpu_offset_of(x, i - 1))
+                                        : same_slice(x, dim, i, i - 1));
+            if (!eq)
+                first[groups++] = i;
+            group[i] = groups - 1;
+        }
     }
     od_out_spec specs[3];
     int64_t sz[OD_MAX_DIMS], zero = 0;
@@ -159,7 +236,11 @@ od_status od_cpu_unique_consecutive(void *ctx, const od_op *op, od_keyset ks, od
     size_t es = od_dtype_size(x->dtype);
     const char *src = od_tensor_data(x);
     char *dst = od_tensor_data(outs[0]);
-    if (dim < 0) {
+    int64_t *inv = od_tensor_data(outs[1]), *cnt = od_tensor_data(outs[2]);
+    if (kind != RUNS_NONE) {
+        runs_fill(kind, src, n, dst, od_tensor_numel(outs[1]) == n ? inv : NULL,
+                  od_tensor_numel(outs[2]) == groups ? cnt : NULL);
+    } else if (dim < 0) {
         for (int64_t g = 0; g < groups; g++)
             memcpy(dst + (size_t)g * es, src + od_cpu_offset_of(x, first[g]) * (int64_t)es, es);
     } else {
@@ -175,11 +256,10 @@ od_status od_cpu_unique_consecutive(void *ctx, const od_op *op, od_keyset ks, od
             memcpy(dst + (size_t)i * es, src + off * (int64_t)es, es);
         }
     }
-    int64_t *inv = od_tensor_data(outs[1]), *cnt = od_tensor_data(outs[2]);
-    if (od_tensor_numel(outs[1]) == n)
+    if (kind == RUNS_NONE && od_tensor_numel(outs[1]) == n)
         for (int64_t i = 0; i < n; i++)
             inv[i] = group[i];
-    if (od_tensor_numel(outs[2]) == groups)
+    if (kind == RUNS_NONE && od_tensor_numel(outs[2]) == groups)
         for (int64_t g = 0; g < groups; g++)
             cnt[g] = (g + 1 < groups ? first[g + 1] : n) - first[g];
     free(group);

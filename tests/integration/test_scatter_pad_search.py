@@ -487,6 +487,15 @@ def test_unique_consecutive(server, rng):
                   ("unique_consecutive", [R(rng, dt, ()), True, True], {}),
                   ("unique_consecutive", [T(np.zeros(0), dt), True, True], {}),
                   ("unique_consecutive", [T(np.zeros((0, 3)), dt), True, True, 0], {})]
+    # long runs (the contiguous typed path): zeros of both signs in one run, each NaN a run of its own
+    for dt in ("float32", "float64", "int64", "int32", "int16", "uint8", "bool"):
+        v = np.repeat(rand(rng, dt, (3000,)), rng.integers(1, 4, 3000))[:5000]
+        if dt.startswith("float"):
+            v[rng.random(v.size) < 0.02] = np.nan
+            v[rng.random(v.size) < 0.05] = 0.0
+            v[(v == 0) & (rng.random(v.size) < 0.5)] = -0.0
+        for inv, cnt in ((False, False), (True, False), (False, True), (True, True)):
+            cases.append(("unique_consecutive", [T(v.reshape(2, -1) if inv else v, dt), inv, cnt], {}))
     nan = T(np.array([0.0, -0.0, np.nan, np.nan, 1.0, 1.0]))
     cases += [("unique_consecutive", [nan, True, True], {}),
               ("unique_consecutive", [T(np.array([[0.0, np.nan], [0.0, np.nan]])), True, True, 0], {}),
