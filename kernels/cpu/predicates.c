@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "od_parallel.h"
 #include "od_shape.h"
 #include "od_sort_algo.h"
 
@@ -90,7 +91,40 @@ static int cmp_i64(const void *x, const void *y)
 }
 
 /* out[i] = (key i of e is among the m keys of t) != invert, by binary search
- * over t's sorted keys (NaN dropped: it equals nothing). */
+ * over t's sorted keys (NaN dropped: it equals nothing), elements split
+ * across the worker pool. */
+typedef struct member_job {
+    const void *e, *sorted;
+    int64_t k;
+    bool fl, invert;
+    bool *out;
+} member_job;
+
+#define MEMBER_GRAIN 4096 /* elements per parallel task, at least */
+
+static void member_chunk(void *ctx, int64_t begin, int64_t end)
+{
+    const member_job *j = ctx;
+    /* a lower bound that halves the range by a mask each step (no branch to
+     * mispredict on random elements); a NaN element finds nothing */
+#define MEMBER_LOOP_(T)                                                                  \
+    for (int64_t i = begin; i < end; i++) {                                              \
+        const T x = ((const T *)j->e)[i], *b = j->sorted;                                \
+        for (int64_t n = j->k; n > 1;) {                                                 \
+            int64_t h = n / 2;                                                           \
+            b += h & -(int64_t)(b[h] < x);                                               \
+            n -= h;                                                                      \
+        }                                                                                \
+        bool found = j->k > 0 && (*b == x || (b + 1 < (const T *)j->sorted + j->k && b[1] == x)); \
+        j->out[i] = found != j->invert;                                                  \
+    }
+    if (j->fl)
+        MEMBER_LOOP_(double)
+    else
+        MEMBER_LOOP_(int64_t)
+#undef MEMBER_LOOP_
+}
+
 static od_status membership(const void *e, int64_t n, const void *t, int64_t m, bool fl, bool invert, bool *out,
                             od_error *err)
 {
@@ -106,13 +140,10 @@ static od_status membership(const void *e, int64_t n, const void *t, int64_t m, 
         k++;
     }
     qsort(sorted, (size_t)k, es, fl ? cmp_f64 : cmp_i64);
-    for (int64_t i = 0; i < n; i++) {
-        const void *x = (const char *)e + (size_t)i * es;
-        bool found = (!fl || !isnan(*(const double *)x)) && bsearch(x, sorted, (size_t)k, es, fl ? cmp_f64 : cmp_i64);
-        out[i] = found != invert;
-    }
+    member_job job = {e, sorted, k, fl, invert, out};
+    od_status st = od_parallel_for(n, MEMBER_GRAIN, member_chunk, &job);
     free(sorted);
-    return OD_OK;
+    return st;
 }
 
 /* isin_sorting with assume_unique: stable sort of cat(elements, test), each

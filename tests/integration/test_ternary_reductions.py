@@ -123,6 +123,15 @@ def make_cases(rng):
     add("isin.Tensor_Tensor", T(f), T(np.concatenate([f[::3], [np.nan, -0.0]])))
     add("isin.Tensor_Tensor", T(e.astype(np.int32)), T(np.array([2.5, 3.0, 7.0])))  # promoted to float
     add("isin.Tensor_Scalar", T(e), 7, invert=True)
+    # long elements (split across threads; each searched in the sorted test elements)
+    el = rng.integers(0, 500, 20000)
+    add("isin.Tensor_Tensor", T(el), T(rng.integers(0, 600, 100)))
+    add("isin.Tensor_Tensor", T(el), T(rng.integers(0, 600, 7)), invert=True)
+    # (no NaN among these elements: torch 1.13's sorting path answers a NaN element as the first value its
+    # unordered_set happens to hold, found or not; the server answers False, as the brute-force path does)
+    fe = rng.integers(-40, 40, 20000) / 4.0
+    fe[fe == 0] = -0.0
+    add("isin.Tensor_Tensor", T(fe), T(np.concatenate([rng.integers(-40, 40, 60) / 4.0, [np.nan, 0.0]])))
     add("isin.Scalar_Tensor", 3, T(e))
     # reductions
     for dt in ("float32", "float64"):
