@@ -261,7 +261,8 @@ static void gather_chunk(void *ctx, int64_t b, int64_t e)
 #undef GATHER_LOOP_
 
 /* scatter's common cases without the per-element dtype switch: the plain
- * write (any dtype) and the sum of float32, float64 and int64 (wrapping).
+ * write (any dtype), and the sum (wrapping for int64), product, amax and
+ * amin of float32, float64 and int64.
  * Serial and in row-major order, as the general loop, one tight loop per
  * line of the index's last dim. Each index is checked as it is read (size:
  * self's along dim), so no separate pass over the index is needed: the
@@ -323,6 +324,22 @@ static int64_t scatter_fast(walk w, const int64_t *iv, int64_t n, char *od, cons
         default: break;
         }
     }
+    /* the general loop's combines, inlined with r constant */
+#define COMB_CASES_(T, F)                                                                        \
+    switch (r) {                                                                                 \
+    case OD_SCR_PROD: FAST_LOOP_(T, *dst = F(*dst, v, OD_SCR_PROD))                              \
+    case OD_SCR_AMAX: FAST_LOOP_(T, *dst = F(*dst, v, OD_SCR_AMAX))                              \
+    default: FAST_LOOP_(T, *dst = F(*dst, v, OD_SCR_AMIN))                                       \
+    }
+    if (r == OD_SCR_PROD || r == OD_SCR_AMAX || r == OD_SCR_AMIN) {
+        switch (dt) {
+        case OD_FLOAT32: COMB_CASES_(float, comb_f32)
+        case OD_FLOAT64: COMB_CASES_(double, comb_f64)
+        case OD_INT64: COMB_CASES_(int64_t, comb_i64)
+        default: break;
+        }
+    }
+#undef COMB_CASES_
 #undef FAST_LOOP_
 #undef FAST_INNER_
     return -2;

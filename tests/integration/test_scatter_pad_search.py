@@ -134,11 +134,12 @@ def test_masked_scatter(server, rng):
 
 
 def test_scatter_and_scatter_add_along_every_dim(server, rng):
-    """scatter.src and scatter_add (their fast loops: one line of the index's
-    last dim at a time, the index checked as it is read) against torch: every
-    dim of a 3-d self, an index smaller than self and src, duplicates (the
-    order of the writes and sums is torch's), and an out-of-range index at a
-    random position, whose message must be torch's."""
+    """scatter.src, scatter_add and scatter_reduce (their fast loops: one line
+    of the index's last dim at a time, the index checked as it is read)
+    against torch: every dim of a 3-d self, an index smaller than self and
+    src, duplicates (the order of the writes and sums is torch's), NaNs for
+    amax and amin, and an out-of-range index at a random position, whose
+    message must be torch's."""
     cases = []
     for dt in ("float32", "float64", "int64", "int32", "float16"):
         for dim in (0, 1, 2, -1):
@@ -147,11 +148,20 @@ def test_scatter_and_scatter_add_along_every_dim(server, rng):
             idx = rng.integers(0, (4, 5, 6)[dim], ishape)
             for op in ("scatter_add", "scatter.src"):
                 cases.append((op, [self_, dim, T(idx), src], {}))
+            for red in ("prod", "amax", "amin"):
+                cases.append(("scatter_reduce.two", [self_, dim, T(idx), src, red], {}))
+            cases.append(("scatter_reduce.two", [self_, dim, T(idx), src, "amax"], {"include_self": False}))
             bad = idx.copy()
             bad.flat[rng.integers(0, bad.size)] = rng.choice([-1, (4, 5, 6)[dim]])
             cases.append(("scatter_add", [self_, dim, T(bad), src], {}))
         cases.append(("scatter_add", [R(rng, dt, (50,)), 0, T(rng.integers(0, 50, 200)), R(rng, dt, (300,))], {}))
         cases.append(("scatter_add", [R(rng, dt, ()), 0, T(np.array(0)), R(rng, dt, ())], {}))
+    # amax and amin let a NaN of src in and keep one of self
+    for dt in ("float32", "float64"):
+        x, v = rand(rng, dt, (40,)), rand(rng, dt, (300,))
+        x[rng.random(40) < 0.2], v[rng.random(300) < 0.05] = np.nan, np.nan
+        for red in ("amax", "amin", "prod"):
+            cases.append(("scatter_reduce.two", [T(x), 0, T(rng.integers(0, 40, 300)), T(v), red], {}))
     check(server, cases, rtol=1e-6)
 
 
