@@ -455,7 +455,7 @@ Test(cpu_reduce, large_rows_columns_and_full_reductions)
     }
 }
 
-Test(cpu_reduce, argmax_nan_in_a_late_chunk_and_ties_across_chunks)
+Test(cpu_reduce, argmax_argmin_nan_in_a_late_chunk_and_ties_across_chunks)
 {
     int64_t n = 300000;
     od_tensor *x = t_empty(&n, 1, OD_FLOAT32, CPU);
@@ -466,18 +466,27 @@ Test(cpu_reduce, argmax_nan_in_a_late_chunk_and_ties_across_chunks)
     for (int64_t i = 0; i < n && first5 < 0; i++)
         if (p[i] == 5.0f)
             first5 = i;
+    /* argmin: the same rules from below, its minimum alone and far in */
+    int64_t low_at = rng_int(n / 4, n / 2);
+    p[low_at] = -1.0f;
     od_value a[3] = {tv(x), od_none(), od_bool(false)};
     od_tensor *r = call1_ok(OD_OPID_argmax, a, 3);
     TCHECK(*(int64_t *)od_tensor_data(r) == first5, "argmax = %" PRId64 ", want %" PRId64,
            *(int64_t *)od_tensor_data(r), first5);
     od_tensor_release(r);
+    r = call1_ok(OD_OPID_argmin, a, 3);
+    TCHECK(*(int64_t *)od_tensor_data(r) == low_at, "argmin = %" PRId64 ", want %" PRId64,
+           *(int64_t *)od_tensor_data(r), low_at);
+    od_tensor_release(r);
     int64_t nan_at = rng_int(n / 2, n - 1), nan2 = nan_at + 1 < n ? nan_at + 1 : nan_at;
     p[nan_at] = NAN;
     p[nan2] = NAN;
-    r = call1_ok(OD_OPID_argmax, a, 3);
-    TCHECK(*(int64_t *)od_tensor_data(r) == nan_at, "argmax with NaN = %" PRId64 ", want %" PRId64,
-           *(int64_t *)od_tensor_data(r), nan_at);
-    od_tensor_release(r);
+    for (int k = 0; k < 2; k++) {
+        r = call1_ok(k ? OD_OPID_argmin : OD_OPID_argmax, a, 3);
+        TCHECK(*(int64_t *)od_tensor_data(r) == nan_at, "%s with NaN = %" PRId64 ", want %" PRId64,
+               k ? "argmin" : "argmax", *(int64_t *)od_tensor_data(r), nan_at);
+        od_tensor_release(r);
+    }
     int64_t d1[1] = {0};
     od_value m[3] = {tv(x), ilist(d1, 1), od_bool(false)};
     r = call1_ok(OD_OPID_amax, m, 3);
