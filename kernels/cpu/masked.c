@@ -12,6 +12,7 @@
  * bad one in order. The rest is single-threaded, any strides.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
@@ -110,6 +111,139 @@ done:
     return OD_OK;
 }
 
+/* nonzero of a contiguous tensor of these dtypes: typed tests (a float is
+ * nonzero unless +-0.0, a NaN is nonzero, as != 0.0 has it), counted per
+ * block in parallel, then each block writes its coordinates from its own
+ * offset (the counts' prefix sum), so the rows come in row-major order. */
+#define NZ_BLOCK 65536
+#define NZ_SWITCH_(dt, M)                                                                        \
+    switch (dt) {                                                                                \
+    case OD_FLOAT32: M(float, v != 0) break;                                                     \
+    case OD_FLOAT64: M(double, v != 0) break;                                                    \
+    case OD_FLOAT16:                                                                             \
+    case OD_BFLOAT16: M(uint16_t, (v & 0x7fff) != 0) break;                                      \
+    case OD_INT16: M(uint16_t, v != 0) break;                                                    \
+    case OD_INT32: M(uint32_t, v != 0) break;                                                    \
+    case OD_INT64: M(uint64_t, v != 0) break;                                                    \
+    default: M(uint8_t, v != 0) break; /* bool, uint8, int8 */                                   \
+    }
+
+static bool nz_fast_serves(const od_tensor *t)
+{
+    switch (t->dtype) {
+    case OD_FLOAT32: case OD_FLOAT64: case OD_FLOAT16: case OD_BFLOAT16: case OD_INT16: case OD_INT32:
+    case OD_INT64: case OD_BOOL: case OD_UINT8: case OD_INT8:
+        return od_tensor_is_contiguous(t);
+    default:
+        return false;
+    }
+}
+
+typedef struct nz_job {
+    const od_tensor *t;
+    int64_t n, nblk, count;
+    int64_t *counts; /* per block; then each block's first output row */
+    int64_t *out;
+} nz_job;
+
+static void nz_count(void *ctx, int64_t b, int64_t e)
+{
+    nz_job *j = ctx;
+    for (int64_t blk = b; blk < e; blk++) {
+        int64_t lo = blk * NZ_BLOCK, hi = lo + NZ_BLOCK < j->n ? lo + NZ_BLOCK : j->n, c = 0;
+#define NZ_COUNT_(T, TEST)                                                                       \
+    for (int64_t i = lo; i < hi; i++) {                                                          \
+        T v = ((const T *)od_tensor_data(j->t))[i];                                              \
+        c += TEST;                                                                               \
+    }
+        NZ_SWITCH_(j->t->dtype, NZ_COUNT_)
+#undef NZ_COUNT_
+        j->counts[blk] = c;
+    }
+}
+
+static void nz_write(void *ctx, int64_t b, int64_t e)
+{
+    nz_job *j = ctx;
+    const od_tensor *t = j->t;
+    const int nd = t->ndim;
+    for (int64_t blk = b; blk < e; blk++) {
+        int64_t lo = blk * NZ_BLOCK, hi = lo + NZ_BLOCK < j->n ? lo + NZ_BLOCK : j->n;
+        int64_t *o = j->out + j->counts[blk] * nd, coord[OD_MAX_DIMS];
+        for (int64_t k = nd - 1, q = lo; k >= 0; k--) { /* lo's coordinates */
+            coord[k] = q % t->sizes[k];
+            q /= t->sizes[k];
+        }
+        /* 1-d: each index is stored whether or not it counts, and the row
+         * advances by the test (no branch to mispredict); the store stays
+         * inside the block's own rows, which the next block's thread may be
+         * writing already */
+#define NZ_WRITE1_(T, TEST)                                                                      \
+    for (int64_t i = lo; i < hi; i++) {                                                          \
+        T v = ((const T *)od_tensor_data(t))[i];                                                 \
+        if (o < end)                                                                             \
+            *o = i;                                                                              \
+        o += (TEST);                                                                             \
+    }
+        if (nd == 1) {
+            int64_t *end = j->out + (blk + 1 < j->nblk ? j->counts[blk + 1] : j->count);
+            NZ_SWITCH_(t->dtype, NZ_WRITE1_)
+            continue;
+        }
+#undef NZ_WRITE1_
+#define NZ_WRITE_(T, TEST)                                                                       \
+    for (int64_t i = lo; i < hi; i++) {                                                          \
+        T v = ((const T *)od_tensor_data(t))[i];                                                 \
+        if (TEST) {                                                                              \
+            memcpy(o, coord, sizeof(int64_t) * (size_t)nd);                                      \
+            o += nd;                                                                             \
+        }                                                                                        \
+        for (int k = nd - 1; k >= 0 && ++coord[k] == t->sizes[k]; k--)                           \
+            coord[k] = 0;                                                                        \
+    }
+        NZ_SWITCH_(t->dtype, NZ_WRITE_)
+#undef NZ_WRITE_
+    }
+}
+
+static od_status nonzero_fast(od_tensor *self, od_stack *s, od_error *err)
+{
+    int64_t n = od_tensor_numel(self), nblk = (n + NZ_BLOCK - 1) / NZ_BLOCK, count = 0;
+    int64_t *counts = malloc((size_t)(nblk ? nblk : 1) * sizeof *counts);
+    if (!counts)
+        return od_error_set(err, OD_ENOMEM, "nonzero: out of memory");
+    nz_job j = {self, n, nblk, 0, counts, NULL};
+    od_status st = od_parallel_for(nblk, 1, nz_count, &j);
+    for (int64_t b = 0; b < nblk && !st; b++) {
+        int64_t c = counts[b];
+        counts[b] = count;
+        count += c;
+    }
+    od_out_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.dtype = OD_INT64;
+    spec.device = self->device;
+    spec.ndim = 2;
+    spec.sizes[0] = count;
+    spec.sizes[1] = self->ndim;
+    spec.alias_of = -1;
+    od_tensor *out = NULL;
+    if (!st && !(st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err)) && self->ndim > 0 && count > 0) {
+        j.out = od_tensor_data(out);
+        j.count = count;
+        st = od_parallel_for(nblk, 1, nz_write, &j);
+    }
+    free(counts);
+    if (st) {
+        od_tensor_release(out);
+        return st;
+    }
+    s->rets[0] = od_tensor_v(out);
+    s->nrets = 1;
+    return OD_OK;
+}
+#undef NZ_SWITCH_
+
 od_status od_cpu_nonzero(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
     (void)ctx;
@@ -118,6 +252,8 @@ od_status od_cpu_nonzero(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
     if (s->nargs < 1 || s->args[0].tag != OD_T_TENSOR || !s->args[0].u.t)
         return od_error_set(err, OD_EINVAL, "nonzero(): argument 'self' must be a Tensor");
     od_tensor *self = s->args[0].u.t;
+    if (nz_fast_serves(self))
+        return nonzero_fast(self, s, err);
     const char *d = od_tensor_data(self);
     size_t es = od_dtype_size(self->dtype);
     int64_t n = od_tensor_numel(self), count = 0;

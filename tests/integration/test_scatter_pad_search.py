@@ -209,6 +209,31 @@ def test_take_long_index_against_torch(server, rng):
     np.testing.assert_array_equal(from_json(r.json()["outputs"][0]), np.take(a.T.reshape(-1), idx))
 
 
+def test_nonzero_against_torch(server, rng):
+    """nonzero over more elements than one parallel block (the contiguous
+    path counts blocks, then each writes from its offset), 1-d and 3-d, every
+    dtype of its typed tests (NaN nonzero, -0.0 zero), all zeros, 0-dim and
+    empty; a transposed tensor through the general path."""
+    cases = []
+    for dt in ALL:
+        a = (rng.random(200_000) < 0.3) * rand(rng, dt, (200_000,))
+        if dt in ("float32", "float64", "float16", "bfloat16"):
+            a = a.astype(np.float32 if dt == "bfloat16" else dt)
+            a[rng.random(a.size) < 0.01] = np.nan
+            a[(a == 0) & (rng.random(a.size) < 0.5)] = -0.0
+        cases.append(("nonzero", [T(a, dt)], {}))
+        cases.append(("nonzero", [T(a[:140_000].reshape(35, 40, 100), dt)], {}))
+    cases += [("nonzero", [T(np.zeros(70_000, np.float32))], {}),
+              ("nonzero", [T(np.float32(2))], {}), ("nonzero", [T(np.float32(0))], {}),
+              ("nonzero", [T(np.zeros((3, 0), np.int64))], {})]
+    check(server, cases, rtol=0)
+    m = (rng.random((300, 400)) < 0.5).astype(np.float64)
+    r = server.post("/v1/run", {"steps": [{"op": "t", "args": [T(m)]}, {"op": "nonzero", "args": [{"ref": "$0"}]}],
+                                "outputs": ["$1"]})
+    assert r.status_code == 200, r.text
+    np.testing.assert_array_equal(from_json(r.json()["outputs"][0]), np.argwhere(m.T))
+
+
 def test_gather_along_every_dim(server, rng):
     """gather (one line of the index's last dim at a time in parallel, the index checked as it is read) against
     torch: every dim of a 3-d self, strided selves and indices, a 0-dim case, and an out-of-range index at a
