@@ -2,11 +2,14 @@
  *
  * Invariants: od_shape_index_select (kernels/shape_reduce.c) has checked the
  * dim, the index's rank and dtype (int32/int64). Every index is checked
- * against the dim's size before anything is written, so a bad index leaves
- * no half-filled result: negative indices are out of range, as in torch. The
- * source is viewed as [outer, size(dim), inner] over a contiguous copy (none
- * when self already is contiguous) and each selected slab is one memcpy.
+ * against the dim's size as its slab is copied into the fresh result, which
+ * is released on a bad one: no half-filled result escapes; negative indices
+ * are out of range, as in torch, and the message is ATen's (bad_index). The source is viewed as [outer, size(dim),
+ * inner] over a contiguous copy (none when self already is contiguous); a
+ * selected slab is one typed copy (1-8 bytes) or one memcpy.
  */
+#include <inttypes.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
@@ -18,17 +21,55 @@ typedef struct isel_ctx {
     char *dst;
     const int64_t *idx;
     int64_t n, dsize;
-    size_t slab; /* bytes per selected slab (inner elements) */
+    size_t slab;     /* bytes per selected slab (inner elements) */
+    atomic_bool bad; /* an index out of range was met (its slab was not copied) */
 } isel_ctx;
 
+/* Output slabs [begin, end): slab r is self's slab idx[r % n] of outer
+ * block r / n, (outer, i) stepped along instead of divided out; slabs of
+ * 1, 2, 4 or 8 bytes (a single element: index_select along the last dim)
+ * are typed loads and stores, not memcpy calls. */
 static void isel_rows(void *ctx, int64_t begin, int64_t end)
 {
-    const isel_ctx *c = ctx;
-    for (int64_t r = begin; r < end; r++) {
-        int64_t o = r / c->n, i = r % c->n;
-        memcpy(c->dst + (size_t)r * c->slab, c->src + (size_t)(o * c->dsize + c->idx[i]) * c->slab,
-               c->slab);
+    isel_ctx *c = ctx;
+    int64_t o = begin / c->n, i = begin % c->n;
+#define ISEL_LOOP_(COPY)                                                                         \
+    for (int64_t r = begin; r < end; r++) {                                                      \
+        int64_t x = c->idx[i];                                                                   \
+        if ((uint64_t)x >= (uint64_t)c->dsize)                                                   \
+            atomic_store_explicit(&c->bad, true, memory_order_relaxed);                          \
+        else                                                                                     \
+            COPY;                                                                                \
+        if (++i == c->n) {                                                                       \
+            i = 0;                                                                               \
+            o++;                                                                                 \
+        }                                                                                        \
     }
+#define ISEL_T_(T) ISEL_LOOP_(((T *)(void *)c->dst)[r] = ((const T *)(const void *)c->src)[o * c->dsize + x])
+    switch (c->slab) {
+    case 1: ISEL_T_(uint8_t) break;
+    case 2: ISEL_T_(uint16_t) break;
+    case 4: ISEL_T_(uint32_t) break;
+    case 8: ISEL_T_(uint64_t) break;
+    default:
+        ISEL_LOOP_(memcpy(c->dst + (size_t)r * c->slab, c->src + (size_t)(o * c->dsize + x) * c->slab, c->slab))
+    }
+#undef ISEL_T_
+#undef ISEL_LOOP_
+}
+
+/* The error for a bad index among iv[0..n): ATen 1.13 takes its dim-1 fast
+ * path (index_select_out_cpu_dim1_) along dim 1 of a tensor of two or more
+ * dims, which names the first bad index in order; elsewhere its message
+ * names none. */
+static od_status bad_index(const od_tensor *self, int d, const int64_t *iv, int64_t n, int64_t dsize, od_error *err)
+{
+    if (self->ndim > 1 && d == 1)
+        for (int64_t i = 0; i < n; i++)
+            if (iv[i] < 0 || iv[i] >= dsize)
+                return od_error_set(err, OD_EINVAL, "INDICES element is out of DATA bounds, id=%" PRId64
+                                                    " axis_dim=%" PRId64, iv[i], dsize);
+    return od_error_set(err, OD_EINVAL, "index out of range in self");
 }
 
 od_status od_cpu_index_select(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
@@ -51,17 +92,17 @@ od_status od_cpu_index_select(void *ctx, const od_op *op, od_keyset ks, od_stack
         return st;
     const int64_t *iv = od_tensor_data(idx);
     int64_t n = od_tensor_numel(idx);
-    for (int64_t i = 0; i < n; i++)
-        if (iv[i] < 0 || iv[i] >= dsize) {
-            od_tensor_release(idx);
-            return od_error_set(err, OD_EINVAL, "index out of range in self");
-        }
-    /* every output row is copied from self below */
+    /* every output row is copied from self below (or the result, fresh, is
+     * released on a bad index, which the copy checks as it goes) */
     if ((st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err))) {
         od_tensor_release(idx);
         return st;
     }
-    if (od_tensor_numel(out) > 0) {
+    if (od_tensor_numel(out) == 0) { /* nothing to copy: the indices are still checked */
+        for (int64_t i = 0; i < n && !st; i++)
+            if (iv[i] < 0 || iv[i] >= dsize)
+                st = od_error_set(err, OD_EINVAL, "index out of range in self");
+    } else {
         if ((st = od_cpu_to_dtype(self, self->dtype, &src, err)))
             goto done;
         int64_t outer = 1, inner = 1;
@@ -72,8 +113,10 @@ od_status od_cpu_index_select(void *ctx, const od_op *op, od_keyset ks, od_stack
                 inner *= self->sizes[k];
         }
         isel_ctx c = {od_tensor_data(src), od_tensor_data(out), iv, n, dsize,
-                      (size_t)inner * od_dtype_size(self->dtype)};
+                      (size_t)inner * od_dtype_size(self->dtype), false};
         st = od_parallel_for(outer * n, (int64_t)(65536 / (c.slab + 1)) + 1, isel_rows, &c);
+        if (!st && atomic_load(&c.bad))
+            st = bad_index(self, d, iv, n, dsize, err);
     }
 done:
     od_tensor_release(src);

@@ -234,6 +234,37 @@ def test_nonzero_against_torch(server, rng):
     np.testing.assert_array_equal(from_json(r.json()["outputs"][0]), np.argwhere(m.T))
 
 
+def test_index_select_and_flip_against_torch(server, rng):
+    """index_select along every dim (slabs of one element take typed copies,
+    longer ones memcpy), long indices split across threads, duplicates,
+    int32 and int64 indices, an empty index, a bad index anywhere (torch's
+    message, no result); flip (index_select with reversed indices) over one
+    and several dims; a transposed self through /v1/run."""
+    cases = []
+    for dt in ("bool", "int16", "float32", "float64", "int64", "bfloat16"):
+        x = R(rng, dt, (6, 7, 8))
+        for dim in (0, 1, 2, -1):
+            size = (6, 7, 8)[dim]
+            idx = rng.integers(0, size, 30)
+            cases.append(("index_select", [x, dim, T(idx)], {}))
+            cases.append(("index_select", [x, dim, T(idx.astype(np.int32))], {}))
+            bad = idx.copy()
+            bad[rng.integers(0, 30)] = rng.choice([-1, size])
+            cases.append(("index_select", [x, dim, T(bad)], {}))
+        cases.append(("index_select", [x, 1, T(np.zeros(0, np.int64))], {}))
+        cases.append(("index_select", [R(rng, dt, (40000,)), 0, T(rng.integers(0, 40000, 70000))], {}))
+        for dims in ([0], [2], [0, 2], [-1, 1]):
+            cases.append(("flip", [x, dims], {}))
+    cases.append(("flip", [R(rng, "float32", (50000,)), [0]], {}))
+    check(server, cases, rtol=0)
+    a, idx = rand(rng, "float64", (30, 40)), rng.integers(0, 30, 25)
+    body = {"steps": [{"op": "t", "args": [T(a)]}, {"op": "index_select", "args": [{"ref": "$0"}, 1, T(idx)]}],
+            "outputs": ["$1"]}
+    r = server.post("/v1/run", body)
+    assert r.status_code == 200, r.text
+    np.testing.assert_array_equal(from_json(r.json()["outputs"][0]), a.T[:, idx])
+
+
 def test_gather_along_every_dim(server, rng):
     """gather (one line of the index's last dim at a time in parallel, the index checked as it is read) against
     torch: every dim of a 3-d self, strided selves and indices, a 0-dim case, and an out-of-range index at a
