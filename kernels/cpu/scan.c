@@ -15,8 +15,9 @@
  *    and bfloat16, int64 for integers (wrapping through uint64_t: no signed
  *    overflow). logcumsumexp accumulates the same way (float32 in double).
  *  - cummax/cummin compare keys (int64 for integers and bool, double for
- *    floats, both exact) and copy the chosen element's bytes into values, so
- *    a NaN's payload survives. A NaN wins and stays until a later NaN takes
+ *    floats, both exact; float32, float64 and int64 in their own type) and
+ *    copy the chosen element's bytes into values, so a NaN's payload
+ *    survives. A NaN wins and stays until a later NaN takes
  *    its index; ties take the later index (ATen's >= / <=).
  *  - A 0-dim self is copied (cast for cumsum/cumprod), as ATen's fill_.
  */
@@ -91,28 +92,36 @@ static float log_add_exp_f(float x, float y)
  * (dtype dt) into y (same dtype, same offsets). */
 static void cum_line(od_opid id, od_dtype dt, const void *x, void *y, int64_t base, int64_t n, int64_t st)
 {
-    /* cumsum's common dtypes without the per-element dtype switch: the same
-     * accumulation (double for float32, uint64_t wrapping for int64) */
-#define CUMSUM_LOOP_(T, A)                                                     \
+    /* cumsum's and cumprod's common dtypes without the per-element dtype
+     * switch: the same accumulation (double for float32, uint64_t wrapping
+     * for int64) */
+#define CUM_LOOP_(T, A, OP, INIT)                                              \
     do {                                                                       \
         const T *xp = (const T *)x + base;                                     \
         T *yp = (T *)y + base;                                                 \
-        A acc = 0;                                                             \
+        A acc = INIT;                                                          \
         for (int64_t k = 0; k < n; k++) {                                      \
-            acc += (A)xp[k * st];                                              \
+            acc OP (A)xp[k * st];                                              \
             yp[k * st] = (T)acc;                                               \
         }                                                                      \
         return;                                                                \
     } while (0)
-    if (id == OD_OPID_cumsum) {
+    if (id == OD_OPID_cumsum || id == OD_OPID_cumprod) {
+        bool sum = id == OD_OPID_cumsum;
+        if (dt == OD_FLOAT32 && sum)
+            CUM_LOOP_(float, double, +=, 0);
         if (dt == OD_FLOAT32)
-            CUMSUM_LOOP_(float, double);
+            CUM_LOOP_(float, double, *=, 1);
+        if (dt == OD_FLOAT64 && sum)
+            CUM_LOOP_(double, double, +=, 0);
         if (dt == OD_FLOAT64)
-            CUMSUM_LOOP_(double, double);
+            CUM_LOOP_(double, double, *=, 1);
+        if (dt == OD_INT64 && sum)
+            CUM_LOOP_(int64_t, uint64_t, +=, 0);
         if (dt == OD_INT64)
-            CUMSUM_LOOP_(int64_t, uint64_t);
+            CUM_LOOP_(int64_t, uint64_t, *=, 1);
     }
-#undef CUMSUM_LOOP_
+#undef CUM_LOOP_
     if (od_dtype_is_integral(dt, true)) {
         uint64_t acc = id == OD_OPID_cumprod ? 1u : 0u;
         for (int64_t k = 0; k < n; k++) {
@@ -144,6 +153,32 @@ static void cummaxmin_line(bool max, od_dtype dt, const char *x, char *y, int64_
 {
     size_t es = od_dtype_size(dt);
     int64_t idx = 0;
+    /* the common dtypes typed: the same rule, the chosen value stored as
+     * loaded (its bits, a NaN's payload too) */
+#define CUMMAXMIN_LOOP_(T, TAKES)                                              \
+    do {                                                                       \
+        const T *xp = (const T *)(const void *)x + base;                       \
+        T *yp = (T *)(void *)y + base, out = xp[0];                            \
+        for (int64_t k = 0; k < n; k++) {                                      \
+            T c = xp[k * st];                                                  \
+            if (TAKES) {                                                       \
+                out = c;                                                       \
+                idx = k;                                                       \
+            }                                                                  \
+            ix[base + k * st] = idx;                                           \
+            yp[k * st] = out;                                                  \
+        }                                                                      \
+        return;                                                                \
+    } while (0)
+#define FLOAT_TAKES_ (c != c || (out == out && (max ? c >= out : c <= out)))
+    if (dt == OD_FLOAT32)
+        CUMMAXMIN_LOOP_(float, FLOAT_TAKES_);
+    if (dt == OD_FLOAT64)
+        CUMMAXMIN_LOOP_(double, FLOAT_TAKES_);
+    if (dt == OD_INT64)
+        CUMMAXMIN_LOOP_(int64_t, max ? c >= out : c <= out);
+#undef FLOAT_TAKES_
+#undef CUMMAXMIN_LOOP_
     if (od_dtype_is_integral(dt, true)) {
         int64_t out = ld_i(x, dt, base);
         for (int64_t k = 0; k < n; k++) {
