@@ -154,14 +154,15 @@ static void cummaxmin_line(bool max, od_dtype dt, const char *x, char *y, int64_
     size_t es = od_dtype_size(dt);
     int64_t idx = 0;
     /* the common dtypes typed: the same rule, the chosen value stored as
-     * loaded (its bits, a NaN's payload too) */
+     * loaded (its bits, a NaN's payload too). The take is a branch, rare
+     * on most data, tested by one compare. */
 #define CUMMAXMIN_LOOP_(T, TAKES)                                              \
     do {                                                                       \
         const T *xp = (const T *)(const void *)x + base;                       \
         T *yp = (T *)(void *)y + base, out = xp[0];                            \
         for (int64_t k = 0; k < n; k++) {                                      \
             T c = xp[k * st];                                                  \
-            if (TAKES) {                                                       \
+            if (__builtin_expect(TAKES, 0)) {                                  \
                 out = c;                                                       \
                 idx = k;                                                       \
             }                                                                  \
@@ -170,14 +171,25 @@ static void cummaxmin_line(bool max, od_dtype dt, const char *x, char *y, int64_
         }                                                                      \
         return;                                                                \
     } while (0)
-#define FLOAT_TAKES_ (c != c || (out == out && (max ? c >= out : c <= out)))
+    /* c takes over when it is NaN, or out is not and c >= out (<= for
+     * min): !(c < out) holds in both cases and rarely otherwise, so it is
+     * tested first, alone */
+#define MAX_TAKES_ (!(c < out) && (c != c || out == out))
+#define MIN_TAKES_ (!(c > out) && (c != c || out == out))
+    if (dt == OD_FLOAT32 && max)
+        CUMMAXMIN_LOOP_(float, MAX_TAKES_);
     if (dt == OD_FLOAT32)
-        CUMMAXMIN_LOOP_(float, FLOAT_TAKES_);
+        CUMMAXMIN_LOOP_(float, MIN_TAKES_);
+    if (dt == OD_FLOAT64 && max)
+        CUMMAXMIN_LOOP_(double, MAX_TAKES_);
     if (dt == OD_FLOAT64)
-        CUMMAXMIN_LOOP_(double, FLOAT_TAKES_);
+        CUMMAXMIN_LOOP_(double, MIN_TAKES_);
+    if (dt == OD_INT64 && max)
+        CUMMAXMIN_LOOP_(int64_t, c >= out);
     if (dt == OD_INT64)
-        CUMMAXMIN_LOOP_(int64_t, max ? c >= out : c <= out);
-#undef FLOAT_TAKES_
+        CUMMAXMIN_LOOP_(int64_t, c <= out);
+#undef MAX_TAKES_
+#undef MIN_TAKES_
 #undef CUMMAXMIN_LOOP_
     if (od_dtype_is_integral(dt, true)) {
         int64_t out = ld_i(x, dt, base);
