@@ -20,7 +20,7 @@ are tables of explicit cases, named by what they time; torch builds its
 inputs from the same tensor specs the server's /v1/bench takes.
 
 Usage: ops_torch.py --opdispatchd PATH [--n 1000000] [--iterations 20] [--threads 2] [--device cpu|cuda]
-                    [--family scan|ew|core|norm|attention|loss|pool|conv|embedding|dist] [--ops SUBSTRING] [--http]
+                    [--family scan|ew|core|norm|attention|loss|pool|conv|embedding|dist|select] [--ops SUBSTRING] [--http]
 """
 import argparse
 import json
@@ -301,11 +301,58 @@ def core_cases():
     return cases
 
 
+def select_cases():
+    """the sorting, selecting, searching and indexing operators the scan family leaves out, at 1e6
+    float32 elements (or 1000 rows of 1000): sort stable and descending, argsort, msort, kthvalue,
+    topk of half and of 10 per row, median, median.dim, nanmedian.dim, mode of small integers and of
+    rows, cummax, cumprod, logcumsumexp, unique_consecutive, searchsorted and bucketize into 1000
+    boundaries, argmax, max.dim, nonzero, masked_select, take, index_add, flip, roll, isin,
+    scatter_reduce amax (target <= 1.0)"""
+    rng = np.random.default_rng(20261201)
+    n = 1_000_000
+    x, rows = rand(n), rand(1000, 1000)
+    small = {"dtype": "int64", "shape": [n], "data": rng.integers(0, 1000, n).tolist()}
+    bounds = {"dtype": "float32", "shape": [1000], "data": np.sort(rng.random(1000)).astype(np.float32).tolist()}
+    mask = {"dtype": "bool", "shape": [n], "data": (rng.random(n) < 0.5).tolist()}
+    idx = {"dtype": "int64", "shape": [n], "data": rng.integers(0, n, n).tolist()}
+    return {
+        "sort.stable 1e6": ("sort.stable", [x], {"stable": True, "dim": -1, "descending": False}),
+        "sort descending 1e6": ("sort", [x, -1, True]),
+        "argsort 1e6": ("argsort", [x]),
+        "msort 1000x1000": ("msort", [rows]),
+        "kthvalue 1e6": ("kthvalue", [x, n // 2]),
+        "topk n/2 1e6": ("topk", [x, n // 2]),
+        "topk 10 of rows 1000x1000": ("topk", [rows, 10]),
+        "median 1e6": ("median", [x]),
+        "median.dim 1e6": ("median.dim", [x, 0]),
+        "nanmedian.dim rows 1000x1000": ("nanmedian.dim", [rows, 1]),
+        "mode int64 in [0, 1000) 1e6": ("mode", [small]),
+        "mode rows 1000x1000": ("mode", [rows]),
+        "cummax 1e6": ("cummax", [x, 0]),
+        "cumprod 1e6": ("cumprod", [x, 0]),
+        "logcumsumexp 1e6": ("logcumsumexp", [x, 0]),
+        "unique_consecutive int64 1e6": ("unique_consecutive", [small]),
+        "searchsorted 1e6 into 1000": ("searchsorted.Tensor", [bounds, x]),
+        "bucketize 1e6 into 1000": ("bucketize.Tensor", [x, bounds]),
+        "argmax 1e6": ("argmax", [x]),
+        "max.dim rows 1000x1000": ("max.dim", [rows, 1]),
+        "nonzero bool 1e6": ("nonzero", [mask]),
+        "masked_select 1e6": ("masked_select", [x, mask]),
+        "take 1e6 at 1e6": ("take", [x, idx]),
+        "index_add 1e6 at 1e6": ("index_add", [rand(n), 0, idx, x]),
+        "flip 1e6": ("flip", [x, [0]]),
+        "roll rows 1000x1000": ("roll", [rows, [3], [1]]),
+        "isin int64 1e6 in 100": ("isin.Tensor_Tensor", [small, {"dtype": "int64", "shape": [100],
+                                                                "data": list(range(0, 1000, 10))}]),
+        "scatter_reduce amax 1e6 at 1e6": ("scatter_reduce.two", [rand(n), 0, idx, x, "amax"]),
+    }
+
+
 # --family NAME: explicit cases, NAME -> (operator, arguments[, keyword
 # arguments]), tensors as /v1/bench's generate specs (torch builds the same
 # from them)
 FAMILIES = {"core": core_cases, "norm": norm_cases, "attention": attention_cases, "loss": loss_cases, "pool": pool_cases,
-            "conv": conv_cases, "embedding": embedding_cases, "dist": dist_cases}
+            "conv": conv_cases, "embedding": embedding_cases, "dist": dist_cases, "select": select_cases}
 TARGETS = {"scan": 1.5, "conv": 1.25}  # server / torch; 1.0 elsewhere
 
 
