@@ -93,7 +93,7 @@ od_shape_fn od_builtin_shape_fn(od_opid id);
     X(od_shape_conv) \
     X(od_shape_embedding_bag) \
     X(od_shape_act_loss) \
-    X(od_shape_fold) X(od_shape_dist)
+    X(od_shape_fold) X(od_shape_dist) X(od_shape_flip)
 
 #define OD_X_(fn) od_status fn(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, \
                                 od_error *err);
@@ -101,6 +101,11 @@ OD_SHAPE_FNS(OD_X_)
 #undef OD_X_
 
 /* ---- helpers shared by shape functions and kernels ---- */
+
+/* mark[d] (OD_MAX_DIMS entries, cleared first) for each dim of dims[0..n)
+ * wrapped against self; torch's "dim %d appears multiple times in the list
+ * of dims" for a repeat (flip's, ATen's dim_list_to_bitset). */
+od_status od_mark_unique_dims(const od_tensor *self, const int64_t *dims, int64_t n, bool *mark, od_error *err);
 
 /* Reduction dims: from an int[1]? / int[1] / int? argument (None or [] = all
  * dims) into a bitmask over ndim dims; errors name the argument "dim".

@@ -1,6 +1,7 @@
 /* shape_index.c — shape and dtype functions of the indexing family: gather,
  * scatter (src / value / reduce / value_reduce), scatter_add,
- * scatter_reduce.two, masked_fill(_), take, and nonzero's refusal on Meta.
+ * scatter_reduce.two, masked_fill(_), take, flip, and nonzero's refusal on
+ * Meta.
  *
  * Invariants: the checks follow PyTorch 1.13's meta functions and
  * ScatterGatherChecks.h in their order (dim wrap, index dtype, src dtype,
@@ -328,4 +329,39 @@ od_status od_shape_nonzero(od_opid id, const od_stack *s, od_out_spec *outs, int
     return od_error_set(err, OD_ENOKERNEL,
                         "Could not run 'aten::nonzero' with arguments from the 'Meta' backend: its result's "
                         "size depends on the data");
+}
+
+od_status od_mark_unique_dims(const od_tensor *self, const int64_t *dims, int64_t n, bool *mark, od_error *err)
+{
+    memset(mark, 0, sizeof(bool) * OD_MAX_DIMS);
+    for (int64_t i = 0; i < n; i++) { /* dim by dim, as ATen's dim_list_to_bitset */
+        int d;
+        od_status st = od_wrap_dim(dims[i], self->ndim, &d, err);
+        if (st)
+            return st;
+        if (mark[d])
+            return od_error_set(err, OD_EINVAL, "dim %d appears multiple times in the list of dims", d);
+        mark[d] = true;
+    }
+    return OD_OK;
+}
+
+od_status od_shape_flip(od_opid id, const od_stack *s, od_out_spec *outs, int *nouts, od_error *err)
+{
+    (void)id;
+    od_tensor *self = NULL;
+    const int64_t *dims;
+    int64_t one;
+    bool mark[OD_MAX_DIMS];
+    od_status st;
+    if ((st = arg_tensor(s, 0, "flip", "self", &self, err)))
+        return st;
+    int64_t n = s->nargs > 1 ? od_shape_int_list(&s->args[1], &dims, &one) : -1;
+    if (n < 0)
+        return od_error_set(err, OD_EINVAL, "flip(): argument 'dims' must be tuple of ints");
+    if ((st = od_mark_unique_dims(self, dims, n, mark, err)))
+        return st;
+    od_out_spec_init(&outs[0], self->dtype, self->device, self->sizes, self->ndim);
+    *nouts = 1;
+    return OD_OK;
 }

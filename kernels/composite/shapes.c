@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "composite.h"
+#include "od_shape.h"
 
 #define T_(x) od_tensor_v(x)
 
@@ -200,22 +201,6 @@ OD_CX_KERNEL(od_cea_repeat)
     return od_cx_return1(s, out);
 }
 
-/* Wraps dims into mark[] (each at most once), PyTorch's messages. */
-static od_status unique_dims(const od_tensor *self, const int64_t *dims, int n, bool *mark, od_error *err)
-{
-    memset(mark, 0, sizeof(bool) * OD_MAX_DIMS);
-    for (int i = 0; i < n; i++) { /* dim by dim, as ATen's dim_list_to_bitset */
-        int d;
-        od_status st = od_wrap_dim(dims[i], self->ndim, &d, err);
-        if (st)
-            return st;
-        if (mark[d])
-            return od_error_set(err, OD_EINVAL, "dim %d appears multiple times in the list of dims", d);
-        mark[d] = true;
-    }
-    return OD_OK;
-}
-
 /* One dim of self reversed: index_select with [size-1, ..., 0]. *t replaced. */
 static od_status reverse_dim(od_tensor **t, int d, od_error *err)
 {
@@ -247,7 +232,7 @@ OD_CX_KERNEL(od_cea_flip)
     bool mark[OD_MAX_DIMS];
     od_status st;
     if ((st = od_cx_arg_tensor(op, s, 0, &self, err)) || (st = od_cx_arg_int_list(op, s, 1, &dims, &n, err)) ||
-        (st = unique_dims(self, dims, n, mark, err)))
+        (st = od_mark_unique_dims(self, dims, n, mark, err)))
         return st;
     od_tensor *out = NULL;
     if ((st = od_cx_clone(self, OD_MF_CONTIGUOUS, &out, err)))

@@ -68,6 +68,7 @@ OD_CPU_KERNEL_(od_cpu_layer_norm)
 OD_CPU_KERNEL_(od_cpu_blas)
 OD_CPU_KERNEL_(od_cpu_cat)
 OD_CPU_KERNEL_(od_cpu_index_select)
+OD_CPU_KERNEL_(od_cpu_flip)         /* index.c */
 OD_CPU_KERNEL_(od_cpu_scan)    /* scan.c: cumsum cumprod logcumsumexp cummax cummin */
 OD_CPU_KERNEL_(od_cpu_sort)    /* sort.c: sort sort.stable topk kthvalue */
 OD_CPU_KERNEL_(od_cpu_scatter)   /* scatter.c: gather, scatter.*, scatter_add, scatter_reduce.two */

@@ -1,4 +1,4 @@
-/* index.c — CPU index_select.
+/* index.c — CPU index_select and flip.
  *
  * Invariants: od_shape_index_select (kernels/shape_reduce.c) has checked the
  * dim, the index's rank and dtype (int32/int64). Every index is checked
@@ -121,6 +121,99 @@ od_status od_cpu_index_select(void *ctx, const od_op *op, od_keyset ks, od_stack
 done:
     od_tensor_release(src);
     od_tensor_release(idx);
+    if (st) {
+        od_tensor_release(out);
+        return st;
+    }
+    s->rets[0] = od_tensor_v(out);
+    s->nrets = 1;
+    return OD_OK;
+}
+
+/* flip: the marked dims reversed, over a contiguous copy of self (none when
+ * it already is one) seen as rows of its last dim. Each output row comes
+ * from the source row at the mirrored coordinates, copied as is (memcpy) or
+ * reversed (typed, for 1-8 byte elements) when the last dim is flipped; a
+ * row longer than FLIP_SEG is cut into segments, so a 1-d flip spreads over
+ * the pool too. (The composite, od_cea_flip, serves the other devices: an
+ * index_select per dim, with an arange of indices each.) */
+#define FLIP_SEG 16384
+
+typedef struct flip_job {
+    const char *src;
+    char *dst;
+    const od_tensor *t;
+    bool mark[OD_MAX_DIMS];
+    int64_t rowlen, segs;
+    size_t es;
+} flip_job;
+
+static void flip_tasks(void *ctx, int64_t begin, int64_t end)
+{
+    const flip_job *j = ctx;
+    const int nd = j->t->ndim;
+    const bool last = nd > 0 && j->mark[nd - 1];
+    const int64_t len = j->rowlen;
+    for (int64_t u = begin; u < end; u++) {
+        int64_t row = u / j->segs, lo = u % j->segs * FLIP_SEG, hi = lo + FLIP_SEG < len ? lo + FLIP_SEG : len;
+        int64_t srow = 0, rem = row, mul = 1;
+        for (int k = nd - 2; k >= 0; k--) {
+            int64_t sz = j->t->sizes[k], c = rem % sz;
+            rem /= sz;
+            srow += (j->mark[k] ? sz - 1 - c : c) * mul;
+            mul *= sz;
+        }
+        const char *sp = j->src + (size_t)(srow * len) * j->es;
+        char *dp = j->dst + (size_t)(row * len) * j->es;
+        if (!last) {
+            memcpy(dp + (size_t)lo * j->es, sp + (size_t)lo * j->es, (size_t)(hi - lo) * j->es);
+            continue;
+        }
+#define FLIP_REV_(T)                                                                             \
+    for (int64_t i = lo; i < hi; i++)                                                            \
+        ((T *)(void *)dp)[i] = ((const T *)(const void *)sp)[len - 1 - i];
+        switch (j->es) {
+        case 1: FLIP_REV_(uint8_t) break;
+        case 2: FLIP_REV_(uint16_t) break;
+        case 4: FLIP_REV_(uint32_t) break;
+        case 8: FLIP_REV_(uint64_t) break;
+        default:
+            for (int64_t i = lo; i < hi; i++)
+                memcpy(dp + (size_t)i * j->es, sp + (size_t)(len - 1 - i) * j->es, j->es);
+        }
+#undef FLIP_REV_
+    }
+}
+
+od_status od_cpu_flip(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
+{
+    (void)op;
+    (void)ks;
+    od_out_spec spec;
+    int nouts = 0;
+    od_status st = od_shape_flip(OD_OPID_OF_CTX(ctx), s, &spec, &nouts, err);
+    if (st)
+        return st;
+    od_tensor *self = s->args[0].u.t, *src = NULL, *out = NULL;
+    flip_job j = {.t = self, .es = od_dtype_size(self->dtype)};
+    const int64_t *dims;
+    int64_t one, nd = od_shape_int_list(&s->args[1], &dims, &one);
+    if ((st = od_mark_unique_dims(self, dims, nd, j.mark, err)) ||
+        (st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err)))
+        return st;
+    int64_t numel = od_tensor_numel(self);
+    if (numel > 0) {
+        if ((st = od_cpu_to_dtype(self, self->dtype, &src, err)))
+            goto done;
+        j.src = od_tensor_data(src);
+        j.dst = od_tensor_data(out);
+        j.rowlen = self->ndim ? self->sizes[self->ndim - 1] : 1;
+        j.segs = (j.rowlen + FLIP_SEG - 1) / FLIP_SEG;
+        int64_t units = numel / j.rowlen * j.segs;
+        st = od_parallel_for(units, j.rowlen >= FLIP_SEG ? 1 : FLIP_SEG / j.rowlen + 1, flip_tasks, &j);
+    }
+done:
+    od_tensor_release(src);
     if (st) {
         od_tensor_release(out);
         return st;
