@@ -13,6 +13,7 @@
 
 #include "cpu_kernels.h"
 #include "iter.h"
+#include "od_parallel.h"
 #include "od_shape.h"
 
 /* Elements at storage offsets oa and ob of t compare equal (as torch's ==). */
@@ -109,9 +110,9 @@ static bool same_slice(const od_tensor *x, int dim, int64_t a, int64_t b)
 
 /* unique_consecutive without dim on a contiguous tensor of these dtypes:
  * typed compares of neighbours (floats as floats: NaN unequal to itself,
- * -0.0 equal to 0.0, as the doubles compare), in two passes (count the
- * runs, then write them) instead of per-element offsets, dtype switches and
- * two scratch arrays of n. */
+ * -0.0 equal to 0.0, as the doubles compare), in two parallel passes (count
+ * the runs, then write them) instead of per-element offsets, dtype switches
+ * and two scratch arrays of n. */
 typedef enum { RUNS_NONE, RUNS_F32, RUNS_F64, RUNS_B1, RUNS_B2, RUNS_B4, RUNS_B8 } runs_kind;
 
 static runs_kind runs_kind_of(const od_tensor *x, int dim)
@@ -141,41 +142,61 @@ static runs_kind runs_kind_of(const od_tensor *x, int dim)
     default: M(uint64_t) break;                                                                  \
     }
 
-static int64_t runs_count(runs_kind k, const void *x, int64_t n)
+/* Both passes run per block of RUNS_BLOCK elements over the worker pool:
+ * a block counts the runs that start in it (element i starts one when i is
+ * 0 or differs from i - 1, which may sit in the block before), the counts'
+ * prefix gives each block its first run, and each block then writes its
+ * runs' values, its elements' runs and its runs' starts (turned into
+ * lengths after). */
+#define RUNS_BLOCK 65536
+
+typedef struct runs_job {
+    runs_kind k;
+    const void *x;
+    int64_t n;
+    int64_t *first; /* per block: runs starting in it, then the index of its first run */
+    void *vals;
+    int64_t *inv, *cnt; /* may be NULL */
+} runs_job;
+
+static void runs_count_blocks(void *ctx, int64_t b, int64_t e)
 {
-    int64_t g = n > 0;
+    runs_job *j = ctx;
+    for (int64_t blk = b; blk < e; blk++) {
+        int64_t lo = blk * RUNS_BLOCK, hi = lo + RUNS_BLOCK < j->n ? lo + RUNS_BLOCK : j->n, g = lo == 0;
 #define RUNS_COUNT_(T)                                                                           \
-    for (int64_t i = 1; i < n; i++)                                                              \
-        g += ((const T *)x)[i] != ((const T *)x)[i - 1];
-    RUNS_SWITCH_(k, RUNS_COUNT_)
+    for (int64_t i = lo > 0 ? lo : 1; i < hi; i++)                                               \
+        g += ((const T *)j->x)[i] != ((const T *)j->x)[i - 1];
+        RUNS_SWITCH_(j->k, RUNS_COUNT_)
 #undef RUNS_COUNT_
-    return g;
+        j->first[blk] = g;
+    }
 }
 
-/* vals: the runs' first elements; inv (may be NULL): each element's run;
- * cnt (may be NULL): each run's length. */
-static void runs_fill(runs_kind k, const void *x, int64_t n, void *vals, int64_t *inv, int64_t *cnt)
+static void runs_fill_blocks(void *ctx, int64_t b, int64_t e)
 {
+    runs_job *j = ctx;
+    for (int64_t blk = b; blk < e; blk++) {
+        int64_t lo = blk * RUNS_BLOCK, hi = lo + RUNS_BLOCK < j->n ? lo + RUNS_BLOCK : j->n;
+        int64_t g = j->first[blk] - 1, *inv = j->inv, *cnt = j->cnt;
 #define RUNS_FILL_(T)                                                                            \
     {                                                                                            \
-        const T *v = x;                                                                          \
-        int64_t g = -1, start = 0;                                                               \
-        for (int64_t i = 0; i < n; i++) {                                                        \
+        const T *v = j->x;                                                                       \
+        for (int64_t i = lo; i < hi; i++) {                                                      \
             if (i == 0 || v[i] != v[i - 1]) {                                                    \
-                if (cnt && g >= 0)                                                               \
-                    cnt[g] = i - start;                                                          \
-                ((T *)vals)[++g] = v[i];                                                         \
-                start = i;                                                                       \
+                ((T *)j->vals)[++g] = v[i];                                                      \
+                if (cnt)                                                                         \
+                    cnt[g] = i;                                                                  \
             }                                                                                    \
             if (inv)                                                                             \
                 inv[i] = g;                                                                      \
         }                                                                                        \
-        if (cnt && g >= 0)                                                                       \
-            cnt[g] = n - start;                                                                  \
     }
-    RUNS_SWITCH_(k, RUNS_FILL_)
+        RUNS_SWITCH_(j->k, RUNS_FILL_)
 #undef RUNS_FILL_
+    }
 }
+
 #undef RUNS_SWITCH_
 
 od_status od_cpu_unique_consecutive(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
@@ -193,8 +214,21 @@ od_status od_cpu_unique_consecutive(void *ctx, const od_op *op, od_keyset ks, od
     int64_t n = dim < 0 ? od_tensor_numel(x) : x->sizes[dim], groups = 0;
     runs_kind kind = runs_kind_of(x, dim);
     int64_t *group = NULL, *first = NULL; /* the general path's: group of item i, first item of group g */
+    int64_t nblk = (n + RUNS_BLOCK - 1) / RUNS_BLOCK, *blocks = NULL;
+    runs_job rj = {.k = kind, .x = od_tensor_data(x), .n = n};
     if (kind != RUNS_NONE) {
-        groups = runs_count(kind, od_tensor_data(x), n);
+        if (!(blocks = malloc((size_t)(nblk ? nblk : 1) * sizeof *blocks)))
+            return od_error_set(err, OD_ENOMEM, "unique_consecutive: no memory for %lld blocks", (long long)nblk);
+        rj.first = blocks;
+        if ((st = od_parallel_for(nblk, 1, runs_count_blocks, &rj))) {
+            free(blocks);
+            return st;
+        }
+        for (int64_t b = 0; b < nblk; b++) {
+            int64_t c = blocks[b];
+            blocks[b] = groups;
+            groups += c;
+        }
     } else {
         group = malloc((size_t)(n > 0 ? n : 1) * sizeof *group);
         first = malloc((size_t)(n > 0 ? n : 1) * sizeof *first);
@@ -231,6 +265,7 @@ od_status od_cpu_unique_consecutive(void *ctx, const od_op *op, od_keyset ks, od
     if ((st = od_alloc_outputs_overwrite(s, specs, 3, outs, err))) {
         free(group);
         free(first);
+        free(blocks);
         return st;
     }
     size_t es = od_dtype_size(x->dtype);
@@ -238,8 +273,12 @@ od_status od_cpu_unique_consecutive(void *ctx, const od_op *op, od_keyset ks, od
     char *dst = od_tensor_data(outs[0]);
     int64_t *inv = od_tensor_data(outs[1]), *cnt = od_tensor_data(outs[2]);
     if (kind != RUNS_NONE) {
-        runs_fill(kind, src, n, dst, od_tensor_numel(outs[1]) == n ? inv : NULL,
-                  od_tensor_numel(outs[2]) == groups ? cnt : NULL);
+        rj.vals = dst;
+        rj.inv = od_tensor_numel(outs[1]) == n ? inv : NULL;
+        rj.cnt = od_tensor_numel(outs[2]) == groups ? cnt : NULL;
+        st = od_parallel_for(nblk, 1, runs_fill_blocks, &rj);
+        for (int64_t g = 0; rj.cnt && g < groups; g++) /* starts -> lengths */
+            cnt[g] = (g + 1 < groups ? cnt[g + 1] : n) - cnt[g];
     } else if (dim < 0) {
         for (int64_t g = 0; g < groups; g++)
             memcpy(dst + (size_t)g * es, src + od_cpu_offset_of(x, first[g]) * (int64_t)es, es);
@@ -264,6 +303,12 @@ od_status od_cpu_unique_consecutive(void *ctx, const od_op *op, od_keyset ks, od
             cnt[g] = (g + 1 < groups ? first[g + 1] : n) - first[g];
     free(group);
     free(first);
+    free(blocks);
+    if (st) {
+        for (int i = 0; i < 3; i++)
+            od_tensor_release(outs[i]);
+        return st;
+    }
     for (int i = 0; i < 3; i++)
         s->rets[i] = od_tensor_v(outs[i]);
     s->nrets = 3;
