@@ -479,13 +479,7 @@ static od_status addmv_bmm(od_opid id, od_stack *s, const od_out_spec *spec, od_
         st = matmul(id, a, b, self, beta_v, alpha_v, out, err);
     else
         st = addbmm(self, a, b, beta_v, alpha_v, out, err);
-    if (st) {
-        od_tensor_release(out);
-        return st;
-    }
-    s->rets[0] = od_tensor_v(out);
-    s->nrets = 1;
-    return OD_OK;
+    return od_cpu_return1(s, out, st);
 }
 
 od_status od_cpu_blas(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
@@ -530,11 +524,5 @@ od_status od_cpu_blas(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
         st = dot(s->args[0].u.t, s->args[1].u.t, out, err);
         break;
     }
-    if (st) {
-        od_tensor_release(out);
-        return st;
-    }
-    s->rets[0] = od_tensor_v(out);
-    s->nrets = 1;
-    return OD_OK;
+    return od_cpu_return1(s, out, st);
 }

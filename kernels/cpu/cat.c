@@ -41,11 +41,5 @@ od_status od_cpu_cat(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_e
         od_tensor_release(slot);
         off += len;
     }
-    if (st) {
-        od_tensor_release(out);
-        return st;
-    }
-    s->rets[0] = od_tensor_v(out);
-    s->nrets = 1;
-    return OD_OK;
+    return od_cpu_return1(s, out, st);
 }

@@ -104,6 +104,19 @@ void od_cpu_manual_seed(uint64_t seed);
  * borrowed, both CPU. Safe when src and dst overlap in memory. */
 od_status od_cpu_copy_into(od_tensor *dst, const od_tensor *src, od_error *err);
 
+/* A kernel's last step with one result: on an error st, out (new, may be
+ * NULL) is released and st returned; else out becomes s->rets[0] (stolen). */
+static inline od_status od_cpu_return1(od_stack *s, od_tensor *out, od_status st)
+{
+    if (st) {
+        od_tensor_release(out);
+        return st;
+    }
+    s->rets[0] = od_tensor_v(out);
+    s->nrets = 1;
+    return OD_OK;
+}
+
 /* src (borrowed, CPU) as a contiguous tensor of dtype dt: a new reference to
  * src itself when it already is one, else a new converted copy. *out new. */
 od_status od_cpu_to_dtype(od_tensor *src, od_dtype dt, od_tensor **out, od_error *err);

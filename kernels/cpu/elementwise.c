@@ -934,13 +934,7 @@ static od_status run_and_return(od_stack *s, od_tensor *out, operands *o, od_cpu
             st = od_error_set(err, OD_EINVAL, OD_MSG_ZERO_DIVISION);
     }
     operands_release(o);
-    if (st) {
-        od_tensor_release(out);
-        return st;
-    }
-    s->rets[0] = od_tensor_v(out);
-    s->nrets = 1;
-    return OD_OK;
+    return od_cpu_return1(s, out, st);
 }
 
 /* Every output here is written whole by the iterator (run_and_return), or

@@ -141,11 +141,5 @@ od_status od_cpu_fold(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
         return st;
     if (od_tensor_numel(out) > 0)
         st = p.kind == OD_FOLD_UNPOOL ? run_unpool(&p, out, err) : run_fold(&p, out, err);
-    if (st) {
-        od_tensor_release(out);
-        return st;
-    }
-    s->rets[0] = od_tensor_v(out);
-    s->nrets = 1;
-    return OD_OK;
+    return od_cpu_return1(s, out, st);
 }

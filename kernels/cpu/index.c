@@ -121,13 +121,7 @@ od_status od_cpu_index_select(void *ctx, const od_op *op, od_keyset ks, od_stack
 done:
     od_tensor_release(src);
     od_tensor_release(idx);
-    if (st) {
-        od_tensor_release(out);
-        return st;
-    }
-    s->rets[0] = od_tensor_v(out);
-    s->nrets = 1;
-    return OD_OK;
+    return od_cpu_return1(s, out, st);
 }
 
 /* flip: the marked dims reversed, over a contiguous copy of self (none when
@@ -214,11 +208,5 @@ od_status od_cpu_flip(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
     }
 done:
     od_tensor_release(src);
-    if (st) {
-        od_tensor_release(out);
-        return st;
-    }
-    s->rets[0] = od_tensor_v(out);
-    s->nrets = 1;
-    return OD_OK;
+    return od_cpu_return1(s, out, st);
 }

@@ -102,13 +102,7 @@ od_status od_cpu_masked_fill(void *ctx, const od_op *op, od_keyset ks, od_stack 
     }
 done:
     od_tensor_release(mview);
-    if (st) {
-        od_tensor_release(out);
-        return st;
-    }
-    s->rets[0] = od_tensor_v(out);
-    s->nrets = 1;
-    return OD_OK;
+    return od_cpu_return1(s, out, st);
 }
 
 /* nonzero of a contiguous tensor of these dtypes: typed tests (a float is
@@ -220,13 +214,8 @@ static od_status nonzero_fast(od_tensor *self, od_stack *s, od_error *err)
         count += c;
     }
     od_out_spec spec;
-    memset(&spec, 0, sizeof spec);
-    spec.dtype = OD_INT64;
-    spec.device = self->device;
-    spec.ndim = 2;
-    spec.sizes[0] = count;
-    spec.sizes[1] = self->ndim;
-    spec.alias_of = -1;
+    int64_t sizes[2] = {count, self->ndim};
+    od_out_spec_init(&spec, OD_INT64, self->device, sizes, 2);
     od_tensor *out = NULL;
     if (!st && !(st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err)) && self->ndim > 0 && count > 0) {
         j.out = od_tensor_data(out);
@@ -234,13 +223,7 @@ static od_status nonzero_fast(od_tensor *self, od_stack *s, od_error *err)
         st = od_parallel_for(nblk, 1, nz_write, &j);
     }
     free(counts);
-    if (st) {
-        od_tensor_release(out);
-        return st;
-    }
-    s->rets[0] = od_tensor_v(out);
-    s->nrets = 1;
-    return OD_OK;
+    return od_cpu_return1(s, out, st);
 }
 #undef NZ_SWITCH_
 
@@ -262,13 +245,8 @@ od_status od_cpu_nonzero(void *ctx, const od_op *op, od_keyset ks, od_stack *s, 
     for (int64_t i = 0; i < n; i++, rm_next(&w))
         count += is_nonzero(d + rm_offset(&w, self->strides) * (int64_t)es, self->dtype);
     od_out_spec spec;
-    memset(&spec, 0, sizeof spec);
-    spec.dtype = OD_INT64;
-    spec.device = self->device;
-    spec.ndim = 2;
-    spec.sizes[0] = count;
-    spec.sizes[1] = self->ndim;
-    spec.alias_of = -1;
+    int64_t sizes[2] = {count, self->ndim};
+    od_out_spec_init(&spec, OD_INT64, self->device, sizes, 2);
     od_tensor *out = NULL;
     od_status st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err);
     if (st)
@@ -354,13 +332,7 @@ od_status od_cpu_take(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
             int64_t wr;
             st = od_take_check_index(iv[j.first_bad], numel, &wr, err);
         }
-        if (st) {
-            od_tensor_release(out);
-            return st;
-        }
-        s->rets[0] = od_tensor_v(out);
-        s->nrets = 1;
-        return OD_OK;
+        return od_cpu_return1(s, out, st);
     }
     rm_walk w;
     rm_init(&w, index->sizes, index->ndim);

@@ -222,11 +222,5 @@ done:
     od_tensor_release(t);
     od_tensor_release(ke);
     od_tensor_release(kt);
-    if (st) {
-        od_tensor_release(out);
-        return st;
-    }
-    s->rets[0] = od_tensor_v(out);
-    s->nrets = 1;
-    return OD_OK;
+    return od_cpu_return1(s, out, st);
 }

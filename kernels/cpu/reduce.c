@@ -1214,11 +1214,5 @@ od_status od_cpu_reduce(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
         }
     }
     od_tensor_release(conv);
-    if (st) {
-        od_tensor_release(out);
-        return st;
-    }
-    s->rets[0] = od_tensor_v(out);
-    s->nrets = 1;
-    return OD_OK;
+    return od_cpu_return1(s, out, st);
 }

@@ -681,11 +681,5 @@ od_status od_cpu_resample(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
         st = od_parallel_for(pl.planes, 32768 / per + 1, fn, &c);
     free(idx);
     free(wt);
-    if (st) {
-        od_tensor_release(out);
-        return st;
-    }
-    s->rets[0] = od_tensor_v(out);
-    s->nrets = 1;
-    return OD_OK;
+    return od_cpu_return1(s, out, st);
 }

@@ -133,13 +133,7 @@ od_status od_cpu_search(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
         return st;
     if (search_fast_serves(&p)) {
         search_job j = {&p, od_tensor_data(b), od_tensor_data(p.input), od_tensor_data(out)};
-        if ((st = od_parallel_for(p.n, SEARCH_GRAIN, search_fast, &j))) {
-            od_tensor_release(out);
-            return st;
-        }
-        s->rets[0] = od_tensor_v(out);
-        s->nrets = 1;
-        return OD_OK;
+        return od_cpu_return1(s, out, od_parallel_for(p.n, SEARCH_GRAIN, search_fast, &j));
     }
     bool flt = od_dtype_is_floating(p.common), one_row = b->ndim == 1;
     bool sval_f = p.scalar.tag == OD_T_DOUBLE;

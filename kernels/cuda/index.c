@@ -313,13 +313,8 @@ od_status od_cuda_nonzero(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
         (st = od_cu_finish(&env, od_cu_op_name(op), err)))
         goto fail;
     od_out_spec spec;
-    memset(&spec, 0, sizeof spec);
-    spec.dtype = OD_INT64;
-    spec.device = self->device;
-    spec.ndim = 2;
-    spec.sizes[0] = count;
-    spec.sizes[1] = self->ndim;
-    spec.alias_of = -1;
+    int64_t sizes[2] = {count, self->ndim};
+    od_out_spec_init(&spec, OD_INT64, self->device, sizes, 2);
     if ((st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err)))
         goto fail;
     a.out = od_tensor_data(out);
