@@ -304,14 +304,24 @@ OD_CX_KERNEL(od_cea_roll)
     if (ns != nd)
         return od_error_set(err, OD_EINVAL, "shifts and dimensions must align. shifts: %d, dims:%d", ns, nd);
     od_tensor *out = NULL;
-    if ((st = od_cx_clone(self, OD_MF_CONTIGUOUS, &out, err)))
-        return st;
-    if (od_tensor_numel(self) == 0) /* torch returns before reading dims */
+    if (od_tensor_numel(self) == 0) { /* torch returns before reading dims */
+        if ((st = od_cx_clone(self, OD_MF_CONTIGUOUS, &out, err)))
+            return st;
         return od_cx_return1(s, out);
+    }
+    /* roll_dim's cat makes a new tensor whenever a dim moves: self is
+     * copied only when none does (torch returns a new tensor even then) */
+    od_tensor_retain(self);
+    out = self;
     for (int i = 0; i < nd && !st; i++) {
         int d;
         if (!(st = od_wrap_dim_strict(dims[i], self->ndim, &d, err))) /* torch's size(dim): no scalar rule */
             st = roll_dim(&out, d, shifts[i], err);
+    }
+    if (!st && out == self) {
+        od_tensor_release(out);
+        out = NULL;
+        st = od_cx_clone(self, OD_MF_CONTIGUOUS, &out, err);
     }
     if (st) {
         od_tensor_release(out);

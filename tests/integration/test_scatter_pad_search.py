@@ -265,6 +265,35 @@ def test_index_select_and_flip_against_torch(server, rng):
     np.testing.assert_array_equal(from_json(r.json()["outputs"][0]), a.T[:, idx])
 
 
+def test_roll_against_torch(server, rng):
+    """roll (a cat of two narrowed views of self per dim that moves, as
+    ATen's roll_cpu; a copy when none moves) over one and several dims,
+    shifts past the size and negative, a zero shift, flattened, empty; a
+    transposed self through /v1/run."""
+    cases = []
+    for dt in ("float32", "int64", "bool", "bfloat16"):
+        x = R(rng, dt, (4, 5, 6))
+        cases += [("roll", [x, [2], [1]], {}), ("roll", [x, [-7], [2]], {}), ("roll", [x, [13, -1], [0, -1]], {}),
+                  ("roll", [x, [0], [1]], {}), ("roll", [x, [5, 6], [1, 2]], {}), ("roll", [x, [7]], {}),
+                  ("roll", [R(rng, dt, (0, 3)), [1], [1]], {})]
+    cases.append(("roll", [R(rng, "float32", (1000, 300)), [3], [1]], {}))
+    check(server, cases, rtol=0)
+    a = rand(rng, "float64", (30, 40))
+    body = {"steps": [{"op": "t", "args": [T(a)]}, {"op": "roll", "args": [{"ref": "$0"}, [7, -3], [0, 1]]}],
+            "outputs": ["$1"]}
+    r = server.post("/v1/run", body)
+    assert r.status_code == 200, r.text
+    np.testing.assert_array_equal(from_json(r.json()["outputs"][0]), np.roll(a.T, (7, -3), (0, 1)))
+    # a roll that moves nothing is still a new tensor: writing it leaves self alone
+    body = {"steps": [{"op": "clone", "args": [T(a)]}, {"op": "roll", "args": [{"ref": "$0"}, [40], [1]]},
+                      {"op": "add_.Scalar", "args": [{"ref": "$1"}, 1.0]}], "outputs": ["$0", "$1"]}
+    r = server.post("/v1/run", body)
+    assert r.status_code == 200, r.text
+    outs = r.json()["outputs"]
+    np.testing.assert_array_equal(from_json(outs[0]), a)
+    np.testing.assert_array_equal(from_json(outs[1]), a + 1.0)
+
+
 def test_gather_along_every_dim(server, rng):
     """gather (one line of the index's last dim at a time in parallel, the index checked as it is read) against
     torch: every dim of a 3-d self, strided selves and indices, a 0-dim case, and an out-of-range index at a
