@@ -122,6 +122,18 @@ static void cum_line(od_opid id, od_dtype dt, const void *x, void *y, int64_t ba
             CUM_LOOP_(int64_t, uint64_t, *=, 1);
     }
 #undef CUM_LOOP_
+    if (id == OD_OPID_logcumsumexp && (dt == OD_FLOAT32 || dt == OD_FLOAT64)) {
+        double acc = -INFINITY; /* in double for float32 too, as ATen's acc_type */
+        for (int64_t k = 0; k < n; k++) {
+            int64_t at = base + k * st;
+            acc = log_add_exp(dt == OD_FLOAT32 ? (double)((const float *)x)[at] : ((const double *)x)[at], acc);
+            if (dt == OD_FLOAT32)
+                ((float *)y)[at] = (float)acc;
+            else
+                ((double *)y)[at] = acc;
+        }
+        return;
+    }
     if (od_dtype_is_integral(dt, true)) {
         uint64_t acc = id == OD_OPID_cumprod ? 1u : 0u;
         for (int64_t k = 0; k < n; k++) {
