@@ -7,7 +7,8 @@
  * element, which must be 0 or 1 ("Mask tensor can take 0 and 1 values
  * only"). nonzero's result size depends on the data: it counts first and
  * allocates [count, ndim] itself (its shape function only refuses Meta, as
- * torch's Meta does). take checks every index before it reads, or (with a
+ * torch's Meta does); a contiguous tensor is counted and written per block,
+ * in parallel. take checks every index before it reads, or (with a
  * contiguous self and index, in parallel) as it reads, reporting the first
  * bad one in order. The rest is single-threaded, any strides.
  */

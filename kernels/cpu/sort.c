@@ -110,24 +110,22 @@ __attribute__((target("avx512f"))) static int64_t topk_next_f32_512(const float 
 
 /* topk of one line through a heap of k: the pairs past the first k are
  * offered in order, skipping those that cannot beat the heap's top (the
- * offer would refuse them: the result is the same). */
+ * offer would refuse them: the result is the same). topk's keys are always
+ * integers (its float lines are keyed). */
 static void topk_stream(const sort_ctx *c, int64_t base, od_sort_elem *heap, bool simd)
 {
     for (int64_t k = 0; k < c->k; k++)
         heap[k] = pair_at(c, base, k);
-    od_sort_topk_begin(heap, c->k, c->desc, c->fl && !c->keyed);
+    od_sort_topk_begin(heap, c->k, c->desc, false);
     if (simd) {
         const float *x = (const float *)c->keys + base;
         for (int64_t k = c->k; (k = topk_next_f32_512(x, k, c->n, (int32_t)heap[0].k.i, c->desc)) < c->n; k++)
             topk_offer(c, heap, pair_at(c, base, k));
-    } else if (c->keyed || !c->fl) {
-        for (int64_t k = c->k; k < c->n; k++)
-            topk_offer(c, heap, pair_at(c, base, k));
     } else {
         for (int64_t k = c->k; k < c->n; k++)
-            od_sort_topk_offer(heap, c->k, c->desc, true, pair_at(c, base, k));
+            topk_offer(c, heap, pair_at(c, base, k));
     }
-    od_sort_topk_end(heap, c->k, c->desc, c->fl && !c->keyed);
+    od_sort_topk_end(heap, c->k, c->desc, false);
 }
 
 /* Lines [begin, end), with scratch of their own: 2n pairs, or k for a topk
