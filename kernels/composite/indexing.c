@@ -116,26 +116,24 @@ OD_CX_KERNEL(od_cea_masked_select)
  * 0-dim self is handled as a 1-element vector. */
 
 /* index (0-dim or 1-D, any integer dtype, borrowed) as n host int64 values
- * in *vals (new: free it). */
-static od_status host_index(od_tensor *index, int64_t **vals, int64_t *n, od_error *err)
+ * at *vals, which *h (new: release it) holds: index itself when it already
+ * is a contiguous CPU int64 tensor (no copy of a million indices to check
+ * them), else its contiguous CPU int64 copy. */
+static od_status host_index(od_tensor *index, od_tensor **h, const int64_t **vals, int64_t *n, od_error *err)
 {
-    od_tensor *h = NULL;
-    od_value b[7] = {od_tensor_v(index), od_dtype_v(OD_INT64), od_none(), od_device_v((od_device){OD_DEV_CPU, 0}),
-                     od_none(), od_bool(false), od_none()};
-    od_status st = call1(OD_OPID__to_copy, b, 7, &h, err);
-    if (st)
-        return st;
-    *n = od_tensor_numel(h);
-    *vals = malloc((size_t)(*n > 0 ? *n : 1) * sizeof(int64_t));
-    if (!*vals) {
-        od_tensor_release(h);
-        return od_error_set(err, OD_ENOMEM, "out of memory reading %lld indices", (long long)*n);
+    *h = NULL;
+    if (index->device.type == OD_DEV_CPU && index->dtype == OD_INT64 && od_tensor_is_contiguous(index)) {
+        od_tensor_retain(index);
+        *h = index;
+    } else {
+        od_value b[7] = {od_tensor_v(index), od_dtype_v(OD_INT64), od_none(), od_device_v((od_device){OD_DEV_CPU, 0}),
+                         od_none(), od_bool(false), od_none()};
+        od_status st = call1(OD_OPID__to_copy, b, 7, h, err);
+        if (st)
+            return st;
     }
-    const int64_t *d = od_tensor_data(h);
-    int64_t stride = h->ndim > 0 ? h->strides[0] : 0;
-    for (int64_t i = 0; i < *n; i++)
-        (*vals)[i] = d[i * stride];
-    od_tensor_release(h);
+    *n = od_tensor_numel(*h);
+    *vals = od_tensor_data(*h);
     return OD_OK;
 }
 
@@ -303,7 +301,9 @@ OD_CX_KERNEL(od_cea_index_add)
     (void)ctx;
     (void)ks;
     od_tensor *self, *index, *source, *src2 = NULL, *r = NULL;
-    int64_t dim, *iv = NULL, n = 0;
+    int64_t dim, n = 0;
+    const int64_t *iv = NULL;
+    od_tensor *ih = NULL; /* holds iv */
     int d;
     char buf[256];
     od_status st;
@@ -354,13 +354,13 @@ OD_CX_KERNEL(od_cea_index_add)
     /* ATen converts alpha to self's dtype before it reads an index */
     if ((self->ndim <= 1 || numel > 0) && (st = od_scalar_check_fits(&alpha, self->dtype, err)))
         return st;
-    if ((st = host_index(index, &iv, &n, err)))
+    if ((st = host_index(index, &ih, &iv, &n, err)))
         return st;
     int64_t size = self->ndim > 0 ? self->sizes[d] : 1;
     for (int64_t i = 0; i < n && !st; i++)
         if (iv[i] < 0 || iv[i] >= size)
             st = od_error_set(err, OD_EINVAL, "index out of range in self");
-    free(iv);
+    od_tensor_release(ih);
     if (st)
         return st;
     if (n == 0)
@@ -422,7 +422,9 @@ OD_CX_KERNEL(od_cea_index_copy)
     (void)ctx;
     (void)ks;
     od_tensor *self, *index, *source, *r = NULL;
-    int64_t dim, *iv = NULL, n = 0;
+    int64_t dim, n = 0;
+    const int64_t *iv = NULL;
+    od_tensor *ih = NULL; /* holds iv */
     int d;
     od_status st;
     if ((st = od_cx_arg_tensor(op, s, 0, &self, err)) || (st = od_cx_arg_int(op, s, 1, &dim, err)) ||
@@ -475,7 +477,7 @@ OD_CX_KERNEL(od_cea_index_copy)
         return od_error_set(err, OD_EINVAL,
                             "index_copy_(): Number of indices (%lld) should be equal to source.size(dim) (%lld)",
                             (long long)numel, (long long)source->sizes[d]);
-    if ((st = host_index(index, &iv, &n, err)))
+    if ((st = host_index(index, &ih, &iv, &n, err)))
         return st;
     int64_t size = self->ndim > 0 ? self->sizes[d] : 1;
     bool none = false;
@@ -484,7 +486,7 @@ OD_CX_KERNEL(od_cea_index_copy)
         if (iv[i] < 0 || iv[i] >= size)
             st = od_error_set(err, OD_EINVAL, "index_copy_(): index %lld is out of bounds for dimension %d with size %lld",
                               (long long)iv[i], d, (long long)size);
-    free(iv);
+    od_tensor_release(ih);
     if (st)
         return st;
     if (n == 0 || none)
@@ -523,7 +525,9 @@ static od_status index_fill_prepare(const od_op *op, const od_stack *s, od_tenso
                                     od_tensor **wrapped, od_value *value, od_error *err)
 {
     od_tensor *index;
-    int64_t dim, *iv = NULL, n = 0;
+    int64_t dim, n = 0;
+    const int64_t *iv = NULL;
+    od_tensor *ih = NULL; /* holds iv */
     od_status st;
     *wrapped = NULL;
     if ((st = od_cx_arg_tensor(op, s, 0, self, err)) || (st = od_cx_arg_int(op, s, 1, &dim, err)) ||
@@ -550,14 +554,14 @@ static od_status index_fill_prepare(const od_op *op, const od_stack *s, od_tenso
     bool none = false;
     if ((st = restride_empty(*self, *d, od_tensor_numel(index), &none, err)) || none)
         return st;
-    if ((st = host_index(index, &iv, &n, err)))
+    if ((st = host_index(index, &ih, &iv, &n, err)))
         return st;
     int64_t size = (*self)->ndim > 0 ? (*self)->sizes[*d] : 1;
     for (int64_t i = 0; i < n && !st; i++)
         if (iv[i] < -size || iv[i] >= size)
             st = od_error_set(err, OD_EINVAL, "index %lld is out of bounds for dimension %d with size %lld",
                               (long long)iv[i], *d, (long long)size);
-    free(iv);
+    od_tensor_release(ih);
     if (st)
         return st;
     od_value a[2] = {od_tensor_v(index), od_int(size)};
