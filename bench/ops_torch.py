@@ -20,7 +20,7 @@ are tables of explicit cases, named by what they time; torch builds its
 inputs from the same tensor specs the server's /v1/bench takes.
 
 Usage: ops_torch.py --opdispatchd PATH [--n 1000000] [--iterations 20] [--threads 2] [--device cpu|cuda]
-                    [--family scan|ew|core|norm|attention|loss|pool|conv|embedding|dist|select] [--ops SUBSTRING] [--http]
+                    [--family scan|ew|core|norm|attention|loss|pool|conv|embedding|dist|select|rest] [--ops SUBSTRING] [--http]
 """
 import argparse
 import json
@@ -70,6 +70,7 @@ def tensor(t):
 def spec_case(op, args, kw):
     a = [tensor(x) if isinstance(x, dict) else [tensor(y) for y in x]
          if isinstance(x, list) and x and isinstance(x[0], dict) else x for x in args]
+    kw = {k: getattr(torch, v) if k == "dtype" else v for k, v in kw.items()}  # a ScalarType by name
     return lambda f=aten(op): f(*a, **kw)
 if isinstance(ew, dict):  # a family of explicit cases (FAMILIES in the driver)
     cases = {name: spec_case(op, args, kw) for name, op, args, kw in ew["spec"]}
@@ -348,11 +349,92 @@ def select_cases():
     }
 
 
+def rest_cases():
+    """every other CPU kernel of ops.def, once each at a size a user would call it with: dtype
+    conversion, where, masked_fill, abs and neg, maximum, floor division, a comparison with a Scalar,
+    mean, var and prod, cummin, nanmedian(), scatter (src, value, multiply), reflection and replication
+    padding, nearest, linear and trilinear upsampling, 3-d and adaptive max pooling, col2im,
+    max_unpool2d, dot, addmv, baddbmm, inv, solve, cholesky, det, slogdet, lu_factor, solve_triangular,
+    svd, lstsq, arange, linspace, fill_, copy_, equal, repeat_interleave, tril_indices, isin of a
+    Scalar (target <= 1.0)"""
+    rng = np.random.default_rng(20261202)
+    n = 1_000_000
+    x, y, rows = rand(n), rand(n), rand(1000, 1000)
+    mask = {"dtype": "bool", "shape": [n], "data": (rng.random(n) < 0.5).tolist()}
+    idx = {"dtype": "int64", "shape": [n], "data": rng.integers(0, n, n).tolist()}
+    fmap = rand(8, 64, 56, 56)
+    m = rng.random((256, 256))
+    spd = {"dtype": "float32", "shape": [256, 256], "data": (m @ m.T + 256 * np.eye(256)).ravel().tolist()}
+    sq = rand(512, 512)
+    tri = {"dtype": "float32", "shape": [512, 512],
+           "data": (np.triu(rng.random((512, 512))) + 512 * np.eye(512)).ravel().tolist()}
+    pooled = {"dtype": "int64", "shape": [8, 64, 28, 28],
+              "data": (np.arange(28)[:, None] * 2 * 56 + np.arange(28)[None, :] * 2)
+              .repeat(8 * 64, 0).ravel().tolist()}
+    return {
+        "_to_copy f32->f64 1e6": ("_to_copy", [x], {"dtype": "float64"}),
+        "_to_copy f32->bf16 1e6": ("_to_copy", [x], {"dtype": "bfloat16"}),
+        "_to_copy f32->int32 1e6": ("_to_copy", [x], {"dtype": "int32"}),
+        "where 1e6": ("where.self", [mask, x, y]),
+        "masked_fill 1e6": ("masked_fill.Scalar", [x, mask, 0.5]),
+        "abs 1e6": ("abs", [x]),
+        "neg 1e6": ("neg", [x]),
+        "maximum 1e6": ("maximum", [x, y]),
+        "div floor 1e6": ("div.Tensor_mode", [x, y], {"rounding_mode": "floor"}),
+        "lt.Scalar 1e6": ("lt.Scalar", [x, 0.5]),
+        "mean rows 1000x1000": ("mean.dim", [rows, [1]]),
+        "var rows 1000x1000": ("var.correction", [rows, [1]], {"correction": 1}),
+        "var 1e6": ("var.correction", [x, None], {"correction": 1}),
+        "prod rows 1000x1000": ("prod.dim_int", [rows, 1]),
+        "cummin 1e6": ("cummin", [x, 0]),
+        "nanmedian 1e6": ("nanmedian", [x]),
+        "scatter.src 1e6 at 1e6": ("scatter.src", [rand(n), 0, idx, x]),
+        "scatter.value 1e6 at 1e6": ("scatter.value", [rand(n), 0, idx, 0.5]),
+        "scatter.reduce multiply 1e6": ("scatter.reduce", [rand(n), 0, idx, x], {"reduce": "multiply"}),
+        "reflection_pad2d 3 8x64x56x56": ("reflection_pad2d", [fmap, [3, 3, 3, 3]]),
+        "replication_pad2d 3 8x64x56x56": ("replication_pad2d", [fmap, [3, 3, 3, 3]]),
+        "upsample_nearest2d 8x64x56x56->112": ("upsample_nearest2d", [fmap, [112, 112]]),
+        "upsample_linear1d 64x512x1000->2000": ("upsample_linear1d", [rand(64, 512, 1000), [2000], False]),
+        "upsample_trilinear3d 2x16x16x28x28->2x": ("upsample_trilinear3d",
+                                                   [rand(2, 16, 16, 28, 28), [32, 56, 56], False]),
+        "max_pool3d 3 s2 2x16x16x56x56": ("max_pool3d_with_indices", [rand(2, 16, 16, 56, 56), [3, 3, 3],
+                                                                      [2, 2, 2], [1, 1, 1]]),
+        "avg_pool3d 2 2x16x16x56x56": ("avg_pool3d", [rand(2, 16, 16, 56, 56), [2, 2, 2]]),
+        "_adaptive_avg_pool3d 2x16x16x56x56->4": ("_adaptive_avg_pool3d", [rand(2, 16, 16, 56, 56), [4, 4, 4]]),
+        "adaptive_max_pool2d 8x64x56x56->7": ("adaptive_max_pool2d", [fmap, [7, 7]]),
+        "col2im 3x3 p1 8x576x3136": ("col2im", [rand(8, 576, 3136), [56, 56], [3, 3], [1, 1], [1, 1], [1, 1]]),
+        "max_unpool2d 8x64x28x28->56": ("max_unpool2d", [rand(8, 64, 28, 28), pooled, [56, 56]]),
+        "dot 1e6": ("dot", [x, y]),
+        "addmv 1000x1000": ("addmv", [rand(1000), rows, rand(1000)]),
+        "baddbmm 16x256x256": ("baddbmm", [rand(16, 256, 256), rand(16, 256, 256), rand(16, 256, 256)]),
+        "linalg_inv_ex 512": ("linalg_inv_ex", [sq]),
+        "_linalg_solve_ex 512": ("_linalg_solve_ex", [sq, rand(512, 64)]),
+        "linalg_cholesky_ex 256": ("linalg_cholesky_ex", [spd]),
+        "_linalg_det 512": ("_linalg_det", [sq]),
+        "_linalg_slogdet 512": ("_linalg_slogdet", [sq]),
+        "linalg_lu_factor_ex 512": ("linalg_lu_factor_ex", [sq]),
+        "linalg_solve_triangular 512": ("linalg_solve_triangular", [tri, rand(512, 64)], {"upper": True}),
+        "_linalg_svd 256": ("_linalg_svd", [rand(256, 256)]),
+        "linalg_lstsq 1024x256": ("linalg_lstsq", [rand(1024, 256), rand(1024, 16)]),
+        "arange 1e6": ("arange", [n]),
+        "linspace 1e6": ("linspace", [0.0, 1.0, n]),
+        "fill_ 1e6": ("fill_.Scalar", [x, 0.5]),
+        "copy_ 1e6": ("copy_", [x, y]),
+        "equal 1e6": ("equal", [x, x]),
+        "repeat_interleave 1e5 repeats of 0..19": ("repeat_interleave.Tensor",
+                                                   [{"dtype": "int64", "shape": [100000],
+                                                     "data": rng.integers(0, 20, 100000).tolist()}]),
+        "tril_indices 2000": ("tril_indices", [2000, 2000]),
+        "isin.Tensor_Scalar 1e6": ("isin.Tensor_Scalar", [x, 0.5]),
+    }
+
+
 # --family NAME: explicit cases, NAME -> (operator, arguments[, keyword
 # arguments]), tensors as /v1/bench's generate specs (torch builds the same
 # from them)
 FAMILIES = {"core": core_cases, "norm": norm_cases, "attention": attention_cases, "loss": loss_cases, "pool": pool_cases,
-            "conv": conv_cases, "embedding": embedding_cases, "dist": dist_cases, "select": select_cases}
+            "conv": conv_cases, "embedding": embedding_cases, "dist": dist_cases, "select": select_cases,
+            "rest": rest_cases}
 TARGETS = {"scan": 1.5, "conv": 1.25}  # server / torch; 1.0 elsewhere
 
 
