@@ -363,6 +363,7 @@ def rest_cases():
     mask = {"dtype": "bool", "shape": [n], "data": (rng.random(n) < 0.5).tolist()}
     idx = {"dtype": "int64", "shape": [n], "data": rng.integers(0, n, n).tolist()}
     fmap = rand(8, 64, 56, 56)
+    same = {"dtype": "float32", "shape": [n], "data": (rng.integers(0, 1000, n) / 8).tolist()}
     m = rng.random((256, 256))
     spd = {"dtype": "float32", "shape": [256, 256], "data": (m @ m.T + 256 * np.eye(256)).ravel().tolist()}
     sq = rand(512, 512)
@@ -420,7 +421,8 @@ def rest_cases():
         "linspace 1e6": ("linspace", [0.0, 1.0, n]),
         "fill_ 1e6": ("fill_.Scalar", [x, 0.5]),
         "copy_ 1e6": ("copy_", [x, y]),
-        "equal 1e6": ("equal", [x, x]),
+        "equal 1e6, differing": ("equal", [x, y]),
+        "equal 1e6, equal": ("equal", [same, same]),
         "repeat_interleave 1e5 repeats of 0..19": ("repeat_interleave.Tensor",
                                                    [{"dtype": "int64", "shape": [100000],
                                                      "data": rng.integers(0, 20, 100000).tolist()}]),

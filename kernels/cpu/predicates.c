@@ -12,7 +12,8 @@
  *    elements then test elements, each element "found" when its sorted
  *    neighbour is equal), so duplicate elements answer as in torch.
  *  - Values are compared as int64 (integers) or double (floating dtypes,
- *    after rounding to the common dtype), both exact.
+ *    after rounding to the common dtype), both exact; equal of two
+ *    contiguous tensors of one dtype compares them where they lie.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -41,6 +42,64 @@ static bool key_eq(const void *a, int64_t i, const void *b, int64_t j, bool fl)
     return fl ? ((const double *)a)[i] == ((const double *)b)[j] : ((const int64_t *)a)[i] == ((const int64_t *)b)[j];
 }
 
+/* equal of two contiguous tensors of one dtype, where they lie: blocks
+ * split across the worker pool, each compared whole (a loop the compiler
+ * vectorises) and none started once one has differed, as ATen's loop stops
+ * at the first difference. Integers and bool are equal exactly when their
+ * bytes are; floats by value (NaN never, -0.0 == 0.0). */
+typedef struct equal_job {
+    const char *a, *b;
+    od_dtype dt;
+    int differs; /* set (atomically) by the first block that differs */
+} equal_job;
+
+#define EQUAL_BLOCK 4096 /* elements compared before the flag is looked at again */
+
+/* 1 where half-precision bits x and y are equal values: the same bits and
+ * not a NaN (magnitude above inf's, nan_above), or both zeros */
+static inline int half_eq(uint16_t x, uint16_t y, uint16_t nan_above)
+{
+    return (x == y && (x & 0x7fff) <= nan_above) | (((x | y) & 0x7fff) == 0);
+}
+
+static void equal_chunk(void *ctx, int64_t begin, int64_t end)
+{
+    equal_job *j = ctx;
+    size_t es = od_dtype_size(j->dt);
+    for (int64_t i = begin; i < end && !__atomic_load_n(&j->differs, __ATOMIC_RELAXED); i += EQUAL_BLOCK) {
+        int64_t m = end - i < EQUAL_BLOCK ? end - i : EQUAL_BLOCK;
+        const char *pa = j->a + (size_t)i * es, *pb = j->b + (size_t)i * es;
+        int ne = 0;
+        switch (j->dt) {
+        case OD_FLOAT32:
+            for (int64_t k = 0; k < m; k++)
+                ne |= !(((const float *)pa)[k] == ((const float *)pb)[k]);
+            break;
+        case OD_FLOAT64:
+            for (int64_t k = 0; k < m; k++)
+                ne |= !(((const double *)pa)[k] == ((const double *)pb)[k]);
+            break;
+        case OD_FLOAT16:
+        case OD_BFLOAT16: {
+            uint16_t nan_above = j->dt == OD_FLOAT16 ? 0x7c00 : 0x7f80;
+            for (int64_t k = 0; k < m; k++)
+                ne |= !half_eq(((const uint16_t *)pa)[k], ((const uint16_t *)pb)[k], nan_above);
+            break;
+        }
+        default:
+            ne = memcmp(pa, pb, (size_t)m * es) != 0;
+        }
+        if (ne)
+            __atomic_store_n(&j->differs, 1, __ATOMIC_RELAXED);
+    }
+}
+
+/* equal_chunk past the first block, which the caller compares itself */
+static void equal_rest(void *ctx, int64_t begin, int64_t end)
+{
+    equal_chunk(ctx, begin + EQUAL_BLOCK, end + EQUAL_BLOCK);
+}
+
 od_status od_cpu_equal(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
     (void)ctx;
@@ -58,7 +117,18 @@ od_status od_cpu_equal(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od
                             "devices, %s and %s!", da, db);
     }
     bool same = a->ndim == b->ndim && (a->ndim == 0 || !memcmp(a->sizes, b->sizes, (size_t)a->ndim * sizeof a->sizes[0]));
-    if (same && od_tensor_numel(a) > 0) {
+    if (same && od_tensor_numel(a) > 0 && a->dtype == b->dtype && od_tensor_is_contiguous(a) &&
+        od_tensor_is_contiguous(b)) {
+        equal_job j = {od_tensor_data(a), od_tensor_data(b), a->dtype, 0};
+        int64_t n = od_tensor_numel(a), first = n < EQUAL_BLOCK ? n : EQUAL_BLOCK;
+        equal_chunk(&j, 0, first); /* most unequal pairs differ early: no handoff to the pool */
+        if (!j.differs && first < n) {
+            od_status st = od_parallel_for(n - first, 65536, equal_rest, &j);
+            if (st)
+                return st;
+        }
+        same = !j.differs;
+    } else if (same && od_tensor_numel(a) > 0) {
         od_result_arg ra[2] = {{a, OD_SCALAR_BOOL}, {b, OD_SCALAR_BOOL}};
         od_dtype ct = od_result_type(ra, 2);
         bool fl = od_dtype_is_floating(ct);

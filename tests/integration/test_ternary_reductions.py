@@ -257,6 +257,46 @@ def test_equal_and_allclose_return_bools(server, rng):
     assert r.json()["outputs"][0]["value"] is True
 
 
+def test_equal_long_inputs_in_each_dtype(server, rng):
+    """equal of two long tensors of one dtype is compared where they lie, a
+    block at a time across the worker pool: one difference anywhere makes it
+    False, a NaN anywhere too (even against itself), -0.0 against 0.0 not"""
+    n = 200_003  # blocks of 4096 over parallel chunks, with a ragged end
+    for dt in ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"):
+        if dt == "bool":
+            a = rng.random(n) < 0.5
+        elif dt in ("float32", "float64", "float16", "bfloat16"):
+            a = rng.standard_normal(n).astype(np.float32 if dt == "bfloat16" else dt)
+            a[rng.integers(0, n, 50)] = 0.0
+        else:
+            a = rng.integers(0, 100, n).astype(dt)
+
+        def wire(v):
+            return bf16(v) if dt == "bfloat16" else T(v)
+
+        def call(x, y):
+            r = server.post("/v1/ops/equal", {"args": [wire(x), wire(y)]})
+            assert r.status_code == 200, r.text
+            return r.json()["outputs"][0]["value"]
+
+        if dt == "bfloat16":
+            a = (a.view(np.uint32) & 0xFFFF0000).view(np.float32)
+        assert call(a, a.copy()) is True, dt
+        for at in (0, 4095, 4096, int(rng.integers(0, n)), n - 1):
+            b = a.copy()
+            b[at] = (not b[at]) if dt == "bool" else b[at] + 1
+            assert call(a, b) is False, (dt, at)
+        if dt in ("float32", "float64", "float16", "bfloat16"):
+            b = a.copy()
+            zeros = b == 0
+            b[zeros] = -0.0  # -0.0 equals 0.0
+            assert call(a, b) is True, dt
+            at = int(rng.integers(0, n))
+            c = a.copy()
+            c[at] = np.nan
+            assert call(c, c.copy()) is False, (dt, at)
+
+
 def test_non_contiguous_inputs(server, rng):
     x = np.stack([tie_line(rng, 40, "float64") for _ in range(3)])
     for op, extra, nout in (("median.dim", [0], 2), ("mode", [0], 2), ("nanmedian.dim", [0], 2),
