@@ -10,6 +10,8 @@
 #include "cpu/cpu_kernels.h"
 #include "cpu_testutil.h"
 
+#include <float.h>
+
 TestSuite(cpu_reduce, .init = test_setup);
 
 typedef enum { K_SUM, K_MEAN, K_AMAX, K_AMIN, K_ARGMAX, K_VAR } kind;
@@ -772,4 +774,151 @@ Test(cpu_reduce, float32_vector_kernels_tails_nan_and_signed_zero)
             }
             od_tensor_release(x);
         }
+}
+
+/* prod.dim_int of x over dim d, or prod() when d is 99; new tensor */
+static od_tensor *prod_of(od_tensor *x, int64_t d)
+{
+    od_value a[4] = {tv(x), od_int(d), od_bool(false), od_none()};
+    if (d == 99) {
+        a[1] = od_none();
+        return call1_ok(OD_OPID_prod, a, 2);
+    }
+    return call1_ok(OD_OPID_prod_dim_int, a, 4);
+}
+
+Test(cpu_reduce, prod_lanes_underflow_specials_and_integers)
+{
+    /* reduce.c's products: AVX-512 lanes over contiguous float rows (their
+     * product taken as a signed zero without multiplying when the exponents
+     * say it underflows), four scalars over gathered strided data, modular
+     * uint64 for integers. Rows at lengths around the lanes' 8 and 32, values
+     * whose product stays normal, ends in float64's denormals or underflows
+     * to a signed zero, and NaN, inf and 0 among them. The reference is a
+     * long double product, or for underflow the sign and the sum of log2. */
+    static const int64_t ns[] = {1, 7, 8, 31, 32, 33, 100, 1000, 4099};
+    static const od_dtype dts[] = {OD_FLOAT32, OD_FLOAT64};
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+        for (size_t t = 0; t < 2; t++)
+            for (int v = 0; v < 5; v++) {
+                int64_t n = ns[a], rows = 6, sz[2] = {rows, n};
+                od_dtype dt = dts[t];
+                double *val = malloc((size_t)(rows * n) * sizeof *val);
+                for (int64_t i = 0; i < rows * n; i++) {
+                    if (v == 0) /* products near 1 */
+                        val[i] = rng_uniform(0.9, 1.1) * (rng_next() % 2 ? -1 : 1);
+                    else if (v == 1) /* long rows underflow: a signed zero */
+                        val[i] = rng_uniform(-1.0, 1.0);
+                    else if (v == 2) /* float64: 33 factors of ~2^-31.5 end in its denormals */
+                        val[i] = ldexp(rng_uniform(1.0, 2.0), -32) * (rng_next() % 2 ? -1 : 1);
+                    else
+                        val[i] = rng_uniform(0.5, 1.5);
+                }
+                if (v == 3 || v == 4) { /* row 0 NaN, row 1 inf and 0, row 2 inf, row 3 a 0, row 4 -inf and -0 */
+                    val[rng_next() % n] = NAN;
+                    val[n + rng_next() % n] = INFINITY;
+                    val[n + rng_next() % n] = 0.0;
+                    val[2 * n + rng_next() % n] = INFINITY;
+                    val[3 * n + rng_next() % n] = 0.0;
+                    val[4 * n + rng_next() % n] = -INFINITY;
+                    val[4 * n + rng_next() % n] = -0.0;
+                }
+                od_tensor *x = v == 4 ? t_rand_any(sz, 2, dt) : t_rand(sz, 2, dt);
+                set_all(x, val);
+                double *xv = get_all(x); /* the values as stored (rounded to dt) */
+                od_tensor *o = prod_of(x, -1);
+                double *got = get_all(o);
+                for (int64_t r = 0; r < rows; r++) {
+                    long double p = 1;
+                    double lg = 0;
+                    bool neg = false, special = false;
+                    for (int64_t i = 0; i < n; i++) {
+                        double e = xv[r * n + i];
+                        p *= e;
+                        neg ^= signbit(e) != 0;
+                        special |= !isfinite(e) || e == 0;
+                        lg += log2(fabs(e));
+                    }
+                    double g = got[r];
+                    if (!special && lg < -1080.0) {
+                        TCHECK(g == 0 && (signbit(g) != 0) == neg, "prod(%s, n=%" PRId64 ") row %" PRId64
+                               ": %g, want a %s zero", dtn(dt), n, r, g, neg ? "negative" : "positive");
+                        continue;
+                    }
+                    double want = cast_value((double)p, dt);
+                    if (isnan(want) || isinf(want) || want == 0) {
+                        TCHECK((isnan(want) && isnan(g)) || (g == want && signbit(g) == signbit(want)),
+                               "prod(%s, n=%" PRId64 ") row %" PRId64 ": %g, want %g", dtn(dt), n, r, g, want);
+                        continue;
+                    }
+                    /* another order of rounding: n double roundings, plus a float32 one; in
+                     * float64's denormals, its last place */
+                    double tol = 4.0 * (double)n * DBL_EPSILON * fabs(want) + 2 * dtype_eps(dt) * fabs(want) +
+                                 4.9e-324;
+                    TCHECK(close_to(g, want, tol), "prod(%s, n=%" PRId64 ", case %d) row %" PRId64 ": %.17g, want %.17g",
+                           dtn(dt), n, v, r, g, want);
+                }
+                od_tensor_release(o);
+                free(got);
+                /* the same values down the columns of an [n, rows] matrix: prod over
+                 * dim 0 reads them strided, through the gathered path */
+                int64_t tsz[2] = {n, rows};
+                od_tensor *xt = t_rand(tsz, 2, dt), *ot = NULL;
+                double *tv_ = malloc((size_t)(rows * n) * sizeof *tv_);
+                for (int64_t r = 0; r < rows; r++)
+                    for (int64_t i = 0; i < n; i++)
+                        tv_[i * rows + r] = xv[r * n + i];
+                set_all(xt, tv_);
+                free(tv_);
+                ot = prod_of(xt, 0);
+                o = prod_of(x, -1);
+                double *g1 = get_all(ot), *g2 = get_all(o);
+                for (int64_t r = 0; r < rows; r++) {
+                    double tol = 8.0 * (double)n * DBL_EPSILON * fabs(g2[r]) + 2 * dtype_eps(dt) * fabs(g2[r]) + 4.9e-324;
+                    TCHECK((isnan(g1[r]) && isnan(g2[r])) || (g1[r] == g2[r] && signbit(g1[r]) == signbit(g2[r])) ||
+                               close_to(g1[r], g2[r], tol),
+                           "prod(%s, n=%" PRId64 ") row %" PRId64 ": strided %.17g, contiguous %.17g", dtn(dt), n, r,
+                           g1[r], g2[r]);
+                }
+                free(g1);
+                free(g2);
+                od_tensor_release(o);
+                od_tensor_release(ot);
+                od_tensor_release(xt);
+                free(xv);
+                free(val);
+                od_tensor_release(x);
+            }
+    /* integers: modular, the same in any order; and prod() of everything */
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
+        int64_t n = ns[a], sz[2] = {3, n};
+        od_tensor *x = t_rand_any(sz, 2, OD_INT64);
+        int64_t *xi = get_all_i(x);
+        double *val = malloc((size_t)(3 * n) * sizeof *val);
+        for (int64_t i = 0; i < 3 * n; i++)
+            val[i] = (double)(rng_int(1, 7) * (rng_next() % 2 ? -1 : 1));
+        set_all(x, val);
+        free(xi);
+        xi = get_all_i(x);
+        od_tensor *o = prod_of(x, -1), *all = prod_of(x, 99);
+        int64_t *got = get_all_i(o), *ga = get_all_i(all);
+        uint64_t whole = 1;
+        for (int64_t r = 0; r < 3; r++) {
+            uint64_t p = 1;
+            for (int64_t i = 0; i < n; i++)
+                p *= (uint64_t)xi[r * n + i];
+            whole *= p;
+            TCHECK(got[r] == (int64_t)p, "prod(int64, n=%" PRId64 ") row %" PRId64 ": %" PRId64 ", want %" PRId64, n, r,
+                   got[r], (int64_t)p);
+        }
+        TCHECK(ga[0] == (int64_t)whole, "prod(int64) of all %" PRId64 ": %" PRId64 ", want %" PRId64, 3 * n, ga[0],
+               (int64_t)whole);
+        free(got);
+        free(ga);
+        free(xi);
+        free(val);
+        od_tensor_release(o);
+        od_tensor_release(all);
+        od_tensor_release(x);
+    }
 }
