@@ -194,11 +194,12 @@ def torch_env():
     return env
 
 
-def torch_ref(cases):
+def torch_ref(cases, env=None):
     """Runs cases through tools/torch_ref.py (PyTorch 1.13): one result per
-    case, {"value", "shape", "dtype"} or {"error": message}."""
+    case, {"value", "shape", "dtype"} or {"error": message}. env: variables
+    to add to the reference process's environment."""
     p = subprocess.run([TORCH_PY, str(ROOT / "tools" / "torch_ref.py")], input=json.dumps(cases),
-                       capture_output=True, text=True, timeout=300, env=torch_env())
+                       capture_output=True, text=True, timeout=300, env={**torch_env(), **(env or {})})
     assert p.returncode == 0, p.stderr[-2000:]
     return json.loads(p.stdout)
 

@@ -7,6 +7,8 @@ the info tensors instead. Eigenvectors, singular vectors and Q are checked
 up to sign (reconstruction and orthogonality, as torch's own tests do);
 everything else numerically."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -327,3 +329,54 @@ def test_lstsq_errors_say_what_torch_says(server):
         r = server.post(f"/v1/ops/{op}", {"args": args, "kwargs": kw})
         assert 400 <= r.status_code < 500, (kw, r.text[:300])
         assert r.json()["error"]["message"] in w["error"], (r.json(), w["error"])
+
+
+def test_solve_triangular_is_torchs_own_trsm_call(server, rng):
+    """linalg_solve_triangular solves in the result, transposed, on A where
+    it lies (linalg.c's run_triangular), which is the trsm call ATen 1.13
+    makes on the same OpenBLAS: every bit equal to torch's, for sizes past
+    OpenBLAS's blocking, both sides, both triangles, unit diagonals and
+    broadcast batches. A transposed A (not row-contiguous) is copied first
+    and solved the same way."""
+    cases = []
+    for dt in ("float32", "float64"):
+        for left in (True, False):
+            for upper in (True, False):
+                for unit in (False, True):
+                    n, k = 70, 45
+                    A = well(rng, (n, n), dt)
+                    B = rng.standard_normal((n, k) if left else (k, n)).astype(dt)
+                    cases.append(("linalg_solve_triangular", [T(A), T(B)],
+                                  {"upper": upper, "left": left, "unitriangular": unit}, 1))
+        A = well(rng, (2, 1, 40, 40), dt)
+        B = rng.standard_normal((3, 40, 20)).astype(dt)
+        cases.append(("linalg_solve_triangular", [T(A), T(B)], {"upper": False}, 1))
+    reqs = [{"op": op, "args": args, "kwargs": kw, "out": 0} for op, args, kw, _ in cases]
+    # OpenBLAS's trsm splits its work by thread count, and the bits follow: the server runs it on as
+    # many threads as its own pool (one a core, or OD_NUM_THREADS), so torch is given as many
+    threads = os.environ.get("OD_NUM_THREADS") or str(len(os.sched_getaffinity(0)))
+    for (op, args, kw, _), w in zip(cases, torch_ref(reqs, env={"OPENBLAS_NUM_THREADS": threads})):
+        [got] = outputs(server.post(f"/v1/ops/{op}", {"args": args, "kwargs": kw}))
+        exp = np.array(w["value"], np.float64).reshape(w["shape"])
+        assert np.array_equal(got.astype(np.float64), exp), (args[0]["dtype"], args[0]["shape"], kw,
+                                                             np.abs(got - exp).max(), (got != exp).sum())
+    # A transposed on the server: rows not contiguous, so copied row-major first
+    dt = "float64"
+    A, B = well(rng, (50, 50), dt), rng.standard_normal((50, 7)).astype(dt)
+    r = server.post("/v1/run", {"steps": [{"op": "transpose.int", "args": [T(A), 0, 1]},
+                                          {"op": "linalg_solve_triangular", "args": [{"ref": "$0"}, T(B)],
+                                           "kwargs": {"upper": True}}]})
+    [got] = outputs(r)
+    [w] = torch_ref([{"op": "linalg_solve_triangular", "args": [T(A.T.copy()), T(B)], "kwargs": {"upper": True},
+                      "out": 0}])
+    np.testing.assert_allclose(got, np.array(w["value"]).reshape(w["shape"]), **TOL[dt])
+    # every other column of a wider matrix: neither rows nor columns contiguous, so A is copied
+    W = rng.standard_normal((50, 100)).astype(dt)
+    W[:, ::2] += 50 * np.eye(50)
+    r = server.post("/v1/run", {"steps": [{"op": "slice.Tensor", "args": [T(W), 1, 0, 100, 2]},
+                                          {"op": "linalg_solve_triangular", "args": [{"ref": "$0"}, T(B)],
+                                           "kwargs": {"upper": False}}]})
+    [got] = outputs(r)
+    [w] = torch_ref([{"op": "linalg_solve_triangular", "args": [T(W[:, ::2].copy()), T(B)],
+                      "kwargs": {"upper": False}, "out": 0}])
+    np.testing.assert_allclose(got, np.array(w["value"]).reshape(w["shape"]), **TOL[dt])
