@@ -477,6 +477,46 @@ def test_reflection_replication_pad(server, rng):
         assert r.status_code == 400 and r.json()["error"]["message"] == f"padding size is expected to be {n}", r.text
 
 
+def np_pad(x, pads, kind):
+    """numpy's reference for torch's [left, right] * nd pads of the last dims (the last dim first), negative
+    ones cropping: reflection is numpy's "reflect", replication its "edge"."""
+    nd = len(pads) // 2
+    width = [(0, 0)] * (x.ndim - nd) + [(max(pads[2 * k], 0), max(pads[2 * k + 1], 0)) for k in reversed(range(nd))]
+    y = np.pad(x, width, mode="reflect" if kind == "reflection" else "edge")
+    crop = [slice(None)] * (x.ndim - nd) + [slice(-min(pads[2 * k], 0), y.shape[x.ndim - nd + i] + min(pads[2 * k + 1], 0))
+                                            for i, k in enumerate(reversed(range(nd)))]
+    return y[tuple(crop)]
+
+
+def test_pad_long_rows_many_rows_and_strided_inputs(server, rng):
+    """cpu/pad.c's rows: a row's padded ends element by element, its middle in one copy when the input's
+    last dim is unit-stride, rows across parallel tasks; every element equal to numpy's pad, in each
+    element size torch takes (float16 in reflection_pad3d only), for an input whose last dim is strided
+    (a transposed view) too"""
+    for kind in ("reflection", "replication"):
+        for dt in ("float32", "float64"):
+            for shape, pads in (((3, 20011), [5, 7]), ((4, 8, 60, 70), [3, 3, 3, 3]), ((2, 3, 9, 40, 50), [2, 1, 0, 3, 4, 2]),
+                                ((5, 300, 300), [-2, 4, 3, -1])):
+                nd = len(pads) // 2
+                x = rand(rng, dt, shape)
+                r = server.post(f"/v1/ops/{kind}_pad{nd}d", {"args": [T(x, dt), pads]})
+                assert r.status_code == 200, r.text[:300]
+                got = from_json(r.json()["outputs"][0])
+                np.testing.assert_array_equal(got, np_pad(x, pads, kind), err_msg=f"{kind} {dt} {shape} {pads}")
+        if kind == "reflection":
+            x = rand(rng, "float16", (2, 3, 9, 40, 50))
+            r = server.post("/v1/ops/reflection_pad3d", {"args": [T(x, "float16"), [2, 1, 0, 3, 4, 2]]})
+            assert r.status_code == 200, r.text[:300]
+            np.testing.assert_array_equal(from_json(r.json()["outputs"][0]), np_pad(x, [2, 1, 0, 3, 4, 2], kind))
+        # the last dim strided: a transposed input takes the element-by-element path for the whole row
+        x = rand(rng, "float32", (6, 200, 150))
+        r = server.post("/v1/run", {"steps": [{"op": "transpose.int", "args": [T(x, "float32"), 1, 2]},
+                                              {"op": f"{kind}_pad2d", "args": [{"ref": "$0"}, [4, 2, 3, 5]]}]})
+        assert r.status_code == 200, r.text[:300]
+        np.testing.assert_array_equal(from_json(r.json()["outputs"][0]),
+                                      np_pad(x.transpose(0, 2, 1), [4, 2, 3, 5], kind), err_msg=kind)
+
+
 def test_searchsorted_bucketize(server, rng):
     cases = []
     for dt in ALL:
