@@ -466,3 +466,27 @@ def test_empty_products_scale_self_as_torch_does(server, rng):
                     for beta in (0, 2, 2.5, float("nan"), 300):
                         cases.append((op, [s, m, v], {"beta": "NaN" if beta != beta else beta}))
     compare(server, cases, exact=True)
+
+
+def test_long_linspace_is_the_same_on_any_number_of_threads(server, make_server, rng):
+    """Past 32768 elements linspace runs in parallel, split on its 64-element blocks, so each block's
+    start is the one a single pass computes: a one-thread server gives the same bits. torch splits its
+    own way there, so against torch it agrees within rounding (its first 32768 elements bit for bit)."""
+    one = make_server(env={"OD_NUM_THREADS": "1"})
+    n = 100_003
+    for dt in ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8"):
+        if dt in ("float32", "float64", "float16", "bfloat16"):
+            a, b = (float(x) for x in rng.uniform(-100, 100, 2))
+        else:
+            a, b = (0, 255) if dt == "uint8" else (int(x) for x in rng.integers(-100, 101, 2))
+        req = {"args": [a, b, n], "kwargs": {"dtype": dt}}
+        r1, r2 = server.post("/v1/ops/linspace", req), one.post("/v1/ops/linspace", req)
+        assert r1.status_code == 200 and r2.status_code == 200, (r1.text[:200], r2.text[:200])
+        g1, g2 = (np.array(r.json()["outputs"][0]["data"], np.float64) for r in (r1, r2))  # bfloat16 too
+        assert np.array_equal(g1, g2), (dt, a, b, np.flatnonzero(g1 != g2)[:5])
+        if dt in ("float32", "float64"):
+            [w] = torch_ref([{"op": "linspace", "args": [a, b, n], "kwargs": {"dtype": dt}}])
+            exp = np.array(w["value"], np.float64).astype(dt)  # the JSON's float32 is its shortest text
+            g1 = g1.astype(dt)
+            assert np.array_equal(g1[:32768], exp[:32768]), dt
+            np.testing.assert_allclose(g1, exp, rtol=0, atol=4 * np.finfo(dt).eps * max(abs(a), abs(b)), err_msg=dt)
