@@ -26,7 +26,7 @@ static od_status alloc_like(od_tensor *self, od_dtype dtype, od_device dev, int 
     memcpy(sp.sizes, self->sizes, sizeof(int64_t) * (size_t)self->ndim);
     sp.alias_of = -1;
     od_status st = od_out_spec_layout(&sp, self, (od_memory_format)mf, err);
-    return st ? st : od_alloc_outputs(NULL, &sp, 1, out, err);
+    return st ? st : od_alloc_outputs_overwrite(NULL, &sp, 1, out, err); /* copy_ writes every element */
 }
 
 OD_CX_KERNEL(od_cea_to_copy)

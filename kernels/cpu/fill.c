@@ -14,6 +14,12 @@
  *    reseeds the calling thread only. Generation is serial on the calling
  *    thread, so a seed fixes the output.
  */
+/* As in elementwise.c: let gcc vectorise loops that need a run-time cost
+ * check. The conversion loops (cloned for AVX2 and AVX-512) were scalar:
+ * 1e6 float32 to float64 took 215 us, to int32 309, torch 108 and 68. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("vect-cost-model=dynamic")
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,7 +44,7 @@
 #define FROM_FAM(fam, DST, x) FROM_FAM_(fam, DST, x)
 
 #define DEF_CONV(DST, SRC)                                                                    \
-    static void conv_##DST##_##SRC(void *vc, char **d, const int64_t *s, int64_t n)          \
+    OD_CPU_CLONES static void conv_##DST##_##SRC(void *vc, char **d, const int64_t *s, int64_t n) \
     {                                                                                         \
         typedef OD_CPU_T_##DST TD;                                                            \
         typedef OD_CPU_T_##SRC TS;                                                            \
