@@ -10,7 +10,8 @@
  * torch's Meta does); a contiguous tensor is counted and written per block,
  * in parallel. take checks every index before it reads, or (with a
  * contiguous self and index, in parallel) as it reads, reporting the first
- * bad one in order. The rest is single-threaded, any strides.
+ * bad one in order. masked_fill of dense operands of one shape with a bool
+ * mask is a parallel select. The rest is single-threaded, any strides.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -59,6 +60,47 @@ static bool is_nonzero(const char *p, od_dtype dt)
     return od_cpu_load_f64(p, dt) != 0.0;
 }
 
+/* masked_fill of contiguous operands of one shape with a bool mask:
+ * out[i] = mask[i] ? v : src[i] (src is self, or out itself in place), as
+ * bit masks (no branch; the compiler vectorises it), in parallel blocks. The walk below
+ * branches on every mask byte: 1e6 float32 under a random mask took
+ * 6.7 ms, torch 1.8. */
+typedef struct mf_job {
+    char *o;
+    const char *src;
+    const uint8_t *m;
+    char v[8];
+    size_t es;
+} mf_job;
+
+OD_CPU_CLONES static void mf_chunk(void *ctx, int64_t b, int64_t e)
+{
+    const mf_job *j = ctx;
+#define MF_SEL_(T)                                              \
+    {                                                           \
+        T *o = (T *)(void *)j->o, v;                            \
+        const T *x = (const T *)(const void *)j->src;           \
+        memcpy(&v, j->v, sizeof v);                             \
+        for (int64_t i = b; i < e; i++) {                       \
+            T k = (T)0 - (T)(j->m[i] != 0); /* a mask of bits */ \
+            o[i] = (T)((x[i] & (T)~k) | (v & k));               \
+        }                                                       \
+    }
+    switch (j->es) {
+    case 1: MF_SEL_(uint8_t) break;
+    case 2: MF_SEL_(uint16_t) break;
+    case 4: MF_SEL_(uint32_t) break;
+    default: MF_SEL_(uint64_t) break;
+    }
+#undef MF_SEL_
+}
+
+static bool same_dense(const od_tensor *a, const od_tensor *b)
+{
+    return a->ndim == b->ndim && !memcmp(a->sizes, b->sizes, sizeof(int64_t) * (size_t)a->ndim) &&
+           od_tensor_is_contiguous(a) && od_tensor_is_contiguous(b);
+}
+
 od_status od_cpu_masked_fill(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
     (void)op;
@@ -80,6 +122,12 @@ od_status od_cpu_masked_fill(void *ctx, const od_op *op, od_keyset ks, od_stack 
     od_cpu_scalar_to_dtype(&v, self->dtype, vbuf);
     if ((st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err)))
         return st;
+    if (mask->dtype == OD_BOOL && same_dense(mask, out) && same_dense(self, out)) {
+        mf_job j = {od_tensor_data(out), od_tensor_data(self), od_tensor_data(mask), {0}, od_dtype_size(out->dtype)};
+        memcpy(j.v, vbuf, sizeof j.v);
+        st = od_parallel_for(od_tensor_numel(out), OD_CPU_GRAIN, mf_chunk, &j);
+        return od_cpu_return1(s, out, st);
+    }
     if ((!inplace && (st = od_cpu_copy_into(out, self, err))) ||
         (st = od_tensor_expand(mask, out->sizes, out->ndim, &mview, err)))
         goto done;

@@ -709,3 +709,33 @@ def test_long_dtype_conversions_equal_torch(server, rng):
             got, exp = got.astype(np.float32), exp.astype(np.float32)
         bad = ~((got == exp) & (np.signbit(got) == np.signbit(exp)) | (np.isnan(got) & np.isnan(exp)))
         assert not bad.any(), (dt, np.flatnonzero(bad)[:5], a[bad][:5], got[bad][:5], exp[bad][:5])
+
+
+def test_long_masked_fill_equals_numpy(server, rng):
+    """masked_fill's parallel select (cpu/masked.c: dense operands of one shape, a bool mask) over
+    100,003 elements in each element size, in place and out of place, and the general walk beside it
+    (a broadcast mask, a uint8 mask, a transposed self): every element equal to numpy's where."""
+    n = 100_003
+    mask = rng.random(n) < 0.5
+    for dt in ("float32", "float64", "float16", "int64", "int16", "uint8", "bool"):
+        x = (rng.random(n) < 0.5) if dt == "bool" else (rng.random(n) * 100).astype(dt)
+        v = True if dt == "bool" else 7
+        want = np.where(mask, np.array(v, dt), x)
+        for op in ("masked_fill.Scalar", "masked_fill_.Scalar"):
+            r = server.post(f"/v1/ops/{op}", {"args": [tensor(x), tensor(mask), v]})
+            assert r.status_code == 200, r.text[:300]
+            np.testing.assert_array_equal(from_json(r.json()["outputs"][0]), want, err_msg=f"{op} {dt}")
+        r = server.post("/v1/ops/masked_fill.Tensor", {"args": [tensor(x), tensor(mask), tensor(np.array(v, dt))]})
+        assert r.status_code == 200, r.text[:300]
+        np.testing.assert_array_equal(from_json(r.json()["outputs"][0]), want, err_msg=f"masked_fill.Tensor {dt}")
+    x = rng.random((300, 400)).astype(np.float32)
+    row = rng.random(400) < 0.5
+    r = server.post("/v1/ops/masked_fill.Scalar", {"args": [tensor(x), tensor(row), -1.5]})
+    np.testing.assert_array_equal(from_json(r.json()["outputs"][0]), np.where(row, np.float32(-1.5), x))
+    m8 = (rng.random((300, 400)) < 0.5).astype(np.uint8)
+    r = server.post("/v1/ops/masked_fill.Scalar", {"args": [tensor(x), tensor(m8), 2.5]})
+    np.testing.assert_array_equal(from_json(r.json()["outputs"][0]), np.where(m8 == 1, np.float32(2.5), x))
+    full = rng.random((300, 400)) < 0.5
+    r = server.post("/v1/run", {"steps": [{"op": "transpose.int", "args": [tensor(x.T.copy()), 0, 1]},
+                                          {"op": "masked_fill.Scalar", "args": [{"ref": "$0"}, tensor(full), 0.25]}]})
+    np.testing.assert_array_equal(from_json(r.json()["outputs"][0]), np.where(full, np.float32(0.25), x))
