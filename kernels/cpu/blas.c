@@ -16,7 +16,8 @@
  *  - addmm: out = beta * self + alpha * (mat1 @ mat2) with self broadcast to
  *    the output; beta == 0 never reads self, so NaN/inf there do not leak
  *    (BLAS ignores C when beta is 0).
- *  - addmv is that product with the vector as a [k, 1] matrix; baddbmm the
+ *  - addmv (float32, float64) is ATen's gemv call, the same bits as torch's;
+ *    otherwise it is the product with the vector as a [k, 1] matrix; baddbmm the
  *    batched one; addbmm one addmm per batch into the same output (beta on
  *    the first), as ATen sums them. An empty product is beta * self, or
  *    zeros when beta is 0.
@@ -175,6 +176,51 @@ static od_status gemm_blas(od_tensor *a, od_tensor *b, od_tensor *c, double alph
     return st;
 }
 
+/* addmv's product y = alpha * A x + beta * y (A [n, k], x a [k, 1] view of
+ * vec, y a [n, 1] view of the result) as ATen 1.13's addmv_out_cpu makes
+ * it: gemv on A where it lies ('n' with a column-major A, 't' with a
+ * row-major one, else on a row-major copy), lda = the dimension when A has
+ * one column, vec's and the result's strides as the increments. The same
+ * OpenBLAS call, so the same bits; sgemm with one column packed A on every
+ * call (1000x1000: 83 us, torch 24). false (nothing done) where ATen's
+ * fast path would not take it either (a zero-stride vec, sizes past int):
+ * the caller's sgemm then serves. */
+static bool gemv_blas(od_tensor *a, od_tensor *x, od_tensor *y, double alpha, double beta, od_status *st,
+                      od_error *err)
+{
+    int64_t n = a->sizes[0], k = a->sizes[1], s0 = a->strides[0], s1 = a->strides[1];
+    int64_t incx = x->strides[0], incy = y->strides[0];
+    if (k == 1)
+        incx = 1; /* one element: its stride is never read */
+    if (n == 1)
+        incy = 1;
+    od_tensor *ac = NULL;
+    bool col = s0 == 1 && (k == 1 || s1 >= (n > 1 ? n : 1));
+    bool row = !col && s1 == 1 && (n == 1 || s0 >= (k > 1 ? k : 1));
+    char tr = col ? 'n' : 't';
+    int64_t M = col ? n : k, N = col ? k : n, lda = col ? s1 : row ? s0 : k; /* else a row-major copy */
+    if (N == 1)
+        lda = M;
+    if (incx <= 0 || incy <= 0 || M > INT_MAX || N > INT_MAX || lda > INT_MAX || incx > INT_MAX || incy > INT_MAX)
+        return false;
+    if (!col && !row) {
+        if ((*st = od_cpu_to_dtype(a, a->dtype, &ac, err)))
+            return true;
+        a = ac;
+    }
+    pthread_once(&g_blas_threads_once, blas_threads_init);
+    CBLAS_TRANSPOSE t = tr == 'n' ? CblasNoTrans : CblasTrans;
+    if (y->dtype == OD_FLOAT32)
+        cblas_sgemv(CblasColMajor, t, (int)M, (int)N, (float)alpha, od_tensor_data(a), (int)lda, od_tensor_data(x),
+                    (int)incx, (float)beta, od_tensor_data(y), (int)incy);
+    else
+        cblas_dgemv(CblasColMajor, t, (int)M, (int)N, alpha, od_tensor_data(a), (int)lda, od_tensor_data(x),
+                    (int)incx, beta, od_tensor_data(y), (int)incy);
+    od_tensor_release(ac);
+    *st = OD_OK;
+    return true;
+}
+
 /* ---- integer dtypes: uint64 loop --------------------------------------------------- */
 
 typedef struct igemm_ctx {
@@ -264,7 +310,7 @@ static od_status matmul(od_opid id, od_tensor *A, od_tensor *B, od_tensor *self,
             for (int64_t i = 0; i < n; i++)
                 c[i] = use_beta ? beta * c[i] : 0.0;
         }
-    } else {
+    } else if (!(id == OD_OPID_addmv && cw == out && gemv_blas(aw, bw, cw, alpha, use_beta ? beta : 0.0, &st, err))) {
         st = gemm_blas(aw, bw, cw, alpha, use_beta ? beta : 0.0, err);
     }
     if (!st && cw != out)
@@ -273,7 +319,6 @@ done:
     od_tensor_release(aw);
     od_tensor_release(bw);
     od_tensor_release(cw);
-    (void)id;
     return st;
 }
 

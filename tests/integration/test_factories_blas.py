@@ -490,3 +490,38 @@ def test_long_linspace_is_the_same_on_any_number_of_threads(server, make_server,
             g1 = g1.astype(dt)
             assert np.array_equal(g1[:32768], exp[:32768]), dt
             np.testing.assert_allclose(g1, exp, rtol=0, atol=4 * np.finfo(dt).eps * max(abs(a), abs(b)), err_msg=dt)
+
+
+def test_addmv_is_torchs_own_gemv_call(server, rng):
+    """addmv and mv (float32, float64) make the gemv call ATen 1.13 makes (cpu/blas.c's gemv_blas): 't' on
+    a row-major matrix, 'n' on a column-major one (a transposed view), a row-major copy of any other, the
+    vector's stride as its increment. Every bit equal to torch's, past OpenBLAS's blocking."""
+    import os
+
+    threads = os.environ.get("OD_NUM_THREADS") or str(len(os.sched_getaffinity(0)))
+    for dt in ("float32", "float64"):
+        n, k = 700, 450
+        M, v, s = (rng.standard_normal(shape).astype(dt) for shape in ((n, k), (k,), (n,)))
+        cases = [("addmv", [T(s, dt), T(M, dt), T(v, dt)], {}),
+                 ("addmv", [T(s, dt), T(M, dt), T(v, dt)], {"beta": 0.5, "alpha": -1.25}),
+                 ("addmv", [T(s[:1], dt), T(M, dt), T(v, dt)], {"beta": 0}),
+                 ("mv", [T(M, dt), T(v, dt)], {}),
+                 ("addmv", [T(s[:1], dt), T(M[:1], dt), T(v, dt)], {}),  # one row
+                 ("addmv", [T(s, dt), T(M[:, :1], dt), T(v[:1], dt)], {})]  # one column
+        want = torch_ref([{"op": op, "args": a, "kwargs": kw} for op, a, kw in cases], env={"OPENBLAS_NUM_THREADS": threads})
+        for (op, a, kw), w in zip(cases, want):
+            r = server.post(f"/v1/ops/{op}", {"args": a, "kwargs": kw})
+            assert r.status_code == 200, r.text[:300]
+            got = np.array(r.json()["outputs"][0]["data"], np.float64).astype(dt)
+            assert np.array_equal(got, np.array(w["value"], np.float64).astype(dt)), (op, dt, kw, a[1]["shape"])
+        # a column-major matrix (a transposed view) and a vector of every other element, through /v1/run
+        Mt = rng.standard_normal((k, n)).astype(dt)
+        v2 = rng.standard_normal(2 * k).astype(dt)
+        r = server.post("/v1/run", {"steps": [{"op": "transpose.int", "args": [T(Mt, dt), 0, 1]},
+                                              {"op": "slice.Tensor", "args": [T(v2, dt), 0, 0, 2 * k, 2]},
+                                              {"op": "addmv", "args": [T(s, dt), {"ref": "$0"}, {"ref": "$1"}],
+                                               "kwargs": {"alpha": 2.0}}]})
+        assert r.status_code == 200, r.text[:300]
+        got = np.array(r.json()["outputs"][0]["data"], np.float64).astype(dt)
+        exp = s.astype(np.float64) + 2.0 * (Mt.T.astype(np.float64) @ v2[::2].astype(np.float64))
+        np.testing.assert_allclose(got, exp, rtol=1e-4 if dt == "float32" else 1e-12, atol=1e-3 if dt == "float32" else 1e-10)
