@@ -123,6 +123,13 @@ def make_cases(rng):
     add("isin.Tensor_Tensor", T(f), T(np.concatenate([f[::3], [np.nan, -0.0]])))
     add("isin.Tensor_Tensor", T(e.astype(np.int32)), T(np.array([2.5, 3.0, 7.0])))  # promoted to float
     add("isin.Tensor_Scalar", T(e), 7, invert=True)
+    # isin.Tensor_Scalar is eq / ne in ATen: NaN and -0.0 elements, a float Scalar on integers, a Scalar
+    # out of uint8's range, long elements
+    add("isin.Tensor_Scalar", T(f), 0.0)
+    add("isin.Tensor_Scalar", T(f), float("nan"), invert=True)
+    add("isin.Tensor_Scalar", T(e), 2.5)
+    add("isin.Tensor_Scalar", T(e.astype(np.uint8) + 40), 300)
+    add("isin.Tensor_Scalar", T(rng.integers(0, 9, 50000).astype(np.int16)), 3, invert=True)
     # long elements (split across threads; each searched in the sorted test elements)
     el = rng.integers(0, 500, 20000)
     add("isin.Tensor_Tensor", T(el), T(rng.integers(0, 600, 100)))
