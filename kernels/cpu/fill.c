@@ -255,9 +255,10 @@ static od_status prepare(od_shape_fn shape, od_opid id, od_stack *s, od_out_spec
     if (spec->device.type != OD_DEV_CPU)
         return od_error_set(err, OD_EMISMATCH, "%s: the CPU kernel cannot make a tensor on another device",
                             od_op_name(od_builtin(id)));
-    /* clone writes every element of its new output: no clearing first */
-    return id == OD_OPID_clone ? od_alloc_outputs_overwrite(s, spec, 1, out, err)
-                               : od_alloc_outputs(s, spec, 1, out, err);
+    /* clone and arange write every element of their new output: no clearing first */
+    bool writes_all = id == OD_OPID_clone || id == OD_OPID_arange || id == OD_OPID_arange_start ||
+                      id == OD_OPID_arange_start_step;
+    return writes_all ? od_alloc_outputs_overwrite(s, spec, 1, out, err) : od_alloc_outputs(s, spec, 1, out, err);
 }
 
 od_status od_cpu_copy(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
@@ -336,27 +337,83 @@ od_status od_cpu_fill(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
 
 /* ---- arange ------------------------------------------------------------------------------ */
 
+#define ARANGE_ALIGN 64 /* a multiple of every replayed block (16 floats, 8 doubles, 32 halves) */
+
 typedef struct arange_ctx {
     const od_arange_params *p;
     char *data;
 } arange_ctx;
 
-static void arange_chunk(void *vc, int64_t begin, int64_t end)
+/* Cloned for AVX2 and AVX-512, the integral test outside the loops, so
+ * both vectorise (1e6 int64 took 249-289 us, torch 126-154). */
+OD_CPU_CLONES static void arange_chunk(void *vc, int64_t begin, int64_t end)
 {
     const arange_ctx *c = vc;
     const od_arange_params *p = c->p;
+    const int64_t is = p->istart, ik = p->istep;
+    const double fs = p->fstart, fk = p->fstep;
+    /* Floating dtypes replay ATen 1.13's arange_kernel (its AVX2 build):
+     * blocks of two vectors (8 floats, 4 doubles, 16 of the 16-bit types)
+     * whose lanes are Vectorized::arange(base, step): base the element's
+     * start + step * idx, lane j base + j * step, each in the accumulate
+     * type (double; float for the 16-bit types), fused as gcc contracts them
+     * there (unfused, float64 lanes 3 and 7 differ from torch's) and rounded
+     * to the dtype; the last elements short of a block take the scalar
+     * start + step * idx. begin is a multiple of ARANGE_ALIGN, so the blocks
+     * are those of one pass (torch's threads move them past 32768). They
+     * were the scalar formula throughout, which differed from torch in
+     * float32, float64 and bfloat16 alike. */
+#define AR_VEC_(T, V)                                                          \
+    {                                                                          \
+        T *o = (T *)c->data;                                                   \
+        int64_t i = begin;                                                     \
+        for (; i + 2 * (V) <= end; i += 2 * (V))                               \
+            for (int64_t b = i; b < i + 2 * (V); b += (V)) {                   \
+                T base = (T)fma(fk, (double)b, fs);                            \
+                o[b] = base;                                                   \
+                for (int j = 1; j < (V); j++)                                  \
+                    o[b + j] = (T)fma((double)j, fk, (double)base);            \
+            }                                                                  \
+        for (; i < end; i++)                                                   \
+            o[i] = (T)fma(fk, (double)i, fs);                                  \
+        return;                                                                \
+    }
+    if (!p->integral && (p->dtype == OD_BFLOAT16 || p->dtype == OD_FLOAT16)) {
+        /* the 16-bit types accumulate in float, in vectors of 16 */
+        uint16_t *o = (uint16_t *)c->data;
+        bool bf = p->dtype == OD_BFLOAT16;
+        float s0 = (float)fs, k0 = (float)fk;
+#define H16_(x) (bf ? od_float_to_bf16(x) : od_float_to_half(x))
+#define F16_(h) (bf ? od_bf16_to_float(h) : od_half_to_float(h))
+        int64_t i = begin;
+        for (; i + 32 <= end; i += 32)
+            for (int64_t b = i; b < i + 32; b += 16) {
+                uint16_t base = H16_(fmaf(k0, (float)b, s0));
+                o[b] = base;
+                for (int j = 1; j < 16; j++)
+                    o[b + j] = H16_(fmaf((float)j, k0, F16_(base)));
+            }
+        for (; i < end; i++)
+            o[i] = H16_(fmaf(k0, (float)i, s0));
+#undef H16_
+#undef F16_
+        return;
+    }
+    if (!p->integral && p->dtype == OD_FLOAT32)
+        AR_VEC_(float, 8)
+    if (!p->integral && p->dtype == OD_FLOAT64)
+        AR_VEC_(double, 4)
+#undef AR_VEC_
     switch (p->dtype) {
 #define AR_(DT)                                                                               \
     case OD_##DT: {                                                                           \
         OD_CPU_T_##DT *o = (OD_CPU_T_##DT *)c->data;                                          \
-        for (int64_t i = begin; i < end; i++) {                                               \
-            if (p->integral) {                                                                \
-                int64_t v = od_math_wrap_add_i64(p->istart, od_math_wrap_mul_i64(i, p->istep)); \
-                o[i] = OD_CPU_FROM_I64_##DT(v);                                               \
-            } else {                                                                          \
-                o[i] = OD_CPU_FROM_F64_##DT(p->fstart + (double)i * p->fstep);                \
-            }                                                                                 \
-        }                                                                                     \
+        if (p->integral)                                                                      \
+            for (int64_t i = begin; i < end; i++)                                             \
+                o[i] = OD_CPU_FROM_I64_##DT(od_math_wrap_add_i64(is, od_math_wrap_mul_i64(i, ik))); \
+        else                                                                                  \
+            for (int64_t i = begin; i < end; i++)                                             \
+                o[i] = OD_CPU_FROM_F64_##DT(fs + (double)i * fk);                             \
         break;                                                                                \
     }
         OD_CPU_ALL_DTYPES(AR_)
@@ -364,6 +421,14 @@ static void arange_chunk(void *vc, int64_t begin, int64_t end)
     default:
         break;
     }
+}
+
+/* units [u0, u1) of ARANGE_ALIGN elements: the split never moves a block */
+static void arange_units(void *vc, int64_t u0, int64_t u1)
+{
+    const arange_ctx *c = vc;
+    int64_t end = u1 * ARANGE_ALIGN;
+    arange_chunk(vc, u0 * ARANGE_ALIGN, end < c->p->size ? end : c->p->size);
 }
 
 od_status od_cpu_arange(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
@@ -380,7 +445,8 @@ od_status od_cpu_arange(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
     if ((st = prepare(od_shape_arange, id, s, &spec, &out, err)))
         return st;
     arange_ctx c = {&p, od_tensor_data(out)};
-    if (p.size > 0 && od_parallel_for(p.size, OD_CPU_GRAIN, arange_chunk, &c) != OD_OK)
+    if (p.size > 0 && od_parallel_for((p.size + ARANGE_ALIGN - 1) / ARANGE_ALIGN, OD_CPU_GRAIN / ARANGE_ALIGN,
+                                      arange_units, &c) != OD_OK)
         arange_chunk(&c, 0, p.size);
     return ret1(s, out);
 }

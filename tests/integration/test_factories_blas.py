@@ -525,3 +525,39 @@ def test_addmv_is_torchs_own_gemv_call(server, rng):
         got = np.array(r.json()["outputs"][0]["data"], np.float64).astype(dt)
         exp = s.astype(np.float64) + 2.0 * (Mt.T.astype(np.float64) @ v2[::2].astype(np.float64))
         np.testing.assert_allclose(got, exp, rtol=1e-4 if dt == "float32" else 1e-12, atol=1e-3 if dt == "float32" else 1e-10)
+
+
+def test_long_arange_equals_torch(server, make_server, rng):
+    """arange's loops (cpu/fill.c, vectorised and cloned for AVX2 and AVX-512; float32 and float64 replay
+    ATen's vector blocks) up to 32,768 elements (ATen's grain: one pass there): integer and float bounds
+    into every dtype, values bit for bit as torch's, a ragged end. Past it torch's threads move its
+    blocks, so there the server must agree with torch within rounding and with itself on one thread."""
+    cases = []
+    for dt in ("int64", "int32", "int16", "float32", "float64", "bfloat16", "float16"):
+        s0 = int(rng.integers(-1000, 1000)) // (100 if dt == "float16" else 1)
+        cases.append(("arange.start_step", [s0, s0 + 3 * (2_011 if dt == "float16" else 30_011), 3], {"dtype": dt}))
+        if dt.startswith("float") or dt == "bfloat16":  # an integer dtype truncates 0.37 to a zero step
+            f0 = float(rng.uniform(-10, 10))
+            n = 2_011.5 if dt == "float16" else 30_011.5  # float16 tops out at 65504
+            cases.append(("arange.start_step", [f0, f0 + 0.37 * n, 0.37], {"dtype": dt}))
+    cases.append(("arange", [32_768], {}))
+    cases.append(("arange.start_step", [5.0, -6000.0, -0.2], {}))
+    want = torch_ref([{"op": op, "args": a, "kwargs": kw} for op, a, kw in cases])
+    for (op, a, kw), w in zip(cases, want):
+        r = server.post(f"/v1/ops/{op}", {"args": a, "kwargs": kw})
+        assert r.status_code == 200, r.text[:300]
+        o = r.json()["outputs"][0]
+        assert o["shape"] == w["shape"], (a, kw, o["shape"], w["shape"])
+        got, exp = np.array(o["data"], np.float64), np.array(w["value"], np.float64)
+        if o["dtype"] in ("float32", "bfloat16", "float16"):  # the JSON holds the shortest text of each value
+            got, exp = got.astype(np.float32), exp.astype(np.float32)
+        assert np.array_equal(got, exp), (op, a, kw, np.flatnonzero(got != exp)[:5])
+    one = make_server(env={"OD_NUM_THREADS": "1"})
+    for dt in ("float32", "float64"):
+        req = {"args": [-3.25, -3.25 + 0.01 * 200_003, 0.01], "kwargs": {"dtype": dt}}
+        r1, r2 = server.post("/v1/ops/arange.start_step", req), one.post("/v1/ops/arange.start_step", req)
+        g1, g2 = (np.array(r.json()["outputs"][0]["data"], np.float64).astype(dt) for r in (r1, r2))
+        assert np.array_equal(g1, g2), dt
+        [w] = torch_ref([{"op": "arange.start_step", **req}])
+        np.testing.assert_allclose(g1, np.array(w["value"], np.float64).astype(dt), rtol=0,
+                                   atol=4 * np.finfo(dt).eps * 2000, err_msg=dt)
