@@ -38,6 +38,45 @@ static od_status spec1(od_out_spec *o, od_dtype dt, od_device dev, const int64_t
     return OD_OK;
 }
 
+/* repeat_interleave's writes: output [at[i], at[i + 1]) holds i, for
+ * repeats [b, e), split across the pool (one thread wrote 950k elements
+ * through per-element loads in 1.8 ms, torch 0.5). */
+typedef struct ri_job {
+    const int64_t *at; /* n + 1 exclusive prefix sums of the repeats */
+    char *o;
+    bool i64;
+} ri_job;
+
+/* A short run is written as a whole block of W copies (constant length:
+ * vector stores, no loop exit to mispredict on random counts); the copies
+ * past its end are overwritten by the runs after it, so only where those
+ * runs, in this task, reach that far. */
+#define RI_WRITE_(T, W)                                                          \
+    {                                                                            \
+        T *o = (T *)(void *)j->o;                                                \
+        const int64_t *at = j->at, last = at[e];                                 \
+        for (int64_t i = b; i < e; i++) {                                        \
+            int64_t k0 = at[i], k1 = at[i + 1];                                  \
+            if (k1 - k0 <= (W) && k0 + (W) <= last) {                            \
+                for (int q = 0; q < (W); q++)                                    \
+                    o[k0 + q] = (T)i;                                            \
+            } else {                                                             \
+                for (int64_t k = k0; k < k1; k++)                                \
+                    o[k] = (T)i;                                                 \
+            }                                                                    \
+        }                                                                        \
+    }
+
+static void ri_write(void *ctx, int64_t b, int64_t e)
+{
+    const ri_job *j = ctx;
+    if (j->i64)
+        RI_WRITE_(int64_t, 16)
+    else
+        RI_WRITE_(int32_t, 32)
+}
+#undef RI_WRITE_
+
 od_status od_cpu_repeat_interleave(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
     (void)ctx;
@@ -52,36 +91,46 @@ od_status od_cpu_repeat_interleave(void *ctx, const od_op *op, od_keyset ks, od_
     int64_t n = r->sizes[0], total = 0;
     const char *d = od_tensor_data(r);
     size_t es = od_dtype_size(r->dtype);
+    int64_t *at = malloc((size_t)(n + 1) * sizeof *at);
+    if (!at)
+        return od_error_set(err, OD_ENOMEM, "repeat_interleave: out of memory");
+    if (r->dtype == OD_INT64 && od_tensor_is_contiguous(r)) {
+        if (n > 0) /* an empty tensor may have no storage: memcpy from NULL is undefined even for 0 bytes */
+            memcpy(at, d, (size_t)n * sizeof *at);
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            at[i] = od_cpu_load_i64(d + od_cpu_offset_of(r, i) * (int64_t)es, r->dtype);
+    }
     /* ATen checks every count's sign before it sums them */
     for (int64_t i = 0; i < n; i++)
-        if (od_cpu_load_i64(d + od_cpu_offset_of(r, i) * (int64_t)es, r->dtype) < 0)
+        if (at[i] < 0) {
+            free(at);
             return od_error_set(err, OD_EINVAL, "repeats can not be negative");
+        }
     for (int64_t i = 0; i < n; i++) {
-        int64_t v = od_cpu_load_i64(d + od_cpu_offset_of(r, i) * (int64_t)es, r->dtype);
-        if (__builtin_add_overflow(total, v, &total))
+        int64_t v = at[i];
+        at[i] = total;
+        if (__builtin_add_overflow(total, v, &total)) {
+            free(at);
             return od_error_set(err, OD_EINVAL,
                                 "repeat_interleave: the repeats sum to more than %" PRId64 " elements", INT64_MAX);
+        }
     }
-    if (n > 0 && has_size && want != total)
+    at[n] = total;
+    if (n > 0 && has_size && want != total) {
+        free(at);
         return od_error_set(err, OD_EINVAL, "allocated size does not match required size");
+    }
     od_out_spec spec;
     spec1(&spec, r->dtype, r->device, &total, 1);
     od_tensor *out = NULL;
-    if ((st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err)))
-        return st;
-    char *o = od_tensor_data(out);
-    for (int64_t i = 0, at = 0; i < n; i++) {
-        int64_t v = od_cpu_load_i64(d + od_cpu_offset_of(r, i) * (int64_t)es, r->dtype);
-        for (int64_t j = 0; j < v; j++, at++) {
-            if (r->dtype == OD_INT64)
-                ((int64_t *)o)[at] = i;
-            else
-                ((int32_t *)o)[at] = (int32_t)i;
-        }
+    if (!(st = od_alloc_outputs_overwrite(s, &spec, 1, &out, err))) {
+        ri_job j = {at, od_tensor_data(out), r->dtype == OD_INT64};
+        /* about 32768 elements written per task */
+        st = od_parallel_for(n, total > 0 ? 32768 * n / total + 1 : n + 1, ri_write, &j);
     }
-    s->rets[0] = od_tensor_v(out);
-    s->nrets = 1;
-    return OD_OK;
+    free(at);
+    return od_cpu_return1(s, out, st);
 }
 
 /* Slices k and k-1 of x along dim (every other index equal) compare equal. */

@@ -578,6 +578,24 @@ def test_searchsorted_bucketize(server, rng):
     check(server, cases)
 
 
+def test_long_repeat_interleave_equals_numpy(server, rng):
+    """repeat_interleave.Tensor's writes split across the pool (cpu/unique.c): 100,003 repeats of 0..19
+    (zeros among them), int64 and int32, contiguous and every other element of a longer tensor: the
+    result equal to numpy's repeat of the indices"""
+    for rdt in ("int64", "int32"):
+        r = rng.integers(0, 20, 100_003).astype(rdt)
+        want = np.repeat(np.arange(r.size), r)
+        res = server.post("/v1/ops/repeat_interleave.Tensor", {"args": [T(r, rdt)]})
+        assert res.status_code == 200, res.text[:300]
+        got = from_json(res.json()["outputs"][0])
+        assert got.dtype == np.dtype(rdt) and np.array_equal(got, want), rdt
+        r2 = rng.integers(0, 20, 2 * 50_001).astype(rdt)
+        res = server.post("/v1/run", {"steps": [{"op": "slice.Tensor", "args": [T(r2, rdt), 0, 0, r2.size, 2]},
+                                                {"op": "repeat_interleave.Tensor", "args": [{"ref": "$0"}]}]})
+        assert res.status_code == 200, res.text[:300]
+        assert np.array_equal(from_json(res.json()["outputs"][0]), np.repeat(np.arange(50_001), r2[::2])), rdt
+
+
 def test_repeat_interleave(server, rng):
     cases = []
     for rdt in ("int64", "int32", "int16", "float32", "bool"):
