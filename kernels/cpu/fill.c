@@ -289,8 +289,10 @@ typedef struct fill_ctx {
     size_t elsize;
 } fill_ctx;
 
+/* cloned for AVX2 and AVX-512: with the baseline's 16-byte stores 1e6
+ * float32 took 42 us, torch 24 */
 #define DEF_FILL(NAME, T)                                                                     \
-    static void NAME(void *vc, char **d, const int64_t *s, int64_t n)                        \
+    OD_CPU_CLONES static void NAME(void *vc, char **d, const int64_t *s, int64_t n)          \
     {                                                                                         \
         const fill_ctx *c = vc;                                                               \
         T v;                                                                                  \
