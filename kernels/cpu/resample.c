@@ -296,6 +296,70 @@ LIN2_FWD(lin2_f32, fwd_f32, float, float, F32_LD, F32_LD, hrow_f32, vrow_f32)
 LIN2_FWD(lin2_f64, fwd_f64, double, double, F32_LD, F32_LD, NO_HROW, NO_VROW)
 LIN2_FWD(lin2_bf16, fwd_bf16, uint16_t, float, BF_LD, BF_ST, NO_HROW, NO_VROW)
 
+/* ---- trilinear forward, separably: each source row of a plane blended
+ * along W once (hr: ID x IH rows of OW), then each output element from the
+ * four rows its (D, H) taps name: ATen's Interpolate's operations in its
+ * order (W taps, then H, then D), fused for float32 / float64 as below. A W
+ * blend runs once per source row, not four times per output element
+ * (2x16x16x28x28 to twice its size took 3.8 ms, torch 3.1). Without memory
+ * for hr the direct loop (unfused) runs. ---- */
+#define TRI_FWD(NAME, DIRECT, T, A, LOAD, STORE)                                                              \
+    OD_CPU_CLONES static void NAME(void *vc, int64_t p0, int64_t p1)                                           \
+    {                                                                                                          \
+        const rs_ctx *c = vc;                                                                                  \
+        const od_resample_geom *g = &c->pl->g;                                                                 \
+        int64_t OD = g->out[0], OH = g->out[1], OW = g->out[2], ID = g->in[0], IH = g->in[1];                  \
+        int64_t C = c->pl->c, xw = c->xs[4];                                                                   \
+        A *hr = malloc(sizeof(A) * (size_t)(ID * IH * OW + 2 * OW) + 1);                                       \
+        if (!hr) {                                                                                             \
+            DIRECT(vc, p0, p1);                                                                                \
+            return;                                                                                            \
+        }                                                                                                      \
+        A *a0 = hr + ID * IH * OW, *a1 = a0 + OW;                                                              \
+        for (int64_t ow = 0; ow < OW; ow++) {                                                                  \
+            a0[ow] = (A)c->l0[2][ow];                                                                          \
+            a1[ow] = (A)c->l1[2][ow];                                                                          \
+        }                                                                                                      \
+        for (int64_t p = p0; p < p1; p++) {                                                                    \
+            const T *x = (const T *)c->x + (p / C) * c->xs[0] + (p % C) * c->xs[1];                            \
+            T *y = (T *)c->y + p * OD * OH * OW;                                                               \
+            for (int64_t r = 0; r < ID * IH; r++) {                                                            \
+                const T *row = x + (r / IH) * c->xs[2] + (r % IH) * c->xs[3];                                  \
+                A *h = hr + r * OW;                                                                            \
+                for (int64_t ow = 0; ow < OW; ow++)                                                            \
+                    h[ow] = FMA_(LOAD(row[c->i0[2][ow] * xw]), a0[ow], LOAD(row[c->i1[2][ow] * xw]) * a1[ow]); \
+            }                                                                                                  \
+            for (int64_t od = 0; od < OD; od++) {                                                              \
+                A d0 = (A)c->l0[0][od], d1 = (A)c->l1[0][od];                                                  \
+                const A *q0 = hr + c->i0[0][od] * IH * OW, *q1 = hr + c->i1[0][od] * IH * OW;                  \
+                for (int64_t oh = 0; oh < OH; oh++) {                                                          \
+                    A w0 = (A)c->l0[1][oh], w1 = (A)c->l1[1][oh];                                              \
+                    int64_t h0 = c->i0[1][oh] * OW, h1 = c->i1[1][oh] * OW;                                    \
+                    T *yr = y + (od * OH + oh) * OW;                                                           \
+                    for (int64_t ow = 0; ow < OW; ow++) {                                                      \
+                        A t0 = FMA_(q0[h0 + ow], w0, q0[h1 + ow] * w1);                                        \
+                        A t1 = FMA_(q1[h0 + ow], w0, q1[h1 + ow] * w1);                                        \
+                        yr[ow] = STORE(FMA_(t0, d0, t1 * d1));                                                 \
+                    }                                                                                          \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+        free(hr);                                                                                              \
+    }
+/* float32 and float64 fuse as ATen's build does: gcc contracts its
+ * Interpolate's t0 * w0 + t1 * w1 into fma(t0, w0, t1 * w1), so these are
+ * torch's bits (unfused, 1 in 3 elements differed in the last place) */
+#define FMA_ fmaf
+TRI_FWD(tri_f32, fwd_f32, float, float, F32_LD, F32_LD)
+#undef FMA_
+#define FMA_ fma
+TRI_FWD(tri_f64, fwd_f64, double, double, F32_LD, F32_LD)
+#undef FMA_
+/* bfloat16 as the direct loop does it (within rounding of torch's) */
+#define FMA_(a, b, c) ((a) * (b) + (c))
+TRI_FWD(tri_bf16, fwd_bf16, uint16_t, float, BF_LD, BF_ST)
+#undef FMA_
+
 /* backward: grad_input (zeroed, contiguous) += each grad_output element at
  * its source (nearest) or at the 2^nd blended sources with their weights */
 #define RS_BWD(NAME, T, A, LOAD, STORE)                                                                        \
@@ -673,6 +737,8 @@ od_status od_cpu_resample(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
         c.avx512 = __builtin_cpu_supports("avx512f");
         fn = pl.x->dtype == OD_FLOAT32 ? lin2_f32 : pl.x->dtype == OD_FLOAT64 ? lin2_f64 : lin2_bf16;
     }
+    if (!pl.backward && g->kind == OD_RESAMPLE_LINEAR && pl.nd == 3)
+        fn = pl.x->dtype == OD_FLOAT32 ? tri_f32 : pl.x->dtype == OD_FLOAT64 ? tri_f64 : tri_bf16;
     if (!pl.backward && g->kind == OD_RESAMPLE_NEAREST && g->in[0] == 1 && g->out[0] == 1)
         fn = near2_fwd;
     int64_t per = g->out[0] * g->out[1] * g->out[2] * 4 + 1;

@@ -189,3 +189,25 @@ def test_strided_inputs(server, rng):
     for got, w, req in zip(runs, torch_ref(refs), refs):
         np.testing.assert_allclose(got, np.array(w["value"]).reshape(w["shape"]), rtol=1e-5,
                                    atol=float32_atol(req["args"][:1]))
+
+
+def test_trilinear_forward_bit_for_bit(server, rng):
+    """upsample_trilinear3d's separable forward (cpu/resample.c's TRI_FWD: each source row blended along W
+    once, then the (D, H) taps) does ATen's operations in their order, fused as torch's build fuses them:
+    in float32 and float64 every bit as torch's, up and down, align_corners or not, planes across parallel
+    tasks. (bfloat16 keeps the float arithmetic it had; test_upsample_linear compares it with torch.)"""
+    cases = []
+    for dt in ("float32", "float64"):
+        for shape, out in (((2, 5, 7, 9, 11), [13, 5, 20]), ((1, 3, 16, 28, 28), [32, 56, 56]), ((2, 2, 9, 6, 30), [4, 11, 17])):
+            x = R(rng, dt, shape)
+            for ac in (False, True):
+                cases.append(("upsample_trilinear3d", [x, out, ac], {}))
+    want = torch_ref([{"op": op, "args": a, "kwargs": kw} for op, a, kw in cases])
+    for (op, a, kw), w in zip(cases, want):
+        r = server.post(f"/v1/ops/{op}", {"args": a, "kwargs": kw})
+        assert r.status_code == 200, r.text[:300]
+        o = r.json()["outputs"][0]
+        got, exp = np.array(o["data"], np.float64), np.array(w["value"], np.float64)
+        if o["dtype"] == "float32":  # the JSON holds each value's shortest text
+            got, exp = got.astype(np.float32), exp.astype(np.float32)
+        assert np.array_equal(got, exp), (o["dtype"], a[0]["shape"], a[1:], np.flatnonzero(got != exp)[:5])
