@@ -9,7 +9,10 @@
  * split by plane (N x C) across od_parallel_for; a backward plane
  * accumulates into its own grad_input plane, so planes never race. Linear
  * blends dim by dim, innermost first (ATen's interpolate: t0 * w0 + t1 * w1),
- * in the opmath type (float for float32 / bfloat16, double for float64).
+ * in the opmath type (float for float32 / bfloat16, double for float64);
+ * the forward's float32 / float64 blends are fma(t0, w0, t1 * w1), as gcc
+ * contracts ATen's, so they are torch's bits (the direct loop, a fallback
+ * without memory for the tables, is unfused).
  * Bicubic tables 4 taps per output index of H and W and sums rows of W
  * taps weighted by the H taps (ATen's Interpolate<2>); its backward
  * accumulates a plane in the opmath type and rounds once, except for the
@@ -96,11 +99,13 @@ RS_FWD(fwd_u8, uint8_t, float, F32_LD, U8_ST) /* nearest only: a copy */
 /* ---- linear 1d / 2d forward, separably: each source row the output needs
  * is blended along W once (the direct formula's inner term, x[w0] * a0 +
  * x[w1] * a1) into a two-row cache (source rows never decrease with oh),
- * then each output row is its two cached rows times their H weights. The
- * same operations in the same order as the direct loop, so the bits are
- * the same; but a W blend runs once per source row, not once per output
- * row, and the loops run over flat arrays, which AVX-512 takes 16 at a
- * time for float32 (the W taps gathered through int32 offsets). ---- */
+ * then each output row is its two cached rows times their H weights: the
+ * direct formula's operations in its order, float32 and float64 fused as
+ * ATen's build fuses them (t0 * w0 + t1 * w1 -> fma(t0, w0, t1 * w1): the
+ * unfused sums differed from torch in about one element in three). A W
+ * blend runs once per source row, not once per output row, and the loops
+ * run over flat arrays, which AVX-512 takes 16 at a time for float32 (the
+ * W taps gathered through int32 offsets). ---- */
 typedef struct lin2_tab {
     int64_t OW;
     void *a0, *a1;       /* W weights in the opmath type */
@@ -151,8 +156,8 @@ static int lin2_slot(lin2_tab *t, int64_t r, int keep, bool *fresh)
     return k;
 }
 
-#define LIN2_FWD(NAME, DIRECT, T, A, LOAD, STORE, HROW, VROW)                                                      \
-    static void NAME(void *vc, int64_t p0, int64_t p1)                                                         \
+#define LIN2_FWD(NAME, DIRECT, T, A, LOAD, STORE, HROW, VROW, FMA)                                             \
+    OD_CPU_CLONES static void NAME(void *vc, int64_t p0, int64_t p1)                                           \
     {                                                                                                          \
         const rs_ctx *c = vc;                                                                                  \
         const od_resample_geom *g = &c->pl->g;                                                                 \
@@ -183,7 +188,7 @@ static int lin2_slot(lin2_tab *t, int64_t r, int keep, bool *fresh)
                     A *h = t.row[s[k]];                                                                        \
                     if (!HROW(&t, row, h))                                                                     \
                         for (int64_t ow = 0; ow < OW; ow++)                                                    \
-                            h[ow] = LOAD(row[c->i0[2][ow] * xw]) * a0[ow] + LOAD(row[c->i1[2][ow] * xw]) * a1[ow]; \
+                            h[ow] = FMA(LOAD(row[c->i0[2][ow] * xw]), a0[ow], LOAD(row[c->i1[2][ow] * xw]) * a1[ow]); \
                 }                                                                                              \
                 const A *h0 = t.row[s[0]], *h1 = t.row[s[1]];                                                  \
                 A w0 = (A)c->l0[1][oh], w1 = (A)c->l1[1][oh];                                                  \
@@ -193,7 +198,7 @@ static int lin2_slot(lin2_tab *t, int64_t r, int keep, bool *fresh)
                         yr[ow] = STORE(h0[ow]);                                                                \
                 else if (!VROW(&t, h0, h1, w0, w1, yr, OW))                                                    \
                     for (int64_t ow = 0; ow < OW; ow++)                                                        \
-                        yr[ow] = STORE(h0[ow] * w0 + h1[ow] * w1);                                             \
+                        yr[ow] = STORE(FMA(h0[ow], w0, h1[ow] * w1));                                          \
             }                                                                                                  \
         }                                                                                                      \
         free(t.mem);                                                                                           \
@@ -255,8 +260,8 @@ __attribute__((target("avx512f"))) static void hrow_f32_512(const lin2_tab *t, c
         __m512i j0 = _mm512_maskz_loadu_epi32(m, t->o0 + ow), j1 = _mm512_maskz_loadu_epi32(m, t->o1 + ow);
         __m512 v0 = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, j0, row, 4);
         __m512 v1 = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, j1, row, 4);
-        __m512 r = _mm512_add_ps(_mm512_mul_ps(v0, _mm512_maskz_loadu_ps(m, a0 + ow)),
-                                 _mm512_mul_ps(v1, _mm512_maskz_loadu_ps(m, a1 + ow)));
+        __m512 r = _mm512_fmadd_ps(v0, _mm512_maskz_loadu_ps(m, a0 + ow),
+                                   _mm512_mul_ps(v1, _mm512_maskz_loadu_ps(m, a1 + ow)));
         _mm512_mask_storeu_ps(h + ow, m, r);
     }
 }
@@ -267,8 +272,8 @@ __attribute__((target("avx512f"))) static void vrow_f32_512(const float *h0, con
     __m512 b0 = _mm512_set1_ps(w0), b1 = _mm512_set1_ps(w1);
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
-        __m512 r = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, h0 + i), b0),
-                                 _mm512_mul_ps(_mm512_maskz_loadu_ps(m, h1 + i), b1));
+        __m512 r = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, h0 + i), b0,
+                                   _mm512_mul_ps(_mm512_maskz_loadu_ps(m, h1 + i), b1));
         _mm512_mask_storeu_ps(y + i, m, r);
     }
 }
@@ -292,9 +297,11 @@ static inline bool vrow_f32(const lin2_tab *t, const float *h0, const float *h1,
 
 #define NO_HROW(t, row, h) ((void)(t), (void)(row), (void)(h), false)
 #define NO_VROW(t, h0, h1, w0, w1, y, n) ((void)(t), (void)(h0), (void)(h1), (void)(w0), (void)(w1), (void)(y), (void)(n), false)
-LIN2_FWD(lin2_f32, fwd_f32, float, float, F32_LD, F32_LD, hrow_f32, vrow_f32)
-LIN2_FWD(lin2_f64, fwd_f64, double, double, F32_LD, F32_LD, NO_HROW, NO_VROW)
-LIN2_FWD(lin2_bf16, fwd_bf16, uint16_t, float, BF_LD, BF_ST, NO_HROW, NO_VROW)
+/* float32 and float64 fuse as ATen's build does (see TRI_FWD below) */
+#define UNFUSED_(a, b, c) ((a) * (b) + (c))
+LIN2_FWD(lin2_f32, fwd_f32, float, float, F32_LD, F32_LD, hrow_f32, vrow_f32, fmaf)
+LIN2_FWD(lin2_f64, fwd_f64, double, double, F32_LD, F32_LD, NO_HROW, NO_VROW, fma)
+LIN2_FWD(lin2_bf16, fwd_bf16, uint16_t, float, BF_LD, BF_ST, NO_HROW, NO_VROW, UNFUSED_)
 
 /* ---- trilinear forward, separably: each source row of a plane blended
  * along W once (hr: ID x IH rows of OW), then each output element from the
@@ -356,9 +363,10 @@ TRI_FWD(tri_f32, fwd_f32, float, float, F32_LD, F32_LD)
 TRI_FWD(tri_f64, fwd_f64, double, double, F32_LD, F32_LD)
 #undef FMA_
 /* bfloat16 as the direct loop does it (within rounding of torch's) */
-#define FMA_(a, b, c) ((a) * (b) + (c))
+#define FMA_ UNFUSED_
 TRI_FWD(tri_bf16, fwd_bf16, uint16_t, float, BF_LD, BF_ST)
 #undef FMA_
+#undef UNFUSED_
 
 /* backward: grad_input (zeroed, contiguous) += each grad_output element at
  * its source (nearest) or at the 2^nd blended sources with their weights */

@@ -191,17 +191,27 @@ def test_strided_inputs(server, rng):
                                    atol=float32_atol(req["args"][:1]))
 
 
-def test_trilinear_forward_bit_for_bit(server, rng):
-    """upsample_trilinear3d's separable forward (cpu/resample.c's TRI_FWD: each source row blended along W
-    once, then the (D, H) taps) does ATen's operations in their order, fused as torch's build fuses them:
-    in float32 and float64 every bit as torch's, up and down, align_corners or not, planes across parallel
-    tasks. (bfloat16 keeps the float arithmetic it had; test_upsample_linear compares it with torch.)"""
+def test_linear_forward_bit_for_bit(server, rng):
+    """The linear forwards (cpu/resample.c: linear1d and bilinear2d through LIN2_FWD's row cache and AVX-512
+    rows, trilinear3d through TRI_FWD's W-blended rows) do ATen's operations in their order, fused as
+    torch's build fuses them: in float32 and float64 every bit as torch's, up and down, align_corners or
+    not, the .vec overload with scales, planes across parallel tasks. (bfloat16 keeps the float arithmetic
+    it had; test_upsample_linear compares it with torch.)"""
     cases = []
     for dt in ("float32", "float64"):
         for shape, out in (((2, 5, 7, 9, 11), [13, 5, 20]), ((1, 3, 16, 28, 28), [32, 56, 56]), ((2, 2, 9, 6, 30), [4, 11, 17])):
             x = R(rng, dt, shape)
             for ac in (False, True):
                 cases.append(("upsample_trilinear3d", [x, out, ac], {}))
+        for shape, out in (((2, 3, 17, 23), [40, 31]), ((1, 4, 56, 56), [112, 112]), ((3, 2, 30, 40), [11, 57])):
+            x = R(rng, dt, shape)
+            for ac in (False, True):
+                cases.append(("upsample_bilinear2d", [x, out, ac], {}))
+            cases.append(("upsample_bilinear2d.vec", [x, None, False, [1.7, 2.3]], {}))
+        for shape, out in (((2, 3, 57), [130]), ((4, 8, 300), [71])):
+            x = R(rng, dt, shape)
+            for ac in (False, True):
+                cases.append(("upsample_linear1d", [x, out, ac], {}))
     want = torch_ref([{"op": op, "args": a, "kwargs": kw} for op, a, kw in cases])
     for (op, a, kw), w in zip(cases, want):
         r = server.post(f"/v1/ops/{op}", {"args": a, "kwargs": kw})
