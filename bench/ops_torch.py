@@ -20,7 +20,7 @@ are tables of explicit cases, named by what they time; torch builds its
 inputs from the same tensor specs the server's /v1/bench takes.
 
 Usage: ops_torch.py --opdispatchd PATH [--n 1000000] [--iterations 20] [--threads 2] [--device cpu|cuda]
-                    [--family scan|ew|core|norm|attention|loss|pool|conv|embedding|dist|select|rest] [--ops SUBSTRING] [--http]
+                    [--family scan|ew|core|norm|attention|loss|pool|conv|embedding|dist|select|rest|backward] [--ops SUBSTRING] [--http]
 """
 import argparse
 import json
@@ -431,12 +431,54 @@ def rest_cases():
     }
 
 
+def backward_cases():
+    """the backward kernels a training step reaches, at ResNet and loss sizes: convolution_backward (3x3
+    64->64 on 8x64x56x56, all three gradients), max_pool2d, avg_pool2d, adaptive_avg_pool2d, bilinear and
+    nearest upsampling, batch_norm (train) and group_norm backward, nll_loss, binary_cross_entropy and glu
+    backward, cdist and pdist backward (target <= 1.0)"""
+    rng = np.random.default_rng(20261203)
+    x, g112 = rand(8, 64, 56, 56), rand(8, 64, 112, 112)
+    zeros_i = {"generate": "zeros", "shape": [8, 64, 56, 56], "dtype": "int64"}
+    t = {"dtype": "int64", "shape": [8192], "data": rng.integers(0, 1000, 8192).tolist()}
+    one = {"dtype": "float32", "shape": [], "data": [1.0]}
+    c1, c2 = rand(2048, 64), rand(2048, 64)
+    return {
+        "convolution_backward 3x3 64->64 56": ("convolution_backward",
+                                               [x, x, rand(64, 64, 3, 3), [64], [1, 1], [1, 1], [1, 1], False,
+                                                [0, 0], 1, [True, True, True]]),
+        "max_pool2d_with_indices_backward 3x3 s2 112": ("max_pool2d_with_indices_backward",
+                                                        [x, g112, [3, 3], [2, 2], [1, 1], [1, 1], False, zeros_i]),
+        "avg_pool2d_backward 2x2 112": ("avg_pool2d_backward", [x, g112, [2, 2], [2, 2], [0, 0], False, True, None]),
+        "_adaptive_avg_pool2d_backward 8x2048x7x7": ("_adaptive_avg_pool2d_backward",
+                                                     [rand(8, 2048, 1, 1), rand(8, 2048, 7, 7)]),
+        "upsample_bilinear2d_backward 56->112": ("upsample_bilinear2d_backward",
+                                                 [g112, [112, 112], [8, 64, 56, 56], False]),
+        "upsample_nearest2d_backward 56->112": ("upsample_nearest2d_backward", [g112, [112, 112], [8, 64, 56, 56]]),
+        "native_batch_norm_backward train 8x64x56x56": ("native_batch_norm_backward",
+                                                        [x, x, rand(64), rand(64), rand(64), rand(64), rand(64), True,
+                                                         1e-5, [True, True, True]]),
+        "native_group_norm_backward 32 8x256x56x56": ("native_group_norm_backward",
+                                                      [rand(8, 256, 56, 56), rand(8, 256, 56, 56), rand(8, 32),
+                                                       rand(8, 32), rand(256), 8, 256, 3136, 32, [True, True, True]]),
+        "nll_loss_backward mean 8192x1000": ("nll_loss_backward",
+                                             [{"dtype": "float32", "shape": [], "data": [1.0]},
+                                              {"generate": "randn", "shape": [8192, 1000], "dtype": "float32"}, t, None,
+                                              1, -100, one]),
+        "binary_cross_entropy_backward 1.6e7": ("binary_cross_entropy_backward",
+                                                [one, rand(16_000_000), rand(16_000_000), None, 1]),
+        "glu_backward 4096x8192": ("glu_backward", [rand(4096, 4096), rand(4096, 8192), -1]),
+        "_cdist_backward p=2 2048x2048x64": ("_cdist_backward", [rand(2048, 2048), c1, c2, 2.0, rand(2048, 2048)]),
+        "_pdist_backward p=2 1024x64": ("_pdist_backward", [rand(1024 * 1023 // 2), rand(1024, 64), 2.0,
+                                                            rand(1024 * 1023 // 2)]),
+    }
+
+
 # --family NAME: explicit cases, NAME -> (operator, arguments[, keyword
 # arguments]), tensors as /v1/bench's generate specs (torch builds the same
 # from them)
 FAMILIES = {"core": core_cases, "norm": norm_cases, "attention": attention_cases, "loss": loss_cases, "pool": pool_cases,
             "conv": conv_cases, "embedding": embedding_cases, "dist": dist_cases, "select": select_cases,
-            "rest": rest_cases}
+            "rest": rest_cases, "backward": backward_cases}
 TARGETS = {"scan": 1.5, "conv": 1.25}  # server / torch; 1.0 elsewhere
 
 
