@@ -274,7 +274,7 @@ static void gn_row_bf16(const norm_ctx *k, const float *xr, float *yr, int64_t g
         }                                                                                            \
     }                                                                                                \
     /* rows i = n * G + g: the per-channel sums ds, db, then grad_input */                           \
-    static void gn_backward_##SUF(void *ctx, int64_t i0, int64_t i1)                                 \
+    OD_CPU_CLONES static void gn_backward_##SUF(void *ctx, int64_t i0, int64_t i1)                   \
     {                                                                                                \
         const norm_ctx *k = ctx;                                                                     \
         const od_norm_plan *p = k->p;                                                                \
@@ -283,10 +283,23 @@ static void gn_row_bf16(const norm_ctx *k, const float *xr, float *yr, int64_t g
             const T *xr = (const T *)k->x + i * L, *gr = (const T *)k->dy + i * L;                   \
             double *ds = k->ds + i * D, *db = k->db + i * D;                                         \
             for (int64_t j = 0; j < D; j++) {                                                        \
-                double a = 0, b = 0;                                                                 \
-                for (int64_t s = 0; s < S; s++) {                                                    \
-                    a += (double)gr[j * S + s] * xr[j * S + s];                                      \
-                    b += gr[j * S + s];                                                              \
+                /* eight lanes each (vectorised): one chain of double adds per sum took 2.8 ms       \
+                 * for 8x256x56x56, torch 1.3 */                                                     \
+                double a8[8] = {0}, b8[8] = {0}, a = 0, b = 0;                                       \
+                const T *gs = gr + j * S, *xs = xr + j * S;                                          \
+                int64_t s = 0;                                                                       \
+                for (; s + 8 <= S; s += 8)                                                           \
+                    for (int l = 0; l < 8; l++) {                                                    \
+                        a8[l] += (double)gs[s + l] * xs[s + l];                                      \
+                        b8[l] += gs[s + l];                                                          \
+                    }                                                                                \
+                for (; s < S; s++) {                                                                 \
+                    a += (double)gs[s] * xs[s];                                                      \
+                    b += gs[s];                                                                      \
+                }                                                                                    \
+                for (int l = 0; l < 8; l++) {                                                        \
+                    a += a8[l];                                                                      \
+                    b += b8[l];                                                                      \
                 }                                                                                    \
                 ds[j] = a;                                                                           \
                 db[j] = b;                                                                           \

@@ -291,7 +291,8 @@ def test_backward_operators(server, rng):
                                            R(rng, (C,), dt), P(rng, (C,), dt),
                                            R(rng, (C,), dt) if train else None, P(rng, (C,), dt) if train else None,
                                            train, 1e-5, mask]})
-        for shape, G in (((2, 6, 5), 3), ((3, 4, 2, 2), 2), ((1, 4, 3), 4)):
+        # HxW of 35 and 256: group norm backward's eight-lane sums, with and without a ragged end
+        for shape, G in (((2, 6, 5), 3), ((3, 4, 2, 2), 2), ((1, 4, 3), 4), ((2, 6, 5, 7), 3), ((2, 4, 16, 16), 2)):
             N, C = shape[:2]
             HxW = int(np.prod(shape[2:]))
             for mask in ([True, True, True], [True, False, False], [False, True, True]):
