@@ -410,6 +410,56 @@ RS_BWD(bwd_f32, float, float, F32_LD, F32_LD)
 RS_BWD(bwd_f64, double, double, F32_LD, F32_LD)
 RS_BWD(bwd_bf16, uint16_t, float, BF_LD, BF_ST)
 
+/* backward of the 1d and 2d operators (D, and for 1d H, placeholders of
+ * one tap of weight 1): the same accumulation into each grad_input element
+ * in the same order, with the H and W taps and weights read once per row
+ * and column and the index arithmetic out of the inner loop (the generic
+ * loop above took 2.1x torch's time for nearest, 1.9x for bilinear at
+ * 8x64x112x112 -> 56x56). The linear taps add as ATen's build does:
+ * grad_input += (wh * ww) * g contracted into one fma for float32 and
+ * float64, so these are torch's bits; nearest adds g itself. */
+#define RS_BWD2(NAME, T, A, LOAD, STORE, FMA)                                                                  \
+    OD_CPU_CLONES static void NAME(void *vc, int64_t p0, int64_t p1)                                           \
+    {                                                                                                          \
+        const rs_ctx *c = vc;                                                                                  \
+        const od_resample_geom *g = &c->pl->g;                                                                 \
+        int64_t OH = g->out[1], OW = g->out[2], IW = g->in[2], inn = g->in[0] * g->in[1] * g->in[2];           \
+        int64_t C = c->pl->c;                                                                                  \
+        bool lin = g->kind == OD_RESAMPLE_LINEAR;                                                              \
+        int nh = c->pl->nd >= 2 ? 2 : 1;                                                                       \
+        for (int64_t p = p0; p < p1; p++) {                                                                    \
+            const T *go = (const T *)c->x + (p / C) * c->xs[0] + (p % C) * c->xs[1];                           \
+            T *gi = (T *)c->y + p * inn;                                                                       \
+            for (int64_t oh = 0; oh < OH; oh++) {                                                              \
+                const T *gr = go + oh * c->xs[3];                                                              \
+                T *r0 = gi + c->i0[1][oh] * IW, *r1 = gi + c->i1[1][oh] * IW;                                  \
+                if (!lin) {                                                                                    \
+                    for (int64_t ow = 0; ow < OW; ow++) {                                                      \
+                        int64_t at = c->i0[2][ow];                                                             \
+                        r0[at] = STORE(LOAD(r0[at]) + LOAD(gr[ow * c->xs[4]]));                                \
+                    }                                                                                          \
+                    continue;                                                                                  \
+                }                                                                                              \
+                A wd = (A)c->l0[0][0], wh0 = wd * (A)c->l0[1][oh], wh1 = wd * (A)c->l1[1][oh];                 \
+                for (int64_t ow = 0; ow < OW; ow++) {                                                          \
+                    A v = LOAD(gr[ow * c->xs[4]]), ww0 = (A)c->l0[2][ow], ww1 = (A)c->l1[2][ow];               \
+                    int64_t w0 = c->i0[2][ow], w1 = c->i1[2][ow];                                              \
+                    r0[w0] = STORE(FMA(wh0 * ww0, v, LOAD(r0[w0])));                                           \
+                    r0[w1] = STORE(FMA(wh0 * ww1, v, LOAD(r0[w1])));                                           \
+                    if (nh == 2) {                                                                             \
+                        r1[w0] = STORE(FMA(wh1 * ww0, v, LOAD(r1[w0])));                                       \
+                        r1[w1] = STORE(FMA(wh1 * ww1, v, LOAD(r1[w1])));                                       \
+                    }                                                                                          \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+    }
+#define UNFUSED_BW_(a, b, c) ((c) + (a) * (b))
+RS_BWD2(bwd2_f32, float, float, F32_LD, F32_LD, fmaf)
+RS_BWD2(bwd2_f64, double, double, F32_LD, F32_LD, fma)
+RS_BWD2(bwd2_bf16, uint16_t, float, BF_LD, BF_ST, UNFUSED_BW_)
+#undef UNFUSED_BW_
+
 /* ---- bicubic: 4 x 4 taps (od_resample.h's od_resample_cubic_*) ---- */
 typedef struct cb_ctx {
     const od_resample_plan *pl;
@@ -745,6 +795,8 @@ od_status od_cpu_resample(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
         c.avx512 = __builtin_cpu_supports("avx512f");
         fn = pl.x->dtype == OD_FLOAT32 ? lin2_f32 : pl.x->dtype == OD_FLOAT64 ? lin2_f64 : lin2_bf16;
     }
+    if (pl.backward && pl.nd <= 2 && fn != fwd_u8)
+        fn = pl.x->dtype == OD_FLOAT32 ? bwd2_f32 : pl.x->dtype == OD_FLOAT64 ? bwd2_f64 : bwd2_bf16;
     if (!pl.backward && g->kind == OD_RESAMPLE_LINEAR && pl.nd == 3)
         fn = pl.x->dtype == OD_FLOAT32 ? tri_f32 : pl.x->dtype == OD_FLOAT64 ? tri_f64 : tri_bf16;
     if (!pl.backward && g->kind == OD_RESAMPLE_NEAREST && g->in[0] == 1 && g->out[0] == 1)

@@ -221,3 +221,32 @@ def test_linear_forward_bit_for_bit(server, rng):
         if o["dtype"] == "float32":  # the JSON holds each value's shortest text
             got, exp = got.astype(np.float32), exp.astype(np.float32)
         assert np.array_equal(got, exp), (o["dtype"], a[0]["shape"], a[1:], np.flatnonzero(got != exp)[:5])
+
+
+def test_backward_1d_2d_bit_for_bit(server, rng):
+    """The 1d and 2d backward kernels (cpu/resample.c's RS_BWD2: taps read once per row and column, the
+    linear ones added as fma((wh * ww), g, grad_input) as ATen's build contracts them): every bit as
+    torch's in float32 and float64, nearest, linear1d and bilinear2d, up and down, align_corners or not,
+    planes across parallel tasks. (bfloat16 rounds each addition as before; test_upsample_linear compares
+    it with torch.)"""
+    cases = []
+    for dt in ("float32", "float64"):
+        for (n, c, ih, iw), (oh, ow) in (((2, 3, 17, 23), (40, 31)), ((1, 40, 28, 28), (56, 56)), ((3, 2, 30, 40), (11, 57))):
+            g = R(rng, dt, (n, c, oh, ow))
+            cases.append(("upsample_nearest2d_backward", [g, [oh, ow], [n, c, ih, iw]], {}))
+            for ac in (False, True):
+                cases.append(("upsample_bilinear2d_backward", [g, [oh, ow], [n, c, ih, iw], ac], {}))
+        for (n, c, iw), ow in (((2, 3, 57), 130), ((4, 8, 300), 71)):
+            g = R(rng, dt, (n, c, ow))
+            cases.append(("upsample_nearest1d_backward", [g, [ow], [n, c, iw]], {}))
+            for ac in (False, True):
+                cases.append(("upsample_linear1d_backward", [g, [ow], [n, c, iw], ac], {}))
+    want = torch_ref([{"op": op, "args": a, "kwargs": kw} for op, a, kw in cases])
+    for (op, a, kw), w in zip(cases, want):
+        r = server.post(f"/v1/ops/{op}", {"args": a, "kwargs": kw})
+        assert r.status_code == 200, r.text[:300]
+        o = r.json()["outputs"][0]
+        got, exp = np.array(o["data"], np.float64), np.array(w["value"], np.float64)
+        if o["dtype"] == "float32":  # the JSON holds each value's shortest text
+            got, exp = got.astype(np.float32), exp.astype(np.float32)
+        assert np.array_equal(got, exp), (op, o["dtype"], a[1:], np.flatnonzero(got != exp)[:5])
