@@ -44,6 +44,9 @@ typedef struct job {
     const void *x, *t, *g, *w; /* contiguous; w: prelu's weight, or bce's as float64 in self's shape */
     void *out, *out2;          /* out2: prelu_backward's weight-gradient collector (self's shape) */
     atomic_int bad;
+    bool g_one;                /* bce backward: grad is one element, gval (rounded to dt), not g */
+    double gval;
+    double div;                /* bce backward (float32, no weight): the mean's divisor, else 0 */
 } job;
 
 /* ---- binary_cross_entropy ---- */
@@ -87,11 +90,43 @@ static void bce_f64(job *j, int64_t b, int64_t e)
         atomic_store_explicit(&j->bad, 1, memory_order_relaxed);
 }
 
+/* float32 backward, the generic loop's steps in float (each rounded to
+ * float there too), vectorised: through the per-element dtype dispatch 1.6e7
+ * took 32 ms, torch 25 */
+#define BCE_BW_LOOP_(GV, FIN)                                                  \
+    for (int64_t i = 0; i < n; i++) {                                          \
+        float xv = x[i], den = (1.f - xv) * xv, num = (GV) * (xv - t[i]);      \
+        float r = num / (den > eps ? den : eps);                               \
+        o[i] = FIN;                                                            \
+    }
+/* g NULL: every element's grad is g1; div != 0: the mean's pass fused (the
+ * same two roundings). One loop per case, so each vectorises. */
+OD_CPU_CLONES static void bce_bw_f32(const float *x, const float *t, const float *g, float g1, float div, float *o,
+                                     int64_t n)
+{
+    const float eps = (float)AL_EPSILON;
+    if (g && div != 0.f)
+        BCE_BW_LOOP_(g[i], r / div)
+    else if (g)
+        BCE_BW_LOOP_(g[i], r)
+    else if (div != 0.f)
+        BCE_BW_LOOP_(g1, r / div)
+    else
+        BCE_BW_LOOP_(g1, r)
+}
+#undef BCE_BW_LOOP_
+
 static void bce_bw(job *j, int64_t b, int64_t e)
 {
     od_dtype dt = j->dt;
+    if (dt == OD_FLOAT32) {
+        bce_bw_f32((const float *)j->x + b, (const float *)j->t + b, j->g_one ? NULL : (const float *)j->g + b,
+                   (float)j->gval, (float)j->div, (float *)j->out + b, e - b);
+        return;
+    }
     for (int64_t i = b; i < e; i++) {
-        double xv = od_cpu_flt_at(j->x, dt, i), tv = od_cpu_flt_at(j->t, dt, i), gv = od_cpu_flt_at(j->g, dt, i);
+        double xv = od_cpu_flt_at(j->x, dt, i), tv = od_cpu_flt_at(j->t, dt, i);
+        double gv = j->g_one ? j->gval : od_cpu_flt_at(j->g, dt, i);
         double den = od_cpu_flt_round(dt, od_cpu_flt_round(dt, 1.0 - xv) * xv);
         double eps = od_cpu_flt_round(dt, AL_EPSILON);
         double num = od_cpu_flt_round(dt, gv * od_cpu_flt_round(dt, xv - tv));
@@ -289,6 +324,8 @@ static od_status bce(job *j, od_tensor *t_in, od_tensor *g_in, od_tensor *out, o
     j->t = od_tensor_data(t_in);
     j->g = g_in ? od_tensor_data(g_in) : NULL;
     j->out = buf;
+    bool fused_mean = p->backward && p->reduction == 1 && !p->weight && dt == OD_FLOAT32;
+    j->div = fused_mean ? (double)(float)n : 0.0;
     run(j, n, bce_chunk);
     od_status s = OD_OK;
     if (atomic_load(&j->bad)) {
@@ -304,7 +341,7 @@ static od_status bce(job *j, od_tensor *t_in, od_tensor *g_in, od_tensor *out, o
             od_cpu_flt_set(buf, dt, i, od_cpu_flt_round(dt, od_cpu_flt_at(buf, dt, i) * wd[i]));
         od_tensor_release(w);
     }
-    if (p->backward && p->reduction == 1) {
+    if (p->backward && p->reduction == 1 && !fused_mean) {
         double d = od_cpu_flt_round(dt, (double)n);
         for (int64_t i = 0; i < n; i++)
             od_cpu_flt_set(buf, dt, i, od_cpu_flt_round(dt, od_cpu_flt_at(buf, dt, i) / d));
@@ -344,8 +381,12 @@ od_status od_cpu_act_loss(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
         int64_t sx[OD_MAX_DIMS];
         int nx;
         squeezed_sizes(p.self, sx, &nx);
+        /* a one-element grad (a mean's or sum's) is read once, not expanded into a copy of self's size */
+        j.g_one = p.grad && od_tensor_numel(p.grad) == 1;
+        if (j.g_one)
+            j.gval = od_cpu_flt_round(dt, od_cpu_load_f64(od_tensor_data(p.grad), p.grad->dtype));
         if ((stt = read_as(p.target, true, sx, nx, dt, &t, err)) ||
-            (p.grad && (stt = read_as(p.grad, true, sx, nx, dt, &g, err))))
+            (p.grad && !j.g_one && (stt = read_as(p.grad, true, sx, nx, dt, &g, err))))
             goto done;
         stt = bce(&j, t, g, outs[0], err);
         break;

@@ -12,7 +12,7 @@ are test_autograd.py's cases."""
 
 import numpy as np
 
-from conftest import torch_ref
+from conftest import tensor, torch_ref
 from test_losses import T, X, check, compare
 
 FLOATS = ("float32", "float64", "bfloat16")
@@ -296,3 +296,32 @@ def test_transposed_inputs(server, rng):
             continue
         compare(f"{op} {dt} transposed", r.json()["outputs"][k], want, bad, op)
     assert not bad, "\n".join(bad)
+
+
+def test_binary_cross_entropy_backward_long_bit_for_bit(server, rng):
+    """binary_cross_entropy_backward over 100,003 elements (cpu/act_loss.c: float32 in one vectorised loop
+    per case — a one-element grad read once, not expanded; the mean's division fused into the same loop):
+    every bit as torch's for each reduction, with and without weight, edge inputs (0, 1) among them;
+    float64 through the generic loop too."""
+    n = 100_003
+    cases = []
+    for dt in ("float32", "float64"):
+        x, t = rng.random(n).astype(dt), rng.random(n).astype(dt)
+        x[rng.integers(0, n, 40)] = rng.choice([0.0, 1.0], 40)
+        w = (rng.random(n) + 0.5).astype(dt)
+        for red in (0, 1, 2):
+            g = rng.standard_normal(n).astype(dt) if red == 0 else np.array(rng.standard_normal(), dt)
+            for weight in (None, w):
+                cases.append(("binary_cross_entropy_backward",
+                              [tensor(g), tensor(x), tensor(t), None if weight is None else tensor(weight), red], {}))
+    want = torch_ref([{"op": op, "args": a, "kwargs": kw} for op, a, kw in cases])
+    for (op, a, kw), wv in zip(cases, want):
+        r = server.post(f"/v1/ops/{op}", {"args": a, "kwargs": kw})
+        assert r.status_code == 200, r.text[:300]
+        o = r.json()["outputs"][0]
+        conv = [float(v) if isinstance(v, str) else v for v in o["data"]]
+        got, exp = np.array(conv, np.float64), np.array([float(v) if isinstance(v, str) else v for v in wv["value"]])
+        if o["dtype"] == "float32":  # the JSON holds each value's shortest text
+            got, exp = got.astype(np.float32), exp.astype(np.float32)
+        same = (got == exp) | (np.isnan(got) & np.isnan(exp))
+        assert same.all(), (o["dtype"], a[-1], a[3] is not None, np.flatnonzero(~same)[:5])
