@@ -19,6 +19,9 @@
  *    no byte one request wrote is readable by the next user of the memory.
  *    Fresh large blocks are mmapped (the kernel zeroes them), a reused one
  *    is cleared on the way out, small ones come from calloc-like clearing.
+ *    A reused block of 4 MiB or more is cleared across the worker pool
+ *    (od_parallel_for: serial when the pool is busy or the caller is in a
+ *    region, and finished serially when a deadline cuts it short).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -26,6 +29,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "od_parallel.h"
 #include "od_tensor.h"
 
 #define ALIGN 64
@@ -184,6 +188,26 @@ bool od_cpu_get_poison(void)
 
 void od_cpu_set_poison(bool on) { atomic_store(&g_poison, on ? 1 : 0); }
 
+/* Clearing a large block is split across the worker pool (one thread's
+ * memset of a 32 MB output was most of nll_loss_backward's time). A loop
+ * cut short (a deadline) is finished here: every byte is cleared. */
+#define ZERO_CHUNK ((size_t)1 << 20)
+
+static void zero_chunks(void *ctx, int64_t b, int64_t e)
+{
+    char *p = ((char **)ctx)[0];
+    size_t n = (size_t)(uintptr_t)((char **)ctx)[1];
+    size_t lo = (size_t)b * ZERO_CHUNK, hi = (size_t)e * ZERO_CHUNK < n ? (size_t)e * ZERO_CHUNK : n;
+    memset(p + lo, 0, hi - lo);
+}
+
+static void zero_block(void *p, size_t n)
+{
+    void *ctx[2] = {p, (void *)(uintptr_t)n};
+    if (n < 4 * ZERO_CHUNK || od_parallel_for((int64_t)((n + ZERO_CHUNK - 1) / ZERO_CHUNK), 1, zero_chunks, ctx) != OD_OK)
+        memset(p, 0, n);
+}
+
 static void *cpu_alloc_impl(size_t nbytes, bool zero, od_error *err)
 {
     int cls;
@@ -219,7 +243,7 @@ static void *cpu_alloc_impl(size_t nbytes, bool zero, od_error *err)
             dirty = !FRESH_IS_ZERO;
         }
         if (p && zero && dirty)
-            memset(p, 0, nbytes);
+            zero_block(p, nbytes);
     }
     if (!p) {
         od_error_set(err, OD_ENOMEM, "out of memory: failed to allocate %zu bytes on cpu", nbytes);
