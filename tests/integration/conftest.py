@@ -204,6 +204,25 @@ def torch_ref(cases, env=None):
     return json.loads(p.stdout)
 
 
+def assert_bits_as_torch(server, cases, env=None):
+    """Every output value of each (op, args, kwargs) case, its first output, equal to torch's bit for
+    bit (NaN to NaN, the sign of zero included); a 16-bit or float32 value compared as the float32 its
+    shortest JSON text reads back as. env: added to the reference process's environment."""
+    want = torch_ref([{"op": op, "args": a, "kwargs": kw} for op, a, kw in cases], env=env)
+    for (op, a, kw), w in zip(cases, want):
+        r = server.post(f"/v1/ops/{op}", {"args": a, "kwargs": kw})
+        assert r.status_code == 200, (op, r.text[:300])
+        o = r.json()["outputs"][0]
+        assert o["dtype"] == w["dtype"] and o["shape"] == w["shape"], (op, o["dtype"], o["shape"], w)
+        got = np.array([float(v) if isinstance(v, str) else v for v in o["data"]], np.float64)
+        exp = np.array([float(v) if isinstance(v, str) else v for v in w["value"]], np.float64).reshape(-1)
+        if o["dtype"] in ("float32", "float16", "bfloat16"):
+            got, exp = got.astype(np.float32), exp.astype(np.float32)
+        same = ((got == exp) & (np.signbit(got) == np.signbit(exp))) | (np.isnan(got) & np.isnan(exp))
+        shape = [x["shape"] for x in a if isinstance(x, dict) and "shape" in x]
+        assert same.all(), (op, o["dtype"], shape, kw, np.flatnonzero(~same)[:5], got[~same][:3], exp[~same][:3])
+
+
 def error_message(resp):
     """The message of an error answer, checking its shape: the Open Inference
     Protocol's {"error": "<message>"} on /v2, {"error": {"code", "message"}}

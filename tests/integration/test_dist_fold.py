@@ -9,7 +9,7 @@ every dtype torch's CPU takes (and refuses), strided inputs (through
 
 import numpy as np
 
-from conftest import from_json, torch_ref
+from conftest import assert_bits_as_torch, from_json, torch_ref
 from test_scatter_pad_search import R, T, check, rand
 
 FLOATS = ("float32", "float64", "float16", "bfloat16")
@@ -319,14 +319,5 @@ def test_dist_backward_many_rows(server, rng):
             dp[rng.integers(0, k, 30)] = 0
             (exact if p in (1.0, 2.0) else loose).append(
                 ("_pdist_backward", [T(rng.standard_normal(k).astype(dt)), T(x), p, T(dp)], {}))
-    want = torch_ref([{"op": op, "args": a, "kwargs": kw} for op, a, kw in exact])
-    for (op, a, kw), w in zip(exact, want):
-        r = Wire(server).post(f"/v1/ops/{op}", {"args": a, "kwargs": kw})
-        assert r.status_code == 200, r.text[:300]
-        o = r.json()["outputs"][0]
-        got, exp = np.array(o["data"], np.float64), np.array(w["value"], np.float64)
-        if o["dtype"] == "float32":  # the JSON holds each value's shortest text
-            got, exp = got.astype(np.float32), exp.astype(np.float32)
-        assert np.array_equal(got, exp), (op, o["dtype"], a[-2 if op == "_pdist_backward" else 3],
-                                          np.flatnonzero(got != exp)[:5])
+    assert_bits_as_torch(server, exact)
     check(Wire(server), loose, rtol=1e-5)

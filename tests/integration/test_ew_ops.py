@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pytest
 
-from conftest import error_message, from_json, tensor, torch_ref
+from conftest import assert_bits_as_torch, error_message, from_json, tensor, torch_ref
 
 DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]
 FLOATS = {"float16", "float32", "float64"}
@@ -698,17 +698,7 @@ def test_long_dtype_conversions_equal_torch(server, rng):
         cases.append((x, dt))
     for dt in ("int64", "int32", "int16", "int8", "uint8", "bool"):
         cases.append((small, dt))
-    reqs = [{"op": "_to_copy", "args": [tensor(a)], "kwargs": {"dtype": dt}} for a, dt in cases]
-    for (a, dt), w in zip(cases, torch_ref(reqs)):
-        r = server.post("/v1/ops/_to_copy", {"args": [tensor(a)], "kwargs": {"dtype": dt}})
-        assert r.status_code == 200, r.text[:300]
-        o = r.json()["outputs"][0]
-        got = np.array([float(v) if isinstance(v, str) else v for v in o["data"]], np.float64)
-        exp = np.array([float(v) if isinstance(v, str) else v for v in w["value"]], np.float64)
-        if dt in ("float16", "bfloat16"):  # compare as the 16-bit values: the JSON holds the shortest text
-            got, exp = got.astype(np.float32), exp.astype(np.float32)
-        bad = ~((got == exp) & (np.signbit(got) == np.signbit(exp)) | (np.isnan(got) & np.isnan(exp)))
-        assert not bad.any(), (dt, np.flatnonzero(bad)[:5], a[bad][:5], got[bad][:5], exp[bad][:5])
+    assert_bits_as_torch(server, [("_to_copy", [tensor(a)], {"dtype": dt}) for a, dt in cases])
 
 
 def test_long_masked_fill_equals_numpy(server, rng):

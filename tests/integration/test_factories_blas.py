@@ -10,7 +10,7 @@ says."""
 
 import numpy as np
 
-from conftest import from_json, torch_ref
+from conftest import assert_bits_as_torch, from_json, torch_ref
 
 ALL = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
 BLAS = ("float32", "float64", "bfloat16", "int64", "int32", "int16", "int8", "uint8")  # torch 1.13's CPU
@@ -508,12 +508,7 @@ def test_addmv_is_torchs_own_gemv_call(server, rng):
                  ("mv", [T(M, dt), T(v, dt)], {}),
                  ("addmv", [T(s[:1], dt), T(M[:1], dt), T(v, dt)], {}),  # one row
                  ("addmv", [T(s, dt), T(M[:, :1], dt), T(v[:1], dt)], {})]  # one column
-        want = torch_ref([{"op": op, "args": a, "kwargs": kw} for op, a, kw in cases], env={"OPENBLAS_NUM_THREADS": threads})
-        for (op, a, kw), w in zip(cases, want):
-            r = server.post(f"/v1/ops/{op}", {"args": a, "kwargs": kw})
-            assert r.status_code == 200, r.text[:300]
-            got = np.array(r.json()["outputs"][0]["data"], np.float64).astype(dt)
-            assert np.array_equal(got, np.array(w["value"], np.float64).astype(dt)), (op, dt, kw, a[1]["shape"])
+        assert_bits_as_torch(server, cases, env={"OPENBLAS_NUM_THREADS": threads})
         # a column-major matrix (a transposed view) and a vector of every other element, through /v1/run
         Mt = rng.standard_normal((k, n)).astype(dt)
         v2 = rng.standard_normal(2 * k).astype(dt)
@@ -542,16 +537,7 @@ def test_long_arange_equals_torch(server, make_server, rng):
             cases.append(("arange.start_step", [f0, f0 + 0.37 * n, 0.37], {"dtype": dt}))
     cases.append(("arange", [32_768], {}))
     cases.append(("arange.start_step", [5.0, -6000.0, -0.2], {}))
-    want = torch_ref([{"op": op, "args": a, "kwargs": kw} for op, a, kw in cases])
-    for (op, a, kw), w in zip(cases, want):
-        r = server.post(f"/v1/ops/{op}", {"args": a, "kwargs": kw})
-        assert r.status_code == 200, r.text[:300]
-        o = r.json()["outputs"][0]
-        assert o["shape"] == w["shape"], (a, kw, o["shape"], w["shape"])
-        got, exp = np.array(o["data"], np.float64), np.array(w["value"], np.float64)
-        if o["dtype"] in ("float32", "bfloat16", "float16"):  # the JSON holds the shortest text of each value
-            got, exp = got.astype(np.float32), exp.astype(np.float32)
-        assert np.array_equal(got, exp), (op, a, kw, np.flatnonzero(got != exp)[:5])
+    assert_bits_as_torch(server, cases)
     one = make_server(env={"OD_NUM_THREADS": "1"})
     for dt in ("float32", "float64"):
         req = {"args": [-3.25, -3.25 + 0.01 * 200_003, 0.01], "kwargs": {"dtype": dt}}

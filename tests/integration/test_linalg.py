@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import from_json, tensor, torch_ref
+from conftest import assert_bits_as_torch, from_json, tensor, torch_ref
 
 TOL = {"float32": dict(rtol=2e-4, atol=2e-4), "float64": dict(rtol=1e-9, atol=1e-9)}
 
@@ -351,15 +351,10 @@ def test_solve_triangular_is_torchs_own_trsm_call(server, rng):
         A = well(rng, (2, 1, 40, 40), dt)
         B = rng.standard_normal((3, 40, 20)).astype(dt)
         cases.append(("linalg_solve_triangular", [T(A), T(B)], {"upper": False}, 1))
-    reqs = [{"op": op, "args": args, "kwargs": kw, "out": 0} for op, args, kw, _ in cases]
     # OpenBLAS's trsm splits its work by thread count, and the bits follow: the server runs it on as
     # many threads as its own pool (one a core, or OD_NUM_THREADS), so torch is given as many
     threads = os.environ.get("OD_NUM_THREADS") or str(len(os.sched_getaffinity(0)))
-    for (op, args, kw, _), w in zip(cases, torch_ref(reqs, env={"OPENBLAS_NUM_THREADS": threads})):
-        [got] = outputs(server.post(f"/v1/ops/{op}", {"args": args, "kwargs": kw}))
-        exp = np.array(w["value"], np.float64).reshape(w["shape"])
-        assert np.array_equal(got.astype(np.float64), exp), (args[0]["dtype"], args[0]["shape"], kw,
-                                                             np.abs(got - exp).max(), (got != exp).sum())
+    assert_bits_as_torch(server, [c[:3] for c in cases], env={"OPENBLAS_NUM_THREADS": threads})
     # A transposed on the server: rows not contiguous, so copied row-major first
     dt = "float64"
     A, B = well(rng, (50, 50), dt), rng.standard_normal((50, 7)).astype(dt)

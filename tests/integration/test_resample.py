@@ -8,7 +8,7 @@ that must carry torch's message. Gradients are in test_autograd.py."""
 
 import numpy as np
 
-from conftest import from_json, torch_ref
+from conftest import assert_bits_as_torch, from_json, torch_ref
 from test_scatter_pad_search import ALL, R, T, check, float32_atol, rand
 
 LINEAR = {1: "upsample_linear1d", 2: "upsample_bilinear2d", 3: "upsample_trilinear3d"}
@@ -212,15 +212,7 @@ def test_linear_forward_bit_for_bit(server, rng):
             x = R(rng, dt, shape)
             for ac in (False, True):
                 cases.append(("upsample_linear1d", [x, out, ac], {}))
-    want = torch_ref([{"op": op, "args": a, "kwargs": kw} for op, a, kw in cases])
-    for (op, a, kw), w in zip(cases, want):
-        r = server.post(f"/v1/ops/{op}", {"args": a, "kwargs": kw})
-        assert r.status_code == 200, r.text[:300]
-        o = r.json()["outputs"][0]
-        got, exp = np.array(o["data"], np.float64), np.array(w["value"], np.float64)
-        if o["dtype"] == "float32":  # the JSON holds each value's shortest text
-            got, exp = got.astype(np.float32), exp.astype(np.float32)
-        assert np.array_equal(got, exp), (o["dtype"], a[0]["shape"], a[1:], np.flatnonzero(got != exp)[:5])
+    assert_bits_as_torch(server, cases)
 
 
 def test_backward_1d_2d_bit_for_bit(server, rng):
@@ -241,12 +233,4 @@ def test_backward_1d_2d_bit_for_bit(server, rng):
             cases.append(("upsample_nearest1d_backward", [g, [ow], [n, c, iw]], {}))
             for ac in (False, True):
                 cases.append(("upsample_linear1d_backward", [g, [ow], [n, c, iw], ac], {}))
-    want = torch_ref([{"op": op, "args": a, "kwargs": kw} for op, a, kw in cases])
-    for (op, a, kw), w in zip(cases, want):
-        r = server.post(f"/v1/ops/{op}", {"args": a, "kwargs": kw})
-        assert r.status_code == 200, r.text[:300]
-        o = r.json()["outputs"][0]
-        got, exp = np.array(o["data"], np.float64), np.array(w["value"], np.float64)
-        if o["dtype"] == "float32":  # the JSON holds each value's shortest text
-            got, exp = got.astype(np.float32), exp.astype(np.float32)
-        assert np.array_equal(got, exp), (op, o["dtype"], a[1:], np.flatnonzero(got != exp)[:5])
+    assert_bits_as_torch(server, cases)
