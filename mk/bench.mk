@@ -8,8 +8,10 @@
 #                     and request bytes (bench/http/load.py)
 #   make bench-ops-torch  every kernel family in the server (/v1/bench) against
 #                     torch 1.13 on the same machine, in turns (bench/ops_torch.py):
-#                     scans, issue 14's core families at 1e3/1e6/1.6e7, norm,
-#                     losses, pooling, convolution, embedding, distances, every
+#                     scans, sorting/selecting/indexing (select), issue 14's
+#                     core families at 1e3/1e6/1.6e7, every other CPU kernel
+#                     (rest), the backward kernels (backward), norm, losses,
+#                     pooling, convolution, embedding, distances, every
 #                     per-element operator at 1e6 and 1.6e7, attention at L = 512
 #   make bench-curves time per call and GB/s (GFLOP/s) against size, 1 to 1e8
 #                     elements (mm to 4096), for add, relu, softmax, sum, mm over
