@@ -193,18 +193,22 @@ void od_cpu_set_poison(bool on) { atomic_store(&g_poison, on ? 1 : 0); }
  * cut short (a deadline) is finished here: every byte is cleared. */
 #define ZERO_CHUNK ((size_t)1 << 20)
 
+typedef struct zero_job {
+    char *p;
+    size_t n;
+} zero_job;
+
 static void zero_chunks(void *ctx, int64_t b, int64_t e)
 {
-    char *p = ((char **)ctx)[0];
-    size_t n = (size_t)(uintptr_t)((char **)ctx)[1];
-    size_t lo = (size_t)b * ZERO_CHUNK, hi = (size_t)e * ZERO_CHUNK < n ? (size_t)e * ZERO_CHUNK : n;
-    memset(p + lo, 0, hi - lo);
+    const zero_job *z = ctx;
+    size_t lo = (size_t)b * ZERO_CHUNK, hi = (size_t)e * ZERO_CHUNK < z->n ? (size_t)e * ZERO_CHUNK : z->n;
+    memset(z->p + lo, 0, hi - lo);
 }
 
 static void zero_block(void *p, size_t n)
 {
-    void *ctx[2] = {p, (void *)(uintptr_t)n};
-    if (n < 4 * ZERO_CHUNK || od_parallel_for((int64_t)((n + ZERO_CHUNK - 1) / ZERO_CHUNK), 1, zero_chunks, ctx) != OD_OK)
+    zero_job z = {p, n};
+    if (n < 4 * ZERO_CHUNK || od_parallel_for((int64_t)((n + ZERO_CHUNK - 1) / ZERO_CHUNK), 1, zero_chunks, &z) != OD_OK)
         memset(p, 0, n);
 }
 

@@ -156,6 +156,13 @@ static int lin2_slot(lin2_tab *t, int64_t r, int keep, bool *fresh)
     return k;
 }
 
+/* the W weights of the linear forwards, in the opmath type A, into a0 / a1 */
+#define W_WEIGHTS_(A, c, OW, a0, a1)                    \
+    for (int64_t ow_ = 0; ow_ < (OW); ow_++) {          \
+        (a0)[ow_] = (A)(c)->l0[2][ow_];                 \
+        (a1)[ow_] = (A)(c)->l1[2][ow_];                 \
+    }
+
 #define LIN2_FWD(NAME, DIRECT, T, A, LOAD, STORE, HROW, VROW, FMA)                                             \
     OD_CPU_CLONES static void NAME(void *vc, int64_t p0, int64_t p1)                                           \
     {                                                                                                          \
@@ -168,10 +175,7 @@ static int lin2_slot(lin2_tab *t, int64_t r, int keep, bool *fresh)
             return;                                                                                            \
         }                                                                                                      \
         A *a0 = t.a0, *a1 = t.a1;                                                                              \
-        for (int64_t ow = 0; ow < OW; ow++) {                                                                  \
-            a0[ow] = (A)c->l0[2][ow];                                                                          \
-            a1[ow] = (A)c->l1[2][ow];                                                                          \
-        }                                                                                                      \
+        W_WEIGHTS_(A, c, OW, a0, a1);                                                                          \
         for (int64_t p = p0; p < p1; p++) {                                                                    \
             const T *x = (const T *)c->x + (p / C) * c->xs[0] + (p % C) * c->xs[1];                            \
             T *y = (T *)c->y + p * OH * OW;                                                                    \
@@ -323,10 +327,7 @@ LIN2_FWD(lin2_bf16, fwd_bf16, uint16_t, float, BF_LD, BF_ST, NO_HROW, NO_VROW, U
             return;                                                                                            \
         }                                                                                                      \
         A *a0 = hr + ID * IH * OW, *a1 = a0 + OW;                                                              \
-        for (int64_t ow = 0; ow < OW; ow++) {                                                                  \
-            a0[ow] = (A)c->l0[2][ow];                                                                          \
-            a1[ow] = (A)c->l1[2][ow];                                                                          \
-        }                                                                                                      \
+        W_WEIGHTS_(A, c, OW, a0, a1);                                                                          \
         for (int64_t p = p0; p < p1; p++) {                                                                    \
             const T *x = (const T *)c->x + (p / C) * c->xs[0] + (p % C) * c->xs[1];                            \
             T *y = (T *)c->y + p * OD * OH * OW;                                                               \
@@ -790,15 +791,22 @@ od_status od_cpu_resample(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
     case OD_BFLOAT16: fn = pl.backward ? bwd_bf16 : fwd_bf16; break;
     default: fn = fwd_u8; break;
     }
-    if (!pl.backward && g->kind == OD_RESAMPLE_LINEAR && pl.nd <= 2) {
+    /* loops of their own, for the dtypes the direct loops above take: the
+     * linear forwards (1d/2d, 3d) and the 1d/2d backwards */
+    static void (*const lin2[3])(void *, int64_t, int64_t) = {lin2_f32, lin2_f64, lin2_bf16};
+    static void (*const tri[3])(void *, int64_t, int64_t) = {tri_f32, tri_f64, tri_bf16};
+    static void (*const bwd2[3])(void *, int64_t, int64_t) = {bwd2_f32, bwd2_f64, bwd2_bf16};
+    int ty = pl.x->dtype == OD_FLOAT32 ? 0 : pl.x->dtype == OD_FLOAT64 ? 1 : pl.x->dtype == OD_BFLOAT16 ? 2 : -1;
+    bool lin = g->kind == OD_RESAMPLE_LINEAR;
+    if (ty >= 0 && !pl.backward && lin && pl.nd <= 2) {
         __builtin_cpu_init();
         c.avx512 = __builtin_cpu_supports("avx512f");
-        fn = pl.x->dtype == OD_FLOAT32 ? lin2_f32 : pl.x->dtype == OD_FLOAT64 ? lin2_f64 : lin2_bf16;
+        fn = lin2[ty];
     }
-    if (pl.backward && pl.nd <= 2 && fn != fwd_u8)
-        fn = pl.x->dtype == OD_FLOAT32 ? bwd2_f32 : pl.x->dtype == OD_FLOAT64 ? bwd2_f64 : bwd2_bf16;
-    if (!pl.backward && g->kind == OD_RESAMPLE_LINEAR && pl.nd == 3)
-        fn = pl.x->dtype == OD_FLOAT32 ? tri_f32 : pl.x->dtype == OD_FLOAT64 ? tri_f64 : tri_bf16;
+    if (ty >= 0 && !pl.backward && lin && pl.nd == 3)
+        fn = tri[ty];
+    if (ty >= 0 && pl.backward && pl.nd <= 2)
+        fn = bwd2[ty];
     if (!pl.backward && g->kind == OD_RESAMPLE_NEAREST && g->in[0] == 1 && g->out[0] == 1)
         fn = near2_fwd;
     int64_t per = g->out[0] * g->out[1] * g->out[2] * 4 + 1;
