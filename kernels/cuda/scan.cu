@@ -425,8 +425,12 @@ __global__ void __launch_bounds__(128) select_lines(const char *x, int dt, int o
                 f[q].k.i = load_dyn<int64_t>(p, dt);
             f[q].idx = q;
         }
-        const int64_t src = f[od_sort_line(f, f + size, size, op, 0, false, false, fl)].idx;
-        copy_elem(vals + l * es, x + ((o * size + src) * inner + j) * es, es);
+        const od_sort_elem *e = &f[od_sort_line(f, f + size, size, op, 0, false, false, fl)];
+        const int64_t src = e->idx;
+        if (op == OD_SORT_OP_MEDIAN_ALL && fl && isnan(e->k.d)) /* ATen's quiet_NaN(), as the CPU's */
+            store_dyn<double>(vals + l * es, dt, NAN);
+        else
+            copy_elem(vals + l * es, x + ((o * size + src) * inner + j) * es, es);
         if (ix)
             ix[l] = src;
     }

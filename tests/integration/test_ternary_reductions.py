@@ -15,7 +15,9 @@ import uuid
 import numpy as np
 import pytest
 
-from conftest import error_message, from_json, torch_ref
+import subprocess
+
+from conftest import TORCH_PY, binary_body, error_message, from_json, parse_binary_response, torch_ref
 
 NAN = float("nan")
 
@@ -184,6 +186,80 @@ def make_cases(rng):
 
 def test_values_against_torch(server, rng):
     check_cases(server, make_cases(rng))
+
+
+def long_line(rng, n, dt):
+    """A line for the radix select in dtype dt (bfloat16: float32 to round): distinct values, heavy ties,
+    or signed zeros around the middle, with NaNs in a float line now and then; int64 over its whole range."""
+    kind = int(rng.integers(0, 3))
+    if kind == 0 and dt == "int64":
+        return rng.integers(-2 ** 62, 2 ** 62, n)
+    a = [lambda: rng.standard_normal(n) * 1e3, lambda: rng.integers(-3, 4, n).astype(np.float64),
+         lambda: np.where(rng.random(n) < 0.5, 0.0, rng.standard_normal(n))][kind]()
+    if dt in ("float32", "float64", "float16", "bfloat16"):
+        if kind == 2:
+            a[rng.random(n) < 0.25] *= -0.0
+        if rng.random() < 0.3:
+            a[rng.random(n) < 0.01] = np.nan
+    elif dt == "uint8":
+        a = np.abs(a) % 200
+    return a.astype(np.float32 if dt == "bfloat16" else dt)
+
+
+def test_median_of_long_lines_against_torch(server, rng):
+    """median and nanmedian of lines of 65536 elements and more take a radix select, not ATen's
+    nth_element: the value, the index of a tie (median.dim's "value, then index" order), the first NaN,
+    an all-NaN line's pick and median()'s zero when both zeros are present (that line is replayed) are
+    torch's, in every dtype, along a contiguous and along a strided dim"""
+    C = []
+    add = lambda op, *args, nout=1: C.append((op, list(args), {}, nout, True))
+    for dt in ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "uint8"):
+        W = bf16 if dt == "bfloat16" else T
+        for n in (65536, 70001 + int(rng.integers(0, 1000))):
+            x = np.stack([long_line(rng, n, dt) for _ in range(2)])
+            add("median", W(x))
+            add("median.dim", W(x), 1, nout=2)
+            add("median.dim", W(x.T.copy()), 0, nout=2)
+            if dt.startswith("float") or dt == "bfloat16":
+                add("nanmedian", W(x))
+                add("nanmedian.dim", W(x.T.copy()), 0, nout=2)
+    n = 65537
+    zeros = np.where(rng.random(n) < 0.5, -0.0, 0.0)
+    zeros[:100], zeros[100:200] = 1.0, -1.0
+    add("median", T(zeros.astype(np.float32)))  # both zeros at the median: nth_element's pick
+    add("median", T(-np.abs(zeros)))  # only -0.0 there
+    add("nanmedian.dim", T(np.full((2, n), np.nan, np.float32)), 1, nout=2)  # all NaN: nth_element's pick
+    check_cases(server, C)
+
+
+def test_median_of_a_nan_is_the_quiet_nan(server, rng):
+    """median() of a tensor holding a NaN is ATen's quiet_NaN(), whatever the NaN's sign and payload
+    (median.dim returns the first NaN itself): the bytes, against torch's, short and long, in float32
+    and float64 (torch refuses float16)"""
+    code = ("import sys, torch, numpy as np\n"
+            "for line in sys.stdin:\n"
+            "    dt, hx = line.split()\n"
+            "    a = np.frombuffer(bytes.fromhex(hx), dt).copy()\n"
+            "    print(torch.from_numpy(a).median().numpy().tobytes().hex())\n")
+    arrays = []
+    for dt, u in (("float32", np.uint32), ("float64", np.uint64)):
+        for n in (5, 70000):
+            a = rng.standard_normal(n).astype(dt)
+            a[rng.integers(0, n, 3)] = np.nan
+            bits = a.view(u)
+            bits[np.isnan(a)] |= u(1) | (u(1) << u(8 * a.itemsize - 1))  # -NaN, a payload of 1
+            arrays.append(a)
+    p = subprocess.run([TORCH_PY, "-c", code], input="".join(f"{a.dtype} {a.tobytes().hex()}\n" for a in arrays),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    for a, want in zip(arrays, p.stdout.split()):
+        h, body = binary_body({"args": [{"dtype": str(a.dtype), "shape": [a.size],
+                                          "parameters": {"binary_data_size": a.nbytes}}]}, [a])
+        r = server.post("/v1/ops/median", data=body, headers={
+            "Content-Type": "application/octet-stream", "Inference-Header-Content-Length": str(len(h)),
+            "Accept": "application/octet-stream"})
+        assert r.status_code == 200, r.text[:300]
+        assert parse_binary_response(r)[1][0].hex() == want, (a.dtype, a.size, want)
 
 
 def cuda_available(server):
