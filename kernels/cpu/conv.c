@@ -388,6 +388,41 @@ static void bias_grad(const conv_ctx *c, const char *grad, int64_t n, int64_t ch
     }
 }
 
+/* float32 grad_input of a stride-1 convolution as a convolution itself, on
+ * the direct kernel: grad_output padded by dil * (k - 1) - pad, with each
+ * group's weights transposed and flipped (W'[c][o][t] = W[o][c][kvol - 1
+ * - t]). im2col's way (a GEMM with K = C_grid / groups, then col2im) took
+ * 10.3 ms of an 8x64x56x56 3x3 backward where the forward takes 5.2.
+ * False (gi untouched) where the plan does not suit: a stride, a padding
+ * past the kernel's reach, or a plan the direct kernel declines. */
+static bool grad_input_direct(const od_conv_plan *p, const float *gy, const float *w, float *gi)
+{
+    od_conv_plan q = *p;
+    int64_t G = p->groups, cin = p->C_img / G, cg = p->C_grid / G, kvol = 1;
+    for (int k = 0; k < 3; k++) {
+        int64_t reach = p->dil[k] * (p->k[k] - 1);
+        if (p->transposed || p->stride[k] != 1 || p->pad[k] > reach)
+            return false;
+        q.pad[k] = reach - p->pad[k];
+        q.img[k] = p->grid[k];
+        q.grid[k] = p->img[k];
+        kvol *= p->k[k];
+    }
+    q.C_img = p->C_grid;
+    q.C_grid = p->C_img;
+    float *wt = malloc(sizeof(float) * (size_t)(p->C_img * cg * kvol + 1));
+    if (!wt)
+        return false;
+    for (int64_t g = 0; g < G; g++)
+        for (int64_t o = 0; o < cg; o++)
+            for (int64_t c = 0; c < cin; c++)
+                for (int64_t t = 0; t < kvol; t++)
+                    wt[((g * cin + c) * cg + o) * kvol + kvol - 1 - t] = w[((g * cg + o) * cin + c) * kvol + t];
+    bool ok = od_cpu_conv_direct_f32(&q, gy, wt, NULL, gi);
+    free(wt);
+    return ok;
+}
+
 static bool is_depthwise(const od_conv_plan *p)
 {
     return !p->transposed && p->groups == p->C_img && p->C_grid == p->C_img && p->groups > 1;
@@ -481,9 +516,11 @@ od_status od_cpu_conv(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
         if (res[0]) {
             char *gi = od_tensor_data(res[0]);
             if (!p.transposed) {
-                fill_bias(&c, gi, p.N, p.C_img, g->limg, NULL);
-                for (int64_t n = 0; n < p.N; n++)
-                    up(&c, gd + n * grid_n, wd, gi + n * img_n);
+                if (!(c.kind == K_F32 && grad_input_direct(&p, (const float *)gd, (const float *)wd, (float *)gi))) {
+                    fill_bias(&c, gi, p.N, p.C_img, g->limg, NULL);
+                    for (int64_t n = 0; n < p.N; n++)
+                        up(&c, gd + n * grid_n, wd, gi + n * img_n);
+                }
             } else {
                 fill_bias(&c, gi, p.N, p.C_grid, g->lgrid, NULL);
                 for (int64_t n = 0; n < p.N; n++)
