@@ -316,8 +316,12 @@ static void wgrad(conv_ctx *c, const char *image, const char *grid, char *gw)
     int64_t G = c->p->groups, cg = c->p->C_grid / G;
     for (int64_t gi = 0; gi < G; gi++) {
         const void *col = columns(c, image, gi);
-        gemm(c, false, true, cg, g->kc, g->lgrid, grid + (size_t)(gi * cg * g->lgrid) * c->es, g->lgrid, col,
-             g->lgrid, 1.0, gw + (size_t)(gi * cg * g->kc) * c->es, g->kc);
+        const char *gr = grid + (size_t)(gi * cg * g->lgrid) * c->es;
+        char *gwg = gw + (size_t)(gi * cg * g->kc) * c->es;
+        if (c->kind == K_F32 &&
+            od_cpu_conv_gemm_nt_f32(cg, g->kc, g->lgrid, (const float *)gr, g->lgrid, col, g->lgrid, (float *)gwg, g->kc))
+            continue; /* conv_direct.c: AVX-512, where OpenBLAS runs AVX2 kernels here */
+        gemm(c, false, true, cg, g->kc, g->lgrid, gr, g->lgrid, col, g->lgrid, 1.0, gwg, g->kc);
     }
 }
 

@@ -622,3 +622,122 @@ bool od_cpu_conv_direct_f32(const od_conv_plan *p, const float *x, const float *
     free(wp);
     return true;
 }
+
+/* ---- The weight gradient's product: C += A B^T on AVX-512 ----
+ * conv.c's weight gradient is gW [m, n] += grid [m, L] @ cols [n, L]^T per
+ * sample. OpenBLAS 0.3.21 runs this CPU on its Haswell (AVX2) kernels: an
+ * 8x64x56x56 3x3 weight gradient took 9.8 ms at ~185 GFLOP/s. Here lanes
+ * run along m: A is first transposed to at [L][m] (a pass over A, shared
+ * by every task), and a tile of MI * 16 rows of C by NJ of its columns
+ * holds MI * NJ accumulators over all of L; each step along L loads MI
+ * vectors of at, broadcasts NJ elements of B's rows and does MI * NJ
+ * multiply-adds. Tasks split the columns; each element of C is one
+ * task's, its products summed along L in order, then added to C: the
+ * result depends on neither the thread count nor the schedule. */
+#define NT_NJ 6
+
+typedef struct nt_job {
+    int64_t m, n, k, ldb, ldc, ldt;
+    const float *at, *b; /* at [k][ldt]: A transposed */
+    float *c;
+} nt_job;
+
+static inline __attribute__((always_inline, target("avx512f"))) void nt_tile(const nt_job *j, int64_t i0,
+                                                                            int64_t j0, const int MI,
+                                                                            const int NJ)
+{
+    __m512 acc[4][NT_NJ];
+    __mmask16 mk[4];
+    _Pragma("GCC unroll 4") for (int v = 0; v < MI; v++)
+    {
+        int64_t left = j->m - i0 - 16 * v;
+        mk[v] = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+        _Pragma("GCC unroll 6") for (int q = 0; q < NJ; q++) acc[v][q] = _mm512_setzero_ps();
+    }
+    const float *at = j->at + i0, *b = j->b + j0 * j->ldb;
+    for (int64_t k = 0; k < j->k; k++, at += j->ldt) {
+        __m512 a[4];
+        _Pragma("GCC unroll 4") for (int v = 0; v < MI; v++) a[v] = _mm512_maskz_loadu_ps(mk[v], at + 16 * v);
+        _Pragma("GCC unroll 6") for (int q = 0; q < NJ; q++)
+        {
+            __m512 bv = _mm512_set1_ps(b[q * j->ldb + k]);
+            _Pragma("GCC unroll 4") for (int v = 0; v < MI; v++) acc[v][q] = _mm512_fmadd_ps(a[v], bv, acc[v][q]);
+        }
+    }
+    float t[NT_NJ][64];
+    _Pragma("GCC unroll 6") for (int q = 0; q < NJ; q++)
+        _Pragma("GCC unroll 4") for (int v = 0; v < MI; v++) _mm512_storeu_ps(&t[q][16 * v], acc[v][q]);
+    int64_t rows = j->m - i0 < 16 * MI ? j->m - i0 : 16 * MI;
+    for (int64_t i = 0; i < rows; i++)
+        for (int q = 0; q < NJ; q++)
+            j->c[(i0 + i) * j->ldc + j0 + q] += t[q][i];
+}
+
+/* One tile with MI and NJ as constants: the accumulators in registers. */
+#define NT_NJ_CASES_(MI)                                                                                      \
+    switch (nj) {                                                                                             \
+    case 1: nt_tile(j, i0, j0, MI, 1); break;                                                                 \
+    case 2: nt_tile(j, i0, j0, MI, 2); break;                                                                 \
+    case 3: nt_tile(j, i0, j0, MI, 3); break;                                                                 \
+    case 4: nt_tile(j, i0, j0, MI, 4); break;                                                                 \
+    case 5: nt_tile(j, i0, j0, MI, 5); break;                                                                 \
+    default: nt_tile(j, i0, j0, MI, 6); break;                                                                \
+    }
+
+/* column blocks [b, e) of NT_NJ, every row */
+__attribute__((target("avx512f"))) static void nt_blocks(void *ctx, int64_t b, int64_t e)
+{
+    const nt_job *j = ctx;
+    for (int64_t blk = b; blk < e; blk++) {
+        int64_t j0 = blk * NT_NJ, nj = j->n - j0 < NT_NJ ? j->n - j0 : NT_NJ;
+        for (int64_t i0 = 0; i0 < j->m; i0 += 64) {
+            int64_t mi = (j->m - i0 + 15) / 16;
+            if (mi >= 4) {
+                NT_NJ_CASES_(4)
+            } else if (mi == 3) {
+                NT_NJ_CASES_(3)
+            } else if (mi == 2) {
+                NT_NJ_CASES_(2)
+            } else {
+                NT_NJ_CASES_(1)
+            }
+        }
+    }
+}
+#undef NT_NJ_CASES_
+
+/* at [k][ldt] = A [m][lda]^T for A's rows [b, e) */
+typedef struct nt_pack {
+    const float *a;
+    int64_t lda, k, ldt;
+    float *at;
+} nt_pack;
+
+static void nt_transpose(void *ctx, int64_t b, int64_t e)
+{
+    const nt_pack *p = ctx;
+    for (int64_t k0 = 0; k0 < p->k; k0 += 16)
+        for (int64_t i = b; i < e; i++)
+            for (int64_t k = k0; k < p->k && k < k0 + 16; k++)
+                p->at[k * p->ldt + i] = p->a[i * p->lda + k];
+}
+
+bool od_cpu_conv_gemm_nt_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                             float *c, int64_t ldc)
+{
+    if (isa() != ISA_AVX512 || m <= 0 || n <= 0 || k <= 0)
+        return isa() == ISA_AVX512; /* nothing to add */
+    int64_t ldt = (m + 15) / 16 * 16;
+    float *at = malloc(sizeof(float) * (size_t)(k * ldt));
+    if (!at)
+        return false;
+    nt_pack pk = {.a = a, .lda = lda, .k = k, .ldt = ldt, .at = at};
+    if (od_parallel_for(m, 16, nt_transpose, &pk) != OD_OK)
+        nt_transpose(&pk, 0, m);
+    nt_job j = {.m = m, .n = n, .k = k, .ldb = ldb, .ldc = ldc, .ldt = ldt, .at = at, .b = b, .c = c};
+    int64_t blocks = (n + NT_NJ - 1) / NT_NJ;
+    if (od_parallel_for(blocks, 1, nt_blocks, &j) != OD_OK)
+        nt_blocks(&j, 0, blocks);
+    free(at);
+    return true;
+}

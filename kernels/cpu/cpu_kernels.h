@@ -229,6 +229,12 @@ bool od_cpu_conv_depthwise_f32(const struct od_conv_plan *p, const float *x, con
  * OD_CONV_DIRECT environment variable names one). name: borrowed. False,
  * with nothing changed, when the CPU lacks the named set. */
 bool od_cpu_conv_direct_use(const char *name);
+/* c [m, n] (row stride ldc) += a [m, k] @ b [n, k]^T, float32 on AVX-512 in
+ * the pool (conv.c's weight gradient). a, b borrowed. False, with nothing
+ * written, where the direct kernel's instruction set is not AVX-512 or
+ * there is no memory: the caller then runs its GEMM. */
+bool od_cpu_conv_gemm_nt_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                             float *c, int64_t ldc);
 
 /* conv.c's column loops of one sample, for im2col / col2im (fold.c): c image
  * channels, 3 spatial dims (leading 1s for 2d), as od_fold_plan's geometry.

@@ -357,11 +357,12 @@ def direct_cases(rng, n_cases):
     return cases
 
 
-def direct_grad_input_cases(rng, n_cases):
-    """convolution_backward's grad_input of stride-1 float32 / bfloat16 convolutions with 4..40 input
-    channels per group: conv.c runs it as a convolution of grad_output with the flipped weights on the
+def direct_backward_cases(rng, n_cases):
+    """convolution_backward of stride-1 float32 / bfloat16 convolutions with 4..40 input channels per
+    group: conv.c runs grad_input as a convolution of grad_output with the flipped weights on the
     direct kernel where the padding is within the kernel's reach (dil * (k - 1)), im2col's way past it;
-    dilation, groups and 1-3 spatial dims."""
+    and every other case's weight gradient (any stride) on conv_direct.c's AVX-512 product; dilation,
+    groups and 1-3 spatial dims."""
     cases = []
     for i in range(n_cases):
         nd, g = 1 + i % 3, int(rng.integers(1, 3))
@@ -372,10 +373,11 @@ def direct_grad_input_cases(rng, n_cases):
         size = [max(d * (kk - 1) + 1 - 2 * p, 1) + int(rng.integers(0, 30 if j == nd - 1 else 5))
                 for j, (d, kk, p) in enumerate(zip(dil, k, pad))]
         dt = "bfloat16" if i % 4 == 3 else "float32"
-        a = [R(rng, dt, [int(rng.integers(1, 3)), cin] + size), R(rng, dt, [g * cg, cin // g] + k), None, [1],
+        stride = [1] if i % 2 else [int(rng.integers(1, 3)) for _ in range(nd)]
+        a = [R(rng, dt, [int(rng.integers(1, 3)), cin] + size), R(rng, dt, [g * cg, cin // g] + k), None, stride,
              pad, dil, False, [0] * nd, g]
         args = [R(rng, dt, out_shape(a)), a[0], a[1], None] + a[3:] + [[True, i % 2 == 0, False]]
-        cases.append(("convolution_backward", args, 0, None))
+        cases += [("convolution_backward", args, out, None) for out in ((0, 1) if i % 2 == 0 else (0,))]
     return cases
 
 
@@ -383,9 +385,9 @@ def test_direct_kernel_on_each_instruction_set(server, make_server, rng):
     """The direct kernel (forward, and backward's grad_input) against torch on the default server (the
     best instruction set the CPU has) and on one held to AVX2 (OD_CONV_DIRECT=avx2) and one to the im2col path (off). Its own
     double-precision checks on every tile width are tests/unit/test_cpu_conv_direct.c."""
-    check(server, direct_cases(rng, 12) + direct_grad_input_cases(rng, 12))
-    check(make_server(env={"OD_CONV_DIRECT": "off"}), direct_cases(rng, 6) + direct_grad_input_cases(rng, 6))
+    check(server, direct_cases(rng, 12) + direct_backward_cases(rng, 12))
+    check(make_server(env={"OD_CONV_DIRECT": "off"}), direct_cases(rng, 6) + direct_backward_cases(rng, 6))
     if not {"avx2", "fma"} <= cpu_flags():
         import pytest
         pytest.skip("this CPU has no AVX2 and FMA: the direct kernel does not run here")
-    check(make_server(env={"OD_CONV_DIRECT": "avx2"}), direct_cases(rng, 12) + direct_grad_input_cases(rng, 12))
+    check(make_server(env={"OD_CONV_DIRECT": "avx2"}), direct_cases(rng, 12) + direct_backward_cases(rng, 12))

@@ -249,3 +249,50 @@ Test(cpu_conv_direct, declines_without_writing)
     TCHECK(isnan(c.y[0]), "an empty batch wrote y[0]");
     free_case(&c);
 }
+
+/* od_cpu_conv_gemm_nt_f32 (the weight gradient's product) against a double
+ * loop: m across 1..4 vector blocks and past 64 (a second row block), n
+ * through every tail of its 6-column blocks, k from 1 to past a row of
+ * 16, leading dims wider than the rows; c keeps what it held (+=). On AVX2
+ * and off it declines and writes nothing. */
+Test(cpu_conv_direct, gemm_nt_against_double_loop)
+{
+    if (!__builtin_cpu_supports("avx512f"))
+        cr_skip_test("this CPU has no AVX-512F");
+    TCHECK(od_cpu_conv_direct_use("avx512"), "avx512: not available");
+    for (int it = 0; it < 80; it++) {
+        int64_t m = it < 8 ? (int64_t[]){1, 15, 16, 17, 63, 64, 65, 130}[it] : rng_int(1, 140);
+        int64_t n = rng_int(1, 20), k = it % 5 == 0 ? rng_int(1, 4) : rng_int(1, 300);
+        int64_t lda = k + rng_int(0, 3), ldb = k + rng_int(0, 3), ldc = n + rng_int(0, 3);
+        float *a = malloc(sizeof(float) * (size_t)(m * lda)), *b = malloc(sizeof(float) * (size_t)(n * ldb)),
+              *c = malloc(sizeof(float) * (size_t)(m * ldc)), *c0 = malloc(sizeof(float) * (size_t)(m * ldc));
+        TCHECK(a && b && c && c0, "out of memory");
+        for (int64_t i = 0; i < m * lda; i++)
+            a[i] = frand();
+        for (int64_t i = 0; i < n * ldb; i++)
+            b[i] = frand();
+        for (int64_t i = 0; i < m * ldc; i++)
+            c[i] = c0[i] = frand();
+        TCHECK(od_cpu_conv_gemm_nt_f32(m, n, k, a, lda, b, ldb, c, ldc), "declined on AVX-512");
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < ldc; j++) {
+                double want = c0[i * ldc + j], mag = fabs(want);
+                if (j < n)
+                    for (int64_t q = 0; q < k; q++) {
+                        want += (double)a[i * lda + q] * b[j * ldb + q];
+                        mag += fabs((double)a[i * lda + q] * b[j * ldb + q]);
+                    }
+                double got = c[i * ldc + j];
+                TCHECK(fabs(got - want) <= (k + 2) * 0x1p-24 * mag + 1e-30,
+                       "m %" PRId64 " n %" PRId64 " k %" PRId64 ": c[%" PRId64 "][%" PRId64 "] = %.9g, want %.9g", m,
+                       n, k, i, j, got, want);
+            }
+        free(a), free(b), free(c), free(c0);
+    }
+    float a1 = 1, b1 = 2, c1 = 3;
+    if (od_cpu_conv_direct_use("avx2"))
+        TCHECK(!od_cpu_conv_gemm_nt_f32(1, 1, 1, &a1, 1, &b1, 1, &c1, 1) && c1 == 3, "taken on AVX2");
+    TCHECK(od_cpu_conv_direct_use("off"), "off is always available");
+    TCHECK(!od_cpu_conv_gemm_nt_f32(1, 1, 1, &a1, 1, &b1, 1, &c1, 1) && c1 == 3, "taken while off");
+    od_cpu_conv_direct_use(NULL);
+}
