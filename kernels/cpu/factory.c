@@ -292,6 +292,75 @@ od_status od_cpu_linspace(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
 
 /* ---- tril_indices, triu_indices ----------------------------------------------------------- */
 
+/* tril_indices / triu_indices a row at a time, the rows split across the
+ * pool: row r's entries are one run of columns [c0, c1) beside r. ATen's
+ * single loop (od_tri_indices_fill) took 1.0 ms for 2000 x 2000 against
+ * torch's 0.88. Taken only where ATen's int32 / int64 counters cannot wrap
+ * (sizes and offset within 2^30); elsewhere that loop runs, as ATen's. */
+typedef struct tri_job {
+    const od_tri_indices_params *p;
+    int64_t r0;
+    const int64_t *start; /* each row's first entry, and the count after the last */
+    void *data;
+} tri_job;
+
+static void tri_run(const od_tri_indices_params *p, int64_t r, int64_t *c0, int64_t *c1)
+{
+    *c0 = p->upper ? (r + p->offset > 0 ? r + p->offset : 0) : 0;
+    *c1 = p->upper ? p->col : (r + p->offset + 1 < p->col ? r + p->offset + 1 : p->col);
+    if (*c1 < *c0)
+        *c1 = *c0;
+}
+
+#define TRI_ROWS_(T)                                                                \
+    {                                                                               \
+        T *rows = j->data, *cols = rows + j->p->count;                              \
+        for (int64_t k = b; k < e; k++) {                                           \
+            int64_t r = j->r0 + k, c0, c1, i = j->start[k];                         \
+            tri_run(j->p, r, &c0, &c1);                                             \
+            for (int64_t q = 0; q < c1 - c0; q++) {                                 \
+                rows[i + q] = (T)r;                                                 \
+                cols[i + q] = (T)(c0 + q);                                          \
+            }                                                                       \
+        }                                                                           \
+    }
+OD_CPU_CLONES static void tri_rows(void *ctx, int64_t b, int64_t e)
+{
+    const tri_job *j = ctx;
+    if (j->p->dtype == OD_INT32)
+        TRI_ROWS_(int32_t)
+    else
+        TRI_ROWS_(int64_t)
+}
+#undef TRI_ROWS_
+
+/* false where the rows' loop does not apply (wrapping counters, no memory) */
+static bool tri_parallel(const od_tri_indices_params *p, void *data)
+{
+    const int64_t lim = (int64_t)1 << 30;
+    if (p->row > lim || p->col > lim || p->offset > lim || p->offset < -lim)
+        return false;
+    int64_t r0 = p->upper || p->offset >= 0 ? 0 : -p->offset, nr = p->row - r0;
+    int64_t *start = malloc(sizeof(int64_t) * (size_t)(nr + 1));
+    if (!start)
+        return false;
+    int64_t k = 0, total = 0;
+    for (; k < nr && total < p->count; k++) {
+        int64_t c0, c1;
+        tri_run(p, r0 + k, &c0, &c1);
+        start[k] = total;
+        total += c1 - c0;
+    }
+    bool ok = total == p->count; /* the runs cover ATen's entries exactly */
+    if (ok) {
+        tri_job j = {.p = p, .r0 = r0, .start = start, .data = data};
+        if (od_parallel_for(k, 32768 / (p->col + 1) + 1, tri_rows, &j) != OD_OK)
+            tri_rows(&j, 0, k);
+    }
+    free(start);
+    return ok;
+}
+
 od_status od_cpu_tri_indices(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_error *err)
 {
     (void)op;
@@ -302,7 +371,7 @@ od_status od_cpu_tri_indices(void *ctx, const od_op *op, od_keyset ks, od_stack 
     od_status st;
     if ((st = od_tri_indices_params_of(id, s, &p, err)) || (st = alloc1(od_shape_tri_indices, id, s, &out, err)))
         return st;
-    if (p.count > 0)
+    if (p.count > 0 && !tri_parallel(&p, od_tensor_data(out)))
         od_tri_indices_fill(&p, od_tensor_data(out));
     return ret1(s, out);
 }

@@ -132,6 +132,11 @@ def test_factories_bit_for_bit(server, rng):
             kw = {"dtype": dt} if dt else {}
             cases += [("tril_indices", [r, c, off], kw), ("triu_indices", [r, c, off], kw)]
         cases += [("tril_indices", [5, 3], {}), ("triu_indices", [3, 5], {})]
+        # rows split across the pool (cpu/factory.c), and offsets past 2^30 that keep ATen's loop
+        for r, c, off in ((700, 300, int(rng.integers(-60, 0))), (300, 700, int(rng.integers(0, 400))),
+                          (3, 4, 2 ** 31 + 5), (4, 3, -(2 ** 31) - 5)):
+            kw = {"dtype": dt} if dt else {}
+            cases += [("tril_indices", [r, c, off], kw), ("triu_indices", [r, c, off], kw)]
     compare(server, cases, exact=True)
 
 
