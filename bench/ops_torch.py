@@ -6,7 +6,7 @@ lines): the server's own kernel time (POST /v1/bench, the median of
 kernel_us over the iterations, inputs made on the server) against torch
 (Debian's python3-torch 1.13 by default, OD_TORCH_PYTHON to choose; the same
 thread count) timing the same operator on same-sized inputs, median of as
-many calls. The ratio server / torch is printed per operator; the issue's
+many calls. Each side first makes as many warm-up calls as it times. The ratio server / torch is printed per operator; the issue's
 target is <= 1.5. With --device cuda both run on the GPU (torch
 synchronises after each call; the server's kernel_us is its own
 synchronised time).
@@ -86,7 +86,8 @@ else:
     }
 out = {}
 for name, f in cases.items():
-    f()
+    for _ in range(iters):  # as many warm-up calls as timed ones, as the server gets (see main)
+        f()
     sync()
     ts = []
     for _ in range(iters):
@@ -589,8 +590,11 @@ def main():
         worst, missed = 0.0, 0
         for name, c in cases.items():
             op, args, kw = c[0], c[1], case_kwargs(c)
+            # as many warm-up calls as timed ones, torch's too: the server has sat idle while torch ran,
+            # and on these VMs the first few ms of calls after an idle second run up to 2x slower (a
+            # plain C loop of OpenBLAS trsm calls too); with one warm-up the server paid that, torch not
             req = {"op": op, "args": args, "kwargs": kw, "device": a.device, "iterations": a.iterations,
-                   "warmup": 1}
+                   "warmup": min(a.iterations, 1000)}
             if a.family == "attention":
                 req["max_seconds"] = 1800  # /v1/bench's default budget is 10 s
             if a.family in FAMILIES:
