@@ -26,7 +26,7 @@ import itertools
 
 import numpy as np
 
-from conftest import from_json, torch_ref
+from conftest import assert_bits_as_torch, from_json, torch_ref
 from test_scatter_pad_search import ALL, R, T, check, rand
 
 
@@ -63,8 +63,7 @@ def test_bicubic_forward(server, rng):
               (f"{op}.vec", [x, None, False, None], {}), (f"{op}.vec", [x, [4, 4], True, [2.0, 2.0]], {}),
               (f"{op}.vec", [x, None, False, [2.0]], {}), (f"{op}.vec", [x, None, False, [0.1, 0.1]], {})]
     check(server, cases, rtol=1e-5)
-    # float32: torch and the server round differently, and the negative lobes cancel, so the
-    # error is measured against the largest magnitude
+    # float32 within 1e-5 of the largest magnitude here (its bits: test_bicubic_forward_bits_as_torch)
     # torch 1.13's bfloat16 bicubic is off by up to 0.1 on values near 1 (its weights and sums
     # in bfloat16); the server blends in float, so bfloat16 is checked against torch's float32
     # result on the same (bfloat16-rounded) values, rounded to bfloat16
@@ -78,6 +77,22 @@ def test_bicubic_forward(server, rng):
     assert got.status_code == 200 and got.json()["outputs"][0]["dtype"] == "bfloat16", got.text
     np.testing.assert_allclose(np.array(got.json()["outputs"][0]["data"], np.float64),
                                bf16_round(np.array(w[1]["value"], np.float32)), rtol=1e-2, atol=1e-2)
+
+
+def test_bicubic_forward_bits_as_torch(server, rng):
+    """float32 and float64 upsample_bicubic2d give torch's bits (cpu/resample.c replays ATen's
+    CPU forward: its taps with gcc's fused multiply-adds, the source index in double, the floor
+    through floorf, and its fused four-tap sums): up and down, align_corners, explicit scales
+    (given and from scale_factors), signed values whose lobes cancel."""
+    op, cases = "upsample_bicubic2d", []
+    for dt in ("float32", "float64"):
+        x = R(rng, dt, (2, 3, 13, 17))
+        for ac in (False, True):
+            for out in ([29, 41], [7, 9], [40, 11], [13, 17]):
+                cases.append((op, [x, out, ac], {}))
+            cases += [(op, [x, [30, 35], ac, 2.3, 2.1], {}), (f"{op}.vec", [x, None, ac, [2.3, 1.7]], {}),
+                      (f"{op}.vec", [x, None, ac, [0.45, 0.6]], {})]
+    assert_bits_as_torch(server, cases)
 
 
 def test_bicubic_backward(server, rng):
