@@ -9,10 +9,12 @@
  * split by plane (N x C) across od_parallel_for; a backward plane
  * accumulates into its own grad_input plane, so planes never race. Linear
  * blends dim by dim, innermost first (ATen's interpolate: t0 * w0 + t1 * w1),
- * in the opmath type (float for float32 / bfloat16, double for float64);
- * the forward's float32 / float64 blends are fma(t0, w0, t1 * w1), as gcc
+ * in the opmath type (float for float32, double for float64); the
+ * forward's float32 / float64 blends are fma(t0, w0, t1 * w1), as gcc
  * contracts ATen's, so they are torch's bits (the direct loop, a fallback
- * without memory for the tables, is unfused).
+ * without memory for the tables, is unfused). The bfloat16 forwards
+ * (linear, bicubic, and nearest's index) replay ATen's scalar_t BFloat16
+ * arithmetic instead, every product and sum rounded, for torch's bits.
  * Bicubic tables 4 taps per output index of H and W and sums rows of W
  * taps weighted by the H taps (ATen's Interpolate<2>); its backward
  * accumulates a plane in the opmath type and rounds once, except for the
@@ -302,10 +304,8 @@ static inline bool vrow_f32(const lin2_tab *t, const float *h0, const float *h1,
 #define NO_HROW(t, row, h) ((void)(t), (void)(row), (void)(h), false)
 #define NO_VROW(t, h0, h1, w0, w1, y, n) ((void)(t), (void)(h0), (void)(h1), (void)(w0), (void)(w1), (void)(y), (void)(n), false)
 /* float32 and float64 fuse as ATen's build does (see TRI_FWD below) */
-#define UNFUSED_(a, b, c) ((a) * (b) + (c))
 LIN2_FWD(lin2_f32, fwd_f32, float, float, F32_LD, F32_LD, hrow_f32, vrow_f32, fmaf)
 LIN2_FWD(lin2_f64, fwd_f64, double, double, F32_LD, F32_LD, NO_HROW, NO_VROW, fma)
-LIN2_FWD(lin2_bf16, fwd_bf16, uint16_t, float, BF_LD, BF_ST, NO_HROW, NO_VROW, UNFUSED_)
 
 /* ---- trilinear forward, separably: each source row of a plane blended
  * along W once (hr: ID x IH rows of OW), then each output element from the
@@ -363,11 +363,116 @@ TRI_FWD(tri_f32, fwd_f32, float, float, F32_LD, F32_LD)
 #define FMA_ fma
 TRI_FWD(tri_f64, fwd_f64, double, double, F32_LD, F32_LD)
 #undef FMA_
-/* bfloat16 as the direct loop does it (within rounding of torch's) */
-#define FMA_ UNFUSED_
-TRI_FWD(tri_bf16, fwd_bf16, uint16_t, float, BF_LD, BF_ST)
-#undef FMA_
-#undef UNFUSED_
+
+/* bfloat16's linear taps as ATen 1.13's CPU kernel makes them (scalar_t
+ * BFloat16, opmath float): the scale a BFloat16 quotient of BFloat16 sizes,
+ * the source index in float from it, lambda1 rounded to bfloat16 and
+ * lambda0 = 1 - lambda1 rounded again. */
+static void linear_taps_bf16(const od_resample_geom *g, int d, int64_t o, int64_t *i0, int64_t *i1, double *l0,
+                             double *l1)
+{
+    int64_t in = g->in[d], out = g->out[d];
+    if (in == out) { /* ATen's "scale_factor = 1, simply copy" */
+        *i0 = *i1 = o;
+        *l0 = 1;
+        *l1 = 0;
+        return;
+    }
+    float scale, real;
+    if (g->align_corners)
+        scale = out > 1 ? od_bf16_round(od_bf16_round((float)(in - 1)) / od_bf16_round((float)(out - 1))) : 0;
+    else if (g->has_scale[d] && g->scale[d] > 0)
+        scale = od_bf16_round((float)(1.0 / g->scale[d]));
+    else
+        scale = od_bf16_round(od_bf16_round((float)in) / od_bf16_round((float)out));
+    if (g->align_corners) {
+        real = scale * (float)o;
+    } else {
+        real = (float)((double)scale * ((double)o + 0.5) - 0.5); /* exact in double: one rounding */
+        if (real < 0)
+            real = 0;
+    }
+    int64_t i = (int64_t)real;
+    if (i > in - 1)
+        i = in - 1;
+    float lam = real - (float)i;
+    lam = od_bf16_round(lam < 0 ? 0 : lam > 1 ? 1 : lam);
+    *i0 = i;
+    *i1 = i + (i < in - 1 ? 1 : 0);
+    *l1 = lam;
+    *l0 = od_bf16_round(1.0f - lam);
+}
+
+/* bfloat16's nearest forward index where ATen 1.13 runs its generic
+ * kernel (scalar_t BFloat16): the scale a BFloat16 quotient of BFloat16
+ * sizes (13 -> 40: 0.32421875, not 0.325), times o in float, floored. A
+ * 2d / 3d input that is also channels-last contiguous (one channel, say)
+ * takes ATen's channels-last kernel instead, whose nearest_idx scale is a
+ * float, as od_resample_nearest_fwd_f32's. */
+static int64_t nearest_fwd_bf16(const od_resample_geom *g, int d, int64_t o)
+{
+    int64_t in = g->in[d], out = g->out[d];
+    float scale = g->has_scale[d] && g->scale[d] > 0 ? od_bf16_round((float)(1.0 / g->scale[d]))
+                                                     : od_bf16_round(od_bf16_round((float)in) / od_bf16_round((float)out));
+    int64_t i = (int64_t)floorf(scale * (float)o);
+    return i < in - 1 ? i : in - 1;
+}
+
+/* bfloat16 linear forward (1d, 2d, 3d) in bfloat16 steps, as ATen's
+ * Interpolate with scalar_t BFloat16 runs it: t0 * w0 + t1 * w1 is
+ * R(R(t0 * w0) + R(t1 * w1)), each product and sum rounded, W inside H
+ * inside D. (Blending in float and rounding once, as before, differed from
+ * torch in 9 outputs in 10, by up to 0.36 on values near 9.) A plane's
+ * source rows are blended along W once each (hr, IH x OW), as the
+ * direct formula would blend them for every output row: the same steps. */
+#define BLEND_BF_(t0, t1, w0, w1) od_bf16_round(od_bf16_round((t0) * (w0)) + od_bf16_round((t1) * (w1)))
+OD_CPU_CLONES static void lin_fwd_bf16(void *vc, int64_t p0, int64_t p1)
+{
+    const rs_ctx *c = vc;
+    const od_resample_geom *g = &c->pl->g;
+    int64_t OD = g->out[0], OH = g->out[1], OW = g->out[2], IH = g->in[1], C = c->pl->c;
+    bool hd = c->pl->nd >= 2, dd = c->pl->nd >= 3; /* the operator's own dims (rs_ctx) */
+    float *hr = malloc(sizeof(float) * (size_t)((dd ? 2 : 1) * IH * OW + 2 * OW + 1));
+    if (!hr) {
+        fwd_bf16(vc, p0, p1); /* the float blends: within rounding, not torch's bits */
+        return;
+    }
+    float *a0 = hr + (dd ? 2 : 1) * IH * OW, *a1 = a0 + OW;
+    for (int64_t ow = 0; ow < OW; ow++)
+        a0[ow] = (float)c->l0[2][ow], a1[ow] = (float)c->l1[2][ow];
+    for (int64_t p = p0; p < p1; p++) {
+        const uint16_t *x = (const uint16_t *)c->x + (p / C) * c->xs[0] + (p % C) * c->xs[1];
+        uint16_t *y = (uint16_t *)c->y + p * OD * OH * OW;
+        for (int64_t od = 0; od < OD; od++, y += OH * OW) {
+            /* the W blends of every source row of the two D slices (one without a D to blend) */
+            for (int k = 0; k < (dd ? 2 : 1); k++) {
+                const uint16_t *xd = x + (k ? c->i1[0][od] : c->i0[0][od]) * c->xs[2];
+                for (int64_t r = 0; r < IH; r++) {
+                    const uint16_t *row = xd + r * c->xs[3];
+                    float *h = hr + (k * IH + r) * OW;
+                    for (int64_t ow = 0; ow < OW; ow++)
+                        h[ow] = BLEND_BF_(BF_LD(row[c->i0[2][ow] * c->xs[4]]), BF_LD(row[c->i1[2][ow] * c->xs[4]]),
+                                          a0[ow], a1[ow]);
+                }
+            }
+            float d0 = (float)c->l0[0][od], d1 = (float)c->l1[0][od];
+            for (int64_t oh = 0; oh < OH; oh++) {
+                int64_t r0 = hd ? c->i0[1][oh] : 0, r1 = hd ? c->i1[1][oh] : 0;
+                float hh0 = (float)c->l0[1][oh], hh1 = (float)c->l1[1][oh];
+                const float *u0 = hr + r0 * OW, *u1 = hr + r1 * OW, *v0 = u0 + IH * OW, *v1 = u1 + IH * OW;
+                uint16_t *yr = y + oh * OW;
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    float t = hd ? BLEND_BF_(u0[ow], u1[ow], hh0, hh1) : u0[ow];
+                    if (dd)
+                        t = BLEND_BF_(t, BLEND_BF_(v0[ow], v1[ow], hh0, hh1), d0, d1);
+                    yr[ow] = BF_ST(t);
+                }
+            }
+        }
+    }
+    free(hr);
+}
+#undef BLEND_BF_
 
 /* backward: grad_input (zeroed, contiguous) += each grad_output element at
  * its source (nearest) or at the 2^nd blended sources with their weights */
@@ -538,13 +643,17 @@ typedef struct cb_ctx {
     }
 /* The four taps' sum: float32 and float64 as ATen's Interpolate compiled
  * with gcc's contraction (v0 * w0 fused into v1 * w1, then v2's and v3's
- * terms fused in); bfloat16 (computed in float) as written. */
+ * terms fused in); bfloat16 in bfloat16 steps, every product and sum
+ * rounded, as its scalar_t BFloat16 computes it. */
 #define SUM4_FMAF_(v0, v1, v2, v3, w) fmaf(v3, (w)[3], fmaf(v2, (w)[2], fmaf(v0, (w)[0], (v1) * (w)[1])))
 #define SUM4_FMA_(v0, v1, v2, v3, w) fma(v3, (w)[3], fma(v2, (w)[2], fma(v0, (w)[0], (v1) * (w)[1])))
-#define SUM4_PLAIN_(v0, v1, v2, v3, w) ((((v0) * (w)[0] + (v1) * (w)[1]) + (v2) * (w)[2]) + (v3) * (w)[3])
+#define R_ od_bf16_round
+#define SUM4_BF_(v0, v1, v2, v3, w)                                                                          \
+    R_(R_(R_(R_((v0) * (w)[0]) + R_((v1) * (w)[1])) + R_((v2) * (w)[2])) + R_((v3) * (w)[3]))
 CB_FWD(cfwd_f32, float, float, F32_LD, F32_LD, SUM4_FMAF_)
 CB_FWD(cfwd_f64, double, double, F32_LD, F32_LD, SUM4_FMA_)
-CB_FWD(cfwd_bf16, uint16_t, float, BF_LD, BF_ST, SUM4_PLAIN_)
+CB_FWD(cfwd_bf16, uint16_t, float, BF_LD, BF_ST, SUM4_BF_)
+#undef R_
 
 /* backward, float32 / float64: each plane of grad_input accumulated in
  * place (c->acc is the result) */
@@ -675,6 +784,38 @@ CUBIC_FWD_TAPS_(cubic_fwd_taps_f32, float, fmaf)
 CUBIC_FWD_TAPS_(cubic_fwd_taps_f64, double, fma)
 #undef CUBIC_FWD_TAPS_
 
+/* bfloat16's forward taps, as the same kernel makes them with scalar_t
+ * BFloat16 (acc_type float): the scale a BFloat16 quotient of BFloat16
+ * sizes, the source index in float, t rounded to bfloat16, and the
+ * coefficients in bfloat16 steps, every product and sum rounded (no fused
+ * multiply-adds: BFloat16's operators are calls). */
+static void cubic_fwd_taps_bf16(const od_resample_geom *g, int d, int64_t o, int64_t *ix, double *w)
+{
+#define R_ od_bf16_round
+    int64_t in = g->in[d], out = g->out[d];
+    float scale;
+    if (g->align_corners)
+        scale = out > 1 ? R_(R_((float)(in - 1)) / R_((float)(out - 1))) : 0;
+    else if (g->has_scale[d] && g->scale[d] > 0)
+        scale = R_((float)(1.0 / g->scale[d]));
+    else
+        scale = R_(R_((float)in) / R_((float)out));
+    float real = g->align_corners ? scale * (float)o : (float)((double)scale * ((double)o + 0.5) - 0.5);
+    int64_t i = (int64_t)floorf(real);
+    float t = R_(real - (float)i), x2 = R_((float)(1.0 - (double)t));
+    float x[4] = {R_((float)((double)t + 1.0)), t, x2, R_((float)((double)x2 + 1.0))};
+    for (int j = 0; j < 4; j++) {
+        float v = x[j];
+        if (j == 0 || j == 3) /* ((A * x - 5 * A) * x + 8 * A) * x - 4 * A, A = -0.75 */
+            w[j] = R_(R_(R_(R_(R_(R_(-0.75f * v) + 3.75f) * v) - 6.0f) * v) + 3.0f);
+        else /* ((A + 2) * x - (A + 3)) * x * x + 1 */
+            w[j] = R_(R_(R_(R_(R_(1.25f * v) - 2.25f) * v) * v) + 1.0f);
+        int64_t k = i - 1 + j;
+        ix[j] = k < 0 ? 0 : k > in - 1 ? in - 1 : k;
+    }
+#undef R_
+}
+
 /* bicubic's half of od_cpu_resample: tables, then planes in parallel */
 static od_status cubic_run(const od_resample_plan *pl, od_tensor *out, od_error *err)
 {
@@ -711,8 +852,9 @@ static od_status cubic_run(const od_resample_plan *pl, od_tensor *out, od_error 
                 }
             } else if (narrow) {
                 cubic_taps_narrow(g, d, o, pl->x->dtype, ix + 4 * o, w + 4 * o);
-            } else if (!pl->backward && pl->x->dtype != OD_BFLOAT16) {
-                (c.f64 ? cubic_fwd_taps_f64 : cubic_fwd_taps_f32)(g, d, o, ix + 4 * o, w + 4 * o);
+            } else if (!pl->backward) {
+                (c.f64 ? cubic_fwd_taps_f64 : pl->x->dtype == OD_BFLOAT16 ? cubic_fwd_taps_bf16 : cubic_fwd_taps_f32)(
+                    g, d, o, ix + 4 * o, w + 4 * o);
             } else if (c.f64) {
                 od_resample_cubic_f64(g, d, o, 0, ix + 4 * o, w + 4 * o);
             } else {
@@ -786,6 +928,9 @@ od_status od_cpu_resample(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
     for (int d = 0; d < pl.nd; d++)
         c.xs[2 + off + d] = pl.x->strides[2 + d];
     bool f64 = pl.x->dtype == OD_FLOAT64;
+    bool bf_near = pl.x->dtype == OD_BFLOAT16 &&
+                   !(pl.nd == 2 && od_tensor_is_contiguous_as(pl.x, OD_MF_CHANNELS_LAST)) &&
+                   !(pl.nd == 3 && od_tensor_is_contiguous_as(pl.x, OD_MF_CHANNELS_LAST_3D));
     for (int d = 0, at = 0; d < 3; at += (int)g->out[d], d++) {
         int64_t *a = idx + 2 * at, *b = a + g->out[d];
         double *la = wt + 2 * at, *lb = la + g->out[d];
@@ -793,11 +938,14 @@ od_status od_cpu_resample(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
             if (g->kind == OD_RESAMPLE_NEAREST) {
                 a[o] = b[o] = pl.backward ? od_resample_nearest(g, d, o)
                               : f64       ? od_resample_nearest_fwd_f64(g, d, o)
+                              : bf_near   ? nearest_fwd_bf16(g, d, o)
                                           : od_resample_nearest_fwd_f32(g, d, o);
                 la[o] = 1;
                 lb[o] = 0;
             } else if (f64) {
                 od_resample_linear_f64(g, d, o, &a[o], &b[o], &la[o], &lb[o]);
+            } else if (pl.x->dtype == OD_BFLOAT16 && !pl.backward) {
+                linear_taps_bf16(g, d, o, &a[o], &b[o], &la[o], &lb[o]);
             } else {
                 float l0, l1; /* float32's source index in double (ATen's CPU acc_type), bfloat16's in float */
                 if (pl.x->dtype == OD_FLOAT32)
@@ -822,18 +970,22 @@ od_status od_cpu_resample(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
     }
     /* loops of their own, for the dtypes the direct loops above take: the
      * linear forwards (1d/2d, 3d) and the 1d/2d backwards */
-    static void (*const lin2[3])(void *, int64_t, int64_t) = {lin2_f32, lin2_f64, lin2_bf16};
-    static void (*const tri[3])(void *, int64_t, int64_t) = {tri_f32, tri_f64, tri_bf16};
+    static void (*const lin2[2])(void *, int64_t, int64_t) = {lin2_f32, lin2_f64};
+    static void (*const tri[2])(void *, int64_t, int64_t) = {tri_f32, tri_f64};
     static void (*const bwd2[3])(void *, int64_t, int64_t) = {bwd2_f32, bwd2_f64, bwd2_bf16};
     int ty = pl.x->dtype == OD_FLOAT32 ? 0 : pl.x->dtype == OD_FLOAT64 ? 1 : pl.x->dtype == OD_BFLOAT16 ? 2 : -1;
     bool lin = g->kind == OD_RESAMPLE_LINEAR;
-    if (ty >= 0 && !pl.backward && lin && pl.nd <= 2) {
-        __builtin_cpu_init();
-        c.avx512 = __builtin_cpu_supports("avx512f");
-        fn = lin2[ty];
+    if (ty == 0 || ty == 1) {
+        if (!pl.backward && lin && pl.nd <= 2) {
+            __builtin_cpu_init();
+            c.avx512 = __builtin_cpu_supports("avx512f");
+            fn = lin2[ty];
+        }
+        if (!pl.backward && lin && pl.nd == 3)
+            fn = tri[ty];
     }
-    if (ty >= 0 && !pl.backward && lin && pl.nd == 3)
-        fn = tri[ty];
+    if (ty == 2 && !pl.backward && lin)
+        fn = lin_fwd_bf16;
     if (ty >= 0 && pl.backward && pl.nd <= 2)
         fn = bwd2[ty];
     if (!pl.backward && g->kind == OD_RESAMPLE_NEAREST && g->in[0] == 1 && g->out[0] == 1)

@@ -56,9 +56,8 @@ def test_upsample_linear(server, rng):
         cases += [(op, [x, [0] + [4] * (nd - 1), False], {}), (op, [R(rng, "float32", (3,) * (nd + 1)), [4] * nd, True], {}),
                   (f"{op}.vec", [x, None, False, None], {}), (f"{op}.vec", [x, [4] * nd, True, [2.0] * nd], {})]
     check(server, cases, rtol=1e-5)
-    # torch blends bfloat16 in bfloat16 arithmetic (each product and sum rounded to 8 bits of
-    # mantissa), the server in float: a few bfloat16 roundings apart
-    check(server, bf, rtol=5e-2)
+    # bfloat16 blends in bfloat16 arithmetic, each product and sum rounded, as torch's: its bits
+    assert_bits_as_torch(server, bf)
 
 
 def test_linear_index_just_below_an_integer(server, rng):
@@ -131,10 +130,12 @@ def test_upsample_wide(server, rng):
     # nearest 2d copies a row whose source row repeats (cpu/resample.c's near2_fwd)
     for dt in ("float32", "float64", "bfloat16", "uint8"):
         x = R(rng, dt, (2, 3, 13, 37))
-        # bfloat16 at 13 -> 40 rows: torch 1.13 takes the scale in bfloat16 (0.32421875, not 0.325) and
-        # picks other source rows; main's kernel differs there too, a separate fix
-        outs = ([26, 74], [5, 17]) + (() if dt == "bfloat16" else ([40, 16],))
+        # bfloat16 at 13 -> 40 rows: torch 1.13's generic kernel takes the scale in bfloat16 (0.32421875,
+        # not 0.325) and picks other source rows; with one channel the input is also channels-last
+        # contiguous and its channels-last kernel takes a float scale; the server follows both
+        outs = ([26, 74], [5, 17], [40, 16])
         cases += [("upsample_nearest2d", [x, out], {}) for out in outs]
+        cases.append(("upsample_nearest2d", [R(rng, dt, (2, 1, 13, 37)), [40, 16]], {}))
         cases.append(("upsample_nearest2d.vec", [x, None, [2.0, 2.0]], {}))
     check(server, cases, rtol=1e-5)
 
@@ -195,10 +196,12 @@ def test_linear_forward_bit_for_bit(server, rng):
     """The linear forwards (cpu/resample.c: linear1d and bilinear2d through LIN2_FWD's row cache and AVX-512
     rows, trilinear3d through TRI_FWD's W-blended rows) do ATen's operations in their order, fused as
     torch's build fuses them: in float32 and float64 every bit as torch's, up and down, align_corners or
-    not, the .vec overload with scales, planes across parallel tasks. (bfloat16 keeps the float arithmetic
-    it had; test_upsample_linear compares it with torch.)"""
+    not, the .vec overload with scales, planes across parallel tasks; bfloat16 in bfloat16 steps (every
+    product and sum rounded, the scale a bfloat16 quotient of bfloat16 sizes: 257 and 271 are not
+    bfloat16 numbers), as torch's scalar_t BFloat16 computes it."""
     cases = []
-    for dt in ("float32", "float64"):
+    for dt in ("float32", "float64", "bfloat16"):
+        cases.append(("upsample_linear1d", [R(rng, dt, (1, 2, 257)), [271], False], {}))
         for shape, out in (((2, 5, 7, 9, 11), [13, 5, 20]), ((1, 3, 16, 28, 28), [32, 56, 56]), ((2, 2, 9, 6, 30), [4, 11, 17])):
             x = R(rng, dt, shape)
             for ac in (False, True):
