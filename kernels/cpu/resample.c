@@ -476,7 +476,7 @@ OD_CPU_CLONES static void lin_fwd_bf16(void *vc, int64_t p0, int64_t p1)
 
 /* backward: grad_input (zeroed, contiguous) += each grad_output element at
  * its source (nearest) or at the 2^nd blended sources with their weights */
-#define RS_BWD(NAME, T, A, LOAD, STORE)                                                                        \
+#define RS_BWD(NAME, T, A, LOAD, STORE, RND)                                                                   \
     static void NAME(void *vc, int64_t p0, int64_t p1)                                                         \
     {                                                                                                          \
         const rs_ctx *c = vc;                                                                                  \
@@ -497,24 +497,30 @@ OD_CPU_CLONES static void lin_fwd_bf16(void *vc, int64_t p0, int64_t p1)
                             gi[at] = STORE(LOAD(gi[at]) + v);                                                  \
                             continue;                                                                          \
                         }                                                                                      \
-                        A wd[2] = {(A)c->l0[0][od], (A)c->l1[0][od]}, wh[2] = {(A)c->l0[1][oh], (A)c->l1[1][oh]}, \
+                        A wd[2] = {(A)c->l0[0][od], (A)c->l1[0][od]}, wh[2] = {(A)c->l0[1][oh], (A)c->l1[1][oh]},\
                           ww[2] = {(A)c->l0[2][ow], (A)c->l1[2][ow]};                                          \
-                        /* every tap of the operator's own dims, a zero weight too (0 * inf is NaN in */     \
+                        /* every tap of the operator's own dims, a zero weight too (0 * inf is NaN in */       \
                         /* ATen's sums); a placeholder dim has one, of weight 1 */                             \
-                        for (int a = 0; a < (c->pl->nd >= 3 ? 2 : 1); a++)                                    \
-                            for (int b = 0; b < (c->pl->nd >= 2 ? 2 : 1); b++)                                \
+                        for (int a = 0; a < (c->pl->nd >= 3 ? 2 : 1); a++)                                     \
+                            for (int b = 0; b < (c->pl->nd >= 2 ? 2 : 1); b++)                                 \
                                 for (int e = 0; e < 2; e++) {                                                  \
-                                    A w = wd[a] * wh[b] * ww[e];                                               \
+                                    A w = RND(RND(wd[a] * wh[b]) * ww[e]);                                     \
                                     int64_t at = (id[a] * g->in[1] + ih[b]) * g->in[2] + iw[e];                \
-                                    gi[at] = STORE(LOAD(gi[at]) + w * v);                                      \
+                                    gi[at] = STORE(LOAD(gi[at]) + RND(w * v));                                 \
                                 }                                                                              \
                     }                                                                                          \
         }                                                                                                      \
     }
 
-RS_BWD(bwd_f32, float, float, F32_LD, F32_LD)
-RS_BWD(bwd_f64, double, double, F32_LD, F32_LD)
-RS_BWD(bwd_bf16, uint16_t, float, BF_LD, BF_ST)
+/* RND: bfloat16's linear backward rounds every product, as ATen 1.13's
+ * scalar_t BFloat16 loop does (t * h * w * g, each step; its taps are
+ * linear_taps_bf16's), so grad_input += is R(gi + R(R(h * w) * g)); the
+ * others round nothing (and a placeholder dim's weight 1 changes nothing). */
+#define NO_RND_(v) (v)
+RS_BWD(bwd_f32, float, float, F32_LD, F32_LD, NO_RND_)
+RS_BWD(bwd_f64, double, double, F32_LD, F32_LD, NO_RND_)
+RS_BWD(bwd_bf16, uint16_t, float, BF_LD, BF_ST, od_bf16_round)
+#undef NO_RND_
 
 /* backward of the 1d and 2d operators (D, and for 1d H, placeholders of
  * one tap of weight 1): the same accumulation into each grad_input element
@@ -944,7 +950,7 @@ od_status od_cpu_resample(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
                 lb[o] = 0;
             } else if (f64) {
                 od_resample_linear_f64(g, d, o, &a[o], &b[o], &la[o], &lb[o]);
-            } else if (pl.x->dtype == OD_BFLOAT16 && !pl.backward) {
+            } else if (pl.x->dtype == OD_BFLOAT16) {
                 linear_taps_bf16(g, d, o, &a[o], &b[o], &la[o], &lb[o]);
             } else {
                 float l0, l1; /* float32's source index in double (ATen's CPU acc_type), bfloat16's in float */
@@ -986,7 +992,7 @@ od_status od_cpu_resample(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
     }
     if (ty == 2 && !pl.backward && lin)
         fn = lin_fwd_bf16;
-    if (ty >= 0 && pl.backward && pl.nd <= 2)
+    if (ty >= 0 && pl.backward && pl.nd <= 2 && !(ty == 2 && lin)) /* bfloat16 linear: bwd_bf16's steps */
         fn = bwd2[ty];
     if (!pl.backward && g->kind == OD_RESAMPLE_NEAREST && g->in[0] == 1 && g->out[0] == 1)
         fn = near2_fwd;

@@ -222,10 +222,16 @@ def test_backward_1d_2d_bit_for_bit(server, rng):
     """The 1d and 2d backward kernels (cpu/resample.c's RS_BWD2: taps read once per row and column, the
     linear ones added as fma((wh * ww), g, grad_input) as ATen's build contracts them): every bit as
     torch's in float32 and float64, nearest, linear1d and bilinear2d, up and down, align_corners or not,
-    planes across parallel tasks. (bfloat16 rounds each addition as before; test_upsample_linear compares
-    it with torch.)"""
+    planes across parallel tasks; bfloat16 too, linear1d / bilinear2d / trilinear3d through RS_BWD in
+    bfloat16 steps (every product and sum rounded, taps as the forward's), as torch's scalar_t BFloat16
+    loop computes them."""
     cases = []
-    for dt in ("float32", "float64"):
+    for dt in ("float32", "float64", "bfloat16"):
+        if dt == "bfloat16":
+            for ac in (False, True):
+                cases += [("upsample_linear1d_backward", [R(rng, dt, (1, 2, 271)), [271], [1, 2, 257], ac], {}),
+                          ("upsample_trilinear3d_backward", [R(rng, dt, (1, 2, 5, 29, 41)), [5, 29, 41],
+                                                             [1, 2, 3, 13, 17], ac], {})]
         for (n, c, ih, iw), (oh, ow) in (((2, 3, 17, 23), (40, 31)), ((1, 40, 28, 28), (56, 56)), ((3, 2, 30, 40), (11, 57))):
             g = R(rng, dt, (n, c, oh, ow))
             cases.append(("upsample_nearest2d_backward", [g, [oh, ow], [n, c, ih, iw]], {}))
