@@ -364,10 +364,31 @@ TRI_FWD(tri_f32, fwd_f32, float, float, F32_LD, F32_LD)
 TRI_FWD(tri_f64, fwd_f64, double, double, F32_LD, F32_LD)
 #undef FMA_
 
+/* ATen 1.13's area_pixel_compute_scale<BFloat16>, as a float: a BFloat16
+ * quotient of BFloat16 sizes (257 / 271 is 256 / 272), or an explicit
+ * scale's reciprocal rounded. */
+static float bf16_scale(const od_resample_geom *g, int d)
+{
+    int64_t in = g->in[d], out = g->out[d];
+    if (g->align_corners)
+        return out > 1 ? od_bf16_round(od_bf16_round((float)(in - 1)) / od_bf16_round((float)(out - 1))) : 0;
+    if (g->has_scale[d] && g->scale[d] > 0)
+        return od_bf16_round((float)(1.0 / g->scale[d]));
+    return od_bf16_round(od_bf16_round((float)in) / od_bf16_round((float)out));
+}
+
+/* The source index of output o from that scale, in float (the kernels'
+ * opmath type): scale * o, or scale * (o + 0.5) - 0.5 (exact in double, so
+ * rounded once), not clamped. */
+static float bf16_source_index(const od_resample_geom *g, int d, int64_t o)
+{
+    float scale = bf16_scale(g, d);
+    return g->align_corners ? scale * (float)o : (float)((double)scale * ((double)o + 0.5) - 0.5);
+}
+
 /* bfloat16's linear taps as ATen 1.13's CPU kernel makes them (scalar_t
- * BFloat16, opmath float): the scale a BFloat16 quotient of BFloat16 sizes,
- * the source index in float from it, lambda1 rounded to bfloat16 and
- * lambda0 = 1 - lambda1 rounded again. */
+ * BFloat16, opmath float): the source index from bf16_scale, lambda1
+ * rounded to bfloat16 and lambda0 = 1 - lambda1 rounded again. */
 static void linear_taps_bf16(const od_resample_geom *g, int d, int64_t o, int64_t *i0, int64_t *i1, double *l0,
                              double *l1)
 {
@@ -378,20 +399,9 @@ static void linear_taps_bf16(const od_resample_geom *g, int d, int64_t o, int64_
         *l1 = 0;
         return;
     }
-    float scale, real;
-    if (g->align_corners)
-        scale = out > 1 ? od_bf16_round(od_bf16_round((float)(in - 1)) / od_bf16_round((float)(out - 1))) : 0;
-    else if (g->has_scale[d] && g->scale[d] > 0)
-        scale = od_bf16_round((float)(1.0 / g->scale[d]));
-    else
-        scale = od_bf16_round(od_bf16_round((float)in) / od_bf16_round((float)out));
-    if (g->align_corners) {
-        real = scale * (float)o;
-    } else {
-        real = (float)((double)scale * ((double)o + 0.5) - 0.5); /* exact in double: one rounding */
-        if (real < 0)
-            real = 0;
-    }
+    float real = bf16_source_index(g, d, o);
+    if (real < 0) /* linear's index is clamped at 0, cubic's not */
+        real = 0;
     int64_t i = (int64_t)real;
     if (i > in - 1)
         i = in - 1;
@@ -404,18 +414,15 @@ static void linear_taps_bf16(const od_resample_geom *g, int d, int64_t o, int64_
 }
 
 /* bfloat16's nearest forward index where ATen 1.13 runs its generic
- * kernel (scalar_t BFloat16): the scale a BFloat16 quotient of BFloat16
- * sizes (13 -> 40: 0.32421875, not 0.325), times o in float, floored. A
+ * kernel (scalar_t BFloat16): bf16_scale (13 -> 40: 0.32421875, not
+ * 0.325) times o in float, floored. A
  * 2d / 3d input that is also channels-last contiguous (one channel, say)
  * takes ATen's channels-last kernel instead, whose nearest_idx scale is a
  * float, as od_resample_nearest_fwd_f32's. */
 static int64_t nearest_fwd_bf16(const od_resample_geom *g, int d, int64_t o)
 {
-    int64_t in = g->in[d], out = g->out[d];
-    float scale = g->has_scale[d] && g->scale[d] > 0 ? od_bf16_round((float)(1.0 / g->scale[d]))
-                                                     : od_bf16_round(od_bf16_round((float)in) / od_bf16_round((float)out));
-    int64_t i = (int64_t)floorf(scale * (float)o);
-    return i < in - 1 ? i : in - 1;
+    int64_t i = (int64_t)floorf(bf16_scale(g, d) * (float)o);
+    return i < g->in[d] - 1 ? i : g->in[d] - 1;
 }
 
 /* bfloat16 linear forward (1d, 2d, 3d) in bfloat16 steps, as ATen's
@@ -791,22 +798,15 @@ CUBIC_FWD_TAPS_(cubic_fwd_taps_f64, double, fma)
 #undef CUBIC_FWD_TAPS_
 
 /* bfloat16's forward taps, as the same kernel makes them with scalar_t
- * BFloat16 (acc_type float): the scale a BFloat16 quotient of BFloat16
- * sizes, the source index in float, t rounded to bfloat16, and the
- * coefficients in bfloat16 steps, every product and sum rounded (no fused
- * multiply-adds: BFloat16's operators are calls). */
+ * BFloat16 (acc_type float): the source index bf16_source_index gives, t
+ * rounded to bfloat16, and the coefficients in bfloat16 steps, every
+ * product and sum rounded (no fused multiply-adds: BFloat16's operators
+ * are calls). */
 static void cubic_fwd_taps_bf16(const od_resample_geom *g, int d, int64_t o, int64_t *ix, double *w)
 {
 #define R_ od_bf16_round
-    int64_t in = g->in[d], out = g->out[d];
-    float scale;
-    if (g->align_corners)
-        scale = out > 1 ? R_(R_((float)(in - 1)) / R_((float)(out - 1))) : 0;
-    else if (g->has_scale[d] && g->scale[d] > 0)
-        scale = R_((float)(1.0 / g->scale[d]));
-    else
-        scale = R_(R_((float)in) / R_((float)out));
-    float real = g->align_corners ? scale * (float)o : (float)((double)scale * ((double)o + 0.5) - 0.5);
+    int64_t in = g->in[d];
+    float real = bf16_source_index(g, d, o);
     int64_t i = (int64_t)floorf(real);
     float t = R_(real - (float)i), x2 = R_((float)(1.0 - (double)t));
     float x[4] = {R_((float)((double)t + 1.0)), t, x2, R_((float)((double)x2 + 1.0))};
