@@ -199,7 +199,7 @@ def loss_cases():
 
 def pool_cases():
     """pooling and upsampling at ResNet-50 sizes: the stem's max pool, the head's global average pool, a 2x
-    upsampling of a 56x56 map (target <= 1.0)"""
+    upsampling of a 56x56 map (bilinear in bfloat16 too) (target <= 1.0)"""
     stem, head, mid = rand(8, 64, 112, 112), rand(8, 2048, 7, 7), rand(8, 64, 56, 56)
     return {
         "max_pool2d 3x3 s2 p1 8x64x112x112": ("max_pool2d", [stem, [3, 3], [2, 2], [1, 1]]),
@@ -210,6 +210,9 @@ def pool_cases():
         "upsample_bilinear2d.vec 2x 8x64x56x56": ("upsample_bilinear2d.vec", [mid, None, False, [2.0, 2.0]]),
         "upsample_nearest2d.vec 2x 8x64x56x56": ("upsample_nearest2d.vec", [mid, None, [2.0, 2.0]]),
         "upsample_bicubic2d 8x64x56x56->112": ("upsample_bicubic2d", [mid, [112, 112], False]),
+        # bfloat16 in bfloat16 steps, as torch (cpu/resample.c's lin_fwd_bf16)
+        "upsample_bilinear2d bf16 8x64x56x56->112": ("upsample_bilinear2d", [rand(8, 64, 56, 56, dtype="bfloat16"),
+                                                                              [112, 112], False]),
     }
 
 
