@@ -148,10 +148,20 @@ static void put_nan(od_dtype dt, void *dst)
     memcpy(dst, b8, od_dtype_size(dt));
 }
 
-/* Writes output k of line l: the line's element src, and its index. */
-static void put_out(const sort_ctx *c, int64_t l, int64_t k, int64_t src)
+/* Line l's first element in self (*base) and in the outputs (*obase): the
+ * line's elements lie inner apart from there. */
+static inline void line_bases(const sort_ctx *c, int64_t l, int64_t *base, int64_t *obase)
 {
-    int64_t o = l / c->inner, j = l % c->inner, at = (o * c->on + k) * c->inner + j, from = (o * c->n + src) * c->inner + j;
+    int64_t o = l / c->inner, j = l % c->inner;
+    *base = o * c->n * c->inner + j;
+    *obase = o * c->on * c->inner + j;
+}
+
+/* Writes output k of the line whose bases line_bases gave: the line's
+ * element src, and its index. */
+static inline void put_out(const sort_ctx *c, int64_t base, int64_t obase, int64_t k, int64_t src)
+{
+    int64_t at = obase + k * c->inner, from = base + src * c->inner;
     if (c->op == OD_SORT_OP_MEDIAN_ALL && c->fl && isnan(key_d(c, from)))
         put_nan(c->dt, c->v);
     else
@@ -174,7 +184,8 @@ static void sort_lines(void *ctx, int64_t begin, int64_t end)
         return;
     }
     for (int64_t l = begin; l < end; l++) {
-        int64_t base = l / c->inner * n * c->inner + l % c->inner, first = 0;
+        int64_t base, obase, first = 0;
+        line_bases(c, l, &base, &obase);
         if (stream) {
             topk_stream(c, base, buf, simd);
         } else {
@@ -183,7 +194,7 @@ static void sort_lines(void *ctx, int64_t begin, int64_t end)
             first = order_line(c, buf, buf + n);
         }
         for (int64_t k = 0; k < c->on; k++)
-            put_out(c, l, k, buf[first + k].idx);
+            put_out(c, base, obase, k, buf[first + k].idx);
     }
     free(buf);
 }
@@ -353,11 +364,13 @@ static void rs_lines(sort_ctx *c, int64_t lines)
         return;
     }
     for (int64_t l = 0; l < lines; l++) {
-        int64_t src = rs_select(c, l / c->inner * c->n * c->inner + l % c->inner, hist, nch);
+        int64_t base, obase;
+        line_bases(c, l, &base, &obase);
+        int64_t src = rs_select(c, base, hist, nch);
         if (src < 0)
             sort_lines(c, l, l + 1);
         else
-            put_out(c, l, 0, src);
+            put_out(c, base, obase, 0, src);
     }
     free(hist);
 }
