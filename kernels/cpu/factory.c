@@ -300,7 +300,7 @@ od_status od_cpu_linspace(void *ctx, const od_op *op, od_keyset ks, od_stack *s,
 typedef struct tri_job {
     const od_tri_indices_params *p;
     int64_t r0;
-    const int64_t *start; /* each row's first entry, and the count after the last */
+    const int64_t *start; /* each row's first entry in the output */
     void *data;
 } tri_job;
 
@@ -341,7 +341,7 @@ static bool tri_parallel(const od_tri_indices_params *p, void *data)
     if (p->row > lim || p->col > lim || p->offset > lim || p->offset < -lim)
         return false;
     int64_t r0 = p->upper || p->offset >= 0 ? 0 : -p->offset, nr = p->row - r0;
-    int64_t *start = malloc(sizeof(int64_t) * (size_t)(nr + 1));
+    int64_t *start = malloc(sizeof(int64_t) * (size_t)(nr > 0 ? nr : 1));
     if (!start)
         return false;
     int64_t k = 0, total = 0;
