@@ -178,6 +178,7 @@ def test_strided_inputs(server, rng):
     """A transposed (non-contiguous) input resamples as its contiguous copy does."""
     runs, refs = [], []
     for op, rest in [("upsample_nearest2d", [[7, 5]]), ("upsample_bilinear2d", [[7, 5], False]),
+                     ("upsample_nearest2d_backward", [[6, 5], [2, 4, 3, 2]]),
                      ("upsample_trilinear3d", [[3, 7, 5], True]), ("pixel_shuffle", [2])]:
         shape = (2, 4, 3, 5, 4) if op.endswith("3d") else (2, 4, 5, 6)
         a = rand(rng, "float32", shape)
@@ -220,7 +221,9 @@ def test_linear_forward_bit_for_bit(server, rng):
 
 def test_backward_1d_2d_bit_for_bit(server, rng):
     """The 1d and 2d backward kernels (cpu/resample.c's RS_BWD2: taps read once per row and column, the
-    linear ones added as fma((wh * ww), g, grad_input) as ATen's build contracts them): every bit as
+    linear ones added as fma((wh * ww), g, grad_input) as ATen's build contracts them; NEAR_BWD2: each
+    grad_input element summed from its run of outputs, the 2x float32 runs by AVX-512 pairs with masked
+    tails, rows no output reads zeroed, -0.0 sums +0.0): every bit as
     torch's in float32 and float64, nearest, linear1d and bilinear2d, up and down, align_corners or not,
     planes across parallel tasks; bfloat16 too, linear1d / bilinear2d / trilinear3d through RS_BWD in
     bfloat16 steps (every product and sum rounded, taps as the forward's), as torch's scalar_t BFloat16
@@ -232,8 +235,11 @@ def test_backward_1d_2d_bit_for_bit(server, rng):
                 cases += [("upsample_linear1d_backward", [R(rng, dt, (1, 2, 271)), [271], [1, 2, 257], ac], {}),
                           ("upsample_trilinear3d_backward", [R(rng, dt, (1, 2, 5, 29, 41)), [5, 29, 41],
                                                              [1, 2, 3, 13, 17], ac], {})]
-        for (n, c, ih, iw), (oh, ow) in (((2, 3, 17, 23), (40, 31)), ((1, 40, 28, 28), (56, 56)), ((3, 2, 30, 40), (11, 57))):
-            g = R(rng, dt, (n, c, oh, ow))
+        for (n, c, ih, iw), (oh, ow) in (((2, 3, 17, 23), (40, 31)), ((1, 40, 28, 28), (56, 56)), ((3, 2, 30, 40), (11, 57)),
+                                         ((2, 3, 9, 23), (18, 46)), ((1, 2, 5, 9), (10, 18))):
+            a = rand(rng, dt, (n, c, oh, ow))
+            a[:, :, :2] = -0.0  # grad_input's first row sums 0 + -0.0 + ...: +0.0, as torch's zeroed start gives
+            g = T(a, dt)
             cases.append(("upsample_nearest2d_backward", [g, [oh, ow], [n, c, ih, iw]], {}))
             for ac in (False, True):
                 cases.append(("upsample_bilinear2d_backward", [g, [oh, ow], [n, c, ih, iw], ac], {}))
