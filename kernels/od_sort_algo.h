@@ -297,33 +297,46 @@ static OD_SA_INLINE OD_HD int sa_lg2(int64_t n)
     return r;
 }
 
-/* std::sort: __introsort_loop's recursion on the right part becomes an
- * explicit stack (each range keeps its own depth budget, so the result is
- * the recursive one); it holds at most 2 * log2(n) + 1 ranges. */
-static OD_SA_INLINE OD_HD void sa_std_sort(const od_sort_cmp *c, od_sort_elem *f, int64_t n)
+/* One step of std::sort's __introsort_loop on f[first, last) (more than 16
+ * pairs) with *depth levels left: heapsort the range when none are left
+ * (returns -1: it is sorted), else partition it and return the cut; both
+ * parts then go on with *depth, one less. */
+static OD_SA_INLINE OD_HD int64_t sa_introsort_step(const od_sort_cmp *c, od_sort_elem *f, int64_t first, int64_t last,
+                                                    int *depth)
 {
-    if (n <= 1)
-        return;
+    if (*depth == 0) {
+        sa_partial_sort(c, f + first, last - first, last - first);
+        return -1;
+    }
+    (*depth)--;
+    return sa_partition_pivot(c, f, first, last);
+}
+
+/* __introsort_loop on f[first, last) with depth levels: its recursion on
+ * the right part becomes an explicit stack (each range keeps its own depth
+ * budget, so the result is the recursive one; it holds at most 2 * log2(n)
+ * + 1 ranges). Ranges of 16 pairs or fewer are left for the final
+ * insertion sort. */
+static OD_SA_INLINE OD_HD void sa_introsort_loop(const od_sort_cmp *c, od_sort_elem *f, int64_t first, int64_t last,
+                                                 int depth)
+{
     struct {
         int64_t first, last;
         int depth;
     } stk[132];
     int sp = 0;
-    stk[sp].first = 0;
-    stk[sp].last = n;
-    stk[sp].depth = sa_lg2(n) * 2;
+    stk[sp].first = first;
+    stk[sp].last = last;
+    stk[sp].depth = depth;
     sp++;
     while (sp > 0) {
         sp--;
-        int64_t first = stk[sp].first, last = stk[sp].last;
-        int depth = stk[sp].depth;
+        first = stk[sp].first, last = stk[sp].last;
+        depth = stk[sp].depth;
         while (last - first > 16) {
-            if (depth == 0) {
-                sa_partial_sort(c, f + first, last - first, last - first);
+            int64_t cut = sa_introsort_step(c, f, first, last, &depth);
+            if (cut < 0)
                 break;
-            }
-            depth--;
-            int64_t cut = sa_partition_pivot(c, f, first, last);
             stk[sp].first = cut;
             stk[sp].last = last;
             stk[sp].depth = depth;
@@ -331,6 +344,20 @@ static OD_SA_INLINE OD_HD void sa_std_sort(const od_sort_cmp *c, od_sort_elem *f
             last = cut;
         }
     }
+}
+
+/* std::sort: the introsort loop, then __final_insertion_sort (a guarded
+ * insertion sort of the first 16, unguarded after: the arrangement is a
+ * plain insertion sort's). Every pair of a range the loop leaves orders
+ * neither before the ranges left of it nor after those right of it (the
+ * partitions), so the final pass moves no pair out of its range:
+ * sorting the ranges one by one, in any order, gives the same result
+ * (cpu/sort.c's psort, given a strict weak order: no NaN with raw). */
+static OD_SA_INLINE OD_HD void sa_std_sort(const od_sort_cmp *c, od_sort_elem *f, int64_t n)
+{
+    if (n <= 1)
+        return;
+    sa_introsort_loop(c, f, 0, n, sa_lg2(n) * 2);
     if (n > 16) {
         sa_insertion_sort(c, f, 0, 16);
         for (int64_t i = 16; i < n; i++)
@@ -454,6 +481,25 @@ enum {
     OD_SORT_OP_MODE
 };
 
+/* mode's choice in its sorted line: the last pair of the first longest run
+ * of equal keys (mode_kernel_impl's scan) */
+static OD_SA_INLINE OD_HD int64_t od_sort_mode_pick(const od_sort_elem *f, int64_t n, bool fl)
+{
+    int64_t best = 0, max_freq = 0, freq = 0;
+    for (int64_t i = 0; i < n; i++) {
+        freq++;
+        bool end = i == n - 1 || (fl ? f[i].k.d != f[i + 1].k.d : f[i].k.i != f[i + 1].k.i);
+        if (end) {
+            if (freq > max_freq) {
+                best = i;
+                max_freq = freq;
+            }
+            freq = 0;
+        }
+    }
+    return best;
+}
+
 /* median.dim / nanmedian.dim (ATen's median_with_indices_impl): the first NaN
  * for median; else std::nth_element on the indices with "value, then index"
  * as the order (NaN last for nanmedian). That order is total, so its k-th
@@ -498,19 +544,7 @@ static OD_SA_INLINE OD_HD int64_t sa_select_line(od_sort_elem *f, int64_t n, int
     default: { /* OD_SORT_OP_MODE */
         od_sort_cmp raw = {fl, false, true, false};
         sa_std_sort(&raw, f, n);
-        int64_t best = 0, max_freq = 0, freq = 0;
-        for (int64_t i = 0; i < n; i++) {
-            freq++;
-            bool end = i == n - 1 || (fl ? f[i].k.d != f[i + 1].k.d : f[i].k.i != f[i + 1].k.i);
-            if (end) {
-                if (freq > max_freq) {
-                    best = i;
-                    max_freq = freq;
-                }
-                freq = 0;
-            }
-        }
-        return best;
+        return od_sort_mode_pick(f, n, fl);
     }
     }
 }

@@ -25,6 +25,7 @@
  */
 #include <immintrin.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -197,6 +198,153 @@ static void sort_lines(void *ctx, int64_t begin, int64_t end)
             put_out(c, base, obase, k, buf[first + k].idx);
     }
     free(buf);
+}
+
+/* ---- One long line of sort or mode: its std::sort on the pool ----
+ * sa_std_sort's ranges sort independently (od_sort_algo.h), so a line of
+ * PS_MIN_N pairs or more is sorted by the pool's threads together: each
+ * takes a range from a shared stack; one of more than `task` pairs it
+ * partitions (one introsort step) and pushes both parts, a smaller one it
+ * sorts whole (introsort loop, then insertion sort). Only the first
+ * partition runs alone. The pairs end where std::sort puts them, equal keys
+ * included. ATen 1.13 sorts such a line on one thread. */
+#define PS_MIN_N ((int64_t)1 << 16)
+
+typedef struct od_sort_range {
+    int64_t first, last;
+    int depth;
+} od_sort_range;
+
+typedef struct ps_ctx {
+    od_sort_elem *f;
+    od_sort_cmp cmp;
+    int64_t task;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    od_sort_range *stk; /* cap ranges: ps_cap's bound */
+    int64_t nstk, pending; /* pending: ranges pushed and not yet done */
+} ps_ctx;
+
+/* Ranges ever on the stack at once, at most: the ranges partitioned are of
+ * more than task pairs, disjoint at each of the depth + 1 levels, and each
+ * pushes two. */
+static int64_t ps_cap(int64_t n, int64_t task, int depth)
+{
+    return 2 * (n / task + 1) * (depth + 1) + 1;
+}
+
+/* c: a constant copy of p->cmp, so the comparisons compile for it */
+static inline __attribute__((always_inline)) void ps_work(ps_ctx *p, const od_sort_cmp *c)
+{
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (p->nstk == 0 && p->pending > 0)
+            pthread_cond_wait(&p->cv, &p->mu);
+        if (p->nstk == 0)
+            break;
+        od_sort_range r = p->stk[--p->nstk];
+        pthread_mutex_unlock(&p->mu);
+        int64_t cut = -1;
+        if (r.last - r.first > p->task) {
+            cut = sa_introsort_step(c, p->f, r.first, r.last, &r.depth);
+        } else {
+            sa_introsort_loop(c, p->f, r.first, r.last, r.depth);
+            sa_insertion_sort(c, p->f, r.first, r.last);
+        }
+        pthread_mutex_lock(&p->mu);
+        if (cut >= 0) {
+            p->stk[p->nstk++] = (od_sort_range){cut, r.last, r.depth};
+            p->stk[p->nstk++] = (od_sort_range){r.first, cut, r.depth};
+            p->pending += 2;
+        }
+        if (--p->pending == 0 || cut >= 0)
+            pthread_cond_broadcast(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* the comparisons sort and mode use (order_line's) */
+static void ps_run(void *ctx, int64_t b, int64_t e)
+{
+    ps_ctx *p = ctx;
+    for (int64_t i = b; i < e; i++) {
+        if (p->cmp.fl)
+            ps_work(p, &(od_sort_cmp){true, false, true, false});
+        else if (p->cmp.desc)
+            ps_work(p, &(od_sort_cmp){false, true, false, false});
+        else
+            ps_work(p, &(od_sort_cmp){false, false, false, false});
+    }
+}
+
+/* f[0..n) as std::sort leaves it, with c's comparison: sort's keyed pairs
+ * (fl false) or mode's (raw; fl only without NaN). False without memory
+ * for the stack (f untouched). */
+static bool ps_sort(od_sort_elem *f, int64_t n, od_sort_cmp cmp)
+{
+    int threads = od_get_num_threads(), depth = sa_lg2(n) * 2;
+    ps_ctx p = {.f = f, .cmp = cmp, .task = n / (16 * threads) > 16 ? n / (16 * threads) : 16, .nstk = 1,
+                .pending = 1};
+    p.stk = malloc((size_t)ps_cap(n, p.task, depth) * sizeof *p.stk);
+    if (!p.stk)
+        return false;
+    p.stk[0] = (od_sort_range){0, n, depth};
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv, NULL);
+    od_status st = od_parallel_for(threads, 1, ps_run, &p);
+    if (st) /* not reached (fn and n are valid): sort here */
+        ps_run(&p, 0, 1);
+    pthread_cond_destroy(&p.cv);
+    pthread_mutex_destroy(&p.mu);
+    free(p.stk);
+    return true;
+}
+
+typedef struct ps_line {
+    const sort_ctx *c;
+    od_sort_elem *f; /* the line's n pairs */
+    int64_t base, obase;
+} ps_line;
+
+static void ps_gather(void *ctx, int64_t b, int64_t e)
+{
+    ps_line *L = ctx;
+    for (int64_t k = b; k < e; k++)
+        L->f[k] = pair_at(L->c, L->base, k);
+}
+
+static void ps_scatter(void *ctx, int64_t b, int64_t e)
+{
+    ps_line *L = ctx;
+    for (int64_t k = b; k < e; k++)
+        put_out(L->c, L->base, L->obase, k, L->f[k].idx);
+}
+
+/* Line l of sort or mode through ps_sort, its pairs gathered and (sort)
+ * written out on the pool too. False where it does not apply or had no
+ * memory (nothing written): sort_lines then runs it. */
+static bool ps_line_run(sort_ctx *c, int64_t l)
+{
+    ps_line L = {.c = c};
+    line_bases(c, l, &L.base, &L.obase);
+    L.f = malloc((size_t)c->n * sizeof *L.f);
+    if (!L.f)
+        return false;
+    bool ok = od_parallel_for(c->n, SORT_GRAIN, ps_gather, &L) == OD_OK;
+    if (ok && od_cancelled()) { /* past the call's deadline: its answer is dropped */
+        free(L.f);
+        return true;
+    }
+    bool raw = c->op == OD_SORT_OP_MODE, fl = c->fl && !c->keyed;
+    for (int64_t k = 0; ok && fl && k < c->n; k++)
+        ok = !isnan(L.f[k].k.d); /* NaN is unordered for mode's <: no independent ranges */
+    ok = ok && ps_sort(L.f, c->n, (od_sort_cmp){fl, c->desc, raw, false});
+    if (ok && raw)
+        put_out(c, L.base, L.obase, 0, L.f[od_sort_mode_pick(L.f, c->n, fl)].idx);
+    else if (ok)
+        ok = od_parallel_for(c->on, SORT_GRAIN, ps_scatter, &L) == OD_OK;
+    free(L.f);
+    return ok;
 }
 
 /* ---- Long median lines: a radix select ----
@@ -413,8 +561,11 @@ od_status od_cpu_sort(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
                   .x = od_tensor_data(x),
                   .keys = od_tensor_data(f32 ? x : keys), .f32 = f32, .v = od_tensor_data(outs[0]),
                   .ix = nouts == 2 ? (int64_t *)od_tensor_data(outs[1]) : &one_ix};
+    bool one_long = info.outer * info.inner == 1 && n >= PS_MIN_N && od_get_num_threads() > 1;
     if (opc >= OD_SORT_OP_MEDIAN && opc != OD_SORT_OP_MODE && n >= RS_MIN_N)
         rs_lines(&c, info.outer * info.inner);
+    else if (one_long && (opc == OD_SORT_OP_SORT || opc == OD_SORT_OP_MODE) && ps_line_run(&c, 0))
+        ;
     else if ((st = od_parallel_for(info.outer * info.inner, SORT_GRAIN / n + 1, sort_lines, &c)))
         goto fail;
     if (c.oom) {

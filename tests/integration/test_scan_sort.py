@@ -65,7 +65,32 @@ def make_cases(rng):
 
 
 def test_long_lines_against_torch(server, rng):
-    cases = make_cases(rng)
+    check(server, make_cases(rng))
+
+
+def test_one_long_line_sorted_on_the_pool(server, rng):
+    """sort and mode of a single line of 65536 keys or more: cpu/sort.c's ps_sort replays std::sort on the
+    pool's threads, a range each; values and indices (where std::sort leaves equal keys: mode's index is
+    the last of its run) are torch's, ascending and descending, in several dtypes; a float line with a NaN
+    (mode's plain < leaves it unordered) takes the one-thread replay."""
+    C = []
+    for dtype in ("float32", "float64", "int64", "int16"):
+        for n in (65536, 150001 + int(rng.integers(0, 1000))):
+            x = line(rng, n, dtype)
+            shape = (n,) if rng.random() < 0.5 else (1, n)
+            C.append(("sort", [T(x.reshape(shape)), -1, bool(rng.random() < 0.5)], {}, 2))
+            C.append(("mode", [T(x.reshape(shape)), -1], {}, 2))
+    # mode over a few distinct values: long runs, the index from deep in the sort
+    C.append(("mode", [T(rng.integers(0, 1000, 200000))], {}, 2))
+    C.append(("argsort", [T(rng.integers(-5, 5, 100000).astype(np.float32)), -1, True], {}, 1))
+    for share in (0.0001, 0.3):
+        nan = rng.integers(-3, 4, 70000).astype(np.float64)
+        nan[rng.random(70000) < share] = np.nan
+        C.append(("mode", [T(nan)], {}, 2))
+    check(server, C)
+
+
+def check(server, cases):
     refs = []
     for op, args, kw, nout in cases:
         for out in range(nout):
