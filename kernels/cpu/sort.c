@@ -19,6 +19,10 @@
  *    replayed but radix-selected (rs_select): their answer is fixed by the
  *    order, except the zero median() leaves among zeros of both signs, and
  *    that line is replayed. median() writes ATen's quiet NaN for any NaN.
+ *  - One line of 65536 pairs or more of sort or mode is std::sort-ed by
+ *    the pool's threads together (ps_sort: its ranges are independent).
+ *  - mode of a line whose keys all differ is its smallest key, found
+ *    without a replay (mode_distinct).
  *  - topk's heap is offered exactly the pairs that beat its top, in line
  *    order; a contiguous float32 line finds them with AVX-512 compares of
  *    16 keys at a time (topk_next_f32_512), the rest one by one.
@@ -170,6 +174,59 @@ static inline void put_out(const sort_ctx *c, int64_t base, int64_t obase, int64
     c->ix[at] = src;
 }
 
+/* ---- mode of a line of distinct keys ----
+ * Every run of equal keys is then one pair long, and mode_kernel_impl's
+ * scan keeps the first: std::sort's first pair, the smallest key. So such
+ * a line needs no replay; a hash set of the keys finds out, stopping at the
+ * first repeat (the replay then decides). A float line with a NaN is left
+ * to the replay too (its < is no order there). 1000 float32 per line: a
+ * set of 1000 keys in place of a 1000-pair introsort. */
+
+/* the hash set's slots for a line of n: a power of two, 2n to 4n */
+static int64_t mode_slots(int64_t n)
+{
+    int64_t s = 2;
+    while (s < 2 * n)
+        s *= 2;
+    return s;
+}
+
+/* the equality mode's scan tests (-0.0 equals 0.0), as 64 bits */
+static inline uint64_t mode_bits(const od_sort_elem *e, bool fl)
+{
+    if (!fl)
+        return (uint64_t)e->k.i;
+    double d = e->k.d == 0 ? 0.0 : e->k.d;
+    uint64_t b;
+    memcpy(&b, &d, sizeof b);
+    return b;
+}
+
+/* The position in f of the smallest key when all n keys differ, else -1.
+ * tab: mode_slots(n) slots of scratch. */
+static int64_t mode_distinct(const od_sort_elem *f, int64_t n, bool fl, int64_t *tab)
+{
+    int64_t slots = mode_slots(n), best = 0;
+    int shift = 64 - __builtin_ctzll((uint64_t)slots);
+    memset(tab, 0, (size_t)slots * sizeof *tab);
+    for (int64_t i = 0; i < n; i++) {
+        if (fl && isnan(f[i].k.d))
+            return -1;
+        uint64_t b = mode_bits(&f[i], fl);
+        for (uint64_t h = (b * 0x9E3779B97F4A7C15ull) >> shift;; h = (h + 1) & (uint64_t)(slots - 1)) {
+            if (!tab[h]) {
+                tab[h] = i + 1;
+                break;
+            }
+            if (mode_bits(&f[tab[h] - 1], fl) == b)
+                return -1;
+        }
+        if (fl ? f[i].k.d < f[best].k.d : f[i].k.i < f[best].k.i)
+            best = i;
+    }
+    return best;
+}
+
 /* Lines [begin, end), with scratch of their own: 2n pairs, or k for a topk
  * that streams the line through a heap (od_sort_algo.h's partial-sort case:
  * no line-sized copy to build and fault in). */
@@ -180,7 +237,10 @@ static void sort_lines(void *ctx, int64_t begin, int64_t end)
     bool stream = c->op == OD_SORT_OP_TOPK && c->k > 0 && c->k * 64 <= n;
     bool simd = stream && c->f32 && c->keyed && c->inner == 1 && __builtin_cpu_supports("avx512f");
     od_sort_elem *buf = malloc((size_t)(stream ? c->k : 2 * n) * sizeof *buf);
-    if (!buf) {
+    int64_t *tab = c->op == OD_SORT_OP_MODE ? malloc((size_t)mode_slots(n) * sizeof *tab) : NULL;
+    if (!buf || (c->op == OD_SORT_OP_MODE && !tab)) {
+        free(buf);
+        free(tab);
         __atomic_store_n(&c->oom, 1, __ATOMIC_RELAXED);
         return;
     }
@@ -192,12 +252,15 @@ static void sort_lines(void *ctx, int64_t begin, int64_t end)
         } else {
             for (int64_t k = 0; k < n; k++)
                 buf[k] = pair_at(c, base, k);
-            first = order_line(c, buf, buf + n);
+            first = tab ? mode_distinct(buf, n, c->fl, tab) : -1;
+            if (first < 0)
+                first = order_line(c, buf, buf + n);
         }
         for (int64_t k = 0; k < c->on; k++)
             put_out(c, base, obase, k, buf[first + k].idx);
     }
     free(buf);
+    free(tab);
 }
 
 /* ---- One long line of sort or mode: its std::sort on the pool ----

@@ -176,6 +176,18 @@ def make_cases(rng):
                 add("nanmedian", T(x))
                 add("nanmedian.dim", T(np.full((2, n), np.nan, dt)), 1, nout=2)  # all NaN: nth_element's pick
     add("mode", T(np.array([True, False, True, False])), nout=2)
+    # mode of lines of distinct keys (cpu/sort.c's mode_distinct: the smallest, no replay), and of lines
+    # one step from it (a repeat only at the end, both zeros, a NaN, an infinity): the replay's index
+    for dt in ("float32", "float64", "int64", "int16"):
+        x = np.stack([rng.permutation(300) - 150 for _ in range(5)]).astype(dt)
+        if dt.startswith("float"):
+            x = x * 0.37 + rng.standard_normal(x.shape).astype(dt) * 1e-3
+            x[1, 5], x[1, 9] = 0.0, -0.0
+            x[2, 0] = x[0, 7] = np.nan
+            x[3, 11] = -np.inf
+        x[4, -1] = x[4, 0]
+        add("mode", T(x), 1, nout=2)
+        add("mode", T(x.T.copy()), 0, nout=2)
     add("mode", T(np.array([1.0, 2.0, 2.0, 1.0], np.float16)), nout=2)
     add("median", T(np.zeros(0, np.int64)))  # NaN as int64
     add("median", T(np.zeros(0, np.float32)))
