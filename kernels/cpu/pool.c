@@ -260,6 +260,7 @@ POOL_FWD(fwd_i64, int64_t, int64_t, ID_, ID_, NO_NAN, INT64_MIN, ID_, NO_ROW)
             const T *go = (const T *)c->go.base + plane_off(&c->go, p);                                         \
             const int64_t *ix = c->ix.base ? (const int64_t *)c->ix.base + plane_off(&c->ix, p) : NULL;         \
             T *gi = (T *)c->out + p * inn;                                                                      \
+            memset(gi, 0, sizeof(T) * (size_t)inn); /* here, in cache, rather than a pass of its own */         \
             for (int64_t ot = 0; ot < g->out[0]; ot++) {                                                        \
                 int64_t t0, t1, ts, tsp;                                                                        \
                 WIN(c, 0, ot, t0, t1, ts, tsp);                                                                 \
@@ -315,8 +316,8 @@ od_status od_cpu_pool(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
     if ((st = od_pool_plan_of(id, s, &pl, err)) || (st = od_shape_pool(id, s, spec, &nouts, err)))
         return st;
     od_tensor *outs[2] = {NULL, NULL};
-    /* forward writes every element; backward accumulates into zeros */
-    if ((st = (pl.backward ? od_alloc_outputs : od_alloc_outputs_overwrite)(s, spec, nouts, outs, err)))
+    /* every element is written: by the forward, or zeroed per plane by the backward, which accumulates */
+    if ((st = od_alloc_outputs_overwrite(s, spec, nouts, outs, err)))
         return st;
     pool_ctx c;
     memset(&c, 0, sizeof c);

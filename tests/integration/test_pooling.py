@@ -9,7 +9,7 @@ refusals that must carry torch's message."""
 
 import numpy as np
 
-from conftest import from_json, torch_ref
+from conftest import assert_bits_as_torch, from_json, torch_ref
 from test_scatter_pad_search import ALL, R, T, check, rand
 
 
@@ -175,6 +175,27 @@ def test_pools_3d(server, rng):
                ("adaptive_max_pool3d", [R(rng, "float32", (1, 0, 5, 5, 5)), [3, 3, 3]], {})]
     check(server, cases)
     check(server, cases2, outs=2)
+
+
+def test_backward_every_bit(server, rng):
+    """The backward kernels (cpu/pool.c's POOL_BWD) zero each plane of grad_input and add into it in
+    ATen's order: every bit as torch's, the +0.0 of inputs no window picked or covered included (the
+    server's test build fills fresh outputs with 0xA5 bytes, a float of -2.9e-16 that no allclose
+    would see), over many planes (parallel tasks)."""
+    cases = []
+    for dt in ("float32", "float64"):
+        x = rand(rng, dt, (3, 40, 9, 11))
+        steps = [("max_pool2d_with_indices", [[3, 3], [3, 3], [0, 0], [1, 1], False]),
+                 ("adaptive_max_pool2d", [[2, 3]])]
+        for (op, rest), ref in zip(steps, torch_ref([{"op": op, "args": [T(x)] + rest, "out": 1}
+                                                     for op, rest in steps])):
+            idx = {"dtype": "int64", "shape": ref["shape"], "data": ref["value"]}
+            g = R(rng, dt, ref["shape"])
+            cases.append(("max_pool2d_with_indices_backward", [g, T(x)] + rest + [idx], {}) if op.startswith("max")
+                         else ("adaptive_max_pool2d_backward", [g, T(x), idx], {}))
+        cases.append(("avg_pool2d_backward", [R(rng, dt, (3, 40, 2, 3)), T(x), [3, 3], [4, 4], [0, 0], False, True, None], {}))
+        cases.append(("_adaptive_avg_pool2d_backward", [R(rng, dt, (3, 40, 4, 5)), T(x)], {}))
+    assert_bits_as_torch(server, cases)
 
 
 def test_backward_ops(server, rng):
