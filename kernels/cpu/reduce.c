@@ -400,8 +400,12 @@ static double maxmin_f64(const double *x, int64_t n, bool is_max, double init)
  * takes a microcode assist (on this AMD host ~90 cycles: a third of a
  * 1000-element row's time). So when the lanes are finite and nonzero and
  * their exponents sum to -1084 or less, the product (below 2^(sum + 8) <=
- * 2^-1076) is a signed zero without multiplying. */
-__attribute__((target("avx512f"))) static double lanes_prod_512(__m512d a)
+ * 2^-1076) is a signed zero without multiplying. Inlined: gcc puts no
+ * vzeroupper in a function that takes a 512-bit argument, nor after a call
+ * to one, so an out-of-line copy returned to run_update's SSE code with the
+ * upper halves dirty, and that code's next scalar multiply cost ~95 % of
+ * its time (prod over 1000x1000 rows: 140 us, torch 50-80). */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) double lanes_prod_512(__m512d a)
 {
     double es = _mm512_reduce_add_pd(_mm512_getexp_pd(a)); /* -inf for a zero lane, NaN for inf or NaN */
     if (es <= -1084.0 && es > -INFINITY) {
