@@ -707,16 +707,24 @@ static inline bool ew_zero_f64(double b, int *zf) { (void)b; (void)zf; return fa
 #define G_clamp(DT) DEF_CLAMP(clamp_##DT, DT)
 OD_CPU_ALL_DTYPES(G_clamp)
 
-/* where: the element is copied, not computed, so one loop per element size. */
+/* where: the element is copied, not computed, so one loop per element size.
+ * The contiguous loop reads both sources whatever the condition: loads
+ * under a condition are not if-converted (they might fault), so the loop
+ * stayed a branch per element, mispredicted on mixed conditions (1e6
+ * float32 at half true: 3.0 ms, torch's 2.5); read unconditionally it is a
+ * vector blend. */
 #define DEF_WHERE(NAME, T)                                                                        \
-    static void NAME##_c(char *po, const char *pc, const char *pa, const char *pb, int64_t n)     \
+    OD_CPU_CLONES static void NAME##_c(char *po, const char *pc, const char *pa, const char *pb,  \
+                                       int64_t n)                                                 \
     {                                                                                             \
         T *restrict o = (T *)po;                                                                  \
         const uint8_t *restrict m = (const uint8_t *)pc;                                          \
         const T *restrict a = (const T *)pa;                                                      \
         const T *restrict b = (const T *)pb;                                                      \
-        for (int64_t i = 0; i < n; i++)                                                           \
-            o[i] = m[i] ? a[i] : b[i];                                                            \
+        for (int64_t i = 0; i < n; i++) {                                                         \
+            T x = a[i], y = b[i];                                                                 \
+            o[i] = m[i] ? x : y;                                                                  \
+        }                                                                                         \
     }                                                                                             \
     static void NAME(void *vc, char **d, const int64_t *s, int64_t n)                            \
     {                                                                                             \

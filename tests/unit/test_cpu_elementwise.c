@@ -743,8 +743,8 @@ Test(cpu_ew, where_all_overloads)
         int64_t out[OD_MAX_DIMS];
         int nd = rand_shape(out, rep % 50 == 49);
         arg c = tensor_arg(out, nd, rng_next() % 4 ? OD_BOOL : OD_UINT8, 0);
-        if (c.t->dtype == OD_UINT8)
-            fill_gen(c.t, 0, 0, 1, false);
+        if (c.t->dtype == OD_UINT8) /* any nonzero byte is true (2 and 3 too, as in torch's cond ? a : b) */
+            fill_gen(c.t, 0, 0, 3, false);
         int special = rng_next() % 2 ? 0 : 10;
         od_dtype d1 = rand_dtype(), d2 = rand_dtype();
         arg a = (ov == 0 || ov == 1) ? tensor_arg(out, nd, d1, special) : scalar_arg(d1, special);
