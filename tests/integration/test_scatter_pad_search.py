@@ -8,7 +8,7 @@ that must carry torch's message; then their gradients against torch's."""
 
 import numpy as np
 
-from conftest import from_json, torch_ref
+from conftest import assert_bits_as_torch, from_json, torch_ref
 
 ALL = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
 
@@ -163,6 +163,29 @@ def test_scatter_and_scatter_add_along_every_dim(server, rng):
         for red in ("amax", "amin", "prod"):
             cases.append(("scatter_reduce.two", [T(x), 0, T(rng.integers(0, 40, 300)), T(v), red], {}))
     check(server, cases, rtol=1e-6)
+
+
+def test_scatter_one_long_line_in_parts(server, rng):
+    """A 1-d scatter of 65536 indices or more from src (cpu/scatter.c's scatter_ranges): the pool's threads
+    each write a part of the destinations, each reading every index in order, so heavy duplicates still
+    end as torch's (the last write wins; sums and products in sequence, bit for bit); a bad index is
+    reported as the first in order, whichever part meets it."""
+    n = 70_000 + int(rng.integers(0, 5000))
+    cases = []
+    for dt in ("float32", "float64", "int64"):
+        self_, src = R(rng, dt, (3000,)), R(rng, dt, (n,))
+        idx = T(rng.integers(0, 3000, n))
+        cases += [("scatter.src", [self_, 0, idx, src], {}), ("scatter_add", [self_, 0, idx, src], {}),
+                  ("scatter_reduce.two", [self_, 0, idx, src, "prod"], {}),
+                  ("scatter_reduce.two", [self_, 0, idx, src, "amax"], {})]
+    assert_bits_as_torch(server, [c for c in cases if c[1][0]["dtype"] != "int64"])
+    check(server, [c for c in cases if c[1][0]["dtype"] == "int64"])
+    idx = rng.integers(0, 3000, n)
+    first, second = sorted(rng.choice(np.arange(n // 2, n), 2, replace=False))
+    idx[first], idx[second] = -1 - int(rng.integers(0, 50)), 3000 + int(rng.integers(0, 50))
+    r = server.post("/v1/ops/scatter.src", {"args": [R(rng, "float32", (3000,)), 0, T(idx), R(rng, "float32", (n,))]})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["message"] == f"index {idx[first]} is out of bounds for dimension 0 with size 3000"
 
 
 def test_scatter_add_strided_index_and_src(server, rng):
