@@ -231,9 +231,9 @@ endef
 # why): plain flags, as those processes have no sanitizer runtime.
 TORCH_QUIET := build/tools/libtorch_quiet.so
 export OD_TORCH_PRELOAD := $(abspath $(TORCH_QUIET))
-$(TORCH_QUIET): tools/torch_quiet.c
+$(TORCH_QUIET): tools/torch_quiet.c kernels/cpu/od_blas_core.h
 	@mkdir -p $(@D)
-	$(CC) -shared -fPIC -O2 -Wall -Wextra -Werror $< -o $@
+	$(CC) -shared -fPIC -O2 -Wall -Wextra -Werror -Ikernels $< -o $@
 
 test-integration: all $(TORCH_QUIET)
 	@if [ -d tests/integration ] && ls tests/integration/test_*.py >/dev/null 2>&1; then \

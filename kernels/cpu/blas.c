@@ -34,19 +34,15 @@
 #include <strings.h>
 
 #include "cpu_kernels.h"
+#include "od_blas_core.h"
 #include "od_half.h"
 #include "od_parallel.h"
 #include "od_shape.h"
 
-/* OpenBLAS 0.3.21 (Debian 12) does not know CPUs newer than itself
- * (Sapphire Rapids among them) and runs its Prescott (SSE3) kernels there:
- * sgemm at n = 1024 measured 33 GFLOP/s against 164 with its AVX-512 ones on
- * the same machine. Where OpenBLAS fell back so and the user named no core
- * (OPENBLAS_CORETYPE), the widest core this CPU runs is chosen through
- * OpenBLAS's own dynamic-arch re-initialisation. At load: before main() for
- * the server and programs linked with the library, while the process is
- * single-threaded (setenv) and no BLAS call has been made. A program that
- * dlopens libopdispatch.so while other threads call OpenBLAS should set
+/* At load: before main() for the server and programs linked with the
+ * library, while the process is single-threaded and no BLAS call has been
+ * made (od_blas_core.h says why and what). A program that dlopens
+ * libopdispatch.so while other threads call OpenBLAS should set
  * OPENBLAS_CORETYPE itself. Weak, so a build without DYNAMIC_ARCH (neither
  * function) keeps its core. */
 extern char *openblas_get_corename(void);
@@ -55,23 +51,7 @@ extern void gotoblas_dynamic_quit(void) __attribute__((weak));
 
 __attribute__((constructor)) static void blas_core_init(void)
 {
-    const char *core = openblas_get_corename();
-    if (getenv("OPENBLAS_CORETYPE") || !core || strcasecmp(core, "Prescott") != 0 || !gotoblas_dynamic_init ||
-        !gotoblas_dynamic_quit)
-        return;
-    __builtin_cpu_init();
-    const char *want = NULL;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512cd"))
-        want = "SkylakeX";
-    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        want = "Haswell";
-    if (!want)
-        return; /* an SSE3-only CPU: Prescott is its core */
-    setenv("OPENBLAS_CORETYPE", want, 0);
-    gotoblas_dynamic_quit();
-    gotoblas_dynamic_init();
+    od_blas_core_choose(openblas_get_corename, gotoblas_dynamic_init, gotoblas_dynamic_quit);
 }
 
 static pthread_once_t g_blas_threads_once = PTHREAD_ONCE_INIT;
