@@ -260,16 +260,6 @@ static void gather_chunk(void *ctx, int64_t b, int64_t e)
 }
 #undef GATHER_LOOP_
 
-/* scatter's common cases without the per-element dtype switch: the plain
- * write (any dtype), and the sum (wrapping for int64), product, amax and
- * amin of float32, float64 and int64.
- * Serial and in row-major order, as the general loop, one tight loop per
- * line of the index's last dim. Each index is checked as it is read (size:
- * self's along dim), so no separate pass over the index is needed: the
- * result is a fresh tensor that the caller releases on an error, and the
- * first bad position is the one first_bad would find. Returns -2 where it
- * does not serve the case, -1 when done, else the bad position (its value
- * in *badv). */
 /* Along a contiguous last dim the destination is o + x: no multiply on
  * the way from the index to the address the random load waits for (1e6
  * float32 scatter_add: 0.68 ms, against 0.94 with the strides). */
@@ -281,10 +271,19 @@ static bool scatter_unit(const walk *w, bool from_src, int64_t dstride)
     return from_src && is == 1 && ss == 1 && os == 0 && dstride == 1;
 }
 
-/* unit: only destinations x in [lo, hi) are written (the others go to a
- * dummy, without a branch), so parts of the range can run in parallel,
- * each reading every index in order (scatter_ranges); elsewhere lo and hi
- * are 0 and size. */
+/* scatter's common cases without the per-element dtype switch: the plain
+ * write (any dtype), and the sum (wrapping for int64), product, amax and
+ * amin of float32, float64 and int64.
+ * Serial and in row-major order, as the general loop, one tight loop per
+ * line of the index's last dim. Each index is checked as it is read (size:
+ * self's along dim), so no separate pass over the index is needed: the
+ * result is a fresh tensor that the caller releases on an error, and the
+ * first bad position is the one first_bad would find. Returns -2 where it
+ * does not serve the case, -1 when done, else the bad position (its value
+ * in *badv). Along a unit line (scatter_unit) only destinations x in [lo,
+ * hi) are written, the others going to a dummy without a branch, so parts
+ * of the range can run in parallel, each reading every index in order
+ * (scatter_ranges); elsewhere lo and hi are 0 and size. */
 static int64_t scatter_fast(walk w, const int64_t *iv, int64_t n, char *od, const char *sd, bool from_src,
                             int64_t dstride, int64_t size, od_dtype dt, od_scatter_reduce r, int64_t lo,
                             int64_t hi, int64_t *badv)

@@ -401,7 +401,7 @@ static bool ps_line_run(sort_ctx *c, int64_t l)
     bool raw = c->op == OD_SORT_OP_MODE, fl = c->fl && !c->keyed;
     for (int64_t k = 0; ok && fl && k < c->n; k++)
         ok = !isnan(L.f[k].k.d); /* NaN is unordered for mode's <: no independent ranges */
-    ok = ok && ps_sort(L.f, c->n, (od_sort_cmp){fl, c->desc, raw, false});
+    ok = ok && ps_sort(L.f, c->n, (od_sort_cmp){fl, !raw && c->desc, raw, false}); /* mode: ascending */
     if (ok && raw)
         put_out(c, L.base, L.obase, 0, L.f[od_sort_mode_pick(L.f, c->n, fl)].idx);
     else if (ok)
