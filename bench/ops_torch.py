@@ -575,10 +575,15 @@ def main():
             cases = {k: v for k, v in FAMILIES[a.family]().items() if a.ops in k}
             ew = {"spec": [[k, c[0], c[1], case_kwargs(c)] for k, c in cases.items()]}
         target = TARGETS.get(a.family, 1.0)
+        # torch's OpenBLAS on the core the server runs (tools/torch_quiet.c, kernels/cpu/od_blas_core.h):
+        # on a CPU newer than OpenBLAS 0.3.21 torch alone would run its Prescott (SSE3) kernels
+        quiet = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "tools", "libtorch_quiet.so")
+        torch_env = dict(os.environ, **({"LD_PRELOAD": quiet} if os.path.exists(quiet) else {}))
+
         def torch_time(spec):
             return json.loads(subprocess.run([TORCH_PYTHON, "-c", TORCH_TIMER, str(a.n), str(a.iterations),
                                               str(a.threads), str(a.seed), a.device, a.family],
-                                             input=json.dumps(spec),
+                                             input=json.dumps(spec), env=torch_env,
                                              capture_output=True, text=True, check=True, timeout=1800).stdout)
 
         # a family's cases are timed in turns, torch's right before the server's: these machines' speed

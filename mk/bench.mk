@@ -58,7 +58,7 @@ bench-clients: $(SERVER) $(VENV_STAMP)
 
 # every family of kernels against torch, each ratio measured in turns with
 # torch's (bench/ops_torch.py --help lists the families and their targets)
-bench-ops-torch: $(SERVER) $(VENV_STAMP)
+bench-ops-torch: $(SERVER) $(VENV_STAMP) $(TORCH_QUIET)
 	@set -e; for f in scan select rest backward core norm loss pool conv embedding dist; do \
 	  echo "== ops_torch --family $$f"; \
 	  .venv/bin/python bench/ops_torch.py --opdispatchd $(B)/opdispatchd --family $$f; done
