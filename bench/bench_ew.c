@@ -10,10 +10,11 @@
  * default, or 1 / 0.5 / false where there is none.
  *
  * GB/s counts every input read and the output written once; the ceiling is
- * memcpy over the same threads (bench_util.h), one sample taken before each
- * of the operator's, and the percentage is the median of those pairs'
- * ratios (a ceiling taken once at the start missed the host's bursts over
- * the minutes the list takes).
+ * memcpy over the same threads (bench_util.h). Before each of the
+ * operator's samples, one memcpy sample is taken of as many copies as the
+ * operator's sample has calls, and the percentage is the median of those
+ * pairs' ratios (a ceiling taken once at the start missed the host's bursts
+ * over the minutes the list takes).
  *
  * Usage: bench_ew [--quick] [--n N] [substring]   (only operators whose
  * name contains substring; gelu's tanh form is "gelu tanh")
@@ -129,8 +130,9 @@ int main(int argc, char **argv)
         die("od_init", &err);
     od_registry_freeze();
     size_t count = sizeof g_ew / sizeof g_ew[0];
+    int inner = n <= 1000000 ? 20 : 3;
     memcpy_ctx m;
-    memcpy_open(&m, (size_t)n * 4);
+    memcpy_open(&m, (size_t)n * 4, inner); /* as many copies per sample as calls: see memcpy_ctx */
     printf("bench_ew: %zu per-element overloads, %lld elements, fresh output per call, median of %d; "
            "%d threads; memcpy of float32-sized buffers sampled before each of an operator's samples "
            "(\"memcpy\": the median of the ratios)\n",
@@ -162,7 +164,6 @@ int main(int argc, char **argv)
         }
         size_t out_bytes = od_tensor_nbytes(st.rets[0].u.t);
         od_stack_release_rets(&st);
-        int inner = n <= 1000000 ? 20 : 3;
         double samples[16], cp[16];
         for (int r = 0; r < g_reps; r++) {
             cp[r] = memcpy_sample(&m);
