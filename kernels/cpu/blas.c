@@ -31,7 +31,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "cpu_kernels.h"
 #include "od_blas_core.h"
