@@ -38,6 +38,8 @@ void od_config_defaults(od_config *c)
     c->max_json_depth = 64;
     c->max_json_values = 65536;
     c->max_inflight_body_bytes = (size_t)2 << 30;
+    c->max_active_body_bytes = (size_t)256 << 20;
+    c->max_body_wait_ms = 1000;
     c->cpu_cache_bytes = OD_CPU_CACHE_DEFAULT_LIMIT;
     c->max_session_bytes = (size_t)4 << 30;
     c->session_idle_s = 3600;

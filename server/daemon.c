@@ -16,8 +16,10 @@
  *    The 408 is in the shape of the request's protocol (/v2: the Open
  *    Inference Protocol's). Over TLS (--tls-cert) the reaper cannot write
  *    into MHD's TLS session, so a late request is closed without an answer.
- *  - Stopping cancels running calls and joins the call workers before the
- *    daemon stops (MHD must not stop with suspended connections).
+ *  - Stopping cancels running calls, joins the call workers and lets in
+ *    every request waiting for its turn (answered 503) before the daemon
+ *    stops (MHD must not stop with suspended connections). The reaper also
+ *    lets in requests that waited their longest wait (server.c).
  *  - The TLS certificate and key are read once at start and kept (the key
  *    wiped before it is freed) until the daemon has stopped.
  */
@@ -170,6 +172,9 @@ static void *reaper_main(void *unused)
             answer_and_shut(t, OD_EREQTIMEOUT, "the request was not received within --request-timeout");
         }
         od_store_expire(now, (uint64_t)od_cfg.session_idle_s * 1000000000u);
+        pthread_mutex_unlock(&T.m); /* MHD's callbacks take T.m: resume outside it */
+        od_admit_overdue(now);
+        pthread_mutex_lock(&T.m);
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 250 * 1000 * 1000;
@@ -362,6 +367,7 @@ void od_server_stop(void)
         pthread_join(T.thread, NULL);
         T.running = false;
     }
+    od_admit_all_busy(); /* none may stay suspended; with the reaper gone, none is let in late */
     if (g_daemon)
         MHD_stop_daemon(g_daemon);
     g_daemon = NULL;

@@ -803,19 +803,27 @@ void od_h_metrics(od_req *r)
     od_buf b;
     od_buf_init(&b);
     od_stats_prometheus(&b);
-    long queued = 0, running = 0;
+    long queued = 0, running = 0, waiting = 0;
+    size_t active = 0;
     od_workers_load(&queued, &running);
+    od_server_admission(&active, &waiting);
     od_buf_printf(&b,
                   "# HELP od_requests_in_flight HTTP requests received and not yet completed.\n"
                   "# TYPE od_requests_in_flight gauge\nod_requests_in_flight %ld\n"
                   "# HELP od_request_body_bytes_in_flight Bytes reserved for request bodies "
                   "(--max-inflight-body-bytes caps it).\n"
                   "# TYPE od_request_body_bytes_in_flight gauge\nod_request_body_bytes_in_flight %zu\n"
+                  "# HELP od_request_body_bytes_active Bytes claimed by large bodies being read or "
+                  "worked on (--max-active-body-bytes caps it).\n"
+                  "# TYPE od_request_body_bytes_active gauge\nod_request_body_bytes_active %zu\n"
+                  "# HELP od_requests_waiting_for_body_budget Requests whose large body waits its "
+                  "turn, unread.\n"
+                  "# TYPE od_requests_waiting_for_body_budget gauge\nod_requests_waiting_for_body_budget %ld\n"
                   "# HELP od_calls_queued Operator calls waiting for a call worker.\n"
                   "# TYPE od_calls_queued gauge\nod_calls_queued %ld\n"
                   "# HELP od_calls_running Operator calls running on call workers.\n"
                   "# TYPE od_calls_running gauge\nod_calls_running %ld\n",
-                  od_server_inflight(), od_server_body_bytes(), queued, running);
+                  od_server_inflight(), od_server_body_bytes(), active, waiting, queued, running);
     /* what the CPU allocator holds: its cache keeps freed large blocks (up
      * to its limit), so RSS follows peak concurrency, not a leak */
     od_cpu_alloc_info ai;

@@ -26,7 +26,7 @@
  * apply() and its od_config field). */
 enum {
     O_HOST = 1, O_PORT, O_THREADS, O_MAX_BODY, O_MAX_RANK, O_MAX_ELEMS, O_MAX_OUT, O_MAX_DEPTH,
-    O_MAX_VALUES, O_MAX_INFLIGHT, O_CPU_CACHE, O_CALL_WORKERS, O_MAX_CALL_S, O_MAX_CONN, O_MAX_CONN_IP, O_IDLE,
+    O_MAX_VALUES, O_MAX_INFLIGHT, O_MAX_ACTIVE, O_BODY_WAIT, O_CPU_CACHE, O_CALL_WORKERS, O_MAX_CALL_S, O_MAX_CONN, O_MAX_CONN_IP, O_IDLE,
     O_REQ_TIMEOUT, O_DRAIN, O_DEVICE, O_SESSION_BYTES, O_SESSION_IDLE, O_HIGH_WATER, O_PLUGIN, O_TOKEN_FILE, O_ALLOW_ANON, O_TLS_CERT, O_TLS_KEY, O_LOG,
     O_NO_ACCESS, O_BENCH, O_HELP, O_VERSION
 };
@@ -55,6 +55,12 @@ static const opt_def OPTS[] = {
      "JSON values a request may hold outside tensor data; 413 above"},
     {O_MAX_INFLIGHT, "max-inflight-body-bytes", "N", "OD_MAX_INFLIGHT_BODY_BYTES", "2G",
      "request bodies held at once, all connections together; 503 above"},
+    {O_MAX_ACTIVE, "max-active-body-bytes", "N", "OD_MAX_ACTIVE_BODY_BYTES", "256M",
+     "bodies of 1 MiB or more read and worked on at once; a request past it waits its turn with its "
+     "body unread, so fewer buffers are filled at once and more stay in cache; 0 = no queue"},
+    {O_BODY_WAIT, "max-body-wait-ms", "MS", "OD_MAX_BODY_WAIT_MS", "1000",
+     "longest a request waits for --max-active-body-bytes before its body is read anyway (a client "
+     "that sends its body slowly holds up the others no longer than this)"},
     {O_CPU_CACHE, "cpu-cache-bytes", "N", "OD_CPU_CACHE_BYTES", "1G",
      "freed large CPU blocks kept for reuse (bodies, tensors); memory taken fresh from the kernel "
      "is zeroed page by page, so a load whose buffers outgrow this pays that on every call"},
@@ -265,6 +271,8 @@ static bool apply(int id, const char *val, const char *src)
     case O_DRAIN: od_cfg.drain_timeout_s = (unsigned)(v > 86400 ? 86400 : v); break;
     case O_MAX_VALUES: od_cfg.max_json_values = (int64_t)(v > (1ull << 40) ? (1ull << 40) : v); break;
     case O_MAX_INFLIGHT: od_cfg.max_inflight_body_bytes = (size_t)v; break;
+    case O_MAX_ACTIVE: od_cfg.max_active_body_bytes = (size_t)v; break;
+    case O_BODY_WAIT: od_cfg.max_body_wait_ms = (unsigned)(v > 86400000 ? 86400000 : v); break;
     case O_CPU_CACHE: od_cfg.cpu_cache_bytes = (size_t)v; break;
     case O_SESSION_BYTES: od_cfg.max_session_bytes = (size_t)v; break;
     case O_HIGH_WATER: od_cfg.store_high_water_bytes = (size_t)v; break;

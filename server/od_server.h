@@ -45,6 +45,8 @@ typedef struct od_config {
     int max_json_depth;
     int64_t max_json_values;        /* JSON values outside tensor data, per request */
     size_t max_inflight_body_bytes; /* bodies held at once, all requests (0: no cap) */
+    size_t max_active_body_bytes;   /* large bodies read and worked on at once; more wait (0: none) */
+    unsigned max_body_wait_ms;      /* then one is read anyway */
     size_t cpu_cache_bytes;         /* od_cpu_cache_set_limit at start-up */
     int call_workers;               /* threads that run operator calls */
     unsigned max_call_seconds;      /* a call's time budget (0: none) */
@@ -89,6 +91,9 @@ void od_server_endpoints_json(od_buf *b);
 long od_server_inflight(void);
 /* Bytes reserved for the bodies of those requests. */
 size_t od_server_body_bytes(void);
+/* Large bodies being read or worked on (bytes claimed) and requests waiting
+ * for their turn (for /metrics). */
+void od_server_admission(size_t *active_bytes, long *waiting);
 /* Cancels running calls, joins the call workers, closes every connection
  * and joins the I/O threads. */
 void od_server_stop(void);
@@ -153,6 +158,11 @@ typedef struct od_req {
     bool too_large;
     bool busy;                         /* past the in-flight body budget: 503 */
     size_t body_reserved;              /* this request's share of that budget */
+    size_t received;                   /* body bytes MHD gave us, kept or discarded */
+    size_t admitted;                   /* its claim on --max-active-body-bytes (0: none) */
+    struct od_req *wait_next;          /* in the admission queue (server.c) */
+    uint64_t wait_since;               /* ns, when it began to wait */
+    _Atomic int wait_state;            /* the suspend/resume handshake (server.c) */
     /* answer */
     bool responded;
     bool oip;                          /* a /v2 path: errors in the protocol's shape */

@@ -20,6 +20,13 @@ enum MHD_Result od_on_request(void *cls, struct MHD_Connection *conn, const char
 void od_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                      enum MHD_RequestTerminationCode toe);
 
+/* server.c: the admission queue of large bodies. The reaper lets in every
+ * request that has waited its longest wait by now (ns); at stop, every one
+ * still waiting is let in to be answered 503 (MHD must not stop with
+ * suspended connections). Neither may run under a lock MHD's callbacks take. */
+void od_admit_overdue(uint64_t now);
+void od_admit_all_busy(void);
+
 /* respond.c */
 void od_respond_init(void);
 /* Queues the answer a call worker stashed in r (on the I/O thread). */

@@ -343,6 +343,131 @@ def test_bodies_in_flight_are_bounded(make_server):
         time.sleep(0.2)
 
 
+def relu_request(x):
+    """A raw /v2 binary relu request of float32 x: (head + header JSON, tensor bytes)."""
+    header = json.dumps({"inputs": [{"name": "self", "shape": list(x.shape), "datatype": "FP32",
+                                     "parameters": {"binary_data_size": x.nbytes}}],
+                         "parameters": {"binary_data_output": True}}).encode()
+    payload = x.astype("<f4").tobytes()
+    head = (f"POST /v2/models/relu/infer HTTP/1.1\r\nHost: x\r\n"
+            f"Content-Type: application/octet-stream\r\nInference-Header-Content-Length: {len(header)}\r\n"
+            f"Content-Length: {len(header) + len(payload)}\r\n\r\n").encode()
+    return head + header, payload
+
+
+def read_relu_answer(s, x, timeout=30):
+    """Reads one whole HTTP answer from s and checks it is relu(x), bit for bit."""
+    s.settimeout(timeout)
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        c = s.recv(1 << 20)
+        assert c, f"connection closed before an answer: {buf[:200]!r}"
+        buf += c
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head[:300] + rest[:300]
+    fields = dict(line.split(b": ", 1) for line in head.split(b"\r\n")[1:])
+    length, hl = int(fields[b"Content-Length"]), int(fields[b"Inference-Header-Content-Length"])
+    while len(rest) < length:
+        c = s.recv(1 << 20)
+        assert c, "connection closed inside the answer"
+        rest += c
+    got = np.frombuffer(rest[hl:length], dtype="<f4")
+    assert np.array_equal(got.view(np.uint32), np.maximum(x, 0).astype("<f4").view(np.uint32))
+
+
+def wait_metric(s, name, want, timeout=10):
+    deadline = time.time() + timeout
+    while metric(s, name) != want:
+        assert time.time() < deadline, f"{name} stayed {metric(s, name)}, not {want}"
+        time.sleep(0.05)
+
+
+def test_large_bodies_wait_their_turn(make_server, rng):
+    # room for one 1 MiB body at a time: the second waits, unread, until the
+    # first is done (the longest wait is far off); small bodies never wait
+    s = make_server("--max-active-body-bytes", "1500000", "--max-body-wait-ms", "60000")
+    xa, xb = (rng.standard_normal(1 << 18).astype(np.float32) for _ in range(2))
+    ha, pa = relu_request(xa)
+    hb, pb = relu_request(xb)
+    a = socket.create_connection(("127.0.0.1", s.port), timeout=30)
+    a.sendall(ha + pa[:len(pa) // 2])  # a is let in and holds the budget
+    wait_metric(s, "od_request_body_bytes_active", len(ha) - ha.index(b"\r\n\r\n") - 4 + len(pa))
+    b = socket.create_connection(("127.0.0.1", s.port), timeout=30)
+    b.sendall(hb)
+    wait_metric(s, "od_requests_waiting_for_body_budget", 1)
+    r = s.call("neg", tensor(np.arange(4, dtype=np.float32)))  # a small body passes the queue
+    assert r.status_code == 200
+    # b's body goes out (into socket buffers while it waits); b is let in when
+    # a is done, and answered in full
+    threading.Thread(target=b.sendall, args=(pb,), daemon=True).start()
+    a.sendall(pa[len(pa) // 2:])
+    read_relu_answer(a, xa)
+    read_relu_answer(b, xb)
+    wait_metric(s, "od_requests_waiting_for_body_budget", 0)
+    wait_metric(s, "od_request_body_bytes_active", 0)
+    # keep-alive: both connections serve a second request, which did not wait
+    for sock, x in ((a, xb), (b, xa)):
+        h, p = relu_request(x)
+        sock.sendall(h + p)
+        read_relu_answer(sock, x)
+    a.close()
+    b.close()
+
+
+def test_a_waiting_body_cannot_hold_the_others(make_server, rng):
+    # a client that is let in and sends nothing holds the budget; the others
+    # wait at most --max-body-wait-ms each, then are read anyway
+    s = make_server("--max-active-body-bytes", "1500000", "--max-body-wait-ms", "300",
+                    "--request-timeout", "60")
+    stall = claim_body(s.port, 4 << 20)
+    time.sleep(0.2)
+    xs = [rng.standard_normal(1 << 18).astype(np.float32) for _ in range(3)]
+    socks = []
+    for x in xs:
+        h, p = relu_request(x)
+        k = socket.create_connection(("127.0.0.1", s.port), timeout=30)
+        k.sendall(h)
+        threading.Thread(target=k.sendall, args=(p,), daemon=True).start()
+        socks.append(k)
+    t0 = time.time()
+    for k, x in zip(socks, xs):
+        read_relu_answer(k, x)
+        k.close()
+    assert time.time() - t0 < 20
+    stall.close()
+    wait_metric(s, "od_request_body_bytes_active", 0)
+
+
+def test_stopping_with_bodies_waiting(make_server):
+    # SIGTERM while requests wait behind a long call: the drain gives up on
+    # the call, and the waiting ones are answered or closed before the daemon
+    # stops (MHD must not stop with suspended connections); a clean exit
+    s = make_server("--max-active-body-bytes", "1500000", "--max-body-wait-ms", "60000",
+                    "--drain-timeout", "1")
+    n = slow_mm_size(s, 5)  # its body is over 1 MiB: it holds the budget while it runs
+
+    def long_call():
+        try:
+            slow_mm(s, n)
+        except requests.RequestException:
+            pass  # cut off by the stop
+
+    threading.Thread(target=long_call, daemon=True).start()
+    wait_running(s)
+    waiting = []
+    for _ in range(3):
+        h, _ = relu_request(np.ones(1 << 18, np.float32))
+        k = socket.create_connection(("127.0.0.1", s.port), timeout=30)
+        k.sendall(h)
+        waiting.append(k)
+    wait_metric(s, "od_requests_waiting_for_body_budget", 3)
+    s.stop()  # checks the exit status and the sanitizer log
+    for k in waiting:
+        ans = read_answer(k, timeout=5)
+        assert ans == b"" or ans.startswith(b"HTTP/1.1 503"), ans[:200]
+        k.close()
+
+
 # ---- 7. slow clients -----------------------------------------------------------------------------
 
 
