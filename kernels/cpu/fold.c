@@ -11,6 +11,7 @@
  * outside the output.
  */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
@@ -72,14 +73,28 @@ typedef struct unpool_job {
     const int64_t *ix;
     char *out;
     bool f64;
+    int64_t *bad; /* per plane: 1 + the index of its last out-of-range entry, 0: none */
 } unpool_job;
 
+/* Each plane is checked, zeroed (in cache, just before its writes; the
+ * output is allocated unzeroed) and written by one task. A plane with an
+ * index out of range is left unwritten and marked, so nothing is ever
+ * written outside the output. */
 static void unpool_planes(void *ctx, int64_t b, int64_t e)
 {
     const unpool_job *j = ctx;
     int64_t in = j->p->in_plane, on = j->p->out_plane;
+    size_t es = j->f64 ? sizeof(double) : sizeof(float);
     for (int64_t q = b; q < e; q++) {
         const int64_t *ix = j->ix + q * in;
+        int64_t last = -1;
+        for (int64_t i = 0; i < in; i++)
+            last = (uint64_t)ix[i] >= (uint64_t)on ? i : last; /* negative ones too */
+        if (last >= 0) {
+            j->bad[q] = 1 + last;
+            continue;
+        }
+        memset(j->out + (size_t)(q * on) * es, 0, (size_t)on * es);
         if (j->f64) {
             const double *x = (const double *)j->x + q * in;
             double *y = (double *)j->out + q * on;
@@ -100,25 +115,27 @@ static od_status run_unpool(const od_fold_plan *p, od_tensor *out, od_error *err
     if (total == 0)
         return OD_OK;
     od_tensor *x = NULL, *ix = NULL;
+    int64_t *bad = NULL;
     od_status st;
     if ((st = od_cpu_to_dtype((od_tensor *)p->self, p->self->dtype, &x, err)) ||
         (st = od_cpu_to_dtype((od_tensor *)p->indices, OD_INT64, &ix, err)))
         goto done;
-    const int64_t *iv = od_tensor_data(ix);
-    int64_t nin = p->planes * p->in_plane, bad = 0;
-    bool any = false;
-    for (int64_t i = 0; i < nin; i++)
-        if (iv[i] < 0 || iv[i] >= p->out_plane) {
-            bad = iv[i];
-            any = true;
-        }
-    if (any) {
-        st = od_fold_unpool_bad_index(p, bad, err);
+    if (!(bad = calloc((size_t)p->planes, sizeof *bad))) {
+        st = od_error_set(err, OD_ENOMEM, "max_unpool: out of memory");
         goto done;
     }
-    unpool_job j = {p, od_tensor_data(x), iv, od_tensor_data(out), p->self->dtype == OD_FLOAT64};
-    st = od_parallel_for(p->planes, 1 + 16384 / (p->in_plane + 1), unpool_planes, &j);
+    const int64_t *iv = od_tensor_data(ix);
+    unpool_job j = {p, od_tensor_data(x), iv, od_tensor_data(out), p->self->dtype == OD_FLOAT64, bad};
+    if ((st = od_parallel_for(p->planes, 1 + 16384 / (p->in_plane + 1), unpool_planes, &j)))
+        goto done;
+    /* ATen's serial loop reports the last bad index of all: that of the last marked plane */
+    for (int64_t q = p->planes - 1; q >= 0; q--)
+        if (bad[q]) {
+            st = od_fold_unpool_bad_index(p, iv[q * p->in_plane + bad[q] - 1], err);
+            break;
+        }
 done:
+    free(bad);
     od_tensor_release(x);
     od_tensor_release(ix);
     return st;
@@ -136,8 +153,9 @@ od_status od_cpu_fold(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
     if ((st = od_fold_plan_of(id, s, &p, err)) || (st = od_shape_fold(id, s, &spec, &nouts, err)))
         return st;
     od_tensor *out = NULL;
-    /* im2col writes every element; col2im and max_unpool add into zeros */
-    if ((st = (p.kind == OD_FOLD_IM2COL ? od_alloc_outputs_overwrite : od_alloc_outputs)(s, &spec, 1, &out, err)))
+    /* im2col writes every element, max_unpool zeroes each plane it writes;
+     * col2im adds into zeros */
+    if ((st = (p.kind == OD_FOLD_COL2IM ? od_alloc_outputs : od_alloc_outputs_overwrite)(s, &spec, 1, &out, err)))
         return st;
     if (od_tensor_numel(out) > 0)
         st = p.kind == OD_FOLD_UNPOOL ? run_unpool(&p, out, err) : run_fold(&p, out, err);

@@ -132,6 +132,21 @@ def test_max_unpool(server, rng):
               ("max_unpool3d", [x3, i3, [4, 6, 6], [2, 2, 2], [0, 0]], {}),
               ("max_unpool3d", [x3, i3, [4, 6, 6], [2, 0, 2], [0, 0, 0]], {})]
     check(server, cases)
+    # bad indices in two planes (and twice in one): torch names the last of all in flat order
+    two = bad.copy()
+    two[0, 1, 2, 2] = 50
+    two[0, 0, 0, 0] = -1
+    two[1, 0, 1, 1] = 41
+    check(server, [("max_unpool2d", [x, T(two), [6, 6]], {})])
+    # each plane's zeros are written by the kernel (the output is allocated
+    # unzeroed): float32 and float64 bits, -0.0 and larger planes included
+    cases = []
+    for dt, shape, out in [("float32", (2, 4, 7, 7), (14, 14)), ("float64", (3, 5, 4), (9, 5)),
+                           ("float32", (1, 1, 1, 1), (3, 3))]:
+        x, i = unpool_args(rng, dt, shape, 2, out)
+        x["data"][0] = -0.0
+        cases.append(("max_unpool2d", [x, i, list(out)], {}))
+    assert_bits_as_torch(server, cases)
 
 
 def test_fold_strided(server, rng):
