@@ -176,6 +176,18 @@ def make_cases(rng):
                 add("nanmedian", T(x))
                 add("nanmedian.dim", T(np.full((2, n), np.nan, dt)), 1, nout=2)  # all NaN: nth_element's pick
     add("mode", T(np.array([True, False, True, False])), nout=2)
+    # median.dim of short lines of many keys that share their high bytes (cpu/sort.c's short_select
+    # keeps the candidates of each byte): floats in [1, 2), int64 near 2^40, a key repeated
+    for dt in ("float32", "float64", "int64"):
+        x = 1 + rng.random((6, 999)) if dt.startswith("float") else rng.integers(1 << 40, (1 << 40) + 3000, (6, 999))
+        x = x.astype(dt)
+        x[:3, ::5] = x[:3, 2:3]  # a fifth of the line one key, in three rows
+        if dt.startswith("float"):
+            x[4, 10] = x[5, 0] = np.nan
+        add("median.dim", T(x), 1, nout=2)
+        add("median.dim", T(x[:, :200].T.copy()), 0, nout=2)
+        if dt.startswith("float"):
+            add("nanmedian.dim", T(x), 1, nout=2)
     # mode of lines of distinct keys (cpu/sort.c's mode_distinct: the smallest, no replay), and of lines
     # one step from it (a repeat only at the end, both zeros, a NaN, an infinity): the replay's index
     for dt in ("float32", "float64", "int64", "int16"):
