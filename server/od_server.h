@@ -8,7 +8,8 @@
  *  - The body is read once, into an od_blob sized from Content-Length
  *    (rejected with 413 before reading when above the route's cap, 503
  *    when the bodies in flight would pass their budget); its memory is
- *    touched only as bytes arrive.
+ *    touched only as bytes arrive. A body of 1 MiB or more may first wait
+ *    its turn, unread and without a buffer (server.c's admission queue).
  *  - Handlers of operator-call routes run on a call worker (workers.c)
  *    unless od_srv_call_is_cheap says their tiny body bounds their cost;
  *    od_respond_* works the same on both.
