@@ -134,9 +134,9 @@ int main(int argc, char **argv)
     memcpy_ctx m;
     memcpy_open(&m, (size_t)n * 4, inner); /* as many copies per sample as calls: see memcpy_ctx */
     printf("bench_ew: %zu per-element overloads, %lld elements, fresh output per call, median of %d; "
-           "%d threads; memcpy of float32-sized buffers sampled before each of an operator's samples "
-           "(\"memcpy\": the median of the ratios)\n",
-           count, (long long)n, g_reps, od_get_num_threads());
+           "%d threads; memcpy of float32-sized buffers sampled before each of an operator's samples, "
+           "%d copies to its %d calls (\"memcpy\": the median of the ratios)\n",
+           count, (long long)n, g_reps, od_get_num_threads(), inner, inner);
     printf("%-34s %-8s %9s %9s %9s %7s\n", "operator", "dtype", "ms", "GB/s", "cp GB/s", "memcpy");
     int below = 0, measured = 0;
     for (size_t k = 0; k < count; k++) {
