@@ -8,7 +8,8 @@ one process, from .venv-mlserver), checks every scenario's answer once
 against numpy, then
 drives each with wrk at 1, 16 and 64 connections and prints requests/s,
 p50/p99 latency and payload MB/s beside the peers. Stops only the processes
-it started, by PID. Bounded: DURATION seconds per point.
+it started, by PID. Bounded: DURATION seconds per point (15 at least for the
+4M-float relu, whose requests take up to a second at 64 connections).
 
 Usage: run.py --opdispatchd PATH --fixed PATH [--duration S] [--no-fastapi]
               [--mlserver PATH | --no-mlserver]
@@ -147,10 +148,14 @@ def post(url, body, headers):
 
 
 class Scenario:
-    def __init__(self, name, path, body, ctype, ihcl=None, check=None):
+    def __init__(self, name, path, body, ctype, ihcl=None, check=None, min_duration=0):
         self.name, self.path, self.body, self.ctype, self.ihcl, self.check = (
             name, path, body, ctype, ihcl, check)
         self.resp_bytes = 0
+        # wrk counts only the requests that complete in its window: the ones in
+        # flight at its end (64 of ~1 s each for the 4M relu at c=64) are lost,
+        # a fifth of a 5 s window, so slow scenarios get a longer one
+        self.min_duration = min_duration
 
     def headers(self):
         h = {"Content-Type": self.ctype}
@@ -224,7 +229,8 @@ def make_scenarios(rng):
                                    "application/octet-stream", mm_hl, check_binary(ref_mm, 1e-5)),
         "relu_bin": lambda: Scenario("4M-float relu, binary", "/v2/models/relu/infer", relu_bin,
                                      "application/octet-stream", relu_hl,
-                                     check_binary(np.maximum(r, 0).astype(np.float64), 1e-7)),
+                                     check_binary(np.maximum(r, 0).astype(np.float64), 1e-7),
+                                     min_duration=15),
     }
 
 
@@ -239,6 +245,7 @@ def parse_latency(text, pct):
 
 
 def run_wrk(base, sc, conns, duration, tmpdir):
+    duration = max(duration, sc.min_duration)
     body_path = os.path.join(tmpdir, "body.bin")
     with open(body_path, "wb") as f:
         f.write(sc.body)
