@@ -63,6 +63,20 @@ static inline int half_eq(uint16_t x, uint16_t y, uint16_t nan_above)
     return (x == y && (x & 0x7fff) <= nan_above) | (((x | y) & 0x7fff) == 0);
 }
 
+/* 1 where a pair of one whole block differs. A fixed trip count, so gcc
+ * vectorises the loop at -O2 (a block of m elements stayed scalar: 1e6
+ * float32 took 657 us in cache, torch 438 from memory). */
+#define NE_BLOCK(T, name)                                                      \
+    OD_CPU_CLONES static int name(const T *restrict a, const T *restrict b)    \
+    {                                                                          \
+        int ne = 0;                                                            \
+        for (int k = 0; k < EQUAL_BLOCK; k++)                                  \
+            ne |= !(a[k] == b[k]);                                             \
+        return ne;                                                             \
+    }
+NE_BLOCK(float, ne_block_f32)
+NE_BLOCK(double, ne_block_f64)
+
 static void equal_chunk(void *ctx, int64_t begin, int64_t end)
 {
     equal_job *j = ctx;
@@ -73,11 +87,15 @@ static void equal_chunk(void *ctx, int64_t begin, int64_t end)
         int ne = 0;
         switch (j->dt) {
         case OD_FLOAT32:
-            for (int64_t k = 0; k < m; k++)
+            if (m == EQUAL_BLOCK)
+                ne = ne_block_f32((const float *)pa, (const float *)pb);
+            for (int64_t k = 0; m < EQUAL_BLOCK && k < m; k++)
                 ne |= !(((const float *)pa)[k] == ((const float *)pb)[k]);
             break;
         case OD_FLOAT64:
-            for (int64_t k = 0; k < m; k++)
+            if (m == EQUAL_BLOCK)
+                ne = ne_block_f64((const double *)pa, (const double *)pb);
+            for (int64_t k = 0; m < EQUAL_BLOCK && k < m; k++)
                 ne |= !(((const double *)pa)[k] == ((const double *)pb)[k]);
             break;
         case OD_FLOAT16:
