@@ -6,8 +6,10 @@ lines): the server's own kernel time (POST /v1/bench, the median of
 kernel_us over the iterations, inputs made on the server) against torch
 (Debian's python3-torch 1.13 by default, OD_TORCH_PYTHON to choose; the same
 thread count) timing the same operator on same-sized inputs, median of as
-many calls. Each side first makes as many warm-up calls as it times. The ratio server / torch is printed per operator; the issue's
-target is <= 1.5. With --device cuda both run on the GPU (torch
+many calls. Each side first makes as many warm-up calls as it times. Each
+case is timed in up to --rounds paired rounds (torch, then the server), and
+the ratio server / torch printed per operator is the median of the rounds'
+ratios; the issue's target is <= 1.5. With --device cuda both run on the GPU (torch
 synchronises after each call; the server's kernel_us is its own
 synchronised time).
 
@@ -46,7 +48,6 @@ m = torch.rand(1000, 1000, generator=g).to(dev)
 idx = torch.randint(0, n, (n,), generator=g).to(dev)
 zeros = torch.zeros(n, device=dev)
 sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
-ew = json.loads(sys.stdin.read() or "null")
 def arg(a):
     if isinstance(a, dict):
         return (torch.rand(n, generator=g) if a["dtype"] == "float32" else torch.ones(n, dtype=torch.int32)).to(dev)
@@ -72,31 +73,39 @@ def spec_case(op, args, kw):
          if isinstance(x, list) and x and isinstance(x[0], dict) else x for x in args]
     kw = {k: getattr(torch, v) if k == "dtype" else v for k, v in kw.items()}  # a ScalarType by name
     return lambda f=aten(op): f(*a, **kw)
-if isinstance(ew, dict):  # a family of explicit cases (FAMILIES in the driver)
-    cases = {name: spec_case(op, args, kw) for name, op, args, kw in ew["spec"]}
-else:
-    cases = {name: (lambda f=aten(name.split(" ")[0]), a=[arg(x) for x in args]: f(*a)) for name, args in ew} if ew else {
-        "sort": lambda: torch.ops.aten.sort(x, -1, False),
-        "topk": lambda: torch.ops.aten.topk(x, 100),
-        "cumsum": lambda: torch.ops.aten.cumsum(x, 0),
-        "gather": lambda: torch.ops.aten.gather(x, 0, idx),
-        "scatter_add": lambda: torch.ops.aten.scatter_add(zeros, 0, idx, x),
-        "sort 1000x1000": lambda: torch.ops.aten.sort(m, -1, False),
-        "cumsum 1000x1000": lambda: torch.ops.aten.cumsum(m, -1),
-    }
-out = {}
-for name, f in cases.items():
-    for _ in range(iters):  # as many warm-up calls as timed ones, as the server gets (see main)
-        f()
-    sync()
-    ts = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        f()
+def timings(ew):
+    if isinstance(ew, dict) and "spec" in ew:  # a family of explicit cases (FAMILIES in the driver)
+        cases = {name: spec_case(op, args, kw) for name, op, args, kw in ew["spec"]}
+    elif isinstance(ew, list):  # per-element operators: [[name, args]]
+        cases = {name: (lambda f=aten(name.split(" ")[0]), a=[arg(x) for x in args]: f(*a)) for name, args in ew}
+    else:  # the scan family, {"scan": name}
+        cases = {
+            "sort": lambda: torch.ops.aten.sort(x, -1, False),
+            "topk": lambda: torch.ops.aten.topk(x, 100),
+            "cumsum": lambda: torch.ops.aten.cumsum(x, 0),
+            "gather": lambda: torch.ops.aten.gather(x, 0, idx),
+            "scatter_add": lambda: torch.ops.aten.scatter_add(zeros, 0, idx, x),
+            "sort 1000x1000": lambda: torch.ops.aten.sort(m, -1, False),
+            "cumsum 1000x1000": lambda: torch.ops.aten.cumsum(m, -1),
+        }
+        cases = {ew["scan"]: cases[ew["scan"]]}
+    out = {}
+    for name, f in cases.items():
+        for _ in range(iters):  # as many warm-up calls as timed ones, as the server gets (see main)
+            f()
         sync()
-        ts.append((time.perf_counter() - t0) * 1e6)
-    out[name] = statistics.median(ts)
-print(json.dumps(out))
+        ts = []
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            f()
+            sync()
+            ts.append((time.perf_counter() - t0) * 1e6)
+        out[name] = statistics.median(ts)
+    return out
+# one process for the whole run, one request per line: torch's import and
+# set-up (seconds) are paid once, not once per case
+for line in sys.stdin:
+    print(json.dumps(timings(json.loads(line))), flush=True)
 """
 
 
@@ -528,6 +537,13 @@ def main():
     p.add_argument("--n", type=int, default=1_000_000)
     p.add_argument("--iterations", type=int, default=20)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3,
+                   help="paired rounds (torch, then the server) per case; the ratio is their median")
+    p.add_argument("--pause", type=float, default=0.12,
+                   help="seconds between turns: OpenBLAS's idle threads, torch's and the server's, "
+                        "poll for 2^28 cycles (about 0.1 s) after a call, and would run in the other's turn")
+    p.add_argument("--round-seconds", type=float, default=3.0,
+                   help="a case whose first round takes longer gets that one round only")
     p.add_argument("--seed", type=int, default=20261126)
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--family", default="scan", choices=("scan", "ew") + tuple(FAMILIES),
@@ -560,6 +576,7 @@ def main():
     extra = ["--max-call-seconds", "0"] if a.family == "attention" else []
     srv = subprocess.Popen([a.opdispatchd, "--port", str(port), "--enable-bench"] + extra,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    torch_proc = None
     try:
         url = f"http://127.0.0.1:{port}"
         for _ in range(100):
@@ -580,46 +597,73 @@ def main():
         quiet = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "tools", "libtorch_quiet.so")
         torch_env = dict(os.environ, **({"LD_PRELOAD": quiet} if os.path.exists(quiet) else {}))
 
-        def torch_time(spec):
-            return json.loads(subprocess.run([TORCH_PYTHON, "-c", TORCH_TIMER, str(a.n), str(a.iterations),
-                                              str(a.threads), str(a.seed), a.device, a.family],
-                                             input=json.dumps(spec), env=torch_env,
-                                             capture_output=True, text=True, check=True, timeout=1800).stdout)
+        torch_proc = subprocess.Popen([TORCH_PYTHON, "-c", TORCH_TIMER, str(a.n), str(a.iterations),
+                                       str(a.threads), str(a.seed), a.device, a.family],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=torch_env, text=True)
 
-        # a family's cases are timed in turns, torch's right before the server's: these machines' speed
-        # drifts by 2x over tens of seconds, so each ratio compares two measurements taken together
-        torch_us = {} if a.family in FAMILIES else torch_time(ew)
-        size = "the sizes named" if a.family in FAMILIES else f"{a.n} float32 elements"
-        print(f"{size} on {a.device}, {a.threads} threads, median of {a.iterations} calls each; "
-              f"torch {TORCH_PYTHON}")
-        client = http_client(url) if a.http else None
-        print(f"{'operator':<34} {'server us':>10} {'torch us':>10} {'ratio':>7}  target <= {target}"
-              + (f"  {'HTTP us':>10} {'HTTP/torch':>10}" if client else ""))
-        worst, missed = 0.0, 0
-        for name, c in cases.items():
-            op, args, kw = c[0], c[1], case_kwargs(c)
+        def torch_time(spec):
+            torch_proc.stdin.write(json.dumps(spec) + "\n")
+            torch_proc.stdin.flush()
+            line = torch_proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"the torch timer exited ({torch_proc.wait()})")
+            return json.loads(line)
+
+        def server_time(op, args, kw):
             # as many warm-up calls as timed ones, torch's too: the server has sat idle while torch ran,
             # and on these VMs the first few ms of calls after an idle second run up to 2x slower (a
             # plain C loop of OpenBLAS trsm calls too); with one warm-up the server paid that, torch not
             req = {"op": op, "args": args, "kwargs": kw, "device": a.device, "iterations": a.iterations,
                    "warmup": min(a.iterations, 1000),
                    "max_seconds": 1800}  # /v1/bench's default budget is 10 s: 40 calls of a 4000^2 mm take 20
-            if a.family in FAMILIES:
-                torch_us.update(torch_time({"spec": [[name, op, args, kw]]}))
             r = requests.post(url + "/v1/bench", json=req, timeout=1800)
             r.raise_for_status()
-            us = r.json()["kernel_us"]["median"]
-            tkey = name if name in torch_us else f"{op} {name}"
-            ratio = us / torch_us[tkey]
+            return r.json()["kernel_us"]["median"]
+
+        # Each case is timed in turns, torch's right before the server's, in up to --rounds paired
+        # rounds, and the ratio printed is the median of the rounds' ratios: these machines' speed
+        # drifts by 2x over tens of seconds, and a burst of load in one side's turn moved a single
+        # ratio by 1.5x. A case whose round takes more than --round-seconds gets one round, whatever
+        # its ratio, so the run stays bounded (a 4000^2 mm round takes a minute).
+        ew_args = dict(ew) if isinstance(ew, list) else {}
+        size = "the sizes named" if a.family in FAMILIES else f"{a.n} float32 elements"
+        print(f"{size} on {a.device}, {a.threads} threads, median of {a.iterations} calls each, "
+              f"median ratio of up to {a.rounds} paired rounds; torch {TORCH_PYTHON}")
+        client = http_client(url) if a.http else None
+        print(f"{'operator':<34} {'server us':>10} {'torch us':>10} {'ratio':>7}  target <= {target}"
+              + (f"  {'HTTP us':>10} {'HTTP/torch':>10}" if client else ""))
+        worst, missed = 0.0, 0
+        for name, c in cases.items():
+            op, args, kw = c[0], c[1], case_kwargs(c)
+            spec = ({"spec": [[name, op, args, kw]]} if a.family in FAMILIES
+                    else [[name, ew_args[name]]] if ew_args else {"scan": name})
+            rounds = []  # (server us, torch us)
+            while len(rounds) < a.rounds:
+                time.sleep(a.pause)
+                t = torch_time(spec)
+                t_us = t[name] if name in t else t[f"{op} {name}"]
+                time.sleep(a.pause)
+                rounds.append((server_time(op, args, kw), t_us))
+                if sum(rounds[0]) * 2 * a.iterations > a.round_seconds * 1e6:
+                    break
+            us, t_us = (float(np.median([r[i] for r in rounds])) for i in (0, 1))
+            ratio = float(np.median([s_ / t_ for s_, t_ in rounds]))
             worst = max(worst, ratio)
             missed += ratio > target
-            line = f"{name:<34} {us:>10.0f} {torch_us[tkey]:>10.0f} {ratio:>7.2f}  {'ok' if ratio <= target else 'MISSED'}"
+            line = f"{name:<34} {us:>10.0f} {t_us:>10.0f} {ratio:>7.2f}  {'ok' if ratio <= target else 'MISSED'}"
             if client:
                 http_us = time_http(client, op, args, kw, a.iterations, a.device)
-                line += f"  {http_us:>10.0f} {http_us / torch_us[tkey]:>10.2f}"
-            print(line)
+                line += f"  {http_us:>10.0f} {http_us / t_us:>10.2f}"
+            print(line, flush=True)
         print(f"worst ratio {worst:.2f}; {missed} of {len(cases)} above {target}")
     finally:
+        if torch_proc:
+            torch_proc.stdin.close()  # its loop ends at end of input
+            try:
+                torch_proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                torch_proc.kill()
+                torch_proc.wait()
         srv.send_signal(signal.SIGTERM)
         srv.wait(timeout=30)
 
