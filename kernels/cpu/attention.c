@@ -438,7 +438,7 @@ static od_status run_plan(const od_sdpa_plan *pl, od_tensor *out, od_tensor *w, 
                    .md = pl->mask ? od_tensor_data(pl->mask) : NULL, .od = od_tensor_data(out),
                    .wd = w ? od_tensor_data(w) : NULL};
     atomic_init(&jb.failed, false);
-    od_cpu_blas_threads_init();
+    od_cpu_blas_enter(INFINITY);
     od_parallel_for(pl->nbatch * jb.nqb, 1, run_tasks, &jb);
     if (atomic_load(&jb.failed))
         return od_error_set(err, OD_ENOMEM, "_scaled_dot_product_attention_forward: out of memory for its "

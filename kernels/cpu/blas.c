@@ -25,8 +25,12 @@
  *    on the first BLAS call, to od_get_num_threads(), so BLAS and
  *    od_parallel_for each use every core and never more; neither nests in the
  *    other (no BLAS call is made from inside an od_parallel_for region here).
+ *    Every BLAS or LAPACK call is preceded by od_cpu_blas_enter, which also
+ *    keeps OpenBLAS's workers off the caller's CPU (see there).
  */
 #include <cblas.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -54,15 +58,43 @@ __attribute__((constructor)) static void blas_core_init(void)
 }
 
 static pthread_once_t g_blas_threads_once = PTHREAD_ONCE_INIT;
+static cpu_set_t g_blas_allowed;     /* the process's CPUs, at init */
+static int g_blas_workers;           /* OpenBLAS's threads besides the caller; 0: never steered */
+static atomic_int g_blas_avoid = -1; /* the CPU its workers were last kept off */
 
 static void blas_threads_init(void)
 {
     openblas_set_num_threads(od_get_num_threads());
+    /* the pthreads build only: the OpenMP one has no workers of its own */
+    if (openblas_get_parallel() == OPENBLAS_THREAD && sched_getaffinity(0, sizeof g_blas_allowed, &g_blas_allowed) == 0)
+        g_blas_workers = openblas_get_num_threads() - 1;
 }
 
-void od_cpu_blas_threads_init(void)
+/* OpenBLAS's idle workers poll, yielding, for 2^28 cycles after a call, and
+ * so does a caller waiting for them. When the kernel wakes a worker onto the
+ * caller's CPU (it does on a busy 2-vCPU VM, the other CPU idle), the two
+ * take turns there, each yielding to the other, and the load balancer leaves
+ * both alone for milliseconds since both are cache-hot: a 1000x1000 sgemv
+ * took 137-150 us instead of 34-50 in half the requests made after a pause.
+ * So the workers are kept off the caller's CPU; their affinity changes only
+ * when the caller's CPU does, and only for calls big enough for OpenBLAS to
+ * use its threads (below, it runs gemm and gemv on the caller alone). */
+#define BLAS_STEER_MIN 262144.0 /* OpenBLAS 0.3.21: 65536 * GEMM_MULTITHREAD_THRESHOLD (4) */
+
+void od_cpu_blas_enter(double work)
 {
     pthread_once(&g_blas_threads_once, blas_threads_init);
+    int cpu;
+    if (g_blas_workers <= 0 || work <= BLAS_STEER_MIN || (cpu = sched_getcpu()) < 0 || cpu >= CPU_SETSIZE ||
+        atomic_load_explicit(&g_blas_avoid, memory_order_relaxed) == cpu)
+        return;
+    cpu_set_t set = g_blas_allowed;
+    CPU_CLR(cpu, &set);
+    if (CPU_COUNT(&set) == 0)
+        return;
+    atomic_store_explicit(&g_blas_avoid, cpu, memory_order_relaxed);
+    for (int i = 0; i < g_blas_workers; i++) /* 0 .. n-2 are the workers, n-1 the caller */
+        openblas_setaffinity(i, sizeof set, &set);
 }
 
 /* Operands are 2-D matrices or 3-D batches of them (bmm): the matrix is the
@@ -134,7 +166,7 @@ static od_status gemm_blas(od_tensor *a, od_tensor *b, od_tensor *c, double alph
                           "matrix product of %lldx%lld and %lldx%lld exceeds OpenBLAS's 32-bit sizes",
                           (long long)n, (long long)k, (long long)k, (long long)m);
     } else {
-        pthread_once(&g_blas_threads_once, blas_threads_init);
+        od_cpu_blas_enter((double)n * (double)m * (double)k);
         size_t es = od_dtype_size(c->dtype);
         const char *pa = od_tensor_data(a), *pb = od_tensor_data(b);
         char *pc = od_tensor_data(c);
@@ -187,7 +219,7 @@ static bool gemv_blas(od_tensor *a, od_tensor *x, od_tensor *y, double alpha, do
             return true;
         a = ac;
     }
-    pthread_once(&g_blas_threads_once, blas_threads_init);
+    od_cpu_blas_enter((double)M * (double)N);
     CBLAS_TRANSPOSE t = tr == 'n' ? CblasNoTrans : CblasTrans;
     if (y->dtype == OD_FLOAT32)
         cblas_sgemv(CblasColMajor, t, (int)M, (int)N, (float)alpha, od_tensor_data(a), (int)lda, od_tensor_data(x),
@@ -344,7 +376,7 @@ static od_status dot(od_tensor *x, od_tensor *y, od_tensor *out, od_error *err)
         st = od_error_set(err, OD_ETOOLARGE, "dot: %lld elements exceed OpenBLAS's 32-bit sizes",
                           (long long)n);
     } else {
-        pthread_once(&g_blas_threads_once, blas_threads_init);
+        od_cpu_blas_enter((double)n);
         double r;
         if (xw->dtype == OD_FLOAT64)
             r = cblas_ddot((int)n, od_tensor_data(xw), (int)xw->strides[0], od_tensor_data(yw),

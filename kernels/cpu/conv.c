@@ -484,7 +484,7 @@ od_status od_cpu_conv(void *ctx, const od_op *op, od_keyset ks, od_stack *s, od_
     const geo *g = &c.g;
     size_t img_n = (size_t)(p.C_img * g->limg) * c.es, grid_n = (size_t)(p.C_grid * g->lgrid) * c.es;
     const char *xd = od_tensor_data(x), *wd = od_tensor_data(w), *bd = b ? od_tensor_data(b) : NULL;
-    od_cpu_blas_threads_init();
+    od_cpu_blas_enter(INFINITY);
     if (!bwd) {
         char *yd = od_tensor_data(res[0]);
         if (is_depthwise(&p) && c.kind == K_F32 &&

@@ -129,8 +129,10 @@ od_status od_cpu_compute_target(od_tensor *out, od_dtype cdt, od_tensor **tgt, o
  * success and on error). */
 od_status od_cpu_finish_target(od_tensor *out, od_tensor *tgt, od_error *err);
 
-/* Sizes OpenBLAS's thread pool once (blas.c); call before any BLAS call. */
-void od_cpu_blas_threads_init(void);
+/* Call before any BLAS or LAPACK call (blas.c): sizes OpenBLAS's thread pool
+ * once, and keeps its workers off the caller's CPU when the call's work
+ * (multiply-adds; INFINITY when unknown) is large enough to use them. */
+void od_cpu_blas_enter(double work);
 
 /* Writes scalar v (bool/int/double od_value, borrowed) converted to dt into
  * buf (at least 8 bytes), wrapping integers and rounding floats like a torch

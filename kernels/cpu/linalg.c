@@ -847,7 +847,7 @@ od_status od_cpu_linalg(void *ctx, const od_op *op, od_keyset ks, od_stack *s, o
     od_opid id = OD_OPID_OF_CTX(ctx);
     od_out_spec spec[4];
     int nouts = 0;
-    od_cpu_blas_threads_init(); /* OpenBLAS's threads as many as ours, as for mm (else its environment decides) */
+    od_cpu_blas_enter(INFINITY); /* LAPACK: sizes its threads and steers them (blas.c) */
     od_linalg_info li;
     od_status st_;
     if (id == OD_OPID_linalg_lstsq) {
