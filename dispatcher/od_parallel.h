@@ -16,11 +16,14 @@
  *    for at most 30 us before they sleep, yielding the CPU as they poll. On a
  *    machine of 2 to 8 CPUs the workers' affinity leaves out the CPU of the
  *    thread that last opened a region.
- *  - BLAS threading is not managed here; BLAS kernels read od_get_num_threads().
+ *  - BLAS threading is not managed here; BLAS kernels read od_get_num_threads()
+ *    and keep OpenBLAS's own workers off the caller's CPU by the same rule
+ *    (od_keep_off_caller_cpu).
  */
 #ifndef OD_PARALLEL_H
 #define OD_PARALLEL_H
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -55,6 +58,13 @@ void od_set_deadline(uint64_t deadline_ns);
 bool od_cancelled(void);
 /* Every thread with a deadline counts as past it from now on (shutdown). */
 void od_cancel_all(void);
+/* For a pool of threads that poll for work between jobs (this one's,
+ * OpenBLAS's): whether to move them off the calling thread's CPU now. True,
+ * with *set = *allowed less the caller's CPU, on a machine of 2 to 8 allowed
+ * CPUs when the caller's CPU is not *away_from (then set to it); the caller
+ * then applies *set to its threads. *away_from starts at -1. Callers
+ * serialize calls on one away_from. All pointers borrowed. */
+bool od_keep_off_caller_cpu(const cpu_set_t *allowed, int *away_from, cpu_set_t *set);
 /* Stops and joins the workers, waiting for a running region to end
  * (idempotent; the pool restarts on next use; a no-op inside a region). */
 void od_parallel_shutdown(void);

@@ -333,19 +333,26 @@ static void stop_workers(void)
  * call per worker, so above KEEP_OFF_MAX_CPUS (where an idle CPU is easy for
  * the scheduler to find, and callers move more) the pool does not do it. */
 #define KEEP_OFF_MAX_CPUS 8
+bool od_keep_off_caller_cpu(const cpu_set_t *allowed, int *away_from, cpu_set_t *set)
+{
+    int ncpu = CPU_COUNT(allowed);
+    if (ncpu < 2 || ncpu > KEEP_OFF_MAX_CPUS)
+        return false;
+    int cpu = sched_getcpu();
+    if (cpu < 0 || cpu >= CPU_SETSIZE || cpu == *away_from || !CPU_ISSET(cpu, allowed))
+        return false;
+    *set = *allowed;
+    CPU_CLR(cpu, set);
+    *away_from = cpu;
+    return true;
+}
+
 static void keep_workers_off_caller_cpu(void)
 {
-    int ncpu = CPU_COUNT(&pool.allowed);
-    if (ncpu < 2 || ncpu > KEEP_OFF_MAX_CPUS)
-        return;
-    int cpu = sched_getcpu();
-    if (cpu < 0 || cpu == pool.away_from || !CPU_ISSET(cpu, &pool.allowed))
-        return;
-    cpu_set_t set = pool.allowed;
-    CPU_CLR(cpu, &set);
-    for (int i = 0; i < pool.nworkers; i++)
-        pthread_setaffinity_np(pool.threads[i], sizeof set, &set);
-    pool.away_from = cpu;
+    cpu_set_t set;
+    if (od_keep_off_caller_cpu(&pool.allowed, &pool.away_from, &set))
+        for (int i = 0; i < pool.nworkers; i++)
+            pthread_setaffinity_np(pool.threads[i], sizeof set, &set);
 }
 
 od_status od_parallel_for(int64_t n, int64_t grain, range_fn fn, void *ctx)

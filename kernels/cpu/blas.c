@@ -29,10 +29,9 @@
  *    keeps OpenBLAS's workers off the caller's CPU (see there).
  */
 #include <cblas.h>
-#include <sched.h>
-#include <stdatomic.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,9 +57,10 @@ __attribute__((constructor)) static void blas_core_init(void)
 }
 
 static pthread_once_t g_blas_threads_once = PTHREAD_ONCE_INIT;
-static cpu_set_t g_blas_allowed;     /* the process's CPUs, at init */
-static int g_blas_workers;           /* OpenBLAS's threads besides the caller; 0: never steered */
-static atomic_int g_blas_avoid = -1; /* the CPU its workers were last kept off */
+static cpu_set_t g_blas_allowed; /* the process's CPUs, at init */
+static int g_blas_workers;       /* OpenBLAS's threads besides the caller; 0: never steered */
+static pthread_mutex_t g_blas_steer_m = PTHREAD_MUTEX_INITIALIZER;
+static int g_blas_away = -1; /* under g_blas_steer_m: the CPU its workers were last kept off */
 
 static void blas_threads_init(void)
 {
@@ -76,25 +76,23 @@ static void blas_threads_init(void)
  * take turns there, each yielding to the other, and the load balancer leaves
  * both alone for milliseconds since both are cache-hot: a 1000x1000 sgemv
  * took 137-150 us instead of 34-50 in half the requests made after a pause.
- * So the workers are kept off the caller's CPU; their affinity changes only
- * when the caller's CPU does, and only for calls big enough for OpenBLAS to
- * use its threads (below, it runs gemm and gemv on the caller alone). */
+ * So the workers are kept off the caller's CPU, by od_parallel's rule for its
+ * own pool (od_keep_off_caller_cpu: 2 to 8 CPUs, a system call per worker
+ * only when the caller's CPU changed), and only for calls big enough for
+ * OpenBLAS to use them (below, it runs gemm and gemv on the caller alone). */
 #define BLAS_STEER_MIN 262144.0 /* OpenBLAS 0.3.21: 65536 * GEMM_MULTITHREAD_THRESHOLD (4) */
 
 void od_cpu_blas_enter(double work)
 {
     pthread_once(&g_blas_threads_once, blas_threads_init);
-    int cpu;
-    if (g_blas_workers <= 0 || work <= BLAS_STEER_MIN || (cpu = sched_getcpu()) < 0 || cpu >= CPU_SETSIZE ||
-        atomic_load_explicit(&g_blas_avoid, memory_order_relaxed) == cpu)
+    if (g_blas_workers <= 0 || work <= BLAS_STEER_MIN)
         return;
-    cpu_set_t set = g_blas_allowed;
-    CPU_CLR(cpu, &set);
-    if (CPU_COUNT(&set) == 0)
-        return;
-    atomic_store_explicit(&g_blas_avoid, cpu, memory_order_relaxed);
-    for (int i = 0; i < g_blas_workers; i++) /* 0 .. n-2 are the workers, n-1 the caller */
-        openblas_setaffinity(i, sizeof set, &set);
+    cpu_set_t set;
+    pthread_mutex_lock(&g_blas_steer_m);
+    if (od_keep_off_caller_cpu(&g_blas_allowed, &g_blas_away, &set))
+        for (int i = 0; i < g_blas_workers; i++) /* 0 .. n-2 are the workers, n-1 the caller */
+            openblas_setaffinity(i, sizeof set, &set);
+    pthread_mutex_unlock(&g_blas_steer_m);
 }
 
 /* Operands are 2-D matrices or 3-D batches of them (bmm): the matrix is the
