@@ -585,12 +585,12 @@ def main():
                     break
             except requests.ConnectionError:
                 time.sleep(0.1)
-        ew = None
+        ew_args = {}  # ew: each case's arguments as torch builds them
         if a.family == "ew":
             cases, ew = ew_cases(url, a.n, a.ops)
+            ew_args = dict(ew)
         if a.family in FAMILIES:
             cases = {k: v for k, v in FAMILIES[a.family]().items() if a.ops in k}
-            ew = {"spec": [[k, c[0], c[1], case_kwargs(c)] for k, c in cases.items()]}
         target = TARGETS.get(a.family, 1.0)
         # torch's OpenBLAS on the core the server runs (tools/torch_quiet.c, kernels/cpu/od_blas_core.h):
         # on a CPU newer than OpenBLAS 0.3.21 torch alone would run its Prescott (SSE3) kernels
@@ -625,7 +625,6 @@ def main():
         # drifts by 2x over tens of seconds, and a burst of load in one side's turn moved a single
         # ratio by 1.5x. A case whose round takes more than --round-seconds gets one round, whatever
         # its ratio, so the run stays bounded (a 4000^2 mm round takes a minute).
-        ew_args = dict(ew) if isinstance(ew, list) else {}
         size = "the sizes named" if a.family in FAMILIES else f"{a.n} float32 elements"
         print(f"{size} on {a.device}, {a.threads} threads, median of {a.iterations} calls each, "
               f"median ratio of up to {a.rounds} paired rounds; torch {TORCH_PYTHON}")
