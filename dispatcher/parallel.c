@@ -324,8 +324,8 @@ static void stop_workers(void)
     pthread_mutex_unlock(&pool.m);
 }
 
-/* Caller holds pool.region. Keeps the workers off the calling thread's CPU
- * on a small machine. Left to the scheduler, on a 2-vCPU VM a worker woken by
+/* Keeps a pool's workers off the calling thread's CPU on a small machine
+ * (od_parallel.h). Left to the scheduler, on a 2-vCPU VM a worker woken by
  * the caller was often queued on the caller's own CPU while the other one
  * idled, and stayed there region after region: the loop ran at serial speed
  * plus the hand-offs (a 1e6-element sigmoid took 210 us with two threads, as
@@ -347,6 +347,7 @@ bool od_keep_off_caller_cpu(const cpu_set_t *allowed, int *away_from, cpu_set_t 
     return true;
 }
 
+/* Caller holds pool.region. */
 static void keep_workers_off_caller_cpu(void)
 {
     cpu_set_t set;
