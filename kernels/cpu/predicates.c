@@ -89,14 +89,16 @@ static void equal_chunk(void *ctx, int64_t begin, int64_t end)
         case OD_FLOAT32:
             if (m == EQUAL_BLOCK)
                 ne = ne_block_f32((const float *)pa, (const float *)pb);
-            for (int64_t k = 0; m < EQUAL_BLOCK && k < m; k++)
-                ne |= !(((const float *)pa)[k] == ((const float *)pb)[k]);
+            else /* the last, partial block */
+                for (int64_t k = 0; k < m; k++)
+                    ne |= !(((const float *)pa)[k] == ((const float *)pb)[k]);
             break;
         case OD_FLOAT64:
             if (m == EQUAL_BLOCK)
                 ne = ne_block_f64((const double *)pa, (const double *)pb);
-            for (int64_t k = 0; m < EQUAL_BLOCK && k < m; k++)
-                ne |= !(((const double *)pa)[k] == ((const double *)pb)[k]);
+            else /* the last, partial block */
+                for (int64_t k = 0; k < m; k++)
+                    ne |= !(((const double *)pa)[k] == ((const double *)pb)[k]);
             break;
         case OD_FLOAT16:
         case OD_BFLOAT16: {
