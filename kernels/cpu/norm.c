@@ -60,7 +60,7 @@ static inline float bf16_round(float v) { return od_bf16_to_float(od_float_to_bf
 /* ---- batch norm ------------------------------------------------------------------- */
 
 #define BN_FNS(T, SUF, FMA, SQ_ADD)                                                                     \
-    static void bn_stats_##SUF(void *ctx, int64_t c0, int64_t c1)                                    \
+    OD_CPU_CLONES static void bn_stats_##SUF(void *ctx, int64_t c0, int64_t c1)                      \
     {                                                                                                \
         const norm_ctx *k = ctx;                                                                     \
         const od_norm_plan *p = k->p;                                                                \
@@ -137,7 +137,7 @@ static inline float bf16_round(float v) { return od_bf16_to_float(od_float_to_bf
         }                                                                                            \
     }                                                                                                \
     /* per channel: the sums, then grad_input of that channel */                                     \
-    static void bn_backward_##SUF(void *ctx, int64_t c0, int64_t c1)                                 \
+    OD_CPU_CLONES static void bn_backward_##SUF(void *ctx, int64_t c0, int64_t c1)                   \
     {                                                                                                \
         const norm_ctx *k = ctx;                                                                     \
         const od_norm_plan *p = k->p;                                                                \
@@ -149,29 +149,39 @@ static inline float bf16_round(float v) { return od_bf16_to_float(od_float_to_bf
             T invstd = p->train ? ((const T *)k->invstd)[c]                                          \
                                 : (T)(1.0 / sqrt((double)((const T *)k->rv)[c] + p->eps));           \
             T w = k->w ? ((const T *)k->w)[c] : (T)1;                                                \
-            double sum = 0, dotp = 0;                                                                \
+            /* eight accumulators each, as bn_stats: one chained every add on the last and */      \
+            /* ran at the add's latency (2.3x torch at 8x64x56x56) */                                \
+            double sa[8] = {0}, da[8] = {0};                                                         \
             for (int64_t i = 0; i < N; i++) {                                                        \
-                const T *xr = x + (i * C + c) * S, *gr = dy + (i * C + c) * S;                       \
-                for (int64_t s = 0; s < S; s++) {                                                    \
-                    sum += gr[s];                                                                    \
-                    dotp += (double)(xr[s] - mean) * gr[s];                                          \
+                const T *restrict xr = x + (i * C + c) * S, *restrict gr = dy + (i * C + c) * S;     \
+                int64_t s = 0;                                                                       \
+                for (; s + 8 <= S; s += 8)                                                           \
+                    for (int u = 0; u < 8; u++) {                                                    \
+                        sa[u] += gr[s + u];                                                          \
+                        da[u] += (double)(xr[s + u] - mean) * gr[s + u];                             \
+                    }                                                                                \
+                for (; s < S; s++) {                                                                 \
+                    sa[0] += gr[s];                                                                  \
+                    da[0] += (double)(xr[s] - mean) * gr[s];                                         \
                 }                                                                                    \
             }                                                                                        \
+            double sum = ((sa[0] + sa[1]) + (sa[2] + sa[3])) + ((sa[4] + sa[5]) + (sa[6] + sa[7]));  \
+            double dotp = ((da[0] + da[1]) + (da[2] + da[3])) + ((da[4] + da[5]) + (da[6] + da[7])); \
             if (k->y) {                                                                              \
                 T *gx = k->y;                                                                        \
                 if (p->train) {                                                                      \
                     T kk = (T)(dotp * invstd * invstd / n), gm = (T)(sum / n), wi = invstd * w;      \
                     for (int64_t i = 0; i < N; i++) {                                                \
-                        const T *xr = x + (i * C + c) * S, *gr = dy + (i * C + c) * S;               \
-                        T *o = gx + (i * C + c) * S;                                                 \
+                        const T *restrict xr = x + (i * C + c) * S, *restrict gr = dy + (i * C + c) * S; \
+                        T *restrict o = gx + (i * C + c) * S;                                        \
                         for (int64_t s = 0; s < S; s++)                                              \
                             o[s] = (gr[s] - gm - (xr[s] - mean) * kk) * wi;                          \
                     }                                                                                \
                 } else {                                                                             \
                     T wi = invstd * w;                                                               \
                     for (int64_t i = 0; i < N; i++) {                                                \
-                        const T *gr = dy + (i * C + c) * S;                                          \
-                        T *o = gx + (i * C + c) * S;                                                 \
+                        const T *restrict gr = dy + (i * C + c) * S;                                 \
+                        T *restrict o = gx + (i * C + c) * S;                                        \
                         for (int64_t s = 0; s < S; s++)                                              \
                             o[s] = gr[s] * wi;                                                       \
                     }                                                                                \
