@@ -7,6 +7,10 @@
  * ones as doubles (NaN unequal to itself, -0.0 equal to 0.0), the others as
  * int64; inputs are read through their strides.
  */
+/* as elementwise.c: gcc's default -O2 cost model leaves a loop that needs a peel scalar */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("vect-cost-model=dynamic")
+#endif
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,14 +212,18 @@ typedef struct runs_job {
     int64_t *inv, *cnt; /* may be NULL */
 } runs_job;
 
-static void runs_count_blocks(void *ctx, int64_t b, int64_t e)
+/* vector clones: the count is compares of neighbours, 4x faster in vectors */
+OD_CPU_CLONES static void runs_count_blocks(void *ctx, int64_t b, int64_t e)
 {
     runs_job *j = ctx;
     for (int64_t blk = b; blk < e; blk++) {
         int64_t lo = blk * RUNS_BLOCK, hi = lo + RUNS_BLOCK < j->n ? lo + RUNS_BLOCK : j->n, g = lo == 0;
 #define RUNS_COUNT_(T)                                                                           \
-    for (int64_t i = lo > 0 ? lo : 1; i < hi; i++)                                               \
-        g += ((const T *)j->x)[i] != ((const T *)j->x)[i - 1];
+    {                                                                                            \
+        const T *restrict v = j->x;                                                              \
+        for (int64_t i = lo > 0 ? lo : 1; i < hi; i++)                                           \
+            g += v[i] != v[i - 1];                                                               \
+    }
         RUNS_SWITCH_(j->k, RUNS_COUNT_)
 #undef RUNS_COUNT_
         j->first[blk] = g;
@@ -228,18 +236,26 @@ static void runs_fill_blocks(void *ctx, int64_t b, int64_t e)
     for (int64_t blk = b; blk < e; blk++) {
         int64_t lo = blk * RUNS_BLOCK, hi = lo + RUNS_BLOCK < j->n ? lo + RUNS_BLOCK : j->n;
         int64_t g = j->first[blk] - 1, *inv = j->inv, *cnt = j->cnt;
+/* the values alone (torch's default) in a loop of their own: no per-element tests of inv and
+ * cnt, and no reload of the job's pointers after every store */
 #define RUNS_FILL_(T)                                                                            \
     {                                                                                            \
-        const T *v = j->x;                                                                       \
-        for (int64_t i = lo; i < hi; i++) {                                                      \
-            if (i == 0 || v[i] != v[i - 1]) {                                                    \
-                ((T *)j->vals)[++g] = v[i];                                                      \
-                if (cnt)                                                                         \
-                    cnt[g] = i;                                                                  \
+        const T *restrict v = j->x;                                                              \
+        T *restrict vals = j->vals;                                                              \
+        if (!inv && !cnt) {                                                                      \
+            for (int64_t i = lo; i < hi; i++)                                                    \
+                if (i == 0 || v[i] != v[i - 1])                                                  \
+                    vals[++g] = v[i];                                                            \
+        } else                                                                                   \
+            for (int64_t i = lo; i < hi; i++) {                                                  \
+                if (i == 0 || v[i] != v[i - 1]) {                                                \
+                    vals[++g] = v[i];                                                            \
+                    if (cnt)                                                                     \
+                        cnt[g] = i;                                                              \
+                }                                                                                \
+                if (inv)                                                                         \
+                    inv[i] = g;                                                                  \
             }                                                                                    \
-            if (inv)                                                                             \
-                inv[i] = g;                                                                      \
-        }                                                                                        \
     }
         RUNS_SWITCH_(j->k, RUNS_FILL_)
 #undef RUNS_FILL_

@@ -672,10 +672,12 @@ def test_unique_consecutive(server, rng):
             v[(v == 0) & (rng.random(v.size) < 0.5)] = -0.0
         for inv, cnt in ((False, False), (True, False), (False, True), (True, True)):
             cases.append(("unique_consecutive", [T(v.reshape(2, -1) if inv else v, dt), inv, cnt], {}))
-    # more elements than one parallel block (65536): runs that cross block boundaries
+    # more elements than one parallel block (65536): runs that cross block boundaries, with the
+    # values alone (their own loop) and with inverse and counts
     for dt in ("float32", "int64"):
         v = np.repeat(rand(rng, dt, (100_000,)), rng.integers(1, 5, 100_000))[:200_000]
-        cases.append(("unique_consecutive", [T(v, dt), True, True], {}))
+        for both in (True, False):
+            cases.append(("unique_consecutive", [T(v, dt), both, both], {}))
     nan = T(np.array([0.0, -0.0, np.nan, np.nan, 1.0, 1.0]))
     cases += [("unique_consecutive", [nan, True, True], {}),
               ("unique_consecutive", [T(np.array([[0.0, np.nan], [0.0, np.nan]])), True, True, 0], {}),
