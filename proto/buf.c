@@ -64,7 +64,6 @@ void od_buf_append(od_buf *b, const void *p, size_t n)
     b->data[b->len] = '\0';
 }
 
-void od_buf_puts(od_buf *b, const char *s) { od_buf_append(b, s, strlen(s)); }
 
 void od_buf_putc(od_buf *b, char c)
 {
@@ -146,8 +145,24 @@ void od_buf_json_strn(od_buf *b, const char *s, size_t n)
     static const char hex[] = "0123456789abcdef";
     if (!od_buf_reserve(b, n + 2))
         return;
-    od_buf_putc(b, '"');
+    /* Most strings (names, keys, dtypes) need no escape: one scan, one copy
+     * into the room just reserved. */
     size_t i = 0;
+    for (uint64_t v; i + 8 <= n && (memcpy(&v, s + i, 8), plain8(v)); i += 8)
+        ;
+    while (i < n && (unsigned char)s[i] >= 0x20 && (unsigned char)s[i] < 0x80 && s[i] != '"' && s[i] != '\\')
+        i++;
+    if (i == n) {
+        char *d = b->data + b->len;
+        d[0] = '"';
+        memcpy(d + 1, s, n);
+        d[n + 1] = '"';
+        d[n + 2] = '\0';
+        b->len += n + 2;
+        return;
+    }
+    od_buf_putc(b, '"');
+    i = 0;
     while (i < n) {
         size_t run = i; /* copy runs of plain bytes at once, found 8 at a time */
         for (uint64_t v; run + 8 <= n && (memcpy(&v, s + run, 8), plain8(v)); run += 8)

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "od_dispatch.h"
 
@@ -44,7 +45,8 @@ void od_buf_init(od_buf *b);
 void od_buf_free(od_buf *b);
 bool od_buf_reserve(od_buf *b, size_t extra); /* room for extra more bytes */
 void od_buf_append(od_buf *b, const void *p, size_t n);
-void od_buf_puts(od_buf *b, const char *s);
+/* inline so that a literal's length is known where it is written (s: borrowed) */
+static inline void od_buf_puts(od_buf *b, const char *s) { od_buf_append(b, s, strlen(s)); }
 void od_buf_putc(od_buf *b, char c);
 void od_buf_printf(od_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A JSON string literal: quotes, escapes, and invalid UTF-8 replaced by U+FFFD. */
