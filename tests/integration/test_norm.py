@@ -69,7 +69,10 @@ def P(rng, shape, dt="float32"):
 TOL = {"float64": 1e-10, "float32": 2e-5, "bfloat16": 2e-2}
 
 
-def close(got, want, dt, what, bad):
+def close(got, want, dt, what, bad, scaled=False):
+    """scaled: the absolute tolerance is tol of the largest output, for results that torch sums in
+    float and then cancels (group norm backward's c2 * x + c3): near zero they carry the error of
+    the largest terms"""
     if got is None or want is None:
         if (got is None) != (want is None):
             bad.append(f"{what}: {got and 'tensor'} vs torch {want and 'tensor'}")
@@ -86,8 +89,11 @@ def close(got, want, dt, what, bad):
         # in another order, so invstd can land one bfloat16 step from torch's: an output near zero then
         # differs by 2^-8 of |x - mean| * invstd * |w|, within 2^-7 of the largest output
         atol = max(tol, 2.0 ** -7 * float(np.nanmax(np.abs(w[np.isfinite(w)]))))
+    elif scaled and np.isfinite(w).any():
+        atol = max(tol, tol * float(np.max(np.abs(w[np.isfinite(w)]))))
     if not np.allclose(g, w, rtol=tol, atol=atol, equal_nan=True):
-        i = int(np.argmax(np.abs(g - w)))
+        over = np.abs(g - w) - atol - tol * np.abs(w)  # the element furthest outside the tolerance
+        i = int(np.argmax(np.where(np.isnan(over), -np.inf, over)))
         bad.append(f"{what}: at {i} {g[i]} vs torch {w[i]} (of {len(g)})")
 
 
@@ -132,7 +138,8 @@ def check(server, cases, mutated=True):
         else:
             got = outputs_of(case, r.json())
             for k in range(min(len(got), case.get("nout", len(w["outs"])))):
-                close(got[k], w["outs"][k], case.get("dt", "float32"), f"{what} out {k}", bad)
+                close(got[k], w["outs"][k], case.get("dt", "float32"), f"{what} out {k}", bad,
+                      scaled=case.get("scaled", False))
             for i, tid in ids.items():
                 after = server.get(f"/v1/tensors/{tid}").json()["outputs"][0]
                 close(after, w["after"][str(i)], case.get("dt", "float32"), f"{what} running arg {i}", bad)
@@ -297,7 +304,7 @@ def test_backward_operators(server, rng):
             N, C = shape[:2]
             HxW = int(np.prod(shape[2:]))
             for mask in ([True, True, True], [True, False, False], [False, True, True]):
-                cases.append({"op": "native_group_norm_backward", "dt": dt, "nout": 3,
+                cases.append({"op": "native_group_norm_backward", "dt": dt, "nout": 3, "scaled": True,
                               "args": [R(rng, shape, dt), R(rng, shape, dt), R(rng, (N, G), dt), P(rng, (N, G), dt),
                                        R(rng, (C,), dt), N, C, HxW, G, mask]})
     check(server, cases)
