@@ -64,7 +64,6 @@ void od_buf_append(od_buf *b, const void *p, size_t n)
     b->data[b->len] = '\0';
 }
 
-
 void od_buf_putc(od_buf *b, char c)
 {
     if (!od_buf_reserve(b, 1))
@@ -140,6 +139,16 @@ static inline bool plain8(uint64_t v)
     return (((v - ones * 0x20) | v | ((q - ones) & ~q) | ((bs - ones) & ~bs)) & high) == 0;
 }
 
+/* The end of the run of plain bytes from i: whole words first, then bytes. */
+static size_t plain_end(const char *s, size_t i, size_t n)
+{
+    for (uint64_t v; i + 8 <= n && (memcpy(&v, s + i, 8), plain8(v)); i += 8)
+        ;
+    while (i < n && (unsigned char)s[i] >= 0x20 && (unsigned char)s[i] < 0x80 && s[i] != '"' && s[i] != '\\')
+        i++;
+    return i;
+}
+
 void od_buf_json_strn(od_buf *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
@@ -147,12 +156,8 @@ void od_buf_json_strn(od_buf *b, const char *s, size_t n)
         return;
     /* Most strings (names, keys, dtypes) need no escape: one scan, one copy
      * into the room just reserved. */
-    size_t i = 0;
-    for (uint64_t v; i + 8 <= n && (memcpy(&v, s + i, 8), plain8(v)); i += 8)
-        ;
-    while (i < n && (unsigned char)s[i] >= 0x20 && (unsigned char)s[i] < 0x80 && s[i] != '"' && s[i] != '\\')
-        i++;
-    if (i == n) {
+    size_t i = 0, run = plain_end(s, 0, n);
+    if (run == n) {
         char *d = b->data + b->len;
         d[0] = '"';
         memcpy(d + 1, s, n);
@@ -162,19 +167,10 @@ void od_buf_json_strn(od_buf *b, const char *s, size_t n)
         return;
     }
     od_buf_putc(b, '"');
-    i = 0;
-    while (i < n) {
-        size_t run = i; /* copy runs of plain bytes at once, found 8 at a time */
-        for (uint64_t v; run + 8 <= n && (memcpy(&v, s + run, 8), plain8(v)); run += 8)
-            ;
-        while (run < n && (unsigned char)s[run] >= 0x20 && (unsigned char)s[run] < 0x80 &&
-               s[run] != '"' && s[run] != '\\')
-            run++;
-        if (run > i) {
-            od_buf_append(b, s + i, run - i);
-            i = run;
-            continue;
-        }
+    for (;;) { /* a run of plain bytes (perhaps none), then one byte or character that needs care */
+        od_buf_append(b, s + i, run - i);
+        if ((i = run) >= n)
+            break;
         unsigned char c = (unsigned char)s[i];
         if (c == '"' || c == '\\') {
             char e[2] = {'\\', (char)c};
@@ -201,6 +197,7 @@ void od_buf_json_strn(od_buf *b, const char *s, size_t n)
                 i++;
             }
         }
+        run = plain_end(s, i, n);
     }
     od_buf_putc(b, '"');
 }

@@ -9,7 +9,8 @@
  *    for batch norm's running statistics, into the caller's tensors) last.
  *  - Batch norm follows ATen 1.13's batch_norm_cpu: two passes per channel
  *    with the sums in double (eight accumulators where ATen runs one: a mean
- *    can differ from torch's by an ulp), mean rounded to the compute type,
+ *    can differ from torch's by an ulp; the backward's sums likewise), mean
+ *    rounded to the compute type,
  *    var = var_sum / n in the compute type, invstd = 1 / sqrt(var + eps) in
  *    double, 0 where var and eps are both 0 (ATen's InvStd) (for bfloat16:
  *    mean, var_sum and invstd rounded to bfloat16, invstd computed in float,
@@ -149,8 +150,8 @@ static inline float bf16_round(float v) { return od_bf16_to_float(od_float_to_bf
             T invstd = p->train ? ((const T *)k->invstd)[c]                                          \
                                 : (T)(1.0 / sqrt((double)((const T *)k->rv)[c] + p->eps));           \
             T w = k->w ? ((const T *)k->w)[c] : (T)1;                                                \
-            /* eight accumulators each, as bn_stats: one chained every add on the last and */      \
-            /* ran at the add's latency (2.3x torch at 8x64x56x56) */                                \
+            /* eight accumulators each, as bn_stats: with one, every add waited for the last       \
+             * (2.3x torch's time at 8x64x56x56) */                                                  \
             double sa[8] = {0}, da[8] = {0};                                                         \
             for (int64_t i = 0; i < N; i++) {                                                        \
                 const T *restrict xr = x + (i * C + c) * S, *restrict gr = dy + (i * C + c) * S;     \
