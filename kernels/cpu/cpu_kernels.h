@@ -31,6 +31,14 @@
  * find it in cache. */
 #define OD_CPU_STREAM_BYTES ((int64_t)16 << 20)
 
+/* The sum of eight partial sums (a borrowed) in a fixed pairwise order, so
+ * every eight-accumulator reduction rounds the same way wherever it runs
+ * (reduce.c's LANE_SUM_ loops, on gcc vector lanes, write the same order inline). */
+static inline double od_cpu_sum8(const double *a)
+{
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
 /* How many of y[0..n) come before y's first 64-byte boundary: a streaming
  * writer stores those plainly, then whole aligned lines (y borrowed). */
 static inline int64_t od_cpu_floats_before_line(const float *y, int64_t n)

@@ -81,7 +81,7 @@ static inline float bf16_round(float v) { return od_bf16_to_float(od_float_to_bf
                 for (; s < S; s++)                                                                   \
                     a[0] += r[s];                                                                    \
             }                                                                                        \
-            double sum = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));          \
+            double sum = od_cpu_sum8(a);                                                             \
             T mean = (T)(sum / n);                                                                   \
             if (k->stats_bf16)                                                                       \
                 mean = (T)bf16_round((float)mean);                                                   \
@@ -99,7 +99,7 @@ static inline float bf16_round(float v) { return od_bf16_to_float(od_float_to_bf
                     v[0] = SQ_ADD(d, v[0]);                                                          \
                 }                                                                                    \
             }                                                                                        \
-            double vs = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));           \
+            double vs = od_cpu_sum8(v);                                                              \
             T var_sum = (T)vs; /* ATen keeps var_sum in the input's type */                          \
             /* ATen's InvStd: 0 where the variance and eps are both zero, not 1 / 0 */                \
             double vn = var_sum / (T)n; /* var_sum / n in the input's type (ATen: scalar / int64) */  \
@@ -166,8 +166,8 @@ static inline float bf16_round(float v) { return od_bf16_to_float(od_float_to_bf
                     da[0] += (double)(xr[s] - mean) * gr[s];                                         \
                 }                                                                                    \
             }                                                                                        \
-            double sum = ((sa[0] + sa[1]) + (sa[2] + sa[3])) + ((sa[4] + sa[5]) + (sa[6] + sa[7]));  \
-            double dotp = ((da[0] + da[1]) + (da[2] + da[3])) + ((da[4] + da[5]) + (da[6] + da[7])); \
+            double sum = od_cpu_sum8(sa);                                                            \
+            double dotp = od_cpu_sum8(da);                                                           \
             if (k->y) {                                                                              \
                 T *gx = k->y;                                                                        \
                 if (p->train) {                                                                      \

@@ -239,7 +239,7 @@ LANE_SUM_(lanes_sqdev_f64, double, T_SQDEV_)
             a = _mm512_add_pd(a, TERM(_mm512_cvtps_pd(_mm256_loadu_ps(x + i))));       \
         double l[8];                                                                   \
         _mm512_storeu_pd(l, a);                                                        \
-        double s = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));  \
+        double s = od_cpu_sum8(l);                                                     \
         for (; i < n; i++)                                                             \
             s += TERM1((double)x[i]);                                                  \
         return s;                                                                      \
