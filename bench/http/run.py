@@ -5,9 +5,10 @@ fixed body (the ceiling), (2) opdispatchd, (3) a FastAPI + numpy service with
 the same JSON API, (4) MLServer (Seldon's Open Inference Protocol server) with
 a numpy runtime serving add and mm on the same /v2 requests (mlserver_peer/,
 one process, from .venv-mlserver), checks every scenario's answer once
-against numpy, then
-drives each with wrk at 1, 16 and 64 connections and prints requests/s,
-p50/p99 latency and payload MB/s beside the peers. Stops only the processes
+against numpy, then drives each with wrk at 1, 16 and 64 connections, the
+whole plan once per round (--rounds, 3), and prints requests/s, p50/p99
+latency and payload MB/s beside the peers, and each ratio to a peer as the
+median of the rounds' ratios, each taken within one round. Stops only the processes
 it started, by PID. Bounded: DURATION seconds per point (15 at least for the
 4M-float relu, whose requests take up to a second at 64 connections).
 
@@ -303,33 +304,23 @@ def compare(args):
         print(f"  {sc:24s} c={c:<3d} {name:24s} {max(v):10.0f} req/s  {max(v) / base:6.3f}")
 
 
-def against_mlserver(scen, ours, mls, mls_binary, duration, tmpdir):
-    """The same /v2 requests to opdispatchd and MLServer, interleaved at each
-    connection count and run twice, best of two: on a shared 2-core machine
-    the load drifts within a run, and one pass each would measure the drift."""
-    plan = [("opdispatchd", ours, "add_v2_json"), ("MLServer + numpy", mls, "add_v2_json"),
-            ("opdispatchd", ours, "mm_v2_json"), ("MLServer + numpy", mls, "mm_v2_json"),
-            ("opdispatchd", ours, "add_bin"), ("opdispatchd", ours, "mm_bin")]
-    if mls_binary:
-        plan += [("MLServer + numpy", mls, "add_bin"), ("MLServer + numpy", mls, "mm_bin")]
-    runs = []
-    for server, base, key in plan:
-        sc = scen[key]()
-        sc.verify(base)  # correct answers before speed
-        runs.append((server, base, sc))
-    best = {}
+def interleaved(plan, rounds, duration, tmpdir):
+    """Each (server, scenario) of plan under wrk at each connection count, the
+    whole plan once per round, rounds times. On a shared 2-core machine the
+    load drifts by a third within minutes; two servers measured in the same
+    round ran seconds apart, so a ratio is taken within each round (ratio()),
+    and a drift between rounds moves both sides of it."""
+    runs = {}
     for c in CONNECTIONS:
-        for _ in range(2):
-            for server, base, sc in runs:
+        for rnd in range(rounds):
+            for server, base, sc in plan:
                 res = run_wrk(base, sc, c, duration, tmpdir)
-                k = (server, sc.name, c)
-                if k not in best or res["rps"] > best[k]["rps"]:
-                    best[k] = res
+                runs.setdefault((server, sc.name, c), []).append(res)
                 print(f"{server:26s} {sc.name:24s} c={c:<3d} {res['rps']:10.0f} req/s  "
                       f"p50 {res['p50']:8.2f} ms  p99 {res['p99']:8.2f} ms  "
-                      f"in {res['in_mbs']:8.1f} MB/s  out {res['out_mbs']:8.1f} MB/s "
-                      f"{res['errors']}", flush=True)
-    return best
+                      f"in {res['in_mbs']:8.1f} MB/s  out {res['out_mbs']:8.1f} MB/s  "
+                      f"round {rnd + 1} {res['errors']}", flush=True)
+    return runs
 
 
 def main():
@@ -338,6 +329,8 @@ def main():
     ap.add_argument("--fixed")
     ap.add_argument("--baseline")
     ap.add_argument("--duration", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="passes over the whole plan; ratios are the median of the rounds'")
     ap.add_argument("--no-fastapi", action="store_true")
     ap.add_argument("--mlserver", default=DEFAULT_MLSERVER,
                     help="the mlserver executable (of .venv-mlserver, `make bench-http`)")
@@ -391,72 +384,76 @@ def main():
                     print(f"MLServer: no binary tensor extension ({e}); binary ratios below "
                           "are against its /v2 JSON", flush=True)
 
-            plan = [("fixed-body libmicrohttpd", fixed, scen["add_json"]()),
-                    ("opdispatchd", ours, scen["add_json"]()),
-                    ("opdispatchd", ours, scen["add_json_none"]())]
+            plan = [("fixed-body libmicrohttpd", fixed, "add_json"),
+                    ("opdispatchd", ours, "add_json"),
+                    ("opdispatchd", ours, "add_json_none")]
             if peer:
-                plan.append(("FastAPI + numpy", peer, scen["add_json"]()))
-            plan.append(("opdispatchd", ours, scen["mm_json"]()))
+                plan += [("FastAPI + numpy", peer, "add_json")]
+            plan += [("opdispatchd", ours, "mm_json")]
             if peer:
-                plan.append(("FastAPI + numpy", peer, scen["mm_json"]()))
-            plan += [("opdispatchd", ours, scen["mm_bin"]()),
-                     ("opdispatchd", ours, scen["relu_bin"]())]
-            for server, base, sc in plan:
+                plan += [("FastAPI + numpy", peer, "mm_json")]
+            plan += [("opdispatchd", ours, "mm_bin"), ("opdispatchd", ours, "relu_bin")]
+            if mls:
+                # the same /v2 requests to both; without MLServer binary, our
+                # binary is compared to its JSON on the same tensors
+                plan += [("opdispatchd", ours, "add_v2_json"), ("MLServer + numpy", mls, "add_v2_json"),
+                         ("MLServer + numpy", mls, "mm_v2_json"), ("opdispatchd", ours, "mm_v2_json"),
+                         ("opdispatchd", ours, "add_bin")]
+                if mls_binary:
+                    plan += [("MLServer + numpy", mls, "add_bin"), ("MLServer + numpy", mls, "mm_bin")]
+            runs = []
+            for server, base, key in plan:
+                sc = scen[key]()
                 if server != "fixed-body libmicrohttpd":
                     sc.verify(base)  # correct answers before speed
                 else:
                     sc.resp_bytes = len(post(base + sc.path, sc.body, sc.headers())[2])
-                for c in CONNECTIONS:
-                    res = run_wrk(base, sc, c, args.duration, tmpdir)
-                    results[(server, sc.name, c)] = res
-                    print(f"{server:26s} {sc.name:24s} c={c:<3d} {res['rps']:10.0f} req/s  "
-                          f"p50 {res['p50']:8.2f} ms  p99 {res['p99']:8.2f} ms  "
-                          f"in {res['in_mbs']:8.1f} MB/s  out {res['out_mbs']:8.1f} MB/s "
-                          f"{res['errors']}", flush=True)
-            if mls:
-                mls_results = against_mlserver(scen, ours, mls, mls_binary, args.duration, tmpdir)
+                runs.append((server, base, sc))
+            results = interleaved(runs, args.rounds, args.duration, tmpdir)
     finally:
         for p in procs:
             stop(p)
 
-    def rps(server, name, c):
-        r = results.get((server, name, c))
-        return r["rps"] if r else float("nan")
+    def ratio(a, b, c):
+        """The median over rounds of a's req/s over b's in the same round."""
+        ra, rb = results.get((*a, c)), results.get((*b, c))
+        if not ra or not rb:
+            return float("nan"), ""
+        each = [x["rps"] / y["rps"] for x, y in zip(ra, rb)]
+        return float(np.median(each)), " ".join(f"{r:.2f}" for r in each)
 
-    print("\nratios (same run" +
-          ("; against MLServer: best of two interleaved runs each)" if mls else ")"))
+    def show(label, a, b, c, target):
+        r, each = ratio(a, b, c)
+        print(f"  c={c:<3d} {label:40s}{r:7.2f}   (target >= {target} at c=16; rounds {each})")
+
+    od = "opdispatchd"
+    fixed = ("fixed-body libmicrohttpd", "tiny add, JSON")
+    print(f"\nratios: the median of {args.rounds} rounds' ratios, each within one round")
     for c in CONNECTIONS:
-        print(f"  c={c:<3d} tiny add JSON / fixed-body server: "
-              f"{rps('opdispatchd', 'tiny add, JSON', c) / rps('fixed-body libmicrohttpd', 'tiny add, JSON', c):6.2f}"
-              "   (target >= 0.50 at c=16)")
-        print(f"  c={c:<3d} tiny add JSON, no record / fixed:  "
-              f"{rps('opdispatchd', 'tiny add, JSON, no record', c) / rps('fixed-body libmicrohttpd', 'tiny add, JSON', c):6.2f}"
-              "   (target >= 0.60 at c=16)")
+        show("tiny add JSON / fixed-body server:", (od, "tiny add, JSON"), fixed, c, 0.50)
+        show("tiny add JSON, no record / fixed:", (od, "tiny add, JSON, no record"), fixed, c, 0.60)
         if not args.no_fastapi:
-            print(f"  c={c:<3d} tiny add JSON / FastAPI:            "
-                  f"{rps('opdispatchd', 'tiny add, JSON', c) / rps('FastAPI + numpy', 'tiny add, JSON', c):6.1f}"
-                  "   (target >= 10 at c=16)")
-            print(f"  c={c:<3d} mm JSON / FastAPI:                  "
-                  f"{rps('opdispatchd', '64x64 mm, JSON', c) / rps('FastAPI + numpy', '64x64 mm, JSON', c):6.1f}"
-                  "   (target >= 20)")
-        print(f"  c={c:<3d} mm binary / our mm JSON:            "
-              f"{rps('opdispatchd', '64x64 mm, binary', c) / rps('opdispatchd', '64x64 mm, JSON', c):6.1f}"
-              "   (target >= 3)")
+            show("tiny add JSON / FastAPI:", (od, "tiny add, JSON"),
+                 ("FastAPI + numpy", "tiny add, JSON"), c, 10)
+            show("mm JSON / FastAPI:", (od, "64x64 mm, JSON"), ("FastAPI + numpy", "64x64 mm, JSON"),
+                 c, 20)
+        show("mm binary / our mm JSON:", (od, "64x64 mm, binary"), (od, "64x64 mm, JSON"), c, 3)
         if mls:
-            def vs_mls(ours_name, mls_name, label, target):
-                r = (mls_results[("opdispatchd", ours_name, c)]["rps"] /
-                     mls_results[("MLServer + numpy", mls_name, c)]["rps"])
-                print(f"  c={c:<3d} {label:40s}{r:6.1f}   (target >= {target} at c=16)")
-            vs_mls('tiny add, /v2 JSON', 'tiny add, /v2 JSON', "tiny add /v2 JSON / MLServer:", 30)
-            vs_mls('64x64 mm, /v2 JSON', '64x64 mm, /v2 JSON', "mm /v2 JSON / MLServer:", 6)
-            # without MLServer binary, against its JSON on the same tensors
+            mls_ = "MLServer + numpy"
+            show("tiny add /v2 JSON / MLServer:", (od, "tiny add, /v2 JSON"),
+                 (mls_, "tiny add, /v2 JSON"), c, 30)
+            show("mm /v2 JSON / MLServer:", (od, "64x64 mm, /v2 JSON"),
+                 (mls_, "64x64 mm, /v2 JSON"), c, 6)
             mb = "binary" if mls_binary else "/v2 JSON"
-            vs_mls('tiny add, binary', f'tiny add, {mb}', f"tiny add binary / MLServer {mb}:", 20)
-            vs_mls('64x64 mm, binary', f'64x64 mm, {mb}', f"mm binary / MLServer {mb}:", 20)
-        r = results.get(("opdispatchd", "4M-float relu, binary", c))
+            show(f"tiny add binary / MLServer {mb}:", (od, "tiny add, binary"),
+                 (mls_, f"tiny add, {mb}"), c, 20)
+            show(f"mm binary / MLServer {mb}:", (od, "64x64 mm, binary"), (mls_, f"64x64 mm, {mb}"),
+                 c, 20)
+        r = results.get((od, "4M-float relu, binary", c))
         if r:
-            print(f"  c={c:<3d} 4M relu binary payload:             in {r['in_mbs'] / 1e3:5.2f} GB/s, "
-                  f"out {r['out_mbs'] / 1e3:5.2f} GB/s   (target >= 1 GB/s each way)")
+            gbs = [x["in_mbs"] / 1e3 for x in r]
+            print(f"  c={c:<3d} 4M relu binary payload:             {np.median(gbs):5.2f} GB/s each way "
+                  f"(target >= 1 at c=64; rounds {' '.join(f'{g:.2f}' for g in gbs)})")
 
 
 if __name__ == "__main__":
