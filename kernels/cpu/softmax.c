@@ -393,7 +393,10 @@ typedef struct sm_ctx {
  * rows of any length), their exps going through a stack buffer first */
 #define SM_STREAM_ROW 8192
 
-static void sm_rows(void *ctx, int64_t begin, int64_t end)
+/* sm_rows and sm_cols are cloned for the bfloat16 conversions on the way in
+ * and out: compiled for the baseline they took half of a 4096x4096 bfloat16
+ * softmax's time (13.4 ms; 9.9 cloned) */
+OD_CPU_CLONES static void sm_rows(void *ctx, int64_t begin, int64_t end)
 {
     const sm_ctx *c = ctx;
     for (int64_t r = begin; r < end; r++) {
@@ -426,7 +429,7 @@ static void sm_rows(void *ctx, int64_t begin, int64_t end)
         _mm_sfence(); /* the streamed rows are visible before the task reports done */
 }
 
-static void sm_cols(void *ctx, int64_t begin, int64_t end)
+OD_CPU_CLONES static void sm_cols(void *ctx, int64_t begin, int64_t end)
 {
     const sm_ctx *c = ctx;
     for (int64_t t = begin; t < end; t++) {
