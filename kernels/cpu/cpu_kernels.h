@@ -215,6 +215,12 @@ bool od_cpu_vm512_silu(float *y, const float *x, int64_t n, bool stream);
 bool od_cpu_vm512_tanh(float *y, const float *x, int64_t n, bool stream);
 bool od_cpu_vm512_gelu_erf(float *y, const float *x, int64_t n, bool stream);
 bool od_cpu_vm512_gelu_tanh(float *y, const float *x, int64_t n, bool stream);
+/* y[i] = gcd(a[i], b[i]), or lcm, for i < n, contiguous int32 (ATen's
+ * int32 gcd and lcm, od_math_gcd_bits_i64 and _lcm_ at 32 bits), on
+ * AVX-512. y, a, b borrowed; y may be a or b, else none overlap. False,
+ * with nothing written, as above. */
+bool od_cpu_vm512_gcd_i32(int32_t *y, const int32_t *a, const int32_t *b, int64_t n);
+bool od_cpu_vm512_lcm_i32(int32_t *y, const int32_t *a, const int32_t *b, int64_t n);
 /* Turns those loops on (the default) or off, for every thread, so tests
  * and benchmarks can run elementwise.c's own loops; true when they now
  * run. */

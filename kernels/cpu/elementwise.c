@@ -681,7 +681,22 @@ static inline bool ew_zero_f64(double b, int *zf) { (void)b; (void)zf; return fa
 #define G_EW1_1(DT, id, fn, rule) CAT(G_EW1_V, EW_PROBE(CAT(EW_VML_, DT)))(DT, id, fn, rule)
 #define G_EW1_V0 G_EW1_0
 #define G_EW1(DT, id, fn, rule) CAT(G_EW1_, EW_PROBE(CAT(OD_MATH_VML_, fn)))(DT, id, fn, rule)
-#define G_EW2(DT, id, fn, rule) DEF_LOOP2_(ew_##id##_##DT, DT, EW_OUT(rule, DT), EW_X2(rule, fn, DT))
+/* OD_EW2 loops; where vmath512.c has fn for DT (EW_VM512_<fn>_<DT>: int32
+ * gcd and lcm), three contiguous operands go to its function first, the
+ * rest and a decline to the generic loops (named _all) */
+#define EW_VM512_gcd_INT32 ~, 1
+#define EW_VM512_lcm_INT32 ~, 1
+#define G_EW2_0(DT, id, fn, rule) DEF_LOOP2_(ew_##id##_##DT, DT, EW_OUT(rule, DT), EW_X2(rule, fn, DT))
+#define G_EW2_1(DT, id, fn, rule)                                                                 \
+    G_EW2_0(DT, id##_all, fn, rule)                                                               \
+    static void ew_##id##_##DT(void *vc, char **d, const int64_t *s, int64_t n)                  \
+    {                                                                                             \
+        const int64_t e = (int64_t)sizeof(OD_CPU_T_##DT);                                        \
+        bool contiguous = s[0] == e && s[1] == e && s[2] == e;                                    \
+        if (!(contiguous && od_cpu_vm512_##fn##_i32((void *)d[0], (void *)d[1], (void *)d[2], n))) \
+            ew_##id##_all_##DT(vc, d, s, n);                                                      \
+    }
+#define G_EW2(DT, id, fn, rule) CAT(G_EW2_, EW_PROBE(CAT(EW_VM512_, CAT(fn, CAT(_, DT)))))(DT, id, fn, rule)
 /* An OD_EWP operator whose od_math.h marks OD_MATH_EASY_<fn> (elu) or
  * OD_MATH_SPLIT_<fn> (polygamma) gets its own contiguous loop, DEF_EASY or
  * DEF_SPLIT, over the generic one (named _all). */

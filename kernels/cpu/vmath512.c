@@ -1,6 +1,9 @@
 /* vmath512.c — exp, sigmoid, silu, tanh and both gelu forms over
- * contiguous float32 on AVX-512: elementwise.c's contiguous loops of those
- * operators call these first and run their own loop when they return false.
+ * contiguous float32, and gcd and lcm over contiguous int32, on AVX-512:
+ * elementwise.c's contiguous loops of those operators call these first and
+ * run their own loop when they return false. gcd's and lcm's answers are
+ * exact, the same as od_math.h's for every pair; the invariants below are
+ * the float functions'.
  *
  * Invariants:
  *  - Every result has the bits of the function elementwise.c's AVX-512
@@ -353,6 +356,69 @@ VM_LOOP_(vm_tanh, vm_tanh)
 VM_LOOP_(vm_gelu_erf, vm_gelu_erf)
 VM_LOOP_(vm_gelu_tanh, vm_gelu_tanh)
 
+/* gcd of int32 by Stein's binary method, VM_K vectors of 16 lanes stepping
+ * together until every lane is done: shifts, min, max and a subtraction per
+ * step where ATen's Euclid divides per step (a scalar idiv, 2.6 ns an
+ * element on ones, 100 on random int32; this 0.56 and 6.0, one thread).
+ * A lane whose |a| or |b| stays negative (INT32_MIN, where Euclid's steps
+ * go negative and ATen's answers with them) sends its whole block to
+ * od_math.h's scalar form, as does the tail. A lane with a 0 computes
+ * gcd(1, 1) and takes a | b: gcd(0, b) = |b|. lcm: ATen's |a / g * b| in
+ * int32 (od_math_lcm_bits_i64), a / g exact in double, 0 where g is. Every
+ * block is loaded before it is stored, so y may be a or b. */
+__attribute__((target("arch=x86-64-v4"))) static void vm_gcd_i32_run(int32_t *y, const int32_t *a, const int32_t *b,
+                                                                     int64_t n, bool lcm)
+{
+    const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi32(1), c31 = _mm512_set1_epi32(31);
+    /* trailing zeros of each lane; 2^32 - 1 for a 0, which srlv turns into 0 */
+#define VM_CTZ32_(v) _mm512_sub_epi32(c31, _mm512_lzcnt_epi32(_mm512_and_si512(v, _mm512_sub_epi32(zero, v))))
+    int64_t i = 0;
+    for (; i + VM_BLOCK <= n; i += VM_BLOCK) {
+        __m512i av[VM_K], bv[VM_K], u[VM_K], w[VM_K], or0[VM_K], sh[VM_K];
+        __mmask16 z[VM_K], live[VM_K], neg = 0, any;
+        EACH(av[k] = _mm512_loadu_si512(a + i + 16 * k);
+             bv[k] = _mm512_loadu_si512(b + i + 16 * k);
+             u[k] = _mm512_abs_epi32(av[k]);
+             w[k] = _mm512_abs_epi32(bv[k]);
+             or0[k] = _mm512_or_si512(u[k], w[k]);
+             neg |= _mm512_movepi32_mask(or0[k]));
+        if (neg) {
+            for (int64_t j = i; j < i + VM_BLOCK; j++)
+                y[j] = (int32_t)(lcm ? od_math_lcm_bits_i64(a[j], b[j], 32) : od_math_gcd_bits_i64(a[j], b[j], 32));
+            continue;
+        }
+        EACH(z[k] = _mm512_cmpeq_epi32_mask(u[k], zero) | _mm512_cmpeq_epi32_mask(w[k], zero);
+             u[k] = _mm512_mask_mov_epi32(u[k], z[k], one);
+             w[k] = _mm512_mask_mov_epi32(w[k], z[k], one);
+             sh[k] = VM_CTZ32_(_mm512_or_si512(u[k], w[k])); /* the common power of two */
+             u[k] = _mm512_srlv_epi32(u[k], VM_CTZ32_(u[k]));
+             live[k] = 0xffff);
+        do { /* u odd; w = |u - w| with its twos removed, u = the smaller, until w is 0 */
+            any = 0;
+            EACH(w[k] = _mm512_srlv_epi32(w[k], VM_CTZ32_(w[k]));
+                 __m512i lo = _mm512_min_epu32(u[k], w[k]);
+                 __m512i hi = _mm512_max_epu32(u[k], w[k]);
+                 u[k] = _mm512_mask_mov_epi32(u[k], live[k], lo);
+                 __m512i d = _mm512_sub_epi32(hi, lo);
+                 live[k] = _mm512_mask_test_epi32_mask(live[k], d, d);
+                 w[k] = _mm512_maskz_mov_epi32(live[k], d);
+                 any |= live[k]);
+        } while (any);
+        EACH(u[k] = _mm512_mask_mov_epi32(_mm512_sllv_epi32(u[k], sh[k]), z[k], or0[k]));
+        if (lcm)
+            EACH(__m512d g0 = _mm512_cvtepi32_pd(_mm512_castsi512_si256(u[k]));
+                 __m512d g1 = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(u[k], 1));
+                 __m256i q0 = _mm512_cvttpd_epi32(_mm512_div_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(av[k])), g0));
+                 __m256i q1 = _mm512_cvttpd_epi32(_mm512_div_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(av[k], 1)), g1));
+                 __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
+                 u[k] = _mm512_maskz_abs_epi32(_mm512_test_epi32_mask(u[k], u[k]), _mm512_mullo_epi32(q, bv[k])));
+        EACH(_mm512_storeu_si512(y + i + 16 * k, u[k]));
+    }
+#undef VM_CTZ32_
+    for (; i < n; i++)
+        y[i] = (int32_t)(lcm ? od_math_lcm_bits_i64(a[i], b[i], 32) : od_math_gcd_bits_i64(a[i], b[i], 32));
+}
+
 static atomic_bool g_off; /* od_cpu_vm512_enable(false) */
 
 static bool vm_ok(void)
@@ -376,6 +442,26 @@ static bool vm_ok(void)
         return false;                                                       \
     }
 #endif
+
+#if OD_CPU_V4_CLONES
+#define VM_ENTRY_I32_(fn, lcm)                                                              \
+    bool od_cpu_vm512_##fn##_i32(int32_t *y, const int32_t *a, const int32_t *b, int64_t n) \
+    {                                                                                       \
+        if (!vm_ok())                                                                       \
+            return false;                                                                   \
+        vm_gcd_i32_run(y, a, b, n, lcm);                                                    \
+        return true;                                                                        \
+    }
+#else
+#define VM_ENTRY_I32_(fn, lcm)                                                              \
+    bool od_cpu_vm512_##fn##_i32(int32_t *y, const int32_t *a, const int32_t *b, int64_t n) \
+    {                                                                                       \
+        (void)y, (void)a, (void)b, (void)n;                                                 \
+        return false;                                                                       \
+    }
+#endif
+VM_ENTRY_I32_(gcd, false)
+VM_ENTRY_I32_(lcm, true)
 
 VM_ENTRY_(exp)
 VM_ENTRY_(sigmoid)

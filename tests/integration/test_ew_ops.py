@@ -564,6 +564,14 @@ def test_gcd_lcm_in_the_tensors_own_width_against_torch(server, rng, device):
         y = np.concatenate([ext[::-1], rng.integers(info.min, info.max, 23, endpoint=True)]).astype(dt)
         for op in ("gcd", "lcm"):
             cases.append((op, x, y))
+    # int32 over whole 64-element blocks (the CPU's AVX-512 loop), full-range and small values,
+    # zeros and an INT32_MIN in one block (that block runs the scalar form)
+    x = np.concatenate([rng.integers(-2**31, 2**31, 700), rng.integers(-300, 300, 300)]).astype(np.int32)
+    y = np.concatenate([rng.integers(-2**31, 2**31, 700), rng.integers(-300, 300, 300)]).astype(np.int32)
+    x[rng.integers(0, 1000, 20)] = 0
+    x[500], y[100] = np.iinfo(np.int32).min, 0
+    for op in ("gcd", "lcm"):
+        cases.append((op, x, y))
     want = torch_ref([{"op": op, "args": [tensor(x), tensor(y)], "kwargs": {}} for op, x, y in cases])
     for (op, x, y), w in zip(cases, want):
         if "error" in w:  # INT_MIN / -1 inside lcm traps in torch's own kernel
@@ -572,7 +580,7 @@ def test_gcd_lcm_in_the_tensors_own_width_against_torch(server, rng, device):
         assert r.status_code == 200, r.text[:300]
         got = from_json(r.json()["outputs"][0]).reshape(-1).astype(np.int64)
         np.testing.assert_array_equal(got, np.array(w["value"], np.int64).reshape(-1),
-                                      err_msg=f"{op} {x.dtype} {x.tolist()} {y.tolist()}")
+                                      err_msg=f"{op} {x.dtype} {x.tolist()[:40]} {y.tolist()[:40]}")
 
 
 def test_pow_scalar_exponent_bit_for_bit_against_torch(server, rng):

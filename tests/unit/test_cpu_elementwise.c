@@ -1104,6 +1104,96 @@ Test(cpu_ew, exp_family_vmath512_equals_loops)
     od_tensor_release(x);
 }
 
+/* ATen's int32 gcd, Euclid on |a| and |b| taken in int32 (|INT32_MIN|
+ * stays INT32_MIN, and the steps go negative from there) */
+static int32_t ref_gcd32(int32_t a, int32_t b)
+{
+    int32_t x = a < 0 ? (int32_t)(0u - (uint32_t)a) : a, y = b < 0 ? (int32_t)(0u - (uint32_t)b) : b;
+    while (x != 0) {
+        int32_t c = x;
+        x = x == -1 ? 0 : y % x;
+        y = c;
+    }
+    return y;
+}
+
+/* ATen's int32 lcm: |a / g * b| with the product and |.| wrapping in int32 */
+static int32_t ref_lcm32(int32_t a, int32_t b)
+{
+    int32_t g = ref_gcd32(a, b);
+    if (g == 0)
+        return 0;
+    int32_t q = g == -1 ? (int32_t)(0u - (uint32_t)a) : a / g;
+    int32_t p = (int32_t)((uint32_t)q * (uint32_t)b);
+    return p < 0 ? (int32_t)(0u - (uint32_t)p) : p;
+}
+
+/* int32 gcd and lcm, contiguous, with vmath512.c's 16-lane binary gcd and
+ * without (elementwise.c's scalar loop), against Euclid: full-range and
+ * small values, zeros, ones, powers of two, equal pairs, negatives and
+ * INT32_MIN (whose block goes to the scalar form), at every length up to
+ * three 64-element blocks (the scalar tail), and in place (gcd_, lcm_). */
+Test(cpu_ew, gcd_lcm_int32_vmath512_equals_euclid)
+{
+    int64_t n = 100000;
+    od_tensor *x = t_empty(&n, 1, OD_INT32, CPU), *y = t_empty(&n, 1, OD_INT32, CPU);
+    int32_t *a = od_tensor_data(x), *b = od_tensor_data(y);
+    for (int64_t i = 0; i < n; i++) {
+        int kind = (int)(i / 640 % 6); /* runs of ten blocks of one kind */
+        uint32_t u = (uint32_t)rng_next(), v = (uint32_t)rng_next();
+        switch (kind) {
+        case 0: a[i] = (int32_t)u, b[i] = (int32_t)v; break;
+        case 1: a[i] = (int32_t)(u % 1000) - 500, b[i] = (int32_t)(v % 1000) - 500; break;
+        case 2: a[i] = (int32_t)(u % 3), b[i] = (int32_t)(v % 2); break; /* zeros and ones */
+        case 3: a[i] = (int32_t)(1u << (u % 31)) * (int32_t)(v % 7 + 1), b[i] = (int32_t)(1u << (v % 31)); break;
+        case 4: a[i] = (int32_t)(u % 100000), b[i] = i % 2 ? a[i] : -a[i]; break;
+        default: a[i] = i % 97 == 0 ? INT32_MIN : (int32_t)u, b[i] = i % 89 == 0 ? INT32_MIN : (int32_t)(v % 4096) * 6; break;
+        }
+    }
+    bool on = od_cpu_vm512_enable(true);
+    cr_log_info("gcd, lcm int32: %s", on ? "vmath512.c's AVX-512 loop and elementwise.c's against Euclid"
+                                         : "no AVX-512 loops in this build or CPU: elementwise.c's against Euclid");
+    static const od_opid ops[2] = {OD_OPID_gcd, OD_OPID_lcm}, inplace[2] = {OD_OPID_gcd_, OD_OPID_lcm_};
+    static const char *const names[2] = {"gcd", "lcm"};
+    int32_t (*const ref[2])(int32_t, int32_t) = {ref_gcd32, ref_lcm32};
+    for (int f = 0; f < 2; f++)
+        for (int vm = 0; vm < 2; vm++) {
+            od_cpu_vm512_enable(vm == 1);
+            od_value args[2] = {tv(x), tv(y)};
+            od_tensor *o = call1_ok(ops[f], args, 2);
+            const int32_t *q = od_tensor_data(o);
+            int64_t bad = 0;
+            for (int64_t i = 0; i < n; i++)
+                if (q[i] != ref[f](a[i], b[i]) && bad++ == 0)
+                    TCHECK(false, "%s(%d, %d) = %d (vmath512 %s), want %d", names[f], a[i], b[i], q[i],
+                           vm ? "on" : "off", ref[f](a[i], b[i]));
+            TCHECK(bad == 0, "%s: %" PRId64 " of %" PRId64 " elements wrong (vmath512 %s)", names[f], bad, n,
+                   vm ? "on" : "off");
+            od_tensor_release(o);
+            for (int64_t len = 1; len <= 192; len++) {
+                int64_t at = len * 523 % (n - 192);
+                od_tensor *xs = t_empty(&len, 1, OD_INT32, CPU), *ys = t_empty(&len, 1, OD_INT32, CPU);
+                memcpy(od_tensor_data(xs), a + at, (size_t)len * 4);
+                memcpy(od_tensor_data(ys), b + at, (size_t)len * 4);
+                od_value ia[2] = {tv(xs), tv(ys)};
+                od_tensor *r = call1_ok(inplace[f], ia, 2); /* in place: xs = f(xs, ys) */
+                const int32_t *qs = od_tensor_data(xs);
+                for (int64_t i = 0; i < len; i++)
+                    if (qs[i] != ref[f](a[at + i], b[at + i])) {
+                        TCHECK(false, "%s_ over %" PRId64 " elements: (%d, %d) gives %d, want %d", names[f], len,
+                               a[at + i], b[at + i], qs[i], ref[f](a[at + i], b[at + i]));
+                        break;
+                    }
+                od_tensor_release(r);
+                od_tensor_release(ys);
+                od_tensor_release(xs);
+            }
+        }
+    od_cpu_vm512_enable(true);
+    od_tensor_release(y);
+    od_tensor_release(x);
+}
+
 /* float32 gelu(approximate='tanh'), computed as x * sigmoid(2u): against a
  * double reference of the same formula over [-12, 4] (random steps), where
  * torch's 1 + tanh(u) cancels to 0 below x = -6.1. The error grows with
