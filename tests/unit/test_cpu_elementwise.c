@@ -1104,6 +1104,61 @@ Test(cpu_ew, exp_family_vmath512_equals_loops)
     od_tensor_release(x);
 }
 
+/* acosh below 1 and atanh beyond +-1 skip glibc's call (its error
+ * handler) for glibc's own answer: the same bits as acoshf / atanhf (what
+ * torch calls) over those domains and around their edges, in both float
+ * types, contiguous (vector loop and tail) and strided. */
+Test(cpu_ew, acosh_atanh_domain_edges_equal_glibc_bits)
+{
+    const double sp[] = {-INFINITY, -3e38, -2.0, -1.0000001, -1.0, -0.9999999, -0.5, -0.0, 0.0, 1e-40, 0.5,
+                         0.99999994, 1.0, 1.0000001, 1.5, 2.0, 3e38, INFINITY, NAN, -NAN};
+    const int64_t nsp = (int64_t)(sizeof sp / sizeof sp[0]);
+    int64_t n = 4 * nsp + 3;
+    static const od_opid ops[2] = {OD_OPID_acosh, OD_OPID_atanh};
+    for (int dt = 0; dt < 2; dt++) {
+        od_tensor *x = t_empty(&n, 1, dt ? OD_FLOAT64 : OD_FLOAT32, CPU);
+        for (int64_t i = 0; i < n; i++) {
+            double v = sp[i % nsp];
+            if (dt)
+                ((double *)od_tensor_data(x))[i] = v;
+            else
+                ((float *)od_tensor_data(x))[i] = (float)v;
+        }
+        for (int f = 0; f < 2; f++)
+            for (int strided = 0; strided < 2; strided++) {
+                od_tensor *in = x;
+                int64_t m = n;
+                if (strided) { /* every other element: the strided loop */
+                    int64_t size = n / 2, stride = 2;
+                    TCHECK(od_tensor_as_strided(x, &size, &stride, 1, 0, &in, NULL) == OD_OK, "as_strided");
+                    m = size;
+                }
+                od_value a[1] = {tv(in)};
+                od_tensor *o = call1_ok(ops[f], a, 1);
+                for (int64_t i = 0; i < m; i++) {
+                    int64_t k = strided ? 2 * i : i;
+                    bool same;
+                    if (dt) {
+                        double xv = ((double *)od_tensor_data(x))[k], want = f ? atanh(xv) : acosh(xv);
+                        same = memcmp(&want, (double *)od_tensor_data(o) + i, 8) == 0;
+                    } else {
+                        float xv = ((float *)od_tensor_data(x))[k], want = f ? atanhf(xv) : acoshf(xv);
+                        same = memcmp(&want, (float *)od_tensor_data(o) + i, 4) == 0;
+                    }
+                    if (!same) {
+                        TCHECK(false, "%s %s(%g)%s: not glibc's bits", dt ? "float64" : "float32",
+                               f ? "atanh" : "acosh", sp[k % nsp], strided ? " strided" : "");
+                        break;
+                    }
+                }
+                od_tensor_release(o);
+                if (strided)
+                    od_tensor_release(in);
+            }
+        od_tensor_release(x);
+    }
+}
+
 /* ATen's int32 gcd, Euclid on |a| and |b| taken in int32 (|INT32_MIN|
  * stays INT32_MIN, and the steps go negative from there) */
 static int32_t ref_gcd32(int32_t a, int32_t b)
