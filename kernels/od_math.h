@@ -1273,9 +1273,9 @@ OD_MATH_FN int64_t od_math_abs_bits_i64(int64_t a, int bits)
 #define OD_MATH_CTZ64_(x) __builtin_ctzll(x)
 #endif
 /* gcd of two values >= 0 by Stein's binary method: shifts and subtractions
- * where each of Euclid's steps divides (1.4x faster on random int32, 4 %
- * slower on ones, one thread); for values >= 0 both give the one gcd,
- * gcd(0, b) = b included. vmath512.c runs it on 16 lanes. */
+ * where each of Euclid's steps divides (an idiv per step); for values >= 0
+ * both give the one gcd, gcd(0, b) = b included. vmath512.c runs it on 16
+ * lanes. */
 OD_MATH_FN uint64_t od_math_gcd_binary_u64(uint64_t a, uint64_t b)
 {
     if (a == 0 || b == 0)

@@ -358,8 +358,8 @@ VM_LOOP_(vm_gelu_tanh, vm_gelu_tanh)
 
 /* gcd of int32 by Stein's binary method, VM_K vectors of 16 lanes stepping
  * together until every lane is done: shifts, min, max and a subtraction per
- * step where ATen's Euclid divides per step (a scalar idiv, 2.6 ns an
- * element on ones, 100 on random int32; this 0.56 and 6.0, one thread).
+ * step where ATen's Euclid divides per step (bench_ew gcd, 1.6e7 int32 in
+ * [1, 100): 217 -> 13.7 ms, 4 -> 60 % of memcpy).
  * A lane whose |a| or |b| stays negative (INT32_MIN, where Euclid's steps
  * go negative and ATen's answers with them) sends its whole block to
  * od_math.h's scalar form, as does the tail. A lane with a 0 computes
