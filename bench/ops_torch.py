@@ -364,7 +364,7 @@ def select_cases():
 
 def rest_cases():
     """every other CPU kernel of ops.def, once each at a size a user would call it with: dtype
-    conversion, where, masked_fill, abs and neg, maximum, floor division, a comparison with a Scalar,
+    conversion, where (three tensors, and a Scalar other), masked_fill, abs and neg, maximum, floor division, a comparison with a Scalar,
     mean, var and prod, cummin, nanmedian(), scatter (src, value, multiply), reflection and replication
     padding, nearest, linear and trilinear upsampling, 3-d and adaptive max pooling, col2im,
     max_unpool2d, dot, addmv, baddbmm, inv, solve, cholesky, det, slogdet, lu_factor, solve_triangular,
@@ -390,6 +390,8 @@ def rest_cases():
         "_to_copy f32->bf16 1e6": ("_to_copy", [x], {"dtype": "bfloat16"}),
         "_to_copy f32->int32 1e6": ("_to_copy", [x], {"dtype": "int32"}),
         "where 1e6": ("where.self", [mask, x, y]),
+        # a Scalar other: the form relu's backward takes (where(x > 0, g, 0))
+        "where.ScalarOther 1e6": ("where.ScalarOther", [mask, x, 0.0]),
         "masked_fill 1e6": ("masked_fill.Scalar", [x, mask, 0.5]),
         "abs 1e6": ("abs", [x]),
         "neg 1e6": ("neg", [x]),

@@ -785,6 +785,48 @@ Test(cpu_ew, where_all_overloads)
     }
 }
 
+/* where with each source either read in place or broadcast along the loop
+ * (stride 0: an expanded tensor, as the gradient a backward pass starts
+ * from, or a Scalar): the four patterns, every element size, lengths in
+ * and past the vector body with its tail, half-true conditions. The
+ * output's bytes are the chosen source's (NaN payloads included). */
+Test(cpu_ew, where_broadcast_sources)
+{
+    static const od_dtype DT[4] = {OD_UINT8, OD_INT16, OD_FLOAT32, OD_FLOAT64};
+    for (int k = 0; k < 4; k++)
+        for (int pat = 0; pat < 4; pat++)
+            for (int rep = 0; rep < 12; rep++) {
+                int64_t n = rep < 10 ? rng_int(0, 70) : rng_int(1000, 5000), one = 1;
+                size_t es = od_dtype_size(DT[k]);
+                od_tensor *c = t_rand(&n, 1, OD_BOOL), *src[2];
+                for (int j = 0; j < 2; j++) {
+                    if ((pat >> j) & 1) {
+                        od_tensor *b1 = t_rand(&one, 1, DT[k]);
+                        OKCALL(od_tensor_expand(b1, &n, 1, &src[j], &e_));
+                        od_tensor_release(b1);
+                    } else {
+                        src[j] = t_rand(&n, 1, DT[k]);
+                    }
+                }
+                od_value args[3] = {od_tensor_v(c), od_tensor_v(src[0]), od_tensor_v(src[1])};
+                od_tensor *o = call1_ok(OD_OPID_where_self, args, 3);
+                TCHECK(same_shape(o, &n, 1) && o->dtype == DT[k], "where: shape or dtype");
+                const uint8_t *m = od_tensor_data(c);
+                for (int64_t i = 0; i < n; i++) {
+                    const od_tensor *from = m[i] ? src[0] : src[1];
+                    const char *want = (const char *)od_tensor_data(from) + (size_t)(i * from->strides[0]) * es;
+                    TCHECK(!memcmp((const char *)od_tensor_data(o) + (size_t)i * es, want, es),
+                           "where %s, sources %s/%s, n %lld: element %lld is not the %s source's",
+                           dtn(DT[k]), pat & 1 ? "broadcast" : "in place", pat & 2 ? "broadcast" : "in place",
+                           (long long)n, (long long)i, m[i] ? "first" : "second");
+                }
+                od_tensor_release(o);
+                od_tensor_release(c);
+                od_tensor_release(src[0]);
+                od_tensor_release(src[1]);
+            }
+}
+
 /* ---- unary -------------------------------------------------------------------------------------- */
 
 typedef enum { U_NEG, U_ABS, U_RELU, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_SIN, U_COS, U_TANH, U_SIGMOID, U_GELU,
