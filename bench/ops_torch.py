@@ -364,12 +364,12 @@ def select_cases():
 
 def rest_cases():
     """every other CPU kernel of ops.def, once each at a size a user would call it with: dtype
-    conversion, where (three tensors, and a Scalar other), masked_fill, abs and neg, maximum, floor division, a comparison with a Scalar,
-    mean, var and prod, cummin, nanmedian(), scatter (src, value, multiply), reflection and replication
-    padding, nearest, linear and trilinear upsampling, 3-d and adaptive max pooling, col2im,
-    max_unpool2d, dot, addmv, baddbmm, inv, solve, cholesky, det, slogdet, lu_factor, solve_triangular,
-    svd, lstsq, arange, linspace, fill_, copy_, equal, repeat_interleave, tril_indices, isin of a
-    Scalar (target <= 1.0)"""
+    conversion, where (three tensors, and a Scalar other), masked_fill, abs and neg, maximum, floor
+    division, a comparison with a Scalar, mean, var and prod, cummin, nanmedian(), scatter (src,
+    value, multiply), reflection and replication padding, nearest, linear and trilinear upsampling,
+    3-d and adaptive max pooling, col2im, max_unpool2d, dot, addmv, baddbmm, inv, solve, cholesky,
+    det, slogdet, lu_factor, solve_triangular, svd, lstsq, arange, linspace, fill_, copy_, equal,
+    repeat_interleave, tril_indices, isin of a Scalar (target <= 1.0)"""
     rng = np.random.default_rng(20261202)
     n = 1_000_000
     x, y, rows = rand(n), rand(n), rand(1000, 1000)

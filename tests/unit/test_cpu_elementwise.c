@@ -788,8 +788,8 @@ Test(cpu_ew, where_all_overloads)
 /* where with each source either read in place or broadcast along the loop
  * (stride 0: an expanded tensor, as the gradient a backward pass starts
  * from, or a Scalar): the four patterns, every element size, lengths in
- * and past the vector body with its tail, half-true conditions. The
- * output's bytes are the chosen source's (NaN payloads included). */
+ * and past the vector body with its tail, half-true conditions. Each
+ * output element must be the chosen source's, byte for byte. */
 Test(cpu_ew, where_broadcast_sources)
 {
     static const od_dtype DT[4] = {OD_UINT8, OD_INT16, OD_FLOAT32, OD_FLOAT64};
