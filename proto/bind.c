@@ -46,13 +46,13 @@ typedef struct bctx {
 static od_status decode_tensor(od_json_doc *doc, json_t *v, const od_bind_opts *o, od_decode_mode mode,
                                const char *what, od_tensor **out, int64_t *bytes_in, od_error *err)
 {
-    json_t *ref = json_is_object(v) ? json_object_get(v, "ref") : NULL;
-    if (!ref && json_is_object(v)) {
-        json_t *p = json_object_get(v, "parameters");
-        ref = json_is_object(p) ? json_object_get(p, "ref") : NULL;
-    }
+    od_tensor_fields f;
+    od_tensor_fields_of(v, &f);
+    json_t *ref = f.ref;
+    if (!ref && json_is_object(f.params))
+        ref = json_object_get(f.params, "ref");
     if (!ref) {
-        od_status st = od_tensor_from_json(doc, v, o->lim, mode, what, out, err);
+        od_status st = od_tensor_from_fields(doc, v, &f, o->lim, mode, what, out, err);
         if (st == OD_OK)
             *bytes_in += (int64_t)od_tensor_nbytes(*out);
         return st;

@@ -183,7 +183,30 @@ static od_dtype kind_dtype(int kind)
     return kind == OD_NA_BOOL ? OD_BOOL : kind == OD_NA_INT ? OD_INT64 : OD_DEFAULT_FLOAT;
 }
 
-static od_status decode(od_json_doc *doc, json_t *obj, const od_proto_limits *lim,
+void od_tensor_fields_of(json_t *obj, od_tensor_fields *f)
+{
+    memset(f, 0, sizeof *f);
+    if (!json_is_object(obj))
+        return;
+    const char *k;
+    size_t n;
+    json_t *v;
+    /* the key's length and bytes: exactly the member json_object_get(obj, name) finds */
+    json_object_keylen_foreach(obj, k, n, v) {
+        json_t **slot = n == 3 && !memcmp(k, "ref", 3)              ? &f->ref
+                        : n == 4 && !memcmp(k, "data", 4)           ? &f->data
+                        : n == 5 && !memcmp(k, "dtype", 5)          ? &f->dtype
+                        : n == 5 && !memcmp(k, "shape", 5)          ? &f->shape
+                        : n == 8 && !memcmp(k, "datatype", 8)       ? &f->datatype
+                        : n == 10 && !memcmp(k, "parameters", 10)   ? &f->params
+                        : n == 13 && !memcmp(k, "requires_grad", 13) ? &f->requires_grad
+                                                                     : NULL;
+        if (slot)
+            *slot = v;
+    }
+}
+
+static od_status decode(od_json_doc *doc, json_t *obj, const od_tensor_fields *f, const od_proto_limits *lim,
                         od_decode_mode mode, const char *what, od_tensor **out, od_error *err)
 {
     *out = NULL;
@@ -199,8 +222,8 @@ static od_status decode(od_json_doc *doc, json_t *obj, const od_proto_limits *li
 
     /* dtype */
     od_dtype dt = OD_NUM_DTYPES;
-    json_t *jdt = json_object_get(obj, "dtype");
-    json_t *jdt2 = json_object_get(obj, "datatype");
+    json_t *jdt = f->dtype;
+    json_t *jdt2 = f->datatype;
     if (jdt && jdt2 && !json_equal(jdt, jdt2))
         return od_error_set(err, OD_EINVAL, "%s: \"dtype\" and \"datatype\" disagree", what);
     if (!jdt)
@@ -219,7 +242,7 @@ static od_status decode(od_json_doc *doc, json_t *obj, const od_proto_limits *li
     int ndim = -1;
     int64_t sizes[OD_MAX_DIMS];
     int64_t numel = 1;
-    json_t *js = json_object_get(obj, "shape");
+    json_t *js = f->shape;
     if (js && !json_is_null(js)) {
         if (!json_is_array(js))
             return od_error_set(err, OD_EMISMATCH, "%s: shape must be a list of sizes, got %s",
@@ -257,9 +280,9 @@ static od_status decode(od_json_doc *doc, json_t *obj, const od_proto_limits *li
     }
 
     /* where the data is */
-    json_t *jdata = json_object_get(obj, "data");
+    json_t *jdata = f->data;
     int bi = od_doc_binary_index(doc, obj);
-    json_t *params = json_object_get(obj, "parameters");
+    json_t *params = f->params;
     if (bi < 0 && json_object_get(params, "binary_data_size"))
         return od_error_set(err, OD_EINVAL,
                             "%s: parameters.binary_data_size is set but the request carries no "
@@ -412,11 +435,20 @@ od_status od_tensor_from_json(od_json_doc *doc, json_t *obj, const od_proto_limi
                               od_decode_mode mode, const char *what, od_tensor **out,
                               od_error *err)
 {
-    json_t *rg = json_is_object(obj) ? json_object_get(obj, "requires_grad") : NULL;
+    od_tensor_fields f;
+    od_tensor_fields_of(obj, &f);
+    return od_tensor_from_fields(doc, obj, &f, lim, mode, what, out, err);
+}
+
+od_status od_tensor_from_fields(od_json_doc *doc, json_t *obj, const od_tensor_fields *f,
+                                const od_proto_limits *lim, od_decode_mode mode, const char *what,
+                                od_tensor **out, od_error *err)
+{
+    json_t *rg = f->requires_grad;
     if (rg && !json_is_boolean(rg))
         return od_error_set(err, OD_EINVAL, "%s: requires_grad must be true or false, got %s", what,
                             od_json_kind(rg));
-    od_status st = decode(doc, obj, lim, mode, what, out, err);
+    od_status st = decode(doc, obj, f, lim, mode, what, out, err);
     if (st != OD_OK || !json_is_true(rg))
         return st;
     if (!od_dtype_is_floating((*out)->dtype)) {

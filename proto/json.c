@@ -629,6 +629,7 @@ static od_status parse_object(parser *P, json_t **out)
     P->p++;
     od_dtype hint = OD_NUM_DTYPES;
     int64_t numel_hint = -1;
+    json_t *params = NULL; /* the "parameters" member (borrowed) */
     od_status st;
     skip_ws(P);
     if (P->p < P->end && *P->p == '}') {
@@ -661,16 +662,6 @@ static od_status parse_object(parser *P, json_t **out)
         }
         if (P->depth == 1 && P->lim->top_keys && !top_key_ok(P->lim->top_keys, key, klen)) {
             st = unknown_field(P, key);
-            if (key != kbuf)
-                free(key);
-            goto fail;
-        }
-        /* A repeated key would make jansson free the first value while the
-         * document's side tables (binary tensors, numeric arrays) still
-         * point into it: refuse it, as RFC 8259 allows and Python's
-         * json.loads(object_pairs_hook) users expect. */
-        if (json_object_getn(obj, key, klen)) {
-            st = perr(P, "duplicate key '%.64s' in an object", key);
             if (key != kbuf)
                 free(key);
             goto fail;
@@ -715,13 +706,25 @@ static od_status parse_object(parser *P, json_t **out)
             }
             numel_hint = numel <= P->lim->max_elements ? numel : -1;
         }
+        if (klen == 10 && memcmp(key, "parameters", 10) == 0)
+            params = val;
+        /* A repeated key is refused, as RFC 8259 allows and Python's
+         * json.loads(object_pairs_hook) users expect: jansson replaces the
+         * first value (the document's side tables hold references of their
+         * own, so nothing they point to is freed), and the object does not
+         * grow. Found from the size rather than by a lookup before each key. */
+        size_t size = json_object_size(obj);
         int rc = json_object_setn_new_nocheck(obj, key, klen, val);
+        if (rc == 0 && json_object_size(obj) == size)
+            st = perr(P, "duplicate key '%.64s' in an object", key);
         if (key != kbuf)
             free(key);
         if (rc != 0) {
             st = od_error_set(P->err, OD_ENOMEM, "out of memory");
             goto fail;
         }
+        if (st != OD_OK)
+            goto fail;
         skip_ws(P);
         if (P->p < P->end && *P->p == ',') {
             P->p++;
@@ -734,13 +737,11 @@ static od_status parse_object(parser *P, json_t **out)
         st = perr(P, "expected ',' or '}' in an object");
         goto fail;
     }
-done: {
-    json_t *params = json_object_get(obj, "parameters");
+done:
     if (json_is_object(params) && json_object_get(params, "binary_data_size")) {
         if ((st = add_binobj(P, obj)) != OD_OK)
             goto fail;
     }
-}
     P->depth--;
     *out = obj;
     return OD_OK;

@@ -37,6 +37,19 @@ struct od_json_doc {
 };
 
 od_numarr *od_doc_numarr(const od_json_doc *doc, const json_t *ph);
+
+/* The members a tensor object may carry (borrowed from it; NULL where
+ * absent, all NULL for a non-object), found in one walk over its keys:
+ * jansson hashes the key on every lookup, and the eight lookups a tensor
+ * argument took cost more than the walk. */
+typedef struct od_tensor_fields {
+    json_t *dtype, *datatype, *shape, *data, *params, *requires_grad, *ref;
+} od_tensor_fields;
+void od_tensor_fields_of(json_t *obj, od_tensor_fields *f);
+/* od_tensor_from_json for obj whose members f holds (od_tensor_fields_of(obj)). */
+od_status od_tensor_from_fields(od_json_doc *doc, json_t *obj, const od_tensor_fields *f,
+                                const od_proto_limits *lim, od_decode_mode mode, const char *what,
+                                od_tensor **out, od_error *err);
 /* Index of obj among the binary tensors, or -1. */
 int od_doc_binary_index(const od_json_doc *doc, const json_t *obj);
 

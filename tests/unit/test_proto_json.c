@@ -17,6 +17,7 @@
 
 #include "od_ops.h"
 #include "od_proto.h"
+#include "proto_int.h" /* od_tensor_fields_of */
 
 /* Failure messages quote inputs; cutting a long one short is intended. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
@@ -171,6 +172,66 @@ Test(json, rejects_what_it_must)
           "10000-deep nesting: %s", err.message);
 }
 
+/* Objects whose keys come from a small pool (tensor members among them, so
+ * "data" arrays take the scanner's path and "parameters" the binary check):
+ * a document repeats a key exactly when jansson (rejecting duplicates)
+ * refuses it, and ours refuses it too, naming the key, at any depth. */
+static void gen_pooled(od_buf *b, int depth, bool *dup)
+{
+    static const char *const keys[] = {"data", "dtype", "shape", "parameters", "args", "a"};
+    if (depth > 3 || rnd() % 3 == 0) {
+        static const char *const leaves[] = {"[1, 2.5]", "[[1], [2]]", "\"float32\"", "[2]", "7",
+                                             "{\"binary_data_size\": 4}", "null", "[]"};
+        od_buf_puts(b, leaves[rnd() % (sizeof leaves / sizeof leaves[0])]);
+        return;
+    }
+    bool obj = rnd() % 4 != 0;
+    od_buf_putc(b, obj ? '{' : '[');
+    int n = (int)(rnd() % 4);
+    unsigned seen = 0;
+    for (int i = 0; i < n; i++) {
+        if (i)
+            od_buf_putc(b, ',');
+        if (obj) {
+            unsigned k = (unsigned)(rnd() % (sizeof keys / sizeof keys[0]));
+            *dup |= (seen >> k & 1) != 0;
+            seen |= 1u << k;
+            od_buf_printf(b, "\"%s\": ", keys[k]);
+        }
+        gen_pooled(b, depth + 1, dup);
+    }
+    od_buf_putc(b, obj ? '}' : ']');
+}
+
+Test(json, duplicate_keys_refused_at_any_depth)
+{
+    seed_once();
+    int dups = 0;
+    for (int it = 0; it < 4000; it++) {
+        od_buf b;
+        od_buf_init(&b);
+        bool dup = false;
+        gen_pooled(&b, 0, &dup);
+        json_error_t je;
+        json_t *ref = json_loadb(b.data, b.len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+        od_json_doc *doc = NULL;
+        od_error err;
+        od_status st = od_json_parse(b.data, b.len, &LIM, &doc, &err);
+        CHECK((ref == NULL) == dup, "jansson and the generator disagree on %s: %s", b.data,
+              ref ? "ok" : je.text);
+        CHECK((st != OD_OK) == dup, "%s %s: %s", dup ? "accepted the duplicate in" : "refused", b.data,
+              st == OD_OK ? "ok" : err.message);
+        if (dup)
+            CHECK(doc == NULL && st == OD_EINVAL && strstr(err.message, "duplicate key '"),
+                  "message for %s: %s", b.data, err.message);
+        dups += dup;
+        json_decref(ref);
+        od_json_doc_free(doc);
+        od_buf_free(&b);
+    }
+    CHECK(dups > 400, "only %d of 4000 documents repeated a key", dups);
+}
+
 /* ---- tensors through the codec ------------------------------------------------ */
 
 static const od_device CPU = {OD_DEV_CPU, 0};
@@ -279,6 +340,44 @@ static od_status decode_x(const char *text, od_tensor **out, od_error *err)
                                  "argument 'x'", out, err);
     od_json_doc_free(doc);
     return st;
+}
+
+/* od_tensor_fields_of finds, in one walk, exactly the members
+ * json_object_get finds by name: random objects whose keys are the names,
+ * near misses of them and others. */
+Test(codec, tensor_fields_are_the_members_lookups_find)
+{
+    seed_once();
+    static const char *const pool[] = {"ref", "data", "dtype", "shape", "datatype", "parameters",
+                                       "requires_grad", "dat", "datas", "Data", "dtyp", "shapes",
+                                       "parameter", "requires_gradx", "re", "", "x", "datatypes"};
+    enum { NP = sizeof pool / sizeof pool[0] };
+    for (int it = 0; it < 2000; it++) {
+        json_t *obj = json_object();
+        for (int i = 0, n = (int)(rnd() % 10); i < n; i++)
+            json_object_set_new(obj, pool[rnd() % NP], json_integer(i));
+        od_tensor_fields f;
+        od_tensor_fields_of(obj, &f);
+        const struct {
+            const char *name;
+            json_t *got;
+        } want[] = {{"ref", f.ref},       {"data", f.data},       {"dtype", f.dtype},
+                    {"shape", f.shape},   {"datatype", f.datatype}, {"parameters", f.params},
+                    {"requires_grad", f.requires_grad}};
+        for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+            CHECK(want[k].got == json_object_get(obj, want[k].name), "member \"%s\" of %d keys",
+                  want[k].name, (int)json_object_size(obj));
+        json_decref(obj);
+    }
+    json_t *notobj[] = {json_array(), json_string("data"), json_null()};
+    for (int i = 0; i < 3; i++) {
+        od_tensor_fields f;
+        memset(&f, 0xab, sizeof f);
+        od_tensor_fields_of(notobj[i], &f);
+        CHECK(!f.ref && !f.data && !f.dtype && !f.shape && !f.datatype && !f.params && !f.requires_grad,
+              "a non-object has members (%d)", i);
+        json_decref(notobj[i]);
+    }
 }
 
 Test(codec, nested_flat_inferred_and_typed_orders_agree)
