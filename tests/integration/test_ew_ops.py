@@ -570,6 +570,9 @@ def test_gcd_lcm_in_the_tensors_own_width_against_torch(server, rng, device):
     y = np.concatenate([rng.integers(-2**31, 2**31, 700), rng.integers(-300, 300, 300)]).astype(np.int32)
     x[rng.integers(0, 1000, 20)] = 0
     x[500], y[100] = np.iinfo(np.int32).min, 0
+    # INT32_MIN's partner even: torch 1.13's own lcm dies of SIGFPE on (INT32_MIN, odd) (its gcd is -1
+    # there, and INT32_MIN / -1 traps), so the reference could not run (seed 2684466428 drew an odd one)
+    y[500] &= ~1
     for op in ("gcd", "lcm"):
         cases.append((op, x, y))
     want = torch_ref([{"op": op, "args": [tensor(x), tensor(y)], "kwargs": {}} for op, x, y in cases])
