@@ -83,6 +83,10 @@ WITH_TORCH = [
     ("scatter_add", [f32(1, 2, 3), 0, v("int64", -1), f32(1)], {}),
     ("index_put", [f32(1, 2, 3), [v("int64", 3)], f32(9)], {}),
     ("index_add", [f32(1, 2, 3), 0, v("int64", -4), f32(1)], {}),
+    # index_add finds a bad index inside scatter_add (indexing.c): after good ones, int32, across slices, alpha
+    ("index_add", [M22, 1, v("int32", 0, 2), M22], {"alpha": 2}),
+    ("index_add", [M22, 0, v("int64", 1, -1), M22], {}),
+    ("index_add", [M22, 1, v("int32", 1, 0), M22], {"alpha": 2}),
     # tensor.size(dim) has no scalar rule: a 0-dim tensor has no dims at all
     ("triu", [T("float32", [], [1])], {}),
     ("tril_", [T("float32", [], [1])], {}),
