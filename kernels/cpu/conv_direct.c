@@ -59,74 +59,13 @@ typedef struct direct_job {
 #define ROWS_PER_TASK 4
 #define CHUNK_BYTES 32768 /* one chunk's weights for two blocks: an L1's worth */
 
-/* A task's partial sums hold a position's LANES channels together, 2 * LANES floats from the next
- * position's (the other block's lanes between); y holds a channel's positions together. out_rows_* copy
- * n positions of nv (<= LANES) channels from src into nv rows of y, dstride floats apart. The scalar
- * form read one float per 2 * LANES; on AVX-512, 16 positions at a time are transposed in registers
- * (4 rounds of 16 shuffles) and stored as 16-float rows, the last ones masked. */
-static inline void out_rows_scalar(const float *src, int64_t n, int64_t nv, float *dst, int64_t dstride,
-                                   int64_t lanes)
-{
-    for (int64_t l = 0; l < nv; l++)
-        for (int64_t t = 0; t < n; t++)
-            dst[l * dstride + t] = src[2 * t * lanes + l];
-}
-
-static inline __attribute__((always_inline, target("avx512f"))) __m512 tr_pd(__m512 a, __m512 b, const bool HI)
-{
-    __m512d x = _mm512_castps_pd(a), y = _mm512_castps_pd(b);
-    return _mm512_castpd_ps(HI ? _mm512_unpackhi_pd(x, y) : _mm512_unpacklo_pd(x, y));
-}
-
-__attribute__((target("avx512f"))) static void out_rows_avx512(const float *src, int64_t n, int64_t nv, float *dst,
-                                                               int64_t dstride)
-{
-    for (int64_t t0 = 0; t0 < n; t0 += 16) {
-        int64_t cnt = n - t0 < 16 ? n - t0 : 16;
-        __m512 r[16], t[16], u[16];
-        _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) r[i] =
-            i < cnt ? _mm512_loadu_ps(src + 2 * (t0 + i) * 16) : _mm512_setzero_ps();
-        /* t[2i], t[2i+1]: rows 2i and 2i+1 interleaved, columns 4L, 4L+1 and 4L+2, 4L+3 of each 128-bit lane L */
-        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++)
-        {
-            t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-            t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-        }
-        /* u[4g+j], lane L: rows 4g..4g+3 of column 4L+j */
-        _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++)
-        {
-            u[4 * g] = tr_pd(t[4 * g], t[4 * g + 2], false);
-            u[4 * g + 1] = tr_pd(t[4 * g], t[4 * g + 2], true);
-            u[4 * g + 2] = tr_pd(t[4 * g + 1], t[4 * g + 3], false);
-            u[4 * g + 3] = tr_pd(t[4 * g + 1], t[4 * g + 3], true);
-        }
-        /* column 4L+j is lane L of u[j], u[4+j], u[8+j], u[12+j]: gather those lanes */
-        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
-        {
-            __m512 v = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), w = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
-            __m512 v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd), w1 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
-            r[j] = _mm512_shuffle_f32x4(v, w, 0x88);
-            r[8 + j] = _mm512_shuffle_f32x4(v, w, 0xdd);
-            r[4 + j] = _mm512_shuffle_f32x4(v1, w1, 0x88);
-            r[12 + j] = _mm512_shuffle_f32x4(v1, w1, 0xdd);
-        }
-        __mmask16 m = cnt == 16 ? (__mmask16)0xffff : (__mmask16)((1u << cnt) - 1);
-        _Pragma("GCC unroll 16") for (int c = 0; c < 16; c++)
-        {
-            if (c >= nv)
-                break;
-            _mm512_mask_storeu_ps(dst + c * dstride + t0, m, r[c]);
-        }
-    }
-}
-
 /* The body of one instruction set: a tile is NB (1 or 2) channel blocks of
  * LANES times TW positions, NB * TW accumulators of VEC; two blocks share
  * each broadcast input value, halving the loads per multiply-add. TW1 and
  * TW2 are the widest tiles for one and two blocks (the register file).
  * A tile adds input channels [ic0, ic1) to its partial sums (part: block
  * 0's first position; block 1's lanes follow each position's). */
-#define DIRECT_ISA(SFX, ATTR, VEC, LANES, TW1, TW2, LOADW, SET1, FMA, STORE, OUT)                                \
+#define DIRECT_ISA(SFX, ATTR, VEC, LANES, TW1, TW2, LOADW, SET1, FMA, STORE)                                     \
     static inline __attribute__((always_inline)) ATTR void tile_##SFX(const direct_job *j, const float *in0,     \
                                                                        const float *wblk, float *part,          \
                                                                        int64_t ic0, int64_t ic1, const int NB,  \
@@ -231,10 +170,12 @@ __attribute__((target("avx512f"))) static void out_rows_avx512(const float *src,
                     row_##SFX(j, in, wblk, part + 2 * (r - r0) * (s1 - s0) * LANES, s0, s1, ic0, ic1, NB, S2);   \
                 }                                                                                                \
             }                                                                                                    \
-            for (int64_t r = r0; r < r1; r++) /* lanes are channels: transpose into the rows */                 \
+            /* lanes are channels, 2 * LANES floats from one position to the next: transposed into the rows */  \
+            for (int64_t r = r0; r < r1; r++)                                                                    \
                 for (int k = 0; k < NB; k++)                                                                     \
-                    OUT(part + (2 * (r - r0) * (s1 - s0) + k) * LANES, s1 - s0, nv[k],                           \
-                        j->y + ((n * p->C_grid + oc0 + k * LANES) * j->rows + r) * OW + s0, j->rows * OW);       \
+                    od_cpu_transpose32(part + (2 * (r - r0) * (s1 - s0) + k) * LANES, 2 * LANES,                 \
+                                       j->y + ((n * p->C_grid + oc0 + k * LANES) * j->rows + r) * OW + s0,       \
+                                       j->rows * OW, s1 - s0, nv[k]);                                            \
         }                                                                                                        \
     }                                                                                                            \
     /* tasks [b, e): task = ((n * G + g) * npair + pair) * nrb + row block; a pair is blocks 2 pair and         \
@@ -264,11 +205,10 @@ __attribute__((target("avx512f"))) static void out_rows_avx512(const float *src,
         }                                                                                                        \
     }
 
-#define OUT_AVX2(src, n, nv, dst, dstride) out_rows_scalar(src, n, nv, dst, dstride, 8)
 DIRECT_ISA(avx512, __attribute__((target("avx512f"))), __m512, 16, 28, 14, _mm512_loadu_ps, _mm512_set1_ps,
-           _mm512_fmadd_ps, _mm512_storeu_ps, out_rows_avx512)
+           _mm512_fmadd_ps, _mm512_storeu_ps)
 DIRECT_ISA(avx2, __attribute__((target("avx2,fma"))), __m256, 8, 12, 6, _mm256_loadu_ps, _mm256_set1_ps,
-           _mm256_fmadd_ps, _mm256_storeu_ps, OUT_AVX2)
+           _mm256_fmadd_ps, _mm256_storeu_ps)
 
 static atomic_int g_isa = ISA_UNSET;
 
@@ -774,10 +714,7 @@ typedef struct nt_pack {
 static void nt_transpose(void *ctx, int64_t b, int64_t e)
 {
     const nt_pack *p = ctx;
-    for (int64_t k0 = 0; k0 < p->k; k0 += 16)
-        for (int64_t i = b; i < e; i++)
-            for (int64_t k = k0; k < p->k && k < k0 + 16; k++)
-                p->at[k * p->ldt + i] = p->a[i * p->lda + k];
+    od_cpu_transpose32(p->a + b * p->lda, p->lda, p->at + b, p->ldt, e - b, p->k);
 }
 
 bool od_cpu_conv_gemm_nt_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,

@@ -226,6 +226,15 @@ bool od_cpu_vm512_lcm_i32(int32_t *y, const int32_t *a, const int32_t *b, int64_
  * run. */
 bool od_cpu_vm512_enable(bool on);
 
+/* transpose.c: dst[j * ldd + i] = src[i * lds + j] for i < rows, j < cols,
+ * elements of 4 bytes (32) or 8 bytes (64) moved bit for bit; src and dst
+ * borrowed, not overlapping; nothing else of dst written. Serial. */
+void od_cpu_transpose32(const void *src, int64_t lds, void *dst, int64_t ldd, int64_t rows, int64_t cols);
+void od_cpu_transpose64(const void *src, int64_t lds, void *dst, int64_t ldd, int64_t rows, int64_t cols);
+/* Whether they use AVX-512 from now on (on: where the CPU has it; off: the
+ * element loop, for tests); true when AVX-512 now runs. */
+bool od_cpu_transpose_avx512(bool on);
+
 /* conv_direct.c: y [N, C_grid, grid] = bias + the convolution of x
  * [N, C_img, img] with w [C_grid, C_img / groups, k], all contiguous
  * float32 (borrowed; y is written whole), computed directly on AVX-512 or

@@ -132,7 +132,9 @@ static int64_t bidx(const od_tensor *t, int mat, const int64_t *bshape, int nb, 
  * ld/st, a 512x512 transpose took ~1 ms), the inner loop along dst's
  * contiguous dim: a 512x64 row-major B into column-major took 68 us
  * writing down the columns (32 lines 2 KiB apart share two L1 sets) and
- * 11-13 us along them. */
+ * 11-13 us along them. A transpose (one side's rows are the other's
+ * columns, the copy every LAPACK call makes) is transpose.c's: blocks
+ * transposed in registers on AVX-512. */
 static void copy_mat(void *dst, int64_t drs, int64_t dcs, const void *src, int64_t srs, int64_t scs, int64_t rows,
                      int64_t cols, size_t es)
 {
@@ -148,6 +150,17 @@ static void copy_mat(void *dst, int64_t drs, int64_t dcs, const void *src, int64
         cols = t;
         t = drs, drs = dcs, dcs = t;
         t = srs, srs = scs, scs = t;
+    }
+    /* a transpose: one side's rows are the other's columns */
+    void (*tr)(const void *, int64_t, void *, int64_t, int64_t, int64_t) =
+        es == 4 ? od_cpu_transpose32 : od_cpu_transpose64;
+    if (scs == 1 && drs == 1) {
+        tr(src, srs, dst, dcs, rows, cols);
+        return;
+    }
+    if (srs == 1 && dcs == 1) {
+        tr(src, scs, dst, drs, cols, rows);
+        return;
     }
     if (es == 4)
         COPY_TILES_(uint32_t)
