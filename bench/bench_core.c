@@ -246,6 +246,41 @@ static void bench_rows(void)
     od_tensor_release(b);
 }
 
+/* ---- a transposed copy ------------------------------------------------------------
+ * contiguous() of x.t() for a 4096x4096 float32 x: one read and one write of
+ * each element, one side along rows and the other down columns (fill.c's
+ * transposed copy); memcpy of the same bytes sampled right before each. */
+static void bench_transpose(void)
+{
+    int64_t sz[2] = {4096, 4096};
+    od_tensor *x = rand_tensor(sz, 2), *xt = NULL;
+    od_error err;
+    if (od_tensor_t(x, &xt, &err))
+        die("t", &err);
+    double bytes = 2.0 * (double)(sz[0] * sz[1]) * 4.0, s_k[16], s_cp[16], r_k[16];
+    memcpy_ctx m;
+    memcpy_open(&m, (size_t)(sz[0] * sz[1]) * 4, 5);
+    for (int r = 0; r < g_reps; r++) {
+        s_cp[r] = memcpy_sample(&m);
+        double t0 = now_s();
+        for (int j = 0; j < 5; j++) {
+            od_value a[2] = {od_tensor_v(xt), od_int(OD_MF_CONTIGUOUS)};
+            od_tensor *out = NULL;
+            if (od_call_builtin1(OD_OPID_contiguous, a, 2, &out, &err))
+                die("contiguous", &err);
+            od_tensor_release(out);
+        }
+        s_k[r] = bytes * 5 / (now_s() - t0) / 1e9;
+        r_k[r] = s_k[r] / s_cp[r];
+    }
+    memcpy_close(&m);
+    printf("\ncontiguous() of a transposed 4096x4096 float32 (GB/s = reads + writes; ratio as above)\n");
+    printf("%-12s %8.2f GB/s  memcpy %8.2f  %5.0f%%\n", "x.t()", median(s_k, g_reps), median(s_cp, g_reps),
+           100.0 * median(r_k, g_reps));
+    od_tensor_release(xt);
+    od_tensor_release(x);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--quick") == 0)
@@ -265,5 +300,6 @@ int main(int argc, char **argv)
     bench_elementwise();
     bench_mm();
     bench_rows();
+    bench_transpose();
     return 0;
 }

@@ -160,6 +160,61 @@ static bool same_view(const od_tensor *a, const od_tensor *b)
     return true;
 }
 
+/* ---- a transposed copy ----------------------------------------------------------------
+ * dst contiguous, src of the same element size with its last two dims
+ * swapped in memory (unit stride along dst's rows, ATen's
+ * copy_same_type_transpose_ case, and x.transpose(-2, -1).contiguous()):
+ * per matrix, transpose.c's register blocks, tasks of TC_ROWS rows of dst.
+ * The iterator ran it one element at a time along the strided side: a
+ * 4096x4096 float32 copy took 57 ms, torch 19. */
+#define TC_ROWS 64
+
+typedef struct tcopy {
+    const od_tensor *src;
+    const char *s;
+    char *d;
+    int64_t R, C, lds, nrb;
+    size_t es;
+} tcopy;
+
+static void tcopy_run(void *ctx, int64_t b, int64_t e)
+{
+    const tcopy *j = ctx;
+    const int nd = j->src->ndim;
+    for (int64_t task = b; task < e; task++) {
+        int64_t m = task / j->nrb, r0 = task % j->nrb * TC_ROWS, r1 = r0 + TC_ROWS < j->R ? r0 + TC_ROWS : j->R;
+        int64_t off = 0, rest = m; /* matrix m's first element in src: its batch index through src's strides */
+        for (int k = nd - 3; k >= 0; k--) {
+            off += rest % j->src->sizes[k] * j->src->strides[k];
+            rest /= j->src->sizes[k];
+        }
+        /* dst[i][c] = s[i + c * lds]: the C x R matrix at s (rows lds apart) transposed, its columns [r0, r1) */
+        const char *s = j->s + (size_t)(off + r0) * j->es;
+        char *d = j->d + (size_t)((m * j->R + r0) * j->C) * j->es;
+        (j->es == 4 ? od_cpu_transpose32 : od_cpu_transpose64)(s, j->lds, d, j->C, j->C, r1 - r0);
+    }
+}
+
+static bool transposed_copy(od_tensor *dst, const od_tensor *src)
+{
+    int nd = dst->ndim;
+    size_t es = od_dtype_size(dst->dtype);
+    if (nd < 2 || src->ndim != nd || src->dtype != dst->dtype || (es != 4 && es != 8) ||
+        src->strides[nd - 2] != 1 || src->strides[nd - 1] == 1 || dst->sizes[nd - 2] < 2 || dst->sizes[nd - 1] < 2 ||
+        od_tensor_numel(dst) < 4096 || !od_tensor_is_contiguous(dst))
+        return false;
+    for (int k = 0; k < nd; k++)
+        if (src->sizes[k] != dst->sizes[k])
+            return false; /* broadcast: the iterator's */
+    tcopy j = {.src = src, .s = od_tensor_data(src), .d = od_tensor_data(dst), .R = dst->sizes[nd - 2],
+               .C = dst->sizes[nd - 1], .lds = src->strides[nd - 1], .es = es};
+    j.nrb = (j.R + TC_ROWS - 1) / TC_ROWS;
+    int64_t ntasks = od_tensor_numel(dst) / (j.R * j.C) * j.nrb;
+    if (od_parallel_for(ntasks, 1, tcopy_run, &j) != OD_OK)
+        tcopy_run(&j, 0, ntasks);
+    return true;
+}
+
 od_status od_cpu_copy_into(od_tensor *dst, const od_tensor *src, od_error *err)
 {
     od_status st;
@@ -183,6 +238,10 @@ od_status od_cpu_copy_into(od_tensor *dst, const od_tensor *src, od_error *err)
             }
             src = tmp;
         }
+    }
+    if (transposed_copy(dst, src)) {
+        od_tensor_release(tmp);
+        return OD_OK;
     }
     od_cpu_operand ops[2] = {od_cpu_operand_of(dst), od_cpu_operand_of(src)};
     od_cpu_iter it;

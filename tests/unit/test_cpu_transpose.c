@@ -78,3 +78,51 @@ Test(cpu_transpose, avx512_32) { sweep(4, true); }
 Test(cpu_transpose, avx512_64) { sweep(8, true); }
 Test(cpu_transpose, element_loop_32) { sweep(4, false); }
 Test(cpu_transpose, element_loop_64) { sweep(8, false); }
+
+/* od_cpu_copy_into from a source whose last two dims are swapped in memory (fill.c's transposed copy, which
+ * runs transpose.c in tasks of 64 rows) into a contiguous dst: 2-D and 3-D, the batch dim itself permuted
+ * or not, 4- and 8-byte dtypes, shapes on both sides of the 4096-element threshold and of a task's rows;
+ * every element against the source read through its strides */
+Test(cpu_transpose, transposed_copy_into_contiguous)
+{
+    const od_dtype dts[4] = {OD_FLOAT32, OD_INT32, OD_FLOAT64, OD_INT64};
+    const od_device cpu = {OD_DEV_CPU, 0};
+    for (int it = 0; it < 60; it++) {
+        od_dtype dt = dts[it % 4];
+        size_t es = od_dtype_size(dt);
+        int nd = 2 + it % 2;
+        int64_t R = rng_int(2, 150), C = rng_int(2, 150), Bn = nd == 3 ? rng_int(1, 3) : 1;
+        /* base holds [Bn][C][R] (or [C][R]); its permute (0, 2, 1) (or transpose) is [Bn][R][C] with unit stride
+         * along dim -2; with batch_outer false the base is [C][Bn][R] so the batch stride is R */
+        bool batch_outer = rng_int(0, 1);
+        int64_t bs[3] = {Bn, C, R}, bs2[3] = {C, Bn, R}, s2[2] = {C, R};
+        od_tensor *base = NULL, *src = NULL, *dst = NULL;
+        od_error e;
+        OKCALL(od_tensor_empty(nd == 2 ? s2 : batch_outer ? bs : bs2, nd, dt, cpu, &base, &e));
+        uint8_t *bp = od_tensor_data(base);
+        for (int64_t i = 0; i < od_tensor_numel(base) * (int64_t)es; i++)
+            bp[i] = (uint8_t)rng_next();
+        if (nd == 2) {
+            OKCALL(od_tensor_transpose(base, 0, 1, &src, &e));
+        } else {
+            int64_t perm[3] = {0, 2, 1}, perm2[3] = {1, 2, 0};
+            OKCALL(od_tensor_permute(base, batch_outer ? perm : perm2, 3, &src, &e));
+        }
+        OKCALL(od_tensor_empty(src->sizes, nd, dt, cpu, &dst, &e));
+        OKCALL(od_cpu_copy_into(dst, src, &e));
+        const uint8_t *sp = od_tensor_data(src), *dp = od_tensor_data(dst);
+        for (int64_t b = 0; b < Bn; b++)
+            for (int64_t i = 0; i < R; i++)
+                for (int64_t j = 0; j < C; j++) {
+                    int64_t so = (nd == 3 ? b * src->strides[0] : 0) + i * src->strides[nd - 2] + j * src->strides[nd - 1];
+                    int64_t dof = (b * R + i) * C + j;
+                    TCHECK(memcmp(sp + so * (int64_t)es, dp + dof * (int64_t)es, es) == 0,
+                           "%s %dd batch %lld (outer %d) R %lld C %lld: [%lld][%lld][%lld] differs",
+                           od_dtype_name(dt), nd, (long long)Bn, batch_outer, (long long)R, (long long)C,
+                           (long long)b, (long long)i, (long long)j);
+                }
+        od_tensor_release(dst);
+        od_tensor_release(src);
+        od_tensor_release(base);
+    }
+}
