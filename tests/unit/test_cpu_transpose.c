@@ -126,3 +126,40 @@ Test(cpu_transpose, transposed_copy_into_contiguous)
         od_tensor_release(base);
     }
 }
+
+/* od_cpu_copy_into between column slices whose rows lie t bytes apart modulo 4096, t from 0 to 80 (fill.c
+ * copies a dense run that starts 1-63 bytes past its source back to front, where glibc's memcpy 4K-aliased):
+ * uint8 rows of 1000 random bytes, so every distance occurs; each slot against its source, and the bytes of
+ * dst's rows outside the slot keep their sentinel */
+Test(cpu_transpose, copy_into_near_aliased_rows)
+{
+    const od_device cpu = {OD_DEV_CPU, 0};
+    const int64_t R = 9, N = 1000, ss[2] = {R, 4096}, ds[2] = {R, 8192};
+    od_tensor *sbase = NULL, *dbase = NULL;
+    od_error e;
+    OKCALL(od_tensor_empty(ss, 2, OD_UINT8, cpu, &sbase, &e));
+    OKCALL(od_tensor_empty(ds, 2, OD_UINT8, cpu, &dbase, &e));
+    uint8_t *sp = od_tensor_data(sbase), *dp = od_tensor_data(dbase);
+    for (int64_t i = 0; i < R * 4096; i++)
+        sp[i] = (uint8_t)rng_next();
+    int64_t delta = (int64_t)(((uintptr_t)dp - (uintptr_t)sp) & 4095);
+    for (int64_t t = 0; t <= 80; t++) {
+        int64_t b = ((t - delta) % 4096 + 4096) % 4096;
+        memset(dp, 0xA5, (size_t)(R * 8192));
+        od_tensor *src = NULL, *dst = NULL;
+        OKCALL(od_tensor_slice(sbase, 1, 0, N, 1, &src, &e));
+        OKCALL(od_tensor_slice(dbase, 1, b, b + N, 1, &dst, &e));
+        OKCALL(od_cpu_copy_into(dst, src, &e));
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t j = 0; j < 8192; j++) {
+                bool in = j >= b && j < b + N;
+                uint8_t want = in ? sp[r * 4096 + j - b] : 0xA5;
+                TCHECK(dp[r * 8192 + j] == want, "distance %lld: row %lld byte %lld is %d, want %d", (long long)t,
+                       (long long)r, (long long)j, dp[r * 8192 + j], want);
+            }
+        od_tensor_release(dst);
+        od_tensor_release(src);
+    }
+    od_tensor_release(dbase);
+    od_tensor_release(sbase);
+}
